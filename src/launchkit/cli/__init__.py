@@ -1,0 +1,1 @@
+"""The thin CLI layer: one module per command, each with a `register(app)` function."""

@@ -1,0 +1,14 @@
+"""`launchkit list`."""
+
+from __future__ import annotations
+
+import typer
+
+from launchkit.cli.state import not_yet
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("list")
+    def _cmd() -> None:
+        """(not yet available)"""
+        not_yet("list")

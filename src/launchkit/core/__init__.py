@@ -1,0 +1,1 @@
+"""The I/O-free core: launch request -> cluster profile -> Beaker spec."""

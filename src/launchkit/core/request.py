@@ -1,0 +1,195 @@
+"""The launch request: every `run` option, parsed and validated in one place.
+
+The CLI builds a `LaunchRequest` from argv + config; nothing downstream re-parses user strings.
+Validation errors are turned into one-line usage errors (exit 2) by `launchkit.cli.app`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from launchkit.core.units import parse_duration, parse_size
+
+
+class Priority(str, Enum):
+    low = "low"
+    normal = "normal"
+    high = "high"
+    urgent = "urgent"
+    immediate = "immediate"
+
+
+class ExecMethod(str, Enum):
+    exec = "exec"
+    bash = "bash"
+
+
+class Launcher(str, Enum):
+    """How the user command is wired across replicas (see docs/multi-node.md)."""
+
+    none = "none"
+    torchrun = "torchrun"
+    accelerate = "accelerate"
+    ray = "ray"
+
+
+class BackendName(str, Enum):
+    beaker = "beaker"
+    local = "local"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EnvVar(_Model):
+    name: str
+    value: str
+
+
+class EnvSecret(_Model):
+    """An env var whose value comes from a Beaker secret. Only names are ever stored."""
+
+    name: str
+    secret: str
+
+
+class DatasetMount(_Model):
+    dataset: str
+    mount_path: str
+    sub_path: str | None = None
+
+
+class HostMount(_Model):
+    host_path: str
+    mount_path: str
+
+
+class WekaMount(_Model):
+    bucket: str
+    mount_path: str
+
+
+class Upload(_Model):
+    local_path: str
+    mount_path: str
+
+
+class Duration(float):
+    """Seconds, parsed from `90`, `30s`, `5m`, `2h30m`, `1d`."""
+
+
+class LaunchRequest(_Model):
+    """Everything `launchkit run` was asked to do. Immutable once built."""
+
+    # --- the command
+    command: list[str] = Field(min_length=1)
+
+    # --- workload
+    name: str | None = None
+    description: str | None = None
+    workspace: str | None = None
+    budget: str | None = None
+    groups: list[str] = []
+
+    # --- constraints
+    clusters: list[str] = []  # names, aliases or globs; resolved by the Beaker backend
+    gpu_types: list[str] = []
+    interconnect: Literal["ib", "tcpxo"] | None = None
+    tags: list[str] = []
+    hostnames: list[str] = []
+
+    # --- resources (per replica)
+    cpus: float | None = Field(default=None, gt=0)
+    gpus: int | None = Field(default=None, ge=0)
+    memory: int | None = None  # bytes
+    shared_memory: int | None = None  # bytes
+
+    # --- inputs
+    beaker_image: str | None = None
+    docker_image: str | None = None
+    datasets: list[DatasetMount] = []
+    mounts: list[HostMount] = []
+    weka: list[WekaMount] = []
+    uploads: list[Upload] = []
+    env: list[EnvVar] = []
+    env_secrets: list[EnvSecret] = []
+    auto_secrets: bool = True  # add well-known secrets (HF_TOKEN, ...) the workspace has
+    git_token_secret: str | None = None  # secret holding a token for private repositories
+
+    # --- git
+    ref: str | None = None
+    branch: str | None = None
+    remote: str | None = None
+    allow_dirty: bool = False
+
+    # --- outputs
+    results_dir: str = "/results"
+
+    # --- task
+    task_name: str = "main"
+    priority: Priority | None = None
+    task_timeout: float | None = None  # seconds
+    min_runtime: float | None = None  # seconds
+    no_auto_resume: bool = False
+    preemptible: bool | None = None
+    retries: int | None = Field(default=None, ge=0)
+
+    # --- multi-node (defaults refined by launchkit.core.profiles / multinode)
+    replicas: int = Field(default=1, ge=1)
+    leader_selection: bool | None = None
+    host_networking: bool | None = None
+    propagate_failure: bool | None = None
+    propagate_preemption: bool | None = None
+    synchronized_start_timeout: float | None = None  # seconds
+    launcher: Launcher = Launcher.none
+    resumable: bool = False
+    profile: str | None = None  # explicit cluster profile name
+    no_profile: bool = False
+    skip_nccl_setup: bool = False
+
+    # --- runtime
+    exec_method: ExecMethod = ExecMethod.exec
+    pre_setup: str | None = None
+    post_setup: str | None = None
+    runtime_dir: str = "/launchkit-runtime"
+
+    # --- python
+    install: str | None = None
+    no_python: bool = False
+    system_python: bool = False
+    python_version: str | None = None
+    uv_extras: list[str] = []
+    uv_all_extras: bool = False
+    torch_backend: str | None = None
+    uv_cache_dir: str | None = None
+
+    # --- launch behaviour (not part of the spec)
+    backend: BackendName = BackendName.beaker
+    dry_run: bool = False
+    save_spec: str | None = None
+    follow: bool = False
+    yes: bool = False
+
+    @field_validator("task_timeout", "min_runtime", "synchronized_start_timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> object:
+        return None if v is None else parse_duration(v)  # type: ignore[arg-type]
+
+    @field_validator("memory", "shared_memory", mode="before")
+    @classmethod
+    def _size(cls, v: object) -> object:
+        return None if v is None else parse_size(v)  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LaunchRequest:
+        if self.beaker_image and self.docker_image:
+            raise ValueError("--beaker-image and --docker-image cannot be used together: pick one")
+        if self.hostnames and (self.clusters or self.gpu_types or self.tags or self.interconnect):
+            raise ValueError(
+                "--hostname cannot be combined with --cluster/--gpu-type/--tag/--interconnect: drop one"
+            )
+        return self

@@ -1,0 +1,32 @@
+"""The runtime entrypoint: bash that runs inside the job (on Beaker, or here with the local backend).
+
+The script is assembled from the `*.sh` parts in this folder, in `PARTS` order, and embedded in the
+spec as `bash -c <script> launchkit-entrypoint ARGV...`, so a spec needs nothing but bash and git.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from importlib import resources
+
+# Library parts first (functions only), the main flow last.
+PARTS = ("lib.sh", "nccl.sh", "launchers.sh", "entrypoint.sh")
+
+ENTRYPOINT_NAME = "launchkit-entrypoint"  # $0 of the embedded script
+
+
+@lru_cache(maxsize=1)
+def entrypoint_script() -> str:
+    """The complete entrypoint as one bash script."""
+    folder = resources.files(__name__)
+    chunks = []
+    for part in PARTS:
+        path = folder / part
+        if path.is_file():
+            chunks.append(f"# ---- {part}\n" + path.read_text())
+    return "\n".join(chunks)
+
+
+def entrypoint_digest() -> str:
+    return hashlib.sha256(entrypoint_script().encode()).hexdigest()[:12]

@@ -1,0 +1,86 @@
+"""Shared fixtures: isolated environment, real git repositories with local bare remotes, CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory, monkeypatch):
+    """Keep tests away from the developer's real config, state and Beaker credentials."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local/state"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local/share"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.com")
+    for var in list(os.environ):
+        if var.startswith(("LAUNCHKIT_", "BEAKER_")):
+            monkeypatch.delenv(var)
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          timeout=60).stdout.strip()
+
+
+@dataclass
+class Repo:
+    path: Path
+    remote: Path  # bare repository used as `origin`
+
+    def commit(self, files: dict[str, str], message: str = "change", push: bool = True) -> str:
+        for name, text in files.items():
+            p = self.path / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        git(self.path, "add", "-A")
+        git(self.path, "commit", "-q", "-m", message)
+        if push:
+            git(self.path, "push", "-q", "origin", "HEAD")
+        return git(self.path, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path) -> Repo:
+    """A real repository with one pushed commit and a local bare `origin`."""
+    remote = tmp_path / "remote.git"
+    work = tmp_path / "work"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True, timeout=60)
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+    git(work, "remote", "add", "origin", remote.as_uri())
+    r = Repo(work, remote)
+    r.commit({"train.py": "import sys\nprint('args', sys.argv[1:])\n"}, "init")
+    git(work, "branch", "-q", "--set-upstream-to=origin/main")
+    return r
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 120, input: str | None = None) -> Result:
+    """Run `python -m launchkit ARGS` in a real subprocess (with a timeout)."""
+    proc = subprocess.run([sys.executable, "-m", "launchkit", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})},
+                          input=input if input is not None else "")
+    return Result(proc.returncode, proc.stdout, proc.stderr)
