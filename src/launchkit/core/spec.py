@@ -41,8 +41,13 @@ def run_id(request: LaunchRequest, git: GitState) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def build_spec(request: LaunchRequest, git: GitState) -> Any:
-    """Return a `beaker.types.BeakerExperimentSpec` for the request (first cut)."""
+def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str, Any] | None = None) -> Any:
+    """Return a `beaker.types.BeakerExperimentSpec` for the request (first cut).
+
+    `user_profiles` is the `[tool.launchkit.profiles]` config table (see launchkit.core.profiles).
+    """
+    from launchkit.core.multinode import task_additions
+
     t = spec_types()
     env: list[Any] = []
 
@@ -50,8 +55,10 @@ def build_spec(request: LaunchRequest, git: GitState) -> Any:
         if value is not None:
             env.append(t.BeakerEnvVar(name=name, value=value))
 
+    rid = run_id(request, git)
+    extra = task_additions(request, rid, user_profiles)  # cluster profile + multi-node wiring
     put(ENV_VERSION, __version__)
-    put(ENV_RUN_ID, run_id(request, git))
+    put(ENV_RUN_ID, rid)
     put(ENV_GIT_REMOTE, git.remote_url)
     put(ENV_GIT_COMMIT, git.commit)
     put(ENV_GIT_BRANCH, git.branch)
@@ -59,6 +66,8 @@ def build_spec(request: LaunchRequest, git: GitState) -> Any:
     put(ENV_RESULTS_DIR, request.results_dir)
     put(ENV_RUNTIME_DIR, request.runtime_dir)
     put(ENV_EXEC_METHOD, request.exec_method.value)
+    for name, value in extra.env:
+        put(name, value)
     for e in request.env:
         put(e.name, e.value)
     for s in request.env_secrets:
@@ -83,6 +92,11 @@ def build_spec(request: LaunchRequest, git: GitState) -> Any:
         result=t.BeakerResultSpec(path=request.results_dir),
         resources=resources,
         replicas=request.replicas if request.replicas > 1 else None,
+        datasets=[t.BeakerDataMount(source=t.BeakerDataSource(host_path=m.host_path), mount_path=m.mount_path)
+                  for m in extra.mounts]
+        + [t.BeakerDataMount(source=t.BeakerDataSource(weka=w.bucket), mount_path=w.mount_path)
+           for w in extra.weka] or None,
+        **extra.task_fields,
     )
     return t.BeakerExperimentSpec(
         description=request.description, budget=request.budget, tasks=[task],

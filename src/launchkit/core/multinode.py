@@ -1,0 +1,96 @@
+"""Multi-node wiring: replica defaults, launcher env, W&B resume, and the profile parts, for the spec.
+
+`task_additions(request, run_id, user_profiles)` is the one call `core/spec.py` makes: it returns the
+extra env vars, mounts and `BeakerTaskSpec` fields. Pure: no I/O. The runtime half lives in
+runtime/launchers.sh (`lk_wrap_command`) and runtime/nccl.sh (`lk_cluster_setup`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from launchkit.core.profiles import ProfileSelection, resolve_profiles
+from launchkit.core.request import HostMount, LaunchRequest, Launcher, WekaMount
+from launchkit.core.units import to_nanoseconds
+
+# Spec -> entrypoint contract (docs/runtime.md, docs/multi-node.md).
+ENV_LAUNCHER = "LAUNCHKIT_LAUNCHER"
+ENV_RDZV_PORT = "LAUNCHKIT_RDZV_PORT"
+ENV_RDZV_ID = "LAUNCHKIT_RDZV_ID"
+ENV_SKIP_NCCL_SETUP = "LAUNCHKIT_SKIP_NCCL_SETUP"
+
+DEFAULT_SYNC_START_TIMEOUT = 300.0  # seconds (5m)
+PORT_BASE, PORT_SPAN = 29000, 1000
+
+
+def derive_port(run_id: str) -> int:
+    """The rendezvous port (torchrun master, accelerate main process, Ray head): stable per run."""
+    digest = hashlib.sha256(f"rdzv:{run_id}".encode()).digest()
+    return PORT_BASE + int.from_bytes(digest[:4], "big") % PORT_SPAN
+
+
+def wandb_run_id(run_id: str) -> str:
+    """A W&B run id that is the same for every restart of the same experiment."""
+    return f"lk-{run_id}"
+
+
+class TaskAdditions(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    env: list[tuple[str, str]] = []
+    mounts: list[HostMount] = []
+    weka: list[WekaMount] = []
+    task_fields: dict[str, Any] = {}  # BeakerTaskSpec keyword arguments
+    selection: ProfileSelection
+
+
+def replica_fields(request: LaunchRequest) -> dict[str, Any]:
+    """`--replicas N>1` turns on leader selection, host networking, failure/preemption propagation and
+    a synchronized start timeout, unless the user said otherwise. Single replica: only what was asked."""
+    multi = request.replicas > 1
+
+    def pick(value: Any, default: Any) -> Any:
+        return value if value is not None else (default if multi else None)
+
+    fields = {
+        "leader_selection": pick(request.leader_selection, True),
+        "host_networking": pick(request.host_networking, True),
+        "propagate_failure": pick(request.propagate_failure, True),
+        "propagate_preemption": pick(request.propagate_preemption, True),
+    }
+    timeout = pick(request.synchronized_start_timeout, DEFAULT_SYNC_START_TIMEOUT)
+    if timeout is not None:
+        fields["synchronized_start_timeout"] = to_nanoseconds(timeout)
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def launcher_env(request: LaunchRequest, run_id: str) -> list[tuple[str, str]]:
+    env: list[tuple[str, str]] = []
+    if request.launcher is not Launcher.none:
+        env += [(ENV_LAUNCHER, request.launcher.value), (ENV_RDZV_PORT, str(derive_port(run_id))),
+                (ENV_RDZV_ID, run_id)]
+    if request.skip_nccl_setup:
+        env.append((ENV_SKIP_NCCL_SETUP, "1"))
+    if request.resumable:
+        env += [("WANDB_RUN_ID", wandb_run_id(run_id)), ("WANDB_RESUME", "allow")]
+    return env
+
+
+def task_additions(request: LaunchRequest, run_id: str,
+                   user_profiles: dict[str, Any] | None = None) -> TaskAdditions:
+    """Everything profiles and multi-node wiring add to the task. The user's `--env` wins."""
+    selection = resolve_profiles(request, user_profiles)
+    user_names = {e.name for e in request.env} | {s.name for s in request.env_secrets}
+    env = [(n, v) for n, v in selection.spec_env() + launcher_env(request, run_id) if n not in user_names]
+    taken = {m.mount_path for m in request.mounts} | {w.mount_path for w in request.weka} \
+        | {d.mount_path for d in request.datasets}
+    return TaskAdditions(
+        env=env,
+        mounts=[m for m in selection.mounts if m.mount_path not in taken],
+        weka=[w for w in selection.weka if w.mount_path not in taken],
+        task_fields=replica_fields(request),
+        selection=selection,
+    )
