@@ -22,7 +22,9 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
     request = build_request(given, command)
     git = read_git_state(remote=request.remote, ref=request.ref, branch=request.branch,
                          allow_dirty=request.allow_dirty)
-    spec = build_spec(request, git)
+    from launchkit.profile_config import user_profiles
+
+    spec = build_spec(request, git, user_profiles=user_profiles(git.repo_root))
     text = spec_to_yaml(spec)
     if request.save_spec:
         with open(request.save_spec, "w") as f:

@@ -20,6 +20,7 @@ from launchkit.cli import (
     list_cmd,
     logs_cmd,
     open_cmd,
+    profiles_cmd,
     run_cmd,
     stop_cmd,
 )
@@ -52,7 +53,7 @@ def _root(
     state.verbosity = -1 if quiet else verbose
 
 
-for module in (run_cmd, follow_cmd, logs_cmd, stop_cmd, list_cmd, find_gpus_cmd, open_cmd):
+for module in (run_cmd, follow_cmd, logs_cmd, stop_cmd, list_cmd, find_gpus_cmd, open_cmd, profiles_cmd):
     module.register(app)
 
 

@@ -94,3 +94,23 @@ def task_additions(request: LaunchRequest, run_id: str,
         task_fields=replica_fields(request),
         selection=selection,
     )
+
+
+def check_combinations(request: LaunchRequest) -> None:
+    """Reject launcher/replica combinations that cannot work (one-line usage errors, exit 2)."""
+    from launchkit.core.request import ExecMethod
+    from launchkit.errors import UsageError
+
+    launcher = request.launcher
+    if request.profile and request.no_profile:
+        raise UsageError(f"--profile {request.profile} and --no-profile cannot be combined", hint="pick one")
+    if launcher is Launcher.none:
+        return
+    if request.replicas > 1 and request.leader_selection is False:
+        role = "workers cannot find the head" if launcher is Launcher.ray else "replicas cannot find the leader"
+        raise UsageError(f"--{launcher.value} with --replicas {request.replicas} and --no-leader-selection: {role}",
+                         hint="drop --no-leader-selection")
+    if request.exec_method is ExecMethod.bash and launcher in (Launcher.torchrun, Launcher.accelerate):
+        raise UsageError(f"--{launcher.value} starts one process per GPU from an argv; "
+                         "--exec-method bash gives it a shell string",
+                         hint="drop --exec-method bash (put shell logic in a script and run `bash script.sh`)")

@@ -97,9 +97,13 @@ def build_request(given: dict[str, Any], command: list[str] | None,
         datasets.append(DatasetMount(dataset=ds, mount_path=target, sub_path=sub or None))
     fields["datasets"] = datasets
     try:
-        return LaunchRequest(**fields)
+        request = LaunchRequest(**fields)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
         raise UsageError(f"{loc}: {msg}" if loc else msg) from None
+    from launchkit.core.multinode import check_combinations
+
+    check_combinations(request)  # launcher/replica/profile conflicts (multi-node work)
+    return request

@@ -301,7 +301,7 @@ def resolve_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | Non
     if request.profile:
         if request.profile not in profiles:
             raise UsageError(f"unknown profile {request.profile!r}",
-                             hint="known: " + ", ".join(sorted(profiles)) + " (see `launchkit profiles`)")
+                             hint="known: " + ", ".join(sorted(profiles)) + "; see `launchkit profiles --list`")
         return _full(profiles[request.profile], [f"--profile {request.profile}"], profiles, request, forced=True)
 
     named = [p for p in profiles.values() if p.clusters or p.tags or p.detectable]

@@ -1,0 +1,94 @@
+"""`launchkit profiles [CLUSTER...]`: which cluster profile a job would get, what it adds, and why."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("profiles")
+    def profiles(
+        clusters: Optional[list[str]] = typer.Argument(None, help="Cluster names, aliases or globs the job targets."),
+        tag: Optional[list[str]] = typer.Option(None, "--tag", help="Required cluster tag (e.g. storage:weka)."),
+        interconnect: Optional[str] = typer.Option(None, "--interconnect", help="ib or tcpxo."),
+        hostname: Optional[list[str]] = typer.Option(None, "--hostname", help="Node hostname the job targets."),
+        replicas: int = typer.Option(1, "--replicas", help="Replicas (multi-node parts apply when > 1)."),
+        profile: Optional[str] = typer.Option(None, "--profile", help="Force this profile."),
+        no_profile: bool = typer.Option(False, "--no-profile", help="No profile at all."),
+        skip_nccl_setup: bool = typer.Option(False, "--skip-nccl-setup", help="Leave out the NCCL setup."),
+        list_all: bool = typer.Option(False, "--list", "-l", help="List every known profile and its parts."),
+    ) -> None:
+        """Show what the cluster profile would add to a job on CLUSTER... and why."""
+        from launchkit.core.parse import build_request
+        from launchkit.core.profiles import load_profiles, resolve_profiles
+        from launchkit.profile_config import user_profiles
+
+        table = user_profiles()
+        given = {"cluster": clusters, "tag": tag, "interconnect": interconnect, "hostname": hostname,
+                 "replicas": replicas, "profile": profile, "no_profile": no_profile,
+                 "skip_nccl_setup": skip_nccl_setup}
+        request = build_request(given, ["true"])
+        out: list[str] = []
+        if list_all:
+            for p in load_profiles(table).values():
+                out += _describe_profile(p, user=p.name in table)
+            typer.echo("\n".join(out))
+            return
+        selection = resolve_profiles(request, table)
+        out += _describe_selection(selection, request)
+        typer.echo("\n".join(out))
+
+
+def _describe_profile(p, *, user: bool) -> list[str]:  # noqa: ANN001 - pydantic imported lazily
+    lines = [f"{p.name}{' (from pyproject.toml)' if user else ''}: {p.description or '-'}"]
+    for label, values in (("clusters", p.clusters), ("tags", p.tags), ("node hostnames", p.hostnames),
+                          ("node paths", p.detect_paths)):
+        if values:
+            lines.append(f"  {label}: {' '.join(values)}")
+    lines += _parts(p, multi=True)
+    return lines + [""]
+
+
+def _parts(p, *, multi: bool, spec: bool = True) -> list[str]:  # noqa: ANN001
+    lines = []
+    if spec:
+        lines += [f"  env {k}={v}" for k, v in p.env.items()]
+        lines += [f"  mount host {m.host_path} -> {m.mount_path}" for m in p.mounts]
+        lines += [f"  mount weka {w.bucket} -> {w.mount_path}" for w in p.weka]
+    lines += [f"  setup: {d}" for s in p.setup for d in s.describe()]
+    if multi:
+        lines += [f"  multi-node GPU setup: {d}" for s in p.multi_node_setup for d in s.describe()]
+    return lines
+
+
+def _describe_selection(sel, request) -> list[str]:  # noqa: ANN001
+    targets = [f"cluster {c}" for c in request.clusters] + [f"hostname {h}" for h in request.hostnames]
+    targets += [f"tag {t}" for t in request.tags] + (
+        [f"interconnect {request.interconnect}"] if request.interconnect else [])
+    lines = [f"job: {', '.join(targets) or 'no cluster constraint'}; {request.replicas} replica(s)"]
+    if sel.applied:
+        lines.append(f"profile: {sel.applied}" + (" (forced)" if sel.forced else ""))
+    elif sel.candidates:
+        lines.append(f"profile: decided on each node among {', '.join(sel.candidates)}")
+    else:
+        lines.append("profile: none")
+    lines += [f"  because {r}" for r in sel.reasons]
+    multi = request.replicas > 1 and not request.skip_nccl_setup
+    if sel.applied:
+        p = sel.profiles[sel.applied]
+        spec_lines = _parts(p, multi=False)
+        lines += ["spec parts (in the Beaker spec):"] + (
+            [ln for ln in spec_lines if not ln.startswith("  setup")] or ["  (none)"])
+    for name in sel.candidates:
+        p = sel.profiles[name]
+        if sel.forced or not p.detectable:
+            when = "always"
+        else:
+            when = "on nodes matching " + " or ".join(
+                [f"host {g}" for g in p.hostnames] + [f"{d} present" for d in p.detect_paths])
+        lines.append(f"in-container setup for {name} ({when}):")
+        lines += _parts(p, multi=multi, spec=False) or ["  (none)"]
+    lines += [f"left out: {s}" for s in sel.skipped]
+    return lines

@@ -1,0 +1,106 @@
+"""lk_wrap_command (runtime/launchers.sh): the argv each launcher gets, with stub tools on PATH."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mn_helpers import run_node
+
+STUB = """#!/usr/bin/env python3
+import json, os, sys
+print(json.dumps({"argv": [os.path.basename(sys.argv[0])] + sys.argv[1:],
+                  "cpu": os.environ.get("ACCELERATE_USE_CPU"), "ray": os.environ.get("RAY_ADDRESS")}))
+"""
+
+
+@pytest.fixture
+def stubs(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("torchrun", "accelerate"):
+        (bin_dir / tool).write_text(STUB)
+        (bin_dir / tool).chmod(0o755)
+    return bin_dir
+
+
+def wrap(stubs, launcher, argv, **beaker):
+    env = {"LAUNCHKIT_LAUNCHER": launcher, "LAUNCHKIT_RDZV_PORT": "29123", "LAUNCHKIT_RDZV_ID": "abc",
+           **{f"BEAKER_{k.upper()}": str(v) for k, v in beaker.items()}}
+    r = run_node(argv, env, path_prepend=[stubs])
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout), r.stderr
+
+
+def test_torchrun_single_node_uses_all_gpus(stubs):
+    out, log = wrap(stubs, "torchrun", ["python", "train.py", "--lr", "1e-4"], assigned_gpu_count=8)
+    assert out["argv"] == ["torchrun", "--nproc-per-node=8", "--standalone", "train.py", "--lr", "1e-4"]
+
+
+def test_torchrun_multi_node_static_rendezvous_at_the_leader(stubs):
+    out, _ = wrap(stubs, "torchrun", ["python", "train.py"], assigned_gpu_count=8, replica_count=2,
+                  replica_rank=1, leader_replica_hostname="127.0.0.1")
+    assert out["argv"] == ["torchrun", "--nproc-per-node=8", "--nnodes=2", "--node-rank=1", "--rdzv-backend=static",
+                           "--rdzv-endpoint=127.0.0.1:29123", "--rdzv-id=abc", "--rdzv-conf=read_timeout=420",
+                           "train.py"]
+
+
+def test_torchrun_resolves_the_leader_name(stubs):
+    out, _ = wrap(stubs, "torchrun", ["python", "train.py"], assigned_gpu_count=1, replica_count=2,
+                  replica_rank=0, leader_replica_hostname="localhost")
+    assert "--rdzv-endpoint=127.0.0.1:29123" in out["argv"]
+
+
+@pytest.mark.parametrize("argv,tail", [
+    (["python", "-m", "pkg.train", "x"], ["-m", "pkg.train", "x"]),
+    (["python3", "train.py"], ["train.py"]),
+    (["train.py", "a b"], ["train.py", "a b"]),
+    (["bash", "run.sh"], ["--no-python", "bash", "run.sh"]),
+    (["python", "-u", "train.py"], ["--no-python", "python", "-u", "train.py"]),
+])
+def test_torchrun_program_forms(stubs, argv, tail):
+    out, log = wrap(stubs, "torchrun", argv)
+    assert out["argv"] == ["torchrun", "--nproc-per-node=1", "--standalone", *tail]
+    assert "no GPUs assigned, one CPU process per replica" in log
+
+
+def test_accelerate_multi_node(stubs):
+    out, _ = wrap(stubs, "accelerate", ["python", "train.py"], assigned_gpu_count=8, replica_count=2,
+                  replica_rank=1, leader_replica_hostname="127.0.0.1")
+    assert out["argv"] == ["accelerate", "launch", "--num_machines", "2", "--machine_rank", "1", "--num_processes",
+                           "16", "--main_process_ip", "127.0.0.1", "--main_process_port", "29123",
+                           "--mixed_precision", "no", "--dynamo_backend", "no", "--multi_gpu", "train.py"]
+    assert out["cpu"] is None
+
+
+def test_accelerate_on_cpu_replicas(stubs):
+    out, _ = wrap(stubs, "accelerate", ["python", "-m", "pkg"], replica_count=2, replica_rank=0,
+                  leader_replica_hostname="127.0.0.1")
+    assert out["argv"][out["argv"].index("--num_processes") + 1] == "2"
+    assert out["argv"][-3:] == ["--multi_gpu", "-m", "pkg"] and out["cpu"] == "true"
+
+
+def test_no_launcher_runs_the_command_as_is(stubs):
+    r = run_node(["torchrun", "x"], {}, path_prepend=[stubs])
+    assert json.loads(r.stdout)["argv"] == ["torchrun", "x"]
+
+
+def test_multi_node_without_leader_is_a_clear_error(stubs):
+    r = run_node(["python", "train.py"], {"LAUNCHKIT_LAUNCHER": "torchrun", "BEAKER_REPLICA_COUNT": "2"},
+                 path_prepend=[stubs])
+    assert r.returncode == 13 and "needs BEAKER_LEADER_REPLICA_HOSTNAME" in r.stderr
+
+
+def test_missing_tool_is_named(tmp_path):
+    r = run_node(["python", "train.py"], {"LAUNCHKIT_LAUNCHER": "ray", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 13 and "--ray needs 'ray'" in r.stderr
+
+
+@pytest.mark.parametrize("env,msg", [
+    ({"LAUNCHKIT_LAUNCHER": "mpirun"}, "unknown LAUNCHKIT_LAUNCHER='mpirun'"),
+    ({"LAUNCHKIT_LAUNCHER": "torchrun", "BEAKER_ASSIGNED_GPU_COUNT": "eight"}, "must be a whole number"),
+])
+def test_bad_runtime_env(stubs, env, msg):
+    r = run_node(["python", "train.py"], env, path_prepend=[stubs])
+    assert r.returncode == 2 and msg in r.stderr
