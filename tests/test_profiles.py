@@ -1,0 +1,144 @@
+"""Profile resolution (core/profiles.py) and multi-node spec wiring (core/multinode.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from launchkit.core.multinode import derive_port, replica_fields, task_additions
+from launchkit.core.parse import build_request
+from launchkit.core.profiles import BUILTIN_PROFILES, load_profiles, resolve_profiles
+from launchkit.errors import UsageError
+
+
+def req(**given):
+    return build_request(given, ["python", "train.py"])
+
+
+def sel(user=None, **given):
+    return resolve_profiles(req(**given), user)
+
+
+@pytest.mark.parametrize("cluster", ["ai2/jupiter", "jupiter", "ai2/jupiter-cirrascale-2", "ai2/jup*", "AI2/Titan",
+                                     "ai2/saturn", "ai2/holmes", "ai2/prometheus"])
+def test_weka_clusters_by_name_alias_or_glob(cluster):
+    s = sel(cluster=[cluster])
+    assert s.applied == "ai2-weka"
+    assert s.env["HF_HUB_CACHE"] == "/weka/oe-adapt-default/allennlp/.cache/hub"
+    assert [(w.bucket, w.mount_path) for w in s.weka] == [
+        ("oe-adapt-default", "/weka/oe-adapt-default"), ("oe-training-default", "/weka/oe-training-default")]
+
+
+def test_augusta():
+    s = sel(cluster=["ai2/augusta"], replicas=4)
+    assert s.applied == "ai2-augusta" and s.env["HF_HOME"] == "/filestore/.cache/huggingface"
+    assert [(m.host_path, m.mount_path) for m in s.mounts] == [("/mnt/filestore_1", "/filestore")]
+    assert "multi source /var/lib/tcpxo/lib64/nccl-env-profile.sh" in s.setup_program
+
+
+@pytest.mark.parametrize("given,applied", [
+    ({"tag": ["storage:weka"]}, "ai2-weka"),
+    ({"interconnect": "ib"}, "ai2-weka"),
+    ({"interconnect": "tcpxo"}, "ai2-augusta"),
+    ({"hostname": ["jupiter-cs-aus-101.reviz.ai2.in"]}, "ai2-weka"),
+    ({"cluster": ["ai2/jupiter", "ai2/augusta"], "interconnect": "ib"}, "ai2-weka"),  # tags narrow the targets
+])
+def test_tags_and_hostnames(given, applied):
+    assert sel(**given).applied == applied
+
+
+def test_mixed_families_carry_only_guarded_runtime_parts():
+    s = sel(cluster=["ai2/jupiter", "ai2/augusta"], replicas=2)
+    assert s.applied is None and s.env == {} and not s.mounts and not s.weka
+    assert s.candidates == ["ai2-weka", "ai2-augusta"]
+    assert "profile ai2-weka\nmatch host jupiter*" in s.setup_program
+    assert "match always" not in s.setup_program
+    assert any("env and mounts not applied" in x for x in s.skipped)
+
+
+def test_unknown_cluster_next_to_a_weka_one_is_mixed():
+    s = sel(cluster=["ai2/jupiter", "other/cpu"], replicas=2)
+    assert s.applied is None and s.candidates == ["ai2-weka"]
+    assert "cluster other/cpu -> generic" in s.reasons
+
+
+def test_unconstrained_job_detects_at_runtime():
+    s = sel(replicas=2)
+    assert s.applied is None and s.candidates == ["ai2-weka", "ai2-augusta"]
+    assert "match path /sys/class/infiniband" in s.setup_program
+    assert "match path /var/lib/tcpxo/lib64" in s.setup_program
+
+
+def test_single_replica_drops_multi_node_steps():
+    s = sel(cluster=["ai2/augusta"])
+    assert s.setup_program == "" and s.applied == "ai2-augusta"
+    assert "ai2-augusta: multi-node setup not needed (1 replica)" in s.skipped
+
+
+def test_profile_flag_forces_and_no_profile_disables():
+    s = sel(profile="ai2-augusta", replicas=2)
+    assert s.applied == "ai2-augusta" and s.forced and "match always" in s.setup_program
+    assert sel(cluster=["ai2/jupiter"], no_profile=True).spec_env() == []
+    with pytest.raises(UsageError, match="unknown profile 'nope'"):
+        sel(profile="nope")
+
+
+def test_user_profile_defines_and_overrides():
+    user = {"ai2-weka": {"env": {"HF_HOME": "/weka/mine/hf"}},
+            "ai2-augusta": {"disabled": True},
+            "lab": {"clusters": ["lab/*"], "mounts": ["/scratch:/scratch"], "tags": ["site:lab"]}}
+    profiles = load_profiles(user)
+    assert "ai2-augusta" not in profiles
+    assert profiles["ai2-weka"].env == {"HF_HOME": "/weka/mine/hf"}
+    assert profiles["ai2-weka"].weka == BUILTIN_PROFILES["ai2-weka"].weka  # untouched fields stay
+    s = sel(user, cluster=["lab/a100"])
+    assert s.applied == "lab" and s.mounts[0].host_path == "/scratch"
+    assert sel(user, cluster=["ai2/augusta"]).applied is None
+
+
+@pytest.mark.parametrize("table,msg", [
+    ({"env": {"LD_LIBRARY_PATH": "/x:$LD_LIBRARY_PATH"}}, "not shell-expanded"),
+    ({"mounts": ["relative"]}, "SOURCE:/absolute/path"),
+    ({"setup": [{"export": {"A": "1"}, "source": "/x"}]}, "exactly one of"),
+    ({"setup": [{"export": {"A": "1\n2"}}]}, "single line"),
+    ({"colour": "blue"}, "colour"),
+    ({"hostnames": ["a b"]}, "without spaces"),
+])
+def test_bad_user_profiles_are_usage_errors(table, msg):
+    with pytest.raises(UsageError, match=msg) as e:
+        load_profiles({"site": table})
+    assert "[tool.launchkit.profiles.site]" in str(e.value)
+
+
+def test_replica_defaults_and_overrides():
+    assert replica_fields(req()) == {}
+    assert replica_fields(req(replicas=2)) == {
+        "leader_selection": True, "host_networking": True, "propagate_failure": True,
+        "propagate_preemption": True, "synchronized_start_timeout": 300_000_000_000}
+    f = replica_fields(req(replicas=2, host_networking=False, synchronized_start_timeout="1h",
+                           propagate_preemption=False))
+    assert f["host_networking"] is False and f["propagate_preemption"] is False
+    assert f["synchronized_start_timeout"] == 3600 * 10**9
+    assert replica_fields(req(host_networking=True)) == {"host_networking": True}
+
+
+def test_launcher_env_port_and_resume():
+    r = req(replicas=2, torchrun=True, resumable=True, skip_nccl_setup=True)
+    env = dict(task_additions(r, "0123456789abcdef").env)
+    assert env["LAUNCHKIT_LAUNCHER"] == "torchrun" and env["LAUNCHKIT_RDZV_ID"] == "0123456789abcdef"
+    assert env["LAUNCHKIT_RDZV_PORT"] == str(derive_port("0123456789abcdef"))
+    assert env["WANDB_RUN_ID"] == "lk-0123456789abcdef" and env["WANDB_RESUME"] == "allow"
+    assert env["LAUNCHKIT_SKIP_NCCL_SETUP"] == "1"
+
+
+def test_derive_port_is_stable_and_in_range():
+    ports = {derive_port(f"{i:016x}") for i in range(500)}
+    assert all(29000 <= p < 30000 for p in ports) and len(ports) > 300
+    assert derive_port("abc") == derive_port("abc")
+
+
+def test_user_env_and_mounts_win_over_the_profile():
+    r = build_request({"cluster": ["ai2/jupiter"], "env": ["HF_HOME=/mine"], "weka": ["other:/weka/oe-adapt-default"]},
+                      ["x"])
+    extra = task_additions(r, "r")
+    assert "HF_HOME" not in dict(extra.env)
+    assert [w.mount_path for w in extra.weka] == ["/weka/oe-training-default"]

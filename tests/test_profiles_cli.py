@@ -1,0 +1,84 @@
+"""CLI: `launchkit profiles`, bad launcher combinations, and user profiles from pyproject.toml."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import run_cli
+
+
+def one_line_usage_error(r, *needles):
+    assert r.code == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.stderr
+    for n in needles:
+        assert n in lines[0]
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["--torchrun", "--accelerate"], ["--torchrun and --accelerate cannot be combined"]),
+    (["--ray", "--replicas", "2", "--no-leader-selection"], ["workers cannot find the head"]),
+    (["--torchrun", "--exec-method", "bash"], ["--torchrun", "--exec-method bash"]),
+    (["--accelerate", "--exec-method", "bash"], ["--accelerate"]),
+    (["--profile", "ai2-weka", "--no-profile"], ["cannot be combined"]),
+    (["--profile", "nope"], ["unknown profile 'nope'", "ai2-weka"]),
+])
+def test_bad_combinations(repo, args, needles):
+    r = run_cli("run", "--dry-run", *args, "--", "python", "train.py", cwd=repo.path)
+    one_line_usage_error(r, *needles)
+
+
+def test_ray_single_replica_and_bash_exec_method_are_fine(repo):
+    r = run_cli("run", "--dry-run", "--ray", "--exec-method", "bash", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 0, r.stderr
+
+
+def test_profiles_explains_the_choice():
+    r = run_cli("profiles", "ai2/jupiter", "--replicas", "2")
+    assert r.code == 0, r.stderr
+    assert "profile: ai2-weka" in r.stdout and "because cluster ai2/jupiter -> ai2-weka" in r.stdout
+    assert "mount weka oe-adapt-default -> /weka/oe-adapt-default" in r.stdout
+    assert "multi-node GPU setup: export NCCL_IB_HCA=^=mlx5_bond_0" in r.stdout
+    mixed = run_cli("profiles", "ai2/jupiter", "ai2/augusta", "--replicas", "2")
+    assert "decided on each node among ai2-weka, ai2-augusta" in mixed.stdout
+    assert "left out: ai2-weka: env and mounts not applied" in mixed.stdout
+
+
+def test_profiles_list_and_user_profiles_from_pyproject(repo):
+    repo.commit({"pyproject.toml": '[project]\nname = "x"\nversion = "0"\n\n'
+                 '[tool.launchkit.profiles.lab]\nclusters = ["lab/*"]\nenv = {SCRATCH = "/scratch"}\n'
+                 'mounts = ["/mnt/scratch:/scratch"]\n'
+                 '[tool.launchkit.profiles.ai2-augusta]\ndisabled = true\n'})
+    r = run_cli("profiles", "--list", cwd=repo.path)
+    assert "lab (from pyproject.toml)" in r.stdout and "ai2-augusta" not in r.stdout
+    r = run_cli("run", "--dry-run", "--cluster", "lab/gpu", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 0, r.stderr
+    task = yaml.safe_load(r.stdout)["tasks"][0]
+    env = {e["name"]: e.get("value") for e in task["envVars"]}
+    assert env["SCRATCH"] == "/scratch" and env["LAUNCHKIT_PROFILE"] == "lab"
+    assert task["datasets"] == [{"source": {"hostPath": "/mnt/scratch"}, "mountPath": "/scratch"}]
+
+
+def test_bad_user_profile_is_one_line(repo):
+    repo.commit({"pyproject.toml": '[tool.launchkit.profiles.lab]\nenv = {LD_LIBRARY_PATH = "/x:$LD_LIBRARY_PATH"}\n'})
+    one_line_usage_error(run_cli("profiles", cwd=repo.path), "[tool.launchkit.profiles.lab]", "not shell-expanded")
+
+
+def test_multi_node_dry_run_defaults(repo):
+    r = run_cli("run", "--dry-run", "--replicas", "2", "--gpus", "8", "--torchrun", "--no-host-networking",
+                "--", "python", "train.py", cwd=repo.path)
+    task = yaml.safe_load(r.stdout)["tasks"][0]
+    assert task["replicas"] == 2 and task["leaderSelection"] is True and task["hostNetworking"] is False
+    assert task["propagateFailure"] and task["propagatePreemption"]
+    assert task["synchronizedStartTimeout"] == 300_000_000_000
+
+
+def test_profiles_cmd_keeps_cli_import_light():
+    code = ("import sys, launchkit.cli.app; heavy = [m for m in ('pydantic', 'yaml', 'beaker', 'git') "
+            "if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
+    assert out.strip() == "[]"
