@@ -124,6 +124,9 @@ lk__wrap_accelerate() {
 lk__wrap_ray() {
     lk__tool ray ray.scripts.scripts
     export RAY_ADDRESS="$LK_LEADER_IP:$LK_PORT"
+    # Every node already has the job's environment; Ray's `uv run` hook (on when an ancestor process
+    # is `uv run`) would start workers in another one.
+    export RAY_ENABLE_UV_RUN_RUNTIME_ENV=${RAY_ENABLE_UV_RUN_RUNTIME_ENV:-0}
     local funcs
     funcs=$(declare -f lk_log lk_die lk__ray_reachable lk__spawn_group lk__stop_group lk__ray_head_driver lk__ray_worker)
     if ((LK_RANK == 0)); then
@@ -170,7 +173,7 @@ lk__ray_head_driver() { # IP PORT NNODES RAY_TOOL DRIVER_ARGV...
         "${extra[@]}"
     head=$LK_SPAWNED
     # Until the driver runs, a signal stops the head and ends here; afterwards it goes to the driver.
-    trap 'lk__stop_group $head 20; exit 143' TERM INT HUP
+    trap 'lk__stop_group $head 5; exit 143' TERM INT HUP
     while ! "${ray[@]}" status --address="$ip:$port" >/dev/null 2>&1; do
         kill -0 "$head" 2>/dev/null || { wait "$head"; lk_die 14 "ray head failed to start (exit $?)"; }
         ((waited++ < wait_max)) || lk_die 14 "ray head did not come up within ${wait_max}s"
@@ -192,7 +195,7 @@ lk__ray_head_driver() { # IP PORT NNODES RAY_TOOL DRIVER_ARGV...
     trap 'kill -TERM $driver 2>/dev/null' TERM INT HUP
     wait "$driver" && rc=0 || rc=$?
     if kill -0 "$driver" 2>/dev/null; then wait "$driver" && rc=0 || rc=$?; fi  # interrupted by a signal
-    lk__stop_group "$head" 20
+    lk__stop_group "$head" 5  # the job is over: no need for a long drain
     lk_log "driver exited with $rc; ray head stopped"
     exit "$rc"
 }
