@@ -82,3 +82,29 @@ def test_profiles_cmd_keeps_cli_import_light():
             "if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.strip() == "[]"
+
+
+def readme_commands():
+    import re
+    import shlex
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "examples"
+    for readme in sorted(root.glob("*/README.md")):
+        text = readme.read_text().replace("\\\n", " ")
+        for line in re.findall(r"^launchkit run .*$", text, flags=re.M):
+            yield pytest.param(shlex.split(line)[1:], id=f"{readme.parent.name}: {line[14:60]}")
+
+
+@pytest.mark.parametrize("argv", list(readme_commands()))
+def test_example_commands_dry_run(repo, argv):
+    cut = argv.index("--")
+    r = run_cli(*argv[:cut], "--dry-run", *argv[cut:], cwd=repo.path)
+    assert r.code == 0, r.stderr
+    task = yaml.safe_load(r.stdout)["tasks"][0]
+    env = {e["name"]: e.get("value") for e in task["envVars"]}
+    assert env["LAUNCHKIT_LAUNCHER"] in ("torchrun", "ray")
+    if "--replicas" in argv:
+        assert task["replicas"] == 2 and task["leaderSelection"] is True
+    if "ai2/jupiter" in argv:
+        assert env["LAUNCHKIT_PROFILE"] == "ai2-weka" and "NCCL_SOCKET_IFNAME=ib" in env["LAUNCHKIT_PROFILE_SETUP"]
