@@ -30,30 +30,55 @@ def harness_script() -> str:
     return "\n".join((RUNTIME / p).read_text() for p in ("lib.sh", "nccl.sh", "launchers.sh")) + HARNESS_MAIN
 
 
-def run_node(argv: list[str], env: dict[str, str], *, timeout: float = 60, cwd: Path | None = None,
-             path_prepend: list[Path] = ()) -> subprocess.CompletedProcess:
+def run_node(
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    timeout: float = 60,
+    cwd: Path | None = None,
+    path_prepend: list[Path] = (),
+) -> subprocess.CompletedProcess:
     """Run the runtime parts as one node: `bash -c <parts> launchkit-entrypoint ARGV` with `env`."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("BEAKER_", "LAUNCHKIT_", "NCCL_"))}
     base.pop("LD_LIBRARY_PATH", None)
     full = {**base, **env}
     if path_prepend:
         full["PATH"] = os.pathsep.join([*map(str, path_prepend), full.get("PATH", "")])
-    return subprocess.run(["bash", "-c", harness_script(), "launchkit-entrypoint", *argv], env=full,
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return subprocess.run(
+        ["bash", "-c", harness_script(), "launchkit-entrypoint", *argv],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
 
 
-def start_replicas(argv: list[str], count: int, env: dict[str, str], *, cwd: Path,
-                   path_prepend: list[Path]) -> list[subprocess.Popen]:
+def start_replicas(
+    argv: list[str], count: int, env: dict[str, str], *, cwd: Path, path_prepend: list[Path]
+) -> list[subprocess.Popen]:
     """Start `count` replicas as real bash processes on 127.0.0.1, as Beaker would describe them.
     Output goes to files (cwd/replica-N.log): a full pipe would stall a replica."""
     procs = []
     for rank in range(count):
-        node = {**os.environ, **env, "BEAKER_REPLICA_RANK": str(rank), "BEAKER_REPLICA_COUNT": str(count),
-                "BEAKER_LEADER_REPLICA_HOSTNAME": "localhost", "BEAKER_NODE_HOSTNAME": f"replica{rank}",
-                "PATH": os.pathsep.join([*map(str, path_prepend), os.environ.get("PATH", "")])}
+        node = {
+            **os.environ,
+            **env,
+            "BEAKER_REPLICA_RANK": str(rank),
+            "BEAKER_REPLICA_COUNT": str(count),
+            "BEAKER_LEADER_REPLICA_HOSTNAME": "localhost",
+            "BEAKER_NODE_HOSTNAME": f"replica{rank}",
+            "PATH": os.pathsep.join([*map(str, path_prepend), os.environ.get("PATH", "")]),
+        }
         with open(cwd / f"replica-{rank}.log", "w") as log:
-            p = subprocess.Popen(["bash", "-c", harness_script(), "launchkit-entrypoint", *argv], env=node,
-                                 cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            p = subprocess.Popen(
+                ["bash", "-c", harness_script(), "launchkit-entrypoint", *argv],
+                env=node,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         p.log_path = cwd / f"replica-{rank}.log"  # type: ignore[attr-defined]
         procs.append(p)
     return procs
@@ -97,12 +122,39 @@ def mn_bin() -> Path:
         env = {**os.environ, "HOME": REAL_HOME, "VIRTUAL_ENV": str(venv)}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         py = f"{sys.version_info.major}.{sys.version_info.minor}"
-        subprocess.run(["uv", "venv", "-q", "--clear", "--python", py, str(venv)], env=env, check=True, timeout=300)
-        subprocess.run(["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
-                        "--find-links", FIND_LINKS, *MN_REQUIREMENTS], env=env, check=True, timeout=1200)
+        subprocess.run(
+            ["uv", "venv", "-q", "--clear", "--python", py, str(venv)], env=env, check=True, timeout=300
+        )
+        subprocess.run(
+            [
+                "uv",
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                str(venv / "bin" / "python"),
+                "--find-links",
+                FIND_LINKS,
+                *MN_REQUIREMENTS,
+            ],
+            env=env,
+            check=True,
+            timeout=1200,
+        )
         # PYTHONDONTWRITEBYTECODE is set here: without .pyc files every replica recompiles torch.
-        subprocess.run([str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j", "0",
-                        str(next((venv / "lib").glob("python3*/site-packages")))],
-                       env=env, capture_output=True, timeout=1200)
+        subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "compileall",
+                "-q",
+                "-j",
+                "0",
+                str(next((venv / "lib").glob("python3*/site-packages"))),
+            ],
+            env=env,
+            capture_output=True,
+            timeout=1200,
+        )
         marker.touch()
     return venv / "bin"

@@ -15,26 +15,46 @@ from launchkit.core.spec import build_spec, spec_to_yaml
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = bool(os.environ.get("LAUNCHKIT_UPDATE_GOLDEN"))  # read before the env isolation fixture runs
-GIT = GitState(remote_url="https://github.com/example/repo.git", commit="0123456789abcdef0123456789abcdef01234567",
-               branch="main")
-USER_PROFILES = {"acme": {"description": "ACME's cluster", "clusters": ["acme/*"], "env": {"DATA_DIR": "/data"},
-                          "mounts": ["/mnt/data:/data"], "hostnames": ["acme-*"],
-                          "setup": [{"prepend": {"LD_LIBRARY_PATH": "/opt/acme/lib"}}],
-                          "multi_node_setup": [{"source": "/opt/acme/nccl.sh"},
-                                               {"export": {"NCCL_SOCKET_IFNAME": "eth0"}}]}}
+GIT = GitState(
+    remote_url="https://github.com/example/repo.git",
+    commit="0123456789abcdef0123456789abcdef01234567",
+    branch="main",
+)
+USER_PROFILES = {
+    "acme": {
+        "description": "ACME's cluster",
+        "clusters": ["acme/*"],
+        "env": {"DATA_DIR": "/data"},
+        "mounts": ["/mnt/data:/data"],
+        "hostnames": ["acme-*"],
+        "setup": [{"prepend": {"LD_LIBRARY_PATH": "/opt/acme/lib"}}],
+        "multi_node_setup": [{"source": "/opt/acme/nccl.sh"}, {"export": {"NCCL_SOCKET_IFNAME": "eth0"}}],
+    }
+}
 
 CASES = {
     "single_gpu": ({"gpus": 1}, ["python", "train.py"]),
-    "torchrun_ib_8x2": ({"cluster": ["ai2/jupiter"], "gpus": 8, "replicas": 2, "torchrun": True},
-                        ["python", "train.py", "--epochs", "3"]),
-    "torchrun_augusta_8x2": ({"cluster": ["ai2/augusta"], "gpus": 8, "replicas": 2, "torchrun": True},
-                             ["python", "train.py", "--epochs", "3"]),
-    "accelerate_ib_resumable": ({"cluster": ["ai2/titan"], "gpus": 8, "replicas": 2, "accelerate": True,
-                                 "resumable": True}, ["python", "sft.py"]),
+    "torchrun_ib_8x2": (
+        {"cluster": ["ai2/jupiter"], "gpus": 8, "replicas": 2, "torchrun": True},
+        ["python", "train.py", "--epochs", "3"],
+    ),
+    "torchrun_augusta_8x2": (
+        {"cluster": ["ai2/augusta"], "gpus": 8, "replicas": 2, "torchrun": True},
+        ["python", "train.py", "--epochs", "3"],
+    ),
+    "accelerate_ib_resumable": (
+        {"cluster": ["ai2/titan"], "gpus": 8, "replicas": 2, "accelerate": True, "resumable": True},
+        ["python", "sft.py"],
+    ),
     "ray_unconstrained": ({"gpus": 8, "replicas": 2, "ray": True}, ["python", "grpo.py"]),
-    "mixed_clusters": ({"cluster": ["ai2/jupiter", "ai2/augusta"], "gpus": 8, "replicas": 2, "torchrun": True},
-                       ["python", "train.py"]),
-    "user_profile": ({"cluster": ["acme/a100"], "gpus": 4, "replicas": 2, "torchrun": True}, ["python", "train.py"]),
+    "mixed_clusters": (
+        {"cluster": ["ai2/jupiter", "ai2/augusta"], "gpus": 8, "replicas": 2, "torchrun": True},
+        ["python", "train.py"],
+    ),
+    "user_profile": (
+        {"cluster": ["acme/a100"], "gpus": 4, "replicas": 2, "torchrun": True},
+        ["python", "train.py"],
+    ),
 }
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from mn_helpers import run_node
 
 STUB = """#!/usr/bin/env python3
@@ -26,8 +25,12 @@ def stubs(tmp_path):
 
 
 def wrap(stubs, launcher, argv, **beaker):
-    env = {"LAUNCHKIT_LAUNCHER": launcher, "LAUNCHKIT_RDZV_PORT": "29123", "LAUNCHKIT_RDZV_ID": "abc",
-           **{f"BEAKER_{k.upper()}": str(v) for k, v in beaker.items()}}
+    env = {
+        "LAUNCHKIT_LAUNCHER": launcher,
+        "LAUNCHKIT_RDZV_PORT": "29123",
+        "LAUNCHKIT_RDZV_ID": "abc",
+        **{f"BEAKER_{k.upper()}": str(v) for k, v in beaker.items()},
+    }
     r = run_node(argv, env, path_prepend=[stubs])
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout), r.stderr
@@ -39,26 +42,51 @@ def test_torchrun_single_node_uses_all_gpus(stubs):
 
 
 def test_torchrun_multi_node_static_rendezvous_at_the_leader(stubs):
-    out, _ = wrap(stubs, "torchrun", ["python", "train.py"], assigned_gpu_count=8, replica_count=2,
-                  replica_rank=1, leader_replica_hostname="127.0.0.1")
-    assert out["argv"] == ["torchrun", "--nproc-per-node=8", "--nnodes=2", "--node-rank=1", "--rdzv-backend=static",
-                           "--rdzv-endpoint=127.0.0.1:29123", "--rdzv-id=abc", "--rdzv-conf=read_timeout=420",
-                           "train.py"]
+    out, _ = wrap(
+        stubs,
+        "torchrun",
+        ["python", "train.py"],
+        assigned_gpu_count=8,
+        replica_count=2,
+        replica_rank=1,
+        leader_replica_hostname="127.0.0.1",
+    )
+    assert out["argv"] == [
+        "torchrun",
+        "--nproc-per-node=8",
+        "--nnodes=2",
+        "--node-rank=1",
+        "--rdzv-backend=static",
+        "--rdzv-endpoint=127.0.0.1:29123",
+        "--rdzv-id=abc",
+        "--rdzv-conf=read_timeout=420",
+        "train.py",
+    ]
 
 
 def test_torchrun_resolves_the_leader_name(stubs):
-    out, _ = wrap(stubs, "torchrun", ["python", "train.py"], assigned_gpu_count=1, replica_count=2,
-                  replica_rank=0, leader_replica_hostname="localhost")
+    out, _ = wrap(
+        stubs,
+        "torchrun",
+        ["python", "train.py"],
+        assigned_gpu_count=1,
+        replica_count=2,
+        replica_rank=0,
+        leader_replica_hostname="localhost",
+    )
     assert "--rdzv-endpoint=127.0.0.1:29123" in out["argv"]
 
 
-@pytest.mark.parametrize("argv,tail", [
-    (["python", "-m", "pkg.train", "x"], ["-m", "pkg.train", "x"]),
-    (["python3", "train.py"], ["train.py"]),
-    (["train.py", "a b"], ["train.py", "a b"]),
-    (["bash", "run.sh"], ["--no-python", "bash", "run.sh"]),
-    (["python", "-u", "train.py"], ["--no-python", "python", "-u", "train.py"]),
-])
+@pytest.mark.parametrize(
+    "argv,tail",
+    [
+        (["python", "-m", "pkg.train", "x"], ["-m", "pkg.train", "x"]),
+        (["python3", "train.py"], ["train.py"]),
+        (["train.py", "a b"], ["train.py", "a b"]),
+        (["bash", "run.sh"], ["--no-python", "bash", "run.sh"]),
+        (["python", "-u", "train.py"], ["--no-python", "python", "-u", "train.py"]),
+    ],
+)
 def test_torchrun_program_forms(stubs, argv, tail):
     out, log = wrap(stubs, "torchrun", argv)
     assert out["argv"] == ["torchrun", "--nproc-per-node=1", "--standalone", *tail]
@@ -66,17 +94,47 @@ def test_torchrun_program_forms(stubs, argv, tail):
 
 
 def test_accelerate_multi_node(stubs):
-    out, _ = wrap(stubs, "accelerate", ["python", "train.py"], assigned_gpu_count=8, replica_count=2,
-                  replica_rank=1, leader_replica_hostname="127.0.0.1")
-    assert out["argv"] == ["accelerate", "launch", "--num_machines", "2", "--machine_rank", "1", "--num_processes",
-                           "16", "--main_process_ip", "127.0.0.1", "--main_process_port", "29123",
-                           "--mixed_precision", "no", "--dynamo_backend", "no", "--multi_gpu", "train.py"]
+    out, _ = wrap(
+        stubs,
+        "accelerate",
+        ["python", "train.py"],
+        assigned_gpu_count=8,
+        replica_count=2,
+        replica_rank=1,
+        leader_replica_hostname="127.0.0.1",
+    )
+    assert out["argv"] == [
+        "accelerate",
+        "launch",
+        "--num_machines",
+        "2",
+        "--machine_rank",
+        "1",
+        "--num_processes",
+        "16",
+        "--main_process_ip",
+        "127.0.0.1",
+        "--main_process_port",
+        "29123",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--multi_gpu",
+        "train.py",
+    ]
     assert out["cpu"] is None
 
 
 def test_accelerate_on_cpu_replicas(stubs):
-    out, _ = wrap(stubs, "accelerate", ["python", "-m", "pkg"], replica_count=2, replica_rank=0,
-                  leader_replica_hostname="127.0.0.1")
+    out, _ = wrap(
+        stubs,
+        "accelerate",
+        ["python", "-m", "pkg"],
+        replica_count=2,
+        replica_rank=0,
+        leader_replica_hostname="127.0.0.1",
+    )
     assert out["argv"][out["argv"].index("--num_processes") + 1] == "2"
     assert out["argv"][-3:] == ["--multi_gpu", "-m", "pkg"] and out["cpu"] == "true"
 
@@ -87,8 +145,11 @@ def test_no_launcher_runs_the_command_as_is(stubs):
 
 
 def test_multi_node_without_leader_is_a_clear_error(stubs):
-    r = run_node(["python", "train.py"], {"LAUNCHKIT_LAUNCHER": "torchrun", "BEAKER_REPLICA_COUNT": "2"},
-                 path_prepend=[stubs])
+    r = run_node(
+        ["python", "train.py"],
+        {"LAUNCHKIT_LAUNCHER": "torchrun", "BEAKER_REPLICA_COUNT": "2"},
+        path_prepend=[stubs],
+    )
     assert r.returncode == 13 and "needs BEAKER_LEADER_REPLICA_HOSTNAME" in r.stderr
 
 
@@ -97,10 +158,13 @@ def test_missing_tool_is_named(tmp_path):
     assert r.returncode == 13 and "--ray needs 'ray'" in r.stderr
 
 
-@pytest.mark.parametrize("env,msg", [
-    ({"LAUNCHKIT_LAUNCHER": "mpirun"}, "unknown LAUNCHKIT_LAUNCHER='mpirun'"),
-    ({"LAUNCHKIT_LAUNCHER": "torchrun", "BEAKER_ASSIGNED_GPU_COUNT": "eight"}, "must be a whole number"),
-])
+@pytest.mark.parametrize(
+    "env,msg",
+    [
+        ({"LAUNCHKIT_LAUNCHER": "mpirun"}, "unknown LAUNCHKIT_LAUNCHER='mpirun'"),
+        ({"LAUNCHKIT_LAUNCHER": "torchrun", "BEAKER_ASSIGNED_GPU_COUNT": "eight"}, "must be a whole number"),
+    ],
+)
 def test_bad_runtime_env(stubs, env, msg):
     r = run_node(["python", "train.py"], env, path_prepend=[stubs])
     assert r.returncode == 2 and msg in r.stderr

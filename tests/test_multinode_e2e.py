@@ -12,7 +12,6 @@ import socket
 from pathlib import Path
 
 import pytest
-
 from mn_helpers import collect, mn_bin, start_replicas  # noqa: F401 - mn_bin is a fixture
 
 pytestmark = pytest.mark.slow
@@ -24,12 +23,17 @@ from accelerate import Accelerator
 from accelerate.utils import gather
 acc = Accelerator()
 total = gather(torch.tensor([acc.process_index + 1])).sum().item()
-print(f"process {acc.process_index} of {acc.num_processes} ({acc.distributed_type.value}): total {total}", flush=True)
+kind = acc.distributed_type.value
+print(f"process {acc.process_index} of {acc.num_processes} ({kind}): total {total}", flush=True)
 acc.end_training()
 """
 
-RAY = {"LAUNCHKIT_RAY_POLL": "1", "LAUNCHKIT_RAY_WAIT": "120", "LAUNCHKIT_RAY_START_ARGS": "--num-cpus=1",
-       "LAUNCHKIT_RAY_HEAD_ARGS": "--include-dashboard=false"}
+RAY = {
+    "LAUNCHKIT_RAY_POLL": "1",
+    "LAUNCHKIT_RAY_WAIT": "120",
+    "LAUNCHKIT_RAY_START_ARGS": "--num-cpus=1",
+    "LAUNCHKIT_RAY_HEAD_ARGS": "--include-dashboard=false",
+}
 
 
 def free_port() -> int:
@@ -43,8 +47,14 @@ def run_replicas(tmp_path, mn_bin, launcher, script, count=2, extra_env=None, ti
         shutil.copy(script, tmp_path / "job.py")
     else:
         (tmp_path / "job.py").write_text(script)
-    env = {"LAUNCHKIT_LAUNCHER": launcher, "LAUNCHKIT_RDZV_PORT": str(free_port()), "LAUNCHKIT_RDZV_ID": "e2e",
-           "BEAKER_ASSIGNED_GPU_COUNT": "0", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+    env = {
+        "LAUNCHKIT_LAUNCHER": launcher,
+        "LAUNCHKIT_RDZV_PORT": str(free_port()),
+        "LAUNCHKIT_RDZV_ID": "e2e",
+        "BEAKER_ASSIGNED_GPU_COUNT": "0",
+        "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
+    }
     procs = start_replicas(["python", "job.py"], count, env, cwd=tmp_path, path_prepend=[mn_bin])
     return collect(procs, timeout)
 

@@ -7,10 +7,10 @@ import json
 import sys
 
 import pytest
+from mn_helpers import run_node
 
 from launchkit.core.parse import build_request
 from launchkit.core.profiles import resolve_profiles
-from mn_helpers import run_node
 
 SHOW_ENV = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
 
@@ -26,8 +26,12 @@ def node(env: dict[str, str], **kw):
     return json.loads(r.stdout), r.stderr
 
 
-MULTI_GPU = {"BEAKER_REPLICA_COUNT": "2", "BEAKER_REPLICA_RANK": "0", "BEAKER_ASSIGNED_GPU_COUNT": "8",
-             "BEAKER_LEADER_REPLICA_HOSTNAME": "leader"}
+MULTI_GPU = {
+    "BEAKER_REPLICA_COUNT": "2",
+    "BEAKER_REPLICA_RANK": "0",
+    "BEAKER_ASSIGNED_GPU_COUNT": "8",
+    "BEAKER_LEADER_REPLICA_HOSTNAME": "leader",
+}
 
 
 @pytest.fixture
@@ -37,14 +41,21 @@ def tcpxo(tmp_path):
     lib.mkdir(parents=True)
     (lib / "nccl-env-profile.sh").write_text(
         'export NCCL_PROTO=Simple\nexport NCCL_FASTRAK_IFNAME="eth1${UNSET_SUFFIX}"\n'
-        'export STUB_SAW_LD_LIBRARY_PATH="$LD_LIBRARY_PATH"\n')
+        'export STUB_SAW_LD_LIBRARY_PATH="$LD_LIBRARY_PATH"\n'
+    )
     return lib
 
 
 def test_ib_by_hostname_on_a_mixed_job():
     env = program_env(cluster=["ai2/jupiter", "ai2/augusta"], replicas=2)
-    seen, log = node({**env, **MULTI_GPU, "BEAKER_NODE_HOSTNAME": "jupiter-cs-aus-101.reviz.ai2.in",
-                      "LAUNCHKIT_TCPXO_DIR": "/nonexistent"})
+    seen, log = node(
+        {
+            **env,
+            **MULTI_GPU,
+            "BEAKER_NODE_HOSTNAME": "jupiter-cs-aus-101.reviz.ai2.in",
+            "LAUNCHKIT_TCPXO_DIR": "/nonexistent",
+        }
+    )
     assert seen["NCCL_SOCKET_IFNAME"] == "ib" and seen["NCCL_IB_HCA"] == "^=mlx5_bond_0"
     assert seen["LAUNCHKIT_NODE_PROFILE"] == "ai2-weka"
     assert "NCCL_LIB_DIR" not in seen and "HF_HOME" not in seen  # mixed job: no spec parts
@@ -56,8 +67,15 @@ def test_ib_by_devices_without_a_known_hostname(tmp_path):
     sysfs = tmp_path / "infiniband"
     (sysfs / "mlx5_0").mkdir(parents=True)
     env = program_env(replicas=2)  # no cluster constraint: the node decides
-    seen, log = node({**env, **MULTI_GPU, "BEAKER_NODE_HOSTNAME": "gpu-node-7", "LAUNCHKIT_IB_SYSFS": str(sysfs),
-                      "LAUNCHKIT_TCPXO_DIR": str(tmp_path / "none")})
+    seen, log = node(
+        {
+            **env,
+            **MULTI_GPU,
+            "BEAKER_NODE_HOSTNAME": "gpu-node-7",
+            "LAUNCHKIT_IB_SYSFS": str(sysfs),
+            "LAUNCHKIT_TCPXO_DIR": str(tmp_path / "none"),
+        }
+    )
     assert seen["NCCL_SOCKET_IFNAME"] == "ib"
     assert "path /sys/class/infiniband" in log
 
@@ -65,8 +83,15 @@ def test_ib_by_devices_without_a_known_hostname(tmp_path):
 def test_empty_infiniband_dir_does_not_count(tmp_path):
     (tmp_path / "infiniband").mkdir()
     env = program_env(replicas=2)
-    seen, log = node({**env, **MULTI_GPU, "BEAKER_NODE_HOSTNAME": "cpu-1",
-                      "LAUNCHKIT_IB_SYSFS": str(tmp_path / "infiniband"), "LAUNCHKIT_TCPXO_DIR": str(tmp_path / "x")})
+    seen, log = node(
+        {
+            **env,
+            **MULTI_GPU,
+            "BEAKER_NODE_HOSTNAME": "cpu-1",
+            "LAUNCHKIT_IB_SYSFS": str(tmp_path / "infiniband"),
+            "LAUNCHKIT_TCPXO_DIR": str(tmp_path / "x"),
+        }
+    )
     assert "NCCL_SOCKET_IFNAME" not in seen
     assert "no match for this node (host cpu-1) among: ai2-weka ai2-augusta" in log
 
@@ -74,15 +99,25 @@ def test_empty_infiniband_dir_does_not_count(tmp_path):
 def test_tcpxo_tree_on_augusta(tcpxo):
     env = program_env(cluster=["ai2/augusta"], replicas=2)
     assert env["HF_HUB_ENABLE_HF_TRANSFER"] == "0"
-    seen, log = node({**env, **MULTI_GPU, "BEAKER_NODE_HOSTNAME": "gcp-a3-12", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
-                      "LAUNCHKIT_TCPXO_DIR": str(tcpxo)})
+    seen, log = node(
+        {
+            **env,
+            **MULTI_GPU,
+            "BEAKER_NODE_HOSTNAME": "gcp-a3-12",
+            "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+            "LAUNCHKIT_TCPXO_DIR": str(tcpxo),
+        }
+    )
     assert seen["NCCL_LIB_DIR"] == str(tcpxo)
     assert seen["LD_LIBRARY_PATH"] == f"{tcpxo}:/usr/local/cuda/lib64"
     assert seen["STUB_SAW_LD_LIBRARY_PATH"] == f"{tcpxo}:/usr/local/cuda/lib64"  # prepended before sourcing
     assert seen["NCCL_FASTRAK_IFNAME"] == "eth1"  # sourced, despite `set -u` in the entrypoint
     assert seen["NCCL_PROTO"] == "Simple,LL128"  # LL128 overrides come after the host profile
     assert seen["NCCL_TUNER_CONFIG_PATH"] == f"{tcpxo}/a3plus_tuner_config_ll128.textproto"
-    assert seen["NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE"] == f"{tcpxo}/a3plus_guest_config_ll128.textproto"
+    assert (
+        seen["NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE"]
+        == f"{tcpxo}/a3plus_guest_config_ll128.textproto"
+    )
     assert "NCCL_SOCKET_IFNAME" not in seen
     assert f"sourced {tcpxo}/nccl-env-profile.sh" in log
 
@@ -95,7 +130,9 @@ def test_tcpxo_without_ld_library_path_adds_no_empty_entry(tcpxo):
 
 def test_skip_nccl_setup_is_logged(tcpxo):
     env = program_env(cluster=["ai2/augusta"], replicas=2, skip_nccl_setup=True)
-    seen, log = node({**env, **MULTI_GPU, "LAUNCHKIT_SKIP_NCCL_SETUP": "1", "LAUNCHKIT_TCPXO_DIR": str(tcpxo)})
+    seen, log = node(
+        {**env, **MULTI_GPU, "LAUNCHKIT_SKIP_NCCL_SETUP": "1", "LAUNCHKIT_TCPXO_DIR": str(tcpxo)}
+    )
     assert "NCCL_LIB_DIR" not in seen and seen["HF_HOME"] == "/filestore/.cache/huggingface"
     assert "multi-node NCCL setup skipped (--skip-nccl-setup)" in log
 
@@ -103,8 +140,14 @@ def test_skip_nccl_setup_is_logged(tcpxo):
 @pytest.mark.parametrize("gpus,count,why", [("0", "2", "no GPUs assigned"), ("8", "1", "single replica")])
 def test_multi_node_parts_need_gpus_and_replicas(gpus, count, why):
     env = program_env(cluster=["ai2/titan"], replicas=2)
-    seen, log = node({**env, "BEAKER_NODE_HOSTNAME": "titan-cs-1", "BEAKER_ASSIGNED_GPU_COUNT": gpus,
-                      "BEAKER_REPLICA_COUNT": count})
+    seen, log = node(
+        {
+            **env,
+            "BEAKER_NODE_HOSTNAME": "titan-cs-1",
+            "BEAKER_ASSIGNED_GPU_COUNT": gpus,
+            "BEAKER_REPLICA_COUNT": count,
+        }
+    )
     assert "NCCL_SOCKET_IFNAME" not in seen
     assert f"multi-node NCCL setup not needed ({why})" in log
 
@@ -126,10 +169,18 @@ def test_no_profile_says_so():
 def test_user_profile_steps_run_in_order(tmp_path):
     script = tmp_path / "site-env.sh"
     script.write_text("export SITE_READY=1\nexport SITE_PATH_SEEN=$MYLIBS\n")
-    user = {"mysite": {"clusters": ["acme/*"], "env": {"DATA": "/data"},
-                       "setup": [{"prepend": {"MYLIBS": "/opt/site/lib"}}, {"source": str(script)},
-                                 {"export": {"AFTER": "yes"}}],
-                       "multi_node_setup": [{"export": {"NCCL_SOCKET_IFNAME": "eth9"}}]}}
+    user = {
+        "mysite": {
+            "clusters": ["acme/*"],
+            "env": {"DATA": "/data"},
+            "setup": [
+                {"prepend": {"MYLIBS": "/opt/site/lib"}},
+                {"source": str(script)},
+                {"export": {"AFTER": "yes"}},
+            ],
+            "multi_node_setup": [{"export": {"NCCL_SOCKET_IFNAME": "eth9"}}],
+        }
+    }
     env = program_env(user, cluster=["acme/big"], replicas=2)
     assert env["DATA"] == "/data"
     seen, log = node({**env, **MULTI_GPU, "MYLIBS": "/usr/lib"})

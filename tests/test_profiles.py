@@ -18,14 +18,27 @@ def sel(user=None, **given):
     return resolve_profiles(req(**given), user)
 
 
-@pytest.mark.parametrize("cluster", ["ai2/jupiter", "jupiter", "ai2/jupiter-cirrascale-2", "ai2/jup*", "AI2/Titan",
-                                     "ai2/saturn", "ai2/holmes", "ai2/prometheus"])
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        "ai2/jupiter",
+        "jupiter",
+        "ai2/jupiter-cirrascale-2",
+        "ai2/jup*",
+        "AI2/Titan",
+        "ai2/saturn",
+        "ai2/holmes",
+        "ai2/prometheus",
+    ],
+)
 def test_weka_clusters_by_name_alias_or_glob(cluster):
     s = sel(cluster=[cluster])
     assert s.applied == "ai2-weka"
     assert s.env["HF_HUB_CACHE"] == "/weka/oe-adapt-default/allennlp/.cache/hub"
     assert [(w.bucket, w.mount_path) for w in s.weka] == [
-        ("oe-adapt-default", "/weka/oe-adapt-default"), ("oe-training-default", "/weka/oe-training-default")]
+        ("oe-adapt-default", "/weka/oe-adapt-default"),
+        ("oe-training-default", "/weka/oe-training-default"),
+    ]
 
 
 def test_augusta():
@@ -35,13 +48,19 @@ def test_augusta():
     assert "multi source /var/lib/tcpxo/lib64/nccl-env-profile.sh" in s.setup_program
 
 
-@pytest.mark.parametrize("given,applied", [
-    ({"tag": ["storage:weka"]}, "ai2-weka"),
-    ({"interconnect": "ib"}, "ai2-weka"),
-    ({"interconnect": "tcpxo"}, "ai2-augusta"),
-    ({"hostname": ["jupiter-cs-aus-101.reviz.ai2.in"]}, "ai2-weka"),
-    ({"cluster": ["ai2/jupiter", "ai2/augusta"], "interconnect": "ib"}, "ai2-weka"),  # tags narrow the targets
-])
+@pytest.mark.parametrize(
+    "given,applied",
+    [
+        ({"tag": ["storage:weka"]}, "ai2-weka"),
+        ({"interconnect": "ib"}, "ai2-weka"),
+        ({"interconnect": "tcpxo"}, "ai2-augusta"),
+        ({"hostname": ["jupiter-cs-aus-101.reviz.ai2.in"]}, "ai2-weka"),
+        (
+            {"cluster": ["ai2/jupiter", "ai2/augusta"], "interconnect": "ib"},
+            "ai2-weka",
+        ),  # tags narrow the targets
+    ],
+)
 def test_tags_and_hostnames(given, applied):
     assert sel(**given).applied == applied
 
@@ -83,9 +102,11 @@ def test_profile_flag_forces_and_no_profile_disables():
 
 
 def test_user_profile_defines_and_overrides():
-    user = {"ai2-weka": {"env": {"HF_HOME": "/weka/mine/hf"}},
-            "ai2-augusta": {"disabled": True},
-            "lab": {"clusters": ["lab/*"], "mounts": ["/scratch:/scratch"], "tags": ["site:lab"]}}
+    user = {
+        "ai2-weka": {"env": {"HF_HOME": "/weka/mine/hf"}},
+        "ai2-augusta": {"disabled": True},
+        "lab": {"clusters": ["lab/*"], "mounts": ["/scratch:/scratch"], "tags": ["site:lab"]},
+    }
     profiles = load_profiles(user)
     assert "ai2-augusta" not in profiles
     assert profiles["ai2-weka"].env == {"HF_HOME": "/weka/mine/hf"}
@@ -95,14 +116,17 @@ def test_user_profile_defines_and_overrides():
     assert sel(user, cluster=["ai2/augusta"]).applied is None
 
 
-@pytest.mark.parametrize("table,msg", [
-    ({"env": {"LD_LIBRARY_PATH": "/x:$LD_LIBRARY_PATH"}}, "not shell-expanded"),
-    ({"mounts": ["relative"]}, "SOURCE:/absolute/path"),
-    ({"setup": [{"export": {"A": "1"}, "source": "/x"}]}, "exactly one of"),
-    ({"setup": [{"export": {"A": "1\n2"}}]}, "single line"),
-    ({"colour": "blue"}, "colour"),
-    ({"hostnames": ["a b"]}, "without spaces"),
-])
+@pytest.mark.parametrize(
+    "table,msg",
+    [
+        ({"env": {"LD_LIBRARY_PATH": "/x:$LD_LIBRARY_PATH"}}, "not shell-expanded"),
+        ({"mounts": ["relative"]}, "SOURCE:/absolute/path"),
+        ({"setup": [{"export": {"A": "1"}, "source": "/x"}]}, "exactly one of"),
+        ({"setup": [{"export": {"A": "1\n2"}}]}, "single line"),
+        ({"colour": "blue"}, "colour"),
+        ({"hostnames": ["a b"]}, "without spaces"),
+    ],
+)
 def test_bad_user_profiles_are_usage_errors(table, msg):
     with pytest.raises(UsageError, match=msg) as e:
         load_profiles({"site": table})
@@ -112,10 +136,15 @@ def test_bad_user_profiles_are_usage_errors(table, msg):
 def test_replica_defaults_and_overrides():
     assert replica_fields(req()) == {}
     assert replica_fields(req(replicas=2)) == {
-        "leader_selection": True, "host_networking": True, "propagate_failure": True,
-        "propagate_preemption": True, "synchronized_start_timeout": 300_000_000_000}
-    f = replica_fields(req(replicas=2, host_networking=False, synchronized_start_timeout="1h",
-                           propagate_preemption=False))
+        "leader_selection": True,
+        "host_networking": True,
+        "propagate_failure": True,
+        "propagate_preemption": True,
+        "synchronized_start_timeout": 300_000_000_000,
+    }
+    f = replica_fields(
+        req(replicas=2, host_networking=False, synchronized_start_timeout="1h", propagate_preemption=False)
+    )
     assert f["host_networking"] is False and f["propagate_preemption"] is False
     assert f["synchronized_start_timeout"] == 3600 * 10**9
     assert replica_fields(req(host_networking=True)) == {"host_networking": True}
@@ -137,8 +166,10 @@ def test_derive_port_is_stable_and_in_range():
 
 
 def test_user_env_and_mounts_win_over_the_profile():
-    r = build_request({"cluster": ["ai2/jupiter"], "env": ["HF_HOME=/mine"], "weka": ["other:/weka/oe-adapt-default"]},
-                      ["x"])
+    r = build_request(
+        {"cluster": ["ai2/jupiter"], "env": ["HF_HOME=/mine"], "weka": ["other:/weka/oe-adapt-default"]},
+        ["x"],
+    )
     extra = task_additions(r, "r")
     assert "HF_HOME" not in dict(extra.env)
     assert [w.mount_path for w in extra.weka] == ["/weka/oe-training-default"]

@@ -7,7 +7,6 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import run_cli
 
 
@@ -19,21 +18,26 @@ def one_line_usage_error(r, *needles):
         assert n in lines[0]
 
 
-@pytest.mark.parametrize("args,needles", [
-    (["--torchrun", "--accelerate"], ["--torchrun and --accelerate cannot be combined"]),
-    (["--ray", "--replicas", "2", "--no-leader-selection"], ["workers cannot find the head"]),
-    (["--torchrun", "--exec-method", "bash"], ["--torchrun", "--exec-method bash"]),
-    (["--accelerate", "--exec-method", "bash"], ["--accelerate"]),
-    (["--profile", "ai2-weka", "--no-profile"], ["cannot be combined"]),
-    (["--profile", "nope"], ["unknown profile 'nope'", "ai2-weka"]),
-])
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["--torchrun", "--accelerate"], ["--torchrun and --accelerate cannot be combined"]),
+        (["--ray", "--replicas", "2", "--no-leader-selection"], ["workers cannot find the head"]),
+        (["--torchrun", "--exec-method", "bash"], ["--torchrun", "--exec-method bash"]),
+        (["--accelerate", "--exec-method", "bash"], ["--accelerate"]),
+        (["--profile", "ai2-weka", "--no-profile"], ["cannot be combined"]),
+        (["--profile", "nope"], ["unknown profile 'nope'", "ai2-weka"]),
+    ],
+)
 def test_bad_combinations(repo, args, needles):
     r = run_cli("run", "--dry-run", *args, "--", "python", "train.py", cwd=repo.path)
     one_line_usage_error(r, *needles)
 
 
 def test_ray_single_replica_and_bash_exec_method_are_fine(repo):
-    r = run_cli("run", "--dry-run", "--ray", "--exec-method", "bash", "--", "python", "train.py", cwd=repo.path)
+    r = run_cli(
+        "run", "--dry-run", "--ray", "--exec-method", "bash", "--", "python", "train.py", cwd=repo.path
+    )
     assert r.code == 0, r.stderr
 
 
@@ -49,10 +53,14 @@ def test_profiles_explains_the_choice():
 
 
 def test_profiles_list_and_user_profiles_from_pyproject(repo):
-    repo.commit({"pyproject.toml": '[project]\nname = "x"\nversion = "0"\n\n'
-                 '[tool.launchkit.profiles.lab]\nclusters = ["lab/*"]\nenv = {SCRATCH = "/scratch"}\n'
-                 'mounts = ["/mnt/scratch:/scratch"]\n'
-                 '[tool.launchkit.profiles.ai2-augusta]\ndisabled = true\n'})
+    repo.commit(
+        {
+            "pyproject.toml": '[project]\nname = "x"\nversion = "0"\n\n'
+            '[tool.launchkit.profiles.lab]\nclusters = ["lab/*"]\nenv = {SCRATCH = "/scratch"}\n'
+            'mounts = ["/mnt/scratch:/scratch"]\n'
+            "[tool.launchkit.profiles.ai2-augusta]\ndisabled = true\n"
+        }
+    )
     r = run_cli("profiles", "--list", cwd=repo.path)
     assert "lab (from pyproject.toml)" in r.stdout and "ai2-augusta" not in r.stdout
     r = run_cli("run", "--dry-run", "--cluster", "lab/gpu", "--", "python", "train.py", cwd=repo.path)
@@ -64,13 +72,29 @@ def test_profiles_list_and_user_profiles_from_pyproject(repo):
 
 
 def test_bad_user_profile_is_one_line(repo):
-    repo.commit({"pyproject.toml": '[tool.launchkit.profiles.lab]\nenv = {LD_LIBRARY_PATH = "/x:$LD_LIBRARY_PATH"}\n'})
-    one_line_usage_error(run_cli("profiles", cwd=repo.path), "[tool.launchkit.profiles.lab]", "not shell-expanded")
+    repo.commit(
+        {"pyproject.toml": '[tool.launchkit.profiles.lab]\nenv = {LD_LIBRARY_PATH = "/x:$LD_LIBRARY_PATH"}\n'}
+    )
+    one_line_usage_error(
+        run_cli("profiles", cwd=repo.path), "[tool.launchkit.profiles.lab]", "not shell-expanded"
+    )
 
 
 def test_multi_node_dry_run_defaults(repo):
-    r = run_cli("run", "--dry-run", "--replicas", "2", "--gpus", "8", "--torchrun", "--no-host-networking",
-                "--", "python", "train.py", cwd=repo.path)
+    r = run_cli(
+        "run",
+        "--dry-run",
+        "--replicas",
+        "2",
+        "--gpus",
+        "8",
+        "--torchrun",
+        "--no-host-networking",
+        "--",
+        "python",
+        "train.py",
+        cwd=repo.path,
+    )
     task = yaml.safe_load(r.stdout)["tasks"][0]
     assert task["replicas"] == 2 and task["leaderSelection"] is True and task["hostNetworking"] is False
     assert task["propagateFailure"] and task["propagatePreemption"]
@@ -78,8 +102,10 @@ def test_multi_node_dry_run_defaults(repo):
 
 
 def test_profiles_cmd_keeps_cli_import_light():
-    code = ("import sys, launchkit.cli.app; heavy = [m for m in ('pydantic', 'yaml', 'beaker', 'git') "
-            "if m in sys.modules]; print(heavy)")
+    code = (
+        "import sys, launchkit.cli.app; heavy = [m for m in ('pydantic', 'yaml', 'beaker', 'git') "
+        "if m in sys.modules]; print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.strip() == "[]"
 
@@ -107,4 +133,7 @@ def test_example_commands_dry_run(repo, argv):
     if "--replicas" in argv:
         assert task["replicas"] == 2 and task["leaderSelection"] is True
     if "ai2/jupiter" in argv:
-        assert env["LAUNCHKIT_PROFILE"] == "ai2-weka" and "NCCL_SOCKET_IFNAME=ib" in env["LAUNCHKIT_PROFILE_SETUP"]
+        assert (
+            env["LAUNCHKIT_PROFILE"] == "ai2-weka"
+            and "NCCL_SOCKET_IFNAME=ib" in env["LAUNCHKIT_PROFILE_SETUP"]
+        )

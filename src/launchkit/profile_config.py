@@ -35,6 +35,8 @@ def user_profiles(start: str | Path | None = None) -> dict[str, Any]:
         raise UsageError(f"cannot read {path}: {e}", hint="fix the TOML syntax") from None
     profiles = data.get("tool", {}).get("launchkit", {}).get("profiles", {})
     if not isinstance(profiles, dict):
-        raise UsageError(f"{path}: [tool.launchkit.profiles] must be a table of profiles",
-                         hint="e.g. [tool.launchkit.profiles.mycluster]")
+        raise UsageError(
+            f"{path}: [tool.launchkit.profiles] must be a table of profiles",
+            hint="e.g. [tool.launchkit.profiles.mycluster]",
+        )
     return profiles

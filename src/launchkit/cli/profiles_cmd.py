@@ -10,10 +10,16 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("profiles")
     def profiles(
-        clusters: Optional[list[str]] = typer.Argument(None, help="Cluster names, aliases or globs the job targets."),
-        tag: Optional[list[str]] = typer.Option(None, "--tag", help="Required cluster tag (e.g. storage:weka)."),
+        clusters: Optional[list[str]] = typer.Argument(
+            None, help="Cluster names, aliases or globs the job targets."
+        ),
+        tag: Optional[list[str]] = typer.Option(
+            None, "--tag", help="Required cluster tag (e.g. storage:weka)."
+        ),
         interconnect: Optional[str] = typer.Option(None, "--interconnect", help="ib or tcpxo."),
-        hostname: Optional[list[str]] = typer.Option(None, "--hostname", help="Node hostname the job targets."),
+        hostname: Optional[list[str]] = typer.Option(
+            None, "--hostname", help="Node hostname the job targets."
+        ),
         replicas: int = typer.Option(1, "--replicas", help="Replicas (multi-node parts apply when > 1)."),
         profile: Optional[str] = typer.Option(None, "--profile", help="Force this profile."),
         no_profile: bool = typer.Option(False, "--no-profile", help="No profile at all."),
@@ -26,9 +32,16 @@ def register(app: typer.Typer) -> None:
         from launchkit.profile_config import user_profiles
 
         table = user_profiles()
-        given = {"cluster": clusters, "tag": tag, "interconnect": interconnect, "hostname": hostname,
-                 "replicas": replicas, "profile": profile, "no_profile": no_profile,
-                 "skip_nccl_setup": skip_nccl_setup}
+        given = {
+            "cluster": clusters,
+            "tag": tag,
+            "interconnect": interconnect,
+            "hostname": hostname,
+            "replicas": replicas,
+            "profile": profile,
+            "no_profile": no_profile,
+            "skip_nccl_setup": skip_nccl_setup,
+        }
         request = build_request(given, ["true"])
         out: list[str] = []
         if list_all:
@@ -43,8 +56,12 @@ def register(app: typer.Typer) -> None:
 
 def _describe_profile(p, *, user: bool) -> list[str]:  # noqa: ANN001 - pydantic imported lazily
     lines = [f"{p.name}{' (from pyproject.toml)' if user else ''}: {p.description or '-'}"]
-    for label, values in (("clusters", p.clusters), ("tags", p.tags), ("node hostnames", p.hostnames),
-                          ("node paths", p.detect_paths)):
+    for label, values in (
+        ("clusters", p.clusters),
+        ("tags", p.tags),
+        ("node hostnames", p.hostnames),
+        ("node paths", p.detect_paths),
+    ):
         if values:
             lines.append(f"  {label}: {' '.join(values)}")
     lines += _parts(p, multi=True)
@@ -66,7 +83,8 @@ def _parts(p, *, multi: bool, spec: bool = True) -> list[str]:  # noqa: ANN001
 def _describe_selection(sel, request) -> list[str]:  # noqa: ANN001
     targets = [f"cluster {c}" for c in request.clusters] + [f"hostname {h}" for h in request.hostnames]
     targets += [f"tag {t}" for t in request.tags] + (
-        [f"interconnect {request.interconnect}"] if request.interconnect else [])
+        [f"interconnect {request.interconnect}"] if request.interconnect else []
+    )
     lines = [f"job: {', '.join(targets) or 'no cluster constraint'}; {request.replicas} replica(s)"]
     if sel.applied:
         lines.append(f"profile: {sel.applied}" + (" (forced)" if sel.forced else ""))
@@ -80,14 +98,16 @@ def _describe_selection(sel, request) -> list[str]:  # noqa: ANN001
         p = sel.profiles[sel.applied]
         spec_lines = _parts(p, multi=False)
         lines += ["spec parts (in the Beaker spec):"] + (
-            [ln for ln in spec_lines if not ln.startswith("  setup")] or ["  (none)"])
+            [ln for ln in spec_lines if not ln.startswith("  setup")] or ["  (none)"]
+        )
     for name in sel.candidates:
         p = sel.profiles[name]
         if sel.forced or not p.detectable:
             when = "always"
         else:
             when = "on nodes matching " + " or ".join(
-                [f"host {g}" for g in p.hostnames] + [f"{d} present" for d in p.detect_paths])
+                [f"host {g}" for g in p.hostnames] + [f"{d} present" for d in p.detect_paths]
+            )
         lines.append(f"in-container setup for {name} ({when}):")
         lines += _parts(p, multi=multi, spec=False) or ["  (none)"]
     lines += [f"left out: {s}" for s in sel.skipped]

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from launchkit.core.profiles import ProfileSelection, resolve_profiles
-from launchkit.core.request import HostMount, LaunchRequest, Launcher, WekaMount
+from launchkit.core.request import HostMount, Launcher, LaunchRequest, WekaMount
 from launchkit.core.units import to_nanoseconds
 
 # Spec -> entrypoint contract (docs/runtime.md, docs/multi-node.md).
@@ -70,8 +70,11 @@ def replica_fields(request: LaunchRequest) -> dict[str, Any]:
 def launcher_env(request: LaunchRequest, run_id: str) -> list[tuple[str, str]]:
     env: list[tuple[str, str]] = []
     if request.launcher is not Launcher.none:
-        env += [(ENV_LAUNCHER, request.launcher.value), (ENV_RDZV_PORT, str(derive_port(run_id))),
-                (ENV_RDZV_ID, run_id)]
+        env += [
+            (ENV_LAUNCHER, request.launcher.value),
+            (ENV_RDZV_PORT, str(derive_port(run_id))),
+            (ENV_RDZV_ID, run_id),
+        ]
     if request.skip_nccl_setup:
         env.append((ENV_SKIP_NCCL_SETUP, "1"))
     if request.resumable:
@@ -79,14 +82,18 @@ def launcher_env(request: LaunchRequest, run_id: str) -> list[tuple[str, str]]:
     return env
 
 
-def task_additions(request: LaunchRequest, run_id: str,
-                   user_profiles: dict[str, Any] | None = None) -> TaskAdditions:
+def task_additions(
+    request: LaunchRequest, run_id: str, user_profiles: dict[str, Any] | None = None
+) -> TaskAdditions:
     """Everything profiles and multi-node wiring add to the task. The user's `--env` wins."""
     selection = resolve_profiles(request, user_profiles)
     user_names = {e.name for e in request.env} | {s.name for s in request.env_secrets}
     env = [(n, v) for n, v in selection.spec_env() + launcher_env(request, run_id) if n not in user_names]
-    taken = {m.mount_path for m in request.mounts} | {w.mount_path for w in request.weka} \
+    taken = (
+        {m.mount_path for m in request.mounts}
+        | {w.mount_path for w in request.weka}
         | {d.mount_path for d in request.datasets}
+    )
     return TaskAdditions(
         env=env,
         mounts=[m for m in selection.mounts if m.mount_path not in taken],
@@ -107,10 +114,16 @@ def check_combinations(request: LaunchRequest) -> None:
     if launcher is Launcher.none:
         return
     if request.replicas > 1 and request.leader_selection is False:
-        role = "workers cannot find the head" if launcher is Launcher.ray else "replicas cannot find the leader"
-        raise UsageError(f"--{launcher.value} with --replicas {request.replicas} and --no-leader-selection: {role}",
-                         hint="drop --no-leader-selection")
+        role = (
+            "workers cannot find the head" if launcher is Launcher.ray else "replicas cannot find the leader"
+        )
+        raise UsageError(
+            f"--{launcher.value} with --replicas {request.replicas} and --no-leader-selection: {role}",
+            hint="drop --no-leader-selection",
+        )
     if request.exec_method is ExecMethod.bash and launcher in (Launcher.torchrun, Launcher.accelerate):
-        raise UsageError(f"--{launcher.value} starts one process per GPU from an argv; "
-                         "--exec-method bash gives it a shell string",
-                         hint="drop --exec-method bash (put shell logic in a script and run `bash script.sh`)")
+        raise UsageError(
+            f"--{launcher.value} starts one process per GPU from an argv; "
+            "--exec-method bash gives it a shell string",
+            hint="drop --exec-method bash (put shell logic in a script and run `bash script.sh`)",
+        )

@@ -142,8 +142,10 @@ class Profile(_Model):
             if not _ENV_NAME.match(name):
                 raise ValueError(f"{name!r} is not a valid environment variable name")
             if "$" in value:  # Beaker never expands env values: this would arrive literally
-                raise ValueError(f"env {name}={value!r}: values are not shell-expanded; "
-                                 "use a setup step (prepend/source) to build it inside the job")
+                raise ValueError(
+                    f"env {name}={value!r}: values are not shell-expanded; "
+                    "use a setup step (prepend/source) to build it inside the job"
+                )
         return v
 
     @field_validator("hostnames", "detect_paths", "clusters", "tags")
@@ -166,42 +168,56 @@ class Profile(_Model):
 _WEKA_CLUSTERS = ("jupiter", "titan", "ceres", "holmes", "saturn", "neptune", "triton", "rhea", "prometheus")
 _HF_WEKA = "/weka/oe-adapt-default/allennlp/.cache"
 
-BUILTIN_PROFILES: dict[str, Profile] = {p.name: p for p in (
-    Profile(
-        name="ai2-weka",
-        description="AI2 Weka clusters; InfiniBand NCCL settings for multi-node GPU jobs",
-        clusters=[f"ai2/{c}*" for c in _WEKA_CLUSTERS],
-        tags=["storage:weka", "interconnect:ib"],
-        hostnames=[f"{c}*" for c in ("jupiter", "titan", "ceres", "holmes")],
-        detect_paths=[IB_SYSFS],
-        env={"HF_HOME": f"{_HF_WEKA}/huggingface", "HF_DATASETS_CACHE": f"{_HF_WEKA}/huggingface",
-             "HF_HUB_CACHE": f"{_HF_WEKA}/hub"},
-        weka=["oe-adapt-default:/weka/oe-adapt-default", "oe-training-default:/weka/oe-training-default"],
-        multi_node_setup=[Step(export={"NCCL_SOCKET_IFNAME": "ib", "NCCL_IB_HCA": "^=mlx5_bond_0"})],
-    ),
-    Profile(
-        name="ai2-augusta",
-        description="GCP Augusta (GPUDirect-TCPXO); /filestore cache",
-        clusters=["ai2/augusta*"],
-        tags=["interconnect:tcpxo"],
-        hostnames=["augusta*"],
-        detect_paths=[TCPXO_DIR],
-        env={"HF_HOME": "/filestore/.cache/huggingface", "HF_DATASETS_CACHE": "/filestore/.cache/huggingface",
-             "HF_HUB_CACHE": "/filestore/.cache/hub", "HF_HUB_ENABLE_HF_TRANSFER": "0"},
-        mounts=["/mnt/filestore_1:/filestore"],
-        multi_node_setup=[
-            Step(export={"NCCL_LIB_DIR": TCPXO_DIR}),
-            Step(prepend={"LD_LIBRARY_PATH": TCPXO_DIR}),
-            Step(source=f"{TCPXO_DIR}/nccl-env-profile.sh"),
-            Step(export={  # LL128 overrides, after the host profile
-                "NCCL_PROTO": "Simple,LL128",
-                "NCCL_TUNER_CONFIG_PATH": f"{TCPXO_DIR}/a3plus_tuner_config_ll128.textproto",
-                "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": f"{TCPXO_DIR}/a3plus_guest_config_ll128.textproto",
-            }),
-        ],
-    ),
-    Profile(name="generic", description="Any other cluster: nothing cluster-specific"),
-)}
+BUILTIN_PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile(
+            name="ai2-weka",
+            description="AI2 Weka clusters; InfiniBand NCCL settings for multi-node GPU jobs",
+            clusters=[f"ai2/{c}*" for c in _WEKA_CLUSTERS],
+            tags=["storage:weka", "interconnect:ib"],
+            hostnames=[f"{c}*" for c in ("jupiter", "titan", "ceres", "holmes")],
+            detect_paths=[IB_SYSFS],
+            env={
+                "HF_HOME": f"{_HF_WEKA}/huggingface",
+                "HF_DATASETS_CACHE": f"{_HF_WEKA}/huggingface",
+                "HF_HUB_CACHE": f"{_HF_WEKA}/hub",
+            },
+            weka=["oe-adapt-default:/weka/oe-adapt-default", "oe-training-default:/weka/oe-training-default"],
+            multi_node_setup=[Step(export={"NCCL_SOCKET_IFNAME": "ib", "NCCL_IB_HCA": "^=mlx5_bond_0"})],
+        ),
+        Profile(
+            name="ai2-augusta",
+            description="GCP Augusta (GPUDirect-TCPXO); /filestore cache",
+            clusters=["ai2/augusta*"],
+            tags=["interconnect:tcpxo"],
+            hostnames=["augusta*"],
+            detect_paths=[TCPXO_DIR],
+            env={
+                "HF_HOME": "/filestore/.cache/huggingface",
+                "HF_DATASETS_CACHE": "/filestore/.cache/huggingface",
+                "HF_HUB_CACHE": "/filestore/.cache/hub",
+                "HF_HUB_ENABLE_HF_TRANSFER": "0",
+            },
+            mounts=["/mnt/filestore_1:/filestore"],
+            multi_node_setup=[
+                Step(export={"NCCL_LIB_DIR": TCPXO_DIR}),
+                Step(prepend={"LD_LIBRARY_PATH": TCPXO_DIR}),
+                Step(source=f"{TCPXO_DIR}/nccl-env-profile.sh"),
+                Step(
+                    export={  # LL128 overrides, after the host profile
+                        "NCCL_PROTO": "Simple,LL128",
+                        "NCCL_TUNER_CONFIG_PATH": f"{TCPXO_DIR}/a3plus_tuner_config_ll128.textproto",
+                        "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": (
+                            f"{TCPXO_DIR}/a3plus_guest_config_ll128.textproto"
+                        ),
+                    }
+                ),
+            ],
+        ),
+        Profile(name="generic", description="Any other cluster: nothing cluster-specific"),
+    )
+}
 
 
 def load_profiles(user_profiles: dict[str, Any] | None) -> dict[str, Profile]:
@@ -214,15 +230,17 @@ def load_profiles(user_profiles: dict[str, Any] | None) -> dict[str, Profile]:
     for name, table in (user_profiles or {}).items():
         where = f"[tool.launchkit.profiles.{name}]"
         if not isinstance(table, dict):
-            raise UsageError(f"{where} must be a table", hint="e.g. env = {HF_HOME = \"/data/hf\"}")
+            raise UsageError(f"{where} must be a table", hint='e.g. env = {HF_HOME = "/data/hf"}')
         base = profiles[name].model_dump(exclude_unset=True) if name in profiles else {}
         try:
             profiles[name] = Profile(**{**base, **table, "name": name})
         except ValidationError as e:
             err = e.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
-            raise UsageError(f"{where} {loc}: {err['msg'].removeprefix('Value error, ')}".replace(" :", ":"),
-                             hint="see docs/profiles.md") from None
+            raise UsageError(
+                f"{where} {loc}: {err['msg'].removeprefix('Value error, ')}".replace(" :", ":"),
+                hint="see docs/profiles.md",
+            ) from None
     return {n: p for n, p in profiles.items() if not p.disabled}
 
 
@@ -300,9 +318,13 @@ def resolve_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | Non
         return ProfileSelection(reasons=["--no-profile: no cluster profile"], profiles=profiles)
     if request.profile:
         if request.profile not in profiles:
-            raise UsageError(f"unknown profile {request.profile!r}",
-                             hint="known: " + ", ".join(sorted(profiles)) + "; see `launchkit profiles --list`")
-        return _full(profiles[request.profile], [f"--profile {request.profile}"], profiles, request, forced=True)
+            raise UsageError(
+                f"unknown profile {request.profile!r}",
+                hint="known: " + ", ".join(sorted(profiles)) + "; see `launchkit profiles --list`",
+            )
+        return _full(
+            profiles[request.profile], [f"--profile {request.profile}"], profiles, request, forced=True
+        )
 
     named = [p for p in profiles.values() if p.clusters or p.tags or p.detectable]
     by_tag = [p for p in named if set(p.tags) & set(job_tags(request))]
@@ -314,16 +336,27 @@ def resolve_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | Non
     if by_tag and targets:  # tags narrow where the job can land
         narrowed = {t: [p for p in ps if p in by_tag] for t, ps in targets.items()}
         targets = {t: ps for t, ps in narrowed.items() if ps}
-    tag_reason = [f"tag {t} -> {', '.join(p.name for p in by_tag if t in p.tags)}"
-                  for t in job_tags(request) if any(t in p.tags for p in by_tag)]
+    tag_reason = [
+        f"tag {t} -> {', '.join(p.name for p in by_tag if t in p.tags)}"
+        for t in job_tags(request)
+        if any(t in p.tags for p in by_tag)
+    ]
     if not targets and by_tag:
         if len(by_tag) == 1:
             return _full(by_tag[0], tag_reason, profiles, request)
         return _mixed(by_tag, tag_reason + ["tags select several profiles"], profiles, request)
     if not targets:
         detectable = [p for p in named if p.detectable and p.has_runtime_parts]
-        return _mixed(detectable, ["no cluster constraint: the node decides at runtime ("
-                                   + ", ".join(_detect_text(p) for p in detectable) + ")"], profiles, request)
+        return _mixed(
+            detectable,
+            [
+                "no cluster constraint: the node decides at runtime ("
+                + ", ".join(_detect_text(p) for p in detectable)
+                + ")"
+            ],
+            profiles,
+            request,
+        )
     reasons = [f"{t} -> {', '.join(p.name for p in ps) or 'generic'}" for t, ps in targets.items()]
     families = {tuple(p.name for p in ps) for ps in targets.values()}
     if len(families) == 1 and len(next(iter(families))) == 1:
@@ -332,37 +365,64 @@ def resolve_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | Non
     for ps in targets.values():
         for p in ps:
             seen.setdefault(p.name, p)
-    return _mixed(list(seen.values()), tag_reason + reasons + ["targets span several families"], profiles, request)
-
-
-def _detect_text(p: Profile) -> str:
-    return f"{p.name}: " + " or ".join([f"host {g}" for g in p.hostnames] + [f"{d} present" for d in p.detect_paths])
-
-
-def _full(p: Profile, reasons: list[str], profiles: dict[str, Profile], request: LaunchRequest, *,
-          forced: bool = False) -> ProfileSelection:
-    program = setup_program([p], forced=forced, multi_node=request.replicas > 1)
-    return ProfileSelection(
-        applied=p.name, candidates=[p.name] if program else [], forced=forced, reasons=reasons,
-        env=dict(p.env), mounts=list(p.mounts), weka=list(p.weka), setup_program=program,
-        skipped=_skipped_multi([p], request), profiles=profiles,
+    return _mixed(
+        list(seen.values()), tag_reason + reasons + ["targets span several families"], profiles, request
     )
 
 
-def _mixed(candidates: list[Profile], reasons: list[str], profiles: dict[str, Profile],
-           request: LaunchRequest) -> ProfileSelection:
+def _detect_text(p: Profile) -> str:
+    return f"{p.name}: " + " or ".join(
+        [f"host {g}" for g in p.hostnames] + [f"{d} present" for d in p.detect_paths]
+    )
+
+
+def _full(
+    p: Profile,
+    reasons: list[str],
+    profiles: dict[str, Profile],
+    request: LaunchRequest,
+    *,
+    forced: bool = False,
+) -> ProfileSelection:
+    program = setup_program([p], forced=forced, multi_node=request.replicas > 1)
+    return ProfileSelection(
+        applied=p.name,
+        candidates=[p.name] if program else [],
+        forced=forced,
+        reasons=reasons,
+        env=dict(p.env),
+        mounts=list(p.mounts),
+        weka=list(p.weka),
+        setup_program=program,
+        skipped=_skipped_multi([p], request),
+        profiles=profiles,
+    )
+
+
+def _mixed(
+    candidates: list[Profile], reasons: list[str], profiles: dict[str, Profile], request: LaunchRequest
+) -> ProfileSelection:
     multi = request.replicas > 1
     runtime = [p for p in candidates if p.setup or (multi and p.multi_node_setup)]
-    skipped = [f"{p.name}: env and mounts not applied (the job may land on another family)"
-               for p in candidates if p.env or p.mounts or p.weka]
+    skipped = [
+        f"{p.name}: env and mounts not applied (the job may land on another family)"
+        for p in candidates
+        if p.env or p.mounts or p.weka
+    ]
     return ProfileSelection(
-        candidates=[p.name for p in runtime], reasons=reasons, skipped=skipped + _skipped_multi(candidates, request),
-        setup_program=setup_program(runtime, forced=False, multi_node=multi), profiles=profiles,
+        candidates=[p.name for p in runtime],
+        reasons=reasons,
+        skipped=skipped + _skipped_multi(candidates, request),
+        setup_program=setup_program(runtime, forced=False, multi_node=multi),
+        profiles=profiles,
     )
 
 
 def _skipped_multi(candidates: list[Profile], request: LaunchRequest) -> list[str]:
     if request.replicas > 1:
-        return [f"{p.name}: multi-node setup skipped (--skip-nccl-setup)"
-                for p in candidates if p.multi_node_setup and request.skip_nccl_setup]
+        return [
+            f"{p.name}: multi-node setup skipped (--skip-nccl-setup)"
+            for p in candidates
+            if p.multi_node_setup and request.skip_nccl_setup
+        ]
     return [f"{p.name}: multi-node setup not needed (1 replica)" for p in candidates if p.multi_node_setup]
