@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
+
+if TYPE_CHECKING:  # pydantic models: imported lazily at runtime to keep `--help` fast
+    from launchkit.core.profiles import Profile, ProfileSelection
+    from launchkit.core.request import LaunchRequest
 
 
 def register(app: typer.Typer) -> None:
@@ -54,7 +58,7 @@ def register(app: typer.Typer) -> None:
         typer.echo("\n".join(out))
 
 
-def _describe_profile(p, *, user: bool) -> list[str]:  # noqa: ANN001 - pydantic imported lazily
+def _describe_profile(p: Profile, *, user: bool) -> list[str]:
     lines = [f"{p.name}{' (from pyproject.toml)' if user else ''}: {p.description or '-'}"]
     for label, values in (
         ("clusters", p.clusters),
@@ -68,7 +72,7 @@ def _describe_profile(p, *, user: bool) -> list[str]:  # noqa: ANN001 - pydantic
     return lines + [""]
 
 
-def _parts(p, *, multi: bool, spec: bool = True) -> list[str]:  # noqa: ANN001
+def _parts(p: Profile, *, multi: bool, spec: bool = True) -> list[str]:
     lines = []
     if spec:
         lines += [f"  env {k}={v}" for k, v in p.env.items()]
@@ -80,7 +84,7 @@ def _parts(p, *, multi: bool, spec: bool = True) -> list[str]:  # noqa: ANN001
     return lines
 
 
-def _describe_selection(sel, request) -> list[str]:  # noqa: ANN001
+def _describe_selection(sel: ProfileSelection, request: LaunchRequest) -> list[str]:
     targets = [f"cluster {c}" for c in request.clusters] + [f"hostname {h}" for h in request.hostnames]
     targets += [f"tag {t}" for t in request.tags] + (
         [f"interconnect {request.interconnect}"] if request.interconnect else []
