@@ -184,6 +184,7 @@ def start_https(fake: FakeBeaker, cert_file: str, key_file: str) -> tuple[_TLSSe
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert_file, key_file)
     server = _TLSServer(("127.0.0.1", 0), make_handler(fake), ctx)
-    thread = threading.Thread(target=server.serve_forever, name="fakebeaker-https", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakebeaker-https",
+                              daemon=True)
     thread.start()
     return server, thread

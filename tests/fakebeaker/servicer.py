@@ -8,9 +8,10 @@ INVALID_ARGUMENT too.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import yaml
@@ -523,9 +524,12 @@ class Impl:
 STREAMING = {"StreamJobLogs"}
 
 
-def stream_job_logs(fake: FakeBeaker, req, context) -> Any:
-    """StreamJobLogs: `since` inclusive, then `tail_lines` (last N of those), then (follow) new lines
-    until the job is finalized. Injected faults cut (RST_STREAM) or end the stream early."""
+FOLLOW_POLL = 0.02  # seconds between checks for new lines while following
+
+
+async def stream_job_logs(fake: FakeBeaker, req, context):
+    """StreamJobLogs (asyncio): `since` inclusive, then `tail_lines` (the last N of those), then with
+    `follow` new lines until the job is finalized. Injected faults cut (RST_STREAM) or end it early."""
     s = fake.state
     with s.lock:
         job = s.find_job(req.job_id)
@@ -537,13 +541,13 @@ def stream_job_logs(fake: FakeBeaker, req, context) -> Any:
     sent = 0
     idx = start
     JobLog = pb2.JobLog
+    write = context.write
     while True:
-        with s.lock:
-            stop = logs.count
+        stop = logs.count
         if fault is not None:
             stop = min(stop, idx + max(0, fault.after_lines - sent))
         for t, msg in logs.iter_from(idx, stop):
-            yield JobLog(timestamp=Timestamp(seconds=t // NS, nanos=t % NS), message=msg)
+            await write(JobLog(timestamp=Timestamp(seconds=t // NS, nanos=t % NS), message=msg))
         sent += stop - idx
         idx = stop
         if fault is not None and sent >= fault.after_lines:
@@ -552,13 +556,12 @@ def stream_job_logs(fake: FakeBeaker, req, context) -> Any:
             return
         if not req.follow:
             return
-        with s.lock:
-            while logs.count <= idx and job.finalized is None and context.is_active():
-                s.changed.wait(0.25)
-            if logs.count <= idx and job.finalized is not None:
-                return
-        if not context.is_active():
-            return
+        while logs.count <= idx:
+            if job.finalized is not None:
+                if logs.count <= idx:
+                    return
+                break
+            await asyncio.sleep(FOLLOW_POLL)
 
 
 class StreamCut(Exception):
@@ -576,20 +579,21 @@ def _status_for(exc: Exception) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker bug or unsupported request: {tb}"
 
 
-def make_servicer(fake: FakeBeaker) -> beaker_pb2_grpc.BeakerServicer:
-    impl = Impl(fake)
-    servicer = beaker_pb2_grpc.BeakerServicer()
-    service = pb2.DESCRIPTOR.services_by_name["Beaker"]
+class FakeServicer(beaker_pb2_grpc.BeakerServicer):
+    """Served by a grpc.aio server: unary RPCs are plain functions (run in the server's thread pool, so
+    they may block, e.g. for injected latency); StreamJobLogs is a coroutine (fast streaming)."""
 
-    def preamble(name: str, context) -> tuple[User | None, tuple[grpc.StatusCode, str] | None]:
+    def __init__(self, fake: FakeBeaker) -> None:
+        self.fake = fake
+        self.impl = Impl(fake)
+
+    def _preamble(self, name: str, context) -> tuple[User | None, tuple[grpc.StatusCode, str] | None]:
+        fake = self.fake
         fake._record_call(name)
-        delay = fake.faults.delay_for(name)
-        if delay:
-            time.sleep(delay)
         if fake.faults.take_unavailable(name):
             return None, (grpc.StatusCode.UNAVAILABLE, "fakebeaker: injected UNAVAILABLE")
         token = ""
-        for k, v in context.invocation_metadata():
+        for k, v in context.invocation_metadata() or ():
             if k == "authorization":
                 token = v.split(" ", 1)[-1]
         user = fake.state.user_for_token(token)
@@ -597,48 +601,59 @@ def make_servicer(fake: FakeBeaker) -> beaker_pb2_grpc.BeakerServicer:
             return None, (grpc.StatusCode.PERMISSION_DENIED, "invalid or missing Beaker token")
         return user, None
 
-    def unary(name: str, body: Callable | None):
-        def handler(request, context):
-            caller, err = preamble(name, context)
-            if err is None and body is None:
-                err = (grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
-            if err is None:
-                try:
-                    with fake.state.lock:
-                        return body(request, caller)
-                except Exception as exc:  # noqa: BLE001 - mapped to a status the client will not retry
-                    err = _status_for(exc)
-            context.abort(*err)
-        return handler
+    def _unary(self, name: str, request, context):
+        delay = self.fake.faults.delay_for(name)
+        if delay:
+            time.sleep(delay)
+        caller, err = self._preamble(name, context)
+        body = getattr(self.impl, name, None)
+        if err is None and body is None:
+            err = (grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
+        if err is None:
+            try:
+                with self.fake.state.lock:
+                    return body(request, caller)
+            except Exception as exc:  # noqa: BLE001 - mapped to a status the client will not retry
+                err = _status_for(exc)
+        context.abort(*err)
 
-    def streaming(name: str, body: Callable | None):
-        def handler(request, context):
-            caller, err = preamble(name, context)
-            if err is None and body is None:
-                err = (grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
-            if err is None:
-                gen = body(fake, request, context)
-                while True:
-                    try:
-                        item = next(gen)
-                    except StopIteration:
-                        return
-                    except StreamCut:
-                        err = (grpc.StatusCode.INTERNAL, RST_STREAM_DETAILS)
-                        break
-                    except Exception as exc:  # noqa: BLE001
-                        err = _status_for(exc)
-                        break
-                    yield item
-            context.abort(*err)
-        return handler
+    async def StreamJobLogs(self, request, context):  # noqa: N802
+        delay = self.fake.faults.delay_for("StreamJobLogs")
+        if delay:
+            await asyncio.sleep(delay)
+        caller, err = self._preamble("StreamJobLogs", context)
+        if err is None:
+            try:
+                await stream_job_logs(self.fake, request, context)
+                return
+            except StreamCut:
+                err = (grpc.StatusCode.INTERNAL, RST_STREAM_DETAILS)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                err = _status_for(exc)
+        await context.abort(*err)
 
-    for m in service.methods:
-        if m.name == "StreamJobLogs":
-            setattr(servicer, m.name, streaming(m.name, stream_job_logs))
-        elif m.server_streaming or m.client_streaming:
-            setattr(servicer, m.name, streaming(m.name, None) if m.server_streaming else unary(m.name, None))
-        else:
-            setattr(servicer, m.name, unary(m.name, getattr(impl, m.name, None)))
-    return servicer
 
+def _unary_method(name: str):
+    def method(self, request, context):
+        return self._unary(name, request, context)
+    method.__name__ = name
+    return method
+
+
+def _unsupported_stream(name: str):
+    async def method(self, request, context):
+        self.fake._record_call(name)
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
+    method.__name__ = name
+    return method
+
+
+for _m in pb2.DESCRIPTOR.services_by_name["Beaker"].methods:
+    if _m.name == "StreamJobLogs":
+        continue
+    if _m.server_streaming or _m.client_streaming:
+        setattr(FakeServicer, _m.name, _unsupported_stream(_m.name))
+    else:
+        setattr(FakeServicer, _m.name, _unary_method(_m.name))
