@@ -9,6 +9,7 @@ INVALID_ARGUMENT too.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
@@ -202,15 +203,26 @@ def _sort_order(clause) -> int:
     return clause.sort_order or pb2.SORT_ORDER_DESCENDING
 
 
-def paginate(items: list, opts, token: str) -> tuple[list, str]:
+def paging(req) -> tuple[Any, int]:
+    """(options, offset) of a List request. `next_page_token` and `options` are a oneof, so like Beaker
+    the token carries the query: base64(offset, 4 bytes + serialized options)."""
+    token = req.next_page_token
+    if not token:
+        return req.options, 0
     try:
-        start = int(token) if token else 0
-    except ValueError as e:
+        raw = base64.urlsafe_b64decode(token.encode())
+        return type(req.options).FromString(raw[4:]), int.from_bytes(raw[:4], "big")
+    except Exception as e:  # noqa: BLE001
         raise Invalid(f"bad page token {token!r}") from e
+
+
+def paginate(items: list, opts, start: int) -> tuple[list, str]:
     size = opts.page_size if opts.HasField("page_size") and opts.page_size > 0 else DEFAULT_PAGE_SIZE
     page = items[start:start + size]
-    nxt = str(start + size) if start + size < len(items) else ""
-    return page, nxt
+    if start + size >= len(items):
+        return page, ""
+    token = base64.urlsafe_b64encode((start + size).to_bytes(4, "big") + opts.SerializeToString()).decode()
+    return page, token
 
 
 class Impl:
@@ -235,9 +247,10 @@ class Impl:
         return pb2.ResolveUserNameResponse(user_id=self.s.find_user(req.user_name).id)
 
     def ListUsers(self, req, caller):
-        org = self._org_id(req.options.organization_id)
+        o, start = paging(req)
+        org = self._org_id(o.organization_id)
         users = sorted((u for u in self.s.users.values() if org is None or u.org_id == org), key=lambda u: u.name)
-        page, nxt = paginate(users, req.options, req.next_page_token)
+        page, nxt = paginate(users, o, start)
         return pb2.ListUsersResponse(users=[self.c.user(u) for u in page], next_page_token=nxt)
 
     def GetOrganization(self, req, caller):
@@ -248,7 +261,8 @@ class Impl:
 
     def ListOrganizations(self, req, caller):
         orgs = sorted(self.s.orgs.values(), key=lambda o: o.created)
-        page, nxt = paginate(orgs, req.options, req.next_page_token)
+        o, start = paging(req)
+        page, nxt = paginate(orgs, o, start)
         return pb2.ListOrganizationsResponse(organizations=[self.c.org(o) for o in page], next_page_token=nxt)
 
     # ---- workspaces, budgets, secrets
@@ -260,7 +274,7 @@ class Impl:
         return pb2.ResolveWorkspaceNameResponse(workspace_id=ws.id)
 
     def ListWorkspaces(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         org = self._org_id(o.organization_id)
         items = [w for w in self.s.workspaces.values() if (org is None or w.org_id == org)
                  and w.archived == o.only_archived
@@ -270,7 +284,7 @@ class Impl:
             items = [w for w in items if sub in w.name.lower() or sub in w.description.lower()]
         items.sort(key=lambda w: w.created if o.sort_clause.HasField("created") else w.name,
                    reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListWorkspacesResponse(workspaces=[self.c.workspace(w) for w in page], next_page_token=nxt)
 
     def GetBudget(self, req, caller):
@@ -287,11 +301,11 @@ class Impl:
         return pb2.GetSecretResponse(secret=self.c.secret(ws.secrets[req.secret_name]))
 
     def ListSecrets(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         ws = self.s.find_workspace(o.workspace_id)
         items = sorted(ws.secrets.values(), key=lambda x: x.created if o.sort_clause.HasField("created") else x.name,
                        reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListSecretsResponse(secrets=[self.c.secret(x) for x in page], next_page_token=nxt)
 
     # ---- images, datasets, groups
@@ -302,13 +316,13 @@ class Impl:
         return pb2.ResolveImageNameResponse(image_id=self.s.find_image(f"{req.author_name}/{req.image_name}").id)
 
     def ListImages(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         items = [i for i in self.s.images.values()
                  if (not o.HasField("workspace_id") or i.workspace_id == o.workspace_id)
                  and (not o.HasField("author_id") or i.author_id == o.author_id)
                  and (not o.HasField("image_name_or_description") or o.image_name_or_description in i.name)]
         items.sort(key=lambda i: i.name)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListImagesResponse(images=[self.c.image(i) for i in page], next_page_token=nxt)
 
     def GetDataset(self, req, caller):
@@ -322,12 +336,12 @@ class Impl:
         return pb2.GetGroupResponse(group=self.c.group(self.s.find_group(req.group_id)))
 
     def ListGroups(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         items = [g for g in self.s.groups.values() if not o.HasField("workspace_id") or g.workspace_id == o.workspace_id]
         if o.HasField("name_or_description_substring"):
             items = [g for g in items if o.name_or_description_substring in g.name + g.description]
         items.sort(key=lambda g: g.name)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListGroupsResponse(groups=[self.c.group(g) for g in page], next_page_token=nxt)
 
     def CreateGroup(self, req, caller):
@@ -358,7 +372,7 @@ class Impl:
         return pb2.ResolveClusterNameResponse(cluster_id=self.s.find_cluster(f"{req.owner_name}/{req.cluster_name}").id)
 
     def ListClusters(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         org = self._org_id(o.organization_id)
         items = [c for c in self.s.clusters.values() if org is None or c.org_id == org]
         sc = o.sort_clause
@@ -376,7 +390,7 @@ class Impl:
         default_desc = not (sc.HasField("name") or not sc.ListFields())
         desc = sc.sort_order == pb2.SORT_ORDER_DESCENDING if sc.sort_order else default_desc
         items.sort(key=key, reverse=desc)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         occ = o.include_cluster_occupancy
         return pb2.ListClustersResponse(clusters=[self.c.cluster(c, occ) for c in page], next_page_token=nxt)
 
@@ -384,7 +398,7 @@ class Impl:
         return pb2.GetNodeResponse(node=self.c.node(self.s.find_node(req.node_id)))
 
     def ListNodes(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         if o.HasField("cluster_id"):
             items = list(self.s.find_cluster(o.cluster_id).nodes)
         else:
@@ -397,7 +411,7 @@ class Impl:
             items.sort(key=lambda n: n.assigned / max(n.slots, 1), reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING)
         else:
             items.sort(key=lambda n: n.hostname, reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListNodesResponse(nodes=[self.c.node(n) for n in page], next_page_token=nxt)
 
     # ---- workloads / experiments
@@ -409,7 +423,7 @@ class Impl:
         return pb2.ResolveWorkloadNameResponse(workload_id=e.id)
 
     def ListWorkloads(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         if o.HasField("workload_type") and o.workload_type == pb2.WORKLOAD_TYPE_ENVIRONMENT:
             return pb2.ListWorkloadsResponse()
         org = self._org_id(o.organization_id)
@@ -438,7 +452,7 @@ class Impl:
             items.append(e)
         items.sort(key=lambda e: (e.created, e.id),
                    reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListWorkloadsResponse(workloads=[self.c.workload(e) for e in page], next_page_token=nxt)
 
     def UpdateWorkload(self, req, caller):
@@ -485,7 +499,7 @@ class Impl:
         return pb2.GetJobResponse(job=self.c.job(self.s.find_job(req.job_id)))
 
     def ListJobs(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         if o.HasField("task_id"):
             items = list(self.s.find_task(o.task_id).jobs)
         elif o.HasField("environment_id"):
@@ -508,15 +522,15 @@ class Impl:
         if o.HasField("exited"):
             items = [j for j in items if (j.exited is not None) == o.exited]
         items.sort(key=lambda j: (j.created, j.id), reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListJobsResponse(jobs=[self.c.job(j) for j in page], next_page_token=nxt)
 
     def ListSummarizedJobEvents(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         j = self.s.find_job(o.job_id)
         events = sorted(j.events, key=lambda ev: ev.latest,
                         reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
-        page, nxt = paginate(events, o, req.next_page_token)
+        page, nxt = paginate(events, o, start)
         return pb2.ListSummarizedJobEventsResponse(
             summarized_job_events=[self.c.summarized_event(j, ev) for ev in page], next_page_token=nxt)
 

@@ -30,24 +30,19 @@ class Conflict(Exception):
     """A name already in use: HTTP 409 / gRPC ALREADY_EXISTS."""
 
 
-# GPU type names as beaker-py's BeakerGpuType spells them (without the GPU_TYPE_ prefix).
-GPU_TYPES = {
-    "NVIDIA_H100": 1, "NVIDIA_A100_80GB": 2, "NVIDIA_A100_40GB": 3, "NVIDIA_L4": 4, "NVIDIA_RTX_A5000": 5,
-    "NVIDIA_RTX_A6000": 6, "NVIDIA_RTX_8000": 7, "NVIDIA_T4": 8, "NVIDIA_P100": 9, "NVIDIA_P4": 10,
-    "NVIDIA_V100": 11, "NVIDIA_L40": 12, "NVIDIA_L40S": 13, "NVIDIA_B200": 14, "NVIDIA_H200": 15,
-    "NVIDIA_B300": 16,
-}
-
-
 def gpu_type_value(gpu_type: str | int | None) -> int:
+    """beaker_pb2.GpuType value from "NVIDIA_H100", "nvidia h100", "GPU_TYPE_NVIDIA_H100" or an int."""
+    from beaker import beaker_pb2 as pb2
+
     if gpu_type is None:
         return 0
     if isinstance(gpu_type, int):
         return gpu_type
-    key = gpu_type.upper().replace(" ", "_").removeprefix("GPU_TYPE_")
-    if key not in GPU_TYPES:
-        raise ValueError(f"unknown GPU type {gpu_type!r}; one of {sorted(GPU_TYPES)}")
-    return GPU_TYPES[key]
+    key = "GPU_TYPE_" + gpu_type.upper().replace(" ", "_").removeprefix("GPU_TYPE_")
+    try:
+        return pb2.GpuType.Value(key)
+    except ValueError:
+        raise ValueError(f"unknown GPU type {gpu_type!r}; one of {list(pb2.GpuType.keys())}") from None
 
 
 @dataclass
@@ -656,9 +651,16 @@ class State:
 
     # -------------------------------------------------------- job transitions
     def _job(self, job: str | Job | Experiment) -> Job:
+        """A Job, a job id, or an experiment (object, id, `author/name`): its first task's latest job."""
+        if isinstance(job, str) and job not in self.jobs:
+            try:
+                job = self.find_experiment(job)
+            except NotFound:
+                pass
         if isinstance(job, Experiment):
             latest = job.tasks[0].latest_job
-            assert latest is not None
+            if latest is None:
+                raise NotFound(f"experiment {job.id} has no job")
             return latest
         return self.find_job(job)
 
