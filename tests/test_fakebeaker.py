@@ -224,9 +224,9 @@ def test_list_workloads_filters_sort_and_pages(fake_beaker):
     assert [w.experiment.name for w in beaker.workload.list(statuses=[BeakerWorkloadStatus.failed])] == ["w001"]
     assert [w.experiment.name for w in beaker.workload.list(statuses=[BeakerWorkloadStatus.running])] == ["w003"]
     assert len(list(beaker.workload.list(name_or_description="NEEDLE"))) == 12
-    recent = list(beaker.workload.list(created_after=dt.datetime.fromtimestamp((now - 10 * 60 * NS) / NS,
+    recent = list(beaker.workload.list(created_after=dt.datetime.fromtimestamp((now - 630 * NS) / NS,
                                                                                   tz=dt.timezone.utc)))
-    assert [w.experiment.name for w in recent] == [f"w{i}" for i in range(119, 110, -1)]
+    assert [w.experiment.name for w in recent] == [f"w{i}" for i in range(119, 109, -1)]
     oldest = next(iter(beaker.workload.list(sort_order=BeakerSortOrder.ascending, limit=1)))
     assert oldest.experiment.name == "w000"
     assert len(list(beaker.workload.list(finalized=True))) == 1
