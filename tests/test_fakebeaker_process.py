@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -52,7 +52,7 @@ class FakeProcess:
 
 def run_py(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def test_fake_as_a_process_with_admin_api(tmp_path):
@@ -134,7 +134,7 @@ def test_gantry_beaker_py_calls_work(fake_beaker):
     batch = [c for c in beaker.cluster.list()
              if not (c.HasField("max_task_timeout") and c.max_task_timeout.ToMilliseconds() == 0)]
     assert "interactive" not in {c.name for c in batch}
-    gpu = {c.name: list(beaker.node.list(cluster=c, limit=1))[0].node_resources.gpu_type
+    gpu = {c.name: next(iter(beaker.node.list(cluster=c, limit=1))).node_resources.gpu_type
            for c in batch if c.node_count}
     assert gpu
     spec = BeakerExperimentSpec.new(beaker_image="alice/base", cluster=["ai2/jupiter-cirrascale-2"],
@@ -157,7 +157,7 @@ def test_gantry_beaker_py_calls_work(fake_beaker):
     assert beaker.workload.cancel(wl)
     # list: server-side filters, spec per workload, author per row
     rows = list(beaker.workload.list(workspace=ws, author=beaker.user.get("alice"),
-                                     created_after=datetime.now(tz=timezone.utc) - timedelta(days=7),
+                                     created_after=datetime.now(tz=UTC) - timedelta(days=7),
                                      workload_type=BeakerWorkloadType.experiment, statuses=None,
                                      name_or_description=None, sort_order=BeakerSortOrder.descending,
                                      sort_field="created", limit=None))
@@ -191,7 +191,8 @@ def test_real_gantry_against_the_fake(tmp_path):
         env = {**os.environ, **fake.env, "GANTRY_CHECK_FOR_UPGRADES": "0", "COLUMNS": "250", "NO_COLOR": "1"}
 
         def gantry(*args: str) -> subprocess.CompletedProcess:
-            return subprocess.run([GANTRY, *args], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+            return subprocess.run([GANTRY, *args], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                                  check=False)
 
         r = gantry("find-gpus", "--all")
         assert r.returncode == 0, r.stderr

@@ -8,7 +8,8 @@ import time
 
 import grpc
 import pytest
-from beaker import BeakerCancelationCode, BeakerExperimentSpec, BeakerWorkloadStatus, beaker_pb2 as pb2
+from beaker import BeakerCancelationCode, BeakerExperimentSpec, BeakerWorkloadStatus
+from beaker import beaker_pb2 as pb2
 from beaker._service_client import coerce_rpc_error
 from beaker.exceptions import BeakerStreamConnectionClosedError
 
@@ -29,11 +30,11 @@ def messages(logs) -> list[str]:
 
 
 def as_datetime(ns: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ns // 1000 / 1e6, tz=dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ns // 1000 / 1e6, tz=dt.UTC)
 
 
 def test_since_is_inclusive_and_tail_counts_from_the_end(fake_beaker):
-    exp, job = new_job(fake_beaker)
+    _exp, job = new_job(fake_beaker)
     stamps = [BASE + i * 1000 for i in range(10)]
     fake_beaker.state.start_job(job)
     fake_beaker.state.append_logs(job, [f"l{i}" for i in range(10)], timestamps=stamps)
@@ -49,15 +50,15 @@ def test_since_is_inclusive_and_tail_counts_from_the_end(fake_beaker):
     raw = beaker.service.StreamJobLogs(pb2.StreamJobLogsRequest(
         job_id=job.id, since={"seconds": stamps[5] // NS, "nanos": stamps[5] % NS}), metadata=meta)
     got = list(raw)
-    assert [m.message for m in got][0] == b"l5"
+    assert next(m.message for m in got) == b"l5"
     assert got[0].timestamp.seconds * NS + got[0].timestamp.nanos == stamps[5]
     raw = beaker.service.StreamJobLogs(pb2.StreamJobLogsRequest(
         job_id=job.id, since={"seconds": stamps[5] // NS, "nanos": stamps[5] % NS + 1}), metadata=meta)
-    assert [m.message for m in raw][0] == b"l6"
+    assert next(m.message for m in raw) == b"l6"
 
 
 def test_follow_streams_new_lines_until_the_job_finishes(fake_beaker):
-    exp, job = new_job(fake_beaker)
+    _exp, job = new_job(fake_beaker)
     s = fake_beaker.state
     s.start_job(job)
     s.append_logs(job, ["before"])
@@ -77,7 +78,7 @@ def test_follow_streams_new_lines_until_the_job_finishes(fake_beaker):
 
 
 def test_follow_stream_that_ends_early_is_resumed_without_loss_or_duplicates(fake_beaker):
-    exp, job = new_job(fake_beaker)
+    _exp, job = new_job(fake_beaker)
     s = fake_beaker.state
     s.start_job(job)
     s.append_logs(job, [f"a{i}" for i in range(10)])
@@ -99,7 +100,7 @@ def test_follow_stream_that_ends_early_is_resumed_without_loss_or_duplicates(fak
 
 
 def test_cut_streams_surface_as_rst_stream_and_beaker_py_resumes(fake_beaker):
-    exp, job = new_job(fake_beaker)
+    _exp, job = new_job(fake_beaker)
     s = fake_beaker.state
     s.start_job(job)
     s.append_synthetic_logs(job, 1000, fmt="n{i}")
@@ -143,7 +144,7 @@ def test_preemption_creates_the_next_job(fake_beaker):
 
 
 def test_large_synthetic_log_is_lazy_and_tail_is_cheap(fake_beaker):
-    exp, job = new_job(fake_beaker)
+    _exp, job = new_job(fake_beaker)
     s = fake_beaker.state
     s.start_job(job)
     s.append_synthetic_logs(job, 200_000, fmt="line {i:06d}")
@@ -160,7 +161,7 @@ def test_large_synthetic_log_is_lazy_and_tail_is_cheap(fake_beaker):
 
 
 def test_summarized_events_in_order(fake_beaker):
-    exp, job = new_job(fake_beaker)
+    _exp, job = new_job(fake_beaker)
     s = fake_beaker.state
     s.add_event(job, "waiting", "Waiting for GPUs")
     s.add_event(job, "waiting", "Waiting for GPUs")

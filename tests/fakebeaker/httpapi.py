@@ -34,7 +34,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
         server_version = "fakebeaker"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _send(self, code: int, body: bytes | dict | list, content_type: str = "application/json") -> None:
@@ -136,19 +136,19 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
                 code, out = 400, {"message": f"{type(e).__name__}: {e}"}
             self._send(code, out)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self._dispatch("GET")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self._dispatch("POST")
 
-        def do_PUT(self) -> None:  # noqa: N802
+        def do_PUT(self) -> None:
             self._dispatch("PUT")
 
-        def do_DELETE(self) -> None:  # noqa: N802
+        def do_DELETE(self) -> None:
             self._dispatch("DELETE")
 
-        def do_PATCH(self) -> None:  # noqa: N802
+        def do_PATCH(self) -> None:
             self._dispatch("PATCH")
 
     return Handler

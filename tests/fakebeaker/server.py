@@ -9,7 +9,7 @@ import tempfile
 import threading
 from concurrent import futures
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from .faults import Faults
 from .state import State, User
@@ -117,10 +117,10 @@ class FakeBeaker:
             self._https.server_close()
             self._https = None
 
-    def __enter__(self) -> FakeBeaker:
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # ------------------------------------------------------------ addresses

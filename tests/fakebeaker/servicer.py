@@ -21,7 +21,20 @@ from beaker import beaker_pb2_grpc
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from .state import NS, Cluster, Conflict, Experiment, Invalid, Job, Node, NotFound, State, Task, User, Workspace
+from .state import (
+    NS,
+    Cluster,
+    Conflict,
+    Experiment,
+    Invalid,
+    Job,
+    Node,
+    NotFound,
+    State,
+    Task,
+    User,
+    Workspace,
+)
 
 if TYPE_CHECKING:
     from .server import FakeBeaker
@@ -212,7 +225,7 @@ def paging(req) -> tuple[Any, int]:
     try:
         raw = base64.urlsafe_b64decode(token.encode())
         return type(req.options).FromString(raw[4:]), int.from_bytes(raw[:4], "big")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise Invalid(f"bad page token {token!r}") from e
 
 
@@ -378,15 +391,15 @@ class Impl:
         sc = o.sort_clause
         if sc.HasField("free_gpus") or sc.HasField("total_gpus"):
             field = "available" if sc.HasField("free_gpus") else "total"
-            key = lambda c: (getattr(Convert.slot_counts(c.nodes), field), c.name)  # noqa: E731
+            key = lambda c: (getattr(Convert.slot_counts(c.nodes), field), c.name)
         elif sc.HasField("total_nodes"):
-            key = lambda c: (len(c.nodes), c.name)  # noqa: E731
+            key = lambda c: (len(c.nodes), c.name)
         elif sc.HasField("running_jobs"):
-            key = lambda c: (self.c.running_jobs({n.id for n in c.nodes}), c.name)  # noqa: E731
+            key = lambda c: (self.c.running_jobs({n.id for n in c.nodes}), c.name)
         elif sc.HasField("created"):
-            key = lambda c: (c.created, c.name)  # noqa: E731
+            key = lambda c: (c.created, c.name)
         else:
-            key = lambda c: c.name  # noqa: E731
+            key = lambda c: c.name
         default_desc = not (sc.HasField("name") or not sc.ListFields())
         desc = sc.sort_order == pb2.SORT_ORDER_DESCENDING if sc.sort_order else default_desc
         items.sort(key=key, reverse=desc)
@@ -631,11 +644,11 @@ class FakeServicer(beaker_pb2_grpc.BeakerServicer):
                 err = _status_for(exc)
         context.abort(*err)
 
-    async def StreamJobLogs(self, request, context):  # noqa: N802
+    async def StreamJobLogs(self, request, context):
         delay = self.fake.faults.delay_for("StreamJobLogs")
         if delay:
             await asyncio.sleep(delay)
-        caller, err = self._preamble("StreamJobLogs", context)
+        _caller, err = self._preamble("StreamJobLogs", context)
         if err is None:
             try:
                 await stream_job_logs(self.fake, request, context)

@@ -10,8 +10,9 @@ import fnmatch
 import itertools
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .logs import JobLogs
 
@@ -551,7 +552,7 @@ class State:
             user = self.find_user(author)
             try:
                 parsed = BeakerExperimentSpec.from_json(spec)
-            except Exception as e:  # noqa: BLE001 - any parse error is the caller's fault
+            except Exception as e:
                 raise Invalid(f"invalid experiment spec: {e}") from e
             if not parsed.tasks:
                 raise Invalid("invalid experiment spec: no tasks")
