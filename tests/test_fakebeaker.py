@@ -282,3 +282,67 @@ def test_experiment_spec_round_trips_as_yaml(fake_beaker):
     got = beaker.experiment.get_spec(wl)
     assert [t.name for t in got.tasks] == ["main", "two"]
     assert any(e.name == "LAUNCHKIT_VERSION" for e in got.tasks[1].env_vars)
+
+
+def test_beaker_from_env_in_the_test_process(fake_beaker):
+    from beaker import Beaker
+
+    with Beaker.from_env(check_for_upgrades=False) as beaker:
+        assert beaker.user_name == "alice"
+        beaker.secret.write("FROM_ENV", "x")  # HTTP goes through REQUESTS_CA_BUNDLE
+    assert "FROM_ENV" in fake_beaker.state.find_workspace("ai2/launchkit").secrets
+
+
+def test_factory_fixture_with_own_state_and_user(make_fake_beaker):
+    from beaker import Beaker
+
+    from fakebeaker import State
+
+    state = State()
+    state.add_user("dora", "tok-dora", org="acme")
+    state.add_workspace("acme/ws", budget="acme/b", author="dora")
+    fake = make_fake_beaker(state, user="dora")
+    with Beaker.from_env(check_for_upgrades=False) as beaker:
+        assert beaker.user_name == "dora" and beaker.workspace.get().name == "acme/ws"
+    assert fake.config()["default_org"] == "acme"
+
+
+def test_calls_with_latency_are_served_concurrently(fake_beaker):
+    from concurrent.futures import ThreadPoolExecutor
+
+    beaker = fake_beaker.client()
+    clusters = list(beaker.cluster.list())
+    fake_beaker.faults.latency(0.3, method="ListNodes")
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(len(clusters)) as pool:
+        nodes = list(pool.map(lambda c: list(beaker.node.list(cluster=c, limit=1)), clusters))
+    assert time.monotonic() - t0 < 0.3 * len(clusters) / 2
+    assert fake_beaker.calls["ListNodes"] == len(clusters) and sum(map(len, nodes)) == len(clusters)
+
+
+def test_log_bytes_are_passed_through_unchanged(fake_beaker):
+    s = fake_beaker.state
+    exp = s.add_experiment("ai2/launchkit", "bytes", author="alice")
+    raw = [b"\xff\xfe not utf-8", "ünïcode ✓".encode(), b"x" * 300 + b"\twide", b""]
+    s.start_job(exp)
+    s.append_logs(exp, raw)
+    s.finish_job(exp)
+    beaker = fake_beaker.client()
+    job = beaker.workload.get_latest_job(beaker.workload.get(exp.id))
+    assert [log.message for log in beaker.job.logs(job)] == raw
+
+
+def test_abandoned_follow_stream_does_not_block_shutdown(fake_beaker):
+    s = fake_beaker.state
+    exp = s.add_experiment("ai2/launchkit", "forever", author="alice")
+    s.start_job(exp)
+    s.append_logs(exp, ["one", "two"])
+    beaker = fake_beaker.client()
+    job = beaker.workload.get_latest_job(beaker.workload.get(exp.id))
+    stream = beaker.job.logs(job, follow=True)
+    assert next(iter(stream)).message == b"one"
+    stream.close()
+    beaker.close()
+    t0 = time.monotonic()
+    fake_beaker.stop()
+    assert time.monotonic() - t0 < 5
