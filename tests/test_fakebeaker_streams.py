@@ -183,3 +183,24 @@ def test_synthetic_spec_through_beaker_py_creates_replicas(fake_beaker):
     ranks = [beaker.workload.get_latest_job(wl, task=t).system_details.replica_group_details.rank
              for t in wl.experiment.tasks]
     assert ranks == [0, 1, 2]
+
+
+def test_idle_follow_stream_ended_by_time_is_resumed(fake_beaker):
+    _exp, job = new_job(fake_beaker)
+    s = fake_beaker.state
+    s.start_job(job)
+    s.append_logs(job, ["start"])
+    fake_beaker.faults.end_streams(after_seconds=0.2, count=None)
+    beaker = fake_beaker.client()
+    seen: list[str] = []
+
+    def later():
+        time.sleep(0.7)
+        s.append_logs(job, ["after idle"])
+        time.sleep(0.3)
+        s.finish_job(job)
+
+    threading.Thread(target=later, daemon=True).start()
+    seen = messages(beaker.job.logs(beaker.job.get(job.id), follow=True))
+    assert seen == ["start", "after idle"]
+    assert fake_beaker.calls["StreamJobLogs"] >= 3

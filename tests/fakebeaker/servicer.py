@@ -565,19 +565,22 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
         if req.tail_lines > 0:
             start = max(start, logs.count - req.tail_lines)
     fault = fake.faults.take_stream_fault()
+    max_lines = fault.after_lines if fault is not None and fault.after_lines is not None else None
+    deadline = (time.monotonic() + fault.after_seconds
+                if fault is not None and fault.after_seconds is not None else None)
     sent = 0
     idx = start
     JobLog = pb2.JobLog
     write = context.write
     while True:
         stop = logs.count
-        if fault is not None:
-            stop = min(stop, idx + max(0, fault.after_lines - sent))
+        if max_lines is not None:
+            stop = min(stop, idx + max(0, max_lines - sent))
         for t, msg in logs.iter_from(idx, stop):
             await write(JobLog(timestamp=Timestamp(seconds=t // NS, nanos=t % NS), message=msg))
         sent += stop - idx
         idx = stop
-        if fault is not None and sent >= fault.after_lines:
+        if (max_lines is not None and sent >= max_lines) or (deadline is not None and time.monotonic() >= deadline):
             if fault.kind == "cut":
                 raise StreamCut()
             return
@@ -585,8 +588,10 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
             return
         while logs.count <= idx:
             if job.finalized is not None:
-                if logs.count <= idx:
+                if logs.count <= idx:  # re-read: lines appended just before finalizing
                     return
+                break
+            if deadline is not None and time.monotonic() >= deadline:
                 break
             await asyncio.sleep(FOLLOW_POLL)
 
