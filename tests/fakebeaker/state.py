@@ -688,7 +688,7 @@ class State:
         clusters = [c for p in patterns for c in self.cluster_matches(p)] or list(self.clusters.values())
         for c in clusters:
             for n in c.nodes:
-                if n.available >= j.gpus:
+                if not n.cordoned and n.available >= j.gpus:
                     return n
         return None
 
