@@ -177,7 +177,8 @@ def test_gantry_beaker_py_calls_work(fake_beaker):
                                         include_cluster_occupancy=True))
     assert clusters[0].cluster_occupancy.slot_counts.available >= clusters[-1].cluster_occupancy.slot_counts.available
     assert beaker.cluster.url(clusters[0]).endswith(f"/orgs/ai2/clusters/{clusters[0].name}")
-    # open
+    # list --group, open
+    assert [m.experiment_id for m in beaker.group.list_task_metrics(group)] == [wl.experiment.id]
     assert beaker.group.get(group.id).name == "sweep"
 
 

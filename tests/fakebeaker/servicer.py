@@ -376,6 +376,17 @@ class Impl:
             g.experiment_ids.append(self.s.find_experiment(eid).id)
         return pb2.UpdateGroupResponse(group=self.c.group(g))
 
+    def ListGroupTaskMetrics(self, req, caller):
+        o, start = paging(req)
+        g = self.s.find_group(o.group_id)
+        items = [t for eid in g.experiment_ids if eid in self.s.experiments for t in self.s.experiments[eid].tasks]
+        page, nxt = paginate(items, o, start)
+        return pb2.ListGroupTaskMetricsResponse(next_page_token=nxt, task_metrics=[
+            pb2.TaskMetrics(task_id=t.id, task_name=t.name, experiment_id=t.experiment.id,
+                            experiment_name=t.experiment.name,
+                            task_status=getattr(pb2, "STATUS_" + (t.latest_job.status_name if t.latest_job else "SUBMITTED")))
+            for t in page])
+
     # ---- clusters, nodes
     def GetCluster(self, req, caller):
         c = self.s.find_cluster(req.cluster_id)
