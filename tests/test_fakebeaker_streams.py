@@ -204,3 +204,14 @@ def test_idle_follow_stream_ended_by_time_is_resumed(fake_beaker):
     seen = messages(beaker.job.logs(beaker.job.get(job.id), follow=True))
     assert seen == ["start", "after idle"]
     assert fake_beaker.calls["StreamJobLogs"] >= 3
+
+
+def test_state_api_accepts_beaker_py_objects(fake_beaker):
+    beaker = fake_beaker.client()
+    wl = beaker.experiment.create(spec=BeakerExperimentSpec.new(docker_image="python:3.11", command=["true"]),
+                                  name="objs")
+    fake_beaker.state.start_job(wl)
+    job = beaker.workload.get_latest_job(wl)
+    fake_beaker.state.append_logs(job, ["via pb2"])
+    fake_beaker.state.finish_job(job, 2)
+    assert beaker.job.get(job.id).status.exit_code == 2

@@ -652,7 +652,10 @@ class State:
 
     # -------------------------------------------------------- job transitions
     def _job(self, job: str | Job | Experiment) -> Job:
-        """A Job, a job id, or an experiment (object, id, `author/name`): its first task's latest job."""
+        """A Job, a job id, or an experiment (object, id, `author/name`): its first task's latest job.
+        beaker-py protobufs work too (pb2.Job, pb2.Workload)."""
+        if not isinstance(job, (str, Job, Experiment)):
+            job = job.experiment.id if hasattr(job, "experiment") else job.id
         if isinstance(job, str) and job not in self.jobs:
             try:
                 job = self.find_experiment(job)
