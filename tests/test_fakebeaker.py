@@ -346,3 +346,18 @@ def test_abandoned_follow_stream_does_not_block_shutdown(fake_beaker):
     t0 = time.monotonic()
     fake_beaker.stop()
     assert time.monotonic() - t0 < 5
+
+
+def test_auto_mode_preempts_first_job_and_runs_the_next(fake_beaker):
+    from fakebeaker import AutoRun
+
+    fake_beaker.state.set_auto(AutoRun(start_after=0.01, run_for=0.05, lines=["a", "b", "c"], line_interval=0.02,
+                                       preempt_first_after=0.03))
+    beaker = fake_beaker.client()
+    wl = beaker.experiment.create(spec=spec(), name="auto-preempt")
+    assert fake_beaker.state.wait_for(lambda: beaker.workload.get(wl.experiment.id).status
+                                      == BeakerWorkloadStatus.succeeded, timeout=10)
+    jobs = fake_beaker.state.find_experiment(wl.experiment.id).tasks[0].jobs
+    assert [j.status_name for j in jobs] == ["CANCELED", "SUCCEEDED"]
+    assert jobs[1].retry_ancestor_id == jobs[0].id
+    assert [m for _, m in jobs[1].logs.iter_from(0)] == [b"a", b"b", b"c"]

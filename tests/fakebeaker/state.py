@@ -264,12 +264,18 @@ CANCEL_USER_PREEMPTION = 2
 
 @dataclass
 class AutoRun:
-    """Scheduler for jobs nobody drives by hand: start after `start_after` s, log `lines`, exit."""
+    """Scheduler for jobs nobody drives by hand: each new job starts after `start_after` s, logs `lines`
+    (all at once, or one every `line_interval` s) and `synthetic_lines` generated lines, then exits with
+    `exit_code` `run_for` s later. With `preempt_first_after`, each task's first job is preempted that
+    long after it started; the replacement job (queued by the preemption) then runs the same way."""
 
     start_after: float = 0.05
     run_for: float | None = 0.1  # None: keep running until a test finishes/cancels the job
     exit_code: int = 0
     lines: list[str] = field(default_factory=lambda: ["hello from the fake job"])
+    line_interval: float = 0.0
+    synthetic_lines: int = 0
+    preempt_first_after: float | None = None
 
 
 class State:
@@ -814,18 +820,43 @@ class State:
             self.auto = auto
 
     def _auto_schedule(self, job: Job, auto: AutoRun) -> None:
+        def alive() -> bool:
+            return job.finalized is None
+
         def start():
             with self.lock:
-                if job.finalized is not None:
+                if not alive():
                     return
                 self.start_job(job)
-                self.append_logs(job, auto.lines)
-            if auto.run_for is not None:
+                if not auto.line_interval:
+                    self.append_logs(job, auto.lines)
+                if auto.synthetic_lines:
+                    self.append_synthetic_logs(job, auto.synthetic_lines)
+            if auto.preempt_first_after is not None and not job.retry_ancestor_id:
+                self._timer(auto.preempt_first_after, preempt)
+            if auto.line_interval and auto.lines:
+                self._timer(auto.line_interval, lambda: emit(0))
+            elif auto.run_for is not None:
                 self._timer(auto.run_for, finish)
+
+        def emit(i: int):
+            with self.lock:
+                if not alive():
+                    return
+                self.append_logs(job, [auto.lines[i]])
+            if i + 1 < len(auto.lines):
+                self._timer(auto.line_interval, lambda: emit(i + 1))
+            elif auto.run_for is not None:
+                self._timer(auto.run_for, finish)
+
+        def preempt():
+            with self.lock:
+                if alive():
+                    self.preempt_job(job)
 
         def finish():
             with self.lock:
-                if job.finalized is None:
+                if alive():
                     self.finish_job(job, auto.exit_code)
 
         self._timer(auto.start_after, start)
@@ -859,15 +890,16 @@ class State:
             return exps
 
     def wait_for(self, predicate, timeout: float = 10.0) -> bool:
-        """Block until predicate() is true (checked on every state change)."""
+        """Block until predicate() is true; re-checked on every state change and at least every 0.1 s.
+        The predicate runs without the lock held, so it may make RPCs to this fake."""
         deadline = time.monotonic() + timeout
-        with self.changed:
-            while not predicate():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with self.changed:
                 self.changed.wait(min(left, 0.1))
-            return True
+        return True
 
 
 def _split(full_name: str, what: str) -> tuple[str, str]:
