@@ -1,7 +1,7 @@
 """The gRPC side: a `beaker_pb2_grpc.BeakerServicer` over `State`, plus state -> protobuf conversion.
 
-Every RPC goes through `_wrap`: count the call, apply injected latency/UNAVAILABLE, authenticate the
-bearer token, and map errors (NotFound -> NOT_FOUND, Conflict -> ALREADY_EXISTS, anything else ->
+Every RPC goes through `FakeServicer`: count the call, apply injected latency/UNAVAILABLE, authenticate
+the bearer token, and map errors (NotFound -> NOT_FOUND, Conflict -> ALREADY_EXISTS, anything else ->
 INVALID_ARGUMENT, which beaker-py never retries). RPCs the fake does not implement answer
 INVALID_ARGUMENT too.
 """
@@ -210,10 +210,6 @@ class Convert:
         return pb2.SummarizedJobEvent(job_id=j.id, status=ev.status, occurrences=ev.occurrences,
                                       earliest_occurrence=ts(ev.earliest), latest_occurrence=ts(ev.latest),
                                       latest_message=ev.message)
-
-
-def _sort_order(clause) -> int:
-    return clause.sort_order or pb2.SORT_ORDER_DESCENDING
 
 
 def paging(req) -> tuple[Any, int]:
@@ -559,7 +555,6 @@ class Impl:
             summarized_job_events=[self.c.summarized_event(j, ev) for ev in page], next_page_token=nxt)
 
 
-STREAMING = {"StreamJobLogs"}
 
 
 FOLLOW_POLL = 0.02  # seconds between checks for new lines while following
