@@ -555,8 +555,6 @@ class Impl:
             summarized_job_events=[self.c.summarized_event(j, ev) for ev in page], next_page_token=nxt)
 
 
-
-
 FOLLOW_POLL = 0.02  # seconds between checks for new lines while following
 
 
