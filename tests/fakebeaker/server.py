@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import shutil
 import tempfile
 import threading
 from concurrent import futures
@@ -38,6 +39,7 @@ class FakeBeaker:
         self.calls: collections.Counter[str] = collections.Counter()
         self._calls_lock = threading.Lock()
         self.workers = workers
+        self._own_dir = directory is None
         self.dir = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="fakebeaker-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.default_user = default_user
@@ -116,6 +118,8 @@ class FakeBeaker:
             self._https.shutdown()
             self._https.server_close()
             self._https = None
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self.start()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import ipaddress
 import os
+import shutil
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -88,7 +90,11 @@ def tls_material(directory: str | os.PathLike | None = None) -> TLS:
     with _lock:
         if _cached is not None and directory is None:
             return _cached
-        d = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="fakebeaker-tls-"))
+        if directory is not None:
+            d = Path(directory)
+        else:
+            d = Path(tempfile.mkdtemp(prefix="fakebeaker-tls-"))
+            atexit.register(shutil.rmtree, d, ignore_errors=True)
         if all((d / n).is_file() for n in ("ca.pem", "server.pem", "server.key")):
             # reuse material a previous process wrote (so several processes can share one CA)
             ca_pem, cert_pem, key_pem = ((d / n).read_bytes() for n in ("ca.pem", "server.pem", "server.key"))
