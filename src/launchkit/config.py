@@ -11,6 +11,7 @@ Strict validation (`validate_layers`, pydantic, unknown keys with did-you-mean) 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,9 @@ def user_config_path(environ: dict[str, str] | os._Environ[str] | None = None) -
     environ = os.environ if environ is None else environ
     if environ.get("LAUNCHKIT_CONFIG"):
         return Path(environ["LAUNCHKIT_CONFIG"])
+    if sys.platform == "linux":  # what platformdirs returns on Linux, without its import on every start
+        base = environ.get("XDG_CONFIG_HOME", "").strip() or os.path.expanduser("~/.config")
+        return Path(base) / "launchkit" / "config.toml"
     from platformdirs import user_config_dir
 
     return Path(user_config_dir("launchkit")) / "config.toml"
@@ -165,6 +169,8 @@ def load_config(cwd: str | Path | None = None, environ: dict[str, str] | None = 
 
 def validate_layers(layers: list[Layer]) -> None:
     """Strict check of each layer with pydantic: unknown keys (with did-you-mean) and wrong types."""
+    if not layers:
+        return
     from launchkit.core.configmodel import check_layer
 
     for layer in layers:

@@ -1,21 +1,29 @@
-"""Read the local repository's state with GitPython. I/O lives here, not in launchkit.core.
+"""Read the local repository's state by running `git` itself. I/O lives here, not in launchkit.core.
 
-Fast path (`launchkit run` from a branch that tracks a pushed upstream): repository discovery and
-refs are read by GitPython without subprocesses, plus ONE `git status --porcelain=v2 --branch` that
-gives dirtiness and ahead/behind against the upstream. Only when the commit is ahead of (or has no)
-upstream do we ask git which remote-tracking branches contain it. Everything is offline: the check
-trusts the remote-tracking refs from your last push/fetch.
+`run --dry-run` has a ~180 ms budget and `import git` (GitPython) alone costs ~40 ms, while every
+question asked here is one plumbing command, so this module calls the git CLI directly (no network).
+The fast path, from a branch that tracks a pushed upstream, is three calls that `prefetch()` starts
+in parallel while Python is still importing: `rev-parse --show-toplevel`, `remote -v` (URLs with
+insteadOf applied) and ONE `status --porcelain=v2 --branch` (HEAD, upstream, ahead count,
+dirtiness). Only when HEAD is ahead of (or has no) upstream do we ask which remote-tracking
+branches contain it. Offline: the pushed check trusts the remote-tracking refs from your last push
+or fetch.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any
+import subprocess
+from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from launchkit.core.gitstate import GitState
+from typing import TYPE_CHECKING
+
 from launchkit.errors import PreconditionError, UsageError
+
+if TYPE_CHECKING:
+    from launchkit.core.gitstate import GitState
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -39,36 +47,127 @@ def clean_remote_url(url: str, repo_root: str | None = None) -> str:
     return url
 
 
+class _GitFailed(Exception):
+    def __init__(self, stderr: str):
+        super().__init__(stderr)
+        self.stderr = stderr
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+
+
+def _git(*args: str, cwd: str, timeout: float = 60) -> str:
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env())
+    except FileNotFoundError:
+        raise PreconditionError("git is not installed", hint="install git and try again") from None
+    except subprocess.TimeoutExpired:
+        raise PreconditionError(f"`git {args[0]}` took longer than {timeout:.0f}s",
+                                hint="check the repository or the remote") from None
+    if proc.returncode != 0:
+        raise _GitFailed(proc.stderr.strip())
+    return proc.stdout
+
+
+# The fast-path questions, asked from the working directory (all three work from any subdirectory).
+_FAST: dict[str, tuple[str, ...]] = {
+    "toplevel": ("rev-parse", "--show-toplevel"),
+    "remotes": ("remote", "-v"),
+    "status": ("status", "--porcelain=v2", "--branch", "--untracked-files=no", "--ignore-submodules=dirty"),
+}
+_prefetched: dict[tuple[str, str], subprocess.Popen[str]] = {}
+
+
+def prefetch(cwd: str | None = None) -> None:
+    """Start the fast-path git calls in the background (they run while Python imports)."""
+    cwd = cwd or os.getcwd()
+    try:
+        for name, args in _FAST.items():
+            _prefetched[(name, cwd)] = subprocess.Popen(
+                ["git", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                stdin=subprocess.DEVNULL)
+    except OSError:  # no git: the normal path reports it
+        reap()
+
+
+def reap() -> None:
+    """Wait for prefetched calls nobody consumed (so no git process outlives launchkit)."""
+    while _prefetched:
+        _, proc = _prefetched.popitem()
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def _fast(name: str, cwd: str) -> str:
+    proc = _prefetched.pop((name, cwd), None)
+    if proc is None:
+        return _git(*_FAST[name], cwd=cwd)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise PreconditionError(f"`git {_FAST[name][0]}` took longer than 60s", hint="check the repository") from None
+    if proc.returncode != 0:
+        raise _GitFailed(err.strip())
+    return out
+
+
+@dataclass
+class _Repo:
+    root: str
+    cwd: str
+    urls: dict[str, str]  # remote name -> fetch URL (insteadOf applied)
+
+    @property
+    def remotes(self) -> list[str]:
+        return list(self.urls)
+
+
+def _open_repo(path: str) -> _Repo | None:
+    try:
+        root = _fast("toplevel", path).strip()
+    except _GitFailed:
+        return None
+    if not root:  # inside .git or a bare repository
+        return None
+    urls: dict[str, str] = {}
+    for line in _fast("remotes", path).splitlines():
+        name, _, rest = line.partition("\t")
+        url, _, kind = rest.rpartition(" ")
+        if kind == "(fetch)":
+            urls.setdefault(name, url)
+    return _Repo(root, path, urls)
+
+
 def read_git_state(path: str | None = None, *, remote: str | None = None, ref: str | None = None,
                    branch: str | None = None, allow_dirty: bool = False) -> GitState:
     """The commit to launch and where a job can fetch it from. Raises one-line errors with a fix."""
-    import git  # GitPython: imported lazily to keep `--help` fast
-
     path = path or os.getcwd()
-    try:
-        repo = git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        repo = None
-    if repo is None or repo.bare:
+    repo = _open_repo(path) if os.path.isdir(path) else None
+    if repo is None:
         if remote and _looks_like_url(remote) and (ref or branch):
-            return _from_remote_only(git, remote, ref=ref, branch=branch)
+            return _from_remote_only(remote, ref=ref, branch=branch)
         raise UsageError(f"{path!r} is not inside a git repository",
                          hint="run launchkit from your project's checkout, or pass --remote URL with --ref/--branch")
     try:
-        return _read(git, repo, remote=remote, ref=ref, branch=branch, allow_dirty=allow_dirty)
+        return _read(repo, remote=remote, ref=ref, branch=branch, allow_dirty=allow_dirty)
     finally:
-        repo.close()
+        reap()
 
 
 def _looks_like_url(remote: str) -> bool:
     return bool(_URL_SCHEME.match(remote) or _SCP_LIKE.match(remote) or os.path.isabs(remote))
 
 
-def _read(git: Any, repo: Any, *, remote: str | None, ref: str | None, branch: str | None,
+def _read(repo: _Repo, *, remote: str | None, ref: str | None, branch: str | None,
           allow_dirty: bool) -> GitState:
-    root = str(repo.working_tree_dir)
-    remotes = {r.name: r for r in repo.remotes}
-    if not remotes and not (remote and _looks_like_url(remote)):
+    root = repo.root
+    if not repo.remotes and not (remote and _looks_like_url(remote)):
         raise UsageError(f"the repository at {root} has no remote",
                          hint="add one (git remote add origin URL) and push, or pass --remote URL")
     status = _status(repo)
@@ -80,34 +179,31 @@ def _read(git: Any, repo: Any, *, remote: str | None, ref: str | None, branch: s
 
     # which remote
     remote_name: str | None
-    if remote and remote in remotes:
-        remote_name, url = remote, None
+    url: str | None = None
+    if remote and remote in repo.remotes:
+        remote_name = remote
     elif remote and _looks_like_url(remote):
         # a URL: use the remote that has it (so the pushed check works), else take it as given
-        remote_name = next((n for n, r in remotes.items() if remote in r.urls), None)
+        remote_name = next((n for n, u in repo.urls.items() if u == remote), None)
         url = remote
     elif remote:
         raise UsageError(f"--remote {remote!r} is neither a remote of this repository nor a URL",
-                         hint="known remotes: " + (", ".join(sorted(remotes)) or "none"))
+                         hint="known remotes: " + (", ".join(sorted(repo.remotes)) or "none"))
     else:
-        upstream_remote = _tracking_remote(repo, head_branch) if head_branch else None
-        remote_name = upstream_remote or ("origin" if "origin" in remotes else sorted(remotes)[0])
-        url = None
+        upstream_remote = _upstream(repo, status)[0]
+        remote_name = upstream_remote or ("origin" if "origin" in repo.urls else sorted(repo.urls)[0])
     if url is None:
         assert remote_name is not None
-        urls = list(remotes[remote_name].urls)
-        if not urls:
-            raise UsageError(f"remote {remote_name!r} has no URL", hint=f"git remote set-url {remote_name} URL")
-        url = urls[0]
+        url = repo.urls[remote_name]
 
     # which commit
     if ref is not None:
-        commit = _resolve_ref(git, repo, ref, remote_name)
+        commit = _resolve_ref(root, ref, remote_name)
         out_branch = branch
     elif branch is not None:
         if remote_name is None:
-            return _from_remote_only(git, url, ref=None, branch=branch, root=root)
-        commit = _resolve_ref(git, repo, f"refs/remotes/{remote_name}/{branch}", remote_name, shown=branch)
+            return _from_remote_only(url, ref=None, branch=branch, root=root)
+        commit = _resolve_ref(root, f"refs/remotes/{remote_name}/{branch}", remote_name, shown=branch)
         out_branch = branch
     else:
         if head_branch is None:
@@ -119,69 +215,74 @@ def _read(git: Any, repo: Any, *, remote: str | None, ref: str | None, branch: s
                 f"you have uncommitted changes to tracked files ({status['dirty']})",
                 hint="commit and push them, or pass --allow-dirty to launch the last commit anyway")
         commit = status["branch.oid"]
-        up = status.get("branch.upstream")
-        out_branch = up.split("/", 1)[1] if up and "/" in up and up.split("/", 1)[0] == remote_name else head_branch
-        upstream_has_it = up and status.get("ahead") == 0 and up.split("/", 1)[0] == remote_name
-        if remote_name is not None and not upstream_has_it:
-            _require_on_remote(repo, commit, remote_name, head_branch)
-        return GitState(remote_url=clean_remote_url(url, root), commit=commit, branch=out_branch,
-                        repo_root=root, remote_name=remote_name)
+        up_remote, up_branch = _upstream(repo, status)
+        on_upstream = up_branch is not None and up_remote == remote_name
+        out_branch = up_branch if on_upstream else head_branch
+        if remote_name is not None and not (on_upstream and status.get("ahead") == 0):
+            _require_on_remote(root, commit, remote_name, head_branch)
+        return _state(remote_url=clean_remote_url(url, root), commit=commit, branch=out_branch,
+                      repo_root=root, remote_name=remote_name)
     if remote_name is not None:
-        _require_on_remote(repo, commit, remote_name, None)
-    return GitState(remote_url=clean_remote_url(url, root), commit=commit, branch=out_branch,
+        _require_on_remote(root, commit, remote_name, None)
+    return _state(remote_url=clean_remote_url(url, root), commit=commit, branch=out_branch,
                     repo_root=root, remote_name=remote_name)
 
 
-def _status(repo: Any) -> dict[str, Any]:
+def _state(**fields: object) -> GitState:
+    from launchkit.core.gitstate import GitState
+
+    return GitState(**fields)  # type: ignore[arg-type]
+
+
+def _upstream(repo: _Repo, status: dict[str, object]) -> tuple[str | None, str | None]:
+    """(remote, branch) of the upstream, e.g. `origin/feature/x` -> ("origin", "feature/x")."""
+    up = str(status.get("branch.upstream") or "")
+    for name in sorted(repo.urls, key=len, reverse=True):
+        if up.startswith(name + "/"):
+            return name, up[len(name) + 1:]
+    return None, None
+
+
+def _status(repo: _Repo) -> dict[str, object]:
     """One `git status --porcelain=v2 --branch`: HEAD oid/name, upstream, ahead count, dirtiness."""
-    out = repo.git.status("--porcelain=v2", "--branch", "--untracked-files=no", "--ignore-submodules=dirty")
-    info: dict[str, Any] = {}
+    out = _fast("status", repo.cwd)
+    info: dict[str, object] = {}
     changed: list[str] = []
     for line in out.splitlines():
         if line.startswith("# branch.ab "):
-            ahead, _behind = line[len("# branch.ab "):].split()
-            info["ahead"] = int(ahead)
+            info["ahead"] = int(line.split()[2])
         elif line.startswith("# "):
             key, _, value = line[2:].partition(" ")
             info[key] = value
         elif line:
             changed.append(line.split(" ")[-1].split("\t")[0])
     if changed:
-        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-        info["dirty"] = shown
+        info["dirty"] = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
     return info
 
 
-def _tracking_remote(repo: Any, branch: str) -> str | None:
-    try:
-        return repo.config_reader().get_value(f'branch "{branch}"', "remote", None) or None
-    except Exception:  # noqa: BLE001 - no tracking configured
-        return None
-
-
-def _resolve_ref(git: Any, repo: Any, ref: str, remote_name: str | None, shown: str | None = None) -> str:
+def _resolve_ref(root: str, ref: str, remote_name: str | None, shown: str | None = None) -> str:
     """A full SHA for `ref` from the local repository (a short SHA becomes the full SHA)."""
     try:
-        sha = repo.git.rev_parse("--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}").strip()
-    except git.GitCommandError:
+        sha = _git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", cwd=root).strip()
+    except _GitFailed:
         sha = ""
     if FULL_SHA.fullmatch(sha):
         return sha
-    name = shown or ref
+    fetch = f"git fetch {remote_name or 'origin'}"
     if shown is not None:
-        raise UsageError(f"--branch {name!r} is not on remote {remote_name!r}",
-                         hint=f"push it (git push {remote_name} {name}) or run git fetch {remote_name}")
+        raise UsageError(f"--branch {shown!r} is not on remote {remote_name!r}",
+                         hint=f"push it (git push {remote_name} {shown}) or run {fetch}")
     if FULL_SHA.fullmatch(ref.lower()):
-        raise UsageError(f"--ref {ref!r} is not in this repository",
-                         hint=f"run git fetch {remote_name or 'origin'}, or check the SHA")
-    raise UsageError(f"--ref {name!r} is not a known branch, tag or commit",
-                     hint=f"check the name, or run git fetch {remote_name or 'origin'}")
+        raise UsageError(f"--ref {ref!r} is not in this repository", hint=f"run {fetch}, or check the SHA")
+    raise UsageError(f"--ref {ref!r} is not a known branch, tag or commit",
+                     hint=f"check the name, or run {fetch}")
 
 
-def _require_on_remote(repo: Any, commit: str, remote_name: str, branch: str | None) -> None:
+def _require_on_remote(root: str, commit: str, remote_name: str, branch: str | None) -> None:
     """Refuse a commit that no remote-tracking branch of `remote_name` contains."""
-    out = repo.git.for_each_ref("--contains", commit, "--count=1", "--format=%(refname)",
-                                f"refs/remotes/{remote_name}/")
+    out = _git("for-each-ref", "--contains", commit, "--count=1", "--format=%(refname)",
+               f"refs/remotes/{remote_name}/", cwd=root)
     if out.strip():
         return
     push = f"git push {remote_name} {branch}" if branch else f"git push {remote_name} HEAD:BRANCH"
@@ -190,25 +291,22 @@ def _require_on_remote(repo: Any, commit: str, remote_name: str, branch: str | N
         hint=f"push it ({push}); if it is already pushed, run git fetch {remote_name}")
 
 
-def _from_remote_only(git: Any, url: str, *, ref: str | None, branch: str | None,
-                      root: str | None = None) -> GitState:
-    """--remote URL outside a repository (or a URL remote): resolve the ref with `git ls-remote`."""
+def _from_remote_only(url: str, *, ref: str | None, branch: str | None, root: str | None = None) -> GitState:
+    """--remote URL without a local clone of it: resolve the ref with `git ls-remote` (network)."""
     if ref is not None and FULL_SHA.fullmatch(ref.lower()):
-        return GitState(remote_url=clean_remote_url(url, root), commit=ref.lower(), branch=branch,
-                        repo_root=root)
+        return _state(remote_url=clean_remote_url(url, root), commit=ref.lower(), branch=branch, repo_root=root)
     wanted = ref or branch
     assert wanted is not None
     try:
-        out = git.Git().ls_remote(url, wanted, kill_after_timeout=60)
-    except git.GitCommandError as e:
-        msg = (e.stderr or "").strip().splitlines()
-        raise PreconditionError(f"cannot read remote {url!r}: {msg[-1] if msg else e}",
+        out = _git("ls-remote", "--", url, wanted, cwd=root or os.getcwd())
+    except _GitFailed as e:
+        lines = e.stderr.splitlines()
+        raise PreconditionError(f"cannot read remote {url!r}: {lines[-1] if lines else 'git ls-remote failed'}",
                                 hint="check the URL and your access to it") from None
-    lines = [line.split("\t") for line in out.splitlines() if "\t" in line]
-    exact = [sha for sha, name in lines if name in (wanted, f"refs/heads/{wanted}", f"refs/tags/{wanted}^{{}}",
-                                                    f"refs/tags/{wanted}")]
+    names = (wanted, f"refs/heads/{wanted}", f"refs/tags/{wanted}", f"refs/tags/{wanted}^{{}}")
+    exact = [sha for sha, _, name in (line.partition("\t") for line in out.splitlines()) if name in names]
     if not exact:
         flag = "--ref" if ref else "--branch"
         raise UsageError(f"{flag} {wanted!r} is not on remote {url!r}",
                          hint="give a branch or tag name that exists there, or a full 40-character SHA")
-    return GitState(remote_url=clean_remote_url(url, root), commit=exact[-1], branch=branch, repo_root=root)
+    return _state(remote_url=clean_remote_url(url, root), commit=exact[-1], branch=branch, repo_root=root)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from launchkit.cli import state
 from launchkit.cli.state import console
 from launchkit.errors import UsageError
 
@@ -37,6 +38,7 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
         sys.stdout.flush()
         console().info(f"dry run: commit {git.commit[:12]}"
                        + (f" ({git.branch})" if git.branch else "") + f" from {git.remote_url}; nothing submitted")
+        state.fast_exit = True
         return
     submit(request, git, spec)
 

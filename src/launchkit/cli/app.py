@@ -15,6 +15,20 @@ from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from launchkit import __version__
+
+
+def _skip_pydantic_plugins() -> None:
+    """The CLI uses no pydantic plugins; pydantic would scan all installed packages' entry points
+    (importlib.metadata, ~10-15 ms) before building the first model. Library use is unaffected."""
+    if "pydantic.plugin._loader" not in sys.modules:
+        import types
+
+        stub = types.ModuleType("pydantic.plugin._loader")
+        stub.get_plugins = lambda: ()  # type: ignore[attr-defined]
+        sys.modules["pydantic.plugin._loader"] = stub
+
+
+_skip_pydantic_plugins()
 from launchkit.cli import (
     find_gpus_cmd,
     follow_cmd,
@@ -26,12 +40,39 @@ from launchkit.cli import (
 )
 from launchkit.cli import state
 
+def _share_runtime_params(params: list[typer.core._click.Parameter]) -> None:
+    """Typer 0.2x builds a pydantic TypeAdapter for every option on every call (~0.5 ms each; `run`
+    has ~70). Options of the same plain type (no parser, bounds or file type) can share one."""
+    try:
+        from typer._coercion import build_runtime_param
+    except ImportError:  # another typer version: nothing to share
+        return
+    cache: dict[str, object] = {}
+    for param in params:
+        desc = getattr(param, "type_descriptor", None)
+        if desc is None or getattr(param, "_runtime_param", False) is not None:
+            continue
+        info = desc.parameter_info
+        if getattr(desc, "file_annotation", None) is not None or any(
+                getattr(info, attr, None) is not None for attr in ("parser", "click_type", "min", "max")):
+            continue
+        key = repr((desc.annotation, getattr(info, "case_sensitive", None), getattr(info, "formats", None),
+                    getattr(info, "clamp", None)))
+        if key not in cache:
+            cache[key] = build_runtime_param(desc)
+        param._runtime_param = cache[key]  # type: ignore[attr-defined]
+
+
 class PanelCommand(TyperCommand):
     """Plain-text help with the options grouped in panels (`rich_help_panel`).
 
     Rendering help through rich costs ~80 ms of imports (rich.markdown, pygments, ...) on every
     `--help`; click's own formatter with panel sections keeps `--help` near the Typer floor.
     """
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        _share_runtime_params(self.params)
+        return super().parse_args(ctx, args)
 
     def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
         return [self.options_metavar or ""] + [
@@ -52,7 +93,9 @@ class PanelCommand(TyperCommand):
 class PanelGroup(TyperGroup):
     """The root group, with the same plain-text panel help."""
 
-    format_options = PanelCommand.format_options  # type: ignore[assignment]
+    def format_options(self, ctx: typer.Context, formatter: typer.core._click.HelpFormatter) -> None:
+        PanelCommand.format_options(self, ctx, formatter)  # type: ignore[arg-type]
+        self.format_commands(ctx, formatter)
 
     def format_commands(self, ctx: typer.Context, formatter: typer.core._click.HelpFormatter) -> None:
         rows = [(name, cmd.get_short_help_str(formatter.width - 20)) for name in self.list_commands(ctx)
@@ -106,6 +149,12 @@ def main(argv: list[str] | None = None) -> None:
         args, state.user_command = args[:cut], args[cut + 1:]
     else:
         state.user_command = None
+    state.fast_exit = False
+    positional = [a for a in args if not a.startswith("-")]
+    if positional[:1] == ["run"] and not {"-h", "--help"} & set(args):
+        from launchkit.git import prefetch
+
+        prefetch()  # git answers while Python imports the rest
     code = 0
     try:
         app(args=args, prog_name="launchkit", standalone_mode=False)
@@ -129,6 +178,14 @@ def main(argv: list[str] | None = None) -> None:
             raise
         state.console().error(e.one_line())
         code = e.exit_code
+    finally:
+        if "launchkit.git" in sys.modules:
+            sys.modules["launchkit.git"].reap()
+    if state.fast_exit and argv is None:
+        # Nothing left to clean up (a dry run): skip the interpreter's teardown (~10-15 ms).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
