@@ -91,7 +91,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         repo = small_repo(Path(tmp))
         env["HOME"] = tmp  # no user config, no Beaker config
-        lk = [str(launchkit_python), "-m", "launchkit"]
+        script = launchkit_python.parent / "launchkit"  # the console script users run
+        lk = [str(script)] if script.exists() else [str(launchkit_python), "-m", "launchkit"]
         commands = {
             "gantry --help": [str(gantry), "--help"],
             "launchkit --help": [*lk, "--help"],

@@ -40,6 +40,9 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
                        + (f" ({git.branch})" if git.branch else "") + f" from {git.remote_url}; nothing submitted")
         state.fast_exit = True
         return
+    import gc
+
+    gc.enable()  # disabled for start-up by launchkit.cli.app
     submit(request, git, spec)
 
 

@@ -7,8 +7,14 @@ grpc, GitPython, pydantic or yaml. Commands import what they need inside their b
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
+
+# Start-up allocates hundreds of thousands of long-lived objects (Typer's command tree, pydantic
+# schemas); cyclic GC passes over them are wasted work (~15 ms). `run` turns GC back on once the
+# spec is built (launchkit.launch); every other command gets it back in main().
+gc.disable()
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -40,27 +46,45 @@ from launchkit.cli import (
 )
 from launchkit.cli import state
 
+class _LazyRuntimeParam:
+    """Typer's per-option coercion, built on first use and shared by options of the same plain type.
+
+    Typer 0.2x builds a pydantic TypeAdapter for every option on every call (~0.5 ms each; `run` has
+    ~70 options, nearly all unset). An unset option needs no adapter at all.
+    """
+
+    def __init__(self, desc: object, cache: dict[str, object], key: str):
+        self._desc, self._cache, self._key = desc, cache, key
+
+    def _real(self) -> object:
+        if self._key not in self._cache:
+            from typer._coercion import build_runtime_param
+
+            self._cache[self._key] = build_runtime_param(self._desc)  # type: ignore[arg-type]
+        return self._cache[self._key]
+
+    def coerce(self, value: object, param: typer.core._click.Parameter, ctx: typer.Context) -> object:
+        if value is None:
+            return () if (param.multiple or param.nargs == -1) else None
+        return self._real().coerce(value, param=param, ctx=ctx)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._real(), name)
+
+
 def _share_runtime_params(params: list[typer.core._click.Parameter]) -> None:
-    """Typer 0.2x builds a pydantic TypeAdapter for every option on every call (~0.5 ms each; `run`
-    has ~70). Options of the same plain type (no parser, bounds or file type) can share one."""
-    try:
-        from typer._coercion import build_runtime_param
-    except ImportError:  # another typer version: nothing to share
-        return
     cache: dict[str, object] = {}
     for param in params:
         desc = getattr(param, "type_descriptor", None)
         if desc is None or getattr(param, "_runtime_param", False) is not None:
-            continue
+            continue  # not a Typer parameter of this Typer version, or already built
         info = desc.parameter_info
         if getattr(desc, "file_annotation", None) is not None or any(
                 getattr(info, attr, None) is not None for attr in ("parser", "click_type", "min", "max")):
             continue
         key = repr((desc.annotation, getattr(info, "case_sensitive", None), getattr(info, "formats", None),
                     getattr(info, "clamp", None)))
-        if key not in cache:
-            cache[key] = build_runtime_param(desc)
-        param._runtime_param = cache[key]  # type: ignore[attr-defined]
+        param._runtime_param = _LazyRuntimeParam(desc, cache, key)  # type: ignore[attr-defined]
 
 
 class PanelCommand(TyperCommand):
@@ -155,6 +179,8 @@ def main(argv: list[str] | None = None) -> None:
         from launchkit.git import prefetch
 
         prefetch()  # git answers while Python imports the rest
+    else:
+        gc.enable()
     code = 0
     try:
         app(args=args, prog_name="launchkit", standalone_mode=False)
