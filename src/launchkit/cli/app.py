@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         if type(e).__name__ == "NoArgsIsHelpError":
             sys.stdout.write(e.format_message() + "\n")
         else:
-            state.console().error(_usage_message(e))
+            state.console().error(_usage_message(e, args))
             code = e.exit_code
     except KeyboardInterrupt:
         code = 130
@@ -215,9 +215,17 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code)
 
 
-def _usage_message(e: TyperException) -> str:
+def _usage_message(e: TyperException, args: list[str]) -> str:
+    """Typer/click's parse error as one line that names the bad value when there is one."""
     msg = e.format_message()
+    param = getattr(e, "param", None)
+    for opt in getattr(param, "opts", None) or []:
+        value = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == opt), None)
+        value = value or next((a.split("=", 1)[1] for a in args if a.startswith(opt + "=")), None)
+        if value is not None:
+            msg = f"{opt} {value!r}: {getattr(e, 'message', msg)}"
+            break
     ctx = getattr(e, "ctx", None)
     if ctx is not None:
         msg += f" (see `{ctx.command_path} --help`)"
-    return msg
+    return msg.replace("\n", " ")
