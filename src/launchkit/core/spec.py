@@ -198,7 +198,7 @@ def build_spec(request: LaunchRequest, git: GitState) -> Any:
         result=t.BeakerResultSpec(path=request.results_dir),
         resources=resources,
         replicas=request.replicas if request.replicas > 1 else None,
-        leader_selection=request.leader_selection,
+        leader_selection=bool(request.leader_selection),
         host_networking=bool(request.host_networking),
         propagate_failure=request.propagate_failure,
         propagate_preemption=request.propagate_preemption,
