@@ -55,6 +55,7 @@ class _LazyRuntimeParam:
 
     def __init__(self, desc: object, cache: dict[str, object], key: str):
         self._desc, self._cache, self._key = desc, cache, key
+        self._plain = _plain_type(getattr(desc, "annotation", None))
 
     def _real(self) -> object:
         if self._key not in self._cache:
@@ -66,10 +67,22 @@ class _LazyRuntimeParam:
     def coerce(self, value: object, param: typer.core._click.Parameter, ctx: typer.Context) -> object:
         if value is None:
             return () if (param.multiple or param.nargs == -1) else None
+        if self._plain is not None and type(value) is self._plain:
+            return value  # already the declared type (e.g. a str option given a str): nothing to coerce
         return self._real().coerce(value, param=param, ctx=ctx)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._real(), name)
+
+
+def _plain_type(annotation: object) -> type | None:
+    """`str`, `int`, `float` or `bool` for those (or Optional of those) annotations, else None."""
+    import typing
+
+    if annotation in (str, int, float, bool):
+        return annotation  # type: ignore[return-value]
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if len(args) == 1 and args[0] in (str, int, float, bool) else None
 
 
 def _share_runtime_params(params: list[typer.core._click.Parameter]) -> None:
@@ -95,7 +108,7 @@ class PanelCommand(TyperCommand):
     """
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        _share_runtime_params(self.params)
+        _share_runtime_params(self.get_params(ctx))
         return super().parse_args(ctx, args)
 
     def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
@@ -116,6 +129,10 @@ class PanelCommand(TyperCommand):
 
 class PanelGroup(TyperGroup):
     """The root group, with the same plain-text panel help."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        _share_runtime_params(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
     def format_options(self, ctx: typer.Context, formatter: typer.core._click.HelpFormatter) -> None:
         PanelCommand.format_options(self, ctx, formatter)  # type: ignore[arg-type]
