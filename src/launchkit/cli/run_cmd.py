@@ -23,6 +23,10 @@ P_RUNTIME = "Runtime"
 P_PYTHON = "Python"
 
 
+# long option -> config key (for docs/gen_run_reference.py), filled as the options are declared
+CONFIG_KEYS: dict[str, str] = {}
+
+
 def _help_defaults() -> dict[str, tuple[Any, str]]:
     from launchkit.config import help_defaults
 
@@ -35,6 +39,8 @@ def register(app: typer.Typer) -> None:
     def opt(default: Any, *decls: str, panel: str, help: str, metavar: str | None = None,
             key: str | None = None) -> Any:
         """A `run` option; `key` names its config key, so help shows a configured default and its source."""
+        if key:
+            CONFIG_KEYS[decls[0].split("/")[0]] = key
         if key in defaults:
             value, label = defaults[key]
             if isinstance(value, dict):
