@@ -169,7 +169,7 @@ def _read(repo: _Repo, *, remote: str | None, ref: str | None, branch: str | Non
     root = repo.root
     if not repo.remotes and not (remote and _looks_like_url(remote)):
         raise UsageError(f"the repository at {root} has no remote",
-                         hint="add one (git remote add origin URL) and push, or pass --remote URL")
+                         hint="add one with `git remote add origin URL` and push, or pass --remote URL")
     status = _status(repo)
     head_branch = status.get("branch.head")
     if head_branch == "(detached)":

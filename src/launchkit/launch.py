@@ -23,6 +23,9 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
     from launchkit.core.parse import build_request
 
     request = build_request({**given, "extra": extra}, command, config=load_config())
+    if request.preemptible is not None:
+        console().warn("--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "
+                       "(0 = preemptible any time) and --no-auto-resume")
 
     from launchkit.core.spec import build_spec, spec_to_yaml
     from launchkit.git import read_git_state
@@ -58,7 +61,13 @@ def save_spec(path: str, text: str) -> None:
 def submit(request: Any, git: Any, spec: Any) -> None:
     from launchkit.backends import Submission, get_backend
 
-    backend = get_backend(request.backend.value)
+    try:
+        backend = get_backend(request.backend.value)
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("launchkit."):
+            raise
+        raise UsageError(f"the {request.backend.value} backend is not available in this version",
+                         hint="use --dry-run (and --save-spec FILE) for now") from None
     run = backend.submit(Submission(name=request.name or f"launchkit-{git.commit[:8]}", spec=spec.to_json(),
                                     workspace=request.workspace, repo_root=git.repo_root,
                                     secret_names=[s.secret for s in request.env_secrets]))
