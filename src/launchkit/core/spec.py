@@ -74,7 +74,8 @@ def derive_port(rid: str) -> int:
 
 
 def upload_dataset_name(local_path: str) -> str:
-    """Name of the Beaker dataset an `--upload` becomes (content-addressed; the backend creates it)."""
+    """Name of the Beaker dataset an `--upload` becomes (derived from the absolute local path, so the
+    spec stays cheap and deterministic; the Beaker backend uploads the files under this name)."""
     return f"launchkit-upload-{hashlib.sha256(local_path.encode()).hexdigest()[:12]}"
 
 
