@@ -11,10 +11,15 @@ import gc
 import os
 import sys
 
+# Started as the `launchkit` program (console script or `python -m launchkit`), not imported as a library.
+AS_PROGRAM = os.path.basename(sys.argv[0]) == "launchkit" or sys.argv[0].endswith(
+    os.path.join("launchkit", "__main__.py"))
+
 # Start-up allocates hundreds of thousands of long-lived objects (Typer's command tree, pydantic
 # schemas); cyclic GC passes over them are wasted work (~15 ms). `run` turns GC back on once the
 # spec is built (launchkit.launch); every other command gets it back in main().
-gc.disable()
+if AS_PROGRAM:
+    gc.disable()
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -25,8 +30,8 @@ from launchkit import __version__
 
 def _skip_pydantic_plugins() -> None:
     """The CLI uses no pydantic plugins; pydantic would scan all installed packages' entry points
-    (importlib.metadata, ~10-15 ms) before building the first model. Library use is unaffected."""
-    if "pydantic.plugin._loader" not in sys.modules:
+    (importlib.metadata, ~10-15 ms) before building the first model. Only for the program itself."""
+    if AS_PROGRAM and "pydantic.plugin._loader" not in sys.modules:
         import types
 
         stub = types.ModuleType("pydantic.plugin._loader")
@@ -229,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    gc.enable()  # in-process callers (tests) get a normal interpreter back
     sys.exit(code)
 
 
