@@ -109,3 +109,12 @@ def test_help_renders_with_a_broken_config(repo):
     _project(repo, "gpus = [\n")
     r = run_cli("run", "--help", cwd=repo.path)
     assert r.code == 0 and "--gpus" in r.stdout
+
+
+def test_zero_and_false_on_the_command_line_beat_the_config(repo):
+    _project(repo, "retries = 3\npreemptible = true\n")
+    spec = yaml.safe_load(run_main("run", "--dry-run", "--retries", "0", "--not-preemptible", *CMD,
+                                   cwd=repo.path).stdout)
+    assert "retry" not in spec and spec["tasks"][0]["context"] == {"preemptible": False}
+    bad = run_main("run", "--dry-run", "--gpus", "0", *CMD, cwd=repo.path)
+    assert bad.code == 2 and "--gpus 0" in bad.stderr

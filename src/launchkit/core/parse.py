@@ -39,6 +39,10 @@ CONFIG_KEY = {"group": "groups", "cluster": "clusters", "gpu_type": "gpu_types",
               "uv_extra": "uv_extras", "env_secret": "env_secrets"}
 
 
+# --x/--no-x options where False is an answer, not "not given"
+TRISTATE = {"preemptible", "leader_selection", "host_networking", "propagate_failure", "propagate_preemption"}
+
+
 def flag(opt: str) -> str:
     return "--" + opt.replace("_", "-")
 
@@ -52,7 +56,9 @@ class _Options:
 
     def get(self, opt: str) -> tuple[Any, str]:
         value = self.given.get(opt)
-        if value not in (None, False, [], ()):
+        unset = value is None or (value is False and opt not in TRISTATE) or (
+            isinstance(value, (list, tuple)) and not value)
+        if not unset:
             return value, flag(opt)
         key = CONFIG_KEY.get(opt, opt)
         if self.config is not None and key in self.config.values:
