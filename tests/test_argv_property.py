@@ -51,3 +51,9 @@ def test_non_utf8_argv_is_a_usage_error(repo):
     proc = subprocess.run([sys.executable, "-m", "launchkit", "run", "--dry-run", "--", *bad], cwd=repo.path,
                           capture_output=True, timeout=60)
     assert proc.returncode == 2 and b"not valid UTF-8" in proc.stderr and proc.stdout == b""
+
+
+def test_long_and_awkward_arguments(repo):
+    argv = ["python", "x " * 5000, "é\t" * 3000 + " ", "line\n" * 500, " leading", "a\r\nb", "\x7f\x01\x1b[31m"]
+    r = run_main("run", "--dry-run", "--", *argv, cwd=repo.path)
+    assert r.code == 0 and _arguments(r.stdout) == argv

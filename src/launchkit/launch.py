@@ -22,7 +22,11 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
     from launchkit.config import load_config
     from launchkit.core.parse import build_request
 
-    request = build_request({**given, "extra": extra}, command, config=load_config())
+    config = load_config()
+    for layer in config.layers:
+        console().debug(f"defaults from {layer.label}" + (f" ({layer.path})" if layer.path else "")
+                        + ": " + ", ".join(sorted(layer.values)))
+    request = build_request({**given, "extra": extra}, command, config=config)
     if request.preemptible is not None:
         console().warn("--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "
                        "(0 = preemptible any time) and --no-auto-resume")
@@ -32,6 +36,7 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
 
     git = read_git_state(remote=request.remote, ref=request.ref, branch=request.branch,
                          allow_dirty=request.allow_dirty)
+    console().debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
     spec = build_spec(request, git)
     text = spec_to_yaml(spec)
     if request.save_spec:
