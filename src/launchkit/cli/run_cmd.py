@@ -3,7 +3,7 @@
 Options only collect raw values here; all validation lives in `launchkit.core.parse`.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: Typer would eval ~70 string annotations on every start
 
 from typing import Any, Optional
 
