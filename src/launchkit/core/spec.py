@@ -259,29 +259,6 @@ def spec_to_yaml(spec: Any) -> str:
 
 
 def dump_yaml(data: Any) -> str:
-    import yaml
+    from launchkit.core.yamlout import dump
 
-    return yaml.dump(data, Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=4096)
-
-
-_DUMPER: Any = None
-
-
-def _dumper() -> Any:
-    global _DUMPER
-    if _DUMPER is None:
-        import yaml
-
-        base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-        class Dumper(base):  # type: ignore[misc, valid-type]
-            pass
-
-        def _str(dumper: Any, data: str) -> Any:
-            # The emitter falls back to a quoted style by itself when a block scalar cannot be exact.
-            style = "|" if "\n" in data else None
-            return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-        Dumper.add_representer(str, _str)
-        _DUMPER = Dumper
-    return _DUMPER
+    return dump(data)
