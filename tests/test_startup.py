@@ -28,10 +28,11 @@ def test_help_imports_nothing_heavy(args, repo):
 
 
 def test_dry_run_does_not_load_the_beaker_client(repo):
-    """The dry run needs beaker-py's spec types only: no gRPC client, no requests, no GitPython."""
+    """The dry run needs beaker-py's spec types only: no gRPC client, requests, GitPython or PyYAML."""
     mods = imported_modules("run", "--dry-run", "--", "python", "train.py", cwd=repo.path)
     assert "beaker.beaker_pb2" in mods  # beaker.types itself loads via importlib (not listed)
-    loaded = sorted(m for m in mods if m.split(".")[0] in ("grpc", "requests", "git") or m == "beaker._client")
+    loaded = sorted(m for m in mods if m.split(".")[0] in ("grpc", "requests", "git", "yaml")
+                    or m == "beaker._client")
     assert not loaded, loaded
 
 
