@@ -53,6 +53,7 @@ def register(app: typer.Typer) -> None:
         return typer.Option(default, *decls, help=help, metavar=metavar, rich_help_panel=panel, show_default=False)
 
     @app.command("run", options_metavar="[OPTIONS] -- COMMAND...",
+                 short_help="Launch the committed, pushed state of this repository as a job.",
                  context_settings={"help_option_names": ["-h", "--help"]})
     def run(
         extra: Optional[list[str]] = typer.Argument(None, hidden=True),
