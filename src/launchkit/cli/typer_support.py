@@ -36,6 +36,11 @@ class _LazyRuntimeParam:
             return () if (param.multiple or param.nargs == -1) else None
         if self._plain is not None and type(value) is self._plain:
             return value  # already the declared type (e.g. a str option given a str): nothing to coerce
+        if self._plain in (int, float) and type(value) is str:
+            try:
+                return self._plain(value)  # "8" -> 8; anything odd gets Typer's own coercion and message
+            except ValueError:
+                pass
         return self._real().coerce(value, param=param, ctx=ctx)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> object:
