@@ -29,9 +29,9 @@ def test_precedence_cli_over_env_over_project_over_user(repo, tmp_path):
     assert spec["tasks"][0]["context"]["priority"] == "low"  # only the user file sets it
     assert _env(spec)["LAUNCHKIT_CONSTRAINT_GPU_TYPES"] == "a100"
     # the workspace is not in the spec; it is checked through help below and by the request
-    from launchkit.config import load_config
-
     import os
+
+    from launchkit.config import load_config
     old = os.getcwd()
     os.chdir(repo.path)
     try:

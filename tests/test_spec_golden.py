@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import git
 from inproc import run_main
 from launchkit.core.beaker_types import spec_types
 from launchkit.core.spec import dump_yaml

@@ -16,7 +16,7 @@ def imported_modules(*args: str, cwd=None) -> set[str]:
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "launchkit", *args], capture_output=True,
                           text=True, timeout=60, cwd=cwd, env={**os.environ})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return {m.group(1) for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", proc.stderr, re.M)}
+    return {m.group(1) for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", proc.stderr, re.MULTILINE)}
 
 
 @pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["--version"]])

@@ -169,7 +169,7 @@ def help_defaults(cwd: str | Path | None = None) -> dict[str, tuple[Any, str]]:
     """Cheap, never-failing read for `run --help`: key -> (value, source label)."""
     try:
         cfg = merge(read_layers(cwd))
-    except Exception:  # noqa: BLE001 - help must render even with a broken config
+    except Exception:
         return {}
     return {k: (v, layer.label) for k, (v, layer) in cfg.values.items()}
 

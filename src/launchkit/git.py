@@ -16,9 +16,8 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
-
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 from launchkit.errors import PreconditionError, UsageError
 
@@ -191,7 +190,7 @@ def _read(repo: _Repo, *, remote: str | None, ref: str | None, branch: str | Non
                          hint="known remotes: " + (", ".join(sorted(repo.remotes)) or "none"))
     else:
         upstream_remote = _upstream(repo, status)[0]
-        remote_name = upstream_remote or ("origin" if "origin" in repo.urls else sorted(repo.urls)[0])
+        remote_name = upstream_remote or ("origin" if "origin" in repo.urls else min(repo.urls))
     if url is None:
         assert remote_name is not None
         url = repo.urls[remote_name]

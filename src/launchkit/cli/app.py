@@ -41,16 +41,16 @@ def _skip_pydantic_plugins() -> None:
 
 _skip_pydantic_plugins()
 
-from launchkit.cli import (  # noqa: E402 - after the start-up settings above
+from launchkit.cli import (
     find_gpus_cmd,
     follow_cmd,
     list_cmd,
     logs_cmd,
     open_cmd,
     run_cmd,
+    state,
     stop_cmd,
 )
-from launchkit.cli import state
 from launchkit.cli.typer_support import PanelCommand, PanelGroup
 
 app = typer.Typer(

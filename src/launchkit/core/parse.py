@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from launchkit.core.request import (
-    BackendName, DatasetMount, EnvSecret, EnvVar, ExecMethod, HostMount, LaunchRequest, Launcher, Priority,
-    Upload, WekaMount,
+    BackendName,
+    DatasetMount,
+    EnvSecret,
+    EnvVar,
+    ExecMethod,
+    HostMount,
+    Launcher,
+    LaunchRequest,
+    Priority,
+    Upload,
+    WekaMount,
 )
 from launchkit.core.units import parse_duration, parse_size
 from launchkit.errors import UsageError
@@ -320,7 +330,7 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
     f["env_secrets"] = _env_secrets(opts)
     clash = {e.name for e in f["env"]} & {s.name for s in f["env_secrets"]}
     if clash:
-        name = sorted(clash)[0]
+        name = min(clash)
         raise UsageError(f"{name!r} is given both by --env and --env-secret", hint="keep one of them")
     auto = opts.value("auto_secrets")
     f["auto_secrets"] = not given.get("no_auto_secrets") and auto is not False

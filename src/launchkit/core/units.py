@@ -17,7 +17,7 @@ _SIZE_FACTORS = {
 }
 
 
-def parse_duration(text: str | int | float) -> float:
+def parse_duration(text: str | float) -> float:
     """Seconds from `90` (seconds), `30s`, `5m`, `2h30m`, `1d`. Raises ValueError with a hint."""
     if isinstance(text, (int, float)):
         value = float(text)

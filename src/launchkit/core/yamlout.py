@@ -10,6 +10,7 @@ data back exactly.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -102,7 +103,7 @@ def _scalar(value: Any) -> str:
 
 
 def _float(value: float) -> str:
-    if value != value:
+    if math.isnan(value):
         return ".nan"
     if value in (float("inf"), float("-inf")):
         return ".inf" if value > 0 else "-.inf"
