@@ -38,8 +38,6 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
                                     workspace=request.workspace, repo_root=git.repo_root))
     console().info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:
-        import typer
-
         from launchkit.cli.follow_cmd import follow_run
 
-        raise typer.Exit(follow_run(backend, run))
+        sys.exit(follow_run(backend, run))

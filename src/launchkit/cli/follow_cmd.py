@@ -45,4 +45,5 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Stream a run's output live. Exits with the job's exit code; Ctrl-C detaches."""
         b, run = resolve_run(backend, local, run_id, latest)
-        raise typer.Exit(follow_run(b, run, replica=replica))
+        # SystemExit, not typer.Exit: click returns (drops) Exit codes when standalone_mode=False
+        sys.exit(follow_run(b, run, replica=replica))

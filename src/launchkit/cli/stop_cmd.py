@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("stop needs confirmation, but stdin is not a terminal", hint="pass --yes")
             names = ", ".join(f"{run.id} ({run.status.value})" for _, run in runs)
             if not typer.confirm(f"Stop {names}?", default=False, err=True):
-                raise typer.Exit(1)
+                sys.exit(1)
         for b, run in runs:
             if run.status.finished:
                 console().info(f"{run.id} already {run.status.value}")
