@@ -180,8 +180,11 @@ lk_install() {
             UV_PROJECT_ENVIRONMENT=$(python3 -c 'import sys; print(sys.prefix)') \
                 lk_run_logged "$log" uv sync --frozen --inexact "${extras[@]}"
         else
-            lk_run_logged "$log" uv sync --frozen "${extras[@]}" \
-                ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"}
+            # Everything is pinned, so try the cache alone first: no index round-trips (build
+            # requirements would otherwise be re-validated online); anything missing -> online.
+            local -a sync=(uv sync --frozen "${extras[@]}" ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"})
+            lk_run_logged "$log" "${sync[@]}" --offline ||
+                { echo "[launchkit] not all in the uv cache: syncing online" >>"$log"; lk_run_logged "$log" "${sync[@]}"; }
         fi
     elif [[ -f pyproject.toml || -f setup.py || -f setup.cfg ]]; then
         kind=project
