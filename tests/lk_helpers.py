@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -59,6 +60,12 @@ def entrypoint(tmp: Path, remote: str, commit: str, argv: list[str], env: dict[s
             "RESULTS_DIR": str(tmp / "results"), "LAUNCHKIT_RUNTIME_DIR": str(tmp / "runtime"),
             "LAUNCHKIT_TOOLS_DIR": str(tmp / "tools"), **(env or {})}
     full.pop("VIRTUAL_ENV", None)
+    if "PATH" not in (env or {}):  # like a job: not inside launchkit's venv, but with uv reachable
+        from uv import find_uv_bin
+
+        own = os.path.join(sys.prefix, "bin")
+        full["PATH"] = os.pathsep.join([p for p in full["PATH"].split(os.pathsep) if p != own]
+                                       + [os.path.dirname(find_uv_bin())])
     return subprocess.run(["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, *argv], env=full,
                           capture_output=True, text=True, timeout=timeout, **kw)
 

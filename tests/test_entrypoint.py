@@ -212,6 +212,49 @@ def test_argv_round_trip_through_the_entrypoint(repo, tmp_path_factory, method):
     check()
 
 
+def test_extras_are_off_by_default_and_selectable(repo, tmp_path, uv_cache):
+    env = {"UV_CACHE_DIR": uv_cache, "UV_OFFLINE": "1"}
+    make_wheel(repo.path / "wheels")
+    make_wheel(repo.path / "wheels", name="extradep")
+    repo.commit({"pyproject.toml": (
+        '[project]\nname = "demo"\nversion = "0.1.0"\nrequires-python = ">=3.11"\ndependencies = ["tinydep"]\n'
+        '[project.optional-dependencies]\nfancy = ["extradep"]\n[tool.uv]\npackage = false\n'
+        '[tool.uv.sources]\ntinydep = { path = "wheels/tinydep-0.1.0-py3-none-any.whl" }\n'
+        'extradep = { path = "wheels/extradep-0.1.0-py3-none-any.whl" }\n')}, "extras")
+    subprocess.run(["uv", "lock", "-q"], cwd=repo.path, check=True, timeout=120, env={**os.environ, **env})
+    sha = repo.commit({}, "lock")
+    probe = ["python", "-c", "import importlib.util as u; print(bool(u.find_spec('extradep')))"]
+    assert entrypoint(tmp_path / "a", str(repo.remote), sha, probe, env).stdout.strip() == "False"
+    r = entrypoint(tmp_path / "b", str(repo.remote), sha, probe, {**env, "LAUNCHKIT_UV_EXTRAS": "fancy"})
+    assert r.stdout.strip() == "True", r.stderr
+    r = entrypoint(tmp_path / "c", str(repo.remote), sha, probe, {**env, "LAUNCHKIT_UV_ALL_EXTRAS": "1"})
+    assert r.stdout.strip() == "True", r.stderr
+
+
+def test_system_python_uses_the_images_interpreter(repo, tmp_path):
+    r = entrypoint(tmp_path, str(repo.remote), git_head(repo),
+                   ["python3", "-c", "import sys; print(sys.prefix == sys.base_prefix)"],
+                   {"LAUNCHKIT_SYSTEM_PYTHON": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True"
+
+
+def test_no_uv_and_no_way_to_install_it_is_a_clear_failure(repo, tmp_path):
+    """An image without uv, pip or curl: exit code 104, the command never starts."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for name in os.listdir(folder):
+            if name.startswith(("uv", "python", "pip", "curl", "wget")) or (bare / name).exists():
+                continue
+            (bare / name).symlink_to(os.path.join(folder, name))
+    marker = tmp_path / "ran"
+    r = entrypoint(tmp_path, str(repo.remote), git_head(repo), ["touch", str(marker)],
+                   {"PATH": str(bare), "LAUNCHKIT_TOOLS_DIR": str(tmp_path / "tools")})
+    assert r.returncode == 104, r.stderr
+    assert "uv is not available" in r.stderr and not marker.exists()
+
+
 def git_head(repo) -> str:
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo.path, capture_output=True, text=True,
                           check=True).stdout.strip()

@@ -150,6 +150,27 @@ def test_job_outlives_the_cli_and_can_be_followed_later(repo, env):
     assert r.code == 0 and "late line" in r.stdout
 
 
+def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env):
+    import signal
+
+    run_id = launch(repo, env, *NO_PY, cmd=[PY, "-c", "import time; print('tick', flush=True); time.sleep(2); print('done')"])
+    p = subprocess.Popen([sys.executable, "-m", "launchkit", "follow", run_id], env={**os.environ, **env},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stdout:
+            if "tick" in line:
+                break
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 130
+    assert f"launchkit follow {run_id}" in err
+    info = wait_finished(run_id, env)
+    assert info["status"] == "succeeded"
+    assert "done" in run_cli("logs", run_id, env=env).stdout
+
+
 def test_ten_concurrent_runs_are_all_recorded(repo, env):
     procs = [subprocess.Popen([sys.executable, "-m", "launchkit", "run", *NO_PY, "--name", f"c{i}", "--",
                                PY, "-c", f"import sys; print('run {i}'); sys.exit({i % 3})"],
