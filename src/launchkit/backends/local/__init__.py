@@ -50,6 +50,11 @@ class LocalBackend:
                 f"local runs read secrets from your environment, and {', '.join(missing)} is not set",
                 hint=f"export {missing[0]}=... before launching (the value is never written to disk)")
         env = {v["name"]: v.get("value") for v in env_vars if not v.get("secret")}
+        if task.get("datasets"):
+            from launchkit.cli.state import console
+
+            console().warn(f"local runs do not mount datasets, Weka or host paths: "
+                           f"{len(task['datasets'])} mount(s) in the spec are ignored")
         meta: dict[str, Any] = {"repo_root": submission.repo_root}
         commit = env.get("LAUNCHKIT_GIT_COMMIT")
         if submission.repo_root and commit and _has_commit(submission.repo_root, commit):
