@@ -171,6 +171,7 @@ def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env):
     assert "done" in run_cli("logs", run_id, env=env).stdout
 
 
+@pytest.mark.slow
 def test_ten_concurrent_runs_are_all_recorded(repo, env):
     procs = [subprocess.Popen([sys.executable, "-m", "launchkit", "run", *NO_PY, "--name", f"c{i}", "--",
                                PY, "-c", f"import sys; print('run {i}'); sys.exit({i % 3})"],
@@ -229,6 +230,7 @@ def test_local_secret_comes_from_the_environment(repo, env):
 argv_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=10)
 
 
+@pytest.mark.slow
 def test_argv_round_trip_end_to_end(repo, env):
     """Arbitrary argv lists reach the user process's sys.argv unchanged (CLI -> spec -> supervisor -> bash)."""
     printer = "import json, sys; print('ARGV:' + json.dumps(sys.argv[1:]))"

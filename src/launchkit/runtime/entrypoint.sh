@@ -104,7 +104,7 @@ if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
         trap - EXIT TERM INT
         lk_prepare_python
         lk_timed uv+venv "$LK_PREP_T"
-        printf '%s\n' "${LK_TIMINGS[-1]}" >"$LK_PREP_LOG.timing"
+        printf '%s\n' "${LK_TIMINGS[-1]}" >"$LK_LOG_DIR/.uv+venv.timing"
     ) >"$LK_PREP_LOG" 2>&1 &
     LK_PREP_PID=$!
 fi
@@ -211,7 +211,7 @@ if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
         ((rc == LK_EXIT_UV)) && lk_die "$rc" "uv is not available and could not be installed"
         lk_die "$rc" "could not create the Python environment${LAUNCHKIT_PYTHON_VERSION:+ (python $LAUNCHKIT_PYTHON_VERSION)}"
     fi
-    LK_TIMINGS+=("$(cat "$LK_PREP_LOG.timing" 2>/dev/null || echo 'uv+venv ?')")
+    LK_TIMINGS+=("$(cat "$LK_LOG_DIR/.uv+venv.timing" 2>/dev/null || echo 'uv+venv ?')")
     if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} != 1 ]]; then
         export VIRTUAL_ENV="$LK_VENV" UV_PROJECT_ENVIRONMENT="$LK_VENV" PATH="$LK_VENV/bin:$PATH"
         unset PYTHONHOME
