@@ -18,7 +18,6 @@ from launchkit.core.gitstate import GitState
 from launchkit.core.request import LaunchRequest
 from launchkit.core.units import format_size
 from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
-from launchkit.runtime.contract import git_token_env_name, runtime_env
 
 # Environment contract between the spec and the entrypoint (docs/runtime.md).
 ENV_VERSION = "LAUNCHKIT_VERSION"
@@ -60,10 +59,6 @@ def build_spec(request: LaunchRequest, git: GitState) -> Any:
     put(ENV_RESULTS_DIR, request.results_dir)
     put(ENV_RUNTIME_DIR, request.runtime_dir)
     put(ENV_EXEC_METHOD, request.exec_method.value)
-    for name, value in runtime_env(request).items():
-        put(name, value)
-    if request.git_token_secret:
-        env.append(t.BeakerEnvVar(name=git_token_env_name(git.remote_url), secret=request.git_token_secret))
     for e in request.env:
         put(e.name, e.value)
     for s in request.env_secrets:

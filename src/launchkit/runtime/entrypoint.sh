@@ -244,12 +244,18 @@ if [[ $LAUNCHKIT_EXEC_METHOD == exec ]]; then
     exec "${LK_CMD[@]}"
 fi
 # bash method: the command runs under `bash -c` with its argv intact; signals are forwarded.
+LK_CHILD=''
+lk_forward() { # a signal before the child exists ends the job as the signal would
+    [[ -n $LK_CHILD ]] || exit $((128 + $2))
+    kill -s "$1" "$LK_CHILD" 2>/dev/null || true
+}
+trap 'lk_forward TERM 15' TERM
+trap 'lk_forward INT 2' INT
+trap 'lk_forward HUP 1' HUP
+trap 'lk_forward USR1 10' USR1
+trap 'lk_forward USR2 12' USR2
 bash -c '"$@"' "${LK_CMD[0]}" "${LK_CMD[@]}" <&0 &
 LK_CHILD=$!
-for sig in TERM INT HUP USR1 USR2; do
-    # shellcheck disable=SC2064
-    trap "kill -s $sig $LK_CHILD 2>/dev/null" "$sig"
-done
 while :; do
     rc=0
     wait "$LK_CHILD" || rc=$?
