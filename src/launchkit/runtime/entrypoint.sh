@@ -243,19 +243,20 @@ lk_timing_line
 if [[ $LAUNCHKIT_EXEC_METHOD == exec ]]; then
     exec "${LK_CMD[@]}"
 fi
-# bash method: the command runs under `bash -c` with its argv intact; signals are forwarded.
-LK_CHILD=''
-lk_forward() { # a signal before the child exists ends the job as the signal would
-    [[ -n $LK_CHILD ]] || exit $((128 + $2))
+# bash method: the command runs under `bash -c` with its argv intact; signals are forwarded
+# (one that arrives while the child is being started is forwarded right after).
+LK_CHILD='' LK_PENDING=''
+lk_forward() {
+    if [[ -z $LK_CHILD ]]; then LK_PENDING=$1; return; fi
     kill -s "$1" "$LK_CHILD" 2>/dev/null || true
 }
-trap 'lk_forward TERM 15' TERM
-trap 'lk_forward INT 2' INT
-trap 'lk_forward HUP 1' HUP
-trap 'lk_forward USR1 10' USR1
-trap 'lk_forward USR2 12' USR2
+for sig in TERM INT HUP USR1 USR2; do
+    # shellcheck disable=SC2064
+    trap "lk_forward $sig" "$sig"
+done
 bash -c '"$@"' "${LK_CMD[0]}" "${LK_CMD[@]}" <&0 &
 LK_CHILD=$!
+[[ -z $LK_PENDING ]] || kill -s "$LK_PENDING" "$LK_CHILD" 2>/dev/null || true
 while :; do
     rc=0
     wait "$LK_CHILD" || rc=$?
