@@ -15,7 +15,7 @@ P_BACKEND = "Backend"
 
 
 def backend_option() -> Any:
-    return typer.Option(None, "--backend", help="beaker or local (default: from config, else beaker).",
+    return typer.Option(None, "--backend", help="beaker or local (default: $LAUNCHKIT_BACKEND, else beaker).",
                         rich_help_panel=P_BACKEND)
 
 

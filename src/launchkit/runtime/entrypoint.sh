@@ -183,8 +183,14 @@ lk_install() {
             # Everything is pinned, so try the cache alone first: no index round-trips (build
             # requirements would otherwise be re-validated online); anything missing -> online.
             local -a sync=(uv sync --frozen "${extras[@]}" ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"})
-            lk_run_logged "$log" "${sync[@]}" --offline ||
-                { echo "[launchkit] not all in the uv cache: syncing online" >>"$log"; lk_run_logged "$log" "${sync[@]}"; }
+            local cache
+            cache=$(uv cache dir 2>/dev/null || true)
+            if [[ -n $cache && -d $cache/archive-v0 ]]; then
+                lk_run_logged "$log" "${sync[@]}" --offline ||
+                    { echo "[launchkit] not all in the uv cache: syncing online" >>"$log"; lk_run_logged "$log" "${sync[@]}"; }
+            else
+                lk_run_logged "$log" "${sync[@]}"
+            fi
         fi
     elif [[ -f pyproject.toml || -f setup.py || -f setup.cfg ]]; then
         kind=project
