@@ -70,6 +70,8 @@ def gantry_entrypoint(root: Path) -> Path:
 
 def timed(argv: list[str], env: dict, log: Path) -> tuple[float, float, str]:
     """(seconds to the first line of the command, seconds to exit, output)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    (log.parent / "start").write_text(repr(time.time()))
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     first, out = None, []
@@ -120,6 +122,17 @@ def breakdown(out: str) -> str:
     return m.group(0) if m else "?"
 
 
+def gantry_breakdown(run_dir: Path) -> str:
+    """gantry logs each step to NNN_<step>.log; the gaps between their mtimes are the step times."""
+    last = float((run_dir / "start").read_text())
+    parts = []
+    for f in sorted((run_dir / "results/.gantry/logs").glob("*.log")):
+        t = f.stat().st_mtime
+        parts.append(f"{f.stem.split('_', 1)[1]} {t - last:.2f}s")
+        last = t
+    return ", ".join(parts)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -143,12 +156,13 @@ def main() -> None:
         r.launchkit(warm)
         r.gantry_run(warm)  # both warm the same cache (and build the project once)
         lk, gy, lk_total, gy_total = [], [], [], []
-        lk_detail = ""
+        lk_detail = gy_detail = ""
         for _ in range(args.rounds):  # interleaved: drift on the machine hits both equally
             first, total, out = r.launchkit(warm)
             lk.append(first); lk_total.append(total); lk_detail = breakdown(out)
             first, total, _ = r.gantry_run(warm)
             gy.append(first); gy_total.append(total)
+            gy_detail = gantry_breakdown(r.root / "runs" / f"{r.n:03d}-gantry")
         cold_lk, cold_gy, cold_detail = [], [], ""
         for i in range(args.cold):
             first, _, out = r.launchkit(root / f"cold-lk-{i}")
@@ -161,6 +175,7 @@ def main() -> None:
                                   "ratio": round(med(lk) / med(gy), 3)},
             "warm_all_s": {"launchkit": [round(x, 3) for x in lk], "gantry": [round(x, 3) for x in gy]},
             "launchkit_breakdown_warm": lk_detail,
+            "gantry_steps_warm": gy_detail,
         }
         if args.cold:
             result["cold_first_line_s"] = {"launchkit": round(med(cold_lk), 3), "gantry": round(med(cold_gy), 3),
