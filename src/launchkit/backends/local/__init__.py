@@ -59,7 +59,7 @@ class LocalBackend:
         commit = env.get("LAUNCHKIT_GIT_COMMIT")
         if submission.repo_root and commit and _has_commit(submission.repo_root, commit):
             meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
-        run_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        run_id = f"local-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
         rdir = run_dir(run_id)
         rdir.mkdir(parents=True)
         (rdir / "spec.json").write_text(json.dumps(submission.spec))

@@ -30,6 +30,18 @@ def gpu_count() -> int:
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
+def gpu_share(total: int, per_replica: int | None, replicas: int, rank: int) -> tuple[int, str | None]:
+    """(BEAKER_ASSIGNED_GPU_COUNT, CUDA_VISIBLE_DEVICES) for one replica.
+
+    With `--gpus G` and room for every replica, each gets its own G GPUs; otherwise all share all.
+    """
+    if total == 0:
+        return 0, None
+    if per_replica and per_replica * replicas <= total:
+        return per_replica, ",".join(str(i) for i in range(rank * per_replica, (rank + 1) * per_replica))
+    return total, None
+
+
 def base_env(run_id: str) -> dict[str, str]:
     """The user's environment minus launchkit's own venv; uv stays reachable via the run's bin dir."""
     env = dict(os.environ)
@@ -53,7 +65,7 @@ def base_env(run_id: str) -> dict[str, str]:
 
 
 def replica_env(base: dict[str, str], spec_task: dict, meta: dict, run_id: str, rank: int, count: int,
-                gpus: int) -> dict[str, str]:
+                total_gpus: int) -> dict[str, str]:
     env = dict(base)
     for var in spec_task.get("envVars") or spec_task.get("env_vars") or []:
         if var.get("secret"):
@@ -62,6 +74,9 @@ def replica_env(base: dict[str, str], spec_task: dict, meta: dict, run_id: str, 
             env[var["name"]] = var.get("value") or ""
     rdir = run_dir(run_id) / f"replica-{rank}"
     host = socket.gethostname()
+    gpus, visible = gpu_share(total_gpus, (spec_task.get("resources") or {}).get("gpuCount"), count, rank)
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
     env.update({
         "RESULTS_DIR": str(rdir / "results"),
         "LAUNCHKIT_RUNTIME_DIR": str(rdir / "runtime"),

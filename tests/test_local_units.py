@@ -1,4 +1,4 @@
-"""The local log record format: raw bytes in, the same bytes out, with a timestamp per line."""
+"""Local backend units: the log record format (raw bytes in, same bytes out) and GPU shares."""
 
 from __future__ import annotations
 
@@ -27,3 +27,13 @@ def test_tail_reader_keeps_partial_records_for_later(tmp_path):
         f.write(b"o\n3~end\n")
     assert list(tail.read()) == [(2, b"two\n"), (3, b"end")]
     assert list(tail.read()) == []
+
+
+def test_gpu_share_gives_each_replica_its_own_gpus():
+    from launchkit.backends.local.supervisor import gpu_share
+
+    assert gpu_share(0, 4, 2, 1) == (0, None)
+    assert gpu_share(8, 4, 2, 0) == (4, "0,1,2,3")
+    assert gpu_share(8, 4, 2, 1) == (4, "4,5,6,7")
+    assert gpu_share(2, 4, 2, 1) == (2, None)  # not enough for disjoint shares: all share all
+    assert gpu_share(2, None, 1, 0) == (2, None)
