@@ -145,6 +145,13 @@ def test_exit_code_is_the_commands(repo, tmp_path, method):
     assert r.returncode == 7
 
 
+def test_bash_method_keeps_bash_as_the_parent(repo, tmp_path):
+    probe = "import os; print(open(f'/proc/{os.getppid()}/comm').read().strip())"
+    r = entrypoint(tmp_path, str(repo.remote), git_head(repo), [sys.executable, "-c", probe],
+                   {**NO_PY, "LAUNCHKIT_EXEC_METHOD": "bash"})
+    assert r.returncode == 0 and r.stdout.strip() == "bash", r.stderr
+
+
 @pytest.mark.parametrize("method", ["exec", "bash"])
 def test_sigterm_reaches_the_user_process(repo, tmp_path, method):
     script = ("import signal, sys, time\n"

@@ -249,8 +249,9 @@ lk_timing_line
 if [[ $LAUNCHKIT_EXEC_METHOD == exec ]]; then
     exec "${LK_CMD[@]}"
 fi
-# bash method: the command runs under `bash -c` with its argv intact; signals are forwarded
-# (one that arrives while the child is being started is forwarded right after).
+# bash method: bash stays the parent (reaps orphans, forwards signals); the command starts via
+# `bash -c` (so BASH_ENV applies) with its argv intact. A signal that arrives while the child is
+# being started is forwarded right after.
 LK_CHILD='' LK_PENDING=''
 lk_forward() {
     if [[ -z $LK_CHILD ]]; then LK_PENDING=$1; return; fi
@@ -260,9 +261,16 @@ for sig in TERM INT HUP USR1 USR2; do
     # shellcheck disable=SC2064
     trap "lk_forward $sig" "$sig"
 done
-bash -c '"$@"' "${LK_CMD[0]}" "${LK_CMD[@]}" <&0 &
+bash -c 'exec "$@"' "${LK_CMD[0]}" "${LK_CMD[@]}" <&0 &
 LK_CHILD=$!
 [[ -z $LK_PENDING ]] || kill -s "$LK_PENDING" "$LK_CHILD" 2>/dev/null || true
+if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501)); then
+    while :; do # `wait -p` tells an exit (pid set) from an interruption by a forwarded signal
+        LK_DONE='' rc=0
+        wait -n -p LK_DONE "$LK_CHILD" || rc=$?
+        [[ -z ${LK_DONE:-} ]] || exit "$rc"
+    done
+fi
 while :; do
     rc=0
     wait "$LK_CHILD" || rc=$?
