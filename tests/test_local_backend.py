@@ -123,8 +123,19 @@ def test_logs_are_raw_bytes_with_head_tail_since(repo, env, tmp_path):
     assert run_cli("logs", run_id, "--since", "soon", env=env).code == 2
 
 
-def test_stop_ends_the_whole_process_tree(repo, env):
-    marker = f"lkmarker-{uuid.uuid4().hex}"
+@pytest.fixture
+def marker():
+    """A unique word for a test's processes; whatever still carries it afterwards is killed."""
+    word = f"lkmarker-{uuid.uuid4().hex}"
+    yield word
+    for pid in processes_with(word):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
+def test_stop_ends_the_whole_process_tree(repo, env, marker):
     sleeper = f"{PY} -c 'import time; time.sleep(300)' {marker}"
     script = (f"{sleeper} & setsid {sleeper} & "  # a child, and one that escapes the process group
               f"{PY} -c 'import time; print(\"started\", flush=True); time.sleep(300)' {marker}")
