@@ -147,6 +147,7 @@ lk_clone() {
 }
 lk_clone_permanent() { lk_auth_failed "$1" || lk_fetch_refused "$1"; }
 t=$(lk_now_ms)
+cd "$LAUNCHKIT_RUNTIME_DIR" # (a pre-setup hook may have changed directory)
 lk_clone
 lk_timed clone "$t"
 
@@ -236,7 +237,7 @@ if [[ -n ${LAUNCHKIT_POST_SETUP:-} ]]; then
 fi
 if [[ ${BEAKER_ASSIGNED_GPU_COUNT:-0} != 0 ]] && command -v nvidia-smi >/dev/null 2>&1; then
     lk_log_file log nvidia-smi
-    nvidia-smi >"$log" 2>&1 || true
+    ( nvidia-smi >"$log" 2>&1 </dev/null & ) # for the record only: not on the critical path
 fi
 
 # ---- 8. exec the command; from here on the job's exit code is the command's
