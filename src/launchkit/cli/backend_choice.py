@@ -69,3 +69,12 @@ def resolve_run(backend: Optional[str], local: bool, run_id: Optional[str], late
     if run is None:
         raise NotFoundError(f"there are no {b.name} runs yet", hint="start one with `launchkit run`")
     return b, run
+
+
+def stdout_closed() -> int:
+    """After a BrokenPipeError (e.g. `launchkit logs ID | head`): silence stdout, return 141 (SIGPIPE)."""
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141

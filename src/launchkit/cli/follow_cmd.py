@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from launchkit.cli.backend_choice import backend_option, local_option, resolve_run
+from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, stdout_closed
 from launchkit.cli.state import console
 
 
@@ -19,6 +19,8 @@ def follow_run(backend: Any, run: Any, *, replica: Optional[int] = None) -> int:
     con.info(f"following {run.id} (Ctrl-C detaches; the job keeps running)")
     try:
         code = backend.follow(run, sys.stdout.buffer, replica=replica)
+    except BrokenPipeError:
+        return stdout_closed()
     except KeyboardInterrupt:
         sys.stdout.flush()
         con.info(f"\ndetached from {run.id}; it keeps running. Resume with: launchkit follow {run.id}")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from launchkit.cli.backend_choice import backend_option, local_option, resolve_run
+from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, stdout_closed
 
 
 def _since(value: str):  # -> datetime
@@ -54,7 +54,10 @@ def register(app: typer.Typer) -> None:
         b, run = resolve_run(backend, local, run_id, latest)
         query = dict(tail=tail, head=head, since=_since(since) if since else None, timestamps=timestamps)
         if output is None:
-            b.write_logs(run, LogQuery(replica=replica, **query), sys.stdout.buffer)
+            try:
+                b.write_logs(run, LogQuery(replica=replica, **query), sys.stdout.buffer)
+            except BrokenPipeError:
+                sys.exit(stdout_closed())
             return
         if os.path.isdir(output) or output.endswith(os.sep):
             os.makedirs(output, exist_ok=True)
