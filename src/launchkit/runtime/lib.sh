@@ -1,4 +1,4 @@
-# Shared helpers for the launchkit entrypoint. Functions only: nothing runs at source time.
+# Shared helpers for the launchkit entrypoint: functions and constants only (nothing runs at source time).
 
 # Exit codes of the setup steps (docs/runtime.md). The user command's own code is the job's code.
 LK_EXIT_INPUTS=100
