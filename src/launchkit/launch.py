@@ -77,3 +77,7 @@ def submit(request: Any, git: Any, spec: Any) -> None:
                                     workspace=request.workspace, repo_root=git.repo_root,
                                     secret_names=[s.secret for s in request.env_secrets]))
     console().info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
+    if request.follow:
+        from launchkit.cli.follow_cmd import follow_run
+
+        sys.exit(follow_run(backend, run))
