@@ -12,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+pytest_plugins = ["fakebeaker.plugin"]  # the `fake_beaker` fixture (tests/fakebeaker/README.md)
+
 
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path_factory, monkeypatch):
@@ -84,3 +86,8 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
                           text=True, timeout=timeout, env={**os.environ, **(env or {})},
                           input=input if input is not None else "")
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-goldens", action="store_true", default=False,
+                     help="rewrite tests/golden/*.yaml from the current output")

@@ -13,7 +13,7 @@ from launchkit.core.gitstate import GitState
 from launchkit.core.parse import build_request
 from launchkit.core.spec import build_spec, spec_to_yaml
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parent / "golden" / "profiles"
 UPDATE = bool(os.environ.get("LAUNCHKIT_UPDATE_GOLDEN"))  # read before the env isolation fixture runs
 GIT = GitState(
     remote_url="https://github.com/example/repo.git",

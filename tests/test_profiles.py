@@ -151,12 +151,20 @@ def test_replica_defaults_and_overrides():
 
 
 def test_launcher_env_port_and_resume():
+    from launchkit.core.gitstate import GitState
+    from launchkit.core.spec import build_spec, run_id
+
     r = req(replicas=2, torchrun=True, resumable=True, skip_nccl_setup=True)
-    env = dict(task_additions(r, "0123456789abcdef").env)
-    assert env["LAUNCHKIT_LAUNCHER"] == "torchrun" and env["LAUNCHKIT_RDZV_ID"] == "0123456789abcdef"
-    assert env["LAUNCHKIT_RDZV_PORT"] == str(derive_port("0123456789abcdef"))
-    assert env["WANDB_RUN_ID"] == "lk-0123456789abcdef" and env["WANDB_RESUME"] == "allow"
+    git = GitState(remote_url="https://github.com/a/b", commit="0" * 40)
+    rid = run_id(r, git)
+    names = [e.name for e in build_spec(r, git).tasks[0].env_vars]
+    assert len(names) == len(set(names))
+    env = {e.name: e.value for e in build_spec(r, git).tasks[0].env_vars}
+    assert env["LAUNCHKIT_LAUNCHER"] == "torchrun" and env["LAUNCHKIT_RDZV_ID"] == rid
+    assert env["LAUNCHKIT_RDZV_PORT"] == str(derive_port(rid))
+    assert env["WANDB_RUN_ID"] == f"lk-{rid}" and env["WANDB_RESUME"] == "allow"
     assert env["LAUNCHKIT_SKIP_NCCL_SETUP"] == "1"
+    assert dict(task_additions(req(ray=True), rid).env)["LAUNCHKIT_RDZV_PORT"]  # single node too (Ray head)
 
 
 def test_derive_port_is_stable_and_in_range():

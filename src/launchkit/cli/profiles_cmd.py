@@ -31,11 +31,12 @@ def register(app: typer.Typer) -> None:
         list_all: bool = typer.Option(False, "--list", "-l", help="List every known profile and its parts."),
     ) -> None:
         """Show what the cluster profile would add to a job on CLUSTER... and why."""
+        from launchkit.config import load_config
         from launchkit.core.parse import build_request
         from launchkit.core.profiles import load_profiles, resolve_profiles
-        from launchkit.profile_config import user_profiles
 
-        table = user_profiles()
+        config = load_config()  # defaults (clusters, profile, ...) and [tool.launchkit.profiles]
+        table = config.get("profiles") or {}
         given = {
             "cluster": clusters,
             "tag": tag,
@@ -46,7 +47,7 @@ def register(app: typer.Typer) -> None:
             "no_profile": no_profile,
             "skip_nccl_setup": skip_nccl_setup,
         }
-        request = build_request(given, ["true"])
+        request = build_request(given, ["true"], config=config)
         out: list[str] = []
         if list_all:
             for p in load_profiles(table).values():

@@ -7,29 +7,21 @@ runtime/launchers.sh (`lk_wrap_command`) and runtime/nccl.sh (`lk_cluster_setup`
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from launchkit.core.profiles import ProfileSelection, resolve_profiles
 from launchkit.core.request import HostMount, Launcher, LaunchRequest, WekaMount
+from launchkit.core.spec import derive_port
 from launchkit.core.units import to_nanoseconds
 
-# Spec -> entrypoint contract (docs/runtime.md, docs/multi-node.md).
-ENV_LAUNCHER = "LAUNCHKIT_LAUNCHER"
-ENV_RDZV_PORT = "LAUNCHKIT_RDZV_PORT"
+# Spec -> entrypoint contract (docs/multi-node.md). LAUNCHKIT_LAUNCHER and LAUNCHKIT_SKIP_NCCL_SETUP
+# are set by core/spec.py itself.
+ENV_RDZV_PORT = "LAUNCHKIT_RDZV_PORT"  # torchrun master, accelerate main process, Ray head
 ENV_RDZV_ID = "LAUNCHKIT_RDZV_ID"
-ENV_SKIP_NCCL_SETUP = "LAUNCHKIT_SKIP_NCCL_SETUP"
 
 DEFAULT_SYNC_START_TIMEOUT = 300.0  # seconds (5m)
-PORT_BASE, PORT_SPAN = 29000, 1000
-
-
-def derive_port(run_id: str) -> int:
-    """The rendezvous port (torchrun master, accelerate main process, Ray head): stable per run."""
-    digest = hashlib.sha256(f"rdzv:{run_id}".encode()).digest()
-    return PORT_BASE + int.from_bytes(digest[:4], "big") % PORT_SPAN
 
 
 def wandb_run_id(run_id: str) -> str:
@@ -69,14 +61,8 @@ def replica_fields(request: LaunchRequest) -> dict[str, Any]:
 
 def launcher_env(request: LaunchRequest, run_id: str) -> list[tuple[str, str]]:
     env: list[tuple[str, str]] = []
-    if request.launcher is not Launcher.none:
-        env += [
-            (ENV_LAUNCHER, request.launcher.value),
-            (ENV_RDZV_PORT, str(derive_port(run_id))),
-            (ENV_RDZV_ID, run_id),
-        ]
-    if request.skip_nccl_setup:
-        env.append((ENV_SKIP_NCCL_SETUP, "1"))
+    if request.launcher is not Launcher.none:  # also single-node: Ray's head and accelerate use the port
+        env += [(ENV_RDZV_PORT, str(derive_port(run_id))), (ENV_RDZV_ID, run_id)]
     if request.resumable:
         env += [("WANDB_RUN_ID", wandb_run_id(run_id)), ("WANDB_RESUME", "allow")]
     return env
@@ -109,8 +95,6 @@ def check_combinations(request: LaunchRequest) -> None:
     from launchkit.errors import UsageError
 
     launcher = request.launcher
-    if request.profile and request.no_profile:
-        raise UsageError(f"--profile {request.profile} and --no-profile cannot be combined", hint="pick one")
     if launcher is Launcher.none:
         return
     if request.replicas > 1 and request.leader_selection is False:

@@ -60,8 +60,8 @@ lk_cluster_setup() {
     if [[ -z $program ]]; then
         if [[ -n ${LAUNCHKIT_PROFILE:-} ]]; then
             lk_log "cluster profile: ${LAUNCHKIT_PROFILE} (env and mounts applied at launch; no in-container steps)"
-        else
-            lk_log "cluster profile: none (no cluster-specific setup)"
+        elif ((${BEAKER_REPLICA_COUNT:-1} > 1)); then  # single-node jobs without a profile stay quiet
+            lk_log "cluster profile: none (no NCCL settings for this multi-node job; see \`launchkit profiles\`)"
         fi
         return 0
     fi
