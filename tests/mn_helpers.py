@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -52,58 +50,6 @@ def run_node(
         timeout=timeout,
         cwd=cwd,
     )
-
-
-def start_replicas(
-    argv: list[str], count: int, env: dict[str, str], *, cwd: Path, path_prepend: list[Path]
-) -> list[subprocess.Popen]:
-    """Start `count` replicas as real bash processes on 127.0.0.1, as Beaker would describe them.
-    Output goes to files (cwd/replica-N.log): a full pipe would stall a replica."""
-    procs = []
-    for rank in range(count):
-        node = {
-            **os.environ,
-            **env,
-            "BEAKER_REPLICA_RANK": str(rank),
-            "BEAKER_REPLICA_COUNT": str(count),
-            "BEAKER_LEADER_REPLICA_HOSTNAME": "localhost",
-            "BEAKER_NODE_HOSTNAME": f"replica{rank}",
-            "PATH": os.pathsep.join([*map(str, path_prepend), os.environ.get("PATH", "")]),
-        }
-        with open(cwd / f"replica-{rank}.log", "w") as log:
-            p = subprocess.Popen(
-                ["bash", "-c", harness_script(), "launchkit-entrypoint", *argv],
-                env=node,
-                cwd=cwd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        p.log_path = cwd / f"replica-{rank}.log"  # type: ignore[attr-defined]
-        procs.append(p)
-    return procs
-
-
-def collect(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str]]:
-    """Wait for every replica; on timeout stop them (TERM, then KILL) and fail with their logs."""
-    deadline = time.monotonic() + timeout
-    try:
-        for p in procs:
-            p.wait(timeout=max(1.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        logs = "\n".join(f"--- replica {i}\n{p.log_path.read_text()[-3000:]}" for i, p in enumerate(procs))
-        pytest.fail(f"replicas still running after {timeout}s\n{logs}")
-    finally:
-        for p in procs:  # never leave a replica behind: TERM lets the launchers stop Ray, then KILL
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=10)
-    return [(p.returncode, p.log_path.read_text()) for p in procs]
 
 
 # --- the session venv for real runs

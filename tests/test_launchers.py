@@ -150,12 +150,12 @@ def test_multi_node_without_leader_is_a_clear_error(stubs):
         {"LAUNCHKIT_LAUNCHER": "torchrun", "BEAKER_REPLICA_COUNT": "2"},
         path_prepend=[stubs],
     )
-    assert r.returncode == 13 and "needs BEAKER_LEADER_REPLICA_HOSTNAME" in r.stderr
+    assert r.returncode == 109 and "needs BEAKER_LEADER_REPLICA_HOSTNAME" in r.stderr
 
 
 def test_missing_tool_is_named(tmp_path):
     r = run_node(["python", "train.py"], {"LAUNCHKIT_LAUNCHER": "ray", "PATH": "/usr/bin:/bin"})
-    assert r.returncode == 13 and "--ray needs 'ray'" in r.stderr
+    assert r.returncode == 109 and "--ray needs 'ray'" in r.stderr
 
 
 @pytest.mark.parametrize(
@@ -167,4 +167,4 @@ def test_missing_tool_is_named(tmp_path):
 )
 def test_bad_runtime_env(stubs, env, msg):
     r = run_node(["python", "train.py"], env, path_prepend=[stubs])
-    assert r.returncode == 2 and msg in r.stderr
+    assert r.returncode == 100 and msg in r.stderr

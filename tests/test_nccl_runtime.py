@@ -192,7 +192,7 @@ def test_user_profile_steps_run_in_order(tmp_path):
 def test_forced_profile_with_missing_host_script_fails_loudly(tmp_path):
     env = program_env(profile="ai2-augusta", replicas=2)
     r = run_node(SHOW_ENV, {**env, **MULTI_GPU, "LAUNCHKIT_TCPXO_DIR": str(tmp_path / "missing")})
-    assert r.returncode == 12
+    assert r.returncode == 108
     assert "nccl-env-profile.sh not found on this node" in r.stderr and "--skip-nccl-setup" in r.stderr
 
 
@@ -200,4 +200,4 @@ def test_failing_host_script_stops_the_job(tcpxo):
     (tcpxo / "nccl-env-profile.sh").write_text("return 3\n")
     env = program_env(cluster=["ai2/augusta"], replicas=2)
     r = run_node(SHOW_ENV, {**env, **MULTI_GPU, "LAUNCHKIT_TCPXO_DIR": str(tcpxo)})
-    assert r.returncode == 12 and "failed (exit 3)" in r.stderr
+    assert r.returncode == 108 and "failed (exit 3)" in r.stderr

@@ -23,8 +23,6 @@ def one_line_usage_error(r, *needles):
     [
         (["--torchrun", "--accelerate"], ["--torchrun and --accelerate cannot be combined"]),
         (["--ray", "--replicas", "2", "--no-leader-selection"], ["workers cannot find the head"]),
-        (["--torchrun", "--exec-method", "bash"], ["--torchrun", "--exec-method bash"]),
-        (["--accelerate", "--exec-method", "bash"], ["--accelerate"]),
         (["--profile", "ai2-weka", "--no-profile"], ["cannot be combined"]),
         (["--profile", "nope"], ["unknown profile 'nope'", "ai2-weka"]),
     ],
@@ -34,10 +32,9 @@ def test_bad_combinations(repo, args, needles):
     one_line_usage_error(r, *needles)
 
 
-def test_ray_single_replica_and_bash_exec_method_are_fine(repo):
-    r = run_cli(
-        "run", "--dry-run", "--ray", "--exec-method", "bash", "--", "python", "train.py", cwd=repo.path
-    )
+@pytest.mark.parametrize("launcher", ["--torchrun", "--accelerate", "--ray"])
+def test_launchers_work_with_either_exec_method(repo, launcher):
+    r = run_cli("run", "--dry-run", launcher, "--exec-method", "bash", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0, r.stderr
 
 

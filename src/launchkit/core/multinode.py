@@ -90,8 +90,9 @@ def task_additions(
 
 
 def check_combinations(request: LaunchRequest) -> None:
-    """Reject launcher/replica combinations that cannot work (one-line usage errors, exit 2)."""
-    from launchkit.core.request import ExecMethod
+    """Reject launcher/replica combinations that cannot work (one-line usage errors, exit 2).
+
+    Every launcher works with both exec methods: the entrypoint's bash method keeps the argv intact."""
     from launchkit.errors import UsageError
 
     launcher = request.launcher
@@ -104,10 +105,4 @@ def check_combinations(request: LaunchRequest) -> None:
         raise UsageError(
             f"--{launcher.value} with --replicas {request.replicas} and --no-leader-selection: {role}",
             hint="drop --no-leader-selection",
-        )
-    if request.exec_method is ExecMethod.bash and launcher in (Launcher.torchrun, Launcher.accelerate):
-        raise UsageError(
-            f"--{launcher.value} starts one process per GPU from an argv; "
-            "--exec-method bash gives it a shell string",
-            hint="drop --exec-method bash (put shell logic in a script and run `bash script.sh`)",
         )

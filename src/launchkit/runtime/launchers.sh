@@ -3,9 +3,9 @@
 # Inputs: LAUNCHKIT_LAUNCHER (torchrun|accelerate|ray; empty: run the command as is),
 # LAUNCHKIT_RDZV_PORT, LAUNCHKIT_RDZV_ID, BEAKER_REPLICA_RANK, BEAKER_REPLICA_COUNT,
 # BEAKER_LEADER_REPLICA_HOSTNAME, BEAKER_ASSIGNED_GPU_COUNT.
-# Ray extras: LAUNCHKIT_RAY_START_ARGS (added to every `ray start`), LAUNCHKIT_RAY_HEAD_ARGS (head
-# only), LAUNCHKIT_RAY_WAIT (seconds to wait for the head and for all nodes, default 600),
-# LAUNCHKIT_RAY_POLL (seconds between the worker's head checks, default 5).
+# Ray knobs (settable with `run --env`, unlike the reserved LAUNCHKIT_* names): LK_RAY_START_ARGS
+# (added to every `ray start`), LK_RAY_HEAD_ARGS (head only), LK_RAY_WAIT (seconds to wait for the
+# head and for all nodes, default 600), LK_RAY_POLL (seconds between the worker's head checks, default 5).
 
 lk_wrap_command() {
     case ${LAUNCHKIT_LAUNCHER:-} in
@@ -13,11 +13,11 @@ lk_wrap_command() {
         torchrun | accelerate | ray)
             lk__topology "$LAUNCHKIT_LAUNCHER"
             "lk__wrap_$LAUNCHKIT_LAUNCHER" "$@" ;;
-        *) lk_die 2 "unknown LAUNCHKIT_LAUNCHER='$LAUNCHKIT_LAUNCHER' (expected torchrun, accelerate or ray)" ;;
+        *) lk_die "${LK_EXIT_INPUTS:-100}" "unknown LAUNCHKIT_LAUNCHER='$LAUNCHKIT_LAUNCHER' (expected torchrun, accelerate or ray)" ;;
     esac
 }
 
-lk__int() { [[ $2 =~ ^[0-9]+$ ]] || lk_die 2 "$1 must be a whole number, got '$2'"; }
+lk__int() { [[ $2 =~ ^[0-9]+$ ]] || lk_die "${LK_EXIT_INPUTS:-100}" "$1 must be a whole number, got '$2'"; }
 
 # Sets LK_NNODES, LK_RANK, LK_NPROC (processes per replica), LK_PORT, LK_LEADER_IP.
 lk__topology() {
@@ -33,7 +33,7 @@ lk__topology() {
     fi
     if ((LK_NNODES > 1)); then
         [[ -n ${BEAKER_LEADER_REPLICA_HOSTNAME:-} ]] ||
-            lk_die 13 "$1 across $LK_NNODES replicas needs BEAKER_LEADER_REPLICA_HOSTNAME (is leader selection on?)"
+            lk_die "${LK_EXIT_EXEC:-109}" "$1 across $LK_NNODES replicas needs BEAKER_LEADER_REPLICA_HOSTNAME (is leader selection on?)"
         LK_LEADER_IP=$(lk__resolve_ip "$BEAKER_LEADER_REPLICA_HOSTNAME")
     else
         LK_LEADER_IP=127.0.0.1
@@ -78,7 +78,7 @@ lk__tool() { # lk__tool NAME PYTHON_MODULE: argv prefix that runs a Python conso
     elif command -v python >/dev/null 2>&1 && python -c "import $2" >/dev/null 2>&1; then
         LK_TOOL=(python -m "$2")
     else
-        lk_die 13 "--$LAUNCHKIT_LAUNCHER needs '$1', which is not installed (add it to the project's dependencies)"
+        lk_die "${LK_EXIT_EXEC:-109}" "--$LAUNCHKIT_LAUNCHER needs '$1', which is not installed (add it to the project's dependencies)"
     fi
 }
 
@@ -164,19 +164,19 @@ lk__stop_group() { # lk__stop_group PID GRACE_SECONDS: TERM the group, KILL what
 }
 
 lk__ray_head_driver() { # IP PORT NNODES RAY_TOOL DRIVER_ARGV...
-    local ip=$1 port=$2 nnodes=$3 ray_tool=$4 head driver="" rc waited=0 wait_max=${LAUNCHKIT_RAY_WAIT:-600} n=0
+    local ip=$1 port=$2 nnodes=$3 ray_tool=$4 head driver="" rc waited=0 wait_max=${LK_RAY_WAIT:-600} n=0
     shift 4
     local -a ray extra
     read -r -a ray <<<"$ray_tool"
-    read -r -a extra <<<"${LAUNCHKIT_RAY_START_ARGS:-} ${LAUNCHKIT_RAY_HEAD_ARGS:-}"
+    read -r -a extra <<<"${LK_RAY_START_ARGS:-} ${LK_RAY_HEAD_ARGS:-}"
     lk__spawn_group "${ray[@]}" start --head --block --port="$port" --node-ip-address="$ip" --disable-usage-stats \
         "${extra[@]}"
     head=$LK_SPAWNED
     # Until the driver runs, a signal stops the head and ends here; afterwards it goes to the driver.
     trap 'lk__stop_group $head 5; exit 143' TERM INT HUP
     while ! "${ray[@]}" status --address="$ip:$port" >/dev/null 2>&1; do
-        kill -0 "$head" 2>/dev/null || { wait "$head"; lk_die 14 "ray head failed to start (exit $?)"; }
-        ((waited++ < wait_max)) || lk_die 14 "ray head did not come up within ${wait_max}s"
+        kill -0 "$head" 2>/dev/null || { wait "$head"; lk_die "${LK_EXIT_EXEC:-109}" "ray head failed to start (exit $?)"; }
+        ((waited++ < wait_max)) || lk_die "${LK_EXIT_EXEC:-109}" "ray head did not come up within ${wait_max}s"
         sleep 1
     done
     while :; do  # the driver starts once every replica has joined
@@ -201,12 +201,12 @@ lk__ray_head_driver() { # IP PORT NNODES RAY_TOOL DRIVER_ARGV...
 }
 
 lk__ray_worker() { # IP PORT RAY_TOOL
-    local ip=$1 port=$2 ray_tool=$3 worker rc waited=0 wait_max=${LAUNCHKIT_RAY_WAIT:-600} misses=0
+    local ip=$1 port=$2 ray_tool=$3 worker rc waited=0 wait_max=${LK_RAY_WAIT:-600} misses=0
     local -a ray extra
     read -r -a ray <<<"$ray_tool"
-    read -r -a extra <<<"${LAUNCHKIT_RAY_START_ARGS:-}"
+    read -r -a extra <<<"${LK_RAY_START_ARGS:-}"
     until lk__ray_reachable "$ip" "$port"; do
-        ((waited++ < wait_max)) || lk_die 14 "ray head $ip:$port not reachable within ${wait_max}s"
+        ((waited++ < wait_max)) || lk_die "${LK_EXIT_EXEC:-109}" "ray head $ip:$port not reachable within ${wait_max}s"
         sleep 1
     done
     lk__spawn_group "${ray[@]}" start --address="$ip:$port" --block --disable-usage-stats "${extra[@]}"
@@ -214,11 +214,11 @@ lk__ray_worker() { # IP PORT RAY_TOOL
     trap 'lk__stop_group $worker 20; lk_log "ray worker stopped by a signal"; exit 0' TERM INT HUP
     lk_log "ray worker joining $ip:$port; it exits when the head stops"
     while ((misses < 2)); do
-        sleep "${LAUNCHKIT_RAY_POLL:-5}"
+        sleep "${LK_RAY_POLL:-5}"
         if lk__ray_reachable "$ip" "$port"; then misses=0; else misses=$((misses + 1)); fi
         if ! kill -0 "$worker" 2>/dev/null && ((misses == 0)); then
             wait "$worker" && rc=0 || rc=$?
-            lk_die 14 "ray worker stopped while the head is still up (exit $rc)"
+            lk_die "${LK_EXIT_EXEC:-109}" "ray worker stopped while the head is still up (exit $rc)"
         fi
     done
     lk__stop_group "$worker" 3  # no head to drain to: don't wait for Ray's drain timeout

@@ -40,7 +40,7 @@ lk__apply_step() { # lk__apply_step PROFILE VERB ARGS: export NAME=VALUE | prepe
             export "$name=$value${!name:+:${!name}}"
             lk_log "profile $profile: prepend $value to $name" ;;
         source)
-            [[ -r $rest ]] || lk_die 12 "profile $profile: $rest not found on this node" \
+            [[ -r $rest ]] || lk_die "${LK_EXIT_CLUSTER_SETUP:-108}" "profile $profile: $rest not found on this node" \
                 "(use --skip-nccl-setup or --no-profile to launch without it)"
             saved=$(set +o)
             set +eu
@@ -48,9 +48,9 @@ lk__apply_step() { # lk__apply_step PROFILE VERB ARGS: export NAME=VALUE | prepe
             source "$rest"
             rc=$?
             eval "$saved"
-            ((rc == 0)) || lk_die 12 "profile $profile: sourcing $rest failed (exit $rc)"
+            ((rc == 0)) || lk_die "${LK_EXIT_CLUSTER_SETUP:-108}" "profile $profile: sourcing $rest failed (exit $rc)"
             lk_log "profile $profile: sourced $rest" ;;
-        *) lk_die 12 "profile $profile: unknown setup step '$verb'" ;;
+        *) lk_die "${LK_EXIT_CLUSTER_SETUP:-108}" "profile $profile: unknown setup step '$verb'" ;;
     esac
 }
 
