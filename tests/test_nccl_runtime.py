@@ -154,7 +154,7 @@ def test_multi_node_parts_need_gpus_and_replicas(gpus, count, why):
 
 def test_single_replica_spec_carries_no_runtime_program():
     env = program_env(cluster=["ai2/jupiter"])
-    assert "LAUNCHKIT_PROFILE_SETUP" not in env and env["LAUNCHKIT_PROFILE"] == "ai2-weka"
+    assert "LAUNCHKIT_PROFILE_SETUP" not in env and env["LAUNCHKIT_PROFILE_APPLIED"] == "ai2-weka"
     seen, log = node(env)
     assert "cluster profile: ai2-weka (env and mounts applied at launch; no in-container steps)" in log
 

@@ -64,7 +64,7 @@ def test_profiles_list_and_user_profiles_from_pyproject(repo):
     assert r.code == 0, r.stderr
     task = yaml.safe_load(r.stdout)["tasks"][0]
     env = {e["name"]: e.get("value") for e in task["envVars"]}
-    assert env["SCRATCH"] == "/scratch" and env["LAUNCHKIT_PROFILE"] == "lab"
+    assert env["SCRATCH"] == "/scratch" and env["LAUNCHKIT_PROFILE_APPLIED"] == "lab"
     assert task["datasets"] == [{"source": {"hostPath": "/mnt/scratch"}, "mountPath": "/scratch"}]
 
 
@@ -131,6 +131,6 @@ def test_example_commands_dry_run(repo, argv):
         assert task["replicas"] == 2 and task["leaderSelection"] is True
     if "ai2/jupiter" in argv:
         assert (
-            env["LAUNCHKIT_PROFILE"] == "ai2-weka"
+            env["LAUNCHKIT_PROFILE_APPLIED"] == "ai2-weka"
             and "NCCL_SOCKET_IFNAME=ib" in env["LAUNCHKIT_PROFILE_SETUP"]
         )

@@ -24,7 +24,7 @@ from launchkit.core.request import HostMount, LaunchRequest, WekaMount
 from launchkit.errors import UsageError
 
 # Spec -> entrypoint contract (docs/profiles.md, runtime/nccl.sh).
-ENV_PROFILE = "LAUNCHKIT_PROFILE"  # the profile whose spec parts were applied at launch
+ENV_PROFILE = "LAUNCHKIT_PROFILE_APPLIED"  # the profile whose spec parts were applied at launch
 ENV_PROFILES = "LAUNCHKIT_PROFILES"  # space-separated candidates for the runtime setup, in match order
 ENV_PROFILE_SETUP = "LAUNCHKIT_PROFILE_SETUP"  # the runtime program, one step per line
 

@@ -1,7 +1,7 @@
 # Cluster setup: the cluster profile's in-container steps (NCCL InfiniBand / TCPXO, ...).
 # Contract: lk_cluster_setup is called once, after the clone and before the Python setup,
 # in the entrypoint's shell (so exports reach the user command). See docs/profiles.md.
-# Inputs: LAUNCHKIT_PROFILE (applied at launch), LAUNCHKIT_PROFILES and LAUNCHKIT_PROFILE_SETUP
+# Inputs: LAUNCHKIT_PROFILE_APPLIED (applied at launch), LAUNCHKIT_PROFILES, LAUNCHKIT_PROFILE_SETUP
 # (candidates and their steps), LAUNCHKIT_SKIP_NCCL_SETUP, BEAKER_REPLICA_COUNT,
 # BEAKER_ASSIGNED_GPU_COUNT, BEAKER_NODE_HOSTNAME.
 # Host-path overrides (tests, unusual hosts): LAUNCHKIT_TCPXO_DIR, LAUNCHKIT_IB_SYSFS.
@@ -58,8 +58,8 @@ lk_cluster_setup() {
     local program=${LAUNCHKIT_PROFILE_SETUP:-} line kind arg cur="" chosen="" why="" phase verb
     local host=${BEAKER_NODE_HOSTNAME:-${HOSTNAME:-unknown}}
     if [[ -z $program ]]; then
-        if [[ -n ${LAUNCHKIT_PROFILE:-} ]]; then
-            lk_log "cluster profile: ${LAUNCHKIT_PROFILE} (env and mounts applied at launch; no in-container steps)"
+        if [[ -n ${LAUNCHKIT_PROFILE_APPLIED:-} ]]; then
+            lk_log "cluster profile: $LAUNCHKIT_PROFILE_APPLIED (env and mounts applied at launch; no in-container steps)"
         elif ((${BEAKER_REPLICA_COUNT:-1} > 1)); then  # single-node jobs without a profile stay quiet
             lk_log "cluster profile: none (no NCCL settings for this multi-node job; see \`launchkit profiles\`)"
         fi
