@@ -16,6 +16,7 @@ pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 ACCELERATE = """
+import os, sys
 import torch
 from accelerate import Accelerator
 from accelerate.utils import gather
@@ -23,7 +24,10 @@ acc = Accelerator()
 total = gather(torch.tensor([acc.process_index + 1])).sum().item()
 kind = acc.distributed_type.value
 print(f"process {acc.process_index} of {acc.num_processes} ({kind}): total {total}", flush=True)
+acc.wait_for_everyone()
 acc.end_training()
+sys.stdout.flush()
+os._exit(0)  # gloo can abort in interpreter teardown once a peer is gone (see examples/torchrun-ddp)
 """
 
 RAY = ["--env", "LK_RAY_POLL=1", "--env", "LK_RAY_WAIT=120", "--env",

@@ -4,6 +4,7 @@ Runs on GPUs (NCCL) or CPUs (gloo). Start it with `launchkit run --torchrun` (se
 """
 
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -30,7 +31,11 @@ def main() -> None:
     ranks = torch.tensor([rank], device=device)
     dist.all_reduce(ranks)
     print(f"rank {rank} of {world}: summed rank {ranks.item()}, loss {loss.item():.3f}", flush=True)
+    dist.barrier()
     dist.destroy_process_group()
+    if not gpu:  # gloo can abort in interpreter teardown ("terminate called ...") once a peer is gone
+        sys.stdout.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
