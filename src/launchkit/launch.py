@@ -35,5 +35,8 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
 
     backend = get_backend(request.backend.value)
     run = backend.submit(Submission(name=request.name or f"launchkit-{git.commit[:8]}", spec=spec.to_json(),
-                                    workspace=request.workspace, repo_root=git.repo_root))
+                                    workspace=request.workspace, repo_root=git.repo_root,
+                                    auto_secrets=request.auto_secrets))
     console().info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
+    if request.follow:
+        raise SystemExit(backend.follow(run, sys.stdout.buffer))

@@ -21,6 +21,7 @@ from launchkit.cli import (
     logs_cmd,
     open_cmd,
     run_cmd,
+    secret_cmd,
     stop_cmd,
 )
 from launchkit.cli import state
@@ -48,11 +49,14 @@ def _root(
                                  help="Show the version and exit."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More output (repeatable)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors and the data you asked for."),
+    beaker_timeout: float = typer.Option(None, "--beaker-timeout", metavar="SECONDS",
+                                         help="Give up when Beaker does not answer for this long (default 60)."),
 ) -> None:
     state.verbosity = -1 if quiet else verbose
+    state.beaker_timeout = beaker_timeout
 
 
-for module in (run_cmd, follow_cmd, logs_cmd, stop_cmd, list_cmd, find_gpus_cmd, open_cmd):
+for module in (run_cmd, follow_cmd, logs_cmd, stop_cmd, list_cmd, find_gpus_cmd, open_cmd, secret_cmd):
     module.register(app)
 
 
