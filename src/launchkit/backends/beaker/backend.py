@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 import threading
 import time
 from typing import IO, Any
@@ -19,7 +18,6 @@ from launchkit.backends.beaker.logs import Flusher, stream_job
 from launchkit.cli.state import console
 from launchkit.errors import (
     EXIT_JOB_FAILED,
-    BackendError,
     NotFoundError,
     PreconditionError,
     UsageError,
