@@ -1,7 +1,7 @@
 """A beaker-py client with bounded retries and an overall deadline.
 
 beaker-py retries UNAVAILABLE/RST_STREAM without limit (1-2 s apart) and has no per-call timeout, so
-an unreachable server hangs forever. We keep beaker-py's client and add one gRPC interceptor that
+an unreachable server hangs forever. We keep beaker-py's client and wrap its gRPC stub so that each call
 (1) refuses to start a call once the current operation's deadline has passed, (2) gives each unary
 call a timeout no longer than what is left, and (3) counts RPCs (`rpc_count`, for benchmarks and
 `-v`). HTTP calls get a bounded urllib3 retry budget and a per-request timeout.
@@ -75,36 +75,38 @@ def _config_value(key: str) -> Any:
         raise UsageError(f"cannot read {path}: {e}", hint="fix or remove the file") from None
 
 
-class _CallDetails(
-    collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials",
-                                             "wait_for_ready", "compression")),
-    grpc.ClientCallDetails,
-):
-    pass
+class _Guarded:
+    """One stub method: count the call, refuse it after the deadline, bound a unary call's time."""
 
+    def __init__(self, conn: "Connection", inner: Any, name: str):
+        self._conn = conn
+        self._inner = inner
+        self._method = inner._method  # beaker-py reads it for log messages
+        self._name = name
+        self._stream = isinstance(inner, grpc.UnaryStreamMultiCallable)
 
-class _Guard(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
-    def __init__(self, conn: "Connection"):
-        self.conn = conn
-
-    def _details(self, d: Any, *, stream: bool) -> Any:
-        conn = self.conn
+    def __call__(self, request: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        conn = self._conn
         with conn._lock:
             conn.rpc_count += 1
-            conn.rpc_methods[d.method.rsplit("/", 1)[-1] if isinstance(d.method, str)
-                             else d.method.decode().rsplit("/", 1)[-1]] += 1
+            conn.rpc_methods[self._name] += 1
         left = conn.deadline - time.monotonic()
         if left <= 0:
             raise conn.unreachable()
-        timeout = d.timeout if stream else min(d.timeout or left, left, conn.call_timeout)
-        return _CallDetails(d.method, timeout, d.metadata, d.credentials, d.wait_for_ready,
-                            getattr(d, "compression", None))
+        if not self._stream:
+            timeout = min(timeout or left, left, conn.call_timeout)
+        return self._inner(request, timeout=timeout, **kwargs)
 
-    def intercept_unary_unary(self, continuation, client_call_details, request):
-        return continuation(self._details(client_call_details, stream=False), request)
 
-    def intercept_unary_stream(self, continuation, client_call_details, request):
-        return continuation(self._details(client_call_details, stream=True), request)
+class _GuardedStub:
+    def __init__(self, conn: "Connection", stub: Any):
+        self._conn = conn
+        self._stub = stub
+
+    def __getattr__(self, name: str) -> Any:
+        wrapped = _Guarded(self._conn, getattr(self._stub, name), name)
+        setattr(self, name, wrapped)
+        return wrapped
 
 
 class _Beaker(Beaker):
@@ -123,7 +125,7 @@ class _Beaker(Beaker):
                 options=[("grpc.max_send_message_length", self.RPC_MAX_SEND_MESSAGE_LENGTH),
                          ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH)],
             )
-            self._service = beaker_pb2_grpc.BeakerStub(grpc.intercept_channel(self._channel, _Guard(self.conn)))
+            self._service = _GuardedStub(self.conn, beaker_pb2_grpc.BeakerStub(self._channel))
         return self._service
 
 

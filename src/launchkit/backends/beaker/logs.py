@@ -110,9 +110,10 @@ def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, 
                 time.sleep(1.0)
             failures = 0
         except _RECONNECTABLE:
-            if got:
+            if got:  # the stream made progress before it dropped: resume at once
                 conn.renew()
                 failures = 0
+                continue
             if time.monotonic() > conn.deadline:
                 raise conn.unreachable() from None
             time.sleep(min(0.1 * 2 ** failures, 2.0))
