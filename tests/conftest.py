@@ -12,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+pytest_plugins = ["fakebeaker.plugin"]  # the `fake_beaker` fixture (tests/fakebeaker/README.md)
+
 
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path_factory, monkeypatch):

@@ -1,0 +1,106 @@
+"""Fault injection: UNAVAILABLE, latency, stream cuts (RST_STREAM), early stream ends, ambiguous creates."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+
+@dataclass
+class _Counted:
+    remaining: int | None  # None = forever
+    method: str | None = None
+
+    def matches(self, method: str) -> bool:
+        return self.method is None or self.method == method
+
+    def take(self) -> bool:
+        if self.remaining is None:
+            return True
+        if self.remaining <= 0:
+            return False
+        self.remaining -= 1
+        return True
+
+
+@dataclass
+class StreamFault:
+    kind: str  # "cut" (gRPC INTERNAL, "RST_STREAM") or "end" (clean close while the job still runs)
+    after_lines: int
+
+
+class Faults:
+    """Per-server fault plan. Methods are gRPC method names (GetJob, StreamJobLogs, ...) or the HTTP
+    route names CreateExperiment, PutSecretValue, GetSecretValue, DeleteSecret."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._unavailable: list[_Counted] = []
+            self._latency: dict[str | None, float] = {}
+            self._streams: list[tuple[_Counted, StreamFault]] = []
+            self._create_failures: list[tuple[_Counted, str]] = []
+
+    # ---- arrange
+    def unavailable(self, n: int = 1, method: str | None = None) -> None:
+        """The next `n` calls (of `method`, or of any method) fail with UNAVAILABLE (HTTP 503)."""
+        with self._lock:
+            self._unavailable.append(_Counted(n, method))
+
+    def latency(self, seconds: float, method: str | None = None) -> None:
+        """Add `seconds` to every call (of `method`, or of all methods; 0 removes it)."""
+        with self._lock:
+            if seconds:
+                self._latency[method] = seconds
+            else:
+                self._latency.pop(method, None)
+
+    def cut_streams(self, after_lines: int, count: int | None = 1) -> None:
+        """The next `count` StreamJobLogs calls (None: all) fail with gRPC INTERNAL "RST_STREAM" after
+        sending `after_lines` lines: beaker-py raises BeakerStreamConnectionClosedError and resumes."""
+        with self._lock:
+            self._streams.append((_Counted(count), StreamFault("cut", after_lines)))
+
+    def end_streams(self, after_lines: int, count: int | None = 1) -> None:
+        """The next `count` StreamJobLogs calls (None: all) end cleanly after `after_lines` lines even
+        though the job still runs (Beaker's follow streams do that; beaker-py asks GetJob, re-requests)."""
+        with self._lock:
+            self._streams.append((_Counted(count), StreamFault("end", after_lines)))
+
+    def fail_create_after_record(self, count: int = 1, mode: str = "503") -> None:
+        """The next `count` experiment creates record the experiment, then fail: mode "503" answers
+        HTTP 503, "500" HTTP 500, "drop" closes the connection without an answer (ambiguous failures)."""
+        if mode not in ("503", "500", "drop"):
+            raise ValueError("mode must be '503', '500' or 'drop'")
+        with self._lock:
+            self._create_failures.append((_Counted(count), mode))
+
+    # ---- consult (server side)
+    def take_unavailable(self, method: str) -> bool:
+        with self._lock:
+            for f in self._unavailable:
+                if f.matches(method) and f.take():
+                    return True
+            self._unavailable = [f for f in self._unavailable if f.remaining != 0]
+            return False
+
+    def delay_for(self, method: str) -> float:
+        with self._lock:
+            return self._latency.get(method, 0.0) + self._latency.get(None, 0.0)
+
+    def take_stream_fault(self) -> StreamFault | None:
+        with self._lock:
+            for counted, fault in self._streams:
+                if counted.take():
+                    return fault
+            return None
+
+    def take_create_failure(self) -> str | None:
+        with self._lock:
+            for counted, mode in self._create_failures:
+                if counted.take():
+                    return mode
+            return None

@@ -1,0 +1,155 @@
+"""Ready-made scenarios: `basic` (small, for tests), `demo` (40 clusters, 200 workloads, a 200k-line log,
+for benchmarks), and `load_yaml` for a scenario file (see README)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from .state import NS, Experiment, State
+
+BASIC_SECRETS = {
+    "HF_TOKEN": "hf_fake_secret_value_0001",
+    "WANDB_API_KEY": "wandb_shared_secret_0002",
+    "alice_WANDB_API_KEY": "wandb_alice_secret_0003",
+    "GITHUB_TOKEN": "ghp_fake_secret_0004",
+}
+
+
+def basic(state: State) -> State:
+    """Org ai2; users alice (token-alice, the default) and bob (token-bob); workspace ai2/launchkit with
+    budget ai2/oe-default and secrets; workspace ai2/no-budget; image alice/base; seven clusters."""
+    s = state
+    s.add_user("alice", "token-alice")
+    s.add_user("bob", "token-bob")
+    s.add_budget("ai2/oe-default")
+    s.add_workspace("ai2/launchkit", budget="ai2/oe-default", author="alice", description="launchkit tests",
+                    secrets=BASIC_SECRETS)
+    s.add_workspace("ai2/no-budget", author="bob")
+    s.add_image("alice/base", docker_tag="ghcr.io/example/base:latest")
+    h100, a100, l40s = "NVIDIA_H100", "NVIDIA_A100_80GB", "NVIDIA_L40S"
+    s.add_cluster("ai2/jupiter-cirrascale-2", aliases=["jupiter"], tags=["interconnect:ib", "storage:weka"],
+                  nodes=[{"gpu_type": h100, "assigned": a} for a in (8, 4, 0, 8)])
+    s.add_cluster("ai2/saturn-cirrascale", aliases=["saturn"], tags=["storage:weka"],
+                  nodes=[{"gpu_type": a100, "assigned": 6}, {"gpu_type": a100, "assigned": 8},
+                         {"gpu_type": l40s, "assigned": 0}, {"gpu_type": l40s, "assigned": 2}])
+    s.add_cluster("ai2/ceres-cirrascale", aliases=["ceres"], tags=["interconnect:ib", "storage:weka"],
+                  nodes=[{"gpu_type": h100, "assigned": 8} for _ in range(2)])
+    s.add_cluster("ai2/augusta-google-1", aliases=["augusta"], tags=["interconnect:tcpxo"],
+                  nodes=[{"gpu_type": h100, "assigned": 0, "cordoned": True}, {"gpu_type": h100, "assigned": 2}])
+    s.add_cluster("ai2/phobos-cirrascale", aliases=["phobos"], tags=["cpu-only"],
+                  nodes=[{"gpu_type": None, "gpus": 0}])
+    s.add_cluster("ai2/interactive", aliases=["sessions"], max_task_timeout=0,
+                  nodes=[{"gpu_type": h100, "assigned": 0}])
+    s.add_cluster("ai2/triton-cirrascale", aliases=["triton"], max_task_timeout=2 * 86400 * NS,
+                  nodes=[{"gpu_type": l40s, "assigned": 3}])
+    return s
+
+
+GPU_CHOICES = ["NVIDIA_H100", "NVIDIA_A100_80GB", "NVIDIA_L40S", "NVIDIA_H200", "NVIDIA_B200", "NVIDIA_A100_40GB"]
+
+
+def demo(state: State, *, clusters: int = 40, workloads: int = 200, log_lines: int = 200_000,
+         seed: int = 7) -> State:
+    """Benchmark scenario on top of `basic`: `clusters` more clusters (4-12 nodes, some mixed GPU types,
+    random occupancy), `workloads` experiments over the last 5 days by alice and bob (half of them with
+    GANTRY_VERSION in their env so gantry's `list` shows them, the rest LAUNCHKIT_VERSION), and a
+    finished experiment `follow-200k` whose job logged `log_lines` lines."""
+    basic(state)
+    rnd = random.Random(seed)
+    s = state
+    for i in range(clusters):
+        main = GPU_CHOICES[i % len(GPU_CHOICES)]
+        other = GPU_CHOICES[(i + 1) % len(GPU_CHOICES)]
+        nodes = []
+        for k in range(rnd.randint(4, 12)):
+            gpu = other if (i % 5 == 0 and k % 3 == 2) else main
+            nodes.append({"gpu_type": gpu, "assigned": rnd.choice([0, 2, 4, 8, 8, 8]),
+                          "cordoned": rnd.random() < 0.05})
+        s.add_cluster(f"ai2/bench-{i:02d}", aliases=[f"b{i:02d}"], tags=["interconnect:ib"] if i % 2 else [],
+                      max_task_timeout=0 if i % 13 == 12 else None, nodes=nodes)
+    now = s.clock()
+    statuses = ["running", "succeeded", "failed", "queued", "succeeded", "canceled"]
+    for i in range(workloads):
+        env = {"GANTRY_VERSION": "3.7.0"} if i % 2 == 0 else {"LAUNCHKIT_VERSION": "0.1.0"}
+        exp = s.add_experiment("ai2/launchkit", f"bench-{i:03d}", author="alice" if i % 3 else "bob",
+                               description=f"benchmark workload {i}", env=env,
+                               created=now - (workloads - i) * 1800 * NS)
+        drive(s, exp, statuses[i % len(statuses)], lines=[f"workload {i} line {k}" for k in range(3)])
+    big = s.add_experiment("ai2/launchkit", "follow-200k", author="alice", description="200k log lines",
+                           env={"GANTRY_VERSION": "3.7.0", "LAUNCHKIT_VERSION": "0.1.0"})
+    job = s.start_job(big)
+    s.append_synthetic_logs(job, log_lines)
+    s.finish_job(job, 0)
+    return s
+
+
+def drive(s: State, exp: Experiment, status: str, *, exit_code: int | None = None,
+          lines: list[str] | None = None, synthetic_lines: int = 0) -> None:
+    """Move every task's job of `exp` to `status` (queued, running, succeeded, failed, canceled, preempted)."""
+    for task in exp.tasks:
+        job = task.latest_job
+        assert job is not None
+        if status == "queued":
+            continue
+        s.start_job(job)
+        if lines:
+            s.append_logs(job, lines)
+        if synthetic_lines:
+            s.append_synthetic_logs(job, synthetic_lines)
+        if status == "succeeded":
+            s.finish_job(job, 0 if exit_code is None else exit_code)
+        elif status == "failed":
+            s.finish_job(job, 1 if exit_code is None else exit_code)
+        elif status == "canceled":
+            s.cancel_job(job)
+        elif status == "preempted":
+            s.preempt_job(job)
+        elif status != "running":
+            raise ValueError(f"unknown status {status!r}")
+
+
+def load_yaml(path: str | Path, state: State) -> dict[str, Any]:
+    """Build `state` from a scenario file; returns server options found in it (e.g. latency)."""
+    import yaml
+
+    doc = yaml.safe_load(Path(path).read_text()) or {}
+    if doc.get("scenario"):
+        build(doc["scenario"], state, **(doc.get("scenario_options") or {}))
+    s = state
+    for u in doc.get("users") or []:
+        s.add_user(u["name"], u.get("token"), org=u.get("org", "ai2"))
+    for b in doc.get("budgets") or []:
+        s.add_budget(b)
+    for w in doc.get("workspaces") or []:
+        s.add_workspace(w["name"], budget=w.get("budget"), author=w.get("author"),
+                        description=w.get("description", ""), secrets=w.get("secrets"))
+    for i in doc.get("images") or []:
+        s.add_image(i["name"], workspace=i.get("workspace"), docker_tag=i.get("docker_tag", ""))
+    for c in doc.get("clusters") or []:
+        nodes = []
+        for n in c.get("nodes") or []:
+            n = dict(n)
+            nodes += [n] * int(n.pop("count", 1))
+        timeout = c.get("max_task_timeout")
+        s.add_cluster(c["name"], aliases=c.get("aliases") or [], tags=c.get("tags") or [],
+                      max_task_timeout=None if timeout is None else int(timeout * NS), nodes=nodes)
+    now = s.clock()
+    for e in doc.get("experiments") or []:
+        exp = s.add_experiment(e["workspace"], e["name"], author=e["author"], description=e.get("description", ""),
+                               task_names=e.get("tasks") or ["main"], env=e.get("env"),
+                               replicas=e.get("replicas", 1),
+                               created=now - int(e["created_ago"] * NS) if "created_ago" in e else None)
+        drive(s, exp, e.get("status", "queued"), exit_code=e.get("exit_code"), lines=e.get("logs"),
+              synthetic_lines=int(e.get("synthetic_logs", 0)))
+    return {k: doc[k] for k in ("latency", "default_user", "default_workspace") if k in doc}
+
+
+SCENARIOS = {"basic": basic, "demo": demo, "empty": lambda s, **kw: s}
+
+
+def build(name: str, state: State, **options: Any) -> State:
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; one of {sorted(SCENARIOS)}")
+    return SCENARIOS[name](state, **options)

@@ -1,0 +1,644 @@
+"""The gRPC side: a `beaker_pb2_grpc.BeakerServicer` over `State`, plus state -> protobuf conversion.
+
+Every RPC goes through `_wrap`: count the call, apply injected latency/UNAVAILABLE, authenticate the
+bearer token, and map errors (NotFound -> NOT_FOUND, Conflict -> ALREADY_EXISTS, anything else ->
+INVALID_ARGUMENT, which beaker-py never retries). RPCs the fake does not implement answer
+INVALID_ARGUMENT too.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import TYPE_CHECKING, Any, Callable
+
+import grpc
+import yaml
+from beaker import beaker_pb2 as pb2
+from beaker import beaker_pb2_grpc
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from .state import NS, Cluster, Conflict, Experiment, Invalid, Job, Node, NotFound, State, Task, User, Workspace
+
+if TYPE_CHECKING:
+    from .server import FakeBeaker
+
+RST_STREAM_DETAILS = "Received RST_STREAM with error code 2 (fake stream cut)"
+DEFAULT_PAGE_SIZE = 100
+
+
+def ts(ns: int | None) -> Timestamp | None:
+    if ns is None:
+        return None
+    return Timestamp(seconds=ns // NS, nanos=ns % NS)
+
+
+def ts_ns(t: Timestamp) -> int:
+    return t.seconds * NS + t.nanos
+
+
+class Convert:
+    """State objects -> beaker_pb2 messages (call with `state.lock` held)."""
+
+    def __init__(self, state: State) -> None:
+        self.s = state
+
+    def org(self, o) -> pb2.Organization:
+        return pb2.Organization(id=o.id, name=o.name, display_name=o.name.upper(), created=ts(o.created))
+
+    def user(self, u: User) -> pb2.User:
+        return pb2.User(id=u.id, name=u.name, display_name=u.display_name, created=ts(u.created))
+
+    def workspace(self, w: Workspace) -> pb2.Workspace:
+        s = self.s
+        author = s.users.get(w.author_id)
+        return pb2.Workspace(
+            id=w.id, name=s.workspace_full_name(w), description=w.description, created=ts(w.created),
+            modified=ts(w.created), owner_org=self.org(s.orgs[w.org_id]), author_user=self.user(author) if author else None,
+            archived=w.archived, budget_id=w.budget_id or "",
+        )
+
+    def budget(self, b) -> pb2.Budget:
+        org = self.s.orgs[b.org_id]
+        return pb2.Budget(id=b.id, organization_id=org.id, name=b.name, organization_name=org.name,
+                          full_name=f"{org.name}/{b.name}", created=ts(b.created))
+
+    def secret(self, sec) -> pb2.Secret:
+        return pb2.Secret(name=sec.name, created=ts(sec.created), updated=ts(sec.updated), author_id=sec.author_id)
+
+    def image(self, i) -> pb2.Image:
+        author = self.s.users[i.author_id]
+        return pb2.Image(id=i.id, name=i.name, full_name=f"{author.name}/{i.name}", workspace_id=i.workspace_id,
+                         author_id=i.author_id, created=ts(i.created), committed=ts(i.created),
+                         docker_tag=i.docker_tag)
+
+    def dataset(self, d) -> pb2.Dataset:
+        author = self.s.users[d.author_id]
+        return pb2.Dataset(id=d.id, name=d.name, full_name=f"{author.name}/{d.name}", author_id=d.author_id,
+                           workspace_id=d.workspace_id, created=ts(d.created), committed=ts(d.created))
+
+    def group(self, g) -> pb2.Group:
+        author = self.s.users[g.author_id]
+        return pb2.Group(id=g.id, name=g.name, full_name=f"{author.name}/{g.name}", description=g.description,
+                         workspace_id=g.workspace_id, author_id=g.author_id, created=ts(g.created),
+                         modified=ts(g.created))
+
+    @staticmethod
+    def slot_counts(nodes: list[Node]) -> pb2.SlotCounts:
+        total = sum(n.slots for n in nodes)
+        assigned = sum(min(n.assigned, n.slots) for n in nodes)
+        cordoned = sum(n.slots for n in nodes if n.cordoned)
+        available = sum(n.available for n in nodes)
+        return pb2.SlotCounts(total=total, available=available, occupied=assigned, assigned=assigned,
+                              cordoned=cordoned)
+
+    def running_jobs(self, node_ids: set[str]) -> int:
+        return sum(1 for j in self.s.jobs.values()
+                   if j.node_id in node_ids and j.started is not None and j.exited is None)
+
+    def cluster(self, c: Cluster, occupancy: bool = False) -> pb2.Cluster:
+        org = self.s.orgs[c.org_id]
+        msg = pb2.Cluster(id=c.id, name=c.name, organization_id=org.id, organization_name=org.name,
+                          created=ts(c.created), aliases=c.aliases, tags=c.tags, node_count=len(c.nodes),
+                          expected_node_count=len(c.nodes))
+        if c.max_task_timeout is not None:
+            msg.max_task_timeout.CopyFrom(Duration(seconds=c.max_task_timeout // NS, nanos=c.max_task_timeout % NS))
+        if occupancy:
+            msg.cluster_occupancy.CopyFrom(pb2.ClusterOccupancy(
+                running_jobs_count=self.running_jobs({n.id for n in c.nodes}),
+                slot_counts=self.slot_counts(c.nodes),
+                node_occupancies=[pb2.NodeOccupancy(node_id=n.id, running_jobs_count=self.running_jobs({n.id}),
+                                                    slot_counts=self.slot_counts([n])) for n in c.nodes],
+            ))
+        return msg
+
+    def node(self, n: Node) -> pb2.Node:
+        msg = pb2.Node(id=n.id, cluster_id=n.cluster_id, hostname=n.hostname, created=ts(n.created),
+                       heartbeat=ts(self.s.clock()),
+                       node_resources=pb2.NodeResources(
+                           cpu_count=n.cpu_count, memory_bytes=n.memory_bytes,
+                           gpu_ids=[f"GPU-{i}" for i in range(n.gpu_count)], gpu_type=n.gpu_type,
+                           slot_details=pb2.SlotDetails(slot_count=n.slots, gpu_count=n.gpu_count,
+                                                        cpu_count=float(n.cpu_count), memory_bytes=n.memory_bytes)))
+        if n.cordoned:
+            msg.cordon_details.CopyFrom(pb2.CordonDetails(cordoned=ts(n.created), cordon_reason="cordoned"))
+        return msg
+
+    def container_spec(self, spec: dict[str, Any]) -> pb2.ContainerSpec:
+        image = spec.get("image") or {}
+        res = spec.get("resources") or {}
+        envs = [pb2.EnvironmentVariable(name=e["name"], literal=e.get("value") or "",
+                                        secret_reference=e.get("secret") or "") for e in spec.get("envVars") or []]
+        return pb2.ContainerSpec(
+            image_id=image.get("beaker") or "", docker_reference=image.get("docker") or "",
+            command=[str(x) for x in spec.get("command") or []],
+            arguments=[str(x) for x in spec.get("arguments") or []], environment_variables=envs,
+            result_path=(spec.get("result") or {}).get("path") or "", host_networking=bool(spec.get("hostNetworking")),
+            resource_request=pb2.ResourceRequest(cpu_count=float(res.get("cpuCount") or 0),
+                                                 gpu_count=int(res.get("gpuCount") or 0)),
+        )
+
+    def system_details(self, t: Task) -> pb2.SystemDetails:
+        return pb2.SystemDetails(replica_group_details=pb2.ReplicaGroupDetails(
+            id=f"{t.experiment.id}-{t.name}" if t.replica_count > 1 else "", size=t.replica_count,
+            rank=t.replica_rank, is_leader_replica=t.replica_rank == 0))
+
+    def task(self, t: Task) -> pb2.Task:
+        latest = t.latest_job
+        return pb2.Task(id=t.id, experiment_id=t.experiment.id, name=t.name, author_id=t.experiment.author_id,
+                        created=ts(t.created), container_spec=self.container_spec(t.spec),
+                        system_details=self.system_details(t),
+                        status=getattr(pb2, "STATUS_" + (latest.status_name if latest else "SUBMITTED")))
+
+    def experiment(self, e: Experiment) -> pb2.Experiment:
+        return pb2.Experiment(id=e.id, name=e.name, author_id=e.author_id, workspace_id=e.workspace_id,
+                              description=e.description, tasks=[self.task(t) for t in e.tasks],
+                              created=ts(e.created), canceled=ts(e.canceled))
+
+    def workload(self, e: Experiment) -> pb2.Workload:
+        return pb2.Workload(experiment=self.experiment(e), status=getattr(pb2, "STATUS_" + e.status_name),
+                            budget_id=e.budget_id)
+
+    def job_status(self, j: Job) -> pb2.JobStatus:
+        st = pb2.JobStatus(status=getattr(pb2, "STATUS_" + j.status_name), created=ts(j.created),
+                           scheduled=ts(j.scheduled), started=ts(j.started), exited=ts(j.exited),
+                           finalized=ts(j.finalized), canceled=ts(j.canceled), message=j.message)
+        if j.exit_code is not None:
+            st.exit_code = j.exit_code
+        if j.canceled is not None:
+            st.canceled_code = j.canceled_code
+            st.canceled_for = j.message
+        if j.exit_code not in (None, 0) and j.canceled is None:
+            st.failed.CopyFrom(ts(j.exited))
+        return st
+
+    def job(self, j: Job) -> pb2.Job:
+        t, e = j.task, j.task.experiment
+        author = self.s.users[e.author_id]
+        ws = self.s.workspaces[e.workspace_id]
+        msg = pb2.Job(
+            id=j.id, task_id=t.id, name=f"{e.name}-{t.name}", author_id=e.author_id, workspace_id=e.workspace_id,
+            status=self.job_status(j), container_spec=self.container_spec(t.spec), system_details=self.system_details(t),
+            workload_id=e.id, workspace_reference=self.s.workspace_full_name(ws), author_reference=author.name,
+            retry_ancestor_id=j.retry_ancestor_id, budget_id=e.budget_id, workload_created=ts(e.created),
+        )
+        ad = msg.assignment_details
+        ad.result_dataset_id = j.result_dataset_id
+        if j.node_id:
+            ad.node_id = j.node_id
+            ad.resource_assignment.CopyFrom(pb2.ResourceAssignment(gpus=[f"GPU-{i}" for i in range(j.gpus)],
+                                                                   assigned_slots_count=max(j.gpus, 1)))
+        return msg
+
+    def summarized_event(self, j: Job, ev) -> pb2.SummarizedJobEvent:
+        return pb2.SummarizedJobEvent(job_id=j.id, status=ev.status, occurrences=ev.occurrences,
+                                      earliest_occurrence=ts(ev.earliest), latest_occurrence=ts(ev.latest),
+                                      latest_message=ev.message)
+
+
+def _sort_order(clause) -> int:
+    return clause.sort_order or pb2.SORT_ORDER_DESCENDING
+
+
+def paginate(items: list, opts, token: str) -> tuple[list, str]:
+    try:
+        start = int(token) if token else 0
+    except ValueError as e:
+        raise Invalid(f"bad page token {token!r}") from e
+    size = opts.page_size if opts.HasField("page_size") and opts.page_size > 0 else DEFAULT_PAGE_SIZE
+    page = items[start:start + size]
+    nxt = str(start + size) if start + size < len(items) else ""
+    return page, nxt
+
+
+class Impl:
+    """RPC bodies: (request, caller) -> response. Raise NotFound/Invalid/Conflict for errors."""
+
+    def __init__(self, fake: FakeBeaker) -> None:
+        self.fake = fake
+        self.s: State = fake.state
+        self.c = Convert(fake.state)
+
+    def _org_id(self, ref: str) -> str | None:
+        if not ref:
+            return None
+        return self.s.find_org(ref).id
+
+    # ---- users / orgs
+    def GetUser(self, req, caller):
+        u = self.s.find_user(req.user_id) if req.HasField("user_id") and req.user_id else caller
+        return pb2.GetUserResponse(user=self.c.user(u))
+
+    def ResolveUserName(self, req, caller):
+        return pb2.ResolveUserNameResponse(user_id=self.s.find_user(req.user_name).id)
+
+    def ListUsers(self, req, caller):
+        org = self._org_id(req.options.organization_id)
+        users = sorted((u for u in self.s.users.values() if org is None or u.org_id == org), key=lambda u: u.name)
+        page, nxt = paginate(users, req.options, req.next_page_token)
+        return pb2.ListUsersResponse(users=[self.c.user(u) for u in page], next_page_token=nxt)
+
+    def GetOrganization(self, req, caller):
+        return pb2.GetOrganizationResponse(organization=self.c.org(self.s.find_org(req.organization_id)))
+
+    def ResolveOrganizationName(self, req, caller):
+        return pb2.ResolveOrganizationNameResponse(organization_id=self.s.find_org(req.organization_name).id)
+
+    def ListOrganizations(self, req, caller):
+        orgs = sorted(self.s.orgs.values(), key=lambda o: o.created)
+        page, nxt = paginate(orgs, req.options, req.next_page_token)
+        return pb2.ListOrganizationsResponse(organizations=[self.c.org(o) for o in page], next_page_token=nxt)
+
+    # ---- workspaces, budgets, secrets
+    def GetWorkspace(self, req, caller):
+        return pb2.GetWorkspaceResponse(workspace=self.c.workspace(self.s.find_workspace(req.workspace_id)))
+
+    def ResolveWorkspaceName(self, req, caller):
+        ws = self.s.find_workspace(f"{req.owner_name}/{req.workspace_name}")
+        return pb2.ResolveWorkspaceNameResponse(workspace_id=ws.id)
+
+    def ListWorkspaces(self, req, caller):
+        o = req.options
+        org = self._org_id(o.organization_id)
+        items = [w for w in self.s.workspaces.values() if (org is None or w.org_id == org)
+                 and w.archived == o.only_archived
+                 and (not o.HasField("author_id") or w.author_id == o.author_id)]
+        if o.HasField("name_or_description_substring"):
+            sub = o.name_or_description_substring.lower()
+            items = [w for w in items if sub in w.name.lower() or sub in w.description.lower()]
+        items.sort(key=lambda w: w.created if o.sort_clause.HasField("created") else w.name,
+                   reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
+        page, nxt = paginate(items, o, req.next_page_token)
+        return pb2.ListWorkspacesResponse(workspaces=[self.c.workspace(w) for w in page], next_page_token=nxt)
+
+    def GetBudget(self, req, caller):
+        return pb2.GetBudgetResponse(budget=self.c.budget(self.s.find_budget(req.budget_id)))
+
+    def ResolveBudgetName(self, req, caller):
+        return pb2.ResolveBudgetNameResponse(
+            budget_id=self.s.find_budget(f"{req.organization_name}/{req.budget_name}").id)
+
+    def GetSecret(self, req, caller):
+        ws = self.s.find_workspace(req.workspace_id)
+        if req.secret_name not in ws.secrets:
+            raise NotFound(f"secret {req.secret_name!r} not found")
+        return pb2.GetSecretResponse(secret=self.c.secret(ws.secrets[req.secret_name]))
+
+    def ListSecrets(self, req, caller):
+        o = req.options
+        ws = self.s.find_workspace(o.workspace_id)
+        items = sorted(ws.secrets.values(), key=lambda x: x.created if o.sort_clause.HasField("created") else x.name,
+                       reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
+        page, nxt = paginate(items, o, req.next_page_token)
+        return pb2.ListSecretsResponse(secrets=[self.c.secret(x) for x in page], next_page_token=nxt)
+
+    # ---- images, datasets, groups
+    def GetImage(self, req, caller):
+        return pb2.GetImageResponse(image=self.c.image(self.s.find_image(req.image_id)))
+
+    def ResolveImageName(self, req, caller):
+        return pb2.ResolveImageNameResponse(image_id=self.s.find_image(f"{req.author_name}/{req.image_name}").id)
+
+    def ListImages(self, req, caller):
+        o = req.options
+        items = [i for i in self.s.images.values()
+                 if (not o.HasField("workspace_id") or i.workspace_id == o.workspace_id)
+                 and (not o.HasField("author_id") or i.author_id == o.author_id)
+                 and (not o.HasField("image_name_or_description") or o.image_name_or_description in i.name)]
+        items.sort(key=lambda i: i.name)
+        page, nxt = paginate(items, o, req.next_page_token)
+        return pb2.ListImagesResponse(images=[self.c.image(i) for i in page], next_page_token=nxt)
+
+    def GetDataset(self, req, caller):
+        return pb2.GetDatasetResponse(dataset=self.c.dataset(self.s.find_dataset(req.dataset_id)))
+
+    def ResolveDatasetName(self, req, caller):
+        return pb2.ResolveDatasetNameResponse(
+            dataset_id=self.s.find_dataset(f"{req.author_name}/{req.dataset_name}").id)
+
+    def GetGroup(self, req, caller):
+        return pb2.GetGroupResponse(group=self.c.group(self.s.find_group(req.group_id)))
+
+    def ListGroups(self, req, caller):
+        o = req.options
+        items = [g for g in self.s.groups.values() if not o.HasField("workspace_id") or g.workspace_id == o.workspace_id]
+        if o.HasField("name_or_description_substring"):
+            items = [g for g in items if o.name_or_description_substring in g.name + g.description]
+        items.sort(key=lambda g: g.name)
+        page, nxt = paginate(items, o, req.next_page_token)
+        return pb2.ListGroupsResponse(groups=[self.c.group(g) for g in page], next_page_token=nxt)
+
+    def CreateGroup(self, req, caller):
+        ws = self.s.find_workspace(req.workspace_id)
+        if any(g.name == req.name and g.workspace_id == ws.id for g in self.s.groups.values()):
+            raise Conflict(f"group {req.name!r} already exists")
+        g = self.s.add_group(ws.id, req.name, description=req.description, author=caller.id)
+        for eid in req.experiment_ids:
+            g.experiment_ids.append(self.s.find_experiment(eid).id)
+        return pb2.CreateGroupResponse(group=self.c.group(g))
+
+    def UpdateGroup(self, req, caller):
+        g = self.s.find_group(req.group_id)
+        if req.HasField("name"):
+            g.name = req.name
+        if req.HasField("description"):
+            g.description = req.description
+        for eid in req.add_experiment_ids:
+            g.experiment_ids.append(self.s.find_experiment(eid).id)
+        return pb2.UpdateGroupResponse(group=self.c.group(g))
+
+    # ---- clusters, nodes
+    def GetCluster(self, req, caller):
+        c = self.s.find_cluster(req.cluster_id)
+        return pb2.GetClusterResponse(cluster=self.c.cluster(c, req.include_cluster_occupancy))
+
+    def ResolveClusterName(self, req, caller):
+        return pb2.ResolveClusterNameResponse(cluster_id=self.s.find_cluster(f"{req.owner_name}/{req.cluster_name}").id)
+
+    def ListClusters(self, req, caller):
+        o = req.options
+        org = self._org_id(o.organization_id)
+        items = [c for c in self.s.clusters.values() if org is None or c.org_id == org]
+        sc = o.sort_clause
+        if sc.HasField("free_gpus") or sc.HasField("total_gpus"):
+            field = "available" if sc.HasField("free_gpus") else "total"
+            key = lambda c: (getattr(Convert.slot_counts(c.nodes), field), c.name)  # noqa: E731
+        elif sc.HasField("total_nodes"):
+            key = lambda c: (len(c.nodes), c.name)  # noqa: E731
+        elif sc.HasField("running_jobs"):
+            key = lambda c: (self.c.running_jobs({n.id for n in c.nodes}), c.name)  # noqa: E731
+        elif sc.HasField("created"):
+            key = lambda c: (c.created, c.name)  # noqa: E731
+        else:
+            key = lambda c: c.name  # noqa: E731
+        default_desc = not (sc.HasField("name") or not sc.ListFields())
+        desc = sc.sort_order == pb2.SORT_ORDER_DESCENDING if sc.sort_order else default_desc
+        items.sort(key=key, reverse=desc)
+        page, nxt = paginate(items, o, req.next_page_token)
+        occ = o.include_cluster_occupancy
+        return pb2.ListClustersResponse(clusters=[self.c.cluster(c, occ) for c in page], next_page_token=nxt)
+
+    def GetNode(self, req, caller):
+        return pb2.GetNodeResponse(node=self.c.node(self.s.find_node(req.node_id)))
+
+    def ListNodes(self, req, caller):
+        o = req.options
+        if o.HasField("cluster_id"):
+            items = list(self.s.find_cluster(o.cluster_id).nodes)
+        else:
+            org = self._org_id(o.organization_id)
+            items = [n for n in self.s.nodes.values() if org is None or self.s.clusters[n.cluster_id].org_id == org]
+        sc = o.sort_clause
+        if sc.HasField("created"):
+            items.sort(key=lambda n: n.created, reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING)
+        elif sc.HasField("utilization"):
+            items.sort(key=lambda n: n.assigned / max(n.slots, 1), reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING)
+        else:
+            items.sort(key=lambda n: n.hostname, reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING)
+        page, nxt = paginate(items, o, req.next_page_token)
+        return pb2.ListNodesResponse(nodes=[self.c.node(n) for n in page], next_page_token=nxt)
+
+    # ---- workloads / experiments
+    def GetWorkload(self, req, caller):
+        return pb2.GetWorkloadResponse(workload=self.c.workload(self.s.find_experiment(req.workload_id)))
+
+    def ResolveWorkloadName(self, req, caller):
+        e = self.s.find_experiment(f"{req.author_name}/{req.workload_name}")
+        return pb2.ResolveWorkloadNameResponse(workload_id=e.id)
+
+    def ListWorkloads(self, req, caller):
+        o = req.options
+        if o.HasField("workload_type") and o.workload_type == pb2.WORKLOAD_TYPE_ENVIRONMENT:
+            return pb2.ListWorkloadsResponse()
+        org = self._org_id(o.organization_id)
+        items = []
+        statuses = set(o.statuses)
+        sub = o.name_or_description_substring.lower() if o.HasField("name_or_description_substring") else None
+        after = ts_ns(o.created_after) if o.HasField("created_after") else None
+        before = ts_ns(o.created_before) if o.HasField("created_before") else None
+        for e in self.s.experiments.values():
+            if org is not None and self.s.workspaces[e.workspace_id].org_id != org:
+                continue
+            if o.HasField("workspace_id") and e.workspace_id != self.s.find_workspace(o.workspace_id).id:
+                continue
+            if o.HasField("author_id") and e.author_id != self.s.find_user(o.author_id).id:
+                continue
+            if statuses and getattr(pb2, "STATUS_" + e.status_name) not in statuses:
+                continue
+            if o.HasField("job_finalized") and e.finalized != o.job_finalized:
+                continue
+            if sub is not None and sub not in e.name.lower() and sub not in e.description.lower():
+                continue
+            if after is not None and e.created < after:
+                continue
+            if before is not None and e.created >= before:
+                continue
+            items.append(e)
+        items.sort(key=lambda e: (e.created, e.id),
+                   reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING)
+        page, nxt = paginate(items, o, req.next_page_token)
+        return pb2.ListWorkloadsResponse(workloads=[self.c.workload(e) for e in page], next_page_token=nxt)
+
+    def UpdateWorkload(self, req, caller):
+        e = self.s.find_experiment(req.workload_id)
+        if req.HasField("name"):
+            e.name = req.name
+        if req.HasField("description"):
+            e.description = req.description
+        return pb2.UpdateWorkloadResponse(workload=self.c.workload(e))
+
+    def CancelWorkloads(self, req, caller):
+        ids = []
+        for wid in req.workload_ids:
+            e = self.s.find_experiment(wid)
+            self.s.cancel_experiment(e)
+            ids.append(e.id)
+        return pb2.CancelWorkloadsResponse(workload_ids=ids)
+
+    def DeleteWorkloads(self, req, caller):
+        for wid in req.workload_ids:
+            e = self.s.find_experiment(wid)
+            for t in e.tasks:
+                for j in t.jobs:
+                    self.s.jobs.pop(j.id, None)
+                self.s.tasks.pop(t.id, None)
+            del self.s.experiments[e.id]
+        return pb2.DeleteWorkloadsResponse()
+
+    def GetExperimentYamlSpec(self, req, caller):
+        e = self.s.find_experiment(req.experiment_id)
+        return pb2.GetExperimentYamlSpecResponse(experiment_spec=yaml.safe_dump(e.spec, sort_keys=False))
+
+    def RestartExperimentTasks(self, req, caller):
+        e = self.s.find_experiment(req.experiment_id)
+        for t in e.tasks:
+            j = t.latest_job
+            if j is not None and j.finalized is not None and j.status_name in ("FAILED", "CANCELED"):
+                self.s._new_job(t, retry_of=j)
+        e.canceled = None
+        return pb2.RestartExperimentTasksResponse(workload=self.c.workload(e))
+
+    # ---- jobs
+    def GetJob(self, req, caller):
+        return pb2.GetJobResponse(job=self.c.job(self.s.find_job(req.job_id)))
+
+    def ListJobs(self, req, caller):
+        o = req.options
+        if o.HasField("task_id"):
+            items = list(self.s.find_task(o.task_id).jobs)
+        elif o.HasField("environment_id"):
+            items = []
+        else:
+            org = self._org_id(o.organization_id)
+            items = [j for j in self.s.jobs.values()
+                     if org is None or self.s.workspaces[j.experiment.workspace_id].org_id == org]
+        if o.HasField("finalized"):
+            items = [j for j in items if (j.finalized is not None) == o.finalized]
+        if o.HasField("scheduled"):
+            items = [j for j in items if (j.scheduled is not None) == o.scheduled]
+        if o.HasField("scheduled_on_node_id"):
+            items = [j for j in items if j.node_id == o.scheduled_on_node_id]
+        if o.HasField("scheduled_on_cluster_id"):
+            cid = self.s.find_cluster(o.scheduled_on_cluster_id).id
+            items = [j for j in items if j.cluster_id == cid]
+        if o.HasField("canceled"):
+            items = [j for j in items if (j.canceled is not None) == o.canceled]
+        if o.HasField("exited"):
+            items = [j for j in items if (j.exited is not None) == o.exited]
+        items.sort(key=lambda j: (j.created, j.id), reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING)
+        page, nxt = paginate(items, o, req.next_page_token)
+        return pb2.ListJobsResponse(jobs=[self.c.job(j) for j in page], next_page_token=nxt)
+
+    def ListSummarizedJobEvents(self, req, caller):
+        o = req.options
+        j = self.s.find_job(o.job_id)
+        events = sorted(j.events, key=lambda ev: ev.latest,
+                        reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
+        page, nxt = paginate(events, o, req.next_page_token)
+        return pb2.ListSummarizedJobEventsResponse(
+            summarized_job_events=[self.c.summarized_event(j, ev) for ev in page], next_page_token=nxt)
+
+
+STREAMING = {"StreamJobLogs"}
+
+
+def stream_job_logs(fake: FakeBeaker, req, context) -> Any:
+    """StreamJobLogs: `since` inclusive, then `tail_lines` (last N of those), then (follow) new lines
+    until the job is finalized. Injected faults cut (RST_STREAM) or end the stream early."""
+    s = fake.state
+    with s.lock:
+        job = s.find_job(req.job_id)
+        logs = job.logs
+        start = logs.index_at_or_after(ts_ns(req.since)) if req.HasField("since") else 0
+        if req.tail_lines > 0:
+            start = max(start, logs.count - req.tail_lines)
+    fault = fake.faults.take_stream_fault()
+    sent = 0
+    idx = start
+    JobLog = pb2.JobLog
+    while True:
+        with s.lock:
+            stop = logs.count
+        if fault is not None:
+            stop = min(stop, idx + max(0, fault.after_lines - sent))
+        for t, msg in logs.iter_from(idx, stop):
+            yield JobLog(timestamp=Timestamp(seconds=t // NS, nanos=t % NS), message=msg)
+        sent += stop - idx
+        idx = stop
+        if fault is not None and sent >= fault.after_lines:
+            if fault.kind == "cut":
+                raise StreamCut()
+            return
+        if not req.follow:
+            return
+        with s.lock:
+            while logs.count <= idx and job.finalized is None and context.is_active():
+                s.changed.wait(0.25)
+            if logs.count <= idx and job.finalized is not None:
+                return
+        if not context.is_active():
+            return
+
+
+class StreamCut(Exception):
+    """Raised inside a stream to end it like a dropped HTTP/2 stream (INTERNAL + RST_STREAM)."""
+
+
+def _status_for(exc: Exception) -> tuple[grpc.StatusCode, str]:
+    if isinstance(exc, NotFound):
+        return grpc.StatusCode.NOT_FOUND, str(exc)
+    if isinstance(exc, Conflict):
+        return grpc.StatusCode.ALREADY_EXISTS, str(exc)
+    if isinstance(exc, Invalid):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+    tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    return grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker bug or unsupported request: {tb}"
+
+
+def make_servicer(fake: FakeBeaker) -> beaker_pb2_grpc.BeakerServicer:
+    impl = Impl(fake)
+    servicer = beaker_pb2_grpc.BeakerServicer()
+    service = pb2.DESCRIPTOR.services_by_name["Beaker"]
+
+    def preamble(name: str, context) -> tuple[User | None, tuple[grpc.StatusCode, str] | None]:
+        fake._record_call(name)
+        delay = fake.faults.delay_for(name)
+        if delay:
+            time.sleep(delay)
+        if fake.faults.take_unavailable(name):
+            return None, (grpc.StatusCode.UNAVAILABLE, "fakebeaker: injected UNAVAILABLE")
+        token = ""
+        for k, v in context.invocation_metadata():
+            if k == "authorization":
+                token = v.split(" ", 1)[-1]
+        user = fake.state.user_for_token(token)
+        if user is None:
+            return None, (grpc.StatusCode.PERMISSION_DENIED, "invalid or missing Beaker token")
+        return user, None
+
+    def unary(name: str, body: Callable | None):
+        def handler(request, context):
+            caller, err = preamble(name, context)
+            if err is None and body is None:
+                err = (grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
+            if err is None:
+                try:
+                    with fake.state.lock:
+                        return body(request, caller)
+                except Exception as exc:  # noqa: BLE001 - mapped to a status the client will not retry
+                    err = _status_for(exc)
+            context.abort(*err)
+        return handler
+
+    def streaming(name: str, body: Callable | None):
+        def handler(request, context):
+            caller, err = preamble(name, context)
+            if err is None and body is None:
+                err = (grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
+            if err is None:
+                gen = body(fake, request, context)
+                while True:
+                    try:
+                        item = next(gen)
+                    except StopIteration:
+                        return
+                    except StreamCut:
+                        err = (grpc.StatusCode.INTERNAL, RST_STREAM_DETAILS)
+                        break
+                    except Exception as exc:  # noqa: BLE001
+                        err = _status_for(exc)
+                        break
+                    yield item
+            context.abort(*err)
+        return handler
+
+    for m in service.methods:
+        if m.name == "StreamJobLogs":
+            setattr(servicer, m.name, streaming(m.name, stream_job_logs))
+        elif m.server_streaming or m.client_streaming:
+            setattr(servicer, m.name, streaming(m.name, None) if m.server_streaming else unary(m.name, None))
+        else:
+            setattr(servicer, m.name, unary(m.name, getattr(impl, m.name, None)))
+    return servicer
+

@@ -1,0 +1,871 @@
+"""In-memory Beaker model plus the Python API tests use to arrange scenarios and drive jobs.
+
+All times are integers in nanoseconds since the epoch (`State.now()`). Objects are plain dataclasses;
+the gRPC layer (`servicer.py`) converts them to beaker-py's protobuf messages.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .logs import JobLogs
+
+NS = 1_000_000_000
+
+
+class NotFound(Exception):
+    """Unknown id or name: the server answers NOT_FOUND (HTTP 404)."""
+
+
+class Invalid(Exception):
+    """A request the fake rejects: the server answers INVALID_ARGUMENT (HTTP 400)."""
+
+
+class Conflict(Exception):
+    """A name already in use: HTTP 409 / gRPC ALREADY_EXISTS."""
+
+
+# GPU type names as beaker-py's BeakerGpuType spells them (without the GPU_TYPE_ prefix).
+GPU_TYPES = {
+    "NVIDIA_H100": 1, "NVIDIA_A100_80GB": 2, "NVIDIA_A100_40GB": 3, "NVIDIA_L4": 4, "NVIDIA_RTX_A5000": 5,
+    "NVIDIA_RTX_A6000": 6, "NVIDIA_RTX_8000": 7, "NVIDIA_T4": 8, "NVIDIA_P100": 9, "NVIDIA_P4": 10,
+    "NVIDIA_V100": 11, "NVIDIA_L40": 12, "NVIDIA_L40S": 13, "NVIDIA_B200": 14, "NVIDIA_H200": 15,
+    "NVIDIA_B300": 16,
+}
+
+
+def gpu_type_value(gpu_type: str | int | None) -> int:
+    if gpu_type is None:
+        return 0
+    if isinstance(gpu_type, int):
+        return gpu_type
+    key = gpu_type.upper().replace(" ", "_").removeprefix("GPU_TYPE_")
+    if key not in GPU_TYPES:
+        raise ValueError(f"unknown GPU type {gpu_type!r}; one of {sorted(GPU_TYPES)}")
+    return GPU_TYPES[key]
+
+
+@dataclass
+class Org:
+    id: str
+    name: str
+    created: int
+
+
+@dataclass
+class User:
+    id: str
+    name: str
+    token: str
+    display_name: str
+    created: int
+    org_id: str
+
+
+@dataclass
+class Budget:
+    id: str
+    org_id: str
+    name: str
+    created: int
+
+
+@dataclass
+class Secret:
+    name: str
+    value: bytes  # kept only inside the fake; never sent anywhere but the secret-value route
+    created: int
+    updated: int
+    author_id: str
+
+
+@dataclass
+class Workspace:
+    id: str
+    org_id: str
+    name: str
+    created: int
+    author_id: str
+    description: str = ""
+    budget_id: str | None = None
+    archived: bool = False
+    secrets: dict[str, Secret] = field(default_factory=dict)
+
+
+@dataclass
+class Image:
+    id: str
+    name: str
+    author_id: str
+    workspace_id: str
+    created: int
+    docker_tag: str = ""
+
+
+@dataclass
+class Dataset:
+    id: str
+    name: str
+    author_id: str
+    workspace_id: str
+    created: int
+
+
+@dataclass
+class Group:
+    id: str
+    name: str
+    workspace_id: str
+    author_id: str
+    created: int
+    description: str = ""
+    experiment_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Node:
+    id: str
+    cluster_id: str
+    hostname: str
+    gpu_type: int
+    gpu_count: int
+    cpu_count: int
+    memory_bytes: int
+    slots: int  # schedulable slots (one per GPU; 0 on a CPU-only node)
+    created: int
+    assigned: int = 0  # slots in use (set directly by tests or by jobs running on the node)
+    cordoned: bool = False
+
+    @property
+    def available(self) -> int:
+        return 0 if self.cordoned else max(0, self.slots - self.assigned)
+
+
+@dataclass
+class Cluster:
+    id: str
+    org_id: str
+    name: str
+    created: int
+    aliases: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    max_task_timeout: int | None = None  # ns; None = unset (unlimited); 0 = takes no batch jobs
+    nodes: list[Node] = field(default_factory=list)
+
+
+@dataclass
+class Event:
+    status: str
+    message: str
+    earliest: int
+    latest: int
+    occurrences: int = 1
+
+
+@dataclass
+class Job:
+    id: str
+    task: Task
+    created: int
+    result_dataset_id: str
+    retry_ancestor_id: str = ""
+    scheduled: int | None = None
+    started: int | None = None
+    exited: int | None = None
+    finalized: int | None = None
+    canceled: int | None = None
+    canceled_code: int = 0  # beaker_pb2.CancelationCode
+    exit_code: int | None = None
+    message: str = ""
+    node_id: str = ""
+    cluster_id: str = ""
+    gpus: int = 0
+    events: list[Event] = field(default_factory=list)
+    logs: JobLogs = field(default_factory=JobLogs)
+
+    @property
+    def experiment(self) -> Experiment:
+        return self.task.experiment
+
+    @property
+    def status_name(self) -> str:
+        """The beaker_pb2.WorkloadStatus name (without STATUS_)."""
+        if self.canceled is not None:
+            return "CANCELED"
+        if self.exited is not None:
+            if self.finalized is None:
+                return "UPLOADING_RESULTS"
+            return "SUCCEEDED" if self.exit_code == 0 else "FAILED"
+        if self.started is not None:
+            return "RUNNING"
+        if self.scheduled is not None:
+            return "INITIALIZING"
+        return "QUEUED"
+
+
+@dataclass
+class Task:
+    id: str
+    experiment: Experiment
+    name: str
+    created: int
+    spec: dict[str, Any]
+    replica_rank: int = 0
+    replica_count: int = 1
+    jobs: list[Job] = field(default_factory=list)
+
+    @property
+    def latest_job(self) -> Job | None:
+        return self.jobs[-1] if self.jobs else None
+
+
+@dataclass
+class Experiment:
+    id: str
+    name: str
+    author_id: str
+    workspace_id: str
+    created: int
+    spec: dict[str, Any]
+    description: str = ""
+    budget_id: str = ""
+    canceled: int | None = None
+    tasks: list[Task] = field(default_factory=list)
+
+    @property
+    def jobs(self) -> list[Job]:
+        return [j for t in self.tasks for j in t.jobs]
+
+    @property
+    def status_name(self) -> str:
+        latest = [t.latest_job for t in self.tasks if t.latest_job is not None]
+        names = {j.status_name for j in latest}
+        if not latest:
+            return "SUBMITTED"
+        for s in ("RUNNING", "INITIALIZING", "UPLOADING_RESULTS", "QUEUED"):
+            if s in names:
+                return s
+        if "FAILED" in names:
+            return "FAILED"
+        if "CANCELED" in names:
+            return "CANCELED"
+        return "SUCCEEDED"
+
+    @property
+    def finalized(self) -> bool:
+        return all(t.latest_job is not None and t.latest_job.finalized is not None for t in self.tasks)
+
+
+CANCEL_MANUAL = 4
+CANCEL_SYSTEM_PREEMPTION = 1
+CANCEL_USER_PREEMPTION = 2
+
+
+@dataclass
+class AutoRun:
+    """Scheduler for jobs nobody drives by hand: start after `start_after` s, log `lines`, exit."""
+
+    start_after: float = 0.05
+    run_for: float | None = 0.1  # None: keep running until a test finishes/cancels the job
+    exit_code: int = 0
+    lines: list[str] = field(default_factory=lambda: ["hello from the fake job"])
+
+
+class State:
+    """All server-side data. Every mutation holds `lock` and notifies `changed` (log followers wait on it)."""
+
+    def __init__(self, clock=time.time_ns) -> None:
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.clock = clock
+        self._ids = itertools.count(1)
+        self.orgs: dict[str, Org] = {}
+        self.users: dict[str, User] = {}
+        self.budgets: dict[str, Budget] = {}
+        self.workspaces: dict[str, Workspace] = {}
+        self.images: dict[str, Image] = {}
+        self.datasets: dict[str, Dataset] = {}
+        self.groups: dict[str, Group] = {}
+        self.clusters: dict[str, Cluster] = {}
+        self.nodes: dict[str, Node] = {}
+        self.experiments: dict[str, Experiment] = {}
+        self.tasks: dict[str, Task] = {}
+        self.jobs: dict[str, Job] = {}
+        self.auto: AutoRun | None = None
+        self._timers: list[threading.Timer] = []
+        self._last_ts = 0
+
+    # ----------------------------------------------------------------- basics
+    def now(self) -> int:
+        """Current time in ns, strictly increasing between calls (so log lines never tie)."""
+        with self.lock:
+            t = max(self.clock(), self._last_ts + 1)
+            self._last_ts = t
+            return t
+
+    def new_id(self, kind: str) -> str:
+        n = next(self._ids)
+        return f"01{kind.upper()[:3]}{n:021d}"
+
+    def _touch(self) -> None:
+        self.changed.notify_all()
+
+    # ------------------------------------------------------------ arrangement
+    def add_org(self, name: str) -> Org:
+        with self.lock:
+            for o in self.orgs.values():
+                if o.name == name:
+                    return o
+            org = Org(self.new_id("org"), name, self.now())
+            self.orgs[org.id] = org
+            return org
+
+    def add_user(self, name: str, token: str | None = None, *, org: str = "ai2",
+                 display_name: str | None = None) -> User:
+        with self.lock:
+            o = self.add_org(org)
+            user = User(self.new_id("usr"), name, token or f"token-{name}", display_name or name.title(),
+                        self.now(), o.id)
+            self.users[user.id] = user
+            return user
+
+    def add_budget(self, full_name: str) -> Budget:
+        org_name, name = _split(full_name, "budget")
+        with self.lock:
+            o = self.add_org(org_name)
+            b = Budget(self.new_id("bud"), o.id, name, self.now())
+            self.budgets[b.id] = b
+            return b
+
+    def add_workspace(self, full_name: str, *, budget: str | None = None, author: str | None = None,
+                      description: str = "", secrets: dict[str, str] | None = None) -> Workspace:
+        org_name, name = _split(full_name, "workspace")
+        with self.lock:
+            o = self.add_org(org_name)
+            budget_id = None
+            if budget is not None:
+                try:
+                    budget_id = self.find_budget(budget).id
+                except NotFound:
+                    budget_id = self.add_budget(budget).id
+            author_id = self.find_user(author).id if author else next(iter(self.users), "")
+            ws = Workspace(self.new_id("wsp"), o.id, name, self.now(), author_id, description, budget_id)
+            self.workspaces[ws.id] = ws
+            for k, v in (secrets or {}).items():
+                self.put_secret(ws.id, k, v, author_id=author_id)
+            return ws
+
+    def put_secret(self, workspace: str, name: str, value: str | bytes = "", *, author_id: str = "") -> Secret:
+        with self.lock:
+            ws = self.find_workspace(workspace)
+            data = value.encode() if isinstance(value, str) else bytes(value)
+            now = self.now()
+            old = ws.secrets.get(name)
+            s = Secret(name, data, old.created if old else now, now, author_id or ws.author_id)
+            ws.secrets[name] = s
+            return s
+
+    def add_image(self, full_name: str, *, workspace: str | None = None, docker_tag: str = "") -> Image:
+        author_name, name = _split(full_name, "image")
+        with self.lock:
+            author = self.find_user(author_name)
+            ws_id = self.find_workspace(workspace).id if workspace else next(iter(self.workspaces), "")
+            img = Image(self.new_id("img"), name, author.id, ws_id, self.now(), docker_tag)
+            self.images[img.id] = img
+            return img
+
+    def add_cluster(self, full_name: str, *, aliases: Iterable[str] = (), tags: Iterable[str] = (),
+                    max_task_timeout: int | None = None,
+                    nodes: Iterable[dict[str, Any]] | None = None) -> Cluster:
+        """`nodes`: dicts of `add_node` keyword arguments. max_task_timeout in ns (0 = no batch jobs)."""
+        org_name, name = _split(full_name, "cluster")
+        with self.lock:
+            o = self.add_org(org_name)
+            c = Cluster(self.new_id("clu"), o.id, name, self.now(), list(aliases), list(tags), max_task_timeout)
+            self.clusters[c.id] = c
+            for kw in nodes or ():
+                self.add_node(c.id, **kw)
+            return c
+
+    def add_node(self, cluster: str, *, gpu_type: str | int | None = "NVIDIA_H100", gpus: int = 8,
+                 assigned: int = 0, cordoned: bool = False, hostname: str | None = None,
+                 cpus: int = 128, memory_bytes: int = 1 << 40) -> Node:
+        with self.lock:
+            c = self.find_cluster(cluster)
+            n = Node(self.new_id("nod"), c.id, hostname or f"{c.name}-{len(c.nodes) + 1:03d}.example",
+                     gpu_type_value(gpu_type) if gpus else 0, gpus, cpus, memory_bytes, gpus,
+                     self.now(), assigned, cordoned)
+            c.nodes.append(n)
+            self.nodes[n.id] = n
+            self._touch()
+            return n
+
+    def add_group(self, workspace: str, name: str, *, description: str = "", author: str | None = None) -> Group:
+        with self.lock:
+            ws = self.find_workspace(workspace)
+            g = Group(self.new_id("grp"), name, ws.id, self.find_user(author).id if author else ws.author_id,
+                      self.now(), description)
+            self.groups[g.id] = g
+            return g
+
+    # ---------------------------------------------------------------- lookups
+    def find_user(self, ref: str) -> User:
+        with self.lock:
+            if ref in self.users:
+                return self.users[ref]
+            for u in self.users.values():
+                if u.name == ref:
+                    return u
+        raise NotFound(f"user {ref!r} not found")
+
+    def user_for_token(self, token: str) -> User | None:
+        with self.lock:
+            for u in self.users.values():
+                if u.token == token:
+                    return u
+        return None
+
+    def find_org(self, ref: str) -> Org:
+        with self.lock:
+            if ref in self.orgs:
+                return self.orgs[ref]
+            for o in self.orgs.values():
+                if o.name == ref:
+                    return o
+        raise NotFound(f"organization {ref!r} not found")
+
+    def find_budget(self, ref: str) -> Budget:
+        with self.lock:
+            if ref in self.budgets:
+                return self.budgets[ref]
+            if "/" in ref:
+                org_name, name = ref.split("/", 1)
+                for b in self.budgets.values():
+                    if b.name == name and self.orgs[b.org_id].name == org_name:
+                        return b
+        raise NotFound(f"budget {ref!r} not found")
+
+    def find_workspace(self, ref: str) -> Workspace:
+        with self.lock:
+            if ref in self.workspaces:
+                return self.workspaces[ref]
+            if "/" in ref:
+                owner, name = ref.split("/", 1)
+                for w in self.workspaces.values():
+                    if w.name == name and self.orgs[w.org_id].name == owner:
+                        return w
+        raise NotFound(f"workspace {ref!r} not found")
+
+    def find_image(self, ref: str) -> Image:
+        with self.lock:
+            if ref in self.images:
+                return self.images[ref]
+            if "/" in ref:
+                author, name = ref.split("/", 1)
+                for i in self.images.values():
+                    if i.name == name and self.users[i.author_id].name == author:
+                        return i
+        raise NotFound(f"image {ref!r} not found")
+
+    def find_cluster(self, ref: str) -> Cluster:
+        """By id, `org/name`, `org/alias`, bare name or bare alias."""
+        with self.lock:
+            if ref in self.clusters:
+                return self.clusters[ref]
+            org, _, name = ref.rpartition("/")
+            for c in self.clusters.values():
+                if (name == c.name or name in c.aliases or ref in c.aliases) and (
+                        not org or self.orgs[c.org_id].name == org or ref in c.aliases):
+                    return c
+        raise NotFound(f"cluster {ref!r} not found")
+
+    def find_node(self, ref: str) -> Node:
+        with self.lock:
+            if ref in self.nodes:
+                return self.nodes[ref]
+            for n in self.nodes.values():
+                if n.hostname == ref:
+                    return n
+        raise NotFound(f"node {ref!r} not found")
+
+    def find_experiment(self, ref: str) -> Experiment:
+        with self.lock:
+            if ref in self.experiments:
+                return self.experiments[ref]
+            if "/" in ref:
+                author, name = ref.split("/", 1)
+                for e in self.experiments.values():
+                    if e.name == name and self.users[e.author_id].name == author:
+                        return e
+        raise NotFound(f"workload {ref!r} not found")
+
+    def find_task(self, ref: str) -> Task:
+        with self.lock:
+            if ref in self.tasks:
+                return self.tasks[ref]
+        raise NotFound(f"task {ref!r} not found")
+
+    def find_job(self, ref: str | Job) -> Job:
+        if isinstance(ref, Job):
+            return ref
+        with self.lock:
+            if ref in self.jobs:
+                return self.jobs[ref]
+        raise NotFound(f"job {ref!r} not found")
+
+    def find_dataset(self, ref: str) -> Dataset:
+        with self.lock:
+            if ref in self.datasets:
+                return self.datasets[ref]
+            if "/" in ref:
+                author, name = ref.split("/", 1)
+                for d in self.datasets.values():
+                    if d.name == name and self.users[d.author_id].name == author:
+                        return d
+        raise NotFound(f"dataset {ref!r} not found")
+
+    def find_group(self, ref: str) -> Group:
+        with self.lock:
+            if ref in self.groups:
+                return self.groups[ref]
+        raise NotFound(f"group {ref!r} not found")
+
+    def cluster_matches(self, pattern: str) -> list[Cluster]:
+        with self.lock:
+            out = []
+            for c in self.clusters.values():
+                org = self.orgs[c.org_id].name
+                names = [c.name, f"{org}/{c.name}", *c.aliases, *(f"{org}/{a}" for a in c.aliases)]
+                if any(fnmatch.fnmatchcase(n, pattern) for n in names):
+                    out.append(c)
+            return out
+
+    # ------------------------------------------------------------ experiments
+    def create_experiment(self, workspace: str, spec: dict[str, Any], *, name: str | None = None,
+                          author: str) -> Experiment:
+        """What `POST /api/v3/workspaces/{id}/experiments` does: validate, record, queue one job per task."""
+        from beaker.types import BeakerExperimentSpec
+
+        with self.lock:
+            ws = self.find_workspace(workspace)
+            user = self.find_user(author)
+            try:
+                parsed = BeakerExperimentSpec.from_json(spec)
+            except Exception as e:  # noqa: BLE001 - any parse error is the caller's fault
+                raise Invalid(f"invalid experiment spec: {e}") from e
+            if not parsed.tasks:
+                raise Invalid("invalid experiment spec: no tasks")
+            if name is None:
+                name = f"exp-{next(self._ids)}"
+            for e in self.experiments.values():
+                if e.name == name and e.author_id == user.id:
+                    raise Conflict(f"experiment name {name!r} is already in use")
+            budget_id = ws.budget_id or ""
+            if parsed.budget:
+                try:
+                    budget_id = self.find_budget(parsed.budget).id
+                except NotFound as err:
+                    raise Invalid(f"budget {parsed.budget!r} not found") from err
+            if not budget_id:
+                raise Invalid(f"workspace {self.workspace_full_name(ws)} has no budget; set 'budget' in the spec")
+            task_names = set()
+            for i, t in enumerate(parsed.tasks):
+                tname = t.name or f"task{i}"
+                if tname in task_names:
+                    raise Invalid(f"duplicate task name {tname!r}")
+                task_names.add(tname)
+                if t.image.beaker:
+                    try:
+                        self.find_image(t.image.beaker)
+                    except NotFound as err:
+                        raise Invalid(f"image {t.image.beaker!r} not found") from err
+                elif not t.image.docker:
+                    raise Invalid(f"task {tname!r}: image.beaker or image.docker is required")
+                for ev in t.env_vars or []:
+                    if ev.secret is not None and ev.secret not in ws.secrets:
+                        raise Invalid(f"secret {ev.secret!r} not found in workspace {self.workspace_full_name(ws)}")
+                for mount in t.datasets or []:
+                    if mount.source.secret is not None and mount.source.secret not in ws.secrets:
+                        raise Invalid(f"secret {mount.source.secret!r} not found in workspace")
+                for cl in (t.constraints.cluster if t.constraints else None) or []:
+                    if not self.cluster_matches(cl):
+                        raise Invalid(f"cluster {cl!r} not found")
+            now = self.now()
+            exp = Experiment(self.new_id("exp"), name, user.id, ws.id, now, spec, parsed.description or "",
+                             budget_id)
+            raw_tasks = spec.get("tasks", [])
+            for i, t in enumerate(parsed.tasks):
+                replicas = t.replicas or 1
+                for rank in range(replicas):
+                    task = Task(self.new_id("tsk"), exp, t.name or f"task{i}", now, raw_tasks[i], rank, replicas)
+                    exp.tasks.append(task)
+                    self.tasks[task.id] = task
+            for gid in parsed.groups or []:
+                if gid in self.groups:
+                    self.groups[gid].experiment_ids.append(exp.id)
+            self.experiments[exp.id] = exp
+            for task in exp.tasks:
+                self._new_job(task)
+            self._touch()
+            return exp
+
+    def _new_job(self, task: Task, retry_of: Job | None = None) -> Job:
+        now = self.now()
+        exp = task.experiment
+        ds = Dataset(self.new_id("dst"), f"{exp.name}-result-{len(self.datasets)}", exp.author_id,
+                     exp.workspace_id, now)
+        self.datasets[ds.id] = ds
+        gpus = int(((task.spec.get("resources") or {}).get("gpuCount")) or 0)
+        job = Job(self.new_id("job"), task, now, ds.id, retry_ancestor_id=retry_of.id if retry_of else "",
+                  gpus=gpus)
+        job.events.append(Event("queued", "Job queued", now, now))
+        task.jobs.append(job)
+        self.jobs[job.id] = job
+        if self.auto is not None:
+            self._auto_schedule(job, self.auto)
+        return job
+
+    def add_experiment(self, workspace: str, name: str, *, author: str, spec: dict[str, Any] | None = None,
+                       created: int | None = None, description: str = "", task_names: Iterable[str] = ("main",),
+                       env: dict[str, str] | None = None, replicas: int = 1) -> Experiment:
+        """Arrange an experiment directly (no HTTP). `created` backdates it (ns)."""
+        if spec is None:
+            env_vars = [{"name": k, "value": v} for k, v in (env or {}).items()]
+            spec = {"version": "v2", "description": description,
+                    "tasks": [{"name": t, "image": {"docker": "python:3.11"}, "context": {},
+                               "command": ["python", "-c", "print(1)"], "envVars": env_vars,
+                               "replicas": replicas, "result": {"path": "/results"}} for t in task_names]}
+        with self.lock:
+            ws = self.find_workspace(workspace)
+            if ws.budget_id is None and not spec.get("budget"):
+                spec = {**spec, "budget": self.budget_full_name(next(iter(self.budgets.values()))) if self.budgets
+                        else self.budget_full_name(self.add_budget(f"{self.orgs[ws.org_id].name}/default"))}
+            exp = self.create_experiment(ws.id, spec, name=name, author=author)
+            if created is not None:
+                exp.created = created
+                for t in exp.tasks:
+                    t.created = created
+                    for j in t.jobs:
+                        j.created = created
+            return exp
+
+    # -------------------------------------------------------- job transitions
+    def _job(self, job: str | Job | Experiment) -> Job:
+        if isinstance(job, Experiment):
+            latest = job.tasks[0].latest_job
+            assert latest is not None
+            return latest
+        return self.find_job(job)
+
+    def schedule_job(self, job, *, node: str | None = None) -> Job:
+        with self.lock:
+            j = self._job(job)
+            if j.scheduled is not None:
+                return j
+            n = self.find_node(node) if node else self._pick_node(j)
+            now = self.now()
+            j.scheduled = now
+            if n is not None:
+                j.node_id, j.cluster_id = n.id, n.cluster_id
+                n.assigned += j.gpus
+                j.events.append(Event("scheduled", f"Scheduled on node {n.hostname}", now, now))
+            else:
+                j.events.append(Event("scheduled", "Scheduled", now, now))
+            j.events.append(Event("pulling", "Pulling image", now, now))
+            self._touch()
+            return j
+
+    def _pick_node(self, j: Job) -> Node | None:
+        patterns = ((j.task.spec.get("constraints") or {}).get("cluster")) or []
+        clusters = [c for p in patterns for c in self.cluster_matches(p)] or list(self.clusters.values())
+        for c in clusters:
+            for n in c.nodes:
+                if n.available >= j.gpus:
+                    return n
+        return None
+
+    def start_job(self, job, *, node: str | None = None) -> Job:
+        with self.lock:
+            j = self.schedule_job(job, node=node)
+            if j.started is None:
+                j.started = self.now()
+                j.events.append(Event("started", "Started", j.started, j.started))
+            self._touch()
+            return j
+
+    def finish_job(self, job, exit_code: int = 0, *, finalize: bool = True) -> Job:
+        with self.lock:
+            j = self.start_job(job)
+            if j.exited is None:
+                j.exited = self.now()
+                j.exit_code = exit_code
+                j.events.append(Event("exited", f"Exited with code {exit_code}", j.exited, j.exited))
+                self._release(j)
+            if finalize:
+                self.finalize_job(j)
+            self._touch()
+            return j
+
+    def finalize_job(self, job) -> Job:
+        with self.lock:
+            j = self._job(job)
+            if j.finalized is None:
+                j.finalized = self.now()
+                j.events.append(Event("finalized", "Finalized", j.finalized, j.finalized))
+            self._touch()
+            return j
+
+    def _release(self, j: Job) -> None:
+        if j.node_id and j.node_id in self.nodes:
+            n = self.nodes[j.node_id]
+            n.assigned = max(0, n.assigned - j.gpus)
+
+    def cancel_job(self, job, *, code: int = CANCEL_MANUAL, message: str = "canceled") -> Job:
+        with self.lock:
+            j = self._job(job)
+            if j.finalized is not None:
+                return j
+            now = self.now()
+            j.canceled = now
+            j.canceled_code = code
+            j.message = message
+            if j.started is not None and j.exited is None:
+                j.exited = now
+                self._release(j)
+            j.finalized = now
+            j.events.append(Event("canceled", message, now, now))
+            self._touch()
+            return j
+
+    def preempt_job(self, job, *, start_next: bool = False) -> Job:
+        """Cancel `job` as preempted and queue the next job of the same task; returns the new job."""
+        with self.lock:
+            j = self._job(job)
+            self.cancel_job(j, code=CANCEL_SYSTEM_PREEMPTION, message="preempted by a higher-priority job")
+            nxt = self._new_job(j.task, retry_of=j)
+            if start_next:
+                self.start_job(nxt)
+            self._touch()
+            return nxt
+
+    def cancel_experiment(self, exp: str | Experiment) -> Experiment:
+        with self.lock:
+            e = exp if isinstance(exp, Experiment) else self.find_experiment(exp)
+            for t in e.tasks:
+                if t.latest_job is not None:
+                    self.cancel_job(t.latest_job)
+            e.canceled = e.canceled or self.now()
+            self._touch()
+            return e
+
+    def add_event(self, job, status: str, message: str) -> Event:
+        with self.lock:
+            j = self._job(job)
+            now = self.now()
+            for ev in j.events:
+                if ev.status == status and ev.message == message:
+                    ev.latest = now
+                    ev.occurrences += 1
+                    return ev
+            ev = Event(status, message, now, now)
+            j.events.append(ev)
+            return ev
+
+    # ------------------------------------------------------------------- logs
+    def append_logs(self, job, lines: Iterable[str | bytes], *, timestamps: Iterable[int] | None = None) -> None:
+        """Append lines (no trailing newline needed). Timestamps default to now, strictly increasing."""
+        with self.lock:
+            j = self._job(job)
+            ts_iter = iter(timestamps) if timestamps is not None else None
+            pairs = []
+            for line in lines:
+                msg = line.encode() if isinstance(line, str) else bytes(line)
+                pairs.append((next(ts_iter) if ts_iter is not None else self.now(), msg))
+            j.logs.append(pairs)
+            if pairs:
+                self._last_ts = max(self._last_ts, pairs[-1][0])
+            self._touch()
+
+    def append_synthetic_logs(self, job, count: int, *, fmt: str = "line {i:06d} " + "x" * 60,
+                              step_ns: int = 1000, start: int | None = None, first_number: int = 0) -> None:
+        """Append `count` generated lines lazily (O(1) memory): line i = fmt.format(i=first_number+i)."""
+        with self.lock:
+            j = self._job(job)
+            begin = start if start is not None else self.now()
+            j.logs.append_synthetic(count, begin, step_ns, fmt, first_number)
+            self._last_ts = max(self._last_ts, begin + (count - 1) * step_ns)
+            self._touch()
+
+    # --------------------------------------------------------------- auto-run
+    def set_auto(self, auto: AutoRun | None) -> None:
+        """Drive every new job automatically (see AutoRun); None turns it off."""
+        with self.lock:
+            self.auto = auto
+
+    def _auto_schedule(self, job: Job, auto: AutoRun) -> None:
+        def start():
+            with self.lock:
+                if job.finalized is not None:
+                    return
+                self.start_job(job)
+                self.append_logs(job, auto.lines)
+            if auto.run_for is not None:
+                self._timer(auto.run_for, finish)
+
+        def finish():
+            with self.lock:
+                if job.finalized is None:
+                    self.finish_job(job, auto.exit_code)
+
+        self._timer(auto.start_after, start)
+
+    def _timer(self, delay: float, fn) -> None:
+        t = threading.Timer(delay, fn)
+        t.daemon = True
+        self._timers.append(t)
+        t.start()
+
+    def stop_timers(self) -> None:
+        for t in self._timers:
+            t.cancel()
+
+    # ------------------------------------------------------------ names, misc
+    def org_name(self, org_id: str) -> str:
+        return self.orgs[org_id].name
+
+    def workspace_full_name(self, ws: Workspace) -> str:
+        return f"{self.orgs[ws.org_id].name}/{ws.name}"
+
+    def budget_full_name(self, b: Budget) -> str:
+        return f"{self.orgs[b.org_id].name}/{b.name}"
+
+    def experiments_of(self, *, author: str | None = None) -> list[Experiment]:
+        with self.lock:
+            exps = list(self.experiments.values())
+            if author is not None:
+                uid = self.find_user(author).id
+                exps = [e for e in exps if e.author_id == uid]
+            return exps
+
+    def wait_for(self, predicate, timeout: float = 10.0) -> bool:
+        """Block until predicate() is true (checked on every state change)."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(min(left, 0.1))
+            return True
+
+
+def _split(full_name: str, what: str) -> tuple[str, str]:
+    if "/" not in full_name:
+        raise ValueError(f"{what} name must be 'owner/name', got {full_name!r}")
+    a, b = full_name.split("/", 1)
+    return a, b
