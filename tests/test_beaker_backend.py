@@ -199,7 +199,7 @@ def test_logs_raw_bytes_tail_head_since(fake, backend):
     assert logs(head=2) == raw[0] + b"\n" + raw[1] + b"\n"
     import datetime as dt
 
-    since = dt.datetime.fromtimestamp((t0 + 11 * MINUTE_NS) / 1e9, dt.timezone.utc)
+    since = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=(t0 + 11 * MINUTE_NS) // 1000)
     assert logs(since=since) == b"n8\nn9\n"
     with pytest.raises(UsageError):
         logs(tail=1, since=since)

@@ -232,7 +232,7 @@ class BeakerBackend:
             rows = self._select(wl, query.replica, query.task)
             if not all_replicas and query.replica is None and query.task is None:
                 rows = rows[:1]
-            since_ns = int(query.since.timestamp() * 1e9) if query.since else None
+            since_ns = _epoch_ns(query.since) if query.since else None
             to_dir = output is not None and (os.path.isdir(output) or output.endswith(os.sep) or len(rows) > 1)
             if to_dir:
                 os.makedirs(output, exist_ok=True)  # type: ignore[arg-type]
@@ -430,6 +430,13 @@ class BeakerBackend:
                 pass
         raise NotFoundError(f"{target!r} is not an experiment, workspace or cluster on Beaker",
                             hint="use an experiment id or user/name, org/workspace, or org/cluster")
+
+
+def _epoch_ns(t: dt.datetime) -> int:
+    """Exact nanoseconds since the epoch (no float rounding); naive times are local time."""
+    if t.tzinfo is None:
+        t = t.astimezone()
+    return (t - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1) * 1000
 
 
 def _beaker_statuses(statuses: Any) -> list[BeakerWorkloadStatus] | None:
