@@ -214,10 +214,13 @@ def test_logs_replicas_to_directory(fake, backend, tmp_path):
     out = io.BytesIO()
     backend.write_logs(run, LogQuery(replica=2), out)
     assert out.getvalue().splitlines() == [b"rank2-%d" % i for i in range(5)]
-    backend.write_logs(run, LogQuery(), output=str(tmp_path / "logs"), all_replicas=True)
+    backend.write_logs(run, LogQuery(), output=str(tmp_path / "logs"))
     files = sorted(p.name for p in (tmp_path / "logs").iterdir())
     assert files == ["main-replica0.log", "main-replica1.log", "main-replica2.log"]
     assert (tmp_path / "logs" / "main-replica1.log").read_bytes().splitlines()[0] == b"rank1-0"
+    out = io.BytesIO()
+    backend.write_logs(run, LogQuery(tail=1), out)
+    assert out.getvalue() == b"[0] rank0-4\n[1] rank1-4\n[2] rank2-4\n"
     with pytest.raises(NotFoundError):
         backend.write_logs(run, LogQuery(replica=7), out)
     with pytest.raises(NotFoundError):

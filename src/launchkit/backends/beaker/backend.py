@@ -223,15 +223,16 @@ class BeakerBackend:
         return rows
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes] | None = None, *,
-                   output: str | None = None, all_replicas: bool = False) -> None:
-        """Raw log bytes to `out`, or to `output` (a file, or a directory: one file per replica)."""
+                   output: str | None = None) -> None:
+        """Raw log bytes to `out`, or to `output` (a file, or a directory: one file per replica).
+
+        Several replicas to one stream: one after the other, each line prefixed `[rank] `.
+        """
         if query.tail is not None and query.since is not None:
             raise UsageError("--tail and --since cannot be combined", hint="drop one")
         wl = self._workload(run.id)
         with self._errors():
-            rows = self._select(wl, query.replica, query.task)
-            if not all_replicas and query.replica is None and query.task is None:
-                rows = rows[:1]
+            rows = self._select(wl, query.replica, query.task)  # replica None: all of them
             since_ns = _epoch_ns(query.since) if query.since else None
             to_dir = output is not None and (os.path.isdir(output) or output.endswith(os.sep) or len(rows) > 1)
             if to_dir:
@@ -257,25 +258,19 @@ class BeakerBackend:
                tail: int | None = None, task: str | None = None) -> int:
         """Events until start, then raw logs until the job finishes (through preemptions).
 
-        Returns the job's exit code (the first non-zero one with several replicas). Ctrl-C detaches.
+        Returns the job's exit code (the first non-zero one with several replicas). Ctrl-C raises
+        KeyboardInterrupt to the caller (the job keeps running).
         """
         wl = self._workload(run.id)
-        try:
-            with self._errors():
-                rows = self._select(wl, replica, task)
-                if not all_replicas:
-                    rows = rows[:1]
-                with Flusher(out):
-                    if len(rows) == 1:
-                        rank, t, job = rows[0]
-                        return self._follow_task(t, job, out.write, b"", tail)
-                    return self._follow_many(rows, out, tail)
-        except KeyboardInterrupt:
-            console().info(f"\ndetached; the job keeps running. Resume with: launchkit follow {wl.experiment.id}"
-                           + (f" --replica {replica}" if replica is not None else "")
-                           + (" --all-replicas" if all_replicas else "")
-                           + f"   (stop it with: launchkit stop {wl.experiment.id})")
-            raise
+        with self._errors():
+            rows = self._select(wl, replica, task)
+            if not all_replicas:
+                rows = rows[:1]
+            with Flusher(out):
+                if len(rows) == 1:
+                    rank, t, job = rows[0]
+                    return self._follow_task(t, job, out.write, b"", tail)
+                return self._follow_many(rows, out, tail)
 
     def _follow_many(self, rows: list[tuple[int, Any, Any]], out: IO[bytes], tail: int | None) -> int:
         lock = threading.Lock()
@@ -330,17 +325,9 @@ class BeakerBackend:
                 seen_preempted.add(job.id)
                 job, tail = None, None
                 continue
-            code = job_exit_code(job)
-            status = job_status(job)
-            if status == RunStatus.succeeded:
-                console().info(f"{prefix.decode()}job {job.id} succeeded")
-            elif status == RunStatus.failed:
-                console().info(f"{prefix.decode()}job {job.id} failed with exit code {job.status.exit_code}"
-                               + (f": {job.status.message}" if job.status.message else ""))
-            else:
-                console().info(f"{prefix.decode()}job {job.id} was canceled"
-                               + (f": {job.status.message}" if job.status.message else ""))
-            return code
+            if job_status(job) == RunStatus.failed and job.status.message:
+                console().info(f"{prefix.decode()}job {job.id}: {job.status.message}")
+            return job_exit_code(job)
 
     def _wait_for_job(self, task: Any, job: Any, seen: set[str], org: Any) -> Any:
         announced = False
