@@ -133,9 +133,7 @@ class BeakerBackend:
                 console().info(note)
             self.conn.renew()
             wl = create_once(self.conn, resolved.workspace, submission.name, resolved.spec)
-            info = self._info(wl, author=self.conn.me().name)
-        console().info(f"experiment {info.name} ({info.id}): {info.url}")
-        return info
+            return self._info(wl, author=self.conn.me().name)
 
     # -- lookups --------------------------------------------------------------------------------
     def get(self, run_ref: str) -> RunInfo:
