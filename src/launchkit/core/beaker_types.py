@@ -32,3 +32,13 @@ def spec_types() -> types.ModuleType:
     finally:
         if sys.modules.get("beaker") is shell:
             del sys.modules["beaker"]
+
+
+def import_beaker() -> types.ModuleType:
+    """`import beaker` (the full client), re-binding submodules that `spec_types()` loaded early."""
+    import beaker
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("beaker.") and name.count(".") == 1 and module is not None:
+            setattr(beaker, name.split(".", 1)[1], module)
+    return beaker
