@@ -84,7 +84,7 @@ def node_gpu_types(conn: Connection, clusters: list[Any]) -> dict[str, list[str]
         types = {gpu_type_name(n.node_resources.gpu_type) for n in conn.beaker.node.list(org=org, cluster=c)}
         return c.id, sorted(t for t in types if t)
 
-    with ThreadPoolExecutor(max_workers=min(16, len(clusters))) as pool:
+    with ThreadPoolExecutor(max_workers=min(32, len(clusters))) as pool:
         return dict(pool.map(one, clusters))
 
 
