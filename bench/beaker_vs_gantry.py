@@ -68,7 +68,8 @@ class Fake:
 
     def mark_launchkit_workloads(self) -> None:
         """The demo gives launchkit's workloads LAUNCHKIT_VERSION; launchkit itself marks the description."""
-        from beaker import Beaker, Config
+        from beaker import Beaker
+        from beaker.config import Config
 
         cfg = json.loads(json.dumps(self.remote._request("GET", "env")["config"]))
         os.environ.update({k: v for k, v in self.env.items() if k.startswith(("GRPC_", "REQUESTS_", "NO_", "no_"))})
