@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import grpc
+import grpc.experimental
 from beaker import Beaker, exceptions as bx
 
 from launchkit.errors import BackendError, LaunchkitError, NotFoundError, PreconditionError, UsageError
@@ -123,7 +124,9 @@ class _Beaker(Beaker):
                 self.config.rpc_address,
                 grpc.ssl_channel_credentials(),
                 options=[("grpc.max_send_message_length", self.RPC_MAX_SEND_MESSAGE_LENGTH),
-                         ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH)],
+                         ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH),
+                         # log streams: receive on the reading thread (no hand-off per message)
+                         (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)],
             )
             self._service = _GuardedStub(self.conn, beaker_pb2_grpc.BeakerStub(self._channel))
         return self._service

@@ -13,7 +13,7 @@ from typing import IO, Any, Callable
 
 import grpc
 from beaker import beaker_pb2 as pb2, exceptions as bx
-from beaker._service_client import RpcStreamingMethod
+from beaker._service_client import coerce_rpc_error
 
 from launchkit.backends.beaker.client import Connection
 
@@ -50,10 +50,6 @@ class Flusher:
         self.close()
 
 
-def _ns(ts: Any) -> int:
-    return ts.seconds * 1_000_000_000 + ts.nanos
-
-
 def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, prefix: bytes = b"",
                tail: int | None = None, since_ns: int | None = None, head: int | None = None,
                follow: bool = False, is_finalized: Callable[[], bool] | None = None) -> int:
@@ -64,7 +60,7 @@ def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, 
     progress.
     """
     client = conn.beaker.job
-    method = RpcStreamingMethod[pb2.JobLog](client.service.StreamJobLogs)
+    not_found = {grpc.StatusCode.NOT_FOUND: bx.BeakerJobNotFound(job_id)}
     last_ts: int | None = None
     at_last = 0  # lines written with timestamp == last_ts
     written = 0
@@ -80,12 +76,13 @@ def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, 
                 request.tail_lines = tail
             if since_ns is not None:
                 request.since.FromNanoseconds(since_ns)
+        limit = -1 if head is None else head - written
         got = 0
+        call = client.service.StreamJobLogs(request, metadata=client._rpc_call_metadata)
         try:
-            for log in client.rpc_streaming_request(
-                method, request, exceptions_for_status={grpc.StatusCode.NOT_FOUND: bx.BeakerJobNotFound(job_id)},
-            ):
-                ts = _ns(log.timestamp)
+            for log in call:
+                stamp = log.timestamp
+                ts = stamp.seconds * 1_000_000_000 + stamp.nanos
                 if skip:
                     if ts == last_ts:
                         skip -= 1
@@ -94,22 +91,19 @@ def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, 
                 if ts == last_ts:
                     at_last += 1
                 else:
-                    last_ts, at_last = ts, 1
+                    last_ts = ts
+                    at_last = 1
                 write(prefix + log.message + b"\n")
-                written += 1
                 got += 1
-                if head is not None and written >= head:
-                    return written
-                if got & 1023 == 0:
+                if got == limit:
+                    return written + got
+                if not got & 4095:
                     conn.renew()
-            if got:
-                conn.renew()
-            if not follow or is_finalized is None or is_finalized():
-                return written
-            if not got:
-                time.sleep(1.0)
-            failures = 0
-        except _RECONNECTABLE:
+        except grpc.RpcError as e:
+            err = coerce_rpc_error(e, not_found)
+            written += got
+            if not isinstance(err, _RECONNECTABLE):
+                raise err from None
             if got:  # the stream made progress before it dropped: resume at once
                 conn.renew()
                 failures = 0
@@ -118,3 +112,14 @@ def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, 
                 raise conn.unreachable() from None
             time.sleep(min(0.1 * 2 ** failures, 2.0))
             failures += 1
+            continue
+        finally:
+            call.cancel()  # ends the RPC when we stop early (--head); a no-op after the end
+        written += got
+        if got:
+            conn.renew()
+        if not follow or is_finalized is None or is_finalized():
+            return written
+        if not got:
+            time.sleep(1.0)
+        failures = 0
