@@ -87,14 +87,19 @@ class Fake:
             self.proc.kill()
 
 
-def run(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, int, int, int]:
+def run(cmd: list[str], env: dict[str, str], cwd: str, keep: Path | None = None) -> tuple[float, int, int, int]:
     """(wall seconds, exit code, max RSS in KiB, stdout lines) of one process, stdout through a pipe."""
     t = time.perf_counter()
     p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     lines = 0
+    kept = bytearray()
     assert p.stdout is not None
     for chunk in iter(lambda: p.stdout.read(1 << 16), b""):
         lines += chunk.count(b"\n")
+        if keep is not None and len(kept) < 1 << 20:
+            kept += chunk
+    if keep is not None:
+        keep.write_bytes(bytes(kept))
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -115,7 +120,7 @@ def measure(name: str, cmd: list[str], fake: Fake, env: dict[str, str], cwd: str
     runs = []
     for _ in range(repeat):
         fake.remote.reset_calls()
-        wall, code, rss, lines = run(cmd, env, cwd)
+        wall, code, rss, lines = run(cmd, env, cwd, RESULTS / (name.replace(" ", "_") + ".out"))
         runs.append({"wall": wall, "code": code, "rss_kib": rss, "lines": lines, "rpcs": fake.remote.total_calls})
     best = min(runs, key=lambda r: r["wall"])
     out = {"name": name, "cmd": " ".join(cmd[-4:]), "wall_s": round(statistics.median(r["wall"] for r in runs), 3),
@@ -151,13 +156,26 @@ def main() -> int:
         finally:
             fake.close()
 
+    if "list" in only:
+        print("list: 200 workloads, 20 ms latency per call")
+        fake = Fake(latency=0.02)
+        try:
+            fake.mark_launchkit_workloads()
+            env = tool_env(fake, home)
+            g = measure("gantry list (20ms)", [gantry, "list", "--limit", "200"], fake, env, cwd, 1)
+            k = measure("launchkit list (20ms)", lk + ["list", "--limit", "200"], fake, env, cwd, args.repeat)
+            results["list-20ms"] = {"gantry": g, "launchkit": k, "ratio": round(k["wall_s"] / g["wall_s"], 3),
+                                    "rpc_ratio": round(k["rpcs"] / max(1, g["rpcs"]), 3)}
+        finally:
+            fake.close()
+
     if "list" in only or "follow" in only:
         fake = Fake()
         try:
             fake.mark_launchkit_workloads()
             env = tool_env(fake, home)
             if "list" in only:
-                print("list: 200 workloads (100 per tool)")
+                print("list: 200 workloads (100 per tool), no added latency")
                 g = measure("gantry list", [gantry, "list", "--limit", "200"], fake, env, cwd, args.repeat)
                 k = measure("launchkit list", lk + ["list", "--limit", "200"], fake, env, cwd, args.repeat)
                 results["list"] = {"gantry": g, "launchkit": k, "ratio": round(k["wall_s"] / g["wall_s"], 3),
