@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--demo", action="store_true", help="same as --scenario demo")
     p.add_argument("--state", metavar="FILE", help="scenario YAML file (see README.md)")
     p.add_argument("--clusters", type=int, default=40, help="demo: extra clusters")
-    p.add_argument("--workloads", type=int, default=200, help="demo: workloads")
+    p.add_argument("--workloads", type=int, default=200, help="demo: workloads both tools recognise")
+    p.add_argument("--other-workloads", type=int, default=20, help="demo: workloads of neither tool")
     p.add_argument("--log-lines", type=int, default=200_000, help="demo: lines of the follow-200k job")
     p.add_argument("--latency", type=float, default=0.0, help="seconds added to every call")
     p.add_argument("--user", help="user whose token goes into the config (default: first user)")
@@ -47,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.state:
         opts = scenarios.load_yaml(args.state, state)
     elif name == "demo":
-        scenarios.demo(state, clusters=args.clusters, workloads=args.workloads, log_lines=args.log_lines)
+        scenarios.demo(state, clusters=args.clusters, workloads=args.workloads,
+                       other_workloads=args.other_workloads, log_lines=args.log_lines)
     else:
         scenarios.build(name, state)
     if args.auto:

@@ -34,7 +34,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
         server_version = "fakebeaker"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _send(self, code: int, body: bytes | dict | list, content_type: str = "application/json") -> None:
@@ -136,19 +136,19 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
                 code, out = 400, {"message": f"{type(e).__name__}: {e}"}
             self._send(code, out)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self._dispatch("GET")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self._dispatch("POST")
 
-        def do_PUT(self) -> None:  # noqa: N802
+        def do_PUT(self) -> None:
             self._dispatch("PUT")
 
-        def do_DELETE(self) -> None:  # noqa: N802
+        def do_DELETE(self) -> None:
             self._dispatch("DELETE")
 
-        def do_PATCH(self) -> None:  # noqa: N802
+        def do_PATCH(self) -> None:
             self._dispatch("PATCH")
 
     return Handler
@@ -184,6 +184,7 @@ def start_https(fake: FakeBeaker, cert_file: str, key_file: str) -> tuple[_TLSSe
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert_file, key_file)
     server = _TLSServer(("127.0.0.1", 0), make_handler(fake), ctx)
-    thread = threading.Thread(target=server.serve_forever, name="fakebeaker-https", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakebeaker-https",
+                              daemon=True)
     thread.start()
     return server, thread

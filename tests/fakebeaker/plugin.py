@@ -21,12 +21,28 @@ os.environ["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = str(tls_material().bundle_file)
 
 
 @pytest.fixture
-def fake_beaker(monkeypatch, tmp_path):
-    fake = FakeBeaker(scenario="basic", directory=tmp_path / "fakebeaker").start()
-    try:
-        for k, v in fake.env.items():
+def make_fake_beaker(monkeypatch, tmp_path):
+    """Factory: `make_fake_beaker(state=None, scenario="basic", user=None, **FakeBeaker kwargs)` starts a
+    fake and points this process's environment at it (as `user`); all are stopped after the test."""
+    fakes: list[FakeBeaker] = []
+
+    def make(state=None, scenario: str = "basic", user: str | None = None, **kwargs) -> FakeBeaker:
+        fake = FakeBeaker(state, scenario=scenario, directory=tmp_path / f"fakebeaker{len(fakes)}", **kwargs)
+        fakes.append(fake)
+        fake.start()
+        for k, v in fake.env_for(user).items():
             monkeypatch.setenv(k, v)
         monkeypatch.setenv("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", str(fake.tls.bundle_file))
-        yield fake
+        return fake
+
+    try:
+        yield make
     finally:
-        fake.stop()
+        for fake in fakes:
+            fake.stop()
+
+
+@pytest.fixture
+def fake_beaker(make_fake_beaker):
+    """A started fake with the `basic` scenario; the environment points at it as user alice."""
+    return make_fake_beaker()

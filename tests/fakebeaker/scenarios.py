@@ -50,12 +50,13 @@ def basic(state: State) -> State:
 GPU_CHOICES = ["NVIDIA_H100", "NVIDIA_A100_80GB", "NVIDIA_L40S", "NVIDIA_H200", "NVIDIA_B200", "NVIDIA_A100_40GB"]
 
 
-def demo(state: State, *, clusters: int = 40, workloads: int = 200, log_lines: int = 200_000,
-         seed: int = 7) -> State:
-    """Benchmark scenario on top of `basic`: `clusters` more clusters (4-12 nodes, some mixed GPU types,
-    random occupancy), `workloads` experiments over the last 5 days by alice and bob (half of them with
-    GANTRY_VERSION in their env so gantry's `list` shows them, the rest LAUNCHKIT_VERSION), and a
-    finished experiment `follow-200k` whose job logged `log_lines` lines."""
+def demo(state: State, *, clusters: int = 40, workloads: int = 200, other_workloads: int = 20,
+         log_lines: int = 200_000, seed: int = 7) -> State:
+    """Benchmark scenario on top of `basic`: `clusters` more clusters `ai2/bench-NN` (4-12 nodes, every
+    fifth with mixed GPU types, random occupancy, a few taking no batch jobs), `workloads` experiments
+    `bench-NNN` in ai2/launchkit over the last ~4 days by alice and bob whose tasks carry both
+    GANTRY_VERSION and LAUNCHKIT_VERSION (so both tools list all of them), `other_workloads` plain ones
+    `other-NNN`, and a finished experiment `alice/follow-200k` whose job logged `log_lines` lines."""
     basic(state)
     rnd = random.Random(seed)
     s = state
@@ -71,14 +72,15 @@ def demo(state: State, *, clusters: int = 40, workloads: int = 200, log_lines: i
                       max_task_timeout=0 if i % 13 == 12 else None, nodes=nodes)
     now = s.clock()
     statuses = ["running", "succeeded", "failed", "queued", "succeeded", "canceled"]
-    for i in range(workloads):
-        env = {"GANTRY_VERSION": "3.7.0"} if i % 2 == 0 else {"LAUNCHKIT_VERSION": "0.1.0"}
-        exp = s.add_experiment("ai2/launchkit", f"bench-{i:03d}", author="alice" if i % 3 else "bob",
-                               description=f"benchmark workload {i}", env=env,
-                               created=now - (workloads - i) * 1800 * NS)
+    tools = {"GANTRY_VERSION": "3.7.0", "LAUNCHKIT_VERSION": "0.1.0"}
+    for i in range(workloads + other_workloads):
+        tagged = i < workloads
+        exp = s.add_experiment("ai2/launchkit", f"bench-{i:03d}" if tagged else f"other-{i - workloads:03d}",
+                               author="alice" if i % 3 else "bob", description=f"benchmark workload {i}",
+                               env=tools if tagged else {},
+                               created=now - (workloads + other_workloads - i) * 1800 * NS)
         drive(s, exp, statuses[i % len(statuses)], lines=[f"workload {i} line {k}" for k in range(3)])
-    big = s.add_experiment("ai2/launchkit", "follow-200k", author="alice", description="200k log lines",
-                           env={"GANTRY_VERSION": "3.7.0", "LAUNCHKIT_VERSION": "0.1.0"})
+    big = s.add_experiment("ai2/launchkit", "follow-200k", author="alice", description="200k log lines")
     job = s.start_job(big)
     s.append_synthetic_logs(job, log_lines)
     s.finish_job(job, 0)

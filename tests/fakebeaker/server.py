@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import os
+import shutil
 import tempfile
 import threading
 from concurrent import futures
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from .faults import Faults
 from .state import State, User
@@ -37,6 +39,7 @@ class FakeBeaker:
         self.calls: collections.Counter[str] = collections.Counter()
         self._calls_lock = threading.Lock()
         self.workers = workers
+        self._own_dir = directory is None
         self.dir = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="fakebeaker-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.default_user = default_user
@@ -49,42 +52,79 @@ class FakeBeaker:
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> FakeBeaker:
-        import grpc
-        from beaker import beaker_pb2_grpc
-
         from .httpapi import start_https
-        from .servicer import make_servicer
 
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fakebeaker-rpc"),
-                             options=[("grpc.max_send_message_length", 64 << 20),
-                                      ("grpc.max_receive_message_length", 64 << 20),
-                                      ("grpc.so_reuseport", 0)])
-        beaker_pb2_grpc.add_BeakerServicer_to_server(make_servicer(self), server)
-        creds = grpc.ssl_server_credentials([(self.tls.key_pem, self.tls.cert_pem)])
-        self.rpc_port = server.add_secure_port("127.0.0.1:0", creds)
-        server.start()
-        self._grpc = server
+        ready = threading.Event()
+        errors: list[BaseException] = []
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self._serve_grpc, args=(ready, errors),
+                                             name="fakebeaker-grpc", daemon=True)
+        self._loop_thread.start()
+        ready.wait(30)
+        if errors or not self.rpc_port:
+            raise RuntimeError(f"fakebeaker: gRPC server failed to start: {errors}")
         self._https, _ = start_https(self, str(self.tls.cert_file), str(self.tls.key_file))
         self.http_port = self._https.server_address[1]
         self.write_config()
         return self
+
+    def _serve_grpc(self, ready: threading.Event, errors: list) -> None:
+        import grpc
+        from beaker import beaker_pb2_grpc
+
+        from .servicer import FakeServicer
+
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+
+        async def main() -> None:
+            pool = futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fakebeaker-rpc")
+            server = grpc.aio.server(migration_thread_pool=pool, maximum_concurrent_rpcs=None,
+                                     options=[("grpc.max_send_message_length", 64 << 20),
+                                              ("grpc.max_receive_message_length", 64 << 20),
+                                              ("grpc.so_reuseport", 0)])
+            beaker_pb2_grpc.add_BeakerServicer_to_server(FakeServicer(self), server)
+            creds = grpc.ssl_server_credentials([(self.tls.key_pem, self.tls.cert_pem)])
+            self.rpc_port = server.add_secure_port("127.0.0.1:0", creds)
+            await server.start()
+            self._grpc = server
+            self._stopped = asyncio.Event()
+            ready.set()
+            await self._stopped.wait()
+            await server.stop(0.1)
+            pool.shutdown(wait=False, cancel_futures=True)
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        try:
+            loop.run_until_complete(main())
+        except BaseException as e:  # noqa: BLE001 - reported to start()
+            errors.append(e)
+            ready.set()
+        finally:
+            loop.close()
 
     def stop(self) -> None:
         self.state.stop_timers()
         with self.state.changed:
             self.state.changed.notify_all()
         if self._grpc is not None:
-            self._grpc.stop(grace=0.2).wait(5)
+            self._loop.call_soon_threadsafe(self._stopped.set)
+            self._loop_thread.join(10)
             self._grpc = None
         if self._https is not None:
             self._https.shutdown()
             self._https.server_close()
             self._https = None
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self) -> FakeBeaker:
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # ------------------------------------------------------------ addresses

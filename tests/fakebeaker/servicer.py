@@ -1,16 +1,18 @@
 """The gRPC side: a `beaker_pb2_grpc.BeakerServicer` over `State`, plus state -> protobuf conversion.
 
-Every RPC goes through `_wrap`: count the call, apply injected latency/UNAVAILABLE, authenticate the
-bearer token, and map errors (NotFound -> NOT_FOUND, Conflict -> ALREADY_EXISTS, anything else ->
+Every RPC goes through `FakeServicer`: count the call, apply injected latency/UNAVAILABLE, authenticate
+the bearer token, and map errors (NotFound -> NOT_FOUND, Conflict -> ALREADY_EXISTS, anything else ->
 INVALID_ARGUMENT, which beaker-py never retries). RPCs the fake does not implement answer
 INVALID_ARGUMENT too.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import yaml
@@ -19,7 +21,20 @@ from beaker import beaker_pb2_grpc
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from .state import NS, Cluster, Conflict, Experiment, Invalid, Job, Node, NotFound, State, Task, User, Workspace
+from .state import (
+    NS,
+    Cluster,
+    Conflict,
+    Experiment,
+    Invalid,
+    Job,
+    Node,
+    NotFound,
+    State,
+    Task,
+    User,
+    Workspace,
+)
 
 if TYPE_CHECKING:
     from .server import FakeBeaker
@@ -197,19 +212,26 @@ class Convert:
                                       latest_message=ev.message)
 
 
-def _sort_order(clause) -> int:
-    return clause.sort_order or pb2.SORT_ORDER_DESCENDING
-
-
-def paginate(items: list, opts, token: str) -> tuple[list, str]:
+def paging(req) -> tuple[Any, int]:
+    """(options, offset) of a List request. `next_page_token` and `options` are a oneof, so like Beaker
+    the token carries the query: base64(offset, 4 bytes + serialized options)."""
+    token = req.next_page_token
+    if not token:
+        return req.options, 0
     try:
-        start = int(token) if token else 0
-    except ValueError as e:
+        raw = base64.urlsafe_b64decode(token.encode())
+        return type(req.options).FromString(raw[4:]), int.from_bytes(raw[:4], "big")
+    except Exception as e:
         raise Invalid(f"bad page token {token!r}") from e
+
+
+def paginate(items: list, opts, start: int) -> tuple[list, str]:
     size = opts.page_size if opts.HasField("page_size") and opts.page_size > 0 else DEFAULT_PAGE_SIZE
     page = items[start:start + size]
-    nxt = str(start + size) if start + size < len(items) else ""
-    return page, nxt
+    if start + size >= len(items):
+        return page, ""
+    token = base64.urlsafe_b64encode((start + size).to_bytes(4, "big") + opts.SerializeToString()).decode()
+    return page, token
 
 
 class Impl:
@@ -234,9 +256,10 @@ class Impl:
         return pb2.ResolveUserNameResponse(user_id=self.s.find_user(req.user_name).id)
 
     def ListUsers(self, req, caller):
-        org = self._org_id(req.options.organization_id)
+        o, start = paging(req)
+        org = self._org_id(o.organization_id)
         users = sorted((u for u in self.s.users.values() if org is None or u.org_id == org), key=lambda u: u.name)
-        page, nxt = paginate(users, req.options, req.next_page_token)
+        page, nxt = paginate(users, o, start)
         return pb2.ListUsersResponse(users=[self.c.user(u) for u in page], next_page_token=nxt)
 
     def GetOrganization(self, req, caller):
@@ -247,7 +270,8 @@ class Impl:
 
     def ListOrganizations(self, req, caller):
         orgs = sorted(self.s.orgs.values(), key=lambda o: o.created)
-        page, nxt = paginate(orgs, req.options, req.next_page_token)
+        o, start = paging(req)
+        page, nxt = paginate(orgs, o, start)
         return pb2.ListOrganizationsResponse(organizations=[self.c.org(o) for o in page], next_page_token=nxt)
 
     # ---- workspaces, budgets, secrets
@@ -259,7 +283,7 @@ class Impl:
         return pb2.ResolveWorkspaceNameResponse(workspace_id=ws.id)
 
     def ListWorkspaces(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         org = self._org_id(o.organization_id)
         items = [w for w in self.s.workspaces.values() if (org is None or w.org_id == org)
                  and w.archived == o.only_archived
@@ -269,7 +293,7 @@ class Impl:
             items = [w for w in items if sub in w.name.lower() or sub in w.description.lower()]
         items.sort(key=lambda w: w.created if o.sort_clause.HasField("created") else w.name,
                    reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListWorkspacesResponse(workspaces=[self.c.workspace(w) for w in page], next_page_token=nxt)
 
     def GetBudget(self, req, caller):
@@ -286,11 +310,11 @@ class Impl:
         return pb2.GetSecretResponse(secret=self.c.secret(ws.secrets[req.secret_name]))
 
     def ListSecrets(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         ws = self.s.find_workspace(o.workspace_id)
         items = sorted(ws.secrets.values(), key=lambda x: x.created if o.sort_clause.HasField("created") else x.name,
                        reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListSecretsResponse(secrets=[self.c.secret(x) for x in page], next_page_token=nxt)
 
     # ---- images, datasets, groups
@@ -301,13 +325,13 @@ class Impl:
         return pb2.ResolveImageNameResponse(image_id=self.s.find_image(f"{req.author_name}/{req.image_name}").id)
 
     def ListImages(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         items = [i for i in self.s.images.values()
                  if (not o.HasField("workspace_id") or i.workspace_id == o.workspace_id)
                  and (not o.HasField("author_id") or i.author_id == o.author_id)
                  and (not o.HasField("image_name_or_description") or o.image_name_or_description in i.name)]
         items.sort(key=lambda i: i.name)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListImagesResponse(images=[self.c.image(i) for i in page], next_page_token=nxt)
 
     def GetDataset(self, req, caller):
@@ -321,12 +345,12 @@ class Impl:
         return pb2.GetGroupResponse(group=self.c.group(self.s.find_group(req.group_id)))
 
     def ListGroups(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         items = [g for g in self.s.groups.values() if not o.HasField("workspace_id") or g.workspace_id == o.workspace_id]
         if o.HasField("name_or_description_substring"):
             items = [g for g in items if o.name_or_description_substring in g.name + g.description]
         items.sort(key=lambda g: g.name)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListGroupsResponse(groups=[self.c.group(g) for g in page], next_page_token=nxt)
 
     def CreateGroup(self, req, caller):
@@ -348,6 +372,17 @@ class Impl:
             g.experiment_ids.append(self.s.find_experiment(eid).id)
         return pb2.UpdateGroupResponse(group=self.c.group(g))
 
+    def ListGroupTaskMetrics(self, req, caller):
+        o, start = paging(req)
+        g = self.s.find_group(o.group_id)
+        items = [t for eid in g.experiment_ids if eid in self.s.experiments for t in self.s.experiments[eid].tasks]
+        page, nxt = paginate(items, o, start)
+        return pb2.ListGroupTaskMetricsResponse(next_page_token=nxt, task_metrics=[
+            pb2.TaskMetrics(task_id=t.id, task_name=t.name, experiment_id=t.experiment.id,
+                            experiment_name=t.experiment.name,
+                            task_status=getattr(pb2, "STATUS_" + (t.latest_job.status_name if t.latest_job else "SUBMITTED")))
+            for t in page])
+
     # ---- clusters, nodes
     def GetCluster(self, req, caller):
         c = self.s.find_cluster(req.cluster_id)
@@ -357,25 +392,25 @@ class Impl:
         return pb2.ResolveClusterNameResponse(cluster_id=self.s.find_cluster(f"{req.owner_name}/{req.cluster_name}").id)
 
     def ListClusters(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         org = self._org_id(o.organization_id)
         items = [c for c in self.s.clusters.values() if org is None or c.org_id == org]
         sc = o.sort_clause
         if sc.HasField("free_gpus") or sc.HasField("total_gpus"):
             field = "available" if sc.HasField("free_gpus") else "total"
-            key = lambda c: (getattr(Convert.slot_counts(c.nodes), field), c.name)  # noqa: E731
+            key = lambda c: (getattr(Convert.slot_counts(c.nodes), field), c.name)
         elif sc.HasField("total_nodes"):
-            key = lambda c: (len(c.nodes), c.name)  # noqa: E731
+            key = lambda c: (len(c.nodes), c.name)
         elif sc.HasField("running_jobs"):
-            key = lambda c: (self.c.running_jobs({n.id for n in c.nodes}), c.name)  # noqa: E731
+            key = lambda c: (self.c.running_jobs({n.id for n in c.nodes}), c.name)
         elif sc.HasField("created"):
-            key = lambda c: (c.created, c.name)  # noqa: E731
+            key = lambda c: (c.created, c.name)
         else:
-            key = lambda c: c.name  # noqa: E731
+            key = lambda c: c.name
         default_desc = not (sc.HasField("name") or not sc.ListFields())
         desc = sc.sort_order == pb2.SORT_ORDER_DESCENDING if sc.sort_order else default_desc
         items.sort(key=key, reverse=desc)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         occ = o.include_cluster_occupancy
         return pb2.ListClustersResponse(clusters=[self.c.cluster(c, occ) for c in page], next_page_token=nxt)
 
@@ -383,7 +418,7 @@ class Impl:
         return pb2.GetNodeResponse(node=self.c.node(self.s.find_node(req.node_id)))
 
     def ListNodes(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         if o.HasField("cluster_id"):
             items = list(self.s.find_cluster(o.cluster_id).nodes)
         else:
@@ -396,7 +431,7 @@ class Impl:
             items.sort(key=lambda n: n.assigned / max(n.slots, 1), reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING)
         else:
             items.sort(key=lambda n: n.hostname, reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListNodesResponse(nodes=[self.c.node(n) for n in page], next_page_token=nxt)
 
     # ---- workloads / experiments
@@ -408,7 +443,7 @@ class Impl:
         return pb2.ResolveWorkloadNameResponse(workload_id=e.id)
 
     def ListWorkloads(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         if o.HasField("workload_type") and o.workload_type == pb2.WORKLOAD_TYPE_ENVIRONMENT:
             return pb2.ListWorkloadsResponse()
         org = self._org_id(o.organization_id)
@@ -437,7 +472,7 @@ class Impl:
             items.append(e)
         items.sort(key=lambda e: (e.created, e.id),
                    reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListWorkloadsResponse(workloads=[self.c.workload(e) for e in page], next_page_token=nxt)
 
     def UpdateWorkload(self, req, caller):
@@ -484,7 +519,7 @@ class Impl:
         return pb2.GetJobResponse(job=self.c.job(self.s.find_job(req.job_id)))
 
     def ListJobs(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         if o.HasField("task_id"):
             items = list(self.s.find_task(o.task_id).jobs)
         elif o.HasField("environment_id"):
@@ -507,25 +542,25 @@ class Impl:
         if o.HasField("exited"):
             items = [j for j in items if (j.exited is not None) == o.exited]
         items.sort(key=lambda j: (j.created, j.id), reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING)
-        page, nxt = paginate(items, o, req.next_page_token)
+        page, nxt = paginate(items, o, start)
         return pb2.ListJobsResponse(jobs=[self.c.job(j) for j in page], next_page_token=nxt)
 
     def ListSummarizedJobEvents(self, req, caller):
-        o = req.options
+        o, start = paging(req)
         j = self.s.find_job(o.job_id)
         events = sorted(j.events, key=lambda ev: ev.latest,
                         reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
-        page, nxt = paginate(events, o, req.next_page_token)
+        page, nxt = paginate(events, o, start)
         return pb2.ListSummarizedJobEventsResponse(
             summarized_job_events=[self.c.summarized_event(j, ev) for ev in page], next_page_token=nxt)
 
 
-STREAMING = {"StreamJobLogs"}
+FOLLOW_POLL = 0.02  # seconds between checks for new lines while following
 
 
-def stream_job_logs(fake: FakeBeaker, req, context) -> Any:
-    """StreamJobLogs: `since` inclusive, then `tail_lines` (last N of those), then (follow) new lines
-    until the job is finalized. Injected faults cut (RST_STREAM) or end the stream early."""
+async def stream_job_logs(fake: FakeBeaker, req, context):
+    """StreamJobLogs (asyncio): `since` inclusive, then `tail_lines` (the last N of those), then with
+    `follow` new lines until the job is finalized. Injected faults cut (RST_STREAM) or end it early."""
     s = fake.state
     with s.lock:
         job = s.find_job(req.job_id)
@@ -534,31 +569,35 @@ def stream_job_logs(fake: FakeBeaker, req, context) -> Any:
         if req.tail_lines > 0:
             start = max(start, logs.count - req.tail_lines)
     fault = fake.faults.take_stream_fault()
+    max_lines = fault.after_lines if fault is not None and fault.after_lines is not None else None
+    deadline = (time.monotonic() + fault.after_seconds
+                if fault is not None and fault.after_seconds is not None else None)
     sent = 0
     idx = start
     JobLog = pb2.JobLog
+    write = context.write
     while True:
-        with s.lock:
-            stop = logs.count
-        if fault is not None:
-            stop = min(stop, idx + max(0, fault.after_lines - sent))
+        stop = logs.count
+        if max_lines is not None:
+            stop = min(stop, idx + max(0, max_lines - sent))
         for t, msg in logs.iter_from(idx, stop):
-            yield JobLog(timestamp=Timestamp(seconds=t // NS, nanos=t % NS), message=msg)
+            await write(JobLog(timestamp=Timestamp(seconds=t // NS, nanos=t % NS), message=msg))
         sent += stop - idx
         idx = stop
-        if fault is not None and sent >= fault.after_lines:
+        if (max_lines is not None and sent >= max_lines) or (deadline is not None and time.monotonic() >= deadline):
             if fault.kind == "cut":
                 raise StreamCut()
             return
         if not req.follow:
             return
-        with s.lock:
-            while logs.count <= idx and job.finalized is None and context.is_active():
-                s.changed.wait(0.25)
-            if logs.count <= idx and job.finalized is not None:
-                return
-        if not context.is_active():
-            return
+        while logs.count <= idx:
+            if job.finalized is not None:
+                if logs.count <= idx:  # re-read: lines appended just before finalizing
+                    return
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(FOLLOW_POLL)
 
 
 class StreamCut(Exception):
@@ -576,20 +615,21 @@ def _status_for(exc: Exception) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker bug or unsupported request: {tb}"
 
 
-def make_servicer(fake: FakeBeaker) -> beaker_pb2_grpc.BeakerServicer:
-    impl = Impl(fake)
-    servicer = beaker_pb2_grpc.BeakerServicer()
-    service = pb2.DESCRIPTOR.services_by_name["Beaker"]
+class FakeServicer(beaker_pb2_grpc.BeakerServicer):
+    """Served by a grpc.aio server: unary RPCs are plain functions (run in the server's thread pool, so
+    they may block, e.g. for injected latency); StreamJobLogs is a coroutine (fast streaming)."""
 
-    def preamble(name: str, context) -> tuple[User | None, tuple[grpc.StatusCode, str] | None]:
+    def __init__(self, fake: FakeBeaker) -> None:
+        self.fake = fake
+        self.impl = Impl(fake)
+
+    def _preamble(self, name: str, context) -> tuple[User | None, tuple[grpc.StatusCode, str] | None]:
+        fake = self.fake
         fake._record_call(name)
-        delay = fake.faults.delay_for(name)
-        if delay:
-            time.sleep(delay)
         if fake.faults.take_unavailable(name):
             return None, (grpc.StatusCode.UNAVAILABLE, "fakebeaker: injected UNAVAILABLE")
         token = ""
-        for k, v in context.invocation_metadata():
+        for k, v in context.invocation_metadata() or ():
             if k == "authorization":
                 token = v.split(" ", 1)[-1]
         user = fake.state.user_for_token(token)
@@ -597,48 +637,59 @@ def make_servicer(fake: FakeBeaker) -> beaker_pb2_grpc.BeakerServicer:
             return None, (grpc.StatusCode.PERMISSION_DENIED, "invalid or missing Beaker token")
         return user, None
 
-    def unary(name: str, body: Callable | None):
-        def handler(request, context):
-            caller, err = preamble(name, context)
-            if err is None and body is None:
-                err = (grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
-            if err is None:
-                try:
-                    with fake.state.lock:
-                        return body(request, caller)
-                except Exception as exc:  # noqa: BLE001 - mapped to a status the client will not retry
-                    err = _status_for(exc)
-            context.abort(*err)
-        return handler
+    def _unary(self, name: str, request, context):
+        delay = self.fake.faults.delay_for(name)
+        if delay:
+            time.sleep(delay)
+        caller, err = self._preamble(name, context)
+        body = getattr(self.impl, name, None)
+        if err is None and body is None:
+            err = (grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
+        if err is None:
+            try:
+                with self.fake.state.lock:
+                    return body(request, caller)
+            except Exception as exc:  # noqa: BLE001 - mapped to a status the client will not retry
+                err = _status_for(exc)
+        context.abort(*err)
 
-    def streaming(name: str, body: Callable | None):
-        def handler(request, context):
-            caller, err = preamble(name, context)
-            if err is None and body is None:
-                err = (grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
-            if err is None:
-                gen = body(fake, request, context)
-                while True:
-                    try:
-                        item = next(gen)
-                    except StopIteration:
-                        return
-                    except StreamCut:
-                        err = (grpc.StatusCode.INTERNAL, RST_STREAM_DETAILS)
-                        break
-                    except Exception as exc:  # noqa: BLE001
-                        err = _status_for(exc)
-                        break
-                    yield item
-            context.abort(*err)
-        return handler
+    async def StreamJobLogs(self, request, context):
+        delay = self.fake.faults.delay_for("StreamJobLogs")
+        if delay:
+            await asyncio.sleep(delay)
+        _caller, err = self._preamble("StreamJobLogs", context)
+        if err is None:
+            try:
+                await stream_job_logs(self.fake, request, context)
+                return
+            except StreamCut:
+                err = (grpc.StatusCode.INTERNAL, RST_STREAM_DETAILS)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                err = _status_for(exc)
+        await context.abort(*err)
 
-    for m in service.methods:
-        if m.name == "StreamJobLogs":
-            setattr(servicer, m.name, streaming(m.name, stream_job_logs))
-        elif m.server_streaming or m.client_streaming:
-            setattr(servicer, m.name, streaming(m.name, None) if m.server_streaming else unary(m.name, None))
-        else:
-            setattr(servicer, m.name, unary(m.name, getattr(impl, m.name, None)))
-    return servicer
 
+def _unary_method(name: str):
+    def method(self, request, context):
+        return self._unary(name, request, context)
+    method.__name__ = name
+    return method
+
+
+def _unsupported_stream(name: str):
+    async def method(self, request, context):
+        self.fake._record_call(name)
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
+    method.__name__ = name
+    return method
+
+
+for _m in pb2.DESCRIPTOR.services_by_name["Beaker"].methods:
+    if _m.name == "StreamJobLogs":
+        continue
+    if _m.server_streaming or _m.client_streaming:
+        setattr(FakeServicer, _m.name, _unsupported_stream(_m.name))
+    else:
+        setattr(FakeServicer, _m.name, _unary_method(_m.name))

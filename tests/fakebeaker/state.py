@@ -10,8 +10,9 @@ import fnmatch
 import itertools
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .logs import JobLogs
 
@@ -30,24 +31,19 @@ class Conflict(Exception):
     """A name already in use: HTTP 409 / gRPC ALREADY_EXISTS."""
 
 
-# GPU type names as beaker-py's BeakerGpuType spells them (without the GPU_TYPE_ prefix).
-GPU_TYPES = {
-    "NVIDIA_H100": 1, "NVIDIA_A100_80GB": 2, "NVIDIA_A100_40GB": 3, "NVIDIA_L4": 4, "NVIDIA_RTX_A5000": 5,
-    "NVIDIA_RTX_A6000": 6, "NVIDIA_RTX_8000": 7, "NVIDIA_T4": 8, "NVIDIA_P100": 9, "NVIDIA_P4": 10,
-    "NVIDIA_V100": 11, "NVIDIA_L40": 12, "NVIDIA_L40S": 13, "NVIDIA_B200": 14, "NVIDIA_H200": 15,
-    "NVIDIA_B300": 16,
-}
-
-
 def gpu_type_value(gpu_type: str | int | None) -> int:
+    """beaker_pb2.GpuType value from "NVIDIA_H100", "nvidia h100", "GPU_TYPE_NVIDIA_H100" or an int."""
+    from beaker import beaker_pb2 as pb2
+
     if gpu_type is None:
         return 0
     if isinstance(gpu_type, int):
         return gpu_type
-    key = gpu_type.upper().replace(" ", "_").removeprefix("GPU_TYPE_")
-    if key not in GPU_TYPES:
-        raise ValueError(f"unknown GPU type {gpu_type!r}; one of {sorted(GPU_TYPES)}")
-    return GPU_TYPES[key]
+    key = "GPU_TYPE_" + gpu_type.upper().replace(" ", "_").removeprefix("GPU_TYPE_")
+    try:
+        return pb2.GpuType.Value(key)
+    except ValueError:
+        raise ValueError(f"unknown GPU type {gpu_type!r}; one of {list(pb2.GpuType.keys())}") from None
 
 
 @dataclass
@@ -268,12 +264,18 @@ CANCEL_USER_PREEMPTION = 2
 
 @dataclass
 class AutoRun:
-    """Scheduler for jobs nobody drives by hand: start after `start_after` s, log `lines`, exit."""
+    """Scheduler for jobs nobody drives by hand: each new job starts after `start_after` s, logs `lines`
+    (all at once, or one every `line_interval` s) and `synthetic_lines` generated lines, then exits with
+    `exit_code` `run_for` s later. With `preempt_first_after`, each task's first job is preempted that
+    long after it started; the replacement job (queued by the preemption) then runs the same way."""
 
     start_after: float = 0.05
     run_for: float | None = 0.1  # None: keep running until a test finishes/cancels the job
     exit_code: int = 0
     lines: list[str] = field(default_factory=lambda: ["hello from the fake job"])
+    line_interval: float = 0.0
+    synthetic_lines: int = 0
+    preempt_first_after: float | None = None
 
 
 class State:
@@ -556,7 +558,7 @@ class State:
             user = self.find_user(author)
             try:
                 parsed = BeakerExperimentSpec.from_json(spec)
-            except Exception as e:  # noqa: BLE001 - any parse error is the caller's fault
+            except Exception as e:
                 raise Invalid(f"invalid experiment spec: {e}") from e
             if not parsed.tasks:
                 raise Invalid("invalid experiment spec: no tasks")
@@ -656,9 +658,19 @@ class State:
 
     # -------------------------------------------------------- job transitions
     def _job(self, job: str | Job | Experiment) -> Job:
+        """A Job, a job id, or an experiment (object, id, `author/name`): its first task's latest job.
+        beaker-py protobufs work too (pb2.Job, pb2.Workload)."""
+        if not isinstance(job, (str, Job, Experiment)):
+            job = job.experiment.id if hasattr(job, "experiment") else job.id
+        if isinstance(job, str) and job not in self.jobs:
+            try:
+                job = self.find_experiment(job)
+            except NotFound:
+                pass
         if isinstance(job, Experiment):
             latest = job.tasks[0].latest_job
-            assert latest is not None
+            if latest is None:
+                raise NotFound(f"experiment {job.id} has no job")
             return latest
         return self.find_job(job)
 
@@ -685,7 +697,7 @@ class State:
         clusters = [c for p in patterns for c in self.cluster_matches(p)] or list(self.clusters.values())
         for c in clusters:
             for n in c.nodes:
-                if n.available >= j.gpus:
+                if not n.cordoned and n.available >= j.gpus:
                     return n
         return None
 
@@ -808,18 +820,43 @@ class State:
             self.auto = auto
 
     def _auto_schedule(self, job: Job, auto: AutoRun) -> None:
+        def alive() -> bool:
+            return job.finalized is None
+
         def start():
             with self.lock:
-                if job.finalized is not None:
+                if not alive():
                     return
                 self.start_job(job)
-                self.append_logs(job, auto.lines)
-            if auto.run_for is not None:
+                if not auto.line_interval:
+                    self.append_logs(job, auto.lines)
+                if auto.synthetic_lines:
+                    self.append_synthetic_logs(job, auto.synthetic_lines)
+            if auto.preempt_first_after is not None and not job.retry_ancestor_id:
+                self._timer(auto.preempt_first_after, preempt)
+            if auto.line_interval and auto.lines:
+                self._timer(auto.line_interval, lambda: emit(0))
+            elif auto.run_for is not None:
                 self._timer(auto.run_for, finish)
+
+        def emit(i: int):
+            with self.lock:
+                if not alive():
+                    return
+                self.append_logs(job, [auto.lines[i]])
+            if i + 1 < len(auto.lines):
+                self._timer(auto.line_interval, lambda: emit(i + 1))
+            elif auto.run_for is not None:
+                self._timer(auto.run_for, finish)
+
+        def preempt():
+            with self.lock:
+                if alive():
+                    self.preempt_job(job)
 
         def finish():
             with self.lock:
-                if job.finalized is None:
+                if alive():
                     self.finish_job(job, auto.exit_code)
 
         self._timer(auto.start_after, start)
@@ -853,15 +890,16 @@ class State:
             return exps
 
     def wait_for(self, predicate, timeout: float = 10.0) -> bool:
-        """Block until predicate() is true (checked on every state change)."""
+        """Block until predicate() is true; re-checked on every state change and at least every 0.1 s.
+        The predicate runs without the lock held, so it may make RPCs to this fake."""
         deadline = time.monotonic() + timeout
-        with self.changed:
-            while not predicate():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with self.changed:
                 self.changed.wait(min(left, 0.1))
-            return True
+        return True
 
 
 def _split(full_name: str, what: str) -> tuple[str, str]:

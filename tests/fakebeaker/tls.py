@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import ipaddress
 import os
+import shutil
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -31,7 +33,7 @@ def _generate() -> tuple[bytes, bytes, bytes]:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fakebeaker test CA")])
     ca = (
@@ -81,16 +83,25 @@ def _system_roots() -> bytes:
 def tls_material(directory: str | os.PathLike | None = None) -> TLS:
     """The process-wide CA and server certificate, written to `directory` (a temp dir by default).
 
-    One CA per process on purpose: grpc reads GRPC_DEFAULT_SSL_ROOTS_FILE_PATH only once per process,
+    An existing CA in `directory` is reused. One CA per process on purpose: grpc reads GRPC_DEFAULT_SSL_ROOTS_FILE_PATH only once per process,
     so every fake started later in the same process must be signed by the same CA.
     """
     global _cached
     with _lock:
         if _cached is not None and directory is None:
             return _cached
-        ca_pem, cert_pem, key_pem = _generate() if _cached is None else (
-            _cached.ca_pem, _cached.cert_pem, _cached.key_pem)
-        d = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="fakebeaker-tls-"))
+        if directory is not None:
+            d = Path(directory)
+        else:
+            d = Path(tempfile.mkdtemp(prefix="fakebeaker-tls-"))
+            atexit.register(shutil.rmtree, d, ignore_errors=True)
+        if all((d / n).is_file() for n in ("ca.pem", "server.pem", "server.key")):
+            # reuse material a previous process wrote (so several processes can share one CA)
+            ca_pem, cert_pem, key_pem = ((d / n).read_bytes() for n in ("ca.pem", "server.pem", "server.key"))
+        elif _cached is not None:
+            ca_pem, cert_pem, key_pem = _cached.ca_pem, _cached.cert_pem, _cached.key_pem
+        else:
+            ca_pem, cert_pem, key_pem = _generate()
         d.mkdir(parents=True, exist_ok=True)
         files = {"ca.pem": ca_pem, "server.pem": cert_pem, "server.key": key_pem,
                  "bundle.pem": ca_pem + b"\n" + _system_roots()}
