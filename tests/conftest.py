@@ -86,3 +86,8 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
                           text=True, timeout=timeout, env={**os.environ, **(env or {})},
                           input=input if input is not None else "")
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-goldens", action="store_true", default=False,
+                     help="rewrite tests/golden/*.yaml from the current output")

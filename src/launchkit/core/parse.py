@@ -1,105 +1,434 @@
-"""Turn raw option values (strings from argv or config) into a `LaunchRequest`.
+"""Turn raw option values (argv strings, config values) into a validated `LaunchRequest`.
 
-All user-facing validation messages are produced here or in the request model, and surface as
-one-line usage errors.
+Every user-facing validation message is produced here: one line naming the bad value and where it
+came from (`--memory`, `'memory' in /repo/pyproject.toml [tool.launchkit]`, ...), plus a hint.
+Precedence: command line > LAUNCHKIT_* environment > project config > user config.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from launchkit.core.request import (
-    DatasetMount, EnvSecret, EnvVar, HostMount, LaunchRequest, Launcher, Upload, WekaMount,
+    BackendName,
+    DatasetMount,
+    EnvSecret,
+    EnvVar,
+    ExecMethod,
+    HostMount,
+    Launcher,
+    LaunchRequest,
+    Priority,
+    Upload,
+    WekaMount,
 )
+from launchkit.core.units import parse_duration, parse_size
 from launchkit.errors import UsageError
 
+if TYPE_CHECKING:
+    from launchkit.config import Config
 
-def _split_env(item: str, environ: dict[str, str]) -> EnvVar:
-    name, sep, value = item.partition("=")
-    if not name:
-        raise UsageError(f"--env {item!r} has no name", hint="use --env NAME=VALUE or --env NAME")
-    if not sep:
-        if name not in environ:
-            raise UsageError(f"--env {name}: {name} is not set here", hint=f"use --env {name}=VALUE")
-        value = environ[name]
-    return EnvVar(name=name, value=value)
+EXAMPLE = "launchkit run [OPTIONS] -- python train.py"
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
+SECRET = re.compile(r"[A-Za-z0-9_.-]+")
+PY_VERSION = re.compile(r"3(\.\d+){1,2}")
+TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
+MODES = {"ro": "readonly", "readonly": "readonly", "rw": "readwrite", "readwrite": "readwrite"}
+# Env names the spec sets itself; a user --env would silently fight with them.
+RESERVED_ENV_PREFIX = "LAUNCHKIT_"
+RESERVED_ENV = {"RESULTS_DIR"}
+
+# CLI option (the run() parameter name) -> config key, where the names differ.
+CONFIG_KEY = {"group": "groups", "cluster": "clusters", "gpu_type": "gpu_types", "tag": "tags",
+              "uv_extra": "uv_extras", "env_secret": "env_secrets"}
 
 
-def _split_mount(flag: str, item: str) -> tuple[str, str]:
-    src, sep, target = item.rpartition(":")
-    if not sep or not src or not target:
-        raise UsageError(f"{flag} {item!r} is malformed", hint=f"use {flag} SOURCE:/absolute/mount/path")
+# --x/--no-x options where False is an answer, not "not given"
+TRISTATE = {"preemptible", "leader_selection", "host_networking", "propagate_failure", "propagate_preemption"}
+
+
+def flag(opt: str) -> str:
+    return "--" + opt.replace("_", "-")
+
+
+class _Options:
+    """Looks an option up on the command line first, then in the merged config; remembers the source."""
+
+    def __init__(self, given: dict[str, Any], config: Config | None):
+        self.given = given
+        self.config = config
+
+    def get(self, opt: str) -> tuple[Any, str]:
+        value = self.given.get(opt)
+        unset = value is None or (value is False and opt not in TRISTATE) or (
+            isinstance(value, (list, tuple)) and not value)
+        if not unset:
+            return value, flag(opt)
+        key = CONFIG_KEY.get(opt, opt)
+        if self.config is not None and key in self.config.values:
+            v, layer = self.config.values[key]
+            return v, layer.where(key)
+        return value, flag(opt)
+
+    def value(self, opt: str) -> Any:
+        return self.get(opt)[0]
+
+
+def _fail(where: str, value: Any, problem: str, hint: str) -> UsageError:
+    return UsageError(f"{where} {value!r}: {problem}", hint=hint)
+
+
+def _checked(opts: _Options, opt: str, check: Callable[[Any], Any], problem: str, hint: str) -> Any:
+    value, where = opts.get(opt)
+    if value is None:
+        return None
+    try:
+        ok = check(value)
+    except (ValueError, TypeError):
+        ok = False
+    if not ok:
+        raise _fail(where, value, problem, hint)
+    return value
+
+
+def _choice(opts: _Options, opt: str, choices: list[str]) -> str | None:
+    value, where = opts.get(opt)
+    if value is None:
+        return None
+    if str(value).lower() not in choices:
+        raise _fail(where, value, "unknown value", "use one of: " + ", ".join(choices))
+    return str(value).lower()
+
+
+def _pattern(opts: _Options, opt: str, pattern: re.Pattern[str], what: str) -> str | None:
+    return _checked(opts, opt, lambda v: isinstance(v, str) and pattern.fullmatch(v), f"not a valid {what}",
+                    f"use letters, digits, '.', '_' or '-' for the {what}")
+
+
+def _duration(opts: _Options, opt: str, *, allow_zero: bool) -> float | None:
+    value, where = opts.get(opt)
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value)
+    except (ValueError, TypeError):
+        raise _fail(where, value, "not a duration", "use e.g. 90 (seconds), 30s, 5m, 2h30m or 1d") from None
+    if seconds == 0 and not allow_zero:
+        raise _fail(where, value, "must be longer than zero", "give a positive duration such as 30m, or omit it")
+    return seconds
+
+
+def _size(opts: _Options, opt: str) -> int | None:
+    value, where = opts.get(opt)
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except (ValueError, TypeError):
+        raise _fail(where, value, "not a size", "use e.g. 512MiB, 10GiB or 10.24GB (greater than zero)") from None
+
+
+def _positive(opts: _Options, opt: str, kind: type, hint: str, *, allow_zero: bool = False) -> Any:
+    value, where = opts.get(opt)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+        raise _fail(where, value, f"must be {'an integer' if kind is int else 'a number'}", hint)
+    if value < 0 or (value == 0 and not allow_zero):
+        raise _fail(where, value, "must be greater than zero" if not allow_zero else "must not be negative", hint)
+    return kind(value)
+
+
+def _split_target(flag_: str, item: str, what: str) -> tuple[str, str, str | None]:
+    """`SOURCE:/target[:ro|rw]` -> (source, target, mode). Target must be absolute."""
+    usage = f"use {flag_} {what}:/absolute/path[:ro|:rw]"
+    parts = item.split(":")
+    mode = None
+    if len(parts) >= 3 and parts[-1].lower() in MODES:
+        mode = MODES[parts.pop().lower()]
+    if len(parts) < 2:
+        raise _fail(flag_, item, "missing the mount path", usage)
+    target, source = parts[-1], ":".join(parts[:-1])
+    if not source:
+        raise _fail(flag_, item, f"missing the {what.lower().replace('_', ' ')}", usage)
+    if not target:
+        raise _fail(flag_, item, "missing the mount path", usage)
     if not target.startswith("/"):
-        raise UsageError(f"{flag} {item!r}: mount target {target!r} is relative",
-                         hint="give an absolute path such as /data")
-    return src, target
+        raise _fail(flag_, item, f"the mount path {target!r} is relative", f"give an absolute path such as /{target}")
+    return source, target, mode
 
 
-def build_request(given: dict[str, Any], command: list[str] | None,
-                  environ: dict[str, str] | None = None) -> LaunchRequest:
-    """First cut; the foundation issue completes the surface and config merging."""
+def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
+    out: dict[str, EnvVar] = {}
+    value, where = opts.get("env")
+    if isinstance(value, dict):  # from config: {NAME: VALUE}
+        items = [(str(k), str(v), True) for k, v in value.items()]
+    else:
+        items = []
+        for item in value or []:
+            name, sep, val = item.partition("=")
+            if not name:
+                raise _fail(where, item, "has no variable name", "use --env NAME=VALUE, or --env NAME to copy it")
+            if not sep:
+                if not ENV_NAME.fullmatch(name):
+                    raise _fail(where, item, "is not a valid variable name", "use --env NAME=VALUE")
+                if name not in environ:
+                    raise _fail(where, item, f"{name} is not set in this shell",
+                                f"export {name} first or pass --env {name}=VALUE")
+                val = environ[name]
+            items.append((name, val, False))
+        # config env stays as the base; command line names override it
+        cfg = opts.config.get("env") if opts.config is not None else None
+        if isinstance(cfg, dict):
+            given = {n for n, _, _ in items}
+            items = [(str(k), str(v), True) for k, v in cfg.items() if k not in given] + items
+    for name, val, _ in items:
+        if not ENV_NAME.fullmatch(name):
+            raise _fail(where, name, "is not a valid environment variable name",
+                        "use letters, digits and '_', not starting with a digit")
+        if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV:
+            raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
+        if name in out:
+            raise _fail(where, name, "is given twice", "pass each variable once")
+        out[name] = EnvVar(name=name, value=val)
+    return list(out.values())
+
+
+def _env_secrets(opts: _Options) -> list[EnvSecret]:
+    value, where = opts.get("env_secret")
+    if isinstance(value, dict):
+        pairs = [(str(k), str(v)) for k, v in value.items()]
+    else:
+        pairs = []
+        for item in value or []:
+            name, sep, secret = item.partition("=")
+            if not name or (sep and not secret):
+                raise _fail(where, item, "is malformed", "use --env-secret NAME=SECRET_NAME, or --env-secret NAME")
+            pairs.append((name, secret or name))
+        cfg = opts.config.get("env_secrets") if opts.config is not None else None
+        if isinstance(cfg, dict):
+            given = {n for n, _ in pairs}
+            pairs = [(str(k), str(v)) for k, v in cfg.items() if k not in given] + pairs
+    out: dict[str, EnvSecret] = {}
+    for name, secret in pairs:
+        if not ENV_NAME.fullmatch(name):
+            raise _fail(where, name, "is not a valid environment variable name",
+                        "use --env-secret NAME=SECRET_NAME with NAME made of letters, digits and '_'")
+        if not SECRET.fullmatch(secret):
+            raise _fail(where, secret, "is not a valid secret name", "use letters, digits, '.', '_' or '-'")
+        if name in out:
+            raise _fail(where, name, "is given twice", "pass each secret once")
+        out[name] = EnvSecret(name=name, secret=secret)
+    return list(out.values())
+
+
+def _list(opts: _Options, opt: str, what: str, *, spaces: bool = False) -> list[str]:
+    value, where = opts.get(opt)
+    items = [value] if isinstance(value, str) else list(value or [])
+    for item in items:
+        if not isinstance(item, str) or not item.strip() or (not spaces and any(c.isspace() for c in item)):
+            raise _fail(where, item, f"is not a valid {what}", f"give a {what} without spaces")
+    return items
+
+
+def build_request(given: dict[str, Any], command: list[str] | None, *, config: Config | None = None,
+                  environ: dict[str, str] | None = None, cwd: str | None = None) -> LaunchRequest:
+    """Validate everything `run` was given and return the immutable request."""
     environ = dict(os.environ if environ is None else environ)
+    extra = list(given.get("extra") or [])
     if command is None:
-        raise UsageError("the command must come after `--`", hint="e.g. launchkit run -- python train.py")
-    if not command:
-        raise UsageError("the command after `--` is empty", hint="e.g. launchkit run -- python train.py")
-    fields: dict[str, Any] = {"command": command}
-    simple = ("name", "description", "workspace", "budget", "interconnect", "cpus", "gpus", "memory",
-              "shared_memory", "beaker_image", "docker_image", "ref", "branch", "remote", "task_name",
-              "priority", "task_timeout", "min_runtime", "preemptible", "retries", "replicas",
-              "leader_selection", "host_networking", "propagate_failure", "propagate_preemption",
-              "synchronized_start_timeout", "profile", "exec_method", "pre_setup", "post_setup",
-              "install", "python_version", "torch_backend", "uv_cache_dir", "save_spec",
-              "git_token_secret")
-    for key in simple:
-        if given.get(key) is not None:
-            fields[key] = given[key]
-    for key, field in (("group", "groups"), ("cluster", "clusters"), ("gpu_type", "gpu_types"),
-                       ("tag", "tags"), ("hostname", "hostnames"), ("uv_extra", "uv_extras")):
-        if given.get(key):
-            fields[field] = list(given[key])
-    for flag in ("allow_dirty", "dry_run", "follow", "yes", "no_auto_resume", "resumable", "no_profile",
-                 "skip_nccl_setup", "no_python", "system_python", "uv_all_extras"):
-        if given.get(flag):
-            fields[flag] = True
-    if given.get("no_auto_secrets"):
-        fields["auto_secrets"] = False
-    if given.get("results"):
-        fields["results_dir"] = given["results"]
-    if given.get("local"):
-        fields["backend"] = "local"
-    elif given.get("backend"):
-        fields["backend"] = given["backend"]
+        found = f" (found {' '.join(extra)!r} without it)" if extra else ""
+        raise UsageError(f"the command must come after `--`{found}", hint=f"e.g. {EXAMPLE}")
+    if extra:
+        raise UsageError(
+            "found extra arguments before `--`: " + " ".join(repr(x) for x in extra),
+            hint="flags take no value (write --allow-dirty, not --allow-dirty false); the command goes after --")
+    if not command or not command[0]:
+        raise UsageError("the command after `--` is empty", hint=f"e.g. {EXAMPLE}")
+    for i, arg in enumerate(command):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(f"argument {i + 1} of the command is not valid UTF-8: {arg!r}",
+                             hint="Beaker specs are UTF-8 text; pass the value through a file instead") from None
+    opts = _Options(given, config)
+    f: dict[str, Any] = {"command": list(command)}
+
+    # workload
+    f["name"] = _pattern(opts, "name", NAME, "name")
+    f["description"] = opts.value("description")
+    for opt in ("workspace", "budget"):
+        f[opt] = _checked(opts, opt, lambda v: isinstance(v, str) and v.strip() and " " not in v,
+                          f"is not a valid {opt}", f"use the form org/{opt}")
+    f["groups"] = _list(opts, "group", "group name")
+
+    # constraints
+    f["clusters"] = _list(opts, "cluster", "cluster name or glob")
+    f["gpu_types"] = _list(opts, "gpu_type", "GPU type", spaces=True)
+    f["interconnect"] = _choice(opts, "interconnect", ["ib", "tcpxo"])
+    f["tags"] = _list(opts, "tag", "tag")
+    f["hostnames"] = _list(opts, "hostname", "hostname")
+    if f["hostnames"] and (f["clusters"] or f["gpu_types"] or f["tags"] or f["interconnect"]):
+        other = next(o for o, k in (("--cluster", "clusters"), ("--gpu-type", "gpu_types"), ("--tag", "tags"),
+                                    ("--interconnect", "interconnect")) if f[k])
+        raise UsageError(f"--hostname {f['hostnames'][0]!r} cannot be combined with {other}",
+                         hint="--hostname pins exact machines: drop it or drop the cluster filters")
+
+    # resources
+    f["cpus"] = _positive(opts, "cpus", float, "give a number of CPUs such as 8 or 0.5")
+    f["gpus"] = _positive(opts, "gpus", int, "give a positive GPU count, or omit --gpus for a CPU-only job")
+    f["memory"] = _size(opts, "memory")
+    f["shared_memory"] = _size(opts, "shared_memory")
+
+    # inputs
+    beaker_image, docker_image = opts.get("beaker_image"), opts.get("docker_image")
+    if beaker_image[0] and docker_image[0]:
+        if beaker_image[1].startswith("--") == docker_image[1].startswith("--"):
+            raise UsageError(f"{beaker_image[1]} {beaker_image[0]!r} and {docker_image[1]} {docker_image[0]!r} "
+                             "cannot be used together", hint="pick one image")
+        # the command line beats a config default of the other kind
+        beaker_image, docker_image = ((beaker_image, (None, "")) if beaker_image[1].startswith("--")
+                                      else ((None, ""), docker_image))
+    f["beaker_image"], f["docker_image"] = beaker_image[0], docker_image[0]
+    f["datasets"] = []
+    for item in opts.value("dataset") or []:
+        src, target, mode = _split_target("--dataset", item, "NAME[:SUBPATH]")
+        name, _, sub = src.partition(":")
+        if not name:
+            raise _fail("--dataset", item, "missing the dataset name", "use --dataset NAME[:SUBPATH]:/mount")
+        if mode == "readwrite":
+            raise _fail("--dataset", item, "datasets are read-only", "drop the :rw suffix")
+        f["datasets"].append(DatasetMount(dataset=name, sub_path=sub or None, mount_path=target, mode=mode))
+    f["mounts"] = []
+    for item in opts.value("mount") or []:
+        src, target, mode = _split_target("--mount", item, "HOST_PATH")
+        if not src.startswith("/"):
+            raise _fail("--mount", item, f"the host path {src!r} is relative", "give the absolute path on the node")
+        f["mounts"].append(HostMount(host_path=src, mount_path=target, mode=mode))
+    f["weka"] = []
+    for item in opts.value("weka") or []:
+        src, target, mode = _split_target("--weka", item, "BUCKET")
+        f["weka"].append(WekaMount(bucket=src, mount_path=target, mode=mode))
+    f["uploads"] = []
+    for item in opts.value("upload") or []:
+        src, target, _ = _split_target("--upload", item, "LOCAL_PATH")
+        path = os.path.join(cwd or os.getcwd(), os.path.expanduser(src))
+        if not os.path.exists(path):
+            raise _fail("--upload", item, f"{src!r} does not exist here", "give an existing local file or directory")
+        f["uploads"].append(Upload(local_path=os.path.abspath(path), mount_path=target))
+    targets = [m.mount_path for group in ("datasets", "mounts", "weka", "uploads") for m in f[group]]
+    dup = next((t for t in targets if targets.count(t) > 1), None)
+    if dup:
+        raise UsageError(f"two inputs are mounted at {dup!r}", hint="give each --dataset/--mount/--weka its own path")
+    f["env"] = _env_vars(opts, environ)
+    f["env_secrets"] = _env_secrets(opts)
+    clash = {e.name for e in f["env"]} & {s.name for s in f["env_secrets"]}
+    if clash:
+        name = min(clash)
+        raise UsageError(f"{name!r} is given both by --env and --env-secret", hint="keep one of them")
+    auto = opts.value("auto_secrets")
+    f["auto_secrets"] = not given.get("no_auto_secrets") and auto is not False
+    f["git_token_secret"] = _pattern(opts, "git_token_secret", SECRET, "secret name")
+    results = _checked(opts, "results", lambda v: isinstance(v, str) and v.startswith("/"),
+                       "is not an absolute path", "give an absolute path such as /results")
+    if results:
+        f["results_dir"] = results
+
+    # git
+    for opt in ("ref", "branch", "remote"):
+        f[opt] = _checked(opts, opt, lambda v: isinstance(v, str) and v.strip() and "\n" not in v,
+                          "is empty", f"give a value to {flag(opt)} or omit it")
+    f["allow_dirty"] = bool(given.get("allow_dirty"))
+
+    # task
+    f["task_name"] = _pattern(opts, "task_name", NAME, "task name") or "main"
+    f["priority"] = _choice(opts, "priority", [p.value for p in Priority])
+    f["task_timeout"] = _duration(opts, "task_timeout", allow_zero=False)
+    f["min_runtime"] = _duration(opts, "min_runtime", allow_zero=True)
+    f["no_auto_resume"] = bool(given.get("no_auto_resume"))
+    f["preemptible"] = opts.value("preemptible")
+    if f["preemptible"] is not None and (f["min_runtime"] is not None or f["no_auto_resume"]):
+        raise UsageError("--preemptible/--not-preemptible cannot be combined with --min-runtime or --no-auto-resume",
+                         hint="use --min-runtime (0 = preemptible at any time) instead of --preemptible")
+    f["retries"] = _positive(opts, "retries", int, "give how many times to retry, e.g. 3", allow_zero=True)
+
+    # multi-node
+    f["replicas"] = _positive(opts, "replicas", int, "give the number of nodes, e.g. --replicas 2") or 1
+    for opt in ("leader_selection", "host_networking", "propagate_failure", "propagate_preemption"):
+        f[opt] = given.get(opt)
+    f["synchronized_start_timeout"] = _duration(opts, "synchronized_start_timeout", allow_zero=False)
     launchers = [n for n in ("torchrun", "accelerate", "ray") if given.get(n)]
     if len(launchers) > 1:
         raise UsageError(f"--{launchers[0]} and --{launchers[1]} cannot be combined", hint="pick one launcher")
-    if launchers:
-        fields["launcher"] = Launcher(launchers[0])
-    fields["env"] = [_split_env(e, environ) for e in given.get("env") or []]
-    secrets = []
-    for item in given.get("env_secret") or []:
-        name, _, secret = item.partition("=")
-        secrets.append(EnvSecret(name=name, secret=secret or name))
-    fields["env_secrets"] = secrets
-    fields["mounts"] = [HostMount(host_path=s, mount_path=t)
-                        for s, t in (_split_mount("--mount", m) for m in given.get("mount") or [])]
-    fields["weka"] = [WekaMount(bucket=s, mount_path=t)
-                      for s, t in (_split_mount("--weka", m) for m in given.get("weka") or [])]
-    fields["uploads"] = [Upload(local_path=s, mount_path=t)
-                         for s, t in (_split_mount("--upload", m) for m in given.get("upload") or [])]
-    datasets = []
-    for item in given.get("dataset") or []:
-        src, target = _split_mount("--dataset", item)
-        ds, _, sub = src.partition(":")
-        datasets.append(DatasetMount(dataset=ds, mount_path=target, sub_path=sub or None))
-    fields["datasets"] = datasets
+    f["launcher"] = Launcher(launchers[0]) if launchers else Launcher.none
+    f["resumable"] = bool(given.get("resumable"))
+    f["profile"] = _pattern(opts, "profile", NAME, "profile name")
+    f["no_profile"] = bool(given.get("no_profile"))
+    if f["profile"] and f["no_profile"]:
+        raise UsageError(f"--profile {f['profile']!r} cannot be combined with --no-profile", hint="keep one")
+    f["skip_nccl_setup"] = bool(given.get("skip_nccl_setup"))
+
+    # runtime
+    f["exec_method"] = ExecMethod(_choice(opts, "exec_method", [m.value for m in ExecMethod]) or "exec")
+    f["pre_setup"] = opts.value("pre_setup")
+    f["post_setup"] = opts.value("post_setup")
+
+    # python
+    _python(opts, given, f)
+
+    # launch behaviour
+    backend = "local" if given.get("local") else _choice(opts, "backend", [b.value for b in BackendName])
+    if given.get("local") and given.get("backend") not in (None, "local"):
+        raise UsageError(f"--local cannot be combined with --backend {given['backend']!r}", hint="keep one")
+    f["backend"] = BackendName(backend or "beaker")
+    for opt in ("dry_run", "follow", "yes"):
+        f[opt] = bool(given.get(opt))
+    f["save_spec"] = given.get("save_spec")
     try:
-        return LaunchRequest(**fields)
-    except ValidationError as e:
+        return LaunchRequest(**{k: v for k, v in f.items() if v is not None})
+    except ValidationError as e:  # a backstop: the checks above should have caught it
         err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        raise UsageError(f"{loc}: {msg}" if loc else msg) from None
+        loc = flag(str(err["loc"][0])) if err["loc"] else "run"
+        raise UsageError(f"{loc}: {err['msg'].removeprefix('Value error, ')}") from None
+
+
+def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
+    f["install"] = opts.value("install")
+    f["no_python"] = bool(opts.value("no_python"))
+    f["system_python"] = bool(opts.value("system_python"))
+    f["python_version"] = _checked(opts, "python_version", lambda v: PY_VERSION.fullmatch(str(v)),
+                                   "is not a Python version", "use e.g. 3.12 or 3.11.9")
+    f["uv_extras"] = _list(opts, "uv_extra", "extra name")
+    f["uv_all_extras"] = bool(opts.value("uv_all_extras"))
+    f["uv_no_extras"] = bool(given.get("uv_no_extras"))
+    f["torch_backend"] = _pattern(opts, "torch_backend", TORCH_BACKEND, "torch backend (e.g. cu128, cpu, auto)")
+    f["uv_cache_dir"] = _checked(opts, "uv_cache_dir", lambda v: isinstance(v, str) and v.startswith("/"),
+                                 "is not an absolute path", "give an absolute path in the job, e.g. /weka/uv-cache")
+    if given.get("uv_no_extras"):  # the command line beats a config default of all extras
+        if given.get("uv_all_extras") or given.get("uv_extra"):
+            other = "--uv-all-extras" if given.get("uv_all_extras") else "--uv-extra"
+            raise UsageError(f"--uv-no-extras cannot be combined with {other}", hint="keep one")
+        f["uv_all_extras"], f["uv_extras"] = False, []
+    if f["uv_all_extras"] and f["uv_extras"]:
+        raise UsageError(f"--uv-all-extras cannot be combined with --uv-extra {f['uv_extras'][0]!r}",
+                         hint="all extras already include it: keep one")
+    if f["no_python"]:
+        for opt, key in (("--system-python", "system_python"), ("--python-version", "python_version"),
+                         ("--install", "install"), ("--uv-extra", "uv_extras"), ("--uv-all-extras", "uv_all_extras"),
+                         ("--torch-backend", "torch_backend")):
+            if f[key]:
+                raise UsageError(f"--no-python cannot be combined with {opt}",
+                                 hint="drop --no-python to set up Python, or drop the Python option")
+    if f["uv_cache_dir"] and any(e.name == "UV_CACHE_DIR" for e in f["env"]):
+        raise UsageError("--uv-cache-dir cannot be combined with --env UV_CACHE_DIR", hint="keep one")
+    if f["torch_backend"] and any(e.name == "UV_TORCH_BACKEND" for e in f["env"]):
+        raise UsageError("--torch-backend cannot be combined with --env UV_TORCH_BACKEND", hint="keep one")
+    if f["system_python"] and f["python_version"]:
+        raise UsageError(f"--system-python cannot be combined with --python-version {f['python_version']!r}",
+                         hint="the image's Python is used as is: drop one")

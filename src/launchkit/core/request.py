@@ -9,9 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from launchkit.core.units import parse_duration, parse_size
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Priority(str, Enum):
@@ -57,29 +55,31 @@ class EnvSecret(_Model):
     secret: str
 
 
+MountMode = Literal["readonly", "readwrite"]
+
+
 class DatasetMount(_Model):
     dataset: str
     mount_path: str
     sub_path: str | None = None
+    mode: MountMode | None = None
 
 
 class HostMount(_Model):
     host_path: str
     mount_path: str
+    mode: MountMode | None = None
 
 
 class WekaMount(_Model):
     bucket: str
     mount_path: str
+    mode: MountMode | None = None
 
 
 class Upload(_Model):
     local_path: str
     mount_path: str
-
-
-class Duration(float):
-    """Seconds, parsed from `90`, `30s`, `5m`, `2h30m`, `1d`."""
 
 
 class LaunchRequest(_Model):
@@ -104,9 +104,9 @@ class LaunchRequest(_Model):
 
     # --- resources (per replica)
     cpus: float | None = Field(default=None, gt=0)
-    gpus: int | None = Field(default=None, ge=0)
-    memory: int | None = None  # bytes
-    shared_memory: int | None = None  # bytes
+    gpus: int | None = Field(default=None, gt=0)
+    memory: int | None = Field(default=None, gt=0)  # bytes
+    shared_memory: int | None = Field(default=None, gt=0)  # bytes
 
     # --- inputs
     beaker_image: str | None = None
@@ -132,8 +132,8 @@ class LaunchRequest(_Model):
     # --- task
     task_name: str = "main"
     priority: Priority | None = None
-    task_timeout: float | None = None  # seconds
-    min_runtime: float | None = None  # seconds
+    task_timeout: float | None = Field(default=None, gt=0)  # seconds
+    min_runtime: float | None = Field(default=None, ge=0)  # seconds
     no_auto_resume: bool = False
     preemptible: bool | None = None
     retries: int | None = Field(default=None, ge=0)
@@ -164,6 +164,7 @@ class LaunchRequest(_Model):
     python_version: str | None = None
     uv_extras: list[str] = []
     uv_all_extras: bool = False
+    uv_no_extras: bool = False
     torch_backend: str | None = None
     uv_cache_dir: str | None = None
 
@@ -174,18 +175,9 @@ class LaunchRequest(_Model):
     follow: bool = False
     yes: bool = False
 
-    @field_validator("task_timeout", "min_runtime", "synchronized_start_timeout", mode="before")
-    @classmethod
-    def _duration(cls, v: object) -> object:
-        return None if v is None else parse_duration(v)  # type: ignore[arg-type]
-
-    @field_validator("memory", "shared_memory", mode="before")
-    @classmethod
-    def _size(cls, v: object) -> object:
-        return None if v is None else parse_size(v)  # type: ignore[arg-type]
-
     @model_validator(mode="after")
     def _consistent(self) -> LaunchRequest:
+        """Backstop for direct construction; launchkit.core.parse gives the user-facing messages."""
         if self.beaker_image and self.docker_image:
             raise ValueError("--beaker-image and --docker-image cannot be used together: pick one")
         if self.hostnames and (self.clusters or self.gpu_types or self.tags or self.interconnect):

@@ -3,21 +3,27 @@
 The spec is self-contained: the entrypoint script rides in the task's command
 (`bash -c <script> launchkit-entrypoint`), and the user's argv is the task's `arguments`, unchanged.
 Everything that looks random (run id, rendezvous port) is derived from the inputs, so the same
-invocation always yields byte-identical YAML.
+invocation always yields byte-identical YAML. Names (workspace, image, clusters, datasets) stay
+unresolved; the Beaker backend resolves them at submit time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from launchkit import __version__
 from launchkit.core.beaker_types import spec_types
 from launchkit.core.gitstate import GitState
-from launchkit.core.request import LaunchRequest
-from launchkit.core.units import format_size
+from launchkit.core.request import Launcher, LaunchRequest
+from launchkit.core.units import format_size, to_nanoseconds
 from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
+
+# The image used when neither the command line nor a config names one: Debian with Python, git,
+# bash and curl (the entrypoint needs bash + git; uv brings CUDA wheels for GPU jobs).
+DEFAULT_DOCKER_IMAGE = "python:3.12"
 
 # Environment contract between the spec and the entrypoint (docs/runtime.md).
 ENV_VERSION = "LAUNCHKIT_VERSION"
@@ -29,84 +35,230 @@ ENV_TASK_NAME = "LAUNCHKIT_TASK_NAME"
 ENV_RUNTIME_DIR = "LAUNCHKIT_RUNTIME_DIR"
 ENV_EXEC_METHOD = "LAUNCHKIT_EXEC_METHOD"
 ENV_RESULTS_DIR = "RESULTS_DIR"
+ENV_PRE_SETUP = "LAUNCHKIT_PRE_SETUP"
+ENV_POST_SETUP = "LAUNCHKIT_POST_SETUP"
+ENV_NO_PYTHON = "LAUNCHKIT_NO_PYTHON"
+ENV_SYSTEM_PYTHON = "LAUNCHKIT_SYSTEM_PYTHON"
+ENV_PYTHON_VERSION = "LAUNCHKIT_PYTHON_VERSION"
+ENV_INSTALL_CMD = "LAUNCHKIT_INSTALL_CMD"
+ENV_UV_EXTRAS = "LAUNCHKIT_UV_EXTRAS"
+ENV_UV_ALL_EXTRAS = "LAUNCHKIT_UV_ALL_EXTRAS"
+ENV_UV_TORCH_BACKEND = "UV_TORCH_BACKEND"
+ENV_UV_CACHE_DIR = "UV_CACHE_DIR"
+ENV_LAUNCHER = "LAUNCHKIT_LAUNCHER"
+ENV_SKIP_NCCL_SETUP = "LAUNCHKIT_SKIP_NCCL_SETUP"
+ENV_GIT_TOKEN = "LAUNCHKIT_GIT_TOKEN"
+# Cluster filters the Beaker backend applies when resolving `constraints.cluster` (Beaker has no
+# spec field for them); also informative inside the job.
+ENV_INTERCONNECT = "LAUNCHKIT_INTERCONNECT"
+ENV_CONSTRAINT_GPU_TYPES = "LAUNCHKIT_CONSTRAINT_GPU_TYPES"
+ENV_CONSTRAINT_TAGS = "LAUNCHKIT_CONSTRAINT_TAGS"
+
+RDZV_PORT_BASE, RDZV_PORT_SPAN = 29000, 1000
+_NOT_SPEC = {"dry_run", "save_spec", "follow", "yes", "backend"}  # launch behaviour, not job identity
 
 
 def run_id(request: LaunchRequest, git: GitState) -> str:
     """A stable id for this invocation: same inputs, same id."""
     payload = json.dumps(
-        {"request": request.model_dump(mode="json", exclude={"dry_run", "save_spec", "follow", "yes"}),
+        {"request": request.model_dump(mode="json", exclude=_NOT_SPEC),
          "remote": git.remote_url, "commit": git.commit},
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def build_spec(request: LaunchRequest, git: GitState) -> Any:
-    """Return a `beaker.types.BeakerExperimentSpec` for the request (first cut)."""
-    t = spec_types()
-    env: list[Any] = []
+def derive_port(rid: str) -> int:
+    """A rendezvous port in 29000-29999 derived from the run id (deterministic, spread out)."""
+    return RDZV_PORT_BASE + int(hashlib.sha256(rid.encode()).hexdigest()[:8], 16) % RDZV_PORT_SPAN
 
-    def put(name: str, value: str | None) -> None:
+
+def upload_dataset_name(local_path: str) -> str:
+    """Name of the Beaker dataset an `--upload` becomes (derived from the absolute local path, so the
+    spec stays cheap and deterministic; the Beaker backend uploads the files under this name)."""
+    return f"launchkit-upload-{hashlib.sha256(local_path.encode()).hexdigest()[:12]}"
+
+
+def cluster_tags(request: LaunchRequest) -> list[str]:
+    """Tags a cluster must have: --tag, the interconnect, and storage:weka for --weka."""
+    tags = list(request.tags)
+    if request.interconnect:
+        tags.append(f"interconnect:{request.interconnect}")
+    if request.weka and not request.hostnames and "storage:weka" not in tags:
+        tags.append("storage:weka")
+    return list(dict.fromkeys(tags))
+
+
+@dataclass
+class TaskParts:
+    """The task being assembled: env vars in order (by name) plus the other task fields."""
+
+    env: dict[str, Any] = field(default_factory=dict)  # name -> BeakerEnvVar
+    fields: dict[str, Any] = field(default_factory=dict)  # BeakerTaskSpec keyword arguments
+
+    def set_env(self, name: str, value: str | None) -> None:
         if value is not None:
-            env.append(t.BeakerEnvVar(name=name, value=value))
+            self.env[name] = spec_types().BeakerEnvVar(name=name, value=value)
 
-    put(ENV_VERSION, __version__)
-    put(ENV_RUN_ID, run_id(request, git))
-    put(ENV_GIT_REMOTE, git.remote_url)
-    put(ENV_GIT_COMMIT, git.commit)
-    put(ENV_GIT_BRANCH, git.branch)
-    put(ENV_TASK_NAME, request.task_name)
-    put(ENV_RESULTS_DIR, request.results_dir)
-    put(ENV_RUNTIME_DIR, request.runtime_dir)
-    put(ENV_EXEC_METHOD, request.exec_method.value)
-    for e in request.env:
-        put(e.name, e.value)
-    for s in request.env_secrets:
-        env.append(t.BeakerEnvVar(name=s.name, secret=s.secret))
+    def set_secret(self, name: str, secret: str) -> None:
+        self.env[name] = spec_types().BeakerEnvVar(name=name, secret=secret)
 
-    image = t.BeakerImageSource(beaker=request.beaker_image, docker=request.docker_image)
-    if not (request.beaker_image or request.docker_image):
-        image = t.BeakerImageSource(docker="python:3.11")
-    resources = t.BeakerTaskResources(
-        cpu_count=request.cpus,
-        gpu_count=request.gpus,
-        memory=format_size(request.memory) if request.memory else None,
-        shared_memory=format_size(request.shared_memory) if request.shared_memory else None,
+
+def _python_env(request: LaunchRequest, parts: TaskParts) -> None:
+    if request.no_python:
+        parts.set_env(ENV_NO_PYTHON, "1")
+        return
+    if request.system_python:
+        parts.set_env(ENV_SYSTEM_PYTHON, "1")
+    parts.set_env(ENV_PYTHON_VERSION, request.python_version)
+    parts.set_env(ENV_INSTALL_CMD, request.install)
+    if request.uv_extras:
+        parts.set_env(ENV_UV_EXTRAS, " ".join(request.uv_extras))
+    if request.uv_all_extras:
+        parts.set_env(ENV_UV_ALL_EXTRAS, "1")
+    parts.set_env(ENV_UV_TORCH_BACKEND, request.torch_backend)
+    parts.set_env(ENV_UV_CACHE_DIR, request.uv_cache_dir)
+
+
+def _datasets(request: LaunchRequest) -> list[Any]:
+    t = spec_types()
+    mounts = [t.BeakerDataMount(source=t.BeakerDataSource(beaker=d.dataset), mount_path=d.mount_path,
+                                sub_path=d.sub_path, mode=d.mode) for d in request.datasets]
+    mounts += [t.BeakerDataMount(source=t.BeakerDataSource(host_path=m.host_path), mount_path=m.mount_path,
+                                 mode=m.mode) for m in request.mounts]
+    mounts += [t.BeakerDataMount(source=t.BeakerDataSource(weka=w.bucket), mount_path=w.mount_path, mode=w.mode)
+               for w in request.weka]
+    mounts += [t.BeakerDataMount(source=t.BeakerDataSource(beaker=upload_dataset_name(u.local_path)),
+                                 mount_path=u.mount_path) for u in request.uploads]
+    return mounts
+
+
+def build_spec(request: LaunchRequest, git: GitState) -> Any:
+    """Return a `beaker.types.BeakerExperimentSpec` for the request."""
+    t = spec_types()
+    rid = run_id(request, git)
+    parts = TaskParts()
+
+    # --- the entrypoint contract (docs/runtime.md)
+    parts.set_env(ENV_VERSION, __version__)
+    parts.set_env(ENV_RUN_ID, rid)
+    parts.set_env(ENV_GIT_REMOTE, git.remote_url)
+    parts.set_env(ENV_GIT_COMMIT, git.commit)
+    parts.set_env(ENV_GIT_BRANCH, git.branch)
+    parts.set_env(ENV_TASK_NAME, request.task_name)
+    parts.set_env(ENV_RESULTS_DIR, request.results_dir)
+    parts.set_env(ENV_RUNTIME_DIR, request.runtime_dir)
+    parts.set_env(ENV_EXEC_METHOD, request.exec_method.value)
+    parts.set_env(ENV_PRE_SETUP, request.pre_setup)
+    parts.set_env(ENV_POST_SETUP, request.post_setup)
+    _python_env(request, parts)
+    if request.launcher is not Launcher.none:
+        parts.set_env(ENV_LAUNCHER, request.launcher.value)
+    if request.skip_nccl_setup:
+        parts.set_env(ENV_SKIP_NCCL_SETUP, "1")
+    parts.set_env(ENV_INTERCONNECT, request.interconnect)
+    if request.gpu_types:
+        parts.set_env(ENV_CONSTRAINT_GPU_TYPES, ",".join(request.gpu_types))
+    tags = cluster_tags(request)
+    if tags:
+        parts.set_env(ENV_CONSTRAINT_TAGS, ",".join(tags))
+    if request.git_token_secret:
+        parts.set_secret(ENV_GIT_TOKEN, request.git_token_secret)
+
+    # --- the task
+    context = t.BeakerTaskContext(
+        priority=request.priority.value if request.priority else None,
+        preemptible=request.preemptible,
+        min_runtime=to_nanoseconds(request.min_runtime) if request.min_runtime is not None else None,
+        auto_resume=False if request.no_auto_resume else None,
     )
-    task = t.BeakerTaskSpec(
+    constraints = None
+    if request.clusters or request.hostnames:
+        constraints = t.BeakerConstraints(cluster=list(request.clusters) or None,
+                                          hostname=list(request.hostnames) or None)
+    if request.beaker_image or request.docker_image:
+        image = t.BeakerImageSource(beaker=request.beaker_image, docker=request.docker_image)
+    else:
+        image = t.BeakerImageSource(docker=DEFAULT_DOCKER_IMAGE)
+    resources = None
+    if any(v is not None for v in (request.cpus, request.gpus, request.memory, request.shared_memory)):
+        resources = t.BeakerTaskResources(
+            cpu_count=request.cpus, gpu_count=request.gpus,
+            memory=format_size(request.memory) if request.memory else None,
+            shared_memory=format_size(request.shared_memory) if request.shared_memory else None,
+        )
+    sst = request.synchronized_start_timeout
+    parts.fields.update(
         name=request.task_name,
         image=image,
-        context=t.BeakerTaskContext(priority=request.priority.value if request.priority else None),
+        context=context,
+        constraints=constraints,
         command=["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME],
         arguments=list(request.command),
-        env_vars=env,
+        datasets=_datasets(request) or None,
         result=t.BeakerResultSpec(path=request.results_dir),
         resources=resources,
         replicas=request.replicas if request.replicas > 1 else None,
+        leader_selection=bool(request.leader_selection),
+        host_networking=bool(request.host_networking),
+        propagate_failure=request.propagate_failure,
+        propagate_preemption=request.propagate_preemption,
+        synchronized_start_timeout=to_nanoseconds(sst) if sst is not None else None,
+        timeout=to_nanoseconds(request.task_timeout) if request.task_timeout is not None else None,
     )
+
+    # ==== HOOK: cluster profiles and multi-node wiring =============================================
+    # launchkit.core.profiles / launchkit.core.multinode refine `parts` here (env vars such as
+    # LAUNCHKIT_RDZV_PORT = derive_port(rid), NCCL settings, replica booleans, shared memory).
+    apply_profiles_and_multinode(request, git, rid, parts)
+    # ================================================================================================
+
+    # --- the user's own env last, so it is visible at the end of the list; secrets by name only
+    for e in request.env:
+        parts.set_env(e.name, e.value)
+    for s in request.env_secrets:
+        parts.set_secret(s.name, s.secret)
+    task = t.BeakerTaskSpec(env_vars=list(parts.env.values()), **parts.fields)
     return t.BeakerExperimentSpec(
-        description=request.description, budget=request.budget, tasks=[task],
+        description=request.description,
+        budget=request.budget,
+        tasks=[task],
         groups=list(request.groups) or None,
+        retry=t.BeakerRetrySpec(allowed_task_retries=request.retries) if request.retries else None,
     )
+
+
+def apply_profiles_and_multinode(request: LaunchRequest, git: GitState, rid: str, parts: TaskParts) -> None:
+    """The single extension point for cluster profiles and multi-node launchers (see the HOOK above).
+
+    Default: explicit options only (already in `parts`); with a launcher and several replicas, the
+    deterministic rendezvous settings.
+    """
+    if request.launcher is not Launcher.none and request.replicas > 1:
+        parts.set_env("LAUNCHKIT_RDZV_PORT", str(derive_port(rid)))
+        parts.set_env("LAUNCHKIT_RDZV_ID", rid)
+
+
+_TOP_ORDER = ("version", "description", "budget", "groups", "retry", "tasks")
+_TASK_ORDER = ("name", "image", "arguments", "envVars", "datasets", "resources", "constraints", "context",
+               "result", "replicas", "leaderSelection", "hostNetworking", "propagateFailure",
+               "propagatePreemption", "synchronizedStartTimeout", "timeout", "command")
+
+
+def _ordered(data: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+    keys = [k for k in order if k in data] + [k for k in data if k not in order]
+    return {k: data[k] for k in keys}
 
 
 def spec_to_yaml(spec: Any) -> str:
-    """Deterministic YAML for a spec (block scalars for multi-line strings such as the script)."""
-    import yaml
-
-    class _Dumper(yaml.SafeDumper):
-        pass
-
-    def _str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-        style = "|" if "\n" in data and not _needs_quotes(data) else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-    _Dumper.add_representer(str, _str)
-    return yaml.dump(spec.to_json(), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096)
+    """Deterministic, readable YAML for a spec: the interesting fields first, the entrypoint script
+    (a block scalar) last."""
+    data = _ordered(spec.to_json(), _TOP_ORDER)
+    data["tasks"] = [_ordered(task, _TASK_ORDER) for task in data.get("tasks", [])]
+    return dump_yaml(data)
 
 
-def _needs_quotes(s: str) -> bool:
-    # Block scalars cannot hold trailing spaces on lines, tabs mixed weirdly, or control characters.
-    return any(line != line.rstrip(" ") for line in s.split("\n")) or any(
-        ord(c) < 32 and c not in "\n\t" for c in s
-    )
+def dump_yaml(data: Any) -> str:
+    from launchkit.core.yamlout import dump
+
+    return dump(data)

@@ -17,7 +17,7 @@ _SIZE_FACTORS = {
 }
 
 
-def parse_duration(text: str | int | float) -> float:
+def parse_duration(text: str | float) -> float:
     """Seconds from `90` (seconds), `30s`, `5m`, `2h30m`, `1d`. Raises ValueError with a hint."""
     if isinstance(text, (int, float)):
         value = float(text)
@@ -55,11 +55,10 @@ def parse_size(text: str | int) -> int:
 
 def format_size(num_bytes: int) -> str:
     """The shortest exact Beaker size string for a byte count (`10GiB`, `10240MB`, `123`)."""
-    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10),
-                         ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
-        if num_bytes % factor == 0:
-            return f"{num_bytes // factor}{unit}"
-    return str(num_bytes)
+    exact = [f"{num_bytes // factor}{unit}" for unit, factor in (
+        ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10),
+        ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)) if num_bytes % factor == 0]
+    return min(exact + [str(num_bytes)], key=len)
 
 
 def to_nanoseconds(seconds: float) -> int:

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Start-up benchmark: `launchkit --help` and `launchkit run --dry-run` against `gantry --help`.
+
+Usage (from the repository root):  uv run python bench/bench_startup.py [-n 15]
+
+- Installs beaker-gantry==3.7.0 into its own venv (bench/results/gantry-venv) with uv.
+- Byte-compiles both environments and src/ (PYTHONDONTWRITEBYTECODE would otherwise make every
+  run compile from source), creates a small git repository with a pushed commit, then runs the
+  commands interleaved, n times each, and reports median/min/max wall time in ms.
+- Targets (issue 2): help <= 0.4x gantry --help, dry-run <= 0.5x gantry --help. Exit 1 if missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+GANTRY_VENV = RESULTS / "gantry-venv"
+TARGETS = {"launchkit --help": 0.4, "launchkit run --dry-run": 0.5}
+
+
+def sh(*cmd: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
+    subprocess.run(cmd, cwd=cwd, check=True, timeout=900, env=env, stdout=subprocess.DEVNULL)
+
+
+def gantry_bin() -> Path:
+    exe = GANTRY_VENV / "bin" / "gantry"
+    if not exe.exists():
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        sh("uv", "venv", "-q", "--python", sys.executable, str(GANTRY_VENV))
+        sh("uv", "pip", "install", "-q", "--python", str(GANTRY_VENV / "bin" / "python"), "beaker-gantry==3.7.0")
+    return exe
+
+
+def compile_all(python: Path, *paths: Path) -> None:
+    subprocess.run([str(python), "-m", "compileall", "-q", *map(str, paths)], timeout=900,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def site_packages(python: Path) -> Path:
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    return Path(out)
+
+
+def small_repo(tmp: Path) -> Path:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.com",
+           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.com"}
+    remote, work = tmp / "remote.git", tmp / "work"
+    sh("git", "init", "-q", "--bare", "-b", "main", str(remote))
+    sh("git", "init", "-q", "-b", "main", str(work))
+    (work / "train.py").write_text("print('hello')\n")
+    (work / "pyproject.toml").write_text('[project]\nname = "small"\nversion = "0"\n')
+    sh("git", "add", "-A", cwd=work, env=env)
+    sh("git", "commit", "-q", "-m", "init", cwd=work, env=env)
+    sh("git", "remote", "add", "origin", remote.as_uri(), cwd=work)
+    sh("git", "push", "-q", "-u", "origin", "main", cwd=work, env=env)
+    return work
+
+
+def time_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall ms, CPU ms of the process and its children). CPU time is less sensitive to machine load."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return elapsed * 1000, cpu * 1000
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=15, help="runs per command (default 15)")
+    args = ap.parse_args()
+
+    launchkit_python = Path(sys.executable)
+    gantry = gantry_bin()
+    compile_all(gantry.parent / "python", site_packages(gantry.parent / "python"))
+    compile_all(launchkit_python, site_packages(launchkit_python), ROOT / "src")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHKIT_", "BEAKER_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["NO_COLOR"] = "1"
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = small_repo(Path(tmp))
+        env["HOME"] = tmp  # no user config, no Beaker config
+        script = launchkit_python.parent / "launchkit"  # the console script users run
+        lk = [str(script)] if script.exists() else [str(launchkit_python), "-m", "launchkit"]
+        commands = {
+            "gantry --help": [str(gantry), "--help"],
+            "launchkit --help": [*lk, "--help"],
+            "launchkit run --dry-run": [*lk, "run", "--dry-run", "--gpus", "1", "--", "python", "train.py"],
+        }
+        for cmd in commands.values():  # warm the page cache
+            time_once(cmd, repo, env)
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        for _ in range(args.n):
+            for name, cmd in commands.items():
+                samples[name].append(time_once(cmd, repo, env))
+
+    base = statistics.median(w for w, _ in samples["gantry --help"])
+    base_cpu = statistics.median(c for _, c in samples["gantry --help"])
+    ok = True
+    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; wall time is what the targets use")
+    print(f"{'command':<26} {'median':>8} {'min':>7} {'max':>7} {'x gantry':>9}  {'cpu':>7} {'x':>6}  target"
+          f"   (n={args.n})")
+    for name, pairs in samples.items():
+        walls, cpus = [w for w, _ in pairs], [c for _, c in pairs]
+        med, cpu = statistics.median(walls), statistics.median(cpus)
+        ratio = med / base
+        target = TARGETS.get(name)
+        verdict = "" if target is None else (f"<= {target}x  " + ("ok" if ratio <= target else "MISSED"))
+        ok &= target is None or ratio <= target
+        print(f"{name:<26} {med:7.0f}ms {min(walls):6.0f}ms {max(walls):6.0f}ms {ratio:8.2f}x  {cpu:6.0f}ms "
+              f"{cpu / base_cpu:5.2f}x  {verdict}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if shutil.which("uv") is None:
+        raise SystemExit("uv is required (pip install uv)")
+    sys.exit(main())

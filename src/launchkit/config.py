@@ -1,0 +1,191 @@
+"""Defaults for `launchkit run` from config files and the environment.
+
+Sources, highest precedence first: the command line > `LAUNCHKIT_*` environment variables >
+`[tool.launchkit]` in the project's pyproject.toml > the user config file
+(`platformdirs.user_config_dir("launchkit")/config.toml`, or `$LAUNCHKIT_CONFIG`).
+
+Reading is cheap (stdlib tomllib, no pydantic) so `run --help` can show where a default came from.
+Strict validation (`validate_layers`, pydantic, unknown keys with did-you-mean) runs only for `run`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launchkit.errors import UsageError
+
+# Config key -> type description. Keys are the `run` option names with `_` (a `-` is accepted too).
+KEYS: dict[str, str] = {
+    "workspace": "str", "budget": "str", "groups": "list",
+    "clusters": "list", "gpu_types": "list", "interconnect": "str", "tags": "list",
+    "cpus": "float", "gpus": "int", "memory": "str", "shared_memory": "str",
+    "beaker_image": "str", "docker_image": "str",
+    "env": "dict", "env_secrets": "dict", "auto_secrets": "bool", "git_token_secret": "str",
+    "results": "str",
+    "task_name": "str", "priority": "str", "task_timeout": "duration", "min_runtime": "duration",
+    "preemptible": "bool", "retries": "int",
+    "replicas": "int", "profile": "str",
+    "exec_method": "str", "pre_setup": "str", "post_setup": "str",
+    "install": "str", "no_python": "bool", "system_python": "bool", "python_version": "str",
+    "uv_extras": "list", "uv_all_extras": "bool", "torch_backend": "str", "uv_cache_dir": "str",
+    "backend": "str",
+}
+
+# Environment variables that set defaults. A deliberate subset: the runtime contract also uses
+# LAUNCHKIT_* names inside jobs (LAUNCHKIT_TASK_NAME, LAUNCHKIT_PYTHON_VERSION, ...), and a
+# launchkit started inside a job must not pick those up as its own defaults.
+ENV_KEYS: tuple[str, ...] = (
+    "workspace", "budget", "groups", "clusters", "gpu_types", "tags", "beaker_image", "docker_image",
+    "priority", "git_token_secret", "profile", "backend", "torch_backend", "uv_cache_dir",
+)
+ENV_PREFIX = "LAUNCHKIT_"
+PROJECT_LABEL = "pyproject.toml"
+USER_LABEL = "user config"
+
+
+@dataclass
+class Layer:
+    """One source of defaults: its label for messages, the file (if any), and the raw values."""
+
+    label: str
+    path: str | None
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def where(self, key: str) -> str:
+        return f"{key!r} in {self.path} [tool.launchkit]" if self.label == PROJECT_LABEL else (
+            f"{key!r} in {self.path}" if self.path else f"{ENV_PREFIX}{key.upper()}")
+
+
+@dataclass
+class Config:
+    """Merged defaults: key -> (value, layer it came from). Higher layers win."""
+
+    layers: list[Layer]
+    values: dict[str, tuple[Any, Layer]] = field(default_factory=dict)
+
+    def get(self, key: str) -> Any:
+        return self.values[key][0] if key in self.values else None
+
+    def source(self, key: str) -> str | None:
+        return self.values[key][1].label if key in self.values else None
+
+
+def user_config_path(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    if environ.get("LAUNCHKIT_CONFIG"):
+        return Path(environ["LAUNCHKIT_CONFIG"])
+    if sys.platform == "linux":  # what platformdirs returns on Linux, without its import on every start
+        base = environ.get("XDG_CONFIG_HOME", "").strip() or os.path.expanduser("~/.config")
+        return Path(base) / "launchkit" / "config.toml"
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("launchkit")) / "config.toml"
+
+
+def find_pyproject(start: str | Path | None = None) -> Path | None:
+    """The nearest pyproject.toml from `start` upwards, not above the git root."""
+    here = Path(start or os.getcwd()).resolve()
+    for d in (here, *here.parents):
+        candidate = d / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+        if (d / ".git").exists():
+            return None
+    return None
+
+
+_toml_cache: dict[tuple[str, bool], dict[str, Any]] = {}
+
+
+def _read_toml(path: Path, *, only_if_mentions_launchkit: bool = False) -> dict[str, Any]:
+    """Parse a TOML file (cached per process). With `only_if_mentions_launchkit`, a file that never
+    says "launchkit" cannot hold [tool.launchkit] and is not parsed at all (saves ~5 ms per start)."""
+    key = (str(path), only_if_mentions_launchkit)
+    if key in _toml_cache:
+        return _toml_cache[key]
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}", hint="check the file's permissions") from None
+    if only_if_mentions_launchkit and b"launchkit" not in data:
+        result: dict[str, Any] = {}
+    else:
+        import tomllib
+
+        try:
+            result = tomllib.loads(data.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise UsageError(f"{path} is not valid TOML: {e}", hint="fix the file's syntax") from None
+    _toml_cache[key] = result
+    return result
+
+
+def _normalise(table: dict[str, Any]) -> dict[str, Any]:
+    return {str(k).replace("-", "_"): v for k, v in table.items()}
+
+
+def read_layers(cwd: str | Path | None = None, environ: dict[str, str] | None = None) -> list[Layer]:
+    """All layers, lowest precedence first. Raises UsageError for unreadable or malformed files."""
+    environ = dict(os.environ if environ is None else environ)
+    layers: list[Layer] = []
+    upath = user_config_path(environ)
+    if upath.is_file():
+        data = _read_toml(upath)
+        layers.append(Layer(USER_LABEL, str(upath), _normalise(data)))
+    ppath = find_pyproject(cwd)
+    if ppath is not None:
+        tool = _read_toml(ppath, only_if_mentions_launchkit=True).get("tool", {})
+        table = tool.get("launchkit") if isinstance(tool, dict) else None
+        if table is not None:
+            if not isinstance(table, dict):
+                raise UsageError(f"{ppath}: [tool.launchkit] must be a table, not {type(table).__name__}",
+                                 hint="write it as a [tool.launchkit] section with key = value lines")
+            layers.append(Layer(PROJECT_LABEL, str(ppath), _normalise(table)))
+    env_values: dict[str, Any] = {}
+    for key in ENV_KEYS:
+        raw = environ.get(ENV_PREFIX + key.upper())
+        if raw:
+            env_values[key] = [p.strip() for p in raw.split(",") if p.strip()] if KEYS[key] == "list" else raw
+    if env_values:
+        layers.append(Layer("environment", None, env_values))
+    return layers
+
+
+def merge(layers: list[Layer]) -> Config:
+    cfg = Config(layers)
+    for layer in layers:
+        for key, value in layer.values.items():
+            if key in ("env", "env_secrets") and key in cfg.values and isinstance(value, dict):
+                value = {**cfg.values[key][0], **value}  # per-name merge, higher layer wins
+            cfg.values[key] = (value, layer)
+    return cfg
+
+
+def help_defaults(cwd: str | Path | None = None) -> dict[str, tuple[Any, str]]:
+    """Cheap, never-failing read for `run --help`: key -> (value, source label)."""
+    try:
+        cfg = merge(read_layers(cwd))
+    except Exception:
+        return {}
+    return {k: (v, layer.label) for k, (v, layer) in cfg.values.items()}
+
+
+def load_config(cwd: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
+    """Read, validate (strictly) and merge all layers."""
+    layers = read_layers(cwd, environ)
+    validate_layers(layers)
+    return merge(layers)
+
+
+def validate_layers(layers: list[Layer]) -> None:
+    """Strict check of each layer with pydantic: unknown keys (with did-you-mean) and wrong types."""
+    if not layers:
+        return
+    from launchkit.core.configmodel import check_layer
+
+    for layer in layers:
+        check_layer(layer)
