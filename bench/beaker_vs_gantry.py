@@ -52,8 +52,11 @@ def compile_all(python: Path | str) -> None:
 class Fake:
     """`python -m fakebeaker --demo` in its own process, driven through its admin API."""
 
+    # One directory (so one CA) for every fake of a run: grpc reads the CA path once per process.
+    DIR = tempfile.mkdtemp(prefix="lk-bench-fake-")
+
     def __init__(self, latency: float = 0.0):
-        self.dir = tempfile.mkdtemp(prefix="lk-bench-fake-")
+        self.dir = self.DIR
         env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "fakebeaker", "--demo", "--dir", self.dir, "--workspace", "ai2/launchkit",
@@ -74,6 +77,7 @@ class Fake:
         cfg = json.loads(json.dumps(self.remote._request("GET", "env")["config"]))
         os.environ.update({k: v for k, v in self.env.items() if k.startswith(("GRPC_", "REQUESTS_", "NO_", "no_"))})
         with Beaker(Config(**cfg), check_for_upgrades=False) as b:
+            b.MAX_RETRIES = 2  # type: ignore[misc]
             for wl in b.workload.list(workspace="ai2/launchkit", limit=1000):
                 name = wl.experiment.name
                 if name.startswith("bench-") and int(name.split("-")[1]) % 2 == 1:
