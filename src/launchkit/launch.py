@@ -79,4 +79,6 @@ def submit(request: Any, git: Any, spec: Any) -> None:
                                     auto_secrets=request.auto_secrets))
     console().info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:
-        raise SystemExit(backend.follow(run, sys.stdout.buffer))
+        from launchkit.cli.follow_cmd import follow_run
+
+        sys.exit(follow_run(backend, run))

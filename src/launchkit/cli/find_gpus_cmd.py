@@ -1,14 +1,36 @@
-"""`launchkit find-gpus`."""
+"""`launchkit find-gpus`: GPUs available to the chosen backend."""
 
 from __future__ import annotations
 
+import sys
+from typing import Optional
+
 import typer
 
-from launchkit.cli.state import not_yet
+from launchkit.cli.backend_choice import backend_option, choose, local_option
+from launchkit.cli.state import console
 
 
 def register(app: typer.Typer) -> None:
     @app.command("find-gpus")
-    def _cmd() -> None:
-        """(not yet available)"""
-        not_yet("find-gpus")
+    def _cmd(
+        as_json: bool = typer.Option(False, "--json", help="JSON output."),
+        backend: Optional[str] = backend_option(),
+        local: bool = local_option(),
+    ) -> None:
+        """Show GPUs: on this machine with --local (via nvidia-smi), or free GPUs on Beaker clusters."""
+        b = choose(backend, local)
+        gpus = b.find_gpus()
+        if as_json:
+            import json
+
+            sys.stdout.write(json.dumps(gpus, indent=2) + "\n")
+            return
+        if not gpus:
+            console().info("no GPUs here" + (" (nvidia-smi finds none)" if b.name == "local" else ""))
+            return
+        keys = list(gpus[0])
+        rows = [[k.upper() for k in keys]] + [[str(g.get(k, "")) for k in keys] for g in gpus]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(keys))]
+        for r in rows:
+            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")

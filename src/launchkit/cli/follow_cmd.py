@@ -1,14 +1,51 @@
-"""`launchkit follow`."""
+"""`launchkit follow [ID | --latest]`: stream a run's output live; exit with the job's exit code."""
 
 from __future__ import annotations
 
+import sys
+from typing import Any, Optional
+
 import typer
 
-from launchkit.cli.state import not_yet
+from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, stdout_closed
+from launchkit.cli.state import console
+
+
+def follow_run(backend: Any, run: Any, *, replica: Optional[int] = None) -> int:
+    """Follow until the run finishes. Ctrl-C detaches (the job keeps running) and says how to resume."""
+    from launchkit.errors import EXIT_INTERRUPTED
+
+    con = console()
+    con.info(f"following {run.id} (Ctrl-C detaches; the job keeps running)")
+    try:
+        code = backend.follow(run, sys.stdout.buffer, replica=replica)
+    except BrokenPipeError:
+        return stdout_closed()
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        con.info(f"\ndetached from {run.id}; it keeps running. Resume with: launchkit follow {run.id}")
+        return EXIT_INTERRUPTED
+    final = backend.get(run.id)
+    if final.status.value == "succeeded":
+        con.info(f"{run.id} succeeded")
+    elif final.status.value == "canceled":
+        con.info(f"{run.id} was canceled")
+    else:
+        con.error(f"{run.id} failed with exit code {final.exit_code if final.exit_code is not None else '?'}"
+                  f" (full logs: launchkit logs {run.id})")
+    return code
 
 
 def register(app: typer.Typer) -> None:
     @app.command("follow")
-    def _cmd() -> None:
-        """(not yet available)"""
-        not_yet("follow")
+    def _cmd(
+        run_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="Run to follow."),
+        latest: bool = typer.Option(False, "--latest", "-l", help="Follow your newest run."),
+        replica: Optional[int] = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
+        backend: Optional[str] = backend_option(),
+        local: bool = local_option(),
+    ) -> None:
+        """Stream a run's output live. Exits with the job's exit code; Ctrl-C detaches."""
+        b, run = resolve_run(backend, local, run_id, latest)
+        # SystemExit, not typer.Exit: click returns (drops) Exit codes when standalone_mode=False
+        sys.exit(follow_run(b, run, replica=replica))

@@ -1,14 +1,52 @@
-"""`launchkit list`."""
+"""`launchkit list`: runs, newest first, with status and exit code."""
 
 from __future__ import annotations
 
+import sys
+from typing import Optional
+
 import typer
 
-from launchkit.cli.state import not_yet
+from launchkit.cli.backend_choice import backend_option, choose, local_option
+
+
+def _age(created) -> str:  # noqa: ANN001 - datetime
+    import datetime as dt
+
+    s = int((dt.datetime.now(dt.timezone.utc) - created).total_seconds())
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n:
+            return f"{s // n}{unit} ago"
+    return f"{s}s ago"
 
 
 def register(app: typer.Typer) -> None:
     @app.command("list")
-    def _cmd() -> None:
-        """(not yet available)"""
-        not_yet("list")
+    def _cmd(
+        status: Optional[list[str]] = typer.Option(None, "--status", "-s",
+                                                   help="Only runs with this status (repeatable)."),
+        limit: int = typer.Option(20, "--limit", "-n", min=1, help="At most N runs."),
+        as_json: bool = typer.Option(False, "--json", help="JSON output."),
+        backend: Optional[str] = backend_option(),
+        local: bool = local_option(),
+    ) -> None:
+        """List runs, newest first."""
+        from launchkit.backends import RunStatus
+        from launchkit.errors import UsageError
+
+        try:
+            statuses = [RunStatus(s) for s in status or []]
+        except ValueError as e:
+            raise UsageError(str(e), hint="statuses: " + ", ".join(s.value for s in RunStatus)) from None
+        runs = choose(backend, local).list_runs(limit=limit, statuses=statuses or None)
+        if as_json:
+            import json
+
+            sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in runs], indent=2) + "\n")
+            return
+        rows = [("ID", "NAME", "STATUS", "EXIT", "CREATED")]
+        rows += [(r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created))
+                 for r in runs]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")

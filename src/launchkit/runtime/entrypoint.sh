@@ -1,19 +1,279 @@
 # Main flow of the launchkit entrypoint: clone the exact commit, set up Python, exec the command.
 # Inputs: LAUNCHKIT_* environment variables (see docs/runtime.md) and the user's argv as "$@".
 set -euo pipefail
+LK_T0=$(lk_now_ms)
 
-: "${LAUNCHKIT_GIT_REMOTE:?LAUNCHKIT_GIT_REMOTE is not set}"
-: "${LAUNCHKIT_GIT_COMMIT:?LAUNCHKIT_GIT_COMMIT is not set}"
+# ---- 1. inputs: report everything that is missing at once
+lk_check_inputs() {
+    local -a problems=()
+    [[ -n ${LAUNCHKIT_GIT_REMOTE:-} ]] || problems+=("LAUNCHKIT_GIT_REMOTE is not set")
+    if [[ -z ${LAUNCHKIT_GIT_COMMIT:-} ]]; then
+        problems+=("LAUNCHKIT_GIT_COMMIT is not set")
+    elif [[ ! $LAUNCHKIT_GIT_COMMIT =~ ^[0-9a-fA-F]{4,64}$ ]]; then
+        problems+=("LAUNCHKIT_GIT_COMMIT='$LAUNCHKIT_GIT_COMMIT' is not a commit SHA")
+    fi
+    (($# > 0)) || problems+=("no command given (the user's argv follows the script)")
+    command -v git >/dev/null 2>&1 || problems+=("git is not installed in the image")
+    case ${LAUNCHKIT_EXEC_METHOD:-exec} in
+        exec | bash) ;;
+        *) problems+=("LAUNCHKIT_EXEC_METHOD='$LAUNCHKIT_EXEC_METHOD' must be exec or bash") ;;
+    esac
+    if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]] &&
+        ! command -v python3 >/dev/null 2>&1 && ! command -v python >/dev/null 2>&1; then
+        problems+=("LAUNCHKIT_SYSTEM_PYTHON=1 but the image has no python3")
+    fi
+    if ((${#problems[@]})); then
+        local p
+        for p in "${problems[@]}"; do printf '[launchkit] error: %s\n' "$p" >&2; done
+        lk_die "$LK_EXIT_INPUTS" "the job cannot start: ${#problems[@]} input problem(s) above"
+    fi
+}
+lk_check_inputs "$@"
+
 RESULTS_DIR=${RESULTS_DIR:-/results}
 LAUNCHKIT_RUNTIME_DIR=${LAUNCHKIT_RUNTIME_DIR:-/launchkit-runtime}
-export RESULTS_DIR PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-1}
-mkdir -p "$RESULTS_DIR" "$LAUNCHKIT_RUNTIME_DIR"
+LAUNCHKIT_EXEC_METHOD=${LAUNCHKIT_EXEC_METHOD:-exec}
+LK_LOG_DIR="$RESULTS_DIR/.launchkit/logs"
+LK_TOOLS=${LAUNCHKIT_TOOLS_DIR:-${TMPDIR:-/tmp}/launchkit-tools}
+LK_VENV="$LAUNCHKIT_RUNTIME_DIR/.venv"
+export RESULTS_DIR LAUNCHKIT_RUNTIME_DIR PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-1}
+export PATH="$PATH:$LK_TOOLS/bin"
+mkdir -p "$RESULTS_DIR" "$LK_LOG_DIR" "$LAUNCHKIT_RUNTIME_DIR" "$LK_TOOLS/bin" ||
+    lk_die "$LK_EXIT_INPUTS" "cannot create RESULTS_DIR=$RESULTS_DIR or LAUNCHKIT_RUNTIME_DIR=$LAUNCHKIT_RUNTIME_DIR"
 cd "$LAUNCHKIT_RUNTIME_DIR"
 
-git init -q .
-git fetch -q --depth 1 "$LAUNCHKIT_GIT_REMOTE" "$LAUNCHKIT_GIT_COMMIT" || lk_die 11 "could not fetch commit $LAUNCHKIT_GIT_COMMIT"
-git -c advice.detachedHead=false checkout -q FETCH_HEAD
+# Setup failures: the EXIT trap names the failed step, shows its log and exits with its code.
+LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID=''
+lk_step() { LK_STEP=$1 LK_STEP_CODE=$2 LK_STEP_LOG=${3:-}; }
+lk_on_exit() {
+    local rc=$?
+    [[ -n $LK_PREP_PID ]] && kill "$LK_PREP_PID" 2>/dev/null
+    if [[ -n $LK_STEP && $rc -ne 0 ]]; then
+        [[ -n $LK_STEP_LOG ]] && lk_show_log "$LK_STEP_LOG"
+        printf '[launchkit] error: %s failed (exit %d); the command was not started\n' "$LK_STEP" "$rc" >&2
+        exit "$LK_STEP_CODE"
+    fi
+}
+trap lk_on_exit EXIT
+trap 'LK_STEP=; exit 143' TERM
+trap 'LK_STEP=; exit 130' INT
+lk_die() { # setup errors: clear the step so the EXIT trap keeps this code
+    local code=$1; shift
+    LK_STEP=''
+    printf '[launchkit] error: %s\n' "$*" >&2
+    exit "$code"
+}
 
+# ---- 2. pre-setup hook
+if [[ -n ${LAUNCHKIT_PRE_SETUP:-} ]]; then
+    t=$(lk_now_ms)
+    lk_step "pre-setup hook" "$LK_EXIT_PRE_SETUP"
+    lk_run_hook "$LAUNCHKIT_PRE_SETUP"
+    lk_timed pre-setup "$t"
+fi
+
+# ---- 3. things that do not need the clone run in the background: uv, the interpreter, the venv
+lk_ensure_uv() {
+    command -v uv >/dev/null 2>&1 && return 0
+    local py
+    py=$(command -v python3 || command -v python || true)
+    if [[ -n $py ]] && lk_retry 3 "$LK_PREP_LOG.uv" "$py" -m pip install -q --disable-pip-version-check \
+        --target "$LK_TOOLS/uv-pkg" uv && [[ -x $LK_TOOLS/uv-pkg/bin/uv ]]; then
+        ln -sf "$LK_TOOLS/uv-pkg/bin/uv" "$LK_TOOLS/bin/uv"
+        return 0
+    fi
+    if command -v curl >/dev/null 2>&1; then
+        # shellcheck disable=SC2016
+        lk_retry 5 "$LK_PREP_LOG.uv" sh -c 'curl -LsSf https://astral.sh/uv/install.sh | env UV_UNMANAGED_INSTALL="$1" sh' \
+            sh "$LK_TOOLS/bin" && return 0
+    fi
+    echo "uv is not installed and could not be installed (pip and curl both failed)"
+    return 1
+}
+lk_prepare_python() { # background: exit code says which step failed
+    cd "$LK_TOOLS" # not the runtime dir: the clone may add a .python-version meanwhile
+    lk_ensure_uv || exit "$LK_EXIT_UV"
+    [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]] && return 0
+    uv venv -q --allow-existing ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"} "$LK_VENV" ||
+        exit "$LK_EXIT_VENV"
+}
+if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
+    lk_log_file LK_PREP_LOG python
+    LK_PREP_T=$(lk_now_ms)
+    (
+        trap - EXIT TERM INT
+        lk_prepare_python
+        lk_timed uv+venv "$LK_PREP_T"
+        printf '%s\n' "${LK_TIMINGS[-1]}" >"$LK_LOG_DIR/.uv+venv.timing"
+    ) >"$LK_PREP_LOG" 2>&1 &
+    LK_PREP_PID=$!
+fi
+
+# ---- 4. clone exactly the commit
+lk_clone() {
+    local log remote sha=$LAUNCHKIT_GIT_COMMIT rc=0
+    lk_log_file log clone
+    lk_step clone "$LK_EXIT_CLONE" "$log"
+    remote=$(lk_https_remote "$LAUNCHKIT_GIT_REMOTE")
+    lk_run_logged "$log" lk_git init -q .
+    lk_git remote remove origin >/dev/null 2>&1 || true
+    lk_run_logged "$log" lk_git remote add origin "$remote"
+    LK_RETRY_STOP=lk_clone_permanent lk_retry "${LAUNCHKIT_GIT_RETRIES:-5}" "$log" \
+        lk_git fetch -q --no-tags --depth 1 origin "$sha" || rc=$?
+    if ((rc == 2)) && lk_auth_failed "$log"; then
+        lk_show_log "$log"
+        lk_die "$LK_EXIT_CLONE" "cannot access $(lk_redact_url "$remote"): authentication failed" \
+            "(for a private repository set GITHUB_TOKEN, or LAUNCHKIT_GIT_TOKEN for other hosts, from a secret)"
+    elif ((rc == 2)); then # the server refuses fetching a SHA (or does not have it): fetch everything
+        printf '[launchkit] shallow fetch of %s refused; fetching all branches and tags\n' "$sha" >>"$log"
+        rc=0
+        lk_retry "${LAUNCHKIT_GIT_RETRIES:-5}" "$log" lk_git fetch -q --tags origin \
+            '+refs/heads/*:refs/remotes/origin/*' || rc=$?
+    fi
+    if ((rc != 0)); then
+        lk_show_log "$log"
+        lk_die "$LK_EXIT_CLONE" "could not fetch from $(lk_redact_url "$remote") after ${LAUNCHKIT_GIT_RETRIES:-5} attempts"
+    fi
+    if ! git rev-parse -q --verify "$sha^{commit}" >/dev/null 2>&1; then
+        lk_show_log "$log"
+        lk_die "$LK_EXIT_CLONE" "commit $sha is not in $(lk_redact_url "$remote") (was it pushed?)"
+    fi
+    lk_run_logged "$log" lk_git checkout -q -f "$sha"
+    if [[ -f .gitmodules ]]; then
+        lk_step submodules "$LK_EXIT_SUBMODULES" "$log"
+        lk_retry 3 "$log" lk_git submodule update -q --init --recursive --depth 1 --jobs 4 ||
+            lk_retry 2 "$log" lk_git submodule update -q --init --recursive --jobs 4
+    fi
+}
+lk_clone_permanent() { lk_auth_failed "$1" || lk_fetch_refused "$1"; }
+t=$(lk_now_ms)
+cd "$LAUNCHKIT_RUNTIME_DIR" # (a pre-setup hook may have changed directory)
+lk_clone
+lk_timed clone "$t"
+
+# ---- 5. cluster setup (nccl.sh), in this shell so its exports reach the command
+lk_step "cluster setup" "$LK_EXIT_CLUSTER_SETUP"
 lk_cluster_setup
+
+# ---- 6. Python environment, chosen by what the commit contains
+lk_install() {
+    local log kind='' extras_spec=''
+    local -a target=() extras=()
+    lk_log_file log install
+    lk_step install "$LK_EXIT_INSTALL" "$log"
+    if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 ]]; then
+        extras=(--all-extras)
+    else
+        local e
+        for e in ${LAUNCHKIT_UV_EXTRAS:-}; do extras+=(--extra "$e"); done
+        extras_spec=${LAUNCHKIT_UV_EXTRAS:-}
+        extras_spec=${extras_spec// /,}
+    fi
+    if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]]; then
+        target=(--system --break-system-packages)
+    fi
+    if [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then
+        kind=custom
+        { lk_run_hook "$LAUNCHKIT_INSTALL_CMD"; } >>"$log" 2>&1
+    elif [[ -f uv.lock && -f pyproject.toml ]]; then
+        kind=uv.lock
+        if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]]; then # sync into the image's environment, keep its packages
+            UV_PROJECT_ENVIRONMENT=$(python3 -c 'import sys; print(sys.prefix)') \
+                lk_run_logged "$log" uv sync --frozen --inexact "${extras[@]}"
+        else
+            # Everything is pinned, so try the cache alone first: no index round-trips (build
+            # requirements would otherwise be re-validated online); anything missing -> online.
+            local -a sync=(uv sync --frozen "${extras[@]}" ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"})
+            local cache
+            cache=$(uv cache dir 2>/dev/null || true)
+            if [[ -n $cache && -d $cache/archive-v0 ]]; then
+                lk_run_logged "$log" "${sync[@]}" --offline ||
+                    { echo "[launchkit] not all in the uv cache: syncing online" >>"$log"; lk_run_logged "$log" "${sync[@]}"; }
+            else
+                lk_run_logged "$log" "${sync[@]}"
+            fi
+        fi
+    elif [[ -f pyproject.toml || -f setup.py || -f setup.cfg ]]; then
+        kind=project
+        if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 && -f pyproject.toml ]]; then
+            lk_run_logged "$log" uv pip install "${target[@]}" --all-extras -r pyproject.toml .
+        else
+            lk_run_logged "$log" uv pip install "${target[@]}" ".${extras_spec:+[$extras_spec]}"
+        fi
+    elif [[ -f requirements.txt ]]; then
+        kind=requirements.txt
+        lk_run_logged "$log" uv pip install "${target[@]}" -r requirements.txt
+    fi
+    LK_INSTALL_KIND=${kind:-nothing to install}
+    # record what got installed, off the critical path (double fork: nothing waits for it)
+    ( uv pip freeze "${target[@]}" >"$RESULTS_DIR/.launchkit/requirements.txt" 2>/dev/null </dev/null & )
+}
+if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
+    lk_step "python setup" "$LK_EXIT_VENV" "$LK_PREP_LOG"
+    rc=0
+    wait "$LK_PREP_PID" || rc=$?
+    LK_PREP_PID=''
+    if ((rc != 0)); then
+        lk_show_log "$LK_PREP_LOG"
+        ((rc == LK_EXIT_UV)) && lk_die "$rc" "uv is not available and could not be installed"
+        lk_die "$rc" "could not create the Python environment${LAUNCHKIT_PYTHON_VERSION:+ (python $LAUNCHKIT_PYTHON_VERSION)}"
+    fi
+    LK_TIMINGS+=("$(cat "$LK_LOG_DIR/.uv+venv.timing" 2>/dev/null || echo 'uv+venv ?')")
+    if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} != 1 ]]; then
+        export VIRTUAL_ENV="$LK_VENV" UV_PROJECT_ENVIRONMENT="$LK_VENV" PATH="$LK_VENV/bin:$PATH"
+        unset PYTHONHOME
+    fi
+    t=$(lk_now_ms)
+    lk_install
+    lk_timed "install[$LK_INSTALL_KIND]" "$t"
+fi
+
+# ---- 7. post-setup hook
+if [[ -n ${LAUNCHKIT_POST_SETUP:-} ]]; then
+    t=$(lk_now_ms)
+    lk_step "post-setup hook" "$LK_EXIT_POST_SETUP"
+    lk_run_hook "$LAUNCHKIT_POST_SETUP"
+    lk_timed post-setup "$t"
+fi
+if [[ ${BEAKER_ASSIGNED_GPU_COUNT:-0} != 0 ]] && command -v nvidia-smi >/dev/null 2>&1; then
+    lk_log_file log nvidia-smi
+    ( nvidia-smi >"$log" 2>&1 </dev/null & ) # for the record only: not on the critical path
+fi
+
+# ---- 8. exec the command; from here on the job's exit code is the command's
+lk_step "launcher setup" "$LK_EXIT_EXEC"
 lk_wrap_command "$@"
-exec "${LK_CMD[@]}"
+LK_STEP=''
+trap - EXIT TERM INT
+cd "$LAUNCHKIT_RUNTIME_DIR"
+lk_timing_line
+if [[ $LAUNCHKIT_EXEC_METHOD == exec ]]; then
+    exec "${LK_CMD[@]}"
+fi
+# bash method: bash stays the parent (reaps orphans, forwards signals); the command starts via
+# `bash -c` (so BASH_ENV applies) with its argv intact. A signal that arrives while the child is
+# being started is forwarded right after.
+LK_CHILD='' LK_PENDING=''
+lk_forward() {
+    if [[ -z $LK_CHILD ]]; then LK_PENDING=$1; return; fi
+    kill -s "$1" "$LK_CHILD" 2>/dev/null || true
+}
+for sig in TERM INT HUP USR1 USR2; do
+    # shellcheck disable=SC2064
+    trap "lk_forward $sig" "$sig"
+done
+bash -c 'exec "$@"' "${LK_CMD[0]}" "${LK_CMD[@]}" <&0 &
+LK_CHILD=$!
+[[ -z $LK_PENDING ]] || kill -s "$LK_PENDING" "$LK_CHILD" 2>/dev/null || true
+if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501)); then
+    while :; do # `wait -p` tells an exit (pid set) from an interruption by a forwarded signal
+        LK_DONE='' rc=0
+        wait -n -p LK_DONE "$LK_CHILD" || rc=$?
+        [[ -z ${LK_DONE:-} ]] || exit "$rc"
+    done
+fi
+while :; do
+    rc=0
+    wait "$LK_CHILD" || rc=$?
+    kill -0 "$LK_CHILD" 2>/dev/null || exit "$rc"
+done

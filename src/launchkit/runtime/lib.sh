@@ -1,4 +1,16 @@
-# Shared helpers for the launchkit entrypoint. Functions only: nothing runs at source time.
+# Shared helpers for the launchkit entrypoint: functions and constants only (nothing runs at source time).
+
+# Exit codes of the setup steps (docs/runtime.md). The user command's own code is the job's code.
+LK_EXIT_INPUTS=100
+LK_EXIT_CLONE=101
+LK_EXIT_SUBMODULES=102
+LK_EXIT_PRE_SETUP=103
+LK_EXIT_UV=104
+LK_EXIT_VENV=105
+LK_EXIT_INSTALL=106
+LK_EXIT_POST_SETUP=107
+LK_EXIT_CLUSTER_SETUP=108
+LK_EXIT_EXEC=109
 
 lk_log() { printf '[launchkit] %s\n' "$*" >&2; }
 lk_die() { # lk_die EXIT_CODE MESSAGE...
@@ -6,3 +18,117 @@ lk_die() { # lk_die EXIT_CODE MESSAGE...
     printf '[launchkit] error: %s\n' "$*" >&2
     exit "$code"
 }
+
+# Milliseconds since the epoch (bash 5 has EPOCHREALTIME; older bash falls back to date).
+lk_now_ms() {
+    if [[ -n ${EPOCHREALTIME:-} ]]; then
+        local t=${EPOCHREALTIME/[.,]/}
+        printf '%s\n' "$((10#$t / 1000))"
+    else
+        date +%s%3N
+    fi
+}
+
+# "1234" (ms) -> "1.23s"
+lk_fmt_ms() { printf '%d.%02ds' "$(($1 / 1000))" "$((($1 % 1000) / 10))"; }
+
+# Step timings, printed as one line by lk_timing_line.
+LK_TIMINGS=()
+lk_timed() { # lk_timed LABEL START_MS
+    LK_TIMINGS+=("$1 $(lk_fmt_ms "$(($(lk_now_ms) - $2))")")
+}
+lk_timing_line() {
+    local IFS='|' total
+    total=$(lk_fmt_ms "$(($(lk_now_ms) - LK_T0))")
+    local joined="${LK_TIMINGS[*]}"
+    lk_log "setup done in $total (${joined//|/, })"
+}
+
+# Full logs of each setup step go to $LK_LOG_DIR/NN_name.log; shown (tail) only on failure.
+LK_LOG_SEQ=0
+lk_log_file() { # lk_log_file VAR NAME: sets VAR to a fresh, numbered log path
+    LK_LOG_SEQ=$((LK_LOG_SEQ + 1))
+    printf -v "$1" '%s/%02d_%s.log' "$LK_LOG_DIR" "$LK_LOG_SEQ" "$2"
+}
+lk_show_log() { # lk_show_log FILE: the end of a step's log, on stderr
+    [[ -s $1 ]] || return 0
+    printf '[launchkit] ---- last lines of %s\n' "$1" >&2
+    tail -n "${LAUNCHKIT_LOG_TAIL:-40}" "$1" >&2
+    printf '[launchkit] ----\n' >&2
+}
+
+# lk_run_logged LOGFILE CMD...: run quietly into LOGFILE; return the command's status.
+lk_run_logged() {
+    local log=$1; shift
+    printf '$ %s\n' "$*" >>"$log"
+    "$@" >>"$log" 2>&1
+}
+
+# Retry with exponential backoff: lk_retry N LOGFILE CMD... (base delay LAUNCHKIT_RETRY_DELAY, cap 30s).
+# If LK_RETRY_STOP names a function that accepts an attempt's output file, a match stops retrying
+# (return 2): the failure is permanent.
+lk_retry() {
+    local tries=$1 log=$2 n=1 delay=${LAUNCHKIT_RETRY_DELAY:-1} attempt rc; shift 2
+    attempt="$log.attempt"
+    while :; do
+        : >"$attempt"
+        rc=0
+        lk_run_logged "$attempt" "$@" || rc=$?
+        cat "$attempt" >>"$log"
+        if ((rc == 0)); then rm -f "$attempt"; return 0; fi
+        if [[ -n ${LK_RETRY_STOP:-} ]] && "$LK_RETRY_STOP" "$attempt"; then rm -f "$attempt"; return 2; fi
+        rm -f "$attempt"
+        if ((n >= tries)); then return 1; fi
+        printf '[launchkit] attempt %d/%d failed (exit %d); retrying in %ss\n' "$n" "$tries" "$rc" "$delay" >>"$log"
+        sleep "$delay"
+        n=$((n + 1))
+        delay=$(awk -v d="$delay" 'BEGIN { d = d * 2; if (d > 30) d = 30; print d }')
+    done
+}
+
+# A hook is a path to a script (sourced) or a shell snippet (eval'd), run in this shell so that
+# its exports reach the user command. Failures are mapped to the step's code by the EXIT trap.
+lk_run_hook() {
+    if [[ $1 == *.sh && -f $1 ]]; then
+        # shellcheck disable=SC1090
+        source "$1"
+    else
+        eval "$1"
+    fi
+    set -euo pipefail
+}
+
+# Remote URL with any userinfo stripped, for messages.
+lk_redact_url() { printf '%s\n' "$1" | sed -E 's#(://)[^/@]*@#\1#'; }
+
+# git with a credential helper that reads the token from the environment at call time,
+# so the token is never in argv, in logs or on disk.
+lk_git() {
+    local -a cfg=(-c advice.detachedHead=false -c init.defaultBranch=main)
+    if [[ -n ${GITHUB_TOKEN:-} ]]; then
+        # shellcheck disable=SC2016
+        cfg+=(-c 'credential.https://github.com.helper=' -c 'credential.https://github.com.helper=!f() { echo username=x-access-token; echo "password=$GITHUB_TOKEN"; }; f')
+    fi
+    if [[ -n ${LAUNCHKIT_GIT_TOKEN:-} ]]; then
+        # shellcheck disable=SC2016
+        cfg+=(-c 'credential.helper=' -c 'credential.helper=!f() { echo "username=${LAUNCHKIT_GIT_USERNAME:-x-access-token}"; echo "password=$LAUNCHKIT_GIT_TOKEN"; }; f')
+    fi
+    GIT_TERMINAL_PROMPT=0 git "${cfg[@]}" "$@"
+}
+
+# SSH-style remotes become https when a token is given (jobs have no SSH keys).
+lk_https_remote() {
+    local url=$1
+    if [[ -n ${GITHUB_TOKEN:-}${LAUNCHKIT_GIT_TOKEN:-} ]]; then
+        if [[ $url =~ ^[A-Za-z0-9._-]+@([^:/]+):(.+)$ ]]; then
+            url="https://${BASH_REMATCH[1]}/${BASH_REMATCH[2]}"
+        elif [[ $url =~ ^ssh://[^@/]+@([^/:]+)(:[0-9]+)?/(.+)$ ]]; then
+            url="https://${BASH_REMATCH[1]}/${BASH_REMATCH[3]}"
+        fi
+    fi
+    printf '%s\n' "$url"
+}
+
+# Errors after which retrying the same fetch is pointless.
+lk_fetch_refused() { grep -qiE "not our ref|couldn't find remote ref|unadvertised object|no such remote ref|did not send all necessary objects|upload-pack: not our|invalid refspec|not a valid object" "$1"; }
+lk_auth_failed() { grep -qiE "authentication failed|could not read (username|password)|terminal prompts disabled|permission denied \(publickey|repository not found|error: 403|HTTP 403" "$1"; }

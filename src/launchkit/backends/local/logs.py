@@ -1,0 +1,63 @@
+"""Per-replica log files: one record per output line, `<ns-timestamp><sep><raw bytes>\\n`.
+
+`sep` is a space when the line ended with its own newline, `~` when the job's output ended
+without one (the record's final newline is then not part of the output). Bytes are never decoded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import IO
+
+
+def pump(stream: IO[bytes], path: str) -> None:
+    """Copy a child's output into a log file, one timestamped record per line, unbuffered."""
+    with open(path, "ab", buffering=0) as f:
+        for line in iter(stream.readline, b""):
+            ts = time.time_ns()
+            if line.endswith(b"\n"):
+                f.write(b"%d %s" % (ts, line))
+            else:
+                f.write(b"%d~%s\n" % (ts, line))
+
+
+def parse(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
+    """Complete records in `buf` as (ns, raw bytes), and how many bytes they used."""
+    out: list[tuple[int, bytes]] = []
+    pos = 0
+    while (nl := buf.find(b"\n", pos)) >= 0:
+        i = pos
+        while 48 <= buf[i] <= 57:
+            i += 1
+        ts = int(buf[pos:i])
+        out.append((ts, buf[i + 1:nl + 1] if buf[i:i + 1] == b" " else buf[i + 1:nl]))
+        pos = nl + 1
+    return out, pos
+
+
+def read_records(path: str) -> list[tuple[int, bytes]]:
+    try:
+        with open(path, "rb") as f:
+            return parse(f.read())[0]
+    except FileNotFoundError:
+        return []
+
+
+class Tail:
+    """Incremental reader of one log file (for follow)."""
+
+    def __init__(self, path: str):
+        self.path, self.offset, self.rest = path, 0, b""
+
+    def read(self) -> Iterator[tuple[int, bytes]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return iter(())
+        self.offset += len(data)
+        records, used = parse(self.rest + data)
+        self.rest = (self.rest + data)[used:]
+        return iter(records)

@@ -1,0 +1,80 @@
+"""Which backend a command talks to: --backend/--local, else the run id's prefix, else the default.
+
+The default comes from `LAUNCHKIT_BACKEND` (config sets it the same way), else `beaker`.
+Only typer is imported here; backends load lazily inside `choose`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+import typer
+
+P_BACKEND = "Backend"
+
+
+def backend_option() -> Any:
+    return typer.Option(None, "--backend", help="beaker or local (default: $LAUNCHKIT_BACKEND, else beaker).",
+                        rich_help_panel=P_BACKEND)
+
+
+def local_option() -> Any:
+    return typer.Option(False, "--local", help="Shortcut for --backend local.", rich_help_panel=P_BACKEND)
+
+
+def default_backend() -> str:
+    return os.environ.get("LAUNCHKIT_BACKEND") or "beaker"
+
+
+def backend_name(backend: Optional[str], local: bool, run_id: Optional[str] = None) -> str:
+    from launchkit.backends import backend_for_run_id
+
+    if local:
+        return "local"
+    if backend:
+        return backend
+    if run_id:
+        return backend_for_run_id(run_id)
+    return default_backend()
+
+
+def choose(backend: Optional[str], local: bool, run_id: Optional[str] = None) -> Any:
+    """The Backend instance for these options (and run id)."""
+    from launchkit.backends import get_backend
+    from launchkit.errors import BackendError
+
+    name = backend_name(backend, local, run_id)
+    try:
+        return get_backend(name)
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("launchkit.backends"):
+            raise
+        raise BackendError(f"the {name} backend is not available in this version",
+                           hint="use --local to work with local runs") from None
+
+
+def resolve_run(backend: Optional[str], local: bool, run_id: Optional[str], latest: bool) -> tuple[Any, Any]:
+    """(backend, RunInfo) for `ID` or `--latest`."""
+    from launchkit.errors import NotFoundError, UsageError
+
+    if run_id and latest:
+        raise UsageError("give a run ID or --latest, not both", hint="drop one of them")
+    if not run_id and not latest:
+        raise UsageError("which run? give a run ID or --latest", hint="list runs with `launchkit list`")
+    b = choose(backend, local, run_id)
+    if run_id:
+        return b, b.get(run_id)
+    run = b.latest()
+    if run is None:
+        raise NotFoundError(f"there are no {b.name} runs yet", hint="start one with `launchkit run`")
+    return b, run
+
+
+def stdout_closed() -> int:
+    """After a BrokenPipeError (e.g. `launchkit logs ID | head`): silence stdout, return 141 (SIGPIPE)."""
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141

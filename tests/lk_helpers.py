@@ -1,0 +1,103 @@
+"""Helpers for runtime and local-backend tests: wheels without a registry, entrypoint runs, run waits."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+from conftest import run_cli
+
+FAST_ENV = {"LAUNCHKIT_RETRY_DELAY": "0.05", "UV_OFFLINE": "1", "LAUNCHKIT_STOP_GRACE": "3"}
+
+
+def make_wheel(folder: Path, name: str = "tinydep", version: str = "0.1.0", value: str = "42") -> Path:
+    """A real, minimal wheel (so installs need no registry and no build backend)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": f"VALUE = {value!r}\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: launchkit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{dist}/RECORD,,")
+    files[f"{dist}/RECORD"] = "\n".join(record) + "\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+    return wheel
+
+
+def uv_lock_project(repo, env: dict[str, str]) -> str:
+    """Commit a virtual uv project with a uv.lock that depends on a local wheel; returns the SHA."""
+    make_wheel(repo.path / "wheels")
+    repo.commit({"pyproject.toml": (
+        '[project]\nname = "demo"\nversion = "0.1.0"\nrequires-python = ">=3.11"\ndependencies = ["tinydep"]\n'
+        '[tool.uv]\npackage = false\n'
+        '[tool.uv.sources]\ntinydep = { path = "wheels/tinydep-0.1.0-py3-none-any.whl" }\n')}, "project")
+    subprocess.run(["uv", "lock", "-q"], cwd=repo.path, check=True, timeout=120, env={**os.environ, **env})
+    return repo.commit({}, "lock")
+
+
+def entrypoint(tmp: Path, remote: str, commit: str, argv: list[str], env: dict[str, str] | None = None,
+               timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    """Run the assembled entrypoint exactly as a spec does: bash -c <script> launchkit-entrypoint ARGV."""
+    from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
+
+    full = {**os.environ, **FAST_ENV, "LAUNCHKIT_GIT_REMOTE": remote, "LAUNCHKIT_GIT_COMMIT": commit,
+            "RESULTS_DIR": str(tmp / "results"), "LAUNCHKIT_RUNTIME_DIR": str(tmp / "runtime"),
+            "LAUNCHKIT_TOOLS_DIR": str(tmp / "tools"), **(env or {})}
+    full.pop("VIRTUAL_ENV", None)
+    if "PATH" not in (env or {}):  # like a job: not inside launchkit's venv, but with uv reachable
+        from uv import find_uv_bin
+
+        own = os.path.join(sys.prefix, "bin")
+        full["PATH"] = os.pathsep.join([p for p in full["PATH"].split(os.pathsep) if p != own]
+                                       + [os.path.dirname(find_uv_bin())])
+    return subprocess.run(["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, *argv], env=full,
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def launched_id(stderr: str) -> str:
+    m = re.search(r"launched (local-\S+)", stderr)
+    assert m, stderr
+    return m.group(1)
+
+
+def wait_finished(run_id: str, env: dict[str, str], timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = run_cli("list", "--local", "--json", "--limit", "100", env=env)
+        runs = {x["id"]: x for x in json.loads(r.stdout)}
+        if run_id in runs and runs[run_id]["status"] in ("succeeded", "failed", "canceled"):
+            return runs[run_id]
+        time.sleep(0.3)
+    raise AssertionError(f"{run_id} did not finish in {timeout}s")
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmd and state != b"Z":
+            found.append(int(name))
+    return found
