@@ -205,7 +205,7 @@ def test_logs_raw_bytes_tail_head_since(fake, backend):
         logs(tail=1, since=since)
 
 
-def test_logs_replicas_to_directory(fake, backend, tmp_path):
+def test_logs_replicas_and_tasks(fake, backend):
     exp, jobs = _exp_with_job(fake, replicas=3)
     for rank, job in enumerate(jobs):
         fake.state.append_logs(job, [f"rank{rank}-{i}" for i in range(5)])
@@ -214,17 +214,33 @@ def test_logs_replicas_to_directory(fake, backend, tmp_path):
     out = io.BytesIO()
     backend.write_logs(run, LogQuery(replica=2), out)
     assert out.getvalue().splitlines() == [b"rank2-%d" % i for i in range(5)]
-    backend.write_logs(run, LogQuery(), output=str(tmp_path / "logs"))
-    files = sorted(p.name for p in (tmp_path / "logs").iterdir())
-    assert files == ["main-replica0.log", "main-replica1.log", "main-replica2.log"]
-    assert (tmp_path / "logs" / "main-replica1.log").read_bytes().splitlines()[0] == b"rank1-0"
     out = io.BytesIO()
     backend.write_logs(run, LogQuery(tail=1), out)
     assert out.getvalue() == b"[0] rank0-4\n[1] rank1-4\n[2] rank2-4\n"
+    out = io.BytesIO()
+    backend.write_logs(run, LogQuery(replica=0, head=1, timestamps=True), out)
+    assert out.getvalue().endswith(b"Z rank0-0\n") and out.getvalue()[:2] == b"20"
     with pytest.raises(NotFoundError):
         backend.write_logs(run, LogQuery(replica=7), out)
     with pytest.raises(NotFoundError):
         backend.write_logs(run, LogQuery(task="nope"), out)
+
+
+def test_logs_first_task_unless_all(fake, backend):
+    exp = fake.state.add_experiment("ai2/ws", "two-tasks", author="alice", task_names=("train", "eval"))
+    for t in exp.tasks:
+        fake.state.append_logs(t.latest_job, [f"from {t.name}"])
+        fake.state.finish_job(t.latest_job, 0)
+    run = backend.get(exp.id)
+    out = io.BytesIO()
+    backend.write_logs(run, LogQuery(), out)
+    assert out.getvalue() == b"from train\n"
+    out = io.BytesIO()
+    backend.write_logs(run, LogQuery(task="eval"), out)
+    assert out.getvalue() == b"from eval\n"
+    out = io.BytesIO()
+    backend.write_logs(run, LogQuery(), out, all_tasks=True)
+    assert sorted(out.getvalue().splitlines()) == [b"[eval/0] from eval", b"[train/0] from train"]
 
 
 # ---------------------------------------------------------------------------------------------- follow

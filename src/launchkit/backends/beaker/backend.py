@@ -167,11 +167,11 @@ class BeakerBackend:
 
     def list_runs(self, *, limit: int = 20, statuses: list[RunStatus] | list[str] | None = None,
                   author: str | None = None, text: str | None = None, max_age: dt.timedelta | None = None,
-                  include_all: bool = False, workspace: str | None = None) -> list[RunInfo]:
+                  include_all: bool = False, mine: bool = False, workspace: str | None = None) -> list[RunInfo]:
         """One ListWorkloads query (paged by the server) + one GetUser per unseen author."""
         beaker_statuses = _beaker_statuses(statuses)
         with self._errors():
-            user = self._user(author) if author else None
+            user = self._user(author) if (author or mine) else None
             ws = workspace or self._workspace
             # Without --all, the server filters on the launchkit marker; --text then filters locally.
             server_text = text if (include_all or text) else rs.MARKER
@@ -220,37 +220,30 @@ class BeakerBackend:
                                     hint=f"replicas: 0..{len(wl.experiment.tasks) - 1}")
         return rows
 
-    def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes] | None = None, *,
-                   output: str | None = None) -> None:
-        """Raw log bytes to `out`, or to `output` (a file, or a directory: one file per replica).
+    def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes], *, all_tasks: bool = False) -> None:
+        """Raw log bytes to `out`: every replica of the first task (or of `query.task`, or of all tasks).
 
-        Several replicas to one stream: one after the other, each line prefixed `[rank] `.
+        Several replicas: one after the other, each line prefixed `[rank] `. Memory stays flat.
         """
         if query.tail is not None and query.since is not None:
             raise UsageError("--tail and --since cannot be combined", hint="drop one")
         wl = self._workload(run.id)
         with self._errors():
-            rows = self._select(wl, query.replica, query.task)  # replica None: all of them
+            task = query.task
+            if task is None and not all_tasks and wl.experiment.tasks:
+                task = wl.experiment.tasks[0].name
+            rows = self._select(wl, query.replica, task)
             since_ns = _epoch_ns(query.since) if query.since else None
-            to_dir = output is not None and (os.path.isdir(output) or output.endswith(os.sep) or len(rows) > 1)
-            if to_dir:
-                os.makedirs(output, exist_ok=True)  # type: ignore[arg-type]
-            for rank, task, job in rows:
+            several_tasks = len({t.name for _, t, _ in rows}) > 1
+            for rank, t, job in rows:
                 if job is None:
-                    console().warn(f"replica {rank} ({task.name}) has no job yet")
+                    console().warn(f"replica {rank} ({t.name}) has no job yet")
                     continue
-                prefix = f"[{rank}] ".encode() if len(rows) > 1 and output is None else b""
-                if output is not None:
-                    path = os.path.join(output, f"{task.name}-replica{rank}.log") if to_dir else output
-                    with open(path, "wb") as f:
-                        n = stream_job(self.conn, job.id, f.write, prefix=prefix, tail=query.tail,
-                                       since_ns=since_ns, head=query.head)
-                    console().info(f"{path}: {n} lines")
-                else:
-                    assert out is not None
-                    stream_job(self.conn, job.id, out.write, prefix=prefix, tail=query.tail,
-                               since_ns=since_ns, head=query.head)
-                    out.flush()
+                label = f"{t.name}/{rank}" if several_tasks else str(rank)
+                prefix = f"[{label}] ".encode() if len(rows) > 1 else b""
+                stream_job(self.conn, job.id, out.write, prefix=prefix, tail=query.tail, since_ns=since_ns,
+                           head=query.head, timestamps=query.timestamps)
+                out.flush()
 
     def follow(self, run: RunInfo, out: IO[bytes], *, replica: int | None = None, all_replicas: bool = False,
                tail: int | None = None, task: str | None = None) -> int:

@@ -52,7 +52,8 @@ class Flusher:
 
 def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, prefix: bytes = b"",
                tail: int | None = None, since_ns: int | None = None, head: int | None = None,
-               follow: bool = False, is_finalized: Callable[[], bool] | None = None) -> int:
+               follow: bool = False, is_finalized: Callable[[], bool] | None = None,
+               timestamps: bool = False) -> int:
     """Write the job's log lines (`prefix + message + \\n`) and return how many were written.
 
     With `follow`, keeps re-requesting until `is_finalized()` says the job is done (Beaker's streams
@@ -93,7 +94,10 @@ def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, 
                 else:
                     last_ts = ts
                     at_last = 1
-                write(prefix + log.message + b"\n")
+                if timestamps:
+                    write(prefix + _iso(ts) + log.message + b"\n")
+                else:
+                    write(prefix + log.message + b"\n")
                 got += 1
                 if got == limit:
                     return written + got
@@ -123,3 +127,11 @@ def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, 
         if not got:
             time.sleep(1.0)
         failures = 0
+
+
+def _iso(ns: int) -> bytes:
+    """`2026-01-31T12:00:00.123456789Z ` (UTC, nanoseconds)."""
+    import datetime as dt
+
+    secs, frac = divmod(ns, 1_000_000_000)
+    return dt.datetime.fromtimestamp(secs, dt.timezone.utc).strftime(f"%Y-%m-%dT%H:%M:%S.{frac:09d}Z ").encode()
