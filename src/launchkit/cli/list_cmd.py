@@ -69,8 +69,7 @@ def register(app: typer.Typer) -> None:
         rows += [(r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created))
                  for r in runs]
         if any(r.author for r in runs):
-            rows = [row + (r.author or "",) for row, r in zip(rows, [None, *runs])]
-            rows[0] = rows[0][:-1] + ("AUTHOR",)
+            rows = [rows[0] + ("AUTHOR",)] + [row + (r.author or "",) for row, r in zip(rows[1:], runs)]
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
