@@ -9,10 +9,9 @@ import time
 import pytest
 
 fakebeaker = pytest.importorskip("fakebeaker.server")
-from fakebeaker.state import State  # noqa: E402
-
-from launchkit.backends import LogQuery, RunStatus, Submission  # noqa: E402
-from launchkit.errors import NotFoundError, PreconditionError, UsageError  # noqa: E402
+from fakebeaker.state import State
+from launchkit.backends import LogQuery, RunStatus, Submission
+from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
 SECRET_VALUES = ("hf-value-123", "wandb-mine-456", "wandb-shared-789", "my-secret-value")
 MINUTE_NS = 60 * 1_000_000_000
@@ -199,7 +198,7 @@ def test_logs_raw_bytes_tail_head_since(fake, backend):
     assert logs(head=2) == raw[0] + b"\n" + raw[1] + b"\n"
     import datetime as dt
 
-    since = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=(t0 + 11 * MINUTE_NS) // 1000)
+    since = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=(t0 + 11 * MINUTE_NS) // 1000)
     assert logs(since=since) == b"n8\nn9\n"
     with pytest.raises(UsageError):
         logs(tail=1, since=since)

@@ -128,7 +128,7 @@ def test_open_prints_urls_without_a_tty(fake_beaker):
 # ---------------------------------------------------------------------------------------------- observe
 def run_bytes(*args: str, timeout: float = 60, input: bytes = b"") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "launchkit", *args], capture_output=True, timeout=timeout,
-                          input=input, env=os.environ.copy())
+                          input=input, env=os.environ.copy(), check=False)
 
 
 def _finished(fake, name, lines, *, author="alice", code=0, replicas=1):
@@ -171,7 +171,7 @@ def test_follow_ctrl_c_detaches_and_prints_how_to_resume(fake_beaker):
     try:
         assert p.stdout.readline() == b"started\n"
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
+        _, err = p.communicate(timeout=30)
     finally:
         p.kill()
     assert p.returncode == 130

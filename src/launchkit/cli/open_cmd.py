@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import typer
 
@@ -11,10 +10,10 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("open")
     def _cmd(
-        target: Optional[str] = typer.Argument(
+        target: str | None = typer.Argument(
             None, help="Experiment (id or user/name), workspace (org/name) or cluster; default: the workspace."),
         latest: bool = typer.Option(False, "--latest", "-l", help="Your newest experiment."),
-        workspace: Optional[str] = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+        workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
         print_only: bool = typer.Option(False, "--print", "-p", help="Only print the URL."),
     ) -> None:
         """Open a Beaker page in the browser; the URL is printed when there is no browser or no TTY."""

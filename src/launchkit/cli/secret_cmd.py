@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Optional
 
 import typer
 
@@ -41,7 +40,7 @@ def register(app: typer.Typer) -> None:
     @secret.command("set")
     def set_cmd(
         name: str = typer.Argument(..., help="Secret name, e.g. HF_TOKEN or <user>_HF_TOKEN."),
-        workspace: Optional[str] = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+        workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
     ) -> None:
         """Set secret NAME from stdin or a hidden prompt (never from the command line)."""
         from launchkit.errors import UsageError
@@ -56,7 +55,7 @@ def register(app: typer.Typer) -> None:
 
     @secret.command("list")
     def list_cmd(
-        workspace: Optional[str] = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+        workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
     ) -> None:
         """List the names of the workspace's secrets."""
         from launchkit.backends.beaker.backend import BeakerBackend, secret_names

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import threading
 import time
 from typing import IO, Any
 
-from beaker import beaker_pb2 as pb2, exceptions as bx
+from beaker import beaker_pb2 as pb2
+from beaker import exceptions as bx
 from beaker.types import BeakerCancelationCode, BeakerSortOrder, BeakerWorkloadStatus, BeakerWorkloadType
 
 from launchkit.backends import LogQuery, RunInfo, RunStatus, Submission
@@ -38,7 +38,7 @@ STATUS_NAMES = [s.name for s in BeakerWorkloadStatus]
 def _time(ts: Any) -> dt.datetime | None:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return None
-    return ts.ToDatetime(tzinfo=dt.timezone.utc)
+    return ts.ToDatetime(tzinfo=dt.UTC)
 
 
 def job_status(job: Any) -> RunStatus:
@@ -115,7 +115,7 @@ class BeakerBackend:
                 exit_code = job_exit_code(job)
         return RunInfo(
             id=ex.id, name=ex.name, backend="beaker", status=status, exit_code=exit_code,
-            created=_time(ex.created) or dt.datetime.now(dt.timezone.utc), started=started, finished=finished,
+            created=_time(ex.created) or dt.datetime.now(dt.UTC), started=started, finished=finished,
             author=author, replicas=max(1, len(ex.tasks)), url=self.beaker.workload.url(wl),
             launchkit=rs.MARKER in ex.description,
         )
@@ -175,7 +175,7 @@ class BeakerBackend:
             ws = workspace or self._workspace
             # Without --all, the server filters on the launchkit marker; --text then filters locally.
             server_text = text if (include_all or text) else rs.MARKER
-            created_after = dt.datetime.now(dt.timezone.utc) - max_age if max_age else None
+            created_after = dt.datetime.now(dt.UTC) - max_age if max_age else None
             rows = []
             for wl in self.beaker.workload.list(
                 org=self.conn.org(), author=user, workspace=ws, created_after=created_after,
@@ -259,7 +259,7 @@ class BeakerBackend:
                 rows = rows[:1]
             with Flusher(out):
                 if len(rows) == 1:
-                    rank, t, job = rows[0]
+                    _, t, job = rows[0]
                     return self._follow_task(t, job, out.write, b"", tail)
                 return self._follow_many(rows, out, tail)
 
@@ -294,18 +294,13 @@ class BeakerBackend:
         while True:
             job = self._wait_for_job(task, job, seen_preempted, org)
             job = self._show_events_until_started(job, prefix)
-            state: dict[str, Any] = {"job": job}
-
-            def finalized() -> bool:
-                state["job"] = self.beaker.job.get(job.id)
-                self.conn.renew()
-                return state["job"].status.HasField("finalized")
-
+            watch = _JobWatch(self.conn, job)
             if job.status.HasField("finalized"):
                 stream_job(self.conn, job.id, write, prefix=prefix, tail=tail)
             else:
-                stream_job(self.conn, job.id, write, prefix=prefix, tail=tail, follow=True, is_finalized=finalized)
-            job = state["job"]
+                stream_job(self.conn, job.id, write, prefix=prefix, tail=tail, follow=True,
+                           is_finalized=watch.finalized)
+            job = watch.job
             while not job.status.HasField("finalized"):
                 time.sleep(0.5)
                 job = self.beaker.job.get(job.id)
@@ -410,11 +405,24 @@ class BeakerBackend:
                             hint="use an experiment id or user/name, org/workspace, or org/cluster")
 
 
+class _JobWatch:
+    """The latest state of a job; `finalized()` refreshes it (called when a follow stream ends)."""
+
+    def __init__(self, conn: Connection, job: Any):
+        self.conn = conn
+        self.job = job
+
+    def finalized(self) -> bool:
+        self.job = self.conn.beaker.job.get(self.job.id)
+        self.conn.renew()
+        return self.job.status.HasField("finalized")
+
+
 def _epoch_ns(t: dt.datetime) -> int:
     """Exact nanoseconds since the epoch (no float rounding); naive times are local time."""
     if t.tzinfo is None:
         t = t.astimezone()
-    return (t - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1) * 1000
+    return (t - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1) * 1000
 
 
 def _beaker_statuses(statuses: Any) -> list[BeakerWorkloadStatus] | None:

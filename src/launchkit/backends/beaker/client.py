@@ -13,13 +13,15 @@ import collections
 import os
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import grpc.experimental
-from beaker import Beaker, exceptions as bx
+from beaker import Beaker
+from beaker import exceptions as bx
 
 from launchkit.errors import BackendError, LaunchkitError, NotFoundError, PreconditionError, UsageError
 
@@ -79,7 +81,7 @@ def _config_value(key: str) -> Any:
 class _Guarded:
     """One stub method: count the call, refuse it after the deadline, bound a unary call's time."""
 
-    def __init__(self, conn: "Connection", inner: Any, name: str):
+    def __init__(self, conn: Connection, inner: Any, name: str):
         self._conn = conn
         self._inner = inner
         self._method = inner._method  # beaker-py reads it for log messages
@@ -100,7 +102,7 @@ class _Guarded:
 
 
 class _GuardedStub:
-    def __init__(self, conn: "Connection", stub: Any):
+    def __init__(self, conn: Connection, stub: Any):
         self._conn = conn
         self._stub = stub
 
@@ -113,7 +115,7 @@ class _GuardedStub:
 class _Beaker(Beaker):
     """beaker-py's client with our interceptor on the channel."""
 
-    conn: "Connection"
+    conn: Connection
 
     @property
     def service(self):  # type: ignore[override]

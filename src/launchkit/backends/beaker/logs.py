@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import IO, Any, Callable
+from collections.abc import Callable
+from typing import IO, Any, Self
 
 import grpc
-from beaker import beaker_pb2 as pb2, exceptions as bx
+from beaker import beaker_pb2 as pb2
+from beaker import exceptions as bx
 from beaker._service_client import coerce_rpc_error
 
 from launchkit.backends.beaker.client import Connection
@@ -43,7 +45,7 @@ class Flusher:
         except (OSError, ValueError):
             pass
 
-    def __enter__(self) -> "Flusher":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -134,4 +136,4 @@ def _iso(ns: int) -> bytes:
     import datetime as dt
 
     secs, frac = divmod(ns, 1_000_000_000)
-    return dt.datetime.fromtimestamp(secs, dt.timezone.utc).strftime(f"%Y-%m-%dT%H:%M:%S.{frac:09d}Z ").encode()
+    return dt.datetime.fromtimestamp(secs, dt.UTC).strftime(f"%Y-%m-%dT%H:%M:%S.{frac:09d}Z ").encode()

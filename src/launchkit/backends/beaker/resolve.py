@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from beaker import beaker_pb2 as pb2, exceptions as bx
+from beaker import beaker_pb2 as pb2
+from beaker import exceptions as bx
 
 from launchkit.backends.beaker.client import Connection
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
