@@ -254,3 +254,20 @@ def test_find_gpus(fake_beaker):
     assert "NVIDIA A100 80GB, " in r.stdout  # lists are joined in the table
     r = run_cli("find-gpus", "--local", "--gpu-type", "h100")
     assert r.code == 2 and "only for Beaker" in r.stderr
+
+
+def test_beaker_timeout_from_config_file(tmp_path):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    cfg = tmp_path / "config.yml"
+    cfg.write_text(f"user_token: t\nagent_address: https://127.0.0.1:{port}\nrpc_address: 127.0.0.1:{port}\n")
+    user_cfg = tmp_path / "launchkit.toml"
+    user_cfg.write_text('beaker_timeout = "2s"\n')
+    env = {"BEAKER_CONFIG": str(cfg), "LAUNCHKIT_CONFIG": str(user_cfg)}
+    r = run_cli("list", env=env, timeout=60)
+    assert r.code == 5 and "did not answer within 2s" in r.stderr, r.stderr
+    user_cfg.write_text('beaker_timeout = "soon"\n')
+    r = run_cli("list", env=env, timeout=60)
+    assert r.code == 2 and "beaker_timeout" in r.stderr, r.stderr

@@ -26,7 +26,6 @@ from beaker import exceptions as bx
 from launchkit.errors import BackendError, LaunchkitError, NotFoundError, PreconditionError, UsageError
 
 DEFAULT_TIMEOUT = 60.0  # seconds without an answer before a command gives up
-TIMEOUT_ENV = "LAUNCHKIT_BEAKER_TIMEOUT"
 
 
 class BeakerUnreachable(BackendError):
@@ -34,7 +33,8 @@ class BeakerUnreachable(BackendError):
 
 
 def configured_timeout(explicit: float | None = None) -> float:
-    """--beaker-timeout, else $LAUNCHKIT_BEAKER_TIMEOUT, else `beaker_timeout` in the config file."""
+    """--beaker-timeout, else `beaker_timeout` from launchkit's config layers (LAUNCHKIT_BEAKER_TIMEOUT,
+    [tool.launchkit] in pyproject.toml, the user config file), else 60 s."""
     if explicit is None:
         from launchkit.cli import state
 
@@ -43,39 +43,23 @@ def configured_timeout(explicit: float | None = None) -> float:
         if explicit <= 0:
             raise UsageError(f"invalid --beaker-timeout {explicit:g}", hint="use a positive number of seconds")
         return float(explicit)
-    raw = os.environ.get(TIMEOUT_ENV)
-    source = TIMEOUT_ENV
-    if raw is None:
-        raw, source = _config_value("beaker_timeout"), "beaker_timeout in " + str(config_path())
+    from launchkit.config import merge, read_layers
+
+    config = merge(read_layers())
+    raw = config.get("beaker_timeout")
     if raw is None:
         return DEFAULT_TIMEOUT
     from launchkit.core.units import parse_duration
 
     try:
-        value = parse_duration(str(raw))
+        value = parse_duration(raw)
     except Exception:  # noqa: BLE001 - report the bad value, whatever the parser raised
         value = -1.0
-    if value is None or value <= 0:
-        raise UsageError(f"invalid Beaker timeout {raw!r} ({source})", hint="use seconds or a duration like 90s, 2m")
+    if value <= 0:
+        layer = config.values["beaker_timeout"][1]
+        raise UsageError(f"invalid Beaker timeout {layer.where('beaker_timeout')}: {raw!r}",
+                         hint="use seconds or a duration like 90s, 2m")
     return float(value)
-
-
-def config_path() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("launchkit")) / "config.toml"
-
-
-def _config_value(key: str) -> Any:
-    path = config_path()
-    if not path.is_file():
-        return None
-    import tomllib
-
-    try:
-        return tomllib.loads(path.read_text()).get(key)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise UsageError(f"cannot read {path}: {e}", hint="fix or remove the file") from None
 
 
 class _Guarded:
