@@ -278,6 +278,25 @@ def test_follow_events_then_logs_then_exit_code(fake, backend, capsys):
     assert "Pulling image" in capsys.readouterr().err
 
 
+def test_follow_live_job_through_cuts_and_early_ends_exactly_once(fake, backend):
+    exp, (job,) = _exp_with_job(fake)
+    fake.state.start_job(job)
+    fake.faults.cut_streams(after_lines=300, count=10)  # then: streams that end early while it runs
+    fake.faults.end_streams(after_lines=100, count=5)
+    out = io.BytesIO()
+    th, result = _in_thread(lambda: backend.follow(backend.get(exp.id), out))
+    n = 0
+    for _ in range(20):
+        fake.state.append_logs(job, [f"live {n + i}" for i in range(250)])
+        n += 250
+        time.sleep(0.02)
+    time.sleep(0.5)
+    fake.state.finish_job(job, 0)
+    th.join(60)
+    assert result.get("value") == 0, result
+    assert out.getvalue() == b"".join(b"live %d\n" % i for i in range(n))
+
+
 def test_follow_through_preemption(fake, backend):
     exp, (job,) = _exp_with_job(fake)
     fake.state.start_job(job)
