@@ -47,10 +47,18 @@ def test_run_follow_prints_output_and_succeeds(repo, env):
 def test_runs_commit_without_push(repo, env):
     repo.commit({"train.py": "print('unpushed version')\n"}, "not pushed", push=False)
     r = run_cli("run", *NO_PY, "--follow", "--", PY, "train.py", cwd=repo.path, env=env)
-    if r.code != 0 and "push" in r.stderr:
-        pytest.skip("run refuses unpushed commits before reaching the backend")
     assert r.code == 0, r.stderr
     assert "unpushed version" in r.stdout
+
+
+def test_runs_a_repository_without_remote(repo, env):
+    subprocess.run(["git", "remote", "remove", "origin"], cwd=repo.path, check=True, timeout=30)
+    r = run_cli("run", *NO_PY, "--follow", "--", PY, "train.py", "x", cwd=repo.path, env=env)
+    assert r.code == 0, r.stderr
+    assert "args ['x']" in r.stdout
+    # the Beaker path still insists on a remote
+    r = run_cli("run", "--dry-run", "--", PY, "train.py", cwd=repo.path, env=env)
+    assert r.code == 2 and "no remote" in r.stderr
 
 
 def test_exit_code_7_propagates_to_follow(repo, env):

@@ -144,8 +144,13 @@ def _open_repo(path: str) -> _Repo | None:
 
 
 def read_git_state(path: str | None = None, *, remote: str | None = None, ref: str | None = None,
-                   branch: str | None = None, allow_dirty: bool = False) -> GitState:
-    """The commit to launch and where a job can fetch it from. Raises one-line errors with a fix."""
+                   branch: str | None = None, allow_dirty: bool = False,
+                   require_pushed: bool = True) -> GitState:
+    """The commit to launch and where a job can fetch it from. Raises one-line errors with a fix.
+
+    `require_pushed=False` (the local backend, which clones from the checkout itself) accepts a
+    repository without a remote and a commit the remote does not have.
+    """
     path = path or os.getcwd()
     repo = _open_repo(path) if os.path.isdir(path) else None
     if repo is None:
@@ -154,7 +159,8 @@ def read_git_state(path: str | None = None, *, remote: str | None = None, ref: s
         raise UsageError(f"{path!r} is not inside a git repository",
                          hint="run launchkit from your project's checkout, or pass --remote URL with --ref/--branch")
     try:
-        return _read(repo, remote=remote, ref=ref, branch=branch, allow_dirty=allow_dirty)
+        return _read(repo, remote=remote, ref=ref, branch=branch, allow_dirty=allow_dirty,
+                     require_pushed=require_pushed)
     finally:
         reap()
 
@@ -164,8 +170,10 @@ def _looks_like_url(remote: str) -> bool:
 
 
 def _read(repo: _Repo, *, remote: str | None, ref: str | None, branch: str | None,
-          allow_dirty: bool) -> GitState:
+          allow_dirty: bool, require_pushed: bool = True) -> GitState:
     root = repo.root
+    if not repo.remotes and not (remote and _looks_like_url(remote)) and not require_pushed:
+        remote = root  # nothing to push to: the job clones from the checkout itself
     if not repo.remotes and not (remote and _looks_like_url(remote)):
         raise UsageError(f"the repository at {root} has no remote",
                          hint="add one with `git remote add origin URL` and push, or pass --remote URL")
@@ -217,11 +225,11 @@ def _read(repo: _Repo, *, remote: str | None, ref: str | None, branch: str | Non
         up_remote, up_branch = _upstream(repo, status)
         on_upstream = up_branch is not None and up_remote == remote_name
         out_branch = up_branch if on_upstream else head_branch
-        if remote_name is not None and not (on_upstream and status.get("ahead") == 0):
+        if require_pushed and remote_name is not None and not (on_upstream and status.get("ahead") == 0):
             _require_on_remote(root, commit, remote_name, head_branch)
         return _state(remote_url=clean_remote_url(url, root), commit=commit, branch=out_branch,
                       repo_root=root, remote_name=remote_name)
-    if remote_name is not None:
+    if require_pushed and remote_name is not None:
         _require_on_remote(root, commit, remote_name, None)
     return _state(remote_url=clean_remote_url(url, root), commit=commit, branch=out_branch,
                     repo_root=root, remote_name=remote_name)

@@ -35,7 +35,8 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
     from launchkit.git import read_git_state
 
     git = read_git_state(remote=request.remote, ref=request.ref, branch=request.branch,
-                         allow_dirty=request.allow_dirty)
+                         allow_dirty=request.allow_dirty,
+                         require_pushed=request.backend.value != "local")
     console().debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
     spec = build_spec(request, git)
     text = spec_to_yaml(spec)

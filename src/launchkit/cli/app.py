@@ -111,7 +111,9 @@ def main(argv: list[str] | None = None) -> None:
         gc.enable()
     code = 0
     try:
-        app(args=args, prog_name="launchkit", standalone_mode=False)
+        returned = app(args=args, prog_name="launchkit", standalone_mode=False)
+        if isinstance(returned, int):  # typer.Exit(code) comes back as a value without standalone mode
+            code = returned
     except typer.Exit as e:
         code = e.exit_code
     except typer.Abort:
