@@ -271,3 +271,21 @@ def test_beaker_timeout_from_config_file(tmp_path):
     user_cfg.write_text('beaker_timeout = "soon"\n')
     r = run_cli("list", env=env, timeout=60)
     assert r.code == 2 and "beaker_timeout" in r.stderr, r.stderr
+
+
+def test_logs_into_a_closed_pipe_is_quiet(fake_beaker):
+    exp = fake_beaker.state.add_experiment(WS, "chatty", author="alice")
+    fake_beaker.state.append_synthetic_logs(exp, 50_000)
+    fake_beaker.state.finish_job(exp, 0)
+    for cmd in (["logs", exp.id], ["follow", exp.id]):
+        p = subprocess.Popen([sys.executable, "-m", "launchkit", *cmd], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=os.environ.copy())
+        try:
+            assert p.stdout.readline().startswith(b"line 000000")
+            p.stdout.close()  # like `| head -1`
+            err = p.stderr.read()
+            p.wait(30)
+        finally:
+            p.kill()
+        assert p.returncode == 141, (cmd, err)
+        assert b"error" not in err and b"Traceback" not in err

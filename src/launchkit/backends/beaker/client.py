@@ -230,7 +230,7 @@ class Connection:
         """Translate beaker-py and gRPC exceptions into one-line launchkit errors."""
         try:
             yield
-        except LaunchkitError:
+        except (LaunchkitError, BrokenPipeError):  # a closed stdout is the CLI's business
             raise
         except bx.BeakerNotFoundError as e:
             raise NotFoundError(f"not found on Beaker: {_what(e)}",
