@@ -139,6 +139,14 @@ def test_unavailable_on_create_then_success(fake, backend):
     assert only_experiment(fake).name == "retry"
 
 
+def test_ambiguous_failure_never_adopts_an_older_experiment_of_the_same_run(fake, backend):
+    old = fake.state.add_experiment("ai2/ws", "same", author="alice", spec=spec(),
+                                    created=time.time_ns() - 3600 * 10**9)  # same run id, an hour ago
+    fake.faults.unavailable(1, "CreateExperiment")  # ambiguous: then the lookup finds the old one
+    run = backend.submit(Submission(name="same", spec=spec()))
+    assert run.id != old.id and len(fake.state.experiments) == 2
+
+
 def test_taken_name_gets_a_suffix(fake, backend):
     fake.state.add_experiment("ai2/ws", "taken", author="alice")
     run = backend.submit(Submission(name="taken", spec=spec()))

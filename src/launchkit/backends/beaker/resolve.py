@@ -99,7 +99,7 @@ def resolve_clusters(conn: Connection, patterns: list[str], gpu_types: list[str]
             pats = {pat.lower()} | ({f"{default_org}/{pat}".lower()} if default_org and "/" not in pat else set())
             hits = [c for c in clusters
                     if any(fnmatch.fnmatchcase(n.lower(), p) for p in pats
-                           for n in (cluster_full_name(c), c.name, *c.aliases))]
+                           for n in (cluster_full_name(c), c.name, c.id, *c.aliases))]
             if not hits:
                 known = ", ".join(sorted(cluster_full_name(c) for c in clusters)[:12]) or "none"
                 raise NotFoundError(f"no cluster that takes batch jobs matches {pat!r}",

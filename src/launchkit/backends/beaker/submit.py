@@ -18,6 +18,7 @@ from launchkit.cli.state import console
 from launchkit.errors import BackendError
 
 MAX_ATTEMPTS = 5
+CLOCK_SKEW = 120  # seconds
 RENAME_ATTEMPTS = 5
 
 
@@ -30,14 +31,17 @@ def _run_id(spec: dict[str, Any]) -> str | None:
 
 
 def _ours(conn: Connection, wl: Any, spec: dict[str, Any], started: float) -> bool:
+    """Created by this submission: made after it started (clock skew allowed) and, when the spec has
+    one, with our run id (run ids repeat for identical invocations, so the time check stays)."""
+    if wl.experiment.created.seconds < int(started) - CLOCK_SKEW:
+        return False
     want = _run_id(spec)
-    if want is not None:
-        try:
-            theirs = conn.beaker.experiment.get_spec(wl).to_json()
-            return _run_id(theirs) == want
-        except bx.BeakerError:
-            pass
-    return wl.experiment.created.seconds >= int(started) - 300
+    if want is None:
+        return True
+    try:
+        return _run_id(conn.beaker.experiment.get_spec(wl).to_json()) == want
+    except bx.BeakerError:
+        return True  # made within this submission's window under our name: ours
 
 
 def _lookup(conn: Connection, name: str) -> Any | None:
