@@ -329,7 +329,7 @@ def test_follow_all_replicas_prefix_and_first_failure(fake, backend):
         fake.state.finish_job(job, 0 if rank == 0 else 7)
     out = io.BytesIO()
     code = backend.follow(backend.get(exp.id), out, all_replicas=True)
-    assert code == 7
+    assert code == 7 and backend.get(exp.id).exit_code == 7
     assert sorted(out.getvalue().splitlines()) == [b"[0] hello from 0", b"[1] hello from 1"]
     out = io.BytesIO()
     assert backend.follow(backend.get(exp.id), out, replica=1) == 7

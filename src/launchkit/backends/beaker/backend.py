@@ -139,8 +139,9 @@ class BeakerBackend:
     def get(self, run_ref: str) -> RunInfo:
         wl = self._workload(run_ref)
         with self._errors():
-            jobs = self._latest_jobs(wl)
-            lead = jobs[0][2] if jobs else None
+            jobs = [job for _, _, job in self._latest_jobs(wl) if job is not None]
+            failed = (j for j in jobs if job_status(j).finished and job_exit_code(j) != 0)
+            lead = next(failed, jobs[0] if jobs else None)  # a failing replica's exit code, else rank 0
             author = self.conn.user_names([wl.experiment.author_id])[wl.experiment.author_id]
             return self._info(wl, author=author, job=lead)
 
