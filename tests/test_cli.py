@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
-import pytest
-
 from conftest import run_cli
 from inproc import run_main
 
@@ -25,13 +21,6 @@ def test_quiet_hides_messages_but_not_data(repo):
     loud = run_main("run", "--dry-run", *CMD, cwd=repo.path)
     quiet = run_main("-q", "run", "--dry-run", *CMD, cwd=repo.path)
     assert loud.stdout == quiet.stdout and "dry run" in loud.stderr and quiet.stderr == ""
-
-
-@pytest.mark.skipif(importlib.util.find_spec("launchkit.backends.beaker") is not None,
-                    reason="the Beaker backend exists now")
-def test_not_yet_available_backend_is_one_line(repo):
-    r = run_main("run", *CMD, cwd=repo.path)
-    assert r.code == 2 and r.stderr.count("\n") == 1 and "--dry-run" in r.stderr
 
 
 def test_no_color_errors_are_plain(repo):
