@@ -31,3 +31,16 @@ def test_no_color_errors_are_plain(repo):
 def test_bare_invocation_shows_help():
     r = run_cli()
     assert r.code == 0 and "Commands:" in r.stdout and "run" in r.stdout
+
+
+def test_tables_are_plain_when_piped_and_rich_on_a_terminal(capsys, monkeypatch):
+    from launchkit.cli.table import print_table
+
+    rows = [["local-1", "failed"], ["local-22", "succeeded"]]
+    print_table(["ID", "STATUS"], rows, status_column="STATUS")
+    assert capsys.readouterr().out.splitlines() == ["ID        STATUS", "local-1   failed", "local-22  succeeded"]
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    print_table(["ID", "STATUS"], rows, status_column="STATUS")
+    out = capsys.readouterr().out
+    assert "local-22" in out and "succeeded" in out and "ID" in out

@@ -34,11 +34,10 @@ def register(app: typer.Typer) -> None:
         if not gpus:
             console().info("no GPUs here" + (" (nvidia-smi finds none)" if b.name == "local" else ""))
             return
+        from launchkit.cli.table import print_table
+
         keys = list(gpus[0])
-        rows = [[k.upper() for k in keys]] + [[_cell(g.get(k, "")) for k in keys] for g in gpus]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(keys))]
-        for r in rows:
-            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+        print_table([k.upper() for k in keys], [[_cell(g.get(k, "")) for k in keys] for g in gpus])
 
 
 def _cell(value: object) -> str:

@@ -65,11 +65,13 @@ def register(app: typer.Typer) -> None:
 
             sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in runs], indent=2) + "\n")
             return
-        rows = [("ID", "NAME", "STATUS", "EXIT", "CREATED")]
-        rows += [(r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created))
-                 for r in runs]
+        from launchkit.cli.table import print_table
+
+        header = ["ID", "NAME", "STATUS", "EXIT", "CREATED"]
+        rows = [[r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created)]
+                for r in runs]
         if any(r.author for r in runs):
-            rows = [rows[0] + ("AUTHOR",)] + [row + (r.author or "",) for row, r in zip(rows[1:], runs)]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+            header.append("AUTHOR")
+            for row, r in zip(rows, runs):
+                row.append(r.author or "")
+        print_table(header, rows, status_column="STATUS")
