@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
-import pytest
-
 from conftest import run_cli
 from inproc import run_main
 
@@ -27,13 +23,6 @@ def test_quiet_hides_messages_but_not_data(repo):
     assert loud.stdout == quiet.stdout and "dry run" in loud.stderr and quiet.stderr == ""
 
 
-@pytest.mark.skipif(importlib.util.find_spec("launchkit.backends.beaker") is not None,
-                    reason="the Beaker backend exists now")
-def test_not_yet_available_backend_is_one_line(repo):
-    r = run_main("run", *CMD, cwd=repo.path)
-    assert r.code == 2 and r.stderr.count("\n") == 1 and "--dry-run" in r.stderr
-
-
 def test_no_color_errors_are_plain(repo):
     r = run_cli("run", "--gpus", "0", *CMD, cwd=repo.path, env={"NO_COLOR": "1"})
     assert r.code == 2 and "\x1b[" not in r.stderr
@@ -42,3 +31,16 @@ def test_no_color_errors_are_plain(repo):
 def test_bare_invocation_shows_help():
     r = run_cli()
     assert r.code == 0 and "Commands:" in r.stdout and "run" in r.stdout
+
+
+def test_tables_are_plain_when_piped_and_rich_on_a_terminal(capsys, monkeypatch):
+    from launchkit.cli.table import print_table
+
+    rows = [["local-1", "failed"], ["local-22", "succeeded"]]
+    print_table(["ID", "STATUS"], rows, status_column="STATUS")
+    assert capsys.readouterr().out.splitlines() == ["ID        STATUS", "local-1   failed", "local-22  succeeded"]
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    print_table(["ID", "STATUS"], rows, status_column="STATUS")
+    out = capsys.readouterr().out
+    assert "local-22" in out and "succeeded" in out and "ID" in out

@@ -28,3 +28,18 @@ def test_hello_example_runs(tmp_path):
                           capture_output=True, text=True, timeout=60, env={"RESULTS_DIR": str(tmp_path)})
     assert proc.returncode == 0 and "final loss 0.2500" in proc.stdout
     assert (Path(tmp_path) / "metrics.json").exists()
+
+
+def test_readme_main_job_works_as_written(tmp_path):
+    """The README's main-job line, run as written (launchkit via this interpreter) in a fresh clone."""
+    import shlex
+
+    line = next(ln for ln in (ROOT / "README.md").read_text().splitlines()
+                if ln.startswith("uv run launchkit run "))
+    argv = shlex.split(line)[len(["uv", "run", "launchkit"]):]
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "launchkit", *argv], cwd=clone, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert "final loss 0.1250" in proc.stdout and "succeeded" in proc.stderr

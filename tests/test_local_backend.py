@@ -164,7 +164,7 @@ def test_stop_ends_the_whole_process_tree(repo, env, marker):
 
 
 def test_job_outlives_the_cli_and_can_be_followed_later(repo, env):
-    run_id = launch(repo, env, *NO_PY, cmd=[PY, "-c", "import time; time.sleep(1.5); print('late line')"])
+    launch(repo, env, *NO_PY, cmd=[PY, "-c", "import time; time.sleep(1.5); print('late line')"])
     r = run_cli("follow", "--local", "--latest", env=env)
     assert r.code == 0 and "late line" in r.stdout
 

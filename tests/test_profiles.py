@@ -181,3 +181,14 @@ def test_user_env_and_mounts_win_over_the_profile():
     extra = task_additions(r, "r")
     assert "HF_HOME" not in dict(extra.env)
     assert [w.mount_path for w in extra.weka] == ["/weka/oe-training-default"]
+
+
+def test_beaker_submit_keeps_profile_mounts():
+    """Profile mounts survive the Beaker backend's from_json (beaker-py 2.8.1 leaves sources as dicts)."""
+    from launchkit.backends.beaker.submit import _parsed
+    from launchkit.core.gitstate import GitState
+    from launchkit.core.spec import build_spec
+
+    spec = build_spec(req(cluster=["ai2/augusta"]), GitState(remote_url="https://x/y", commit="0" * 40)).to_json()
+    assert _parsed(spec).to_json()["tasks"][0]["datasets"] == [
+        {"source": {"hostPath": "/mnt/filestore_1"}, "mountPath": "/filestore"}]

@@ -33,6 +33,7 @@ KEYS: dict[str, str] = {
     "install": "str", "no_python": "bool", "system_python": "bool", "python_version": "str",
     "uv_extras": "list", "uv_all_extras": "bool", "torch_backend": "str", "uv_cache_dir": "str",
     "backend": "str",
+    "beaker_timeout": "duration",  # not a `run` option: --beaker-timeout (global), docs/beaker.md
     "profiles": "profiles",  # [tool.launchkit.profiles.NAME] tables, checked by launchkit.core.profiles
 }
 
@@ -42,6 +43,7 @@ KEYS: dict[str, str] = {
 ENV_KEYS: tuple[str, ...] = (
     "workspace", "budget", "groups", "clusters", "gpu_types", "tags", "beaker_image", "docker_image",
     "priority", "git_token_secret", "profile", "backend", "torch_backend", "uv_cache_dir",
+    "beaker_timeout",
 )
 ENV_PREFIX = "LAUNCHKIT_"
 PROJECT_LABEL = "pyproject.toml"

@@ -76,7 +76,8 @@ def submit(request: Any, git: Any, spec: Any) -> None:
                          hint="use --dry-run (and --save-spec FILE) for now") from None
     run = backend.submit(Submission(name=request.name or f"launchkit-{git.commit[:8]}", spec=spec.to_json(),
                                     workspace=request.workspace, repo_root=git.repo_root,
-                                    secret_names=[s.secret for s in request.env_secrets]))
+                                    secret_names=[s.secret for s in request.env_secrets],
+                                    auto_secrets=request.auto_secrets))
     console().info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:
         from launchkit.cli.follow_cmd import follow_run

@@ -551,13 +551,18 @@ class State:
     def create_experiment(self, workspace: str, spec: dict[str, Any], *, name: str | None = None,
                           author: str) -> Experiment:
         """What `POST /api/v3/workspaces/{id}/experiments` does: validate, record, queue one job per task."""
-        from beaker.types import BeakerExperimentSpec
+        from beaker.types import BeakerDataSource, BeakerExperimentSpec
 
         with self.lock:
             ws = self.find_workspace(workspace)
             user = self.find_user(author)
             try:
                 parsed = BeakerExperimentSpec.from_json(spec)
+                for task in parsed.tasks:  # beaker-py 2.8.1 from_json leaves mount sources as dicts
+                    for mount in task.datasets or []:
+                        if isinstance(mount.source, dict):
+                            mount.source = BeakerDataSource(**{
+                                {"hostPath": "host_path"}.get(k, k): v for k, v in mount.source.items()})
             except Exception as e:
                 raise Invalid(f"invalid experiment spec: {e}") from e
             if not parsed.tasks:

@@ -70,6 +70,7 @@ class Submission(BaseModel):
     workspace: str | None = None
     repo_root: str | None = None  # local checkout (the local backend clones from it)
     secret_names: list[str] = []
+    auto_secrets: bool = True  # beaker: add well-known secrets (HF_TOKEN, ...) the workspace has
 
 
 class Backend(Protocol):

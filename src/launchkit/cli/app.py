@@ -49,6 +49,7 @@ from launchkit.cli import (
     open_cmd,
     profiles_cmd,
     run_cmd,
+    secret_cmd,
     state,
     stop_cmd,
 )
@@ -79,11 +80,15 @@ def _root(
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
                                  help="More output (repeatable)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors and the data you asked for."),
+    beaker_timeout: float = typer.Option(None, "--beaker-timeout", metavar="SECONDS",
+                                         help="Give up when Beaker does not answer for this long (default 60)."),
 ) -> None:
     state.verbosity = -1 if quiet else verbose
+    state.beaker_timeout = beaker_timeout
 
 
-for module in (run_cmd, follow_cmd, logs_cmd, stop_cmd, list_cmd, find_gpus_cmd, open_cmd, profiles_cmd):
+for module in (run_cmd, follow_cmd, logs_cmd, stop_cmd, list_cmd, find_gpus_cmd, open_cmd, secret_cmd,
+               profiles_cmd):
     module.register(app)
 for _info in app.registered_commands:
     if _info.cls in (None, TyperCommand):

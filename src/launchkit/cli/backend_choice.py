@@ -54,7 +54,8 @@ def choose(backend: Optional[str], local: bool, run_id: Optional[str] = None) ->
                            hint="use --local to work with local runs") from None
 
 
-def resolve_run(backend: Optional[str], local: bool, run_id: Optional[str], latest: bool) -> tuple[Any, Any]:
+def resolve_run(backend: Optional[str], local: bool, run_id: Optional[str], latest: bool,
+                author: Optional[str] = None) -> tuple[Any, Any]:
     """(backend, RunInfo) for `ID` or `--latest`."""
     from launchkit.errors import NotFoundError, UsageError
 
@@ -65,7 +66,7 @@ def resolve_run(backend: Optional[str], local: bool, run_id: Optional[str], late
     b = choose(backend, local, run_id)
     if run_id:
         return b, b.get(run_id)
-    run = b.latest()
+    run = b.latest(author=author) if author else b.latest()
     if run is None:
         raise NotFoundError(f"there are no {b.name} runs yet", hint="start one with `launchkit run`")
     return b, run

@@ -15,12 +15,17 @@ def register(app: typer.Typer) -> None:
     @app.command("find-gpus")
     def _cmd(
         as_json: bool = typer.Option(False, "--json", help="JSON output."),
+        gpu_type: Optional[list[str]] = typer.Option(None, "--gpu-type", "-g",
+                                                     help="Beaker: only clusters with this GPU type (substring)."),
+        show_all: bool = typer.Option(False, "--all", help="Beaker: also clusters with no free GPU."),
         backend: Optional[str] = backend_option(),
         local: bool = local_option(),
     ) -> None:
         """Show GPUs: on this machine with --local (via nvidia-smi), or free GPUs on Beaker clusters."""
+        from launchkit.cli.beaker_options import beaker_options
+
         b = choose(backend, local)
-        gpus = b.find_gpus()
+        gpus = b.find_gpus(**beaker_options(b, gpu_types=gpu_type, include_all=show_all))
         if as_json:
             import json
 
@@ -29,8 +34,11 @@ def register(app: typer.Typer) -> None:
         if not gpus:
             console().info("no GPUs here" + (" (nvidia-smi finds none)" if b.name == "local" else ""))
             return
+        from launchkit.cli.table import print_table
+
         keys = list(gpus[0])
-        rows = [[k.upper() for k in keys]] + [[str(g.get(k, "")) for k in keys] for g in gpus]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(keys))]
-        for r in rows:
-            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+        print_table([k.upper() for k in keys], [[_cell(g.get(k, "")) for k in keys] for g in gpus])
+
+
+def _cell(value: object) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)

@@ -11,19 +11,21 @@ from launchkit.cli.backend_choice import backend_option, local_option, resolve_r
 from launchkit.cli.state import console
 
 
-def follow_run(backend: Any, run: Any, *, replica: Optional[int] = None) -> int:
+def follow_run(backend: Any, run: Any, *, replica: Optional[int] = None, **options: Any) -> int:
     """Follow until the run finishes. Ctrl-C detaches (the job keeps running) and says how to resume."""
     from launchkit.errors import EXIT_INTERRUPTED
 
     con = console()
     con.info(f"following {run.id} (Ctrl-C detaches; the job keeps running)")
     try:
-        code = backend.follow(run, sys.stdout.buffer, replica=replica)
+        code = backend.follow(run, sys.stdout.buffer, replica=replica, **options)
     except BrokenPipeError:
         return stdout_closed()
     except KeyboardInterrupt:
         sys.stdout.flush()
-        con.info(f"\ndetached from {run.id}; it keeps running. Resume with: launchkit follow {run.id}")
+        con.info(f"\ndetached from {run.id}; it keeps running. Resume with: launchkit follow {run.id}"
+                 + (f" --replica {replica}" if replica is not None else "")
+                 + (" --all-replicas" if options.get("all_replicas") else ""))
         return EXIT_INTERRUPTED
     final = backend.get(run.id)
     if final.status.value == "succeeded":
@@ -42,10 +44,15 @@ def register(app: typer.Typer) -> None:
         run_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="Run to follow."),
         latest: bool = typer.Option(False, "--latest", "-l", help="Follow your newest run."),
         replica: Optional[int] = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
+        all_replicas: bool = typer.Option(False, "--all-replicas", help="Beaker: all replicas, lines prefixed [N]."),
+        author: Optional[str] = typer.Option(None, "--author", help="Beaker: with --latest, this user's newest run."),
         backend: Optional[str] = backend_option(),
         local: bool = local_option(),
     ) -> None:
         """Stream a run's output live. Exits with the job's exit code; Ctrl-C detaches."""
-        b, run = resolve_run(backend, local, run_id, latest)
+        from launchkit.cli.beaker_options import beaker_options
+
+        b, run = resolve_run(backend, local, run_id, latest, author)
+        extra = beaker_options(b, all_replicas=all_replicas)
         # SystemExit, not typer.Exit: click returns (drops) Exit codes when standalone_mode=False
-        sys.exit(follow_run(b, run, replica=replica))
+        sys.exit(follow_run(b, run, replica=replica, **extra))

@@ -27,6 +27,11 @@ def register(app: typer.Typer) -> None:
                                                    help="Only runs with this status (repeatable)."),
         limit: int = typer.Option(20, "--limit", "-n", min=1, help="At most N runs."),
         as_json: bool = typer.Option(False, "--json", help="JSON output."),
+        author: Optional[str] = typer.Option(None, "--author", "-a", help="Only runs by this user."),
+        me: bool = typer.Option(False, "--me", help="Beaker: only your runs."),
+        text: Optional[str] = typer.Option(None, "--text", help="Name or description contains TEXT."),
+        max_age: Optional[str] = typer.Option(None, "--max-age", help="Only runs younger than this (7d, 12h)."),
+        show_all: bool = typer.Option(False, "--all", help="Beaker: also experiments not launched by launchkit."),
         backend: Optional[str] = backend_option(),
         local: bool = local_option(),
     ) -> None:
@@ -38,15 +43,35 @@ def register(app: typer.Typer) -> None:
             statuses = [RunStatus(s) for s in status or []]
         except ValueError as e:
             raise UsageError(str(e), hint="statuses: " + ", ".join(s.value for s in RunStatus)) from None
-        runs = choose(backend, local).list_runs(limit=limit, statuses=statuses or None)
+        from launchkit.cli.beaker_options import beaker_options
+
+        if me and author:
+            raise UsageError("--me and --author cannot be combined", hint="drop one")
+        age = None
+        if max_age is not None:
+            import datetime as dt
+
+            from launchkit.core.units import parse_duration
+
+            try:
+                age = dt.timedelta(seconds=parse_duration(max_age))
+            except Exception:  # noqa: BLE001 - any parse failure is a usage error
+                raise UsageError(f"invalid --max-age {max_age!r}", hint="use e.g. 7d, 12h, 30m") from None
+        b = choose(backend, local)
+        extra = beaker_options(b, mine=me, include_all=show_all)
+        runs = b.list_runs(limit=limit, statuses=statuses or None, author=author, text=text, max_age=age, **extra)
         if as_json:
             import json
 
             sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in runs], indent=2) + "\n")
             return
-        rows = [("ID", "NAME", "STATUS", "EXIT", "CREATED")]
-        rows += [(r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created))
-                 for r in runs]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+        from launchkit.cli.table import print_table
+
+        header = ["ID", "NAME", "STATUS", "EXIT", "CREATED"]
+        rows = [[r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created)]
+                for r in runs]
+        if any(r.author for r in runs):
+            header.append("AUTHOR")
+            for row, r in zip(rows, runs):
+                row.append(r.author or "")
+        print_table(header, rows, status_column="STATUS")

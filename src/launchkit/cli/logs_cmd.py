@@ -37,6 +37,8 @@ def register(app: typer.Typer) -> None:
         head: Optional[int] = typer.Option(None, "--head", help="Only the first N lines.", min=0),
         since: Optional[str] = typer.Option(None, "--since", help="Lines since a duration ago (10m) or a time."),
         replica: Optional[int] = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
+        task: Optional[str] = typer.Option(None, "--task", help="Beaker: only this task."),
+        all_tasks: bool = typer.Option(False, "--all", help="Beaker: every task of the experiment."),
         timestamps: bool = typer.Option(False, "--timestamps", help="Prefix each line with its time."),
         output: Optional[str] = typer.Option(None, "--output", "-o",
                                              help="Write to FILE, or to DIR/ with one file per replica."),
@@ -51,11 +53,17 @@ def register(app: typer.Typer) -> None:
 
         if head is not None and tail is not None:
             raise UsageError("--head and --tail cannot be combined", hint="pick one")
+        from launchkit.cli.beaker_options import beaker_options
+
         b, run = resolve_run(backend, local, run_id, latest)
-        query = dict(tail=tail, head=head, since=_since(since) if since else None, timestamps=timestamps)
+        if task and all_tasks:
+            raise UsageError("--task and --all cannot be combined", hint="pick one")
+        extra = beaker_options(b, all_tasks=all_tasks, task=task)
+        extra.pop("task", None)
+        query = dict(tail=tail, head=head, since=_since(since) if since else None, timestamps=timestamps, task=task)
         if output is None:
             try:
-                b.write_logs(run, LogQuery(replica=replica, **query), sys.stdout.buffer)
+                b.write_logs(run, LogQuery(replica=replica, **query), sys.stdout.buffer, **extra)
             except BrokenPipeError:
                 sys.exit(stdout_closed())
             return
@@ -64,7 +72,7 @@ def register(app: typer.Typer) -> None:
             ranks = [replica] if replica is not None else range(run.replicas)
             for rank in ranks:
                 with open(os.path.join(output, f"{run.id}-replica-{rank}.log"), "wb") as f:
-                    b.write_logs(run, LogQuery(replica=rank, **query), f)
+                    b.write_logs(run, LogQuery(replica=rank, **query), f, **extra)
             return
         with open(output, "wb") as f:
-            b.write_logs(run, LogQuery(replica=replica, **query), f)
+            b.write_logs(run, LogQuery(replica=replica, **query), f, **extra)

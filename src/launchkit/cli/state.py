@@ -8,6 +8,7 @@ from functools import lru_cache
 
 verbosity: int = 0  # -1 quiet, 0 normal, 1+ verbose
 user_command: list[str] | None = None  # argv after the first `--`, verbatim
+beaker_timeout: float | None = None  # --beaker-timeout (seconds)
 fast_exit: bool = False  # the command finished and holds no resources: main() may skip teardown
 
 

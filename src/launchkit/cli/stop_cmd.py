@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
         run_ids: Optional[list[str]] = typer.Argument(None, metavar="[ID]...", help="Runs to stop."),
         latest: bool = typer.Option(False, "--latest", "-l", help="Stop your newest run."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Only show what would be stopped."),
         backend: Optional[str] = backend_option(),
         local: bool = local_option(),
     ) -> None:
@@ -30,6 +31,10 @@ def register(app: typer.Typer) -> None:
             runs = [(b, b.get(rid)) for b, rid in targets]
         else:
             runs = [resolve_run(backend, local, None, latest)]
+        if dry_run:
+            for _, run in runs:
+                sys.stdout.write(f"would stop {run.id} ({run.name}, {run.status.value})\n")
+            return
         if not yes:
             if not sys.stdin.isatty():
                 raise UsageError("stop needs confirmation, but stdin is not a terminal", hint="pass --yes")

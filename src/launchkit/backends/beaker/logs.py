@@ -1,0 +1,139 @@
+"""Job log streaming: raw bytes, exactly once, across dropped streams.
+
+beaker-py's `job.logs()` resumes after a drop with `since = last timestamp + 1 ns`; lines that share
+that timestamp but had not arrived yet are lost. We resume with `since = last timestamp` (inclusive)
+and skip the lines at that timestamp we already wrote, so every line arrives exactly once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any, Self
+
+import grpc
+from beaker import beaker_pb2 as pb2
+from beaker import exceptions as bx
+from beaker._service_client import coerce_rpc_error
+
+from launchkit.backends.beaker.client import Connection
+
+_RECONNECTABLE = (bx.BeakerStreamConnectionClosedError, bx.BeakerServerUnavailableError, bx.BeakerServerError)
+
+
+class Flusher:
+    """Flushes `out` every `interval` seconds from a daemon thread, so writers never flush per line."""
+
+    def __init__(self, out: IO[bytes], interval: float = 0.2):
+        self.out = out
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.out.flush()
+            except (OSError, ValueError):
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            self.out.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, prefix: bytes = b"",
+               tail: int | None = None, since_ns: int | None = None, head: int | None = None,
+               follow: bool = False, is_finalized: Callable[[], bool] | None = None,
+               timestamps: bool = False) -> int:
+    """Write the job's log lines (`prefix + message + \\n`) and return how many were written.
+
+    With `follow`, keeps re-requesting until `is_finalized()` says the job is done (Beaker's streams
+    may end early). Drops are retried with backoff until the connection's deadline passes without
+    progress.
+    """
+    client = conn.beaker.job
+    not_found = {grpc.StatusCode.NOT_FOUND: bx.BeakerJobNotFound(job_id)}
+    last_ts: int | None = None
+    at_last = 0  # lines written with timestamp == last_ts
+    written = 0
+    failures = 0
+    while True:
+        request = pb2.StreamJobLogsRequest(job_id=job_id, follow=follow or None)
+        skip = 0
+        if last_ts is not None:
+            request.since.FromNanoseconds(last_ts)
+            skip = at_last
+        else:
+            if tail is not None:
+                request.tail_lines = tail
+            if since_ns is not None:
+                request.since.FromNanoseconds(since_ns)
+        limit = -1 if head is None else head - written
+        got = 0
+        call = client.service.StreamJobLogs(request, metadata=client._rpc_call_metadata)
+        try:
+            for log in call:
+                stamp = log.timestamp
+                ts = stamp.seconds * 1_000_000_000 + stamp.nanos
+                if skip:
+                    if ts == last_ts:
+                        skip -= 1
+                        continue
+                    skip = 0
+                if ts == last_ts:
+                    at_last += 1
+                else:
+                    last_ts = ts
+                    at_last = 1
+                if timestamps:
+                    write(prefix + _iso(ts) + log.message + b"\n")
+                else:
+                    write(prefix + log.message + b"\n")
+                got += 1
+                if got == limit:
+                    return written + got
+                if not got & 4095:
+                    conn.renew()
+        except grpc.RpcError as e:
+            err = coerce_rpc_error(e, not_found)
+            written += got
+            if not isinstance(err, _RECONNECTABLE):
+                raise err from None
+            if got:  # the stream made progress before it dropped: resume at once
+                conn.renew()
+                failures = 0
+                continue
+            if time.monotonic() > conn.deadline:
+                raise conn.unreachable() from None
+            time.sleep(min(0.1 * 2 ** failures, 2.0))
+            failures += 1
+            continue
+        finally:
+            call.cancel()  # ends the RPC when we stop early (--head); a no-op after the end
+        written += got
+        if got:
+            conn.renew()
+        if not follow or is_finalized is None or is_finalized():
+            return written
+        if not got:
+            time.sleep(1.0)
+        failures = 0
+
+
+def _iso(ns: int) -> bytes:
+    """`2026-01-31T12:00:00.123456789Z ` (UTC, nanoseconds)."""
+    import datetime as dt
+
+    secs, frac = divmod(ns, 1_000_000_000)
+    return dt.datetime.fromtimestamp(secs, dt.UTC).strftime(f"%Y-%m-%dT%H:%M:%S.{frac:09d}Z ").encode()

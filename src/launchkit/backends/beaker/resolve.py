@@ -1,0 +1,217 @@
+"""Before submitting: resolve and check workspace, budget, image, clusters, secrets and groups.
+
+Each check names the bad value and how to fix it. The spec (JSON) is rewritten with resolved values.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from beaker import beaker_pb2 as pb2
+from beaker import exceptions as bx
+
+from launchkit.backends.beaker.client import Connection
+from launchkit.errors import NotFoundError, PreconditionError, UsageError
+
+# Added automatically when the workspace has them (`<user>_NAME` preferred over `NAME`).
+WELL_KNOWN_SECRETS = (
+    "HF_TOKEN", "WANDB_API_KEY", "BEAKER_TOKEN", "OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_API_BASE",
+    "ANTHROPIC_API_KEY", "SLACK_WEBHOOK_URL",
+)
+MARKER = "[launchkit]"  # in the description of every experiment launchkit creates (list recognises it)
+# Cluster filters the spec carries as env vars (core/spec.py), applied here when resolving clusters.
+ENV_GPU_TYPES = "LAUNCHKIT_CONSTRAINT_GPU_TYPES"
+ENV_TAGS = "LAUNCHKIT_CONSTRAINT_TAGS"
+
+
+def spec_env_list(spec: dict[str, Any], name: str) -> list[str]:
+    values: list[str] = []
+    for task in spec.get("tasks", []):
+        for env in task.get("envVars") or []:
+            if env.get("name") == name and env.get("value"):
+                values += [v.strip() for v in env["value"].split(",") if v.strip()]
+    return list(dict.fromkeys(values))
+
+
+@dataclass
+class Resolved:
+    workspace: Any  # pb2.Workspace
+    spec: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def workspace_name(conn: Connection, given: str | None) -> str:
+    name = given or conn.beaker.config.default_workspace
+    if not name:
+        raise UsageError("no Beaker workspace given",
+                         hint="pass --workspace org/name or run `beaker config set default_workspace org/name`")
+    return name
+
+
+def get_workspace(conn: Connection, name: str) -> Any:
+    try:
+        ws = conn.beaker.workspace.get(name)
+    except bx.BeakerWorkspaceNotFound:
+        raise NotFoundError(f"workspace {name!r} not found", hint="names are org/workspace; check --workspace") from None
+    if ws.archived:
+        raise PreconditionError(f"workspace {name!r} is archived", hint="unarchive it or pick another --workspace")
+    return ws
+
+
+def gpu_type_name(value: int) -> str:
+    name = pb2.GpuType.Name(value) if value in pb2.GpuType.values() else "GPU_TYPE_UNSPECIFIED"
+    return "" if name == "GPU_TYPE_UNSPECIFIED" else name.removeprefix("GPU_TYPE_").replace("_", " ")
+
+
+def takes_batch_jobs(cluster: Any) -> bool:
+    """Clusters whose max task timeout is explicitly 0 take no batch jobs (sessions only)."""
+    return not (cluster.HasField("max_task_timeout") and cluster.max_task_timeout.ToNanoseconds() == 0)
+
+
+def cluster_full_name(cluster: Any) -> str:
+    return cluster.name if "/" in cluster.name else f"{cluster.organization_name}/{cluster.name}"
+
+
+def node_gpu_types(conn: Connection, clusters: list[Any]) -> dict[str, list[str]]:
+    """GPU types of ALL nodes of each cluster (cluster id -> sorted types), looked up concurrently."""
+    if not clusters:
+        return {}
+    org = pb2.Organization(id=clusters[0].organization_id) if clusters[0].organization_id else None
+
+    def one(c: Any) -> tuple[str, list[str]]:
+        types = {gpu_type_name(n.node_resources.gpu_type) for n in conn.beaker.node.list(org=org, cluster=c)}
+        return c.id, sorted(t for t in types if t)
+
+    with ThreadPoolExecutor(max_workers=min(32, len(clusters))) as pool:
+        return dict(pool.map(one, clusters))
+
+
+def resolve_clusters(conn: Connection, patterns: list[str], gpu_types: list[str], tags: list[str]) -> list[str]:
+    clusters = [c for c in conn.beaker.cluster.list(org=conn.org()) if takes_batch_jobs(c)]
+    chosen = clusters
+    if patterns:
+        chosen = []
+        for pat in patterns:
+            default_org = conn.beaker.config.default_org
+            pats = {pat.lower()} | ({f"{default_org}/{pat}".lower()} if default_org and "/" not in pat else set())
+            hits = [c for c in clusters
+                    if any(fnmatch.fnmatchcase(n.lower(), p) for p in pats
+                           for n in (cluster_full_name(c), c.name, c.id, *c.aliases))]
+            if not hits:
+                known = ", ".join(sorted(cluster_full_name(c) for c in clusters)[:12]) or "none"
+                raise NotFoundError(f"no cluster that takes batch jobs matches {pat!r}",
+                                    hint=f"available: {known}; see `launchkit find-gpus --all`")
+            chosen += [c for c in hits if c not in chosen]
+    if tags:
+        chosen = [c for c in chosen if set(tags) <= set(c.tags)]
+        if not chosen:
+            raise PreconditionError(f"no matching cluster has all tags {', '.join(tags)}",
+                                    hint="drop a --tag or widen --cluster")
+    if gpu_types:
+        types = node_gpu_types(conn, chosen)
+        wanted = [g.lower() for g in gpu_types]
+        chosen = [c for c in chosen if any(w in t.lower() for w in wanted for t in types[c.id])]
+        if not chosen:
+            raise PreconditionError(f"no matching cluster has GPU type {' or '.join(gpu_types)}",
+                                    hint="see `launchkit find-gpus --all` for the GPU types of each cluster")
+    return sorted(cluster_full_name(c) for c in chosen)
+
+
+def _referenced_secrets(spec: dict[str, Any]) -> list[str]:
+    names: list[str] = []
+    for task in spec.get("tasks", []):
+        for env in task.get("envVars") or []:
+            if env.get("secret"):
+                names.append(env["secret"])
+        for ds in task.get("datasets") or []:
+            if (ds.get("source") or {}).get("secret"):
+                names.append(ds["source"]["secret"])
+    return names
+
+
+def resolve(conn: Connection, spec: dict[str, Any], *, workspace: str | None, gpu_types: list[str],
+            tags: list[str], auto_secrets: bool) -> Resolved:
+    import copy
+
+    spec = copy.deepcopy(spec)
+    ws = get_workspace(conn, workspace_name(conn, workspace))
+    out = Resolved(ws, spec)
+    ws_label = f"{ws.owner_org.name}/{ws.name}" if ws.owner_org.name and "/" not in ws.name else ws.name
+
+    # Budget: given, or the workspace's own.
+    if spec.get("budget"):
+        try:
+            conn.beaker.workspace.resolve_budget_id(spec["budget"])
+        except bx.BeakerBudgetNotFound:
+            raise NotFoundError(f"budget {spec['budget']!r} not found", hint="names are org/budget; check --budget") \
+                from None
+    elif not ws.budget_id:
+        raise UsageError(f"no budget: workspace {ws_label} has none and --budget was not given",
+                         hint="pass --budget org/name")
+
+    # Images (Beaker image names -> ids, so a later re-tag cannot change what runs).
+    for task in spec.get("tasks", []):
+        image = task.get("image") or {}
+        if image.get("beaker"):
+            try:
+                image["beaker"] = conn.beaker.image.get(image["beaker"]).id
+            except bx.BeakerImageNotFound:
+                raise NotFoundError(f"Beaker image {image['beaker']!r} not found",
+                                    hint="check --beaker-image (user/name or an image id)") from None
+
+    # Clusters: names, aliases and globs (plus GPU type and tags) -> full names.
+    for task in spec.get("tasks", []):
+        constraints = task.get("constraints") or {}
+        patterns = list(constraints.get("cluster") or [])
+        if patterns or gpu_types or tags:
+            constraints["cluster"] = resolve_clusters(conn, patterns, gpu_types, tags)
+            task["constraints"] = constraints
+            out.notes.append("clusters: " + ", ".join(constraints["cluster"]))
+
+    # Secrets: every referenced one must exist; well-known ones are added when present.
+    available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
+    missing = sorted(set(_referenced_secrets(spec)) - available)
+    if missing:
+        raise PreconditionError(
+            f"secret{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found in workspace {ws_label}",
+            hint=f"create {'them' if len(missing) > 1 else 'it'} with `launchkit secret set NAME --workspace "
+                 f"{ws_label}` (reads the value from stdin)")
+    if auto_secrets:
+        user = conn.me().name
+        added = []
+        for task in spec.get("tasks", []):
+            env = task.setdefault("envVars", [])
+            have = {e.get("name") for e in env}
+            for name in WELL_KNOWN_SECRETS:
+                if name in have:
+                    continue
+                source = next((s for s in (f"{user}_{name}", name) if s in available), None)
+                if source:
+                    env.append({"name": name, "secret": source})
+                    added.append(name if source == name else f"{name} (from {source})")
+        if added:
+            out.notes.append("secrets added: " + ", ".join(dict.fromkeys(added)))
+
+    # Groups: names (or ids) -> ids.
+    if spec.get("groups"):
+        spec["groups"] = [_group_id(conn, ws, g) for g in spec["groups"]]
+
+    description = spec.get("description") or ""
+    if MARKER not in description:
+        spec["description"] = f"{description} {MARKER}".strip()
+    return out
+
+
+def _group_id(conn: Connection, ws: Any, ref: str) -> str:
+    name = ref.split("/", 1)[-1]
+    for g in conn.beaker.group.list(workspace=ws, name_or_description=name):
+        if ref in (g.id, g.name, g.full_name):
+            return g.id
+    try:
+        return conn.beaker.group.get(ref).id
+    except (bx.BeakerGroupNotFound, ValueError):
+        raise NotFoundError(f"group {ref!r} not found in workspace {ws.name}",
+                            hint="create it in the Beaker UI or drop --group") from None

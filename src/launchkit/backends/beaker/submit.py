@@ -1,0 +1,112 @@
+"""Idempotent experiment creation: bounded retries, exponential backoff, never two experiments.
+
+After an ambiguous failure (the request may or may not have reached Beaker) we look the experiment
+up by name before creating again; if it is there and carries our run id, that is our experiment.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from beaker import exceptions as bx
+from beaker.types import BeakerDataSource, BeakerExperimentSpec
+
+from launchkit.backends.beaker.client import Connection
+from launchkit.cli.state import console
+from launchkit.errors import BackendError
+
+MAX_ATTEMPTS = 5
+CLOCK_SKEW = 120  # seconds
+RENAME_ATTEMPTS = 5
+
+
+def _run_id(spec: dict[str, Any]) -> str | None:
+    for task in spec.get("tasks", []):
+        for env in task.get("envVars") or []:
+            if env.get("name") == "LAUNCHKIT_RUN_ID":
+                return env.get("value")
+    return None
+
+
+def _ours(conn: Connection, wl: Any, spec: dict[str, Any], started: float) -> bool:
+    """Created by this submission: made after it started (clock skew allowed) and, when the spec has
+    one, with our run id (run ids repeat for identical invocations, so the time check stays)."""
+    if wl.experiment.created.seconds < int(started) - CLOCK_SKEW:
+        return False
+    want = _run_id(spec)
+    if want is None:
+        return True
+    try:
+        return _run_id(conn.beaker.experiment.get_spec(wl).to_json()) == want
+    except bx.BeakerError:
+        return True  # made within this submission's window under our name: ours
+
+
+def _lookup(conn: Connection, name: str) -> Any | None:
+    try:
+        return conn.beaker.workload.get(f"{conn.me().name}/{name}")
+    except bx.BeakerWorkloadNotFound:
+        return None
+
+
+def _parsed(spec: dict[str, Any]) -> BeakerExperimentSpec:
+    """from_json, plus a fix for beaker-py 2.8.1 leaving each mount's `source` a dict (snake_case keys),
+    which breaks submitting any spec with mounts (see tests/test_spec_golden.py host_path bug)."""
+    parsed = BeakerExperimentSpec.from_json(spec)
+    for task in parsed.tasks:
+        for mount in task.datasets or []:
+            if isinstance(mount.source, dict):
+                mount.source = BeakerDataSource(**mount.source)
+    return parsed
+
+
+def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any]) -> Any:
+    """Create the experiment (pb2.Workload), retrying ambiguous failures without duplicating it."""
+    beaker_spec = _parsed(spec)
+    started = time.time()
+    ambiguous = False
+    renames = 0
+    last_error: Exception | None = None
+    for attempt in range(MAX_ATTEMPTS):
+        if ambiguous:
+            found = _lookup(conn, name)
+            if found is not None and _ours(conn, found, spec, started):
+                return found
+        try:
+            return conn.beaker.experiment.create(spec=beaker_spec, name=name, workspace=workspace)
+        except bx.BeakerExperimentConflict:
+            if ambiguous:
+                found = _lookup(conn, name)
+                if found is not None and _ours(conn, found, spec, started):
+                    return found
+            renames += 1
+            if renames > RENAME_ATTEMPTS:
+                raise BackendError(f"experiment name {name!r} is taken", hint="pass another --name") from None
+            new = f"{name}-{secrets.token_hex(2)}"
+            console().info(f"experiment name {name!r} is taken; using {new!r}")
+            name, ambiguous = new, False
+            continue
+        except (bx.BeakerClientError, bx.BeakerPermissionsError):
+            raise
+        except (OSError, bx.BeakerError) as e:  # network errors, 5xx, UNAVAILABLE: maybe created, maybe not
+            last_error = e
+            ambiguous = True
+        except Exception as e:
+            import grpc
+
+            if not isinstance(e, grpc.RpcError):
+                raise
+            last_error = e
+            ambiguous = True
+        delay = min(0.5 * 2 ** attempt, 8.0)
+        if time.monotonic() + delay > conn.deadline:
+            break
+        console().debug(f"creating the experiment failed ({type(last_error).__name__}); retrying in {delay:g}s")
+        time.sleep(delay)
+    found = _lookup(conn, name) if ambiguous else None
+    if found is not None and _ours(conn, found, spec, started):
+        return found
+    raise BackendError(f"could not create the experiment on Beaker: {last_error}",
+                       hint="nothing was created; try again later or raise --beaker-timeout")

@@ -1,0 +1,66 @@
+"""`launchkit secret set NAME` / `launchkit secret list`: Beaker workspace secrets, by name only."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import typer
+
+from launchkit.cli.state import console
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def _read_value(name: str) -> str:
+    if sys.stdin is None:
+        raise _usage("no stdin to read the secret value from")
+    if sys.stdin.isatty():
+        import getpass
+
+        value = getpass.getpass(f"value for {name} (hidden): ")
+    else:
+        value = sys.stdin.read()
+        if value.endswith("\n"):
+            value = value[:-2] if value.endswith("\r\n") else value[:-1]
+    if not value:
+        raise _usage(f"empty value for secret {name}")
+    return value
+
+
+def _usage(msg: str) -> Exception:
+    from launchkit.errors import UsageError
+
+    return UsageError(msg, hint="pipe the value in (`launchkit secret set NAME < file`) or type it at the prompt")
+
+
+def register(app: typer.Typer) -> None:
+    secret = typer.Typer(help="Beaker workspace secrets (values are never printed).", no_args_is_help=True)
+
+    @secret.command("set")
+    def set_cmd(
+        name: str = typer.Argument(..., help="Secret name, e.g. HF_TOKEN or <user>_HF_TOKEN."),
+        workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+    ) -> None:
+        """Set secret NAME from stdin or a hidden prompt (never from the command line)."""
+        from launchkit.errors import UsageError
+
+        if not _NAME.match(name):
+            raise UsageError(f"invalid secret name {name!r}", hint="letters, digits, _ . - only")
+        value = _read_value(name)
+        from launchkit.backends.beaker.backend import BeakerBackend, set_secret
+
+        ws = set_secret(BeakerBackend(), name, value, workspace)
+        console().info(f"secret {name} set in workspace {ws}")
+
+    @secret.command("list")
+    def list_cmd(
+        workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+    ) -> None:
+        """List the names of the workspace's secrets."""
+        from launchkit.backends.beaker.backend import BeakerBackend, secret_names
+
+        for n in secret_names(BeakerBackend(), workspace):
+            sys.stdout.write(n + "\n")
+
+    app.add_typer(secret, name="secret")
