@@ -30,27 +30,49 @@ sys.stdout.flush()
 os._exit(0)  # gloo can abort in interpreter teardown once a peer is gone (see examples/torchrun-ddp)
 """
 
-RAY = ["--env", "LK_RAY_POLL=1", "--env", "LK_RAY_WAIT=120", "--env",
-       "LK_RAY_START_ARGS=--num-cpus=1", "--env", "LK_RAY_HEAD_ARGS=--include-dashboard=false"]
+RAY = [
+    "--env",
+    "LK_RAY_POLL=1",
+    "--env",
+    "LK_RAY_WAIT=120",
+    "--env",
+    "LK_RAY_START_ARGS=--num-cpus=1",
+    "--env",
+    "LK_RAY_HEAD_ARGS=--include-dashboard=false",
+]
 
 
 def run_replicas(repo, mn_bin, launcher, script, extra=(), count=2, timeout=300):  # noqa: F811
     text = script.read_text() if isinstance(script, Path) else script
     repo.commit({"job.py": text})
-    r = run_cli("run", "--local", "--no-python", "--replicas", str(count), f"--{launcher}", *extra, "--follow",
-                "--", "python", "job.py", cwd=repo.path, timeout=timeout,
-                env={"PATH": os.pathsep.join([str(mn_bin), os.environ["PATH"]])})
+    r = run_cli(
+        "run",
+        "--local",
+        "--no-python",
+        "--replicas",
+        str(count),
+        f"--{launcher}",
+        *extra,
+        "--follow",
+        "--",
+        "python",
+        "job.py",
+        cwd=repo.path,
+        timeout=timeout,
+        env={"PATH": os.pathsep.join([str(mn_bin), os.environ["PATH"]])},
+    )
     return r.code, r.stdout + r.stderr
 
 
 def replica(out: str, rank: int) -> str:
-    return "\n".join(line[len(f"[{rank}] "):] for line in out.splitlines() if line.startswith(f"[{rank}] "))
+    return "\n".join(line[len(f"[{rank}] ") :] for line in out.splitlines() if line.startswith(f"[{rank}] "))
 
 
 @pytest.mark.parametrize("method", ["exec", "bash"])
 def test_torchrun_two_replicas_all_reduce(repo, mn_bin, method):  # noqa: F811
-    code, out = run_replicas(repo, mn_bin, "torchrun", EXAMPLES / "torchrun-ddp" / "train.py",
-                             extra=["--exec-method", method])
+    code, out = run_replicas(
+        repo, mn_bin, "torchrun", EXAMPLES / "torchrun-ddp" / "train.py", extra=["--exec-method", method]
+    )
     assert code == 0, out
     for rank in (0, 1):
         assert f"rank {rank} of 2: summed rank 1, loss" in replica(out, rank), out

@@ -189,6 +189,9 @@ def test_beaker_submit_keeps_profile_mounts():
     from launchkit.core.gitstate import GitState
     from launchkit.core.spec import build_spec
 
-    spec = build_spec(req(cluster=["ai2/augusta"]), GitState(remote_url="https://x/y", commit="0" * 40)).to_json()
+    spec = build_spec(
+        req(cluster=["ai2/augusta"]), GitState(remote_url="https://x/y", commit="0" * 40)
+    ).to_json()
     assert _parsed(spec).to_json()["tasks"][0]["datasets"] == [
-        {"source": {"hostPath": "/mnt/filestore_1"}, "mountPath": "/filestore"}]
+        {"source": {"hostPath": "/mnt/filestore_1"}, "mountPath": "/filestore"}
+    ]

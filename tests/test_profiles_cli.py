@@ -34,7 +34,9 @@ def test_bad_combinations(repo, args, needles):
 
 @pytest.mark.parametrize("launcher", ["--torchrun", "--accelerate", "--ray"])
 def test_launchers_work_with_either_exec_method(repo, launcher):
-    r = run_cli("run", "--dry-run", launcher, "--exec-method", "bash", "--", "python", "train.py", cwd=repo.path)
+    r = run_cli(
+        "run", "--dry-run", launcher, "--exec-method", "bash", "--", "python", "train.py", cwd=repo.path
+    )
     assert r.code == 0, r.stderr
 
 

@@ -18,8 +18,11 @@ def main() -> None:
     ray.init()  # RAY_ADDRESS is set by launchkit
     nodes = [n for n in ray.nodes() if n["Alive"]]
     results = ray.get([where.remote(i) for i in range(20)])
-    print(f"driver sees {len(nodes)} nodes; sum of squares {sum(r for r, _ in results)}; "
-          f"hosts {sorted({h for _, h in results})}", flush=True)
+    print(
+        f"driver sees {len(nodes)} nodes; sum of squares {sum(r for r, _ in results)}; "
+        f"hosts {sorted({h for _, h in results})}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

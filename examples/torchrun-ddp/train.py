@@ -20,7 +20,9 @@ def main() -> None:
     if gpu:
         torch.cuda.set_device(device)
     torch.manual_seed(rank)
-    model = DistributedDataParallel(torch.nn.Linear(16, 1).to(device), device_ids=[local_rank] if gpu else None)
+    model = DistributedDataParallel(
+        torch.nn.Linear(16, 1).to(device), device_ids=[local_rank] if gpu else None
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     for _ in range(int(os.environ.get("STEPS", "5"))):
         x = torch.randn(64, 16, device=device)
