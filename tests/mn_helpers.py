@@ -55,14 +55,16 @@ def run_node(
 # --- the session venv for real runs
 TORCH = "torch==2.13.0+cpu"
 MN_REQUIREMENTS = [TORCH, "ray==2.60.0", "accelerate==1.15.0"]
+# Read at import, before the env isolation fixture drops LAUNCHKIT_* variables.
 FIND_LINKS = os.environ.get("LAUNCHKIT_TEST_TORCH_FIND_LINKS", "/opt/wheels")
+VENV_DIR = Path(os.environ.get("LAUNCHKIT_TEST_VENV_DIR", ROOT / ".venv-multinode"))
 
 
 @pytest.fixture(scope="session")
 def mn_bin() -> Path:
     """bin/ of a venv with CPU torch, ray and accelerate (built once, reused across sessions)."""
     key = hashlib.sha256(" ".join([sys.version, *MN_REQUIREMENTS]).encode()).hexdigest()[:12]
-    venv = Path(os.environ.get("LAUNCHKIT_TEST_VENV_DIR", ROOT / ".venv-multinode"))
+    venv = VENV_DIR
     marker = venv / f".launchkit-ready-{key}"
     if not marker.exists():
         env = {**os.environ, "HOME": REAL_HOME, "VIRTUAL_ENV": str(venv)}
