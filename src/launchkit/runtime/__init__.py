@@ -6,9 +6,8 @@ spec as `bash -c <script> launchkit-entrypoint ARGV...`, so a spec needs nothing
 
 from __future__ import annotations
 
-import hashlib
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 
 # Library parts first (functions only), the main flow last.
 PARTS = ("lib.sh", "nccl.sh", "launchers.sh", "entrypoint.sh")
@@ -19,14 +18,6 @@ ENTRYPOINT_NAME = "launchkit-entrypoint"  # $0 of the embedded script
 @lru_cache(maxsize=1)
 def entrypoint_script() -> str:
     """The complete entrypoint as one bash script."""
-    folder = resources.files(__name__)
-    chunks = []
-    for part in PARTS:
-        path = folder / part
-        if path.is_file():
-            chunks.append(f"# ---- {part}\n" + path.read_text())
-    return "\n".join(chunks)
+    folder = Path(__file__).parent  # a plain package directory (wheel or checkout); no importlib.resources
+    return "\n".join(f"# ---- {part}\n" + (folder / part).read_text() for part in PARTS)
 
-
-def entrypoint_digest() -> str:
-    return hashlib.sha256(entrypoint_script().encode()).hexdigest()[:12]
