@@ -44,8 +44,3 @@ class Console:
 def console() -> Console:
     return Console()
 
-
-def not_yet(command: str) -> None:
-    from launchkit.errors import UsageError
-
-    raise UsageError(f"`launchkit {command}` is not yet available in this version")
