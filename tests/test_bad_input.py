@@ -152,3 +152,11 @@ def test_bad_user_config_names_the_file(repo, tmp_path):
 def test_bad_environment_default_names_the_variable(repo):
     r = run_main("run", "--dry-run", *CMD, cwd=repo.path, env={"LAUNCHKIT_PRIORITY": "asap"})
     assert r.code == 2 and "LAUNCHKIT_PRIORITY" in r.stderr and "'asap'" in r.stderr
+
+
+@pytest.mark.parametrize("flag", ["HF_TOKEN", "WANDB_API_KEY=abc", "MY_SERVICE_PASSWORD=x"])
+def test_secret_looking_env_is_refused(repo, flag):
+    r = run_cli("run", "--dry-run", "--env", flag, "--", "python", "train.py", cwd=repo.path,
+                env={"HF_TOKEN": "hf_do_not_print_me"})
+    assert r.code == 2 and "--env-secret" in r.stderr and "hf_do_not_print_me" not in r.stderr + r.stdout
+    assert r.stderr.count("\n") == 1

@@ -263,3 +263,8 @@ def test_argv_round_trip_end_to_end(repo, env):
         assert json.loads(line[5:]) == args
 
     check()
+
+
+def test_author_filter_is_refused_for_local_runs(env):
+    r = run_cli("list", "--local", "--author", "bob", env=env)
+    assert r.code == 2 and "--author" in r.stderr and r.stderr.count("\n") == 1

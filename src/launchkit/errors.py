@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-# Exit codes (documented in docs/exit-codes.md).
-EXIT_OK = 0
+# CLI exit codes (docs/beaker.md lists them; the entrypoint's setup codes are in docs/runtime.md).
 EXIT_JOB_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PRECONDITION = 3  # dirty tree, unpushed commit, missing secret, ...
 EXIT_NOT_FOUND = 4
 EXIT_BACKEND = 5  # the backend (Beaker, local supervisor) failed or is unreachable
-EXIT_TIMEOUT = 124
 EXIT_INTERRUPTED = 130
 
 

@@ -307,13 +307,14 @@ def _from_remote_only(url: str, *, ref: str | None, branch: str | None, root: st
     try:
         out = _git("ls-remote", "--", url, wanted, cwd=root or os.getcwd())
     except _GitFailed as e:
-        lines = e.stderr.splitlines()
-        raise PreconditionError(f"cannot read remote {url!r}: {lines[-1] if lines else 'git ls-remote failed'}",
+        shown = clean_remote_url(url)  # never echo credentials embedded in the URL
+        lines = e.stderr.replace(url, shown).splitlines()
+        raise PreconditionError(f"cannot read remote {shown!r}: {lines[-1] if lines else 'git ls-remote failed'}",
                                 hint="check the URL and your access to it") from None
     names = (wanted, f"refs/heads/{wanted}", f"refs/tags/{wanted}", f"refs/tags/{wanted}^{{}}")
     exact = [sha for sha, _, name in (line.partition("\t") for line in out.splitlines()) if name in names]
     if not exact:
         flag = "--ref" if ref else "--branch"
-        raise UsageError(f"{flag} {wanted!r} is not on remote {url!r}",
+        raise UsageError(f"{flag} {wanted!r} is not on remote {clean_remote_url(url)!r}",
                          hint="give a branch or tag name that exists there, or a full 40-character SHA")
     return _state(remote_url=clean_remote_url(url, root), commit=exact[-1], branch=branch, repo_root=root)

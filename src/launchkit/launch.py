@@ -65,18 +65,16 @@ def save_spec(path: str, text: str) -> None:
 
 
 def submit(request: Any, git: Any, spec: Any) -> None:
-    from launchkit.backends import Submission, get_backend
+    from launchkit.backends import Submission
+    from launchkit.cli.backend_choice import choose
 
-    try:
-        backend = get_backend(request.backend.value)
-    except ModuleNotFoundError as e:
-        if not (e.name or "").startswith("launchkit."):
-            raise
-        raise UsageError(f"the {request.backend.value} backend is not available in this version",
-                         hint="use --dry-run (and --save-spec FILE) for now") from None
+    if request.uploads and request.backend.value == "beaker":
+        raise UsageError(f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
+                         "local files to Beaker is not supported yet",
+                         hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH")
+    backend = choose(request.backend.value, False)
     run = backend.submit(Submission(name=request.name or f"launchkit-{git.commit[:8]}", spec=spec.to_json(),
                                     workspace=request.workspace, repo_root=git.repo_root,
-                                    secret_names=[s.secret for s in request.env_secrets],
                                     auto_secrets=request.auto_secrets))
     console().info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:

@@ -56,7 +56,6 @@ class LogQuery(BaseModel):
     tail: int | None = None
     head: int | None = None
     since: dt.datetime | None = None
-    follow: bool = False
     timestamps: bool = False
 
 
@@ -69,7 +68,6 @@ class Submission(BaseModel):
     spec: dict[str, Any]  # BeakerExperimentSpec.to_json()
     workspace: str | None = None
     repo_root: str | None = None  # local checkout (the local backend clones from it)
-    secret_names: list[str] = []
     auto_secrets: bool = True  # beaker: add well-known secrets (HF_TOKEN, ...) the workspace has
 
 

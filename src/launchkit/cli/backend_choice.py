@@ -1,6 +1,7 @@
 """Which backend a command talks to: --backend/--local, else the run id's prefix, else the default.
 
-The default comes from `LAUNCHKIT_BACKEND` (config sets it the same way), else `beaker`.
+The default is `backend` from the config layers (`LAUNCHKIT_BACKEND`, `[tool.launchkit]`, the user
+config file; see launchkit.config), else `beaker`.
 Only typer is imported here; backends load lazily inside `choose`.
 """
 
@@ -15,7 +16,7 @@ P_BACKEND = "Backend"
 
 
 def backend_option() -> Any:
-    return typer.Option(None, "--backend", help="beaker or local (default: $LAUNCHKIT_BACKEND, else beaker).",
+    return typer.Option(None, "--backend", help="beaker or local (default: `backend` from config or $LAUNCHKIT_BACKEND, else beaker).",
                         rich_help_panel=P_BACKEND)
 
 
@@ -24,7 +25,9 @@ def local_option() -> Any:
 
 
 def default_backend() -> str:
-    return os.environ.get("LAUNCHKIT_BACKEND") or "beaker"
+    from launchkit.config import load_config
+
+    return str(load_config().get("backend") or "beaker")
 
 
 def backend_name(backend: Optional[str], local: bool, run_id: Optional[str] = None) -> str:
@@ -50,8 +53,8 @@ def choose(backend: Optional[str], local: bool, run_id: Optional[str] = None) ->
     except ModuleNotFoundError as e:
         if not (e.name or "").startswith("launchkit.backends"):
             raise
-        raise BackendError(f"the {name} backend is not available in this version",
-                           hint="use --local to work with local runs") from None
+        raise BackendError(f"the {name} backend could not be loaded ({e.name} is missing)",
+                           hint="reinstall launchkit with its dependencies") from None
 
 
 def resolve_run(backend: Optional[str], local: bool, run_id: Optional[str], latest: bool,

@@ -196,8 +196,21 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
             raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if name in out:
             raise _fail(where, name, "is given twice", "pass each variable once")
+        if _looks_secret(name):
+            raise _fail(where, name, "looks like a secret, and --env values are written into the spec",
+                        f"store it with `launchkit secret set {name}` and pass --env-secret {name}")
         out[name] = EnvVar(name=name, value=val)
     return list(out.values())
+
+
+_SECRET_SUFFIXES = ("_TOKEN", "_API_KEY", "_SECRET", "_PASSWORD", "_SECRET_KEY", "_ACCESS_KEY")
+
+
+def _looks_secret(name: str) -> bool:
+    """Names whose values must never land in a spec (they go through --env-secret instead)."""
+    upper = name.upper()
+    return upper in ("HF_TOKEN", "BEAKER_TOKEN", "GITHUB_TOKEN", "AZURE_API_BASE", "SLACK_WEBHOOK_URL") or \
+        upper.endswith(_SECRET_SUFFIXES)
 
 
 def _env_secrets(opts: _Options) -> list[EnvSecret]:

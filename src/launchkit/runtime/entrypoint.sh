@@ -47,7 +47,7 @@ LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID=''
 lk_step() { LK_STEP=$1 LK_STEP_CODE=$2 LK_STEP_LOG=${3:-}; }
 lk_on_exit() {
     local rc=$?
-    [[ -n $LK_PREP_PID ]] && kill "$LK_PREP_PID" 2>/dev/null
+    [[ -n $LK_PREP_PID ]] && lk_kill_tree "$LK_PREP_PID"
     if [[ -n $LK_STEP && $rc -ne 0 ]]; then
         [[ -n $LK_STEP_LOG ]] && lk_show_log "$LK_STEP_LOG"
         printf '[launchkit] error: %s failed (exit %d); the command was not started\n' "$LK_STEP" "$rc" >&2
@@ -57,12 +57,6 @@ lk_on_exit() {
 trap lk_on_exit EXIT
 trap 'LK_STEP=; exit 143' TERM
 trap 'LK_STEP=; exit 130' INT
-lk_die() { # setup errors: clear the step so the EXIT trap keeps this code
-    local code=$1; shift
-    LK_STEP=''
-    printf '[launchkit] error: %s\n' "$*" >&2
-    exit "$code"
-}
 
 # ---- 2. pre-setup hook
 if [[ -n ${LAUNCHKIT_PRE_SETUP:-} ]]; then

@@ -13,10 +13,28 @@ LK_EXIT_CLUSTER_SETUP=108
 LK_EXIT_EXEC=109
 
 lk_log() { printf '[launchkit] %s\n' "$*" >&2; }
-lk_die() { # lk_die EXIT_CODE MESSAGE...
+lk_die() { # lk_die EXIT_CODE MESSAGE... (clears LK_STEP so the entrypoint's EXIT trap keeps this code)
     local code=$1; shift
+    LK_STEP=''
     printf '[launchkit] error: %s\n' "$*" >&2
     exit "$code"
+}
+
+lk_children() { # lk_children PID: the direct children's pids, one per line
+    local f stat rest
+    for f in /proc/[0-9]*/stat; do
+        stat=$(<"$f") 2>/dev/null || continue
+        rest=${stat##*) }  # fields after "(comm)": state ppid ...
+        rest=${rest#* }
+        [[ ${rest%% *} == "$1" ]] && { f=${f#/proc/}; echo "${f%/stat}"; }
+    done
+    return 0
+}
+
+lk_kill_tree() { # lk_kill_tree PID: TERM a process and all its descendants (children first)
+    local child
+    for child in $(lk_children "$1"); do lk_kill_tree "$child"; done
+    kill "$1" 2>/dev/null || true
 }
 
 # Milliseconds since the epoch (bash 5 has EPOCHREALTIME; older bash falls back to date).

@@ -62,6 +62,8 @@ def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, 
     may end early). Drops are retried with backoff until the connection's deadline passes without
     progress.
     """
+    if head == 0 or tail == 0:
+        return 0
     client = conn.beaker.job
     not_found = {grpc.StatusCode.NOT_FOUND: bx.BeakerJobNotFound(job_id)}
     last_ts: int | None = None

@@ -108,5 +108,7 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
     found = _lookup(conn, name) if ambiguous else None
     if found is not None and _ours(conn, found, spec, started):
         return found
+    if last_error is None:  # every attempt hit a taken name
+        raise BackendError(f"experiment name {name!r} is taken", hint="pass another --name")
     raise BackendError(f"could not create the experiment on Beaker: {last_error}",
                        hint="nothing was created; try again later or raise --beaker-timeout")

@@ -19,7 +19,7 @@ from typing import IO, Any
 from launchkit.backends import LogQuery, RunInfo, RunStatus, Submission
 from launchkit.backends.local import logs, procs
 from launchkit.backends.local.store import Store, log_path, run_dir
-from launchkit.errors import BackendError, NotFoundError, PreconditionError
+from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
 POLL = 0.1
 
@@ -96,12 +96,14 @@ class LocalBackend:
         return self._info(row)
 
     def latest(self, *, author: str | None = None) -> RunInfo | None:
+        _no_author(author)
         rows = self.store.runs(limit=1)
         return self.get(rows[0]["id"]) if rows else None
 
     def list_runs(self, *, limit: int = 20, statuses: list[RunStatus] | None = None,
                   author: str | None = None, text: str | None = None,
                   max_age: dt.timedelta | None = None) -> list[RunInfo]:
+        _no_author(author)
         since = time.time() - max_age.total_seconds() if max_age else None
         rows = self.store.runs(limit=limit, statuses=[s.value for s in statuses or []], text=text, since=since)
         return [self.get(r["id"]) if r["status"] in ("queued", "running") else self._info(r) for r in rows]
@@ -199,3 +201,8 @@ class LocalBackend:
                 gpus.append({"index": int(parts[0]), "name": parts[1], "memory_total_mib": int(parts[2]),
                              "memory_used_mib": int(parts[3]), "utilization_pct": int(parts[4])})
         return gpus
+
+
+def _no_author(author: str | None) -> None:
+    if author:
+        raise UsageError(f"--author {author}: local runs are all yours", hint="drop --author (it filters Beaker runs)")
