@@ -1,6 +1,6 @@
 """`run` orchestration: options -> request -> git state -> spec -> dry-run output or a backend.
 
-Steps (each a small function, so later work can hook in at one clear place):
+Steps:
   1. build_request: command line + LAUNCHKIT_* env + config files -> LaunchRequest (validated)
   2. read_git_state: the commit to launch (clean, pushed) and where a job can fetch it from
   3. build_spec: -> beaker-py BeakerExperimentSpec (pure, offline, deterministic)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import sys
 
 import typer
 
 from launchkit.cli.state import console
-
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
 def _read_value(name: str) -> str:
@@ -43,9 +40,10 @@ def register(app: typer.Typer) -> None:
         workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
     ) -> None:
         """Set secret NAME from stdin or a hidden prompt (never from the command line)."""
+        from launchkit.core.parse import SECRET
         from launchkit.errors import UsageError
 
-        if not _NAME.match(name):
+        if not SECRET.fullmatch(name):  # the same rule as `run --env-secret NAME=SECRET`
             raise UsageError(f"invalid secret name {name!r}", hint="letters, digits, _ . - only")
         value = _read_value(name)
         from launchkit.backends.beaker.backend import BeakerBackend, set_secret

@@ -14,11 +14,7 @@ from typer.core import TyperCommand, TyperGroup
 
 
 class _LazyRuntimeParam:
-    """Typer's per-option coercion, built on first use and shared by options of the same plain type.
-
-    Typer 0.2x builds a pydantic TypeAdapter for every option on every call (~0.5 ms each; `run` has
-    ~70 options, nearly all unset). An unset option needs no adapter at all.
-    """
+    """Typer's per-option coercion, built on first use and shared by options of the same plain type."""
 
     def __init__(self, desc: object, cache: dict[str, object], key: str):
         self._desc, self._cache, self._key = desc, cache, key

@@ -411,7 +411,7 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
         raise UsageError(f"{loc}: {err['msg'].removeprefix('Value error, ')}") from None
     from launchkit.core.multinode import check_combinations
 
-    check_combinations(request)  # launcher/replica conflicts (multi-node work)
+    check_combinations(request)  # launcher/replica conflicts
     return request
 
 

@@ -1,7 +1,7 @@
 """The launch request: every `run` option, parsed and validated in one place.
 
 The CLI builds a `LaunchRequest` from argv + config; nothing downstream re-parses user strings.
-Validation errors are turned into one-line usage errors (exit 2) by `launchkit.cli.app`.
+Validation errors become one-line usage errors (exit 2) in `launchkit.core.parse`.
 """
 
 from __future__ import annotations

@@ -209,11 +209,7 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
         timeout=to_nanoseconds(request.task_timeout) if request.task_timeout is not None else None,
     )
 
-    # ==== HOOK: cluster profiles and multi-node wiring =============================================
-    # launchkit.core.profiles / launchkit.core.multinode refine `parts` here (env vars such as
-    # LAUNCHKIT_RDZV_PORT = derive_port(rid), NCCL settings, replica booleans, shared memory).
-    apply_profiles_and_multinode(request, git, rid, parts, user_profiles)
-    # ================================================================================================
+    apply_profiles_and_multinode(request, rid, parts, user_profiles)
 
     # --- the user's own env last, so it is visible at the end of the list; secrets by name only
     for e in request.env:
@@ -230,10 +226,10 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
     )
 
 
-def apply_profiles_and_multinode(request: LaunchRequest, git: GitState, rid: str, parts: TaskParts,
+def apply_profiles_and_multinode(request: LaunchRequest, rid: str, parts: TaskParts,
                                  user_profiles: dict[str, Any] | None = None) -> None:
-    """The single extension point for cluster profiles and multi-node launchers (see the HOOK above):
-    the profile's env and mounts, the launcher's rendezvous env, and the replica defaults."""
+    """Cluster profiles and multi-node launchers (launchkit.core.multinode): the profile's env and
+    mounts, the launcher's rendezvous env, and the replica defaults."""
     from launchkit.core.multinode import task_additions
 
     t = spec_types()
