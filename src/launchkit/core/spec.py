@@ -16,6 +16,33 @@ from typing import Any
 
 from launchkit import __version__
 from launchkit.core.beaker_types import spec_types
+from launchkit.core.contract import (  # noqa: F401 - re-exported names of the contract
+    ENV_CONSTRAINT_GPU_TYPES,
+    ENV_CONSTRAINT_TAGS,
+    ENV_EXEC_METHOD,
+    ENV_GIT_BRANCH,
+    ENV_GIT_COMMIT,
+    ENV_GIT_REMOTE,
+    ENV_GIT_TOKEN,
+    ENV_INSTALL_CMD,
+    ENV_INTERCONNECT,
+    ENV_LAUNCHER,
+    ENV_NO_PYTHON,
+    ENV_POST_SETUP,
+    ENV_PRE_SETUP,
+    ENV_PYTHON_VERSION,
+    ENV_RESULTS_DIR,
+    ENV_RUN_ID,
+    ENV_RUNTIME_DIR,
+    ENV_SKIP_NCCL_SETUP,
+    ENV_SYSTEM_PYTHON,
+    ENV_TASK_NAME,
+    ENV_UV_ALL_EXTRAS,
+    ENV_UV_CACHE_DIR,
+    ENV_UV_EXTRAS,
+    ENV_UV_TORCH_BACKEND,
+    ENV_VERSION,
+)
 from launchkit.core.gitstate import GitState
 from launchkit.core.request import Launcher, LaunchRequest
 from launchkit.core.units import format_size, to_nanoseconds
@@ -24,35 +51,6 @@ from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
 # The image used when neither the command line nor a config names one: Debian with Python, git,
 # bash and curl (the entrypoint needs bash + git; uv brings CUDA wheels for GPU jobs).
 DEFAULT_DOCKER_IMAGE = "python:3.12"
-
-# Environment contract between the spec and the entrypoint (docs/runtime.md).
-ENV_VERSION = "LAUNCHKIT_VERSION"
-ENV_RUN_ID = "LAUNCHKIT_RUN_ID"
-ENV_GIT_REMOTE = "LAUNCHKIT_GIT_REMOTE"
-ENV_GIT_COMMIT = "LAUNCHKIT_GIT_COMMIT"
-ENV_GIT_BRANCH = "LAUNCHKIT_GIT_BRANCH"
-ENV_TASK_NAME = "LAUNCHKIT_TASK_NAME"
-ENV_RUNTIME_DIR = "LAUNCHKIT_RUNTIME_DIR"
-ENV_EXEC_METHOD = "LAUNCHKIT_EXEC_METHOD"
-ENV_RESULTS_DIR = "RESULTS_DIR"
-ENV_PRE_SETUP = "LAUNCHKIT_PRE_SETUP"
-ENV_POST_SETUP = "LAUNCHKIT_POST_SETUP"
-ENV_NO_PYTHON = "LAUNCHKIT_NO_PYTHON"
-ENV_SYSTEM_PYTHON = "LAUNCHKIT_SYSTEM_PYTHON"
-ENV_PYTHON_VERSION = "LAUNCHKIT_PYTHON_VERSION"
-ENV_INSTALL_CMD = "LAUNCHKIT_INSTALL_CMD"
-ENV_UV_EXTRAS = "LAUNCHKIT_UV_EXTRAS"
-ENV_UV_ALL_EXTRAS = "LAUNCHKIT_UV_ALL_EXTRAS"
-ENV_UV_TORCH_BACKEND = "UV_TORCH_BACKEND"
-ENV_UV_CACHE_DIR = "UV_CACHE_DIR"
-ENV_LAUNCHER = "LAUNCHKIT_LAUNCHER"
-ENV_SKIP_NCCL_SETUP = "LAUNCHKIT_SKIP_NCCL_SETUP"
-ENV_GIT_TOKEN = "LAUNCHKIT_GIT_TOKEN"
-# Cluster filters the Beaker backend applies when resolving `constraints.cluster` (Beaker has no
-# spec field for them); also informative inside the job.
-ENV_INTERCONNECT = "LAUNCHKIT_INTERCONNECT"
-ENV_CONSTRAINT_GPU_TYPES = "LAUNCHKIT_CONSTRAINT_GPU_TYPES"
-ENV_CONSTRAINT_TAGS = "LAUNCHKIT_CONSTRAINT_TAGS"
 
 RDZV_PORT_BASE, RDZV_PORT_SPAN = 29000, 1000
 _NOT_SPEC = {"dry_run", "save_spec", "follow", "yes", "backend"}  # launch behaviour, not job identity

@@ -14,6 +14,7 @@ from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
 
 from launchkit.backends.beaker.client import Connection
+from launchkit.core.contract import ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
 # Added automatically when the workspace has them (`<user>_NAME` preferred over `NAME`).
@@ -22,9 +23,8 @@ WELL_KNOWN_SECRETS = (
     "ANTHROPIC_API_KEY", "SLACK_WEBHOOK_URL",
 )
 MARKER = "[launchkit]"  # in the description of every experiment launchkit creates (list recognises it)
-# Cluster filters the spec carries as env vars (core/spec.py), applied here when resolving clusters.
-ENV_GPU_TYPES = "LAUNCHKIT_CONSTRAINT_GPU_TYPES"
-ENV_TAGS = "LAUNCHKIT_CONSTRAINT_TAGS"
+# Cluster filters the spec carries as env vars, applied here when resolving clusters.
+ENV_GPU_TYPES, ENV_TAGS = ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
 
 
 def spec_env_list(spec: dict[str, Any], name: str) -> list[str]:

@@ -15,6 +15,7 @@ from beaker.types import BeakerDataSource, BeakerExperimentSpec
 
 from launchkit.backends.beaker.client import Connection
 from launchkit.cli.state import console
+from launchkit.core.contract import ENV_RUN_ID
 from launchkit.errors import BackendError
 
 MAX_ATTEMPTS = 5
@@ -25,7 +26,7 @@ RENAME_ATTEMPTS = 5
 def _run_id(spec: dict[str, Any]) -> str | None:
     for task in spec.get("tasks", []):
         for env in task.get("envVars") or []:
-            if env.get("name") == "LAUNCHKIT_RUN_ID":
+            if env.get("name") == ENV_RUN_ID:
                 return env.get("value")
     return None
 

@@ -19,6 +19,7 @@ from typing import IO, Any
 from launchkit.backends import LogQuery, RunInfo, RunStatus, Submission
 from launchkit.backends.local import logs, procs
 from launchkit.backends.local.store import Store, log_path, run_dir
+from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
 POLL = 0.1
@@ -56,7 +57,7 @@ class LocalBackend:
             console().warn(f"local runs do not mount datasets, Weka or host paths: "
                            f"{len(task['datasets'])} mount(s) in the spec are ignored")
         meta: dict[str, Any] = {"repo_root": submission.repo_root}
-        commit = env.get("LAUNCHKIT_GIT_COMMIT")
+        commit = env.get(ENV_GIT_COMMIT)
         if submission.repo_root and commit and _has_commit(submission.repo_root, commit):
             meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
         run_id = f"local-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"

@@ -18,6 +18,7 @@ import time
 
 from launchkit.backends.local import logs, procs
 from launchkit.backends.local.store import Store, log_path, run_dir
+from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
 
 STOP_GRACE = float(os.environ.get("LAUNCHKIT_STOP_GRACE", "10"))
 
@@ -78,8 +79,8 @@ def replica_env(base: dict[str, str], spec_task: dict, meta: dict, run_id: str, 
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     env.update({
-        "RESULTS_DIR": str(rdir / "results"),
-        "LAUNCHKIT_RUNTIME_DIR": str(rdir / "runtime"),
+        ENV_RESULTS_DIR: str(rdir / "results"),
+        ENV_RUNTIME_DIR: str(rdir / "runtime"),
         "LAUNCHKIT_TOOLS_DIR": str(run_dir(run_id).parent.parent / "tools"),
         "BEAKER_REPLICA_COUNT": str(count),
         "BEAKER_REPLICA_RANK": str(rank),
@@ -94,7 +95,7 @@ def replica_env(base: dict[str, str], spec_task: dict, meta: dict, run_id: str, 
         "BEAKER_RESULT_DATASET_ID": f"{run_id}-{rank}-results",
     })
     if meta.get("git_remote"):
-        env["LAUNCHKIT_GIT_REMOTE"] = meta["git_remote"]
+        env[ENV_GIT_REMOTE] = meta["git_remote"]
     return env
 
 
