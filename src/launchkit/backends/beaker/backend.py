@@ -145,13 +145,13 @@ class BeakerBackend:
             author = self.conn.user_names([wl.experiment.author_id])[wl.experiment.author_id]
             return self._info(wl, author=author, job=lead)
 
-    def latest(self, *, author: str | None = None, active: bool = False) -> RunInfo | None:
+    def latest(self, *, author: str | None = None) -> RunInfo | None:
         """The newest experiment of `author` (default: the current user). Never someone else's."""
         with self._errors():
             user = self._user(author)
             for wl in self.beaker.workload.list(
                 org=self.conn.org(), author=user, workload_type=BeakerWorkloadType.experiment,
-                finalized=False if active else None, sort_order=BeakerSortOrder.descending, limit=1,
+                sort_order=BeakerSortOrder.descending, limit=1,
             ):
                 if wl.experiment.author_id != user.id:  # defensive: the server must filter by author
                     continue
@@ -344,12 +344,12 @@ class BeakerBackend:
             job = self.beaker.job.get(job.id)
 
     # -- stop -----------------------------------------------------------------------------------
-    def stop(self, run: RunInfo, *, any_author: bool = False) -> RunInfo:
-        """Cancel the run. Only the current user's runs unless `any_author`."""
+    def stop(self, run: RunInfo) -> RunInfo:
+        """Cancel the run: only ever the current user's."""
         wl = self._workload(run.id)
         with self._errors():
             me = self.conn.me()
-            if wl.experiment.author_id != me.id and not any_author:
+            if wl.experiment.author_id != me.id:
                 owner = self.conn.user_names([wl.experiment.author_id])[wl.experiment.author_id]
                 raise PreconditionError(f"experiment {wl.experiment.id} belongs to {owner}, not to you ({me.name})",
                                         hint="launchkit only stops your own jobs")

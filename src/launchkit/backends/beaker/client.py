@@ -3,15 +3,12 @@
 beaker-py retries UNAVAILABLE/RST_STREAM without limit (1-2 s apart) and has no per-call timeout, so
 an unreachable server hangs forever. We keep beaker-py's client and wrap its gRPC stub so that each call
 (1) refuses to start a call once the current operation's deadline has passed, (2) gives each unary
-call a timeout no longer than what is left, and (3) counts RPCs (`rpc_count`, for benchmarks and
-`-v`). HTTP calls get a bounded urllib3 retry budget and a per-request timeout.
+call a timeout no longer than what is left. HTTP calls get a bounded urllib3 retry budget and a per-request timeout.
 """
 
 from __future__ import annotations
 
-import collections
 import os
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -74,9 +71,6 @@ class _Guarded:
 
     def __call__(self, request: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         conn = self._conn
-        with conn._lock:
-            conn.rpc_count += 1
-            conn.rpc_methods[self._name] += 1
         left = conn.deadline - time.monotonic()
         if left <= 0:
             raise conn.unreachable()
@@ -125,9 +119,6 @@ class Connection:
         self.timeout = configured_timeout(timeout)
         self.call_timeout = min(30.0, self.timeout)
         self.deadline = time.monotonic() + self.timeout
-        self.rpc_count = 0
-        self.rpc_methods: collections.Counter[str] = collections.Counter()
-        self._lock = threading.Lock()
         from beaker.config import Config
 
         try:
