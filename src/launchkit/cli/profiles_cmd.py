@@ -79,9 +79,9 @@ def _parts(p: Profile, *, multi: bool, spec: bool = True) -> list[str]:
         lines += [f"  env {k}={v}" for k, v in p.env.items()]
         lines += [f"  mount host {m.host_path} -> {m.mount_path}" for m in p.mounts]
         lines += [f"  mount weka {w.bucket} -> {w.mount_path}" for w in p.weka]
-    lines += [f"  setup: {d}" for s in p.setup for d in s.describe()]
+    lines += [f"  setup: {d}" for s in p.setup for d in s.lines(for_people=True)]
     if multi:
-        lines += [f"  multi-node GPU setup: {d}" for s in p.multi_node_setup for d in s.describe()]
+        lines += [f"  multi-node GPU setup: {d}" for s in p.multi_node_setup for d in s.lines(for_people=True)]
     return lines
 
 

@@ -66,19 +66,12 @@ class Step(_Model):
             _single_line(self.source, "source")
         return self
 
-    def lines(self) -> list[str]:
-        """The step in the runtime program's syntax (see runtime/nccl.sh)."""
+    def lines(self, *, for_people: bool = False) -> list[str]:
+        """The step in the runtime program's syntax (runtime/nccl.sh), or worded for `launchkit profiles`."""
         if self.export is not None:
             return [f"export {k}={v}" for k, v in self.export.items()]
         if self.prepend is not None:
-            return [f"prepend {k} {v}" for k, v in self.prepend.items()]
-        return [f"source {self.source}"]
-
-    def describe(self) -> list[str]:
-        if self.export is not None:
-            return [f"export {k}={v}" for k, v in self.export.items()]
-        if self.prepend is not None:
-            return [f"prepend {v} to ${k}" for k, v in self.prepend.items()]
+            return [f"prepend {v} to ${k}" if for_people else f"prepend {k} {v}" for k, v in self.prepend.items()]
         return [f"source {self.source}"]
 
 
@@ -282,6 +275,7 @@ def _host_matches(hostname: str, profile: Profile) -> bool:
 
 
 def job_tags(request: LaunchRequest) -> list[str]:
+    """The cluster tags the request asks for: --tag plus the --interconnect tag."""
     return list(request.tags) + ([f"interconnect:{request.interconnect}"] if request.interconnect else [])
 
 

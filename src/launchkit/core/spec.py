@@ -78,10 +78,10 @@ def upload_dataset_name(local_path: str) -> str:
 
 
 def cluster_tags(request: LaunchRequest) -> list[str]:
-    """Tags a cluster must have: --tag, the interconnect, and storage:weka for --weka."""
-    tags = list(request.tags)
-    if request.interconnect:
-        tags.append(f"interconnect:{request.interconnect}")
+    """Tags a cluster must have: the requested ones (profiles.job_tags), and storage:weka for --weka."""
+    from launchkit.core.profiles import job_tags
+
+    tags = job_tags(request)
     if request.weka and not request.hostnames and "storage:weka" not in tags:
         tags.append("storage:weka")
     return list(dict.fromkeys(tags))
