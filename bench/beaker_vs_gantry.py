@@ -37,14 +37,27 @@ def ensure_gantry() -> Path:
     if not gantry.exists():
         RESULTS.mkdir(parents=True, exist_ok=True)
         subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(GANTRY_VENV)], check=True, timeout=600)
-        subprocess.run(["uv", "pip", "install", "-q", "--python", str(GANTRY_VENV / "bin" / "python"),
-                        "beaker-gantry==3.7.0"], check=True, timeout=900)
+        subprocess.run(
+            [
+                "uv",
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                str(GANTRY_VENV / "bin" / "python"),
+                "beaker-gantry==3.7.0",
+            ],
+            check=True,
+            timeout=900,
+        )
     return gantry
 
 
 def compile_all(python: Path | str) -> None:
     """PYTHONDONTWRITEBYTECODE is set here: byte-compile so neither tool pays for compiling at start-up."""
-    code = "import site, compileall, sys; [compileall.compile_dir(p, quiet=2) for p in site.getsitepackages()]"
+    code = (
+        "import site, compileall, sys; [compileall.compile_dir(p, quiet=2) for p in site.getsitepackages()]"
+    )
     subprocess.run([str(python), "-c", code], check=False, timeout=900)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], check=False, timeout=900)
 
@@ -59,9 +72,23 @@ class Fake:
         self.dir = self.DIR
         env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fakebeaker", "--demo", "--dir", self.dir, "--workspace", "ai2/launchkit",
-             "--exit-on-eof"] + (["--latency", str(latency)] if latency else []),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+            [
+                sys.executable,
+                "-m",
+                "fakebeaker",
+                "--demo",
+                "--dir",
+                self.dir,
+                "--workspace",
+                "ai2/launchkit",
+                "--exit-on-eof",
+            ]
+            + (["--latency", str(latency)] if latency else []),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
         info = json.loads(self.proc.stdout.readline())
         self.env = info["env"]
         sys.path.insert(0, str(ROOT / "tests"))
@@ -76,7 +103,9 @@ class Fake:
         from beaker.config import Config
 
         cfg = json.loads(json.dumps(self.remote._request("GET", "env")["config"]))
-        os.environ.update({k: v for k, v in self.env.items() if k.startswith(("GRPC_", "REQUESTS_", "NO_", "no_"))})
+        os.environ.update(
+            {k: v for k, v in self.env.items() if k.startswith(("GRPC_", "REQUESTS_", "NO_", "no_"))}
+        )
         with Beaker(Config(**cfg), check_for_upgrades=False) as b:
             b.MAX_RETRIES = 2  # type: ignore[misc]
             for wl in b.workload.list(workspace="ai2/launchkit", limit=1000):
@@ -92,7 +121,9 @@ class Fake:
             self.proc.kill()
 
 
-def run(cmd: list[str], env: dict[str, str], cwd: str, keep: Path | None = None) -> tuple[float, int, int, int]:
+def run(
+    cmd: list[str], env: dict[str, str], cwd: str, keep: Path | None = None
+) -> tuple[float, int, int, int]:
     """(wall seconds, exit code, max RSS in KiB, stdout lines) of one process, stdout through a pipe."""
     t = time.perf_counter()
     p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -128,13 +159,25 @@ def measure(name: str, cmd: list[str], fake: Fake, env: dict[str, str], cwd: str
     for _ in range(repeat):
         fake.remote.reset_calls()
         wall, code, rss, lines = run(cmd, env, cwd, RESULTS / (name.replace(" ", "_") + ".out"))
-        runs.append({"wall": wall, "code": code, "rss_kib": rss, "lines": lines, "rpcs": fake.remote.total_calls})
+        runs.append(
+            {"wall": wall, "code": code, "rss_kib": rss, "lines": lines, "rpcs": fake.remote.total_calls}
+        )
     best = min(runs, key=lambda r: r["wall"])
-    out = {"name": name, "cmd": " ".join(cmd[-4:]), "wall_s": round(statistics.median(r["wall"] for r in runs), 3),
-           "best_s": round(best["wall"], 3), "exit": best["code"], "max_rss_mib": round(best["rss_kib"] / 1024, 1),
-           "stdout_lines": best["lines"], "rpcs": best["rpcs"]}
-    print(f"  {name:<28} {out['wall_s']:>8.3f}s  rpcs={out['rpcs']:<5} rss={out['max_rss_mib']:>6} MiB  "
-          f"lines={out['stdout_lines']}  exit={out['exit']}", flush=True)
+    out = {
+        "name": name,
+        "cmd": " ".join(cmd[-4:]),
+        "wall_s": round(statistics.median(r["wall"] for r in runs), 3),
+        "best_s": round(best["wall"], 3),
+        "exit": best["code"],
+        "max_rss_mib": round(best["rss_kib"] / 1024, 1),
+        "stdout_lines": best["lines"],
+        "rpcs": best["rpcs"],
+    }
+    print(
+        f"  {name:<28} {out['wall_s']:>8.3f}s  rpcs={out['rpcs']:<5} rss={out['max_rss_mib']:>6} MiB  "
+        f"lines={out['stdout_lines']}  exit={out['exit']}",
+        flush=True,
+    )
     return out
 
 
@@ -171,8 +214,12 @@ def main() -> int:
             env = tool_env(fake, home)
             g = measure("gantry list (20ms)", [gantry, "list", "--limit", "200"], fake, env, cwd, 1)
             k = measure("launchkit list (20ms)", lk + ["list", "--limit", "200"], fake, env, cwd, args.repeat)
-            results["list-20ms"] = {"gantry": g, "launchkit": k, "ratio": round(k["wall_s"] / g["wall_s"], 3),
-                                    "rpc_ratio": round(k["rpcs"] / max(1, g["rpcs"]), 3)}
+            results["list-20ms"] = {
+                "gantry": g,
+                "launchkit": k,
+                "ratio": round(k["wall_s"] / g["wall_s"], 3),
+                "rpc_ratio": round(k["rpcs"] / max(1, g["rpcs"]), 3),
+            }
         finally:
             fake.close()
 
@@ -185,19 +232,27 @@ def main() -> int:
                 print("list: 200 workloads, no added latency")
                 g = measure("gantry list", [gantry, "list", "--limit", "200"], fake, env, cwd, args.repeat)
                 k = measure("launchkit list", lk + ["list", "--limit", "200"], fake, env, cwd, args.repeat)
-                results["list"] = {"gantry": g, "launchkit": k, "ratio": round(k["wall_s"] / g["wall_s"], 3),
-                                   "rpc_ratio": round(k["rpcs"] / max(1, g["rpcs"]), 3)}
+                results["list"] = {
+                    "gantry": g,
+                    "launchkit": k,
+                    "ratio": round(k["wall_s"] / g["wall_s"], 3),
+                    "rpc_ratio": round(k["rpcs"] / max(1, g["rpcs"]), 3),
+                }
             if "follow" in only:
                 print("follow: 200k lines")
                 exp = fake.remote.state.find_experiment("alice/follow-200k")
                 g = measure("gantry follow", [gantry, "follow", exp], fake, env, cwd, 1)
                 k = measure("launchkit follow", lk + ["follow", exp], fake, env, cwd, args.repeat)
-                small = measure("launchkit logs --head 1000", lk + ["logs", exp, "--head", "1000"], fake, env,
-                                cwd, 1)
+                small = measure(
+                    "launchkit logs --head 1000", lk + ["logs", exp, "--head", "1000"], fake, env, cwd, 1
+                )
                 n = 200_000
                 results["follow"] = {
-                    "gantry": g, "launchkit": k, "launchkit_head_1000": small,
-                    "gantry_lines_per_s": round(n / g["wall_s"]), "launchkit_lines_per_s": round(n / k["wall_s"]),
+                    "gantry": g,
+                    "launchkit": k,
+                    "launchkit_head_1000": small,
+                    "gantry_lines_per_s": round(n / g["wall_s"]),
+                    "launchkit_lines_per_s": round(n / k["wall_s"]),
                     "speedup": round(g["wall_s"] / k["wall_s"], 2),
                     "rss_growth_mib_200k_vs_1k": round(k["max_rss_mib"] - small["max_rss_mib"], 1),
                 }
@@ -206,8 +261,11 @@ def main() -> int:
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "beaker.json").write_text(json.dumps(results, indent=2))
-    print(json.dumps({k: {x: v for x, v in r.items() if not isinstance(v, dict)} for k, r in results.items()},
-                     indent=2))
+    print(
+        json.dumps(
+            {k: {x: v for x, v in r.items() if not isinstance(v, dict)} for k, r in results.items()}, indent=2
+        )
+    )
     return 0
 
 

@@ -36,7 +36,9 @@ COMMAND = ["python", "-c", f"import requests, attrs, benchpkg; print('{MARK}', f
 
 
 def sh(*args: str, cwd: Path | None = None, env: dict | None = None) -> str:
-    return subprocess.run(args, cwd=cwd, env=env, check=True, capture_output=True, text=True, timeout=600).stdout
+    return subprocess.run(
+        args, cwd=cwd, env=env, check=True, capture_output=True, text=True, timeout=600
+    ).stdout
 
 
 def make_repo(root: Path, env: dict) -> tuple[Path, str]:
@@ -47,7 +49,8 @@ def make_repo(root: Path, env: dict) -> tuple[Path, str]:
     deps = ", ".join(f'"{d}"' for d in DEPS)
     (repo / "pyproject.toml").write_text(
         f'[project]\nname = "benchpkg"\nversion = "0.1.0"\nrequires-python = ">=3.11"\ndependencies = [{deps}]\n\n'
-        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n')
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+    )
     sh("uv", "lock", "-q", cwd=repo, env=env)
     sh("git", "init", "-q", "-b", "main", cwd=repo)
     sh("git", "add", "-A", cwd=repo)
@@ -73,7 +76,9 @@ def timed(argv: list[str], env: dict, log: Path) -> tuple[float, float, str]:
     log.parent.mkdir(parents=True, exist_ok=True)
     (log.parent / "start").write_text(repr(time.time()))
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+    )
     first, out = None, []
     for raw in p.stdout:
         out.append(raw.decode(errors="replace"))
@@ -99,21 +104,42 @@ class Runner:
 
     def launchkit(self, cache: Path) -> tuple[float, float, str]:
         results, runtime = self._dirs("launchkit")
-        env = {**self.base, "UV_CACHE_DIR": str(cache), "LAUNCHKIT_GIT_REMOTE": str(self.repo),
-               "LAUNCHKIT_GIT_COMMIT": self.sha, "RESULTS_DIR": str(results), "LAUNCHKIT_RUNTIME_DIR": str(runtime),
-               "LAUNCHKIT_PYTHON_VERSION": "3.11", "LAUNCHKIT_EXEC_METHOD": "exec"}
-        return timed(["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, *COMMAND], env, results.parent / "out.log")
+        env = {
+            **self.base,
+            "UV_CACHE_DIR": str(cache),
+            "LAUNCHKIT_GIT_REMOTE": str(self.repo),
+            "LAUNCHKIT_GIT_COMMIT": self.sha,
+            "RESULTS_DIR": str(results),
+            "LAUNCHKIT_RUNTIME_DIR": str(runtime),
+            "LAUNCHKIT_PYTHON_VERSION": "3.11",
+            "LAUNCHKIT_EXEC_METHOD": "exec",
+        }
+        return timed(
+            ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, *COMMAND], env, results.parent / "out.log"
+        )
 
     def gantry_run(self, cache: Path) -> tuple[float, float, str]:
         results, runtime = self._dirs("gantry")
         gitconfig = results.parent / "gitconfig"
         results.parent.mkdir(parents=True, exist_ok=True)
         gitconfig.write_text(f'[url "{self.root}/gh/"]\n\tinsteadOf = https://github.com/\n')
-        env = {**self.base, "UV_CACHE_DIR": str(cache), "GIT_CONFIG_GLOBAL": str(gitconfig),
-               "GITHUB_REPO": "bench-org/bench", "GIT_REF": self.sha, "RESULTS_DIR": str(results),
-               "GANTRY_RUNTIME_DIR": str(runtime), "GANTRY_EXEC_METHOD": "exec", "GANTRY_DEFAULT_PYTHON_VERSION": "3.11",
-               "BEAKER_RESULT_DATASET_ID": "bench", "BEAKER_NODE_HOSTNAME": "bench-node", "BEAKER_NODE_ID": "bench-node",
-               "BEAKER_ASSIGNED_GPU_COUNT": "0", "BEAKER_REPLICA_COUNT": "1", "BEAKER_REPLICA_RANK": "0"}
+        env = {
+            **self.base,
+            "UV_CACHE_DIR": str(cache),
+            "GIT_CONFIG_GLOBAL": str(gitconfig),
+            "GITHUB_REPO": "bench-org/bench",
+            "GIT_REF": self.sha,
+            "RESULTS_DIR": str(results),
+            "GANTRY_RUNTIME_DIR": str(runtime),
+            "GANTRY_EXEC_METHOD": "exec",
+            "GANTRY_DEFAULT_PYTHON_VERSION": "3.11",
+            "BEAKER_RESULT_DATASET_ID": "bench",
+            "BEAKER_NODE_HOSTNAME": "bench-node",
+            "BEAKER_NODE_ID": "bench-node",
+            "BEAKER_ASSIGNED_GPU_COUNT": "0",
+            "BEAKER_REPLICA_COUNT": "1",
+            "BEAKER_REPLICA_RANK": "0",
+        }
         return timed(["bash", str(self.gantry), *COMMAND], env, results.parent / "out.log")
 
 
@@ -143,11 +169,18 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="lk-bench-"))
     uv_dir = os.path.dirname(shutil.which("uv") or "")
     path = [p for p in os.environ["PATH"].split(os.pathsep) if p != os.path.join(sys.prefix, "bin")]
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHKIT_", "GANTRY_", "BEAKER_", "GIT_"))}
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHKIT_", "GANTRY_", "BEAKER_", "GIT_"))
+    }
     base.pop("VIRTUAL_ENV", None)
     base.pop("PYTHONDONTWRITEBYTECODE", None)  # as on a real node: pyc files may be written
-    base.update(PATH=os.pathsep.join([*path, uv_dir]), HOME=str(root / "home"), GIT_CONFIG_NOSYSTEM="1",
-                UV_PYTHON_DOWNLOADS="never", NO_COLOR="1")
+    base.update(
+        PATH=os.pathsep.join([*path, uv_dir]),
+        HOME=str(root / "home"),
+        GIT_CONFIG_NOSYSTEM="1",
+        UV_PYTHON_DOWNLOADS="never",
+        NO_COLOR="1",
+    )
     (root / "home").mkdir()
     try:
         warm = root / "uv-cache"
@@ -159,27 +192,38 @@ def main() -> None:
         lk_detail = gy_detail = ""
         for _ in range(args.rounds):  # interleaved: drift on the machine hits both equally
             first, total, out = r.launchkit(warm)
-            lk.append(first); lk_total.append(total); lk_detail = breakdown(out)
+            lk.append(first)
+            lk_total.append(total)
+            lk_detail = breakdown(out)
             first, total, _ = r.gantry_run(warm)
-            gy.append(first); gy_total.append(total)
+            gy.append(first)
+            gy_total.append(total)
             gy_detail = gantry_breakdown(r.root / "runs" / f"{r.n:03d}-gantry")
         cold_lk, cold_gy, cold_detail = [], [], ""
         for i in range(args.cold):
             first, _, out = r.launchkit(root / f"cold-lk-{i}")
-            cold_lk.append(first); cold_detail = breakdown(out)
+            cold_lk.append(first)
+            cold_detail = breakdown(out)
             cold_gy.append(r.gantry_run(root / f"cold-gy-{i}")[0])
         med = statistics.median
         result = {
-            "deps": DEPS, "rounds": args.rounds,
-            "warm_first_line_s": {"launchkit": round(med(lk), 3), "gantry": round(med(gy), 3),
-                                  "ratio": round(med(lk) / med(gy), 3)},
+            "deps": DEPS,
+            "rounds": args.rounds,
+            "warm_first_line_s": {
+                "launchkit": round(med(lk), 3),
+                "gantry": round(med(gy), 3),
+                "ratio": round(med(lk) / med(gy), 3),
+            },
             "warm_all_s": {"launchkit": [round(x, 3) for x in lk], "gantry": [round(x, 3) for x in gy]},
             "launchkit_breakdown_warm": lk_detail,
             "gantry_steps_warm": gy_detail,
         }
         if args.cold:
-            result["cold_first_line_s"] = {"launchkit": round(med(cold_lk), 3), "gantry": round(med(cold_gy), 3),
-                                           "ratio": round(med(cold_lk) / med(cold_gy), 3)}
+            result["cold_first_line_s"] = {
+                "launchkit": round(med(cold_lk), 3),
+                "gantry": round(med(cold_gy), 3),
+                "ratio": round(med(cold_lk) / med(cold_gy), 3),
+            }
             result["launchkit_breakdown_cold"] = cold_detail
         print(json.dumps(result, indent=2))
         (HERE / "results").mkdir(exist_ok=True)

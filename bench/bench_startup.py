@@ -38,24 +38,46 @@ def gantry_bin() -> Path:
     if not exe.exists():
         RESULTS.mkdir(parents=True, exist_ok=True)
         sh("uv", "venv", "-q", "--python", sys.executable, str(GANTRY_VENV))
-        sh("uv", "pip", "install", "-q", "--python", str(GANTRY_VENV / "bin" / "python"), "beaker-gantry==3.7.0")
+        sh(
+            "uv",
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(GANTRY_VENV / "bin" / "python"),
+            "beaker-gantry==3.7.0",
+        )
     return exe
 
 
 def compile_all(python: Path, *paths: Path) -> None:
-    subprocess.run([str(python), "-m", "compileall", "-q", *map(str, paths)], timeout=900,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [str(python), "-m", "compileall", "-q", *map(str, paths)],
+        timeout=900,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def site_packages(python: Path) -> Path:
-    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    out = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
     return Path(out)
 
 
 def small_repo(tmp: Path) -> Path:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.com",
-           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.com"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@example.com",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@example.com",
+    }
     remote, work = tmp / "remote.git", tmp / "work"
     sh("git", "init", "-q", "--bare", "-b", "main", str(remote))
     sh("git", "init", "-q", "-b", "main", str(work))
@@ -72,7 +94,9 @@ def time_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, fl
     """(wall ms, CPU ms of the process and its children). CPU time is less sensitive to machine load."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120
+    )
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -113,9 +137,13 @@ def main() -> int:
     base = statistics.median(w for w, _ in samples["gantry --help"])
     base_cpu = statistics.median(c for _, c in samples["gantry --help"])
     ok = True
-    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; wall time is what the targets use")
-    print(f"{'command':<26} {'median':>8} {'min':>7} {'max':>7} {'x gantry':>9}  {'cpu':>7} {'x':>6}  target"
-          f"   (n={args.n})")
+    print(
+        f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; wall time is what the targets use"
+    )
+    print(
+        f"{'command':<26} {'median':>8} {'min':>7} {'max':>7} {'x gantry':>9}  {'cpu':>7} {'x':>6}  target"
+        f"   (n={args.n})"
+    )
     for name, pairs in samples.items():
         walls, cpus = [w for w, _ in pairs], [c for _, c in pairs]
         med, cpu = statistics.median(walls), statistics.median(cpus)
@@ -123,8 +151,10 @@ def main() -> int:
         target = TARGETS.get(name)
         verdict = "" if target is None else (f"<= {target}x  " + ("ok" if ratio <= target else "MISSED"))
         ok &= target is None or ratio <= target
-        print(f"{name:<26} {med:7.0f}ms {min(walls):6.0f}ms {max(walls):6.0f}ms {ratio:8.2f}x  {cpu:6.0f}ms "
-              f"{cpu / base_cpu:5.2f}x  {verdict}")
+        print(
+            f"{name:<26} {med:7.0f}ms {min(walls):6.0f}ms {max(walls):6.0f}ms {ratio:8.2f}x  {cpu:6.0f}ms "
+            f"{cpu / base_cpu:5.2f}x  {verdict}"
+        )
     return 0 if ok else 1
 
 

@@ -32,12 +32,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=20)
     n = ap.parse_args().repeat
 
-    from mn_helpers import run_node
-
     from launchkit.core.gitstate import GitState
     from launchkit.core.multinode import task_additions
     from launchkit.core.parse import build_request
     from launchkit.core.spec import build_spec
+    from mn_helpers import run_node
 
     git = GitState(remote_url="https://github.com/a/b", commit="0" * 40)
     mixed = build_request(

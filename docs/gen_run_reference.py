@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Render `launchkit run`'s options (from the CLI itself) into docs/run.md, between the markers.
 
-    uv run python docs/gen_run_reference.py          # rewrite docs/run.md
-    uv run python docs/gen_run_reference.py --check  # exit 1 if docs/run.md is out of date
+uv run python docs/gen_run_reference.py          # rewrite docs/run.md
+uv run python docs/gen_run_reference.py --check  # exit 1 if docs/run.md is out of date
 """
 
 from __future__ import annotations
@@ -67,7 +67,9 @@ def main() -> int:
     new = updated(doc)
     if "--check" in sys.argv:
         if new != doc:
-            print("docs/run.md is out of date: run `uv run python docs/gen_run_reference.py`", file=sys.stderr)
+            print(
+                "docs/run.md is out of date: run `uv run python docs/gen_run_reference.py`", file=sys.stderr
+            )
             return 1
         return 0
     DOC.write_text(new)

@@ -36,8 +36,9 @@ def _isolated_env(tmp_path_factory, monkeypatch):
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          timeout=60).stdout.strip()
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, timeout=60
+    ).stdout.strip()
 
 
 @dataclass
@@ -79,15 +80,30 @@ class Result:
     stderr: str
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            timeout: float = 120, input: str | None = None) -> Result:
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    input: str | None = None,
+) -> Result:
     """Run `python -m launchkit ARGS` in a real subprocess (with a timeout)."""
-    proc = subprocess.run([sys.executable, "-m", "launchkit", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})},
-                          input=input if input is not None else "")
+    proc = subprocess.run(
+        [sys.executable, "-m", "launchkit", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        input=input if input is not None else "",
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-goldens", action="store_true", default=False,
-                     help="rewrite tests/golden/*.yaml from the current output")
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        default=False,
+        help="rewrite tests/golden/*.yaml from the current output",
+    )

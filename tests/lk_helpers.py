@@ -43,31 +43,58 @@ def make_wheel(folder: Path, name: str = "tinydep", version: str = "0.1.0", valu
 def uv_lock_project(repo, env: dict[str, str]) -> str:
     """Commit a virtual uv project with a uv.lock that depends on a local wheel; returns the SHA."""
     make_wheel(repo.path / "wheels")
-    repo.commit({"pyproject.toml": (
-        '[project]\nname = "demo"\nversion = "0.1.0"\nrequires-python = ">=3.11"\ndependencies = ["tinydep"]\n'
-        '[tool.uv]\npackage = false\n'
-        '[tool.uv.sources]\ntinydep = { path = "wheels/tinydep-0.1.0-py3-none-any.whl" }\n')}, "project")
+    repo.commit(
+        {
+            "pyproject.toml": (
+                '[project]\nname = "demo"\nversion = "0.1.0"\nrequires-python = ">=3.11"\ndependencies = ["tinydep"]\n'
+                "[tool.uv]\npackage = false\n"
+                '[tool.uv.sources]\ntinydep = { path = "wheels/tinydep-0.1.0-py3-none-any.whl" }\n'
+            )
+        },
+        "project",
+    )
     subprocess.run(["uv", "lock", "-q"], cwd=repo.path, check=True, timeout=120, env={**os.environ, **env})
     return repo.commit({}, "lock")
 
 
-def entrypoint(tmp: Path, remote: str, commit: str, argv: list[str], env: dict[str, str] | None = None,
-               timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+def entrypoint(
+    tmp: Path,
+    remote: str,
+    commit: str,
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    **kw,
+) -> subprocess.CompletedProcess:
     """Run the assembled entrypoint exactly as a spec does: bash -c <script> launchkit-entrypoint ARGV."""
     from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
 
-    full = {**os.environ, **FAST_ENV, "LAUNCHKIT_GIT_REMOTE": remote, "LAUNCHKIT_GIT_COMMIT": commit,
-            "RESULTS_DIR": str(tmp / "results"), "LAUNCHKIT_RUNTIME_DIR": str(tmp / "runtime"),
-            "LAUNCHKIT_TOOLS_DIR": str(tmp / "tools"), **(env or {})}
+    full = {
+        **os.environ,
+        **FAST_ENV,
+        "LAUNCHKIT_GIT_REMOTE": remote,
+        "LAUNCHKIT_GIT_COMMIT": commit,
+        "RESULTS_DIR": str(tmp / "results"),
+        "LAUNCHKIT_RUNTIME_DIR": str(tmp / "runtime"),
+        "LAUNCHKIT_TOOLS_DIR": str(tmp / "tools"),
+        **(env or {}),
+    }
     full.pop("VIRTUAL_ENV", None)
     if "PATH" not in (env or {}):  # like a job: not inside launchkit's venv, but with uv reachable
         from uv import find_uv_bin
 
         own = os.path.join(sys.prefix, "bin")
-        full["PATH"] = os.pathsep.join([p for p in full["PATH"].split(os.pathsep) if p != own]
-                                       + [os.path.dirname(find_uv_bin())])
-    return subprocess.run(["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, *argv], env=full,
-                          capture_output=True, text=True, timeout=timeout, **kw)
+        full["PATH"] = os.pathsep.join(
+            [p for p in full["PATH"].split(os.pathsep) if p != own] + [os.path.dirname(find_uv_bin())]
+        )
+    return subprocess.run(
+        ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, *argv],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
 
 
 def launched_id(stderr: str) -> str:

@@ -17,10 +17,54 @@ from conftest import run_cli
 from inproc import run_main
 
 ARG = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
-TRICKY = st.sampled_from(["", " ", "$HOME", "${X:-y}", "`id`", "$(id)", "'", '"', "\\", "\n", "\r\n", "\t",
-                          "a b", "--", "-x", "--flag=v", "*", "~", "!", "#c", "&&", ";", "|", "\u2028",
-                          "\x85", "\ufeff", "ü", "日本", "🙂", "null", "true", "~", "0x10", "1e3", "- a",
-                          ": b", "? c", "{a: 1}", "[1]", "&anchor", "*alias", "%TAG", "@", "`"])
+TRICKY = st.sampled_from(
+    [
+        "",
+        " ",
+        "$HOME",
+        "${X:-y}",
+        "`id`",
+        "$(id)",
+        "'",
+        '"',
+        "\\",
+        "\n",
+        "\r\n",
+        "\t",
+        "a b",
+        "--",
+        "-x",
+        "--flag=v",
+        "*",
+        "~",
+        "!",
+        "#c",
+        "&&",
+        ";",
+        "|",
+        "\u2028",
+        "\x85",
+        "\ufeff",
+        "ü",
+        "日本",
+        "🙂",
+        "null",
+        "true",
+        "~",
+        "0x10",
+        "1e3",
+        "- a",
+        ": b",
+        "? c",
+        "{a: 1}",
+        "[1]",
+        "&anchor",
+        "*alias",
+        "%TAG",
+        "@",
+        "`",
+    ]
+)
 ARGV = st.lists(st.one_of(ARG, TRICKY), min_size=1, max_size=8).filter(lambda a: a[0] != "")
 
 
@@ -47,13 +91,25 @@ def test_argv_arrives_unchanged_through_a_real_process(repo, argv):
 def test_non_utf8_argv_is_a_usage_error(repo):
     import subprocess
 
-    bad = os.fsencode("python") , b"caf\xe9"
-    proc = subprocess.run([sys.executable, "-m", "launchkit", "run", "--dry-run", "--", *bad], cwd=repo.path,
-                          capture_output=True, timeout=60)
+    bad = os.fsencode("python"), b"caf\xe9"
+    proc = subprocess.run(
+        [sys.executable, "-m", "launchkit", "run", "--dry-run", "--", *bad],
+        cwd=repo.path,
+        capture_output=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and b"not valid UTF-8" in proc.stderr and proc.stdout == b""
 
 
 def test_long_and_awkward_arguments(repo):
-    argv = ["python", "x " * 5000, "é\t" * 3000 + " ", "line\n" * 500, " leading", "a\r\nb", "\x7f\x01\x1b[31m"]
+    argv = [
+        "python",
+        "x " * 5000,
+        "é\t" * 3000 + " ",
+        "line\n" * 500,
+        " leading",
+        "a\r\nb",
+        "\x7f\x01\x1b[31m",
+    ]
     r = run_main("run", "--dry-run", "--", *argv, cwd=repo.path)
     assert r.code == 0 and _arguments(r.stdout) == argv

@@ -53,7 +53,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("weka-relative-target", ["run", "--weka", "bucket:weka", *CMD], "'weka'"),
     ("duplicate-mount-path", ["run", "--dataset", "a:/data", "--weka", "b:/data", *CMD], "'/data'"),
     ("upload-missing", ["run", "--upload", "no/such/dir:/data", *CMD], "'no/such/dir'"),
-    ("both-images", ["run", "--beaker-image", "org/img", "--docker-image", "python:3.12", *CMD], "--docker-image"),
+    (
+        "both-images",
+        ["run", "--beaker-image", "org/img", "--docker-image", "python:3.12", *CMD],
+        "--docker-image",
+    ),
     ("hostname-with-cluster", ["run", "--hostname", "node1", "--cluster", "ai2/jupiter", *CMD], "'node1'"),
     ("hostname-with-gpu-type", ["run", "--hostname", "node1", "--gpu-type", "h100", *CMD], "--gpu-type"),
     ("priority-unknown", ["run", "--priority", "super", *CMD], "'super'"),
@@ -97,13 +101,16 @@ def test_at_least_40_cases():
     assert len(CASES) >= 40
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["run", "--dry-run", "--allow-dirty", "false", *CMD], "'false'"),
-    (["run", "--memory", "10GX", *CMD], "'10GX'"),
-    (["run", "--gpus", "abc", *CMD], "'abc'"),
-    (["run", "--dry-run"], "after `--`"),
-    (["run", "--hostname", "n1", "--cluster", "c", *CMD], "'n1'"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["run", "--dry-run", "--allow-dirty", "false", *CMD], "'false'"),
+        (["run", "--memory", "10GX", *CMD], "'10GX'"),
+        (["run", "--gpus", "abc", *CMD], "'abc'"),
+        (["run", "--dry-run"], "after `--`"),
+        (["run", "--hostname", "n1", "--cluster", "c", *CMD], "'n1'"),
+    ],
+)
 def test_bad_input_through_the_real_cli(repo, args, expected):
     r = run_cli(*args, cwd=repo.path, timeout=60)
     assert r.code == 2
@@ -113,7 +120,7 @@ def test_bad_input_through_the_real_cli(repo, args, expected):
 
 BAD_CONFIG = [
     ("unknown-key", 'worksapce = "ai2/x"\n', "'worksapce'", "did you mean 'workspace'"),
-    ("wrong-type", "gpus = \"many\"\n", "'gpus'", "integer"),
+    ("wrong-type", 'gpus = "many"\n', "'gpus'", "integer"),
     ("list-expected", 'clusters = "ai2/jupiter"\n', "'clusters'", "list"),
     ("bad-duration", 'task_timeout = "5 minutes"\n', "'task_timeout'", "'5 minutes'"),
     ("bad-priority", 'priority = "asap"\n', "'priority'", "'asap'"),
@@ -156,7 +163,16 @@ def test_bad_environment_default_names_the_variable(repo):
 
 @pytest.mark.parametrize("flag", ["HF_TOKEN", "WANDB_API_KEY=abc", "MY_SERVICE_PASSWORD=x"])
 def test_secret_looking_env_is_refused(repo, flag):
-    r = run_cli("run", "--dry-run", "--env", flag, "--", "python", "train.py", cwd=repo.path,
-                env={"HF_TOKEN": "hf_do_not_print_me"})
+    r = run_cli(
+        "run",
+        "--dry-run",
+        "--env",
+        flag,
+        "--",
+        "python",
+        "train.py",
+        cwd=repo.path,
+        env={"HF_TOKEN": "hf_do_not_print_me"},
+    )
     assert r.code == 2 and "--env-secret" in r.stderr and "hf_do_not_print_me" not in r.stderr + r.stdout
     assert r.stderr.count("\n") == 1

@@ -21,15 +21,32 @@ def populate(st: State) -> None:
     st.add_user("alice")
     st.add_user("bob")
     st.add_budget("ai2/budget")
-    st.add_workspace("ai2/ws", budget="ai2/budget", author="alice",
-                     secrets={"HF_TOKEN": SECRET_VALUES[0], "alice_WANDB_API_KEY": SECRET_VALUES[1],
-                              "WANDB_API_KEY": SECRET_VALUES[2], "MY_SECRET": SECRET_VALUES[3]})
+    st.add_workspace(
+        "ai2/ws",
+        budget="ai2/budget",
+        author="alice",
+        secrets={
+            "HF_TOKEN": SECRET_VALUES[0],
+            "alice_WANDB_API_KEY": SECRET_VALUES[1],
+            "WANDB_API_KEY": SECRET_VALUES[2],
+            "MY_SECRET": SECRET_VALUES[3],
+        },
+    )
     st.add_workspace("ai2/nobudget", author="alice")
     st.add_image("alice/img", workspace="ai2/ws")
-    st.add_cluster("ai2/jupiter", aliases=["jup"], tags=["interconnect:ib"],
-                   nodes=[{"gpu_type": "NVIDIA_H100", "gpus": 8, "assigned": 3}] * 2)
-    st.add_cluster("ai2/mixed", nodes=[{"gpu_type": "NVIDIA_H100", "gpus": 8},
-                                       {"gpu_type": "NVIDIA_A100_80GB", "gpus": 8, "assigned": 2}])
+    st.add_cluster(
+        "ai2/jupiter",
+        aliases=["jup"],
+        tags=["interconnect:ib"],
+        nodes=[{"gpu_type": "NVIDIA_H100", "gpus": 8, "assigned": 3}] * 2,
+    )
+    st.add_cluster(
+        "ai2/mixed",
+        nodes=[
+            {"gpu_type": "NVIDIA_H100", "gpus": 8},
+            {"gpu_type": "NVIDIA_A100_80GB", "gpus": 8, "assigned": 2},
+        ],
+    )
     st.add_cluster("ai2/sessions", max_task_timeout=0, nodes=[{"gpu_type": "NVIDIA_L4", "gpus": 4}])
     st.add_cluster("ai2/full", nodes=[{"gpu_type": "NVIDIA_A100_40GB", "gpus": 8, "assigned": 8}])
     st.add_group("ai2/ws", "sweep")
@@ -39,8 +56,9 @@ def populate(st: State) -> None:
 def fake(tmp_path, monkeypatch):
     st = State()
     populate(st)
-    with fakebeaker.FakeBeaker(st, scenario=None, directory=tmp_path / "fake", default_user="alice",
-                               default_workspace="ai2/ws") as f:
+    with fakebeaker.FakeBeaker(
+        st, scenario=None, directory=tmp_path / "fake", default_user="alice", default_workspace="ai2/ws"
+    ) as f:
         for k, v in f.env.items():
             monkeypatch.setenv(k, v)
         yield f
@@ -56,9 +74,14 @@ def backend(fake):
 
 
 def spec(**task_extra) -> dict:
-    task = {"name": "main", "image": {"docker": "python:3.11"}, "context": {},
-            "command": ["python", "-c", "print(1)"], "result": {"path": "/results"},
-            "envVars": [{"name": "LAUNCHKIT_RUN_ID", "value": "run123"}]}
+    task = {
+        "name": "main",
+        "image": {"docker": "python:3.11"},
+        "context": {},
+        "command": ["python", "-c", "print(1)"],
+        "result": {"path": "/results"},
+        "envVars": [{"name": "LAUNCHKIT_RUN_ID", "value": "run123"}],
+    }
     task.update(task_extra)
     return {"version": "v2", "description": "my job", "tasks": [task]}
 
@@ -98,16 +121,36 @@ def test_submit_no_auto_secrets_and_gpu_type_filter(fake, backend):
     assert not any(e.get("secret") for e in task["envVars"])
 
 
-@pytest.mark.parametrize("mutate, error, words", [
-    (lambda s: s["tasks"][0]["envVars"].append({"name": "X", "secret": "NOPE"}), PreconditionError, ["NOPE"]),
-    (lambda s: s["tasks"][0].update(constraints={"cluster": ["ai2/nothing*"]}), NotFoundError, ["ai2/nothing*"]),
-    (lambda s: s["tasks"][0].update(constraints={"cluster": ["ai2/sessions"]}), NotFoundError, ["sessions"]),
-    (lambda s: s["tasks"][0].update(image={"beaker": "alice/missing"}), NotFoundError, ["alice/missing"]),
-    (lambda s: s.update(budget="ai2/nobudget"), NotFoundError, ["ai2/nobudget"]),
-    (lambda s: s.update(groups=["nogroup"]), NotFoundError, ["nogroup"]),
-    (lambda s: s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_CONSTRAINT_TAGS", "value": "storage:weka"}),
-     PreconditionError, ["storage:weka"]),
-])
+@pytest.mark.parametrize(
+    "mutate, error, words",
+    [
+        (
+            lambda s: s["tasks"][0]["envVars"].append({"name": "X", "secret": "NOPE"}),
+            PreconditionError,
+            ["NOPE"],
+        ),
+        (
+            lambda s: s["tasks"][0].update(constraints={"cluster": ["ai2/nothing*"]}),
+            NotFoundError,
+            ["ai2/nothing*"],
+        ),
+        (
+            lambda s: s["tasks"][0].update(constraints={"cluster": ["ai2/sessions"]}),
+            NotFoundError,
+            ["sessions"],
+        ),
+        (lambda s: s["tasks"][0].update(image={"beaker": "alice/missing"}), NotFoundError, ["alice/missing"]),
+        (lambda s: s.update(budget="ai2/nobudget"), NotFoundError, ["ai2/nobudget"]),
+        (lambda s: s.update(groups=["nogroup"]), NotFoundError, ["nogroup"]),
+        (
+            lambda s: s["tasks"][0]["envVars"].append(
+                {"name": "LAUNCHKIT_CONSTRAINT_TAGS", "value": "storage:weka"}
+            ),
+            PreconditionError,
+            ["storage:weka"],
+        ),
+    ],
+)
 def test_submit_says_what_is_wrong(fake, backend, mutate, error, words):
     s = spec()
     mutate(s)
@@ -140,8 +183,9 @@ def test_unavailable_on_create_then_success(fake, backend):
 
 
 def test_ambiguous_failure_never_adopts_an_older_experiment_of_the_same_run(fake, backend):
-    old = fake.state.add_experiment("ai2/ws", "same", author="alice", spec=spec(),
-                                    created=time.time_ns() - 3600 * 10**9)  # same run id, an hour ago
+    old = fake.state.add_experiment(
+        "ai2/ws", "same", author="alice", spec=spec(), created=time.time_ns() - 3600 * 10**9
+    )  # same run id, an hour ago
     fake.faults.unavailable(1, "CreateExperiment")  # ambiguous: then the lookup finds the old one
     run = backend.submit(Submission(name="same", spec=spec()))
     assert run.id != old.id and len(fake.state.experiments) == 2
@@ -257,7 +301,7 @@ def _in_thread(fn):
     def target():
         try:
             result["value"] = fn()
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             result["error"] = e
 
     th = threading.Thread(target=target, daemon=True)
@@ -363,8 +407,13 @@ def test_get_by_name_and_not_found(fake, backend):
 def test_list_filters_on_the_server_and_costs_few_calls(fake, backend):
     now = time.time_ns()
     for i in range(60):
-        fake.state.add_experiment("ai2/ws", f"lk{i}", author="alice" if i % 2 else "bob",
-                                  description="run [launchkit]", created=now - (60 - i) * MINUTE_NS)
+        fake.state.add_experiment(
+            "ai2/ws",
+            f"lk{i}",
+            author="alice" if i % 2 else "bob",
+            description="run [launchkit]",
+            created=now - (60 - i) * MINUTE_NS,
+        )
     for i in range(5):
         fake.state.add_experiment("ai2/ws", f"other{i}", author="alice", description="by hand")
     fake.reset_calls()
@@ -395,8 +444,10 @@ def test_find_gpus_all_node_types_and_batch_only(fake, backend):
     assert by["ai2/jupiter"]["used_slots"] == 6
     everything = {r["cluster"] for r in backend.find_gpus(include_all=True)}
     assert everything == {"ai2/jupiter", "ai2/mixed", "ai2/full"}
-    assert [r["cluster"] for r in backend.find_gpus(gpu_types=["a100"], include_all=True)] == ["ai2/mixed",
-                                                                                               "ai2/full"]
+    assert [r["cluster"] for r in backend.find_gpus(gpu_types=["a100"], include_all=True)] == [
+        "ai2/mixed",
+        "ai2/full",
+    ]
 
 
 def test_find_gpus_node_lookups_are_concurrent(fake, backend):

@@ -32,8 +32,24 @@ def test_run_without_credentials_says_how_to_fix_it(repo):
 
 def test_run_submits_once_with_url_and_no_secret_values(repo, fake_beaker):
     fake_beaker.faults.unavailable(1, "CreateExperiment")
-    r = run_cli("run", "--workspace", WS, "--name", "cli-run", "--cluster", "jup*", "--gpu-type", "h100",
-                "--env-secret", "GH=GITHUB_TOKEN", "--", "python", "train.py", cwd=repo.path, timeout=90)
+    r = run_cli(
+        "run",
+        "--workspace",
+        WS,
+        "--name",
+        "cli-run",
+        "--cluster",
+        "jup*",
+        "--gpu-type",
+        "h100",
+        "--env-secret",
+        "GH=GITHUB_TOKEN",
+        "--",
+        "python",
+        "train.py",
+        cwd=repo.path,
+        timeout=90,
+    )
     assert r.code == 0, r.stderr
     exps = [e for e in fake_beaker.state.experiments.values() if e.name == "cli-run"]
     assert len(exps) == 1
@@ -47,21 +63,54 @@ def test_run_submits_once_with_url_and_no_secret_values(repo, fake_beaker):
 
 
 def test_run_no_auto_secrets(repo, fake_beaker):
-    r = run_cli("run", "--workspace", WS, "--name", "plain", "--no-auto-secrets", "--", "python", "train.py",
-                cwd=repo.path, timeout=90)
+    r = run_cli(
+        "run",
+        "--workspace",
+        WS,
+        "--name",
+        "plain",
+        "--no-auto-secrets",
+        "--",
+        "python",
+        "train.py",
+        cwd=repo.path,
+        timeout=90,
+    )
     assert r.code == 0, r.stderr
     exp = next(e for e in fake_beaker.state.experiments.values() if e.name == "plain")
     assert not any(e.get("secret") for e in exp.spec["tasks"][0]["envVars"])
 
 
 def test_run_says_exactly_what_is_wrong(repo, fake_beaker):
-    r = run_cli("run", "--workspace", WS, "--env-secret", "X=MISSING_ONE", "--", "python", "train.py",
-                cwd=repo.path, timeout=90)
+    r = run_cli(
+        "run",
+        "--workspace",
+        WS,
+        "--env-secret",
+        "X=MISSING_ONE",
+        "--",
+        "python",
+        "train.py",
+        cwd=repo.path,
+        timeout=90,
+    )
     assert r.code == 3 and "MISSING_ONE" in r.stderr and "launchkit secret set" in r.stderr, r.stderr
-    r = run_cli("run", "--workspace", WS, "--cluster", "sessions", "--", "python", "train.py",
-                cwd=repo.path, timeout=90)
+    r = run_cli(
+        "run",
+        "--workspace",
+        WS,
+        "--cluster",
+        "sessions",
+        "--",
+        "python",
+        "train.py",
+        cwd=repo.path,
+        timeout=90,
+    )
     assert r.code == 4 and "'sessions'" in r.stderr, r.stderr  # takes no batch jobs
-    r = run_cli("run", "--workspace", WS, "--gpu-type", "b300", "--", "python", "train.py", cwd=repo.path, timeout=90)
+    r = run_cli(
+        "run", "--workspace", WS, "--gpu-type", "b300", "--", "python", "train.py", cwd=repo.path, timeout=90
+    )
     assert r.code == 3 and "b300" in r.stderr, r.stderr
     r = run_cli("run", "--workspace", "ai2/nope", "--", "python", "train.py", cwd=repo.path, timeout=90)
     assert r.code == 4 and "ai2/nope" in r.stderr, r.stderr
@@ -69,9 +118,22 @@ def test_run_says_exactly_what_is_wrong(repo, fake_beaker):
 
 
 def test_run_follow_exits_with_the_job_exit_code(repo, fake_beaker):
-    fake_beaker.state.set_auto(AutoRun(start_after=0.1, run_for=0.3, exit_code=3, lines=["hello \xff", "done"]))
-    r = run_cli("run", "--workspace", WS, "--name", "followed", "--follow", "--", "python", "train.py",
-                cwd=repo.path, timeout=90)
+    fake_beaker.state.set_auto(
+        AutoRun(start_after=0.1, run_for=0.3, exit_code=3, lines=["hello \xff", "done"])
+    )
+    r = run_cli(
+        "run",
+        "--workspace",
+        WS,
+        "--name",
+        "followed",
+        "--follow",
+        "--",
+        "python",
+        "train.py",
+        cwd=repo.path,
+        timeout=90,
+    )
     assert r.code == 3, r.stderr
     assert r.stdout.splitlines()[-2:] == ["hello \xff", "done"]
 
@@ -82,14 +144,27 @@ def test_unreachable_server_fails_within_the_deadline(tmp_path, repo):
     port = s.getsockname()[1]
     s.close()
     cfg = tmp_path / "config.yml"
-    cfg.write_text(f"user_token: t\nagent_address: https://127.0.0.1:{port}\nrpc_address: 127.0.0.1:{port}\n"
-                   "default_workspace: ai2/x\n")
+    cfg.write_text(
+        f"user_token: t\nagent_address: https://127.0.0.1:{port}\nrpc_address: 127.0.0.1:{port}\n"
+        "default_workspace: ai2/x\n"
+    )
     t = time.monotonic()
-    r = run_cli("--beaker-timeout", "3", "run", "--", "python", "train.py", cwd=repo.path,
-                env={"BEAKER_CONFIG": str(cfg)}, timeout=60)
+    r = run_cli(
+        "--beaker-timeout",
+        "3",
+        "run",
+        "--",
+        "python",
+        "train.py",
+        cwd=repo.path,
+        env={"BEAKER_CONFIG": str(cfg)},
+        timeout=60,
+    )
     assert r.code == 5 and "did not answer within 3s" in r.stderr, r.stderr
     assert time.monotonic() - t < 15
-    r = run_cli("open", "--latest", env={"BEAKER_CONFIG": str(cfg), "LAUNCHKIT_BEAKER_TIMEOUT": "2"}, timeout=60)
+    r = run_cli(
+        "open", "--latest", env={"BEAKER_CONFIG": str(cfg), "LAUNCHKIT_BEAKER_TIMEOUT": "2"}, timeout=60
+    )
     assert r.code == 5 and "did not answer within 2s" in r.stderr, r.stderr
 
 
@@ -127,8 +202,14 @@ def test_open_prints_urls_without_a_tty(fake_beaker):
 
 # ---------------------------------------------------------------------------------------------- observe
 def run_bytes(*args: str, timeout: float = 60, input: bytes = b"") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launchkit", *args], capture_output=True, timeout=timeout,
-                          input=input, env=os.environ.copy(), check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "launchkit", *args],
+        capture_output=True,
+        timeout=timeout,
+        input=input,
+        env=os.environ.copy(),
+        check=False,
+    )
 
 
 def _finished(fake, name, lines, *, author="alice", code=0, replicas=1):
@@ -166,8 +247,12 @@ def test_follow_ctrl_c_detaches_and_prints_how_to_resume(fake_beaker):
     exp = fake_beaker.state.add_experiment(WS, "long", author="alice")
     fake_beaker.state.start_job(exp)
     fake_beaker.state.append_logs(exp, ["started"])
-    p = subprocess.Popen([sys.executable, "-m", "launchkit", "follow", exp.id], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=os.environ.copy())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "launchkit", "follow", exp.id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
     try:
         assert p.stdout.readline() == b"started\n"
         p.send_signal(signal.SIGINT)
@@ -192,8 +277,10 @@ def test_logs_options(fake_beaker, tmp_path):
     assert r.returncode == 0 and (tmp_path / "one.log").read_bytes() == b"a1\nb1\nc1\n"
     r = run_bytes("logs", exp.id, "-o", str(tmp_path / "dir") + os.sep)
     assert r.returncode == 0
-    assert sorted(p.name for p in (tmp_path / "dir").iterdir()) == [f"{exp.id}-replica-0.log",
-                                                                     f"{exp.id}-replica-1.log"]
+    assert sorted(p.name for p in (tmp_path / "dir").iterdir()) == [
+        f"{exp.id}-replica-0.log",
+        f"{exp.id}-replica-1.log",
+    ]
 
 
 def test_stop_only_my_jobs_confirm_and_dry_run(fake_beaker):
@@ -218,8 +305,13 @@ def test_list_filters_and_json(fake_beaker):
     st = fake_beaker.state
     now = time.time_ns()
     for i in range(6):
-        st.add_experiment(WS, f"lk-{i}", author="alice" if i % 2 else "bob", description="[launchkit] run",
-                          created=now - (6 - i) * 3600 * 10**9)
+        st.add_experiment(
+            WS,
+            f"lk-{i}",
+            author="alice" if i % 2 else "bob",
+            description="[launchkit] run",
+            created=now - (6 - i) * 3600 * 10**9,
+        )
     st.add_experiment(WS, "by-hand", author="alice", description="made elsewhere")
     st.start_job(st.find_experiment("alice/lk-5"))
 
@@ -278,8 +370,12 @@ def test_logs_into_a_closed_pipe_is_quiet(fake_beaker):
     fake_beaker.state.append_synthetic_logs(exp, 50_000)
     fake_beaker.state.finish_job(exp, 0)
     for cmd in (["logs", exp.id], ["follow", exp.id]):
-        p = subprocess.Popen([sys.executable, "-m", "launchkit", *cmd], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=os.environ.copy())
+        p = subprocess.Popen(
+            [sys.executable, "-m", "launchkit", *cmd],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=os.environ.copy(),
+        )
         try:
             assert p.stdout.readline().startswith(b"line 000000")
             p.stdout.close()  # like `| head -1`

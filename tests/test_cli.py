@@ -11,8 +11,18 @@ CMD = ["--", "python", "train.py"]
 def test_run_help_groups_options_in_panels():
     r = run_cli("run", "--help", env={"COLUMNS": "120"})
     assert r.code == 0 and r.stdout.startswith("Usage: launchkit run [OPTIONS] -- COMMAND...")
-    for panel in ("Workload:", "Launch:", "Constraints:", "Resources (per replica):", "Inputs:", "Git:", "Task:",
-                  "Multi-node:", "Runtime:", "Python:"):
+    for panel in (
+        "Workload:",
+        "Launch:",
+        "Constraints:",
+        "Resources (per replica):",
+        "Inputs:",
+        "Git:",
+        "Task:",
+        "Multi-node:",
+        "Runtime:",
+        "Python:",
+    ):
         assert f"\n{panel}\n" in r.stdout, panel
     assert "\x1b[" not in r.stdout  # plain text (NO_COLOR or not)
 
@@ -38,7 +48,11 @@ def test_tables_are_plain_when_piped_and_rich_on_a_terminal(capsys, monkeypatch)
 
     rows = [["local-1", "failed"], ["local-22", "succeeded"]]
     print_table(["ID", "STATUS"], rows, status_column="STATUS")
-    assert capsys.readouterr().out.splitlines() == ["ID        STATUS", "local-1   failed", "local-22  succeeded"]
+    assert capsys.readouterr().out.splitlines() == [
+        "ID        STATUS",
+        "local-1   failed",
+        "local-22  succeeded",
+    ]
     monkeypatch.delenv("NO_COLOR")
     monkeypatch.setattr("sys.stdout.isatty", lambda: True)
     print_table(["ID", "STATUS"], rows, status_column="STATUS")

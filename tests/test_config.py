@@ -20,11 +20,14 @@ def _project(repo, body: str) -> None:
 
 def test_precedence_cli_over_env_over_project_over_user(repo, tmp_path):
     user = tmp_path / "config.toml"
-    user.write_text('workspace = "ai2/user"\nbudget = "ai2/user-budget"\npriority = "low"\n'
-                    'gpu_types = ["a100"]\n')
+    user.write_text(
+        'workspace = "ai2/user"\nbudget = "ai2/user-budget"\npriority = "low"\ngpu_types = ["a100"]\n'
+    )
     _project(repo, 'workspace = "ai2/project"\nbudget = "ai2/project-budget"\n')
     env = {"LAUNCHKIT_CONFIG": str(user), "LAUNCHKIT_WORKSPACE": "ai2/env"}
-    spec = yaml.safe_load(run_main("run", "--dry-run", "--budget", "ai2/cli", *CMD, cwd=repo.path, env=env).stdout)
+    spec = yaml.safe_load(
+        run_main("run", "--dry-run", "--budget", "ai2/cli", *CMD, cwd=repo.path, env=env).stdout
+    )
     assert spec["budget"] == "ai2/cli"  # command line > project > user
     assert spec["tasks"][0]["context"]["priority"] == "low"  # only the user file sets it
     assert _env(spec)["LAUNCHKIT_CONSTRAINT_GPU_TYPES"] == "a100"
@@ -32,6 +35,7 @@ def test_precedence_cli_over_env_over_project_over_user(repo, tmp_path):
     import os
 
     from launchkit.config import load_config
+
     old = os.getcwd()
     os.chdir(repo.path)
     try:
@@ -53,10 +57,25 @@ def test_project_config_found_from_a_subdirectory(repo):
 
 
 def test_cli_list_replaces_config_list_and_env_merges_by_name(repo):
-    _project(repo, 'clusters = ["ai2/a", "ai2/b"]\n[tool.launchkit.env]\nA = "1"\nB = "2"\n'
-                   '[tool.launchkit.env_secrets]\nHF_TOKEN = "my_hf"\n')
-    spec = yaml.safe_load(run_main("run", "--dry-run", "--cluster", "ai2/c", "--env", "B=3", "--env-secret",
-                                   "WANDB_API_KEY", *CMD, cwd=repo.path).stdout)
+    _project(
+        repo,
+        'clusters = ["ai2/a", "ai2/b"]\n[tool.launchkit.env]\nA = "1"\nB = "2"\n'
+        '[tool.launchkit.env_secrets]\nHF_TOKEN = "my_hf"\n',
+    )
+    spec = yaml.safe_load(
+        run_main(
+            "run",
+            "--dry-run",
+            "--cluster",
+            "ai2/c",
+            "--env",
+            "B=3",
+            "--env-secret",
+            "WANDB_API_KEY",
+            *CMD,
+            cwd=repo.path,
+        ).stdout
+    )
     task = spec["tasks"][0]
     assert task["constraints"]["cluster"] == ["ai2/c"]
     env = _env(spec)
@@ -66,7 +85,9 @@ def test_cli_list_replaces_config_list_and_env_merges_by_name(repo):
 
 def test_cli_image_beats_config_image_of_the_other_kind(repo):
     _project(repo, 'beaker_image = "org/img"\n')
-    spec = yaml.safe_load(run_main("run", "--dry-run", "--docker-image", "ubuntu:24.04", *CMD, cwd=repo.path).stdout)
+    spec = yaml.safe_load(
+        run_main("run", "--dry-run", "--docker-image", "ubuntu:24.04", *CMD, cwd=repo.path).stdout
+    )
     assert spec["tasks"][0]["image"] == {"docker": "ubuntu:24.04"}
 
 
@@ -86,8 +107,15 @@ def test_uv_no_extras_overrides_config(repo):
 
 def test_runtime_contract_vars_are_not_config(repo):
     """Inside a job LAUNCHKIT_TASK_NAME etc. are set; a nested launchkit must not take them as defaults."""
-    spec = yaml.safe_load(run_main("run", "--dry-run", *CMD, cwd=repo.path,
-                                   env={"LAUNCHKIT_TASK_NAME": "outer", "LAUNCHKIT_PYTHON_VERSION": "3.9"}).stdout)
+    spec = yaml.safe_load(
+        run_main(
+            "run",
+            "--dry-run",
+            *CMD,
+            cwd=repo.path,
+            env={"LAUNCHKIT_TASK_NAME": "outer", "LAUNCHKIT_PYTHON_VERSION": "3.9"},
+        ).stdout
+    )
     assert spec["tasks"][0]["name"] == "main" and "LAUNCHKIT_PYTHON_VERSION" not in _env(spec)
 
 
@@ -95,8 +123,12 @@ def test_help_shows_where_defaults_come_from(repo, tmp_path):
     user = tmp_path / "config.toml"
     user.write_text('budget = "ai2/mine"\n')
     _project(repo, 'workspace = "ai2/foo"\nclusters = ["ai2/jupiter", "ai2/titan"]\n')
-    r = run_cli("run", "--help", cwd=repo.path, env={"LAUNCHKIT_CONFIG": str(user), "COLUMNS": "200",
-                                                    "LAUNCHKIT_GPU_TYPES": "h100"})
+    r = run_cli(
+        "run",
+        "--help",
+        cwd=repo.path,
+        env={"LAUNCHKIT_CONFIG": str(user), "COLUMNS": "200", "LAUNCHKIT_GPU_TYPES": "h100"},
+    )
     assert r.code == 0
     text = " ".join(r.stdout.split())
     assert "[default: ai2/foo (from pyproject.toml)]" in text
@@ -113,8 +145,9 @@ def test_help_renders_with_a_broken_config(repo):
 
 def test_zero_and_false_on_the_command_line_beat_the_config(repo):
     _project(repo, "retries = 3\npreemptible = true\n")
-    spec = yaml.safe_load(run_main("run", "--dry-run", "--retries", "0", "--not-preemptible", *CMD,
-                                   cwd=repo.path).stdout)
+    spec = yaml.safe_load(
+        run_main("run", "--dry-run", "--retries", "0", "--not-preemptible", *CMD, cwd=repo.path).stdout
+    )
     assert "retry" not in spec and spec["tasks"][0]["context"] == {"preemptible": False}
     bad = run_main("run", "--dry-run", "--gpus", "0", *CMD, cwd=repo.path)
     assert bad.code == 2 and "--gpus 0" in bad.stderr

@@ -13,9 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lk_helpers import entrypoint, make_wheel, uv_lock_project
-
 from launchkit.runtime import entrypoint_script
+from lk_helpers import entrypoint, make_wheel, uv_lock_project
 
 PRINT_ARGV = "import json, sys; print('ARGV:' + json.dumps(sys.argv[1:]))"
 NO_PY = {"LAUNCHKIT_NO_PYTHON": "1"}
@@ -45,8 +44,13 @@ def test_runs_the_exact_commit_and_reports_timings(repo, tmp_path):
 
 def test_reports_all_missing_inputs_at_once(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAUNCHKIT_")}
-    r = subprocess.run(["bash", "-c", entrypoint_script(), "launchkit-entrypoint"], env=env,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["bash", "-c", entrypoint_script(), "launchkit-entrypoint"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 100
     for what in ("LAUNCHKIT_GIT_REMOTE", "LAUNCHKIT_GIT_COMMIT", "no command"):
         assert what in r.stderr
@@ -69,13 +73,17 @@ def test_unpushed_commit_is_not_found(repo, tmp_path):
 def test_clone_retries_after_transient_failure(repo, tmp_path):
     sha = git_head(repo)
     flaky = tmp_path / "flaky-upload-pack"
-    flaky.write_text(f"#!/bin/bash\nif [ ! -e {tmp_path}/tried ]; then touch {tmp_path}/tried; "
-                     "echo 'fatal: the remote end hung up unexpectedly' >&2; exit 128; fi\n"
-                     'exec git-upload-pack "$@"\n')
+    flaky.write_text(
+        f"#!/bin/bash\nif [ ! -e {tmp_path}/tried ]; then touch {tmp_path}/tried; "
+        "echo 'fatal: the remote end hung up unexpectedly' >&2; exit 128; fi\n"
+        'exec git-upload-pack "$@"\n'
+    )
     flaky.chmod(0o755)
     gitconfig = tmp_path / "gitconfig"
     gitconfig.write_text(f'[remote "origin"]\n\tuploadpack = {flaky}\n')
-    r = entrypoint(tmp_path, str(repo.remote), sha, ["cat", "train.py"], {**NO_PY, "GIT_CONFIG_GLOBAL": str(gitconfig)})
+    r = entrypoint(
+        tmp_path, str(repo.remote), sha, ["cat", "train.py"], {**NO_PY, "GIT_CONFIG_GLOBAL": str(gitconfig)}
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "tried").exists()
     log = next((tmp_path / "results/.launchkit/logs").glob("*_clone.log")).read_text()
@@ -83,26 +91,41 @@ def test_clone_retries_after_transient_failure(repo, tmp_path):
 
 
 def test_unreachable_remote_gives_up_after_retries(tmp_path):
-    r = entrypoint(tmp_path, str(tmp_path / "nope.git"), "a" * 40, ["true"], {**NO_PY, "LAUNCHKIT_GIT_RETRIES": "3"})
+    r = entrypoint(
+        tmp_path, str(tmp_path / "nope.git"), "a" * 40, ["true"], {**NO_PY, "LAUNCHKIT_GIT_RETRIES": "3"}
+    )
     assert r.returncode == 101 and "after 3 attempts" in r.stderr
 
 
 def test_uv_lock_is_synced_frozen(repo, tmp_path, uv_cache):
     env = {"UV_CACHE_DIR": uv_cache, "UV_OFFLINE": "1"}
     sha = uv_lock_project(repo, env)
-    r = entrypoint(tmp_path, str(repo.remote), sha, ["python", "-c", "import tinydep, sys; print(tinydep.VALUE, sys.prefix)"], env)
+    r = entrypoint(
+        tmp_path,
+        str(repo.remote),
+        sha,
+        ["python", "-c", "import tinydep, sys; print(tinydep.VALUE, sys.prefix)"],
+        env,
+    )
     assert r.returncode == 0, r.stderr
     value, prefix = r.stdout.split()
     assert value == "42" and prefix == str(tmp_path / "runtime/.venv")
     assert "install[uv.lock]" in r.stderr
-    assert "uv sync --frozen" in next((tmp_path / "results/.launchkit/logs").glob("*_install.log")).read_text()
+    assert (
+        "uv sync --frozen" in next((tmp_path / "results/.launchkit/logs").glob("*_install.log")).read_text()
+    )
 
 
 def test_requirements_txt_is_installed(repo, tmp_path, uv_cache):
     make_wheel(repo.path / "wheels", value="7")
     sha = repo.commit({"requirements.txt": "./wheels/tinydep-0.1.0-py3-none-any.whl\n"}, "reqs")
-    r = entrypoint(tmp_path, str(repo.remote), sha, ["python", "-c", "import tinydep; print(tinydep.VALUE)"],
-                   {"UV_CACHE_DIR": uv_cache})
+    r = entrypoint(
+        tmp_path,
+        str(repo.remote),
+        sha,
+        ["python", "-c", "import tinydep; print(tinydep.VALUE)"],
+        {"UV_CACHE_DIR": uv_cache},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "7" and "install[requirements.txt]" in r.stderr
 
@@ -120,49 +143,84 @@ def test_install_failure_fails_the_job_and_the_command_never_runs(repo, tmp_path
 
 def test_custom_install_failure_fails_too(repo, tmp_path):
     marker = tmp_path / "ran"
-    r = entrypoint(tmp_path, str(repo.remote), git_head(repo), ["touch", str(marker)],
-                   {"LAUNCHKIT_INSTALL_CMD": "echo installing; false; echo not reached"})
+    r = entrypoint(
+        tmp_path,
+        str(repo.remote),
+        git_head(repo),
+        ["touch", str(marker)],
+        {"LAUNCHKIT_INSTALL_CMD": "echo installing; false; echo not reached"},
+    )
     assert r.returncode == 106 and not marker.exists()
 
 
 def test_hooks_run_in_the_job_shell(repo, tmp_path):
-    r = entrypoint(tmp_path, str(repo.remote), git_head(repo), ["bash", "-c", 'echo "$PRE/$POST"'],
-                   {**NO_PY, "LAUNCHKIT_PRE_SETUP": "export PRE=pre", "LAUNCHKIT_POST_SETUP": "export POST=post"})
+    r = entrypoint(
+        tmp_path,
+        str(repo.remote),
+        git_head(repo),
+        ["bash", "-c", 'echo "$PRE/$POST"'],
+        {**NO_PY, "LAUNCHKIT_PRE_SETUP": "export PRE=pre", "LAUNCHKIT_POST_SETUP": "export POST=post"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "pre/post"
 
 
 def test_failing_pre_setup_hook_has_its_own_code(repo, tmp_path):
-    r = entrypoint(tmp_path, str(repo.remote), git_head(repo), ["true"], {**NO_PY, "LAUNCHKIT_PRE_SETUP": "exit 3"})
+    r = entrypoint(
+        tmp_path, str(repo.remote), git_head(repo), ["true"], {**NO_PY, "LAUNCHKIT_PRE_SETUP": "exit 3"}
+    )
     assert r.returncode == 103 and "pre-setup hook failed" in r.stderr
 
 
 @pytest.mark.parametrize("method", ["exec", "bash"])
 def test_exit_code_is_the_commands(repo, tmp_path, method):
-    r = entrypoint(tmp_path, str(repo.remote), git_head(repo), ["bash", "-c", "exit 7"],
-                   {**NO_PY, "LAUNCHKIT_EXEC_METHOD": method})
+    r = entrypoint(
+        tmp_path,
+        str(repo.remote),
+        git_head(repo),
+        ["bash", "-c", "exit 7"],
+        {**NO_PY, "LAUNCHKIT_EXEC_METHOD": method},
+    )
     assert r.returncode == 7
 
 
 def test_bash_method_keeps_bash_as_the_parent(repo, tmp_path):
     probe = "import os; print(open(f'/proc/{os.getppid()}/comm').read().strip())"
-    r = entrypoint(tmp_path, str(repo.remote), git_head(repo), [sys.executable, "-c", probe],
-                   {**NO_PY, "LAUNCHKIT_EXEC_METHOD": "bash"})
+    r = entrypoint(
+        tmp_path,
+        str(repo.remote),
+        git_head(repo),
+        [sys.executable, "-c", probe],
+        {**NO_PY, "LAUNCHKIT_EXEC_METHOD": "bash"},
+    )
     assert r.returncode == 0 and r.stdout.strip() == "bash", r.stderr
 
 
 @pytest.mark.parametrize("method", ["exec", "bash"])
 def test_sigterm_reaches_the_user_process(repo, tmp_path, method):
-    script = ("import signal, sys, time\n"
-              "signal.signal(signal.SIGTERM, lambda *a: (print('got TERM', flush=True), sys.exit(42)))\n"
-              "print('ready', flush=True)\ntime.sleep(60)\n")
+    script = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (print('got TERM', flush=True), sys.exit(42)))\n"
+        "print('ready', flush=True)\ntime.sleep(60)\n"
+    )
     from launchkit.runtime import ENTRYPOINT_NAME
 
-    env = {**os.environ, **NO_PY, "LAUNCHKIT_GIT_REMOTE": str(repo.remote), "LAUNCHKIT_GIT_COMMIT": git_head(repo),
-           "RESULTS_DIR": str(tmp_path / "r"), "LAUNCHKIT_RUNTIME_DIR": str(tmp_path / "rt"),
-           "LAUNCHKIT_EXEC_METHOD": method}
-    p = subprocess.Popen(["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, sys.executable, "-c", script],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    env = {
+        **os.environ,
+        **NO_PY,
+        "LAUNCHKIT_GIT_REMOTE": str(repo.remote),
+        "LAUNCHKIT_GIT_COMMIT": git_head(repo),
+        "RESULTS_DIR": str(tmp_path / "r"),
+        "LAUNCHKIT_RUNTIME_DIR": str(tmp_path / "rt"),
+        "LAUNCHKIT_EXEC_METHOD": method,
+    }
+    p = subprocess.Popen(
+        ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, sys.executable, "-c", script],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert p.stdout.readline().strip() == "ready"
         p.send_signal(signal.SIGTERM)
@@ -175,8 +233,13 @@ def test_sigterm_reaches_the_user_process(repo, tmp_path, method):
 def test_token_reaches_git_only_through_the_credential_helper(tmp_path):
     lib = Path(__file__).parents[1] / "src/launchkit/runtime/lib.sh"
     script = f'source {lib}; printf "protocol=https\\nhost=github.com\\n\\n" | lk_git credential fill'
-    r = subprocess.run(["bash", "-c", script], env={**os.environ, "GITHUB_TOKEN": "s3cr3t-value"},
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        ["bash", "-c", script],
+        env={**os.environ, "GITHUB_TOKEN": "s3cr3t-value"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert "password=s3cr3t-value" in r.stdout
     assert "username=x-access-token" in r.stdout
     # the helper is configured by reference: the value is never part of git's argv
@@ -185,8 +248,13 @@ def test_token_reaches_git_only_through_the_credential_helper(tmp_path):
     spy = tmp_path / "bin/git"
     spy.write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" >> {tmp_path}/argv\nexec {real_git} "$@"\n')
     spy.chmod(0o755)
-    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
-                       env={**os.environ, "GITHUB_TOKEN": "s3cr3t-value", "PATH": f"{tmp_path}/bin:{os.environ['PATH']}"})
+    r = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "GITHUB_TOKEN": "s3cr3t-value", "PATH": f"{tmp_path}/bin:{os.environ['PATH']}"},
+    )
     argv = (tmp_path / "argv").read_text()
     assert "password=s3cr3t-value" in r.stdout
     assert "$GITHUB_TOKEN" in argv and "s3cr3t-value" not in argv
@@ -194,8 +262,13 @@ def test_token_reaches_git_only_through_the_credential_helper(tmp_path):
 
 def test_ssh_remote_becomes_https_with_a_token():
     lib = Path(__file__).parents[1] / "src/launchkit/runtime/lib.sh"
-    r = subprocess.run(["bash", "-c", f"source {lib}; lk_https_remote git@github.com:org/repo.git"],
-                       env={**os.environ, "GITHUB_TOKEN": "t"}, capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        ["bash", "-c", f"source {lib}; lk_https_remote git@github.com:org/repo.git"],
+        env={**os.environ, "GITHUB_TOKEN": "t"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.stdout.strip() == "https://github.com/org/repo.git"
 
 
@@ -210,8 +283,13 @@ def test_argv_round_trip_through_the_entrypoint(repo, tmp_path_factory, method):
     @given(st.lists(argv_text, max_size=6))
     def check(args: list[str]) -> None:
         tmp = tmp_path_factory.mktemp("rt")
-        r = entrypoint(tmp, str(repo.remote), sha, [sys.executable, "-c", PRINT_ARGV, *args],
-                       {**NO_PY, "LAUNCHKIT_EXEC_METHOD": method})
+        r = entrypoint(
+            tmp,
+            str(repo.remote),
+            sha,
+            [sys.executable, "-c", PRINT_ARGV, *args],
+            {**NO_PY, "LAUNCHKIT_EXEC_METHOD": method},
+        )
         assert r.returncode == 0, r.stderr
         assert argv_of(r.stdout) == args
 
@@ -222,11 +300,17 @@ def test_extras_are_off_by_default_and_selectable(repo, tmp_path, uv_cache):
     env = {"UV_CACHE_DIR": uv_cache, "UV_OFFLINE": "1"}
     make_wheel(repo.path / "wheels")
     make_wheel(repo.path / "wheels", name="extradep")
-    repo.commit({"pyproject.toml": (
-        '[project]\nname = "demo"\nversion = "0.1.0"\nrequires-python = ">=3.11"\ndependencies = ["tinydep"]\n'
-        '[project.optional-dependencies]\nfancy = ["extradep"]\n[tool.uv]\npackage = false\n'
-        '[tool.uv.sources]\ntinydep = { path = "wheels/tinydep-0.1.0-py3-none-any.whl" }\n'
-        'extradep = { path = "wheels/extradep-0.1.0-py3-none-any.whl" }\n')}, "extras")
+    repo.commit(
+        {
+            "pyproject.toml": (
+                '[project]\nname = "demo"\nversion = "0.1.0"\nrequires-python = ">=3.11"\ndependencies = ["tinydep"]\n'
+                '[project.optional-dependencies]\nfancy = ["extradep"]\n[tool.uv]\npackage = false\n'
+                '[tool.uv.sources]\ntinydep = { path = "wheels/tinydep-0.1.0-py3-none-any.whl" }\n'
+                'extradep = { path = "wheels/extradep-0.1.0-py3-none-any.whl" }\n'
+            )
+        },
+        "extras",
+    )
     subprocess.run(["uv", "lock", "-q"], cwd=repo.path, check=True, timeout=120, env={**os.environ, **env})
     sha = repo.commit({}, "lock")
     probe = ["python", "-c", "import importlib.util as u; print(bool(u.find_spec('extradep')))"]
@@ -238,9 +322,13 @@ def test_extras_are_off_by_default_and_selectable(repo, tmp_path, uv_cache):
 
 
 def test_system_python_uses_the_images_interpreter(repo, tmp_path):
-    r = entrypoint(tmp_path, str(repo.remote), git_head(repo),
-                   ["python3", "-c", "import sys; print(sys.prefix == sys.base_prefix)"],
-                   {"LAUNCHKIT_SYSTEM_PYTHON": "1"})
+    r = entrypoint(
+        tmp_path,
+        str(repo.remote),
+        git_head(repo),
+        ["python3", "-c", "import sys; print(sys.prefix == sys.base_prefix)"],
+        {"LAUNCHKIT_SYSTEM_PYTHON": "1"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True"
 
@@ -255,12 +343,18 @@ def test_no_uv_and_no_way_to_install_it_is_a_clear_failure(repo, tmp_path):
                 continue
             (bare / name).symlink_to(os.path.join(folder, name))
     marker = tmp_path / "ran"
-    r = entrypoint(tmp_path, str(repo.remote), git_head(repo), ["touch", str(marker)],
-                   {"PATH": str(bare), "LAUNCHKIT_TOOLS_DIR": str(tmp_path / "tools")})
+    r = entrypoint(
+        tmp_path,
+        str(repo.remote),
+        git_head(repo),
+        ["touch", str(marker)],
+        {"PATH": str(bare), "LAUNCHKIT_TOOLS_DIR": str(tmp_path / "tools")},
+    )
     assert r.returncode == 104, r.stderr
     assert "uv is not available" in r.stderr and not marker.exists()
 
 
 def git_head(repo) -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo.path, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo.path, capture_output=True, text=True, check=True
+    ).stdout.strip()

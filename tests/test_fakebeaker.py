@@ -86,16 +86,25 @@ def test_subprocess_reaches_fake_through_env(fake_beaker):
         with Beaker.from_env(check_for_upgrades=False) as b:
             print(b.user.get().name, b.workspace.get().name)
     """)
-    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, **fake_beaker.env},
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **fake_beaker.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["alice", "ai2/launchkit"]
 
 
 def test_clusters_sorted_by_free_gpus(fake_beaker):
     beaker = fake_beaker.client()
-    clusters = list(beaker.cluster.list(sort_field="free_gpus", sort_order=BeakerSortOrder.descending,
-                                        include_cluster_occupancy=True))
+    clusters = list(
+        beaker.cluster.list(
+            sort_field="free_gpus", sort_order=BeakerSortOrder.descending, include_cluster_occupancy=True
+        )
+    )
     free = [c.cluster_occupancy.slot_counts.available for c in clusters]
     assert free == sorted(free, reverse=True) and free[0] > 0
     names = {c.name for c in clusters}
@@ -184,7 +193,9 @@ def test_spec_validation_names_the_bad_value(fake_beaker):
     with pytest.raises(BeakerError, match="alice/nope"):
         beaker.experiment.create(spec=BeakerExperimentSpec.new(beaker_image="alice/nope"), name="bad-image")
     with pytest.raises(BeakerError, match="budget"):
-        beaker.experiment.create(spec=spec(), name="no-budget", workspace=beaker.workspace.get("ai2/no-budget"))
+        beaker.experiment.create(
+            spec=spec(), name="no-budget", workspace=beaker.workspace.get("ai2/no-budget")
+        )
     with pytest.raises(BeakerError, match="ai2/nowhere"):
         beaker.experiment.create(spec=spec(cluster="ai2/nowhere"), name="bad-cluster")
     beaker.experiment.create(spec=spec(cluster="ai2/jupiter", beaker_image=None), name="alias-ok")
@@ -208,8 +219,13 @@ def test_list_workloads_filters_sort_and_pages(fake_beaker):
     s = fake_beaker.state
     now = s.clock()
     for i in range(120):
-        s.add_experiment("ai2/launchkit", f"w{i:03d}", author="alice" if i % 2 else "bob",
-                         description="needle" if i % 10 == 0 else "", created=now - (120 - i) * 60 * NS)
+        s.add_experiment(
+            "ai2/launchkit",
+            f"w{i:03d}",
+            author="alice" if i % 2 else "bob",
+            description="needle" if i % 10 == 0 else "",
+            created=now - (120 - i) * 60 * NS,
+        )
     s.finish_job(s.find_experiment("alice/w001"), 1)
     s.start_job(s.find_experiment("alice/w003"))
     beaker = fake_beaker.client()
@@ -221,11 +237,16 @@ def test_list_workloads_filters_sort_and_pages(fake_beaker):
     assert len(list(beaker.workload.list(limit=7))) == 7 and fake_beaker.calls["ListWorkloads"] == 1
     bob = beaker.user.get("bob")
     assert {w.experiment.author_id for w in beaker.workload.list(author=bob)} == {bob.id}
-    assert [w.experiment.name for w in beaker.workload.list(statuses=[BeakerWorkloadStatus.failed])] == ["w001"]
-    assert [w.experiment.name for w in beaker.workload.list(statuses=[BeakerWorkloadStatus.running])] == ["w003"]
+    assert [w.experiment.name for w in beaker.workload.list(statuses=[BeakerWorkloadStatus.failed])] == [
+        "w001"
+    ]
+    assert [w.experiment.name for w in beaker.workload.list(statuses=[BeakerWorkloadStatus.running])] == [
+        "w003"
+    ]
     assert len(list(beaker.workload.list(name_or_description="NEEDLE"))) == 12
-    recent = list(beaker.workload.list(created_after=dt.datetime.fromtimestamp((now - 630 * NS) / NS,
-                                                                                  tz=dt.UTC)))
+    recent = list(
+        beaker.workload.list(created_after=dt.datetime.fromtimestamp((now - 630 * NS) / NS, tz=dt.UTC))
+    )
     assert [w.experiment.name for w in recent] == [f"w{i}" for i in range(119, 109, -1)]
     oldest = next(iter(beaker.workload.list(sort_order=BeakerSortOrder.ascending, limit=1)))
     assert oldest.experiment.name == "w000"
@@ -351,12 +372,20 @@ def test_abandoned_follow_stream_does_not_block_shutdown(fake_beaker):
 def test_auto_mode_preempts_first_job_and_runs_the_next(fake_beaker):
     from fakebeaker import AutoRun
 
-    fake_beaker.state.set_auto(AutoRun(start_after=0.01, run_for=0.05, lines=["a", "b", "c"], line_interval=0.02,
-                                       preempt_first_after=0.03))
+    fake_beaker.state.set_auto(
+        AutoRun(
+            start_after=0.01,
+            run_for=0.05,
+            lines=["a", "b", "c"],
+            line_interval=0.02,
+            preempt_first_after=0.03,
+        )
+    )
     beaker = fake_beaker.client()
     wl = beaker.experiment.create(spec=spec(), name="auto-preempt")
-    assert fake_beaker.state.wait_for(lambda: beaker.workload.get(wl.experiment.id).status
-                                      == BeakerWorkloadStatus.succeeded, timeout=10)
+    assert fake_beaker.state.wait_for(
+        lambda: beaker.workload.get(wl.experiment.id).status == BeakerWorkloadStatus.succeeded, timeout=10
+    )
     jobs = fake_beaker.state.find_experiment(wl.experiment.id).tasks[0].jobs
     assert [j.status_name for j in jobs] == ["CANCELED", "SUCCEEDED"]
     assert jobs[1].retry_ancestor_id == jobs[0].id

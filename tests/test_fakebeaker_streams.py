@@ -47,13 +47,19 @@ def test_since_is_inclusive_and_tail_counts_from_the_end(fake_beaker):
     assert messages(beaker.job.logs(pjob, since=as_datetime(stamps[8]), tail_lines=5)) == ["l8", "l9"]
     # exact nanoseconds through the raw stub: since == a line's timestamp includes it, +1 ns excludes it
     meta = [("authorization", "bearer token-alice")]
-    raw = beaker.service.StreamJobLogs(pb2.StreamJobLogsRequest(
-        job_id=job.id, since={"seconds": stamps[5] // NS, "nanos": stamps[5] % NS}), metadata=meta)
+    raw = beaker.service.StreamJobLogs(
+        pb2.StreamJobLogsRequest(job_id=job.id, since={"seconds": stamps[5] // NS, "nanos": stamps[5] % NS}),
+        metadata=meta,
+    )
     got = list(raw)
     assert next(m.message for m in got) == b"l5"
     assert got[0].timestamp.seconds * NS + got[0].timestamp.nanos == stamps[5]
-    raw = beaker.service.StreamJobLogs(pb2.StreamJobLogsRequest(
-        job_id=job.id, since={"seconds": stamps[5] // NS, "nanos": stamps[5] % NS + 1}), metadata=meta)
+    raw = beaker.service.StreamJobLogs(
+        pb2.StreamJobLogsRequest(
+            job_id=job.id, since={"seconds": stamps[5] // NS, "nanos": stamps[5] % NS + 1}
+        ),
+        metadata=meta,
+    )
     assert next(m.message for m in raw) == b"l6"
 
 
@@ -108,8 +114,11 @@ def test_cut_streams_surface_as_rst_stream_and_beaker_py_resumes(fake_beaker):
     beaker = fake_beaker.client()
     fake_beaker.faults.cut_streams(after_lines=150, count=1)
     with pytest.raises(grpc.RpcError) as info:
-        list(beaker.service.StreamJobLogs(pb2.StreamJobLogsRequest(job_id=job.id),
-                                          metadata=[("authorization", "bearer token-alice")]))
+        list(
+            beaker.service.StreamJobLogs(
+                pb2.StreamJobLogsRequest(job_id=job.id), metadata=[("authorization", "bearer token-alice")]
+            )
+        )
     assert info.value.code() == grpc.StatusCode.INTERNAL and "RST_STREAM" in info.value.details()
     assert isinstance(coerce_rpc_error(info.value), BeakerStreamConnectionClosedError)
 
@@ -154,9 +163,14 @@ def test_large_synthetic_log_is_lazy_and_tail_is_cheap(fake_beaker):
     beaker = fake_beaker.client()
     assert messages(beaker.job.logs(beaker.job.get(job.id), tail_lines=2)) == ["line 199999", "the end"]
     ts_mid, _ = job.logs.line(193_456)
-    got = list(beaker.service.StreamJobLogs(
-        pb2.StreamJobLogsRequest(job_id=job.id, since={"seconds": ts_mid // NS, "nanos": ts_mid % NS},
-                                 tail_lines=0), metadata=[("authorization", "bearer token-alice")]))
+    got = list(
+        beaker.service.StreamJobLogs(
+            pb2.StreamJobLogsRequest(
+                job_id=job.id, since={"seconds": ts_mid // NS, "nanos": ts_mid % NS}, tail_lines=0
+            ),
+            metadata=[("authorization", "bearer token-alice")],
+        )
+    )
     assert got[0].message == b"line 193456" and len(got) == 200_001 - 193_456
 
 
@@ -169,7 +183,9 @@ def test_summarized_events_in_order(fake_beaker):
     beaker = fake_beaker.client()
     from beaker import BeakerSortOrder
 
-    events = list(beaker.job.list_summarized_events(beaker.job.get(job.id), sort_order=BeakerSortOrder.ascending))
+    events = list(
+        beaker.job.list_summarized_events(beaker.job.get(job.id), sort_order=BeakerSortOrder.ascending)
+    )
     assert [e.status for e in events] == ["queued", "waiting", "scheduled", "pulling", "started"]
     waiting = events[1]
     assert waiting.occurrences == 2 and waiting.latest_message == "Waiting for GPUs"
@@ -180,8 +196,10 @@ def test_synthetic_spec_through_beaker_py_creates_replicas(fake_beaker):
     spec = BeakerExperimentSpec.new(docker_image="python:3.11", command=["true"], replicas=3)
     wl = beaker.experiment.create(spec=spec, name="multi")
     assert [t.name for t in wl.experiment.tasks] == ["main"] * 3
-    ranks = [beaker.workload.get_latest_job(wl, task=t).system_details.replica_group_details.rank
-             for t in wl.experiment.tasks]
+    ranks = [
+        beaker.workload.get_latest_job(wl, task=t).system_details.replica_group_details.rank
+        for t in wl.experiment.tasks
+    ]
     assert ranks == [0, 1, 2]
 
 
@@ -208,8 +226,9 @@ def test_idle_follow_stream_ended_by_time_is_resumed(fake_beaker):
 
 def test_state_api_accepts_beaker_py_objects(fake_beaker):
     beaker = fake_beaker.client()
-    wl = beaker.experiment.create(spec=BeakerExperimentSpec.new(docker_image="python:3.11", command=["true"]),
-                                  name="objs")
+    wl = beaker.experiment.create(
+        spec=BeakerExperimentSpec.new(docker_image="python:3.11", command=["true"]), name="objs"
+    )
     fake_beaker.state.start_job(wl)
     job = beaker.workload.get_latest_job(wl)
     fake_beaker.state.append_logs(job, ["via pb2"])

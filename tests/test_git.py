@@ -45,7 +45,7 @@ def test_refuses_uncommitted_changes_to_tracked_files(repo):
 def test_staged_changes_are_dirty_too(repo):
     (repo.path / "new.py").write_text("x\n")
     git(repo.path, "add", "new.py")
-    with pytest.raises(PreconditionError, match="new.py"):
+    with pytest.raises(PreconditionError, match=r"new\.py"):
         read_git_state(str(repo.path))
 
 
@@ -180,16 +180,22 @@ def test_relative_path_remote_becomes_absolute(repo):
     assert read_git_state(str(repo.path)).remote_url == str(repo.remote)
 
 
-@pytest.mark.parametrize("url,expected", [
-    ("https://github.com/org/repo.git", "https://github.com/org/repo.git"),
-    ("https://user:ghp_secret@github.com/org/repo.git", "https://github.com/org/repo.git"),
-    ("https://oauth2@gitlab.example.com:8443/group/sub/repo.git", "https://gitlab.example.com:8443/group/sub/repo.git"),
-    ("git@github.com:org/repo.git", "git@github.com:org/repo.git"),
-    ("ssh://git@gitlab.com/group/repo.git", "ssh://git@gitlab.com/group/repo.git"),
-    ("git@git.internal.corp:team/project", "git@git.internal.corp:team/project"),
-    ("file:///srv/git/repo.git", "file:///srv/git/repo.git"),
-    ("/srv/git/repo.git", "/srv/git/repo.git"),
-])
+@pytest.mark.parametrize(
+    "url,expected",
+    [
+        ("https://github.com/org/repo.git", "https://github.com/org/repo.git"),
+        ("https://user:ghp_secret@github.com/org/repo.git", "https://github.com/org/repo.git"),
+        (
+            "https://oauth2@gitlab.example.com:8443/group/sub/repo.git",
+            "https://gitlab.example.com:8443/group/sub/repo.git",
+        ),
+        ("git@github.com:org/repo.git", "git@github.com:org/repo.git"),
+        ("ssh://git@gitlab.com/group/repo.git", "ssh://git@gitlab.com/group/repo.git"),
+        ("git@git.internal.corp:team/project", "git@git.internal.corp:team/project"),
+        ("file:///srv/git/repo.git", "file:///srv/git/repo.git"),
+        ("/srv/git/repo.git", "/srv/git/repo.git"),
+    ],
+)
 def test_any_host(url, expected):
     assert clean_remote_url(url) == expected
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from mn_helpers import run_node
 
 STUB = """#!/usr/bin/env python3
@@ -37,7 +38,7 @@ def wrap(stubs, launcher, argv, **beaker):
 
 
 def test_torchrun_single_node_uses_all_gpus(stubs):
-    out, log = wrap(stubs, "torchrun", ["python", "train.py", "--lr", "1e-4"], assigned_gpu_count=8)
+    out, _log = wrap(stubs, "torchrun", ["python", "train.py", "--lr", "1e-4"], assigned_gpu_count=8)
     assert out["argv"] == ["torchrun", "--nproc-per-node=8", "--standalone", "train.py", "--lr", "1e-4"]
 
 

@@ -73,9 +73,11 @@ def test_exit_code_7_propagates_to_follow(repo, env):
 
 
 def test_multi_replica_env_and_per_replica_logs(repo, env, tmp_path):
-    script = ("import os; e = os.environ; print('rank', e['BEAKER_REPLICA_RANK'], 'of', e['BEAKER_REPLICA_COUNT'], "
-              "e['BEAKER_LEADER_REPLICA_HOSTNAME'], e['BEAKER_ASSIGNED_GPU_COUNT'], e['RESULTS_DIR'], "
-              "e['LAUNCHKIT_RUNTIME_DIR'], e['BEAKER_JOB_ID'])")
+    script = (
+        "import os; e = os.environ; print('rank', e['BEAKER_REPLICA_RANK'], 'of', e['BEAKER_REPLICA_COUNT'], "
+        "e['BEAKER_LEADER_REPLICA_HOSTNAME'], e['BEAKER_ASSIGNED_GPU_COUNT'], e['RESULTS_DIR'], "
+        "e['LAUNCHKIT_RUNTIME_DIR'], e['BEAKER_JOB_ID'])"
+    )
     run_id = launch(repo, env, *NO_PY, "--replicas", "2", cmd=[PY, "-c", script])
     assert wait_finished(run_id, env)["status"] == "succeeded"
     out = tmp_path / "out"
@@ -95,28 +97,46 @@ def test_multi_replica_env_and_per_replica_logs(repo, env, tmp_path):
 
 def test_uv_lock_project_runs_locally(repo, env):
     uv_lock_project(repo, env)
-    r = run_cli("run", "--local", "--follow", "--", "python", "-c", "import tinydep; print('dep', tinydep.VALUE)",
-                cwd=repo.path, env=env)
+    r = run_cli(
+        "run",
+        "--local",
+        "--follow",
+        "--",
+        "python",
+        "-c",
+        "import tinydep; print('dep', tinydep.VALUE)",
+        cwd=repo.path,
+        env=env,
+    )
     assert r.code == 0, r.stdout + r.stderr
     assert "dep 42" in r.stdout and "install[uv.lock]" in r.stdout
 
 
 def test_install_failure_fails_the_local_job(repo, env):
     repo.commit({"requirements.txt": "./wheels/missing-0.1-py3-none-any.whl\n"}, "broken")
-    r = run_cli("run", "--local", "--follow", "--", "python", "-c", "print('SHOULD NOT RUN')", cwd=repo.path, env=env)
+    r = run_cli(
+        "run", "--local", "--follow", "--", "python", "-c", "print('SHOULD NOT RUN')", cwd=repo.path, env=env
+    )
     assert r.code == 106, r.stderr
     assert "SHOULD NOT RUN" not in r.stdout.replace("print('SHOULD NOT RUN')", "")
 
 
 def test_logs_are_raw_bytes_with_head_tail_since(repo, env, tmp_path):
-    script = ("import sys; w = sys.stdout.buffer.write\n"
-              "for i in range(1, 6): w(b'line %d\\n' % i)\n"
-              "w(b'\\xff\\xfe not utf-8 \\x1b[31m' + b'x' * 300 + b'\\n'); w(b'no newline at end')")
+    script = (
+        "import sys; w = sys.stdout.buffer.write\n"
+        "for i in range(1, 6): w(b'line %d\\n' % i)\n"
+        "w(b'\\xff\\xfe not utf-8 \\x1b[31m' + b'x' * 300 + b'\\n'); w(b'no newline at end')"
+    )
     run_id = launch(repo, env, *NO_PY, cmd=[PY, "-c", script])
     wait_finished(run_id, env)
+
     def logs(*args: str) -> bytes:
-        return subprocess.run([sys.executable, "-m", "launchkit", "logs", run_id, *args], capture_output=True,
-                              timeout=60, env={**os.environ, **env}).stdout
+        return subprocess.run(
+            [sys.executable, "-m", "launchkit", "logs", run_id, *args],
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, **env},
+        ).stdout
 
     raw = logs()
     odd = b"\xff\xfe not utf-8 \x1b[31m" + b"x" * 300 + b"\n"
@@ -145,8 +165,10 @@ def marker():
 
 def test_stop_ends_the_whole_process_tree(repo, env, marker):
     sleeper = f"{PY} -c 'import time; time.sleep(300)' {marker}"
-    script = (f"{sleeper} & setsid {sleeper} & "  # a child, and one that escapes the process group
-              f"{PY} -c 'import time; print(\"started\", flush=True); time.sleep(300)' {marker}")
+    script = (
+        f"{sleeper} & setsid {sleeper} & "  # a child, and one that escapes the process group
+        f"{PY} -c 'import time; print(\"started\", flush=True); time.sleep(300)' {marker}"
+    )
     run_id = launch(repo, env, *NO_PY, "--replicas", "2", cmd=["bash", "-c", script + "; wait", marker])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and run_cli("logs", run_id, env=env).stdout.count("started") < 2:
@@ -172,9 +194,19 @@ def test_job_outlives_the_cli_and_can_be_followed_later(repo, env):
 def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env):
     import signal
 
-    run_id = launch(repo, env, *NO_PY, cmd=[PY, "-c", "import time; print('tick', flush=True); time.sleep(2); print('done')"])
-    p = subprocess.Popen([sys.executable, "-m", "launchkit", "follow", run_id], env={**os.environ, **env},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_id = launch(
+        repo,
+        env,
+        *NO_PY,
+        cmd=[PY, "-c", "import time; print('tick', flush=True); time.sleep(2); print('done')"],
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-m", "launchkit", "follow", run_id],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for line in p.stdout:
             if "tick" in line:
@@ -192,11 +224,29 @@ def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env):
 
 @pytest.mark.slow
 def test_ten_concurrent_runs_are_all_recorded(repo, env):
-    procs = [subprocess.Popen([sys.executable, "-m", "launchkit", "run", *NO_PY, "--name", f"c{i}", "--",
-                               PY, "-c", f"import sys; print('run {i}'); sys.exit({i % 3})"],
-                              cwd=repo.path, env={**os.environ, **env}, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-             for i in range(10)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "launchkit",
+                "run",
+                *NO_PY,
+                "--name",
+                f"c{i}",
+                "--",
+                PY,
+                "-c",
+                f"import sys; print('run {i}'); sys.exit({i % 3})",
+            ],
+            cwd=repo.path,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(10)
+    ]
     ids = {}
     for i, p in enumerate(procs):
         _, err = p.communicate(timeout=120)
@@ -232,10 +282,23 @@ def test_find_gpus_without_gpus(env):
 
 
 def test_local_secret_comes_from_the_environment(repo, env):
-    missing = run_cli("run", *NO_PY, "--env-secret", "TOKEN=LK_TEST_SECRET", "--", "true", cwd=repo.path, env=env)
+    missing = run_cli(
+        "run", *NO_PY, "--env-secret", "TOKEN=LK_TEST_SECRET", "--", "true", cwd=repo.path, env=env
+    )
     assert missing.code == 3 and "LK_TEST_SECRET" in missing.stderr
-    r = run_cli("run", *NO_PY, "--follow", "--env-secret", "TOKEN=LK_TEST_SECRET", "--",
-                "bash", "-c", 'echo "token=$TOKEN"', cwd=repo.path, env={**env, "LK_TEST_SECRET": "v4lue"})
+    r = run_cli(
+        "run",
+        *NO_PY,
+        "--follow",
+        "--env-secret",
+        "TOKEN=LK_TEST_SECRET",
+        "--",
+        "bash",
+        "-c",
+        'echo "token=$TOKEN"',
+        cwd=repo.path,
+        env={**env, "LK_TEST_SECRET": "v4lue"},
+    )
     assert r.code == 0 and "token=v4lue" in r.stdout
     from launchkit.backends.local.store import home
 

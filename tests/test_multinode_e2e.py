@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from conftest import run_cli
 from mn_helpers import mn_bin  # noqa: F401 - a fixture
 

@@ -7,10 +7,10 @@ import json
 import sys
 
 import pytest
-from mn_helpers import run_node
 
 from launchkit.core.parse import build_request
 from launchkit.core.profiles import resolve_profiles
+from mn_helpers import run_node
 
 SHOW_ENV = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
 
@@ -155,7 +155,7 @@ def test_multi_node_parts_need_gpus_and_replicas(gpus, count, why):
 def test_single_replica_spec_carries_no_runtime_program():
     env = program_env(cluster=["ai2/jupiter"])
     assert "LAUNCHKIT_PROFILE_SETUP" not in env and env["LAUNCHKIT_PROFILE_APPLIED"] == "ai2-weka"
-    seen, log = node(env)
+    _seen, log = node(env)
     assert "cluster profile: ai2-weka (env and mounts applied at launch; no in-container steps)" in log
 
 

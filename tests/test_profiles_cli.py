@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import yaml
+
 from conftest import run_cli
 
 

@@ -14,8 +14,11 @@ GIT = GitState(remote_url="https://example.com/o/r.git", commit="a" * 40, branch
 
 
 def spec_for(*args: str, **given) -> dict:
-    request = build_request({k.replace("-", "_"): v for k, v in given.items()}, list(args) or ["python", "x"],
-                            environ={"HOME_VALUE": "/home/me"})
+    request = build_request(
+        {k.replace("-", "_"): v for k, v in given.items()},
+        list(args) or ["python", "x"],
+        environ={"HOME_VALUE": "/home/me"},
+    )
     return build_spec(request, GIT).to_json()
 
 
@@ -30,10 +33,24 @@ def test_entrypoint_is_embedded_and_argv_is_separate():
 
 
 def test_python_contract_vars():
-    env = env_of(spec_for(python_version="3.12", install="make install", uv_extra=["a", "b"], torch_backend="cpu",
-                          uv_cache_dir="/c", pre_setup="echo pre", post_setup="post.sh", system_python=False))
+    env = env_of(
+        spec_for(
+            python_version="3.12",
+            install="make install",
+            uv_extra=["a", "b"],
+            torch_backend="cpu",
+            uv_cache_dir="/c",
+            pre_setup="echo pre",
+            post_setup="post.sh",
+            system_python=False,
+        )
+    )
     assert env["LAUNCHKIT_PYTHON_VERSION"] == "3.12" and env["LAUNCHKIT_INSTALL_CMD"] == "make install"
-    assert env["LAUNCHKIT_UV_EXTRAS"] == "a b" and env["UV_TORCH_BACKEND"] == "cpu" and env["UV_CACHE_DIR"] == "/c"
+    assert (
+        env["LAUNCHKIT_UV_EXTRAS"] == "a b"
+        and env["UV_TORCH_BACKEND"] == "cpu"
+        and env["UV_CACHE_DIR"] == "/c"
+    )
     assert env["LAUNCHKIT_PRE_SETUP"] == "echo pre" and env["LAUNCHKIT_POST_SETUP"] == "post.sh"
     assert "LAUNCHKIT_NO_PYTHON" not in env
     no_py = env_of(spec_for(no_python=True))
@@ -42,8 +59,17 @@ def test_python_contract_vars():
 
 
 def test_secret_values_never_appear(repo):
-    r = run_main("run", "--dry-run", "--env-secret", "MY_TOKEN", "--", "python", "x", cwd=repo.path,
-                 env={"MY_TOKEN": "s3cr3t-value"})
+    r = run_main(
+        "run",
+        "--dry-run",
+        "--env-secret",
+        "MY_TOKEN",
+        "--",
+        "python",
+        "x",
+        cwd=repo.path,
+        env={"MY_TOKEN": "s3cr3t-value"},
+    )
     assert r.code == 0 and "s3cr3t-value" not in r.stdout + r.stderr
     assert {"name": "MY_TOKEN", "secret": "MY_TOKEN"} in yaml.safe_load(r.stdout)["tasks"][0]["envVars"]
 
@@ -58,7 +84,10 @@ def test_upload_becomes_a_named_dataset(repo):
     r = run_main("run", "--dry-run", "--upload", "data:/inputs", "--", "python", "x", cwd=repo.path)
     assert r.code == 0, r.stderr
     mount = yaml.safe_load(r.stdout)["tasks"][0]["datasets"][0]
-    assert mount == {"source": {"beaker": upload_dataset_name(str(repo.path / "data"))}, "mountPath": "/inputs"}
+    assert mount == {
+        "source": {"beaker": upload_dataset_name(str(repo.path / "data"))},
+        "mountPath": "/inputs",
+    }
 
 
 def test_run_id_and_port_are_derived_from_the_inputs():

@@ -45,32 +45,164 @@ HF_TOKEN = "example_HF_TOKEN"
 
 CASES: dict[str, list[str]] = {
     "minimal": ["--", "python", "train.py"],
-    "resources": ["--gpus", "8", "--cpus", "32", "--memory", "256GiB", "--shared-memory", "10.24gb",
-                  "--", "python", "train.py", "--lr", "3e-4"],
-    "constraints": ["--cluster", "ai2/jupiter", "--cluster", "ai2/*-h100", "--gpu-type", "h100", "--tag", "fast",
-                    "--interconnect", "ib", "--gpus", "1", "--", "python", "train.py"],
+    "resources": [
+        "--gpus",
+        "8",
+        "--cpus",
+        "32",
+        "--memory",
+        "256GiB",
+        "--shared-memory",
+        "10.24gb",
+        "--",
+        "python",
+        "train.py",
+        "--lr",
+        "3e-4",
+    ],
+    "constraints": [
+        "--cluster",
+        "ai2/jupiter",
+        "--cluster",
+        "ai2/*-h100",
+        "--gpu-type",
+        "h100",
+        "--tag",
+        "fast",
+        "--interconnect",
+        "ib",
+        "--gpus",
+        "1",
+        "--",
+        "python",
+        "train.py",
+    ],
     "hostnames": ["--hostname", "node-1.example.org", "--hostname", "node-2.example.org", "--", "nvidia-smi"],
-    "inputs": ["--dataset", "example-org/tokens:/data", "--dataset", "01HXYZ:shards/000:/shards",
-               "--mount", "/net/nfs:/nfs:ro", "--weka", "oe-training-default:/weka/oe:rw",
-               "--env", "A=1", "--env", "QUOTED=it's \"here\"", "--env-secret", "HF_TOKEN",
-               "--env-secret", "WANDB_API_KEY=my_wandb", "--git-token-secret", "my_github_token",
-               "--results", "/out", "--", "python", "train.py"],
-    "task": ["--task-name", "train", "--priority", "high", "--task-timeout", "2h30m", "--min-runtime", "1h",
-             "--no-auto-resume", "--retries", "3", "--", "python", "train.py"],
-    "workload": ["--name", "exp-1", "--description", "A first run: baseline", "--workspace", "ai2/ws",
-                 "--budget", "ai2/budget", "--group", "ai2/sweep-1", "--group", "ai2/baselines",
-                 "--beaker-image", "example-org/train-image", "--", "python", "train.py"],
-    "multinode": ["--replicas", "4", "--gpus", "8", "--leader-selection", "--host-networking",
-                  "--propagate-failure", "--propagate-preemption", "--synchronized-start-timeout", "5m",
-                  "--torchrun", "--", "python", "-m", "example.train"],
-    "python": ["--python-version", "3.12", "--uv-extra", "train", "--uv-extra", "eval", "--torch-backend", "cu128",
-               "--uv-cache-dir", "/weka/uv", "--pre-setup", "echo 'pre' && nvidia-smi", "--post-setup",
-               "scripts/setup.sh", "--exec-method", "bash", "--", "python", "train.py"],
+    "inputs": [
+        "--dataset",
+        "example-org/tokens:/data",
+        "--dataset",
+        "01HXYZ:shards/000:/shards",
+        "--mount",
+        "/net/nfs:/nfs:ro",
+        "--weka",
+        "oe-training-default:/weka/oe:rw",
+        "--env",
+        "A=1",
+        "--env",
+        'QUOTED=it\'s "here"',
+        "--env-secret",
+        "HF_TOKEN",
+        "--env-secret",
+        "WANDB_API_KEY=my_wandb",
+        "--git-token-secret",
+        "my_github_token",
+        "--results",
+        "/out",
+        "--",
+        "python",
+        "train.py",
+    ],
+    "task": [
+        "--task-name",
+        "train",
+        "--priority",
+        "high",
+        "--task-timeout",
+        "2h30m",
+        "--min-runtime",
+        "1h",
+        "--no-auto-resume",
+        "--retries",
+        "3",
+        "--",
+        "python",
+        "train.py",
+    ],
+    "workload": [
+        "--name",
+        "exp-1",
+        "--description",
+        "A first run: baseline",
+        "--workspace",
+        "ai2/ws",
+        "--budget",
+        "ai2/budget",
+        "--group",
+        "ai2/sweep-1",
+        "--group",
+        "ai2/baselines",
+        "--beaker-image",
+        "example-org/train-image",
+        "--",
+        "python",
+        "train.py",
+    ],
+    "multinode": [
+        "--replicas",
+        "4",
+        "--gpus",
+        "8",
+        "--leader-selection",
+        "--host-networking",
+        "--propagate-failure",
+        "--propagate-preemption",
+        "--synchronized-start-timeout",
+        "5m",
+        "--torchrun",
+        "--",
+        "python",
+        "-m",
+        "example.train",
+    ],
+    "python": [
+        "--python-version",
+        "3.12",
+        "--uv-extra",
+        "train",
+        "--uv-extra",
+        "eval",
+        "--torch-backend",
+        "cu128",
+        "--uv-cache-dir",
+        "/weka/uv",
+        "--pre-setup",
+        "echo 'pre' && nvidia-smi",
+        "--post-setup",
+        "scripts/setup.sh",
+        "--exec-method",
+        "bash",
+        "--",
+        "python",
+        "train.py",
+    ],
     "no-python": ["--no-python", "--docker-image", "ubuntu:24.04", "--", "bash", "-c", "echo $HOME; ls -la"],
-    "system-python": ["--system-python", "--install", "pip install -e .[all]", "--not-preemptible",
-                      "--", "python", "train.py"],
-    "tricky-argv": ["--", "python", "-c", "import sys; print(sys.argv)", "a b", "$HOME", "'single'",
-                    '"double"', "multi\nline", "trailing space ", "ünïcødé ✓", "--flag=1", "", "*", "\\n"],
+    "system-python": [
+        "--system-python",
+        "--install",
+        "pip install -e .[all]",
+        "--not-preemptible",
+        "--",
+        "python",
+        "train.py",
+    ],
+    "tricky-argv": [
+        "--",
+        "python",
+        "-c",
+        "import sys; print(sys.argv)",
+        "a b",
+        "$HOME",
+        "'single'",
+        '"double"',
+        "multi\nline",
+        "trailing space ",
+        "ünïcødé ✓",
+        "--flag=1",
+        "",
+        "*",
+        "\\n",
+    ],
     "config": ["--workspace", "ai2/override", "--env", "WANDB_PROJECT=override", "--", "python", "train.py"],
 }
 
@@ -78,17 +210,25 @@ CASES: dict[str, list[str]] = {
 @pytest.fixture(scope="module")
 def golden_repo(tmp_path_factory):
     """A repository whose commits (and so SHAs) are identical on every machine and every run."""
-    env = {**os.environ, **FIXED, "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
-           "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com", "GIT_CONFIG_NOSYSTEM": "1",
-           "HOME": str(tmp_path_factory.mktemp("home"))}
+    env = {
+        **os.environ,
+        **FIXED,
+        "GIT_AUTHOR_NAME": "Test",
+        "GIT_AUTHOR_EMAIL": "test@example.com",
+        "GIT_COMMITTER_NAME": "Test",
+        "GIT_COMMITTER_EMAIL": "test@example.com",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(tmp_path_factory.mktemp("home")),
+    }
     repos = {}
     for kind in ("plain", "config"):
         work = tmp_path_factory.mktemp(kind) / "example-repo"
         work.mkdir()
 
         def g(*args: str, work: Path = work) -> str:
-            return subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True, text=True,
-                                  timeout=60).stdout.strip()
+            return subprocess.run(
+                ["git", *args], cwd=work, env=env, check=True, capture_output=True, text=True, timeout=60
+            ).stdout.strip()
 
         g("init", "-q", "-b", "main")
         (work / "train.py").write_text("import sys\nprint('train', sys.argv[1:])\n")
@@ -144,14 +284,25 @@ def _undo_host_path_bug(data: dict) -> dict:
 
 @pytest.mark.xfail(strict=True, reason="beaker-py 2.8.1 BeakerDataMount.from_json does not parse `source`")
 def test_beaker_py_host_path_bug():
-    data = {"version": "v2", "tasks": [{"name": "main", "image": {"docker": "x"}, "context": {},
-                                        "datasets": [{"source": {"hostPath": "/h"}, "mountPath": "/m"}]}]}
+    data = {
+        "version": "v2",
+        "tasks": [
+            {
+                "name": "main",
+                "image": {"docker": "x"},
+                "context": {},
+                "datasets": [{"source": {"hostPath": "/h"}, "mountPath": "/m"}],
+            }
+        ],
+    }
     out = spec_types().BeakerExperimentSpec.from_json(data).to_json()
     assert out["tasks"][0]["datasets"] == data["tasks"][0]["datasets"]
 
 
 def test_argv_arrives_unchanged(golden_repo):
-    data = yaml.safe_load(run_main("run", "--dry-run", *CASES["tricky-argv"], cwd=golden_repo["plain"]).stdout)
+    data = yaml.safe_load(
+        run_main("run", "--dry-run", *CASES["tricky-argv"], cwd=golden_repo["plain"]).stdout
+    )
     assert data["tasks"][0]["arguments"] == CASES["tricky-argv"][1:]
 
 
@@ -168,8 +319,17 @@ def test_dry_run_stdout_is_only_yaml_and_save_spec_matches(golden_repo, tmp_path
     from conftest import run_cli
 
     out = tmp_path / "spec.yaml"
-    r = run_cli("run", "--dry-run", "--save-spec", str(out), "--", "python", "train.py",
-                cwd=golden_repo["plain"], timeout=60)
+    r = run_cli(
+        "run",
+        "--dry-run",
+        "--save-spec",
+        str(out),
+        "--",
+        "python",
+        "train.py",
+        cwd=golden_repo["plain"],
+        timeout=60,
+    )
     assert r.code == 0
     assert out.read_text() == r.stdout
     assert isinstance(yaml.safe_load(r.stdout), dict)
@@ -177,8 +337,15 @@ def test_dry_run_stdout_is_only_yaml_and_save_spec_matches(golden_repo, tmp_path
 
 
 def test_save_spec_to_an_unwritable_path(golden_repo, tmp_path):
-    r = run_main("run", "--dry-run", "--save-spec", str(tmp_path / "no" / "such" / "spec.yaml"), "--", "x",
-                 cwd=golden_repo["plain"])
+    r = run_main(
+        "run",
+        "--dry-run",
+        "--save-spec",
+        str(tmp_path / "no" / "such" / "spec.yaml"),
+        "--",
+        "x",
+        cwd=golden_repo["plain"],
+    )
     assert r.code == 2 and "--save-spec" in r.stderr
 
 

@@ -13,10 +13,18 @@ HEAVY = ("beaker", "grpc", "git", "yaml", "pydantic", "rich", "google")
 
 
 def imported_modules(*args: str, cwd=None) -> set[str]:
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "launchkit", *args], capture_output=True,
-                          text=True, timeout=60, cwd=cwd, env={**os.environ})
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "launchkit", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return {m.group(1) for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", proc.stderr, re.MULTILINE)}
+    return {
+        m.group(1) for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", proc.stderr, re.MULTILINE)
+    }
 
 
 @pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["--version"]])
@@ -31,14 +39,16 @@ def test_dry_run_does_not_load_the_beaker_client(repo):
     """The dry run needs beaker-py's spec types only: no gRPC client, requests, GitPython or PyYAML."""
     mods = imported_modules("run", "--dry-run", "--", "python", "train.py", cwd=repo.path)
     assert "beaker.beaker_pb2" in mods  # beaker.types itself loads via importlib (not listed)
-    loaded = sorted(m for m in mods if m.split(".")[0] in ("grpc", "requests", "git", "yaml")
-                    or m == "beaker._client")
+    loaded = sorted(
+        m for m in mods if m.split(".")[0] in ("grpc", "requests", "git", "yaml") or m == "beaker._client"
+    )
     assert not loaded, loaded
 
 
 def test_version():
-    proc = subprocess.run([sys.executable, "-m", "launchkit", "--version"], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "launchkit", "--version"], capture_output=True, text=True, timeout=60
+    )
     from launchkit import __version__
 
     assert proc.returncode == 0 and proc.stdout.strip() == f"launchkit {__version__}"

@@ -23,8 +23,15 @@ def main() -> None:
     results = os.environ.get("RESULTS_DIR", "results")
     os.makedirs(results, exist_ok=True)
     with open(os.path.join(results, "metrics.json"), "w") as f:
-        json.dump({"loss": loss, "steps": args.steps, "message": args.message,
-                   "run_id": os.environ.get("LAUNCHKIT_RUN_ID")}, f)
+        json.dump(
+            {
+                "loss": loss,
+                "steps": args.steps,
+                "message": args.message,
+                "run_id": os.environ.get("LAUNCHKIT_RUN_ID"),
+            },
+            f,
+        )
     print(f"{args.message}: final loss {loss:.4f}, metrics in {results}/metrics.json")
 
 

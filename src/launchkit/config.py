@@ -20,18 +20,43 @@ from launchkit.errors import UsageError
 
 # Config key -> type description. Keys are the `run` option names with `_` (a `-` is accepted too).
 KEYS: dict[str, str] = {
-    "workspace": "str", "budget": "str", "groups": "list",
-    "clusters": "list", "gpu_types": "list", "interconnect": "str", "tags": "list",
-    "cpus": "float", "gpus": "int", "memory": "str", "shared_memory": "str",
-    "beaker_image": "str", "docker_image": "str",
-    "env": "dict", "env_secrets": "dict", "auto_secrets": "bool", "git_token_secret": "str",
+    "workspace": "str",
+    "budget": "str",
+    "groups": "list",
+    "clusters": "list",
+    "gpu_types": "list",
+    "interconnect": "str",
+    "tags": "list",
+    "cpus": "float",
+    "gpus": "int",
+    "memory": "str",
+    "shared_memory": "str",
+    "beaker_image": "str",
+    "docker_image": "str",
+    "env": "dict",
+    "env_secrets": "dict",
+    "auto_secrets": "bool",
+    "git_token_secret": "str",
     "results": "str",
-    "task_name": "str", "priority": "str", "task_timeout": "duration", "min_runtime": "duration",
-    "preemptible": "bool", "retries": "int",
-    "replicas": "int", "profile": "str",
-    "exec_method": "str", "pre_setup": "str", "post_setup": "str",
-    "install": "str", "no_python": "bool", "system_python": "bool", "python_version": "str",
-    "uv_extras": "list", "uv_all_extras": "bool", "torch_backend": "str", "uv_cache_dir": "str",
+    "task_name": "str",
+    "priority": "str",
+    "task_timeout": "duration",
+    "min_runtime": "duration",
+    "preemptible": "bool",
+    "retries": "int",
+    "replicas": "int",
+    "profile": "str",
+    "exec_method": "str",
+    "pre_setup": "str",
+    "post_setup": "str",
+    "install": "str",
+    "no_python": "bool",
+    "system_python": "bool",
+    "python_version": "str",
+    "uv_extras": "list",
+    "uv_all_extras": "bool",
+    "torch_backend": "str",
+    "uv_cache_dir": "str",
     "backend": "str",
     "beaker_timeout": "duration",  # not a `run` option: --beaker-timeout (global), docs/beaker.md
     "profiles": "profiles",  # [tool.launchkit.profiles.NAME] tables, checked by launchkit.core.profiles
@@ -41,8 +66,20 @@ KEYS: dict[str, str] = {
 # LAUNCHKIT_* names inside jobs (LAUNCHKIT_TASK_NAME, LAUNCHKIT_PYTHON_VERSION, ...), and a
 # launchkit started inside a job must not pick those up as its own defaults.
 ENV_KEYS: tuple[str, ...] = (
-    "workspace", "budget", "groups", "clusters", "gpu_types", "tags", "beaker_image", "docker_image",
-    "priority", "git_token_secret", "profile", "backend", "torch_backend", "uv_cache_dir",
+    "workspace",
+    "budget",
+    "groups",
+    "clusters",
+    "gpu_types",
+    "tags",
+    "beaker_image",
+    "docker_image",
+    "priority",
+    "git_token_secret",
+    "profile",
+    "backend",
+    "torch_backend",
+    "uv_cache_dir",
     "beaker_timeout",
 )
 ENV_PREFIX = "LAUNCHKIT_"
@@ -59,8 +96,11 @@ class Layer:
     values: dict[str, Any] = field(default_factory=dict)
 
     def where(self, key: str) -> str:
-        return f"{key!r} in {self.path} [tool.launchkit]" if self.label == PROJECT_LABEL else (
-            f"{key!r} in {self.path}" if self.path else f"{ENV_PREFIX}{key.upper()}")
+        return (
+            f"{key!r} in {self.path} [tool.launchkit]"
+            if self.label == PROJECT_LABEL
+            else (f"{key!r} in {self.path}" if self.path else f"{ENV_PREFIX}{key.upper()}")
+        )
 
 
 @dataclass
@@ -145,8 +185,10 @@ def read_layers(cwd: str | Path | None = None, environ: dict[str, str] | None = 
         table = tool.get("launchkit") if isinstance(tool, dict) else None
         if table is not None:
             if not isinstance(table, dict):
-                raise UsageError(f"{ppath}: [tool.launchkit] must be a table, not {type(table).__name__}",
-                                 hint="write it as a [tool.launchkit] section with key = value lines")
+                raise UsageError(
+                    f"{ppath}: [tool.launchkit] must be a table, not {type(table).__name__}",
+                    hint="write it as a [tool.launchkit] section with key = value lines",
+                )
             layers.append(Layer(PROJECT_LABEL, str(ppath), _normalise(table)))
     env_values: dict[str, Any] = {}
     for key in ENV_KEYS:

@@ -58,12 +58,15 @@ def _env() -> dict[str, str]:
 
 def _git(*args: str, cwd: str, timeout: float = 60) -> str:
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env())
+        proc = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env()
+        )
     except FileNotFoundError:
         raise PreconditionError("git is not installed", hint="install git and try again") from None
     except subprocess.TimeoutExpired:
-        raise PreconditionError(f"`git {args[0]}` took longer than {timeout:.0f}s",
-                                hint="check the repository or the remote") from None
+        raise PreconditionError(
+            f"`git {args[0]}` took longer than {timeout:.0f}s", hint="check the repository or the remote"
+        ) from None
     if proc.returncode != 0:
         raise _GitFailed(proc.stderr.strip())
     return proc.stdout
@@ -84,8 +87,14 @@ def prefetch(cwd: str | None = None) -> None:
     try:
         for name, args in _FAST.items():
             _prefetched[(name, cwd)] = subprocess.Popen(
-                ["git", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                stdin=subprocess.DEVNULL)
+                ["git", *args],
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=_env(),
+                stdin=subprocess.DEVNULL,
+            )
     except OSError:  # no git: the normal path reports it
         reap()
 
@@ -110,7 +119,9 @@ def _fast(name: str, cwd: str) -> str:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        raise PreconditionError(f"`git {_FAST[name][0]}` took longer than 60s", hint="check the repository") from None
+        raise PreconditionError(
+            f"`git {_FAST[name][0]}` took longer than 60s", hint="check the repository"
+        ) from None
     if proc.returncode != 0:
         raise _GitFailed(err.strip())
     return out
@@ -143,9 +154,15 @@ def _open_repo(path: str) -> _Repo | None:
     return _Repo(root, path, urls)
 
 
-def read_git_state(path: str | None = None, *, remote: str | None = None, ref: str | None = None,
-                   branch: str | None = None, allow_dirty: bool = False,
-                   require_pushed: bool = True) -> GitState:
+def read_git_state(
+    path: str | None = None,
+    *,
+    remote: str | None = None,
+    ref: str | None = None,
+    branch: str | None = None,
+    allow_dirty: bool = False,
+    require_pushed: bool = True,
+) -> GitState:
     """The commit to launch and where a job can fetch it from. Raises one-line errors with a fix.
 
     `require_pushed=False` (the local backend, which clones from the checkout itself) accepts a
@@ -156,11 +173,19 @@ def read_git_state(path: str | None = None, *, remote: str | None = None, ref: s
     if repo is None:
         if remote and _looks_like_url(remote) and (ref or branch):
             return _from_remote_only(remote, ref=ref, branch=branch)
-        raise UsageError(f"{path!r} is not inside a git repository",
-                         hint="run launchkit from your project's checkout, or pass --remote URL with --ref/--branch")
+        raise UsageError(
+            f"{path!r} is not inside a git repository",
+            hint="run launchkit from your project's checkout, or pass --remote URL with --ref/--branch",
+        )
     try:
-        return _read(repo, remote=remote, ref=ref, branch=branch, allow_dirty=allow_dirty,
-                     require_pushed=require_pushed)
+        return _read(
+            repo,
+            remote=remote,
+            ref=ref,
+            branch=branch,
+            allow_dirty=allow_dirty,
+            require_pushed=require_pushed,
+        )
     finally:
         reap()
 
@@ -169,14 +194,23 @@ def _looks_like_url(remote: str) -> bool:
     return bool(_URL_SCHEME.match(remote) or _SCP_LIKE.match(remote) or os.path.isabs(remote))
 
 
-def _read(repo: _Repo, *, remote: str | None, ref: str | None, branch: str | None,
-          allow_dirty: bool, require_pushed: bool = True) -> GitState:
+def _read(
+    repo: _Repo,
+    *,
+    remote: str | None,
+    ref: str | None,
+    branch: str | None,
+    allow_dirty: bool,
+    require_pushed: bool = True,
+) -> GitState:
     root = repo.root
     if not repo.remotes and not (remote and _looks_like_url(remote)) and not require_pushed:
         remote = root  # nothing to push to: the job clones from the checkout itself
     if not repo.remotes and not (remote and _looks_like_url(remote)):
-        raise UsageError(f"the repository at {root} has no remote",
-                         hint="add one with `git remote add origin URL` and push, or pass --remote URL")
+        raise UsageError(
+            f"the repository at {root} has no remote",
+            hint="add one with `git remote add origin URL` and push, or pass --remote URL",
+        )
     status = _status(repo)
     head_branch = status.get("branch.head")
     if head_branch == "(detached)":
@@ -194,8 +228,10 @@ def _read(repo: _Repo, *, remote: str | None, ref: str | None, branch: str | Non
         remote_name = next((n for n, u in repo.urls.items() if u == remote), None)
         url = remote
     elif remote:
-        raise UsageError(f"--remote {remote!r} is neither a remote of this repository nor a URL",
-                         hint="known remotes: " + (", ".join(sorted(repo.remotes)) or "none"))
+        raise UsageError(
+            f"--remote {remote!r} is neither a remote of this repository nor a URL",
+            hint="known remotes: " + (", ".join(sorted(repo.remotes)) or "none"),
+        )
     else:
         upstream_remote = _upstream(repo, status)[0]
         remote_name = upstream_remote or ("origin" if "origin" in repo.urls else min(repo.urls))
@@ -216,23 +252,35 @@ def _read(repo: _Repo, *, remote: str | None, ref: str | None, branch: str | Non
         if head_branch is None:
             raise PreconditionError(
                 f"HEAD is detached at {status['branch.oid'][:12]}",
-                hint="check out a branch, or pass --ref HEAD (or a SHA) to launch this exact commit")
+                hint="check out a branch, or pass --ref HEAD (or a SHA) to launch this exact commit",
+            )
         if not allow_dirty and status.get("dirty"):
             raise PreconditionError(
                 f"you have uncommitted changes to tracked files ({status['dirty']})",
-                hint="commit and push them, or pass --allow-dirty to launch the last commit anyway")
+                hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
+            )
         commit = status["branch.oid"]
         up_remote, up_branch = _upstream(repo, status)
         on_upstream = up_branch is not None and up_remote == remote_name
         out_branch = up_branch if on_upstream else head_branch
         if require_pushed and remote_name is not None and not (on_upstream and status.get("ahead") == 0):
             _require_on_remote(root, commit, remote_name, head_branch)
-        return _state(remote_url=clean_remote_url(url, root), commit=commit, branch=out_branch,
-                      repo_root=root, remote_name=remote_name)
+        return _state(
+            remote_url=clean_remote_url(url, root),
+            commit=commit,
+            branch=out_branch,
+            repo_root=root,
+            remote_name=remote_name,
+        )
     if require_pushed and remote_name is not None:
         _require_on_remote(root, commit, remote_name, None)
-    return _state(remote_url=clean_remote_url(url, root), commit=commit, branch=out_branch,
-                    repo_root=root, remote_name=remote_name)
+    return _state(
+        remote_url=clean_remote_url(url, root),
+        commit=commit,
+        branch=out_branch,
+        repo_root=root,
+        remote_name=remote_name,
+    )
 
 
 def _state(**fields: object) -> GitState:
@@ -246,7 +294,7 @@ def _upstream(repo: _Repo, status: dict[str, object]) -> tuple[str | None, str |
     up = str(status.get("branch.upstream") or "")
     for name in sorted(repo.urls, key=len, reverse=True):
         if up.startswith(name + "/"):
-            return name, up[len(name) + 1:]
+            return name, up[len(name) + 1 :]
     return None, None
 
 
@@ -271,37 +319,52 @@ def _status(repo: _Repo) -> dict[str, object]:
 def _resolve_ref(root: str, ref: str, remote_name: str | None, shown: str | None = None) -> str:
     """A full SHA for `ref` from the local repository (a short SHA becomes the full SHA)."""
     try:
-        sha = _git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", cwd=root).strip()
+        sha = _git(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", cwd=root
+        ).strip()
     except _GitFailed:
         sha = ""
     if FULL_SHA.fullmatch(sha):
         return sha
     fetch = f"git fetch {remote_name or 'origin'}"
     if shown is not None:
-        raise UsageError(f"--branch {shown!r} is not on remote {remote_name!r}",
-                         hint=f"push it (git push {remote_name} {shown}) or run {fetch}")
+        raise UsageError(
+            f"--branch {shown!r} is not on remote {remote_name!r}",
+            hint=f"push it (git push {remote_name} {shown}) or run {fetch}",
+        )
     if FULL_SHA.fullmatch(ref.lower()):
         raise UsageError(f"--ref {ref!r} is not in this repository", hint=f"run {fetch}, or check the SHA")
-    raise UsageError(f"--ref {ref!r} is not a known branch, tag or commit",
-                     hint=f"check the name, or run {fetch}")
+    raise UsageError(
+        f"--ref {ref!r} is not a known branch, tag or commit", hint=f"check the name, or run {fetch}"
+    )
 
 
 def _require_on_remote(root: str, commit: str, remote_name: str, branch: str | None) -> None:
     """Refuse a commit that no remote-tracking branch of `remote_name` contains."""
-    out = _git("for-each-ref", "--contains", commit, "--count=1", "--format=%(refname)",
-               f"refs/remotes/{remote_name}/", cwd=root)
+    out = _git(
+        "for-each-ref",
+        "--contains",
+        commit,
+        "--count=1",
+        "--format=%(refname)",
+        f"refs/remotes/{remote_name}/",
+        cwd=root,
+    )
     if out.strip():
         return
     push = f"git push {remote_name} {branch}" if branch else f"git push {remote_name} HEAD:BRANCH"
     raise PreconditionError(
         f"commit {commit[:12]} is not on remote {remote_name!r}, so the job could not fetch it",
-        hint=f"push it ({push}); if it is already pushed, run git fetch {remote_name}")
+        hint=f"push it ({push}); if it is already pushed, run git fetch {remote_name}",
+    )
 
 
 def _from_remote_only(url: str, *, ref: str | None, branch: str | None, root: str | None = None) -> GitState:
     """--remote URL without a local clone of it: resolve the ref with `git ls-remote` (network)."""
     if ref is not None and FULL_SHA.fullmatch(ref.lower()):
-        return _state(remote_url=clean_remote_url(url, root), commit=ref.lower(), branch=branch, repo_root=root)
+        return _state(
+            remote_url=clean_remote_url(url, root), commit=ref.lower(), branch=branch, repo_root=root
+        )
     wanted = ref or branch
     assert wanted is not None
     try:
@@ -309,12 +372,16 @@ def _from_remote_only(url: str, *, ref: str | None, branch: str | None, root: st
     except _GitFailed as e:
         shown = clean_remote_url(url)  # never echo credentials embedded in the URL
         lines = e.stderr.replace(url, shown).splitlines()
-        raise PreconditionError(f"cannot read remote {shown!r}: {lines[-1] if lines else 'git ls-remote failed'}",
-                                hint="check the URL and your access to it") from None
+        raise PreconditionError(
+            f"cannot read remote {shown!r}: {lines[-1] if lines else 'git ls-remote failed'}",
+            hint="check the URL and your access to it",
+        ) from None
     names = (wanted, f"refs/heads/{wanted}", f"refs/tags/{wanted}", f"refs/tags/{wanted}^{{}}")
     exact = [sha for sha, _, name in (line.partition("\t") for line in out.splitlines()) if name in names]
     if not exact:
         flag = "--ref" if ref else "--branch"
-        raise UsageError(f"{flag} {wanted!r} is not on remote {clean_remote_url(url)!r}",
-                         hint="give a branch or tag name that exists there, or a full 40-character SHA")
+        raise UsageError(
+            f"{flag} {wanted!r} is not on remote {clean_remote_url(url)!r}",
+            hint="give a branch or tag name that exists there, or a full 40-character SHA",
+        )
     return _state(remote_url=clean_remote_url(url, root), commit=exact[-1], branch=branch, repo_root=root)

@@ -24,19 +24,29 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
 
     config = load_config()
     for layer in config.layers:
-        console().debug(f"defaults from {layer.label}" + (f" ({layer.path})" if layer.path else "")
-                        + ": " + ", ".join(sorted(layer.values)))
+        console().debug(
+            f"defaults from {layer.label}"
+            + (f" ({layer.path})" if layer.path else "")
+            + ": "
+            + ", ".join(sorted(layer.values))
+        )
     request = build_request({**given, "extra": extra}, command, config=config)
     if request.preemptible is not None:
-        console().warn("--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "
-                       "(0 = preemptible any time) and --no-auto-resume")
+        console().warn(
+            "--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "
+            "(0 = preemptible any time) and --no-auto-resume"
+        )
 
     from launchkit.core.spec import build_spec, spec_to_yaml
     from launchkit.git import read_git_state
 
-    git = read_git_state(remote=request.remote, ref=request.ref, branch=request.branch,
-                         allow_dirty=request.allow_dirty,
-                         require_pushed=request.backend.value != "local")
+    git = read_git_state(
+        remote=request.remote,
+        ref=request.ref,
+        branch=request.branch,
+        allow_dirty=request.allow_dirty,
+        require_pushed=request.backend.value != "local",
+    )
     console().debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
     spec = build_spec(request, git, user_profiles=config.get("profiles"))
     text = spec_to_yaml(spec)
@@ -45,8 +55,11 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
     if request.dry_run:
         sys.stdout.write(text)
         sys.stdout.flush()
-        console().info(f"dry run: commit {git.commit[:12]}"
-                       + (f" ({git.branch})" if git.branch else "") + f" from {git.remote_url}; nothing submitted")
+        console().info(
+            f"dry run: commit {git.commit[:12]}"
+            + (f" ({git.branch})" if git.branch else "")
+            + f" from {git.remote_url}; nothing submitted"
+        )
         state.fast_exit = True
         return
     import gc
@@ -69,13 +82,21 @@ def submit(request: Any, git: Any, spec: Any) -> None:
     from launchkit.cli.backend_choice import choose
 
     if request.uploads and request.backend.value == "beaker":
-        raise UsageError(f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
-                         "local files to Beaker is not supported yet",
-                         hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH")
+        raise UsageError(
+            f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
+            "local files to Beaker is not supported yet",
+            hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
+        )
     backend = choose(request.backend.value, False)
-    run = backend.submit(Submission(name=request.name or f"launchkit-{git.commit[:8]}", spec=spec.to_json(),
-                                    workspace=request.workspace, repo_root=git.repo_root,
-                                    auto_secrets=request.auto_secrets))
+    run = backend.submit(
+        Submission(
+            name=request.name or f"launchkit-{git.commit[:8]}",
+            spec=spec.to_json(),
+            workspace=request.workspace,
+            repo_root=git.repo_root,
+            auto_secrets=request.auto_secrets,
+        )
+    )
     console().info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:
         from launchkit.cli.follow_cmd import follow_run

@@ -17,8 +17,9 @@ import threading
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fakebeaker", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m fakebeaker", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--scenario", default="basic", help="basic (default), demo or empty")
     p.add_argument("--demo", action="store_true", help="same as --scenario demo")
     p.add_argument("--state", metavar="FILE", help="scenario YAML file (see README.md)")
@@ -48,14 +49,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.state:
         opts = scenarios.load_yaml(args.state, state)
     elif name == "demo":
-        scenarios.demo(state, clusters=args.clusters, workloads=args.workloads,
-                       other_workloads=args.other_workloads, log_lines=args.log_lines)
+        scenarios.demo(
+            state,
+            clusters=args.clusters,
+            workloads=args.workloads,
+            other_workloads=args.other_workloads,
+            log_lines=args.log_lines,
+        )
     else:
         scenarios.build(name, state)
     if args.auto:
         state.set_auto(AutoRun())
-    fake = FakeBeaker(state, directory=args.dir, default_user=args.user or opts.get("default_user"),
-                      default_workspace=args.workspace or opts.get("default_workspace"))
+    fake = FakeBeaker(
+        state,
+        directory=args.dir,
+        default_user=args.user or opts.get("default_user"),
+        default_workspace=args.workspace or opts.get("default_workspace"),
+    )
     if args.dir:
         fake.tls = tls_material(args.dir)
     latency = args.latency or float(opts.get("latency", 0.0))
@@ -68,18 +78,30 @@ def main(argv: list[str] | None = None) -> int:
             print(f"export {k}={shlex.quote(v)}")
         print(f"# admin: {fake.admin_url}  (stop with kill {__import__('os').getpid()})")
     else:
-        print(json.dumps({"env": env, "config": fake.config(), "rpc_address": fake.rpc_address,
-                          "agent_address": fake.agent_address, "admin_url": fake.admin_url,
-                          "ca_file": str(fake.tls.ca_file), "pid": __import__("os").getpid()}))
+        print(
+            json.dumps(
+                {
+                    "env": env,
+                    "config": fake.config(),
+                    "rpc_address": fake.rpc_address,
+                    "agent_address": fake.agent_address,
+                    "admin_url": fake.admin_url,
+                    "ca_file": str(fake.tls.ca_file),
+                    "pid": __import__("os").getpid(),
+                }
+            )
+        )
     sys.stdout.flush()
 
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
     if args.exit_on_eof:
+
         def watch() -> None:
             sys.stdin.read()
             done.set()
+
         threading.Thread(target=watch, daemon=True).start()
     done.wait()
     fake.stop()

@@ -59,21 +59,25 @@ class Faults:
             else:
                 self._latency.pop(method, None)
 
-    def cut_streams(self, after_lines: int | None = None, count: int | None = 1, *,
-                    after_seconds: float | None = None) -> None:
+    def cut_streams(
+        self, after_lines: int | None = None, count: int | None = 1, *, after_seconds: float | None = None
+    ) -> None:
         """The next `count` StreamJobLogs calls (None: all) fail with gRPC INTERNAL "RST_STREAM" after
         sending `after_lines` lines or after `after_seconds`, whichever comes first: beaker-py raises
         BeakerStreamConnectionClosedError and resumes from the last timestamp + 1 ns."""
         self._add_stream_fault("cut", after_lines, after_seconds, count)
 
-    def end_streams(self, after_lines: int | None = None, count: int | None = 1, *,
-                    after_seconds: float | None = None) -> None:
+    def end_streams(
+        self, after_lines: int | None = None, count: int | None = 1, *, after_seconds: float | None = None
+    ) -> None:
         """The next `count` StreamJobLogs calls (None: all) end cleanly after `after_lines` lines or
         `after_seconds` even though the job still runs (Beaker's follow streams do that); beaker-py then
         asks GetJob and re-requests from the last timestamp + 1 ns."""
         self._add_stream_fault("end", after_lines, after_seconds, count)
 
-    def _add_stream_fault(self, kind: str, lines: int | None, seconds: float | None, count: int | None) -> None:
+    def _add_stream_fault(
+        self, kind: str, lines: int | None, seconds: float | None, count: int | None
+    ) -> None:
         if lines is None and seconds is None:
             raise ValueError("give after_lines and/or after_seconds")
         with self._lock:

@@ -87,7 +87,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
                 self._error(404, str(e))
             except Conflict as e:
                 self._error(409, str(e))
-            except Exception as e:  # noqa: BLE001 - Invalid and fake bugs: 400, never retried
+            except Exception as e:
                 self._error(400, str(e) if isinstance(e, Invalid) else f"fakebeaker: {type(e).__name__}: {e}")
 
         # ---- Beaker routes
@@ -101,13 +101,24 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
             if failure == "drop":
                 raise _DropConnection()
             if failure is not None:
-                return self._error(int(failure), "fakebeaker: injected failure after the experiment was recorded")
+                return self._error(
+                    int(failure), "fakebeaker: injected failure after the experiment was recorded"
+                )
             s = fake.state
-            self._send(200, {"id": exp.id, "name": exp.name, "fullName": f"{user.name}/{exp.name}",
-                             "author": {"id": user.id, "name": user.name},
-                             "workspaceRef": {"id": exp.workspace_id,
-                                              "fullName": s.workspace_full_name(s.workspaces[exp.workspace_id])},
-                             "jobs": [{"id": j.id} for j in exp.jobs]})
+            self._send(
+                200,
+                {
+                    "id": exp.id,
+                    "name": exp.name,
+                    "fullName": f"{user.name}/{exp.name}",
+                    "author": {"id": user.id, "name": user.name},
+                    "workspaceRef": {
+                        "id": exp.workspace_id,
+                        "fullName": s.workspace_full_name(s.workspaces[exp.workspace_id]),
+                    },
+                    "jobs": [{"id": j.id} for j in exp.jobs],
+                },
+            )
 
         def _PutSecretValue(self, user, args, query, body) -> None:
             s = fake.state.put_secret(args[0], args[1], body, author_id=user.id)
@@ -132,7 +143,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
 
             try:
                 code, out = handle_admin(fake, method, path, json.loads(body) if body else {})
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 code, out = 400, {"message": f"{type(e).__name__}: {e}"}
             self._send(code, out)
 
@@ -184,7 +195,8 @@ def start_https(fake: FakeBeaker, cert_file: str, key_file: str) -> tuple[_TLSSe
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert_file, key_file)
     server = _TLSServer(("127.0.0.1", 0), make_handler(fake), ctx)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakebeaker-https",
-                              daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakebeaker-https", daemon=True
+    )
     thread.start()
     return server, thread

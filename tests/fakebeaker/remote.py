@@ -1,10 +1,10 @@
 """Admin API of a fake running in another process (`python -m fakebeaker`), and a small client for it.
 
-    GET  /__fake__/calls        -> {"calls": {method: n}, "total": n}
-    POST /__fake__/reset_calls
-    GET  /__fake__/env          -> {"env": {...}, "config": {...}}
-    POST /__fake__/call  {"target": "state"|"faults", "method": "finish_job", "args": [...], "kwargs": {...}}
-         -> {"result": <id of the returned object, or the JSON value>}
+GET  /__fake__/calls        -> {"calls": {method: n}, "total": n}
+POST /__fake__/reset_calls
+GET  /__fake__/env          -> {"env": {...}, "config": {...}}
+POST /__fake__/call  {"target": "state"|"faults", "method": "finish_job", "args": [...], "kwargs": {...}}
+     -> {"result": <id of the returned object, or the JSON value>}
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ def handle_admin(fake: FakeBeaker, method: str, path: str, body: dict) -> tuple[
         name = body.get("method", "")
         if target is None or name.startswith("_") or not callable(getattr(target, name, None)):
             return 400, {"message": f"no such admin call: {body.get('target')}.{name}"}
-        return 200, {"result": _jsonable(getattr(target, name)(*body.get("args", []), **body.get("kwargs", {})))}
+        return 200, {
+            "result": _jsonable(getattr(target, name)(*body.get("args", []), **body.get("kwargs", {})))
+        }
     return 404, {"message": f"unknown admin route {method} {path}"}
 
 
@@ -63,10 +65,12 @@ class RemoteFake:
 
     def _request(self, method: str, op: str, body: dict | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{self.admin_url}/{op}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
-                                             urllib.request.HTTPSHandler(context=self._ctx))
+        req = urllib.request.Request(
+            f"{self.admin_url}/{op}", data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=self._ctx)
+        )
         with opener.open(req, timeout=30) as resp:
             return json.loads(resp.read() or b"{}")
 
@@ -91,6 +95,8 @@ class _Proxy:
 
     def __getattr__(self, name: str):
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self._remote._request("POST", "call", {"target": self._target, "method": name,
-                                                          "args": list(args), "kwargs": kwargs})["result"]
+            return self._remote._request(
+                "POST", "call", {"target": self._target, "method": name, "args": list(args), "kwargs": kwargs}
+            )["result"]
+
         return call

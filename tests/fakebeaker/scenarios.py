@@ -24,34 +24,79 @@ def basic(state: State) -> State:
     s.add_user("alice", "token-alice")
     s.add_user("bob", "token-bob")
     s.add_budget("ai2/oe-default")
-    s.add_workspace("ai2/launchkit", budget="ai2/oe-default", author="alice", description="launchkit tests",
-                    secrets=BASIC_SECRETS)
+    s.add_workspace(
+        "ai2/launchkit",
+        budget="ai2/oe-default",
+        author="alice",
+        description="launchkit tests",
+        secrets=BASIC_SECRETS,
+    )
     s.add_workspace("ai2/no-budget", author="bob")
     s.add_image("alice/base", docker_tag="ghcr.io/example/base:latest")
     h100, a100, l40s = "NVIDIA_H100", "NVIDIA_A100_80GB", "NVIDIA_L40S"
-    s.add_cluster("ai2/jupiter-cirrascale-2", aliases=["jupiter"], tags=["interconnect:ib", "storage:weka"],
-                  nodes=[{"gpu_type": h100, "assigned": a} for a in (8, 4, 0, 8)])
-    s.add_cluster("ai2/saturn-cirrascale", aliases=["saturn"], tags=["storage:weka"],
-                  nodes=[{"gpu_type": a100, "assigned": 6}, {"gpu_type": a100, "assigned": 8},
-                         {"gpu_type": l40s, "assigned": 0}, {"gpu_type": l40s, "assigned": 2}])
-    s.add_cluster("ai2/ceres-cirrascale", aliases=["ceres"], tags=["interconnect:ib", "storage:weka"],
-                  nodes=[{"gpu_type": h100, "assigned": 8} for _ in range(2)])
-    s.add_cluster("ai2/augusta-google-1", aliases=["augusta"], tags=["interconnect:tcpxo"],
-                  nodes=[{"gpu_type": h100, "assigned": 0, "cordoned": True}, {"gpu_type": h100, "assigned": 2}])
-    s.add_cluster("ai2/phobos-cirrascale", aliases=["phobos"], tags=["cpu-only"],
-                  nodes=[{"gpu_type": None, "gpus": 0}])
-    s.add_cluster("ai2/interactive", aliases=["sessions"], max_task_timeout=0,
-                  nodes=[{"gpu_type": h100, "assigned": 0}])
-    s.add_cluster("ai2/triton-cirrascale", aliases=["triton"], max_task_timeout=2 * 86400 * NS,
-                  nodes=[{"gpu_type": l40s, "assigned": 3}])
+    s.add_cluster(
+        "ai2/jupiter-cirrascale-2",
+        aliases=["jupiter"],
+        tags=["interconnect:ib", "storage:weka"],
+        nodes=[{"gpu_type": h100, "assigned": a} for a in (8, 4, 0, 8)],
+    )
+    s.add_cluster(
+        "ai2/saturn-cirrascale",
+        aliases=["saturn"],
+        tags=["storage:weka"],
+        nodes=[
+            {"gpu_type": a100, "assigned": 6},
+            {"gpu_type": a100, "assigned": 8},
+            {"gpu_type": l40s, "assigned": 0},
+            {"gpu_type": l40s, "assigned": 2},
+        ],
+    )
+    s.add_cluster(
+        "ai2/ceres-cirrascale",
+        aliases=["ceres"],
+        tags=["interconnect:ib", "storage:weka"],
+        nodes=[{"gpu_type": h100, "assigned": 8} for _ in range(2)],
+    )
+    s.add_cluster(
+        "ai2/augusta-google-1",
+        aliases=["augusta"],
+        tags=["interconnect:tcpxo"],
+        nodes=[{"gpu_type": h100, "assigned": 0, "cordoned": True}, {"gpu_type": h100, "assigned": 2}],
+    )
+    s.add_cluster(
+        "ai2/phobos-cirrascale", aliases=["phobos"], tags=["cpu-only"], nodes=[{"gpu_type": None, "gpus": 0}]
+    )
+    s.add_cluster(
+        "ai2/interactive", aliases=["sessions"], max_task_timeout=0, nodes=[{"gpu_type": h100, "assigned": 0}]
+    )
+    s.add_cluster(
+        "ai2/triton-cirrascale",
+        aliases=["triton"],
+        max_task_timeout=2 * 86400 * NS,
+        nodes=[{"gpu_type": l40s, "assigned": 3}],
+    )
     return s
 
 
-GPU_CHOICES = ["NVIDIA_H100", "NVIDIA_A100_80GB", "NVIDIA_L40S", "NVIDIA_H200", "NVIDIA_B200", "NVIDIA_A100_40GB"]
+GPU_CHOICES = [
+    "NVIDIA_H100",
+    "NVIDIA_A100_80GB",
+    "NVIDIA_L40S",
+    "NVIDIA_H200",
+    "NVIDIA_B200",
+    "NVIDIA_A100_40GB",
+]
 
 
-def demo(state: State, *, clusters: int = 40, workloads: int = 200, other_workloads: int = 20,
-         log_lines: int = 200_000, seed: int = 7) -> State:
+def demo(
+    state: State,
+    *,
+    clusters: int = 40,
+    workloads: int = 200,
+    other_workloads: int = 20,
+    log_lines: int = 200_000,
+    seed: int = 7,
+) -> State:
     """Benchmark scenario on top of `basic`: `clusters` more clusters `ai2/bench-NN` (4-12 nodes, every
     fifth with mixed GPU types, random occupancy, a few taking no batch jobs), `workloads` experiments
     `bench-NNN` in ai2/launchkit over the last ~4 days by alice and bob whose tasks carry both
@@ -66,19 +111,29 @@ def demo(state: State, *, clusters: int = 40, workloads: int = 200, other_worklo
         nodes = []
         for k in range(rnd.randint(4, 12)):
             gpu = other if (i % 5 == 0 and k % 3 == 2) else main
-            nodes.append({"gpu_type": gpu, "assigned": rnd.choice([0, 2, 4, 8, 8, 8]),
-                          "cordoned": rnd.random() < 0.05})
-        s.add_cluster(f"ai2/bench-{i:02d}", aliases=[f"b{i:02d}"], tags=["interconnect:ib"] if i % 2 else [],
-                      max_task_timeout=0 if i % 13 == 12 else None, nodes=nodes)
+            nodes.append(
+                {"gpu_type": gpu, "assigned": rnd.choice([0, 2, 4, 8, 8, 8]), "cordoned": rnd.random() < 0.05}
+            )
+        s.add_cluster(
+            f"ai2/bench-{i:02d}",
+            aliases=[f"b{i:02d}"],
+            tags=["interconnect:ib"] if i % 2 else [],
+            max_task_timeout=0 if i % 13 == 12 else None,
+            nodes=nodes,
+        )
     now = s.clock()
     statuses = ["running", "succeeded", "failed", "queued", "succeeded", "canceled"]
     tools = {"GANTRY_VERSION": "3.7.0", "LAUNCHKIT_VERSION": "0.1.0"}
     for i in range(workloads + other_workloads):
         tagged = i < workloads
-        exp = s.add_experiment("ai2/launchkit", f"bench-{i:03d}" if tagged else f"other-{i - workloads:03d}",
-                               author="alice" if i % 3 else "bob", description=f"benchmark workload {i}",
-                               env=tools if tagged else {},
-                               created=now - (workloads + other_workloads - i) * 1800 * NS)
+        exp = s.add_experiment(
+            "ai2/launchkit",
+            f"bench-{i:03d}" if tagged else f"other-{i - workloads:03d}",
+            author="alice" if i % 3 else "bob",
+            description=f"benchmark workload {i}",
+            env=tools if tagged else {},
+            created=now - (workloads + other_workloads - i) * 1800 * NS,
+        )
         drive(s, exp, statuses[i % len(statuses)], lines=[f"workload {i} line {k}" for k in range(3)])
     big = s.add_experiment("ai2/launchkit", "follow-200k", author="alice", description="200k log lines")
     job = s.start_job(big)
@@ -87,8 +142,15 @@ def demo(state: State, *, clusters: int = 40, workloads: int = 200, other_worklo
     return s
 
 
-def drive(s: State, exp: Experiment, status: str, *, exit_code: int | None = None,
-          lines: list[str] | None = None, synthetic_lines: int = 0) -> None:
+def drive(
+    s: State,
+    exp: Experiment,
+    status: str,
+    *,
+    exit_code: int | None = None,
+    lines: list[str] | None = None,
+    synthetic_lines: int = 0,
+) -> None:
     """Move every task's job of `exp` to `status` (queued, running, succeeded, failed, canceled, preempted)."""
     for task in exp.tasks:
         job = task.latest_job
@@ -125,8 +187,13 @@ def load_yaml(path: str | Path, state: State) -> dict[str, Any]:
     for b in doc.get("budgets") or []:
         s.add_budget(b)
     for w in doc.get("workspaces") or []:
-        s.add_workspace(w["name"], budget=w.get("budget"), author=w.get("author"),
-                        description=w.get("description", ""), secrets=w.get("secrets"))
+        s.add_workspace(
+            w["name"],
+            budget=w.get("budget"),
+            author=w.get("author"),
+            description=w.get("description", ""),
+            secrets=w.get("secrets"),
+        )
     for i in doc.get("images") or []:
         s.add_image(i["name"], workspace=i.get("workspace"), docker_tag=i.get("docker_tag", ""))
     for c in doc.get("clusters") or []:
@@ -135,16 +202,33 @@ def load_yaml(path: str | Path, state: State) -> dict[str, Any]:
             n = dict(n)
             nodes += [n] * int(n.pop("count", 1))
         timeout = c.get("max_task_timeout")
-        s.add_cluster(c["name"], aliases=c.get("aliases") or [], tags=c.get("tags") or [],
-                      max_task_timeout=None if timeout is None else int(timeout * NS), nodes=nodes)
+        s.add_cluster(
+            c["name"],
+            aliases=c.get("aliases") or [],
+            tags=c.get("tags") or [],
+            max_task_timeout=None if timeout is None else int(timeout * NS),
+            nodes=nodes,
+        )
     now = s.clock()
     for e in doc.get("experiments") or []:
-        exp = s.add_experiment(e["workspace"], e["name"], author=e["author"], description=e.get("description", ""),
-                               task_names=e.get("tasks") or ["main"], env=e.get("env"),
-                               replicas=e.get("replicas", 1),
-                               created=now - int(e["created_ago"] * NS) if "created_ago" in e else None)
-        drive(s, exp, e.get("status", "queued"), exit_code=e.get("exit_code"), lines=e.get("logs"),
-              synthetic_lines=int(e.get("synthetic_logs", 0)))
+        exp = s.add_experiment(
+            e["workspace"],
+            e["name"],
+            author=e["author"],
+            description=e.get("description", ""),
+            task_names=e.get("tasks") or ["main"],
+            env=e.get("env"),
+            replicas=e.get("replicas", 1),
+            created=now - int(e["created_ago"] * NS) if "created_ago" in e else None,
+        )
+        drive(
+            s,
+            exp,
+            e.get("status", "queued"),
+            exit_code=e.get("exit_code"),
+            lines=e.get("logs"),
+            synthetic_lines=int(e.get("synthetic_logs", 0)),
+        )
     return {k: doc[k] for k in ("latency", "default_user", "default_workspace") if k in doc}
 
 

@@ -27,9 +27,16 @@ class FakeBeaker:
     ...     subprocess.run([...], env={**os.environ, **fake.env})   # another process
     """
 
-    def __init__(self, state: State | None = None, *, scenario: str | None = "basic", workers: int = 64,
-                 directory: str | os.PathLike | None = None, default_user: str | None = None,
-                 default_workspace: str | None = None) -> None:
+    def __init__(
+        self,
+        state: State | None = None,
+        *,
+        scenario: str | None = "basic",
+        workers: int = 64,
+        directory: str | os.PathLike | None = None,
+        default_user: str | None = None,
+        default_workspace: str | None = None,
+    ) -> None:
         from . import scenarios
 
         self.state = state if state is not None else State()
@@ -57,8 +64,9 @@ class FakeBeaker:
         ready = threading.Event()
         errors: list[BaseException] = []
         self._loop = asyncio.new_event_loop()
-        self._loop_thread = threading.Thread(target=self._serve_grpc, args=(ready, errors),
-                                             name="fakebeaker-grpc", daemon=True)
+        self._loop_thread = threading.Thread(
+            target=self._serve_grpc, args=(ready, errors), name="fakebeaker-grpc", daemon=True
+        )
         self._loop_thread.start()
         ready.wait(30)
         if errors or not self.rpc_port:
@@ -79,10 +87,15 @@ class FakeBeaker:
 
         async def main() -> None:
             pool = futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fakebeaker-rpc")
-            server = grpc.aio.server(migration_thread_pool=pool, maximum_concurrent_rpcs=None,
-                                     options=[("grpc.max_send_message_length", 64 << 20),
-                                              ("grpc.max_receive_message_length", 64 << 20),
-                                              ("grpc.so_reuseport", 0)])
+            server = grpc.aio.server(
+                migration_thread_pool=pool,
+                maximum_concurrent_rpcs=None,
+                options=[
+                    ("grpc.max_send_message_length", 64 << 20),
+                    ("grpc.max_receive_message_length", 64 << 20),
+                    ("grpc.so_reuseport", 0),
+                ],
+            )
             beaker_pb2_grpc.add_BeakerServicer_to_server(FakeServicer(self), server)
             creds = grpc.ssl_server_credentials([(self.tls.key_pem, self.tls.cert_pem)])
             self.rpc_port = server.add_secure_port("127.0.0.1:0", creds)
@@ -100,7 +113,7 @@ class FakeBeaker:
 
         try:
             loop.run_until_complete(main())
-        except BaseException as e:  # noqa: BLE001 - reported to start()
+        except BaseException as e:
             errors.append(e)
             ready.set()
         finally:
@@ -173,11 +186,21 @@ class FakeBeaker:
     def config(self, user: str | User | None = None, workspace: str | None = None) -> dict[str, Any]:
         """The beaker-py config (`~/.beaker/config.yml` contents) for `user`."""
         u = self.user(user)
-        return {"user_token": u.token, "agent_address": self.agent_address, "rpc_address": self.rpc_address,
-                "default_org": self.state.org_name(u.org_id), "default_workspace": self.workspace_name(workspace)}
+        return {
+            "user_token": u.token,
+            "agent_address": self.agent_address,
+            "rpc_address": self.rpc_address,
+            "default_org": self.state.org_name(u.org_id),
+            "default_workspace": self.workspace_name(workspace),
+        }
 
-    def write_config(self, path: str | os.PathLike | None = None, *, user: str | User | None = None,
-                     workspace: str | None = None) -> Path:
+    def write_config(
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        user: str | User | None = None,
+        workspace: str | None = None,
+    ) -> Path:
         import yaml
 
         p = Path(path) if path is not None else self.dir / f"beaker-config-{self.user(user).name}.yml"
@@ -185,8 +208,13 @@ class FakeBeaker:
         p.write_text(yaml.safe_dump(cfg))
         return p
 
-    def env_for(self, user: str | User | None = None, *, workspace: str | None = None,
-                config_path: str | os.PathLike | None = None) -> dict[str, str]:
+    def env_for(
+        self,
+        user: str | User | None = None,
+        *,
+        workspace: str | None = None,
+        config_path: str | os.PathLike | None = None,
+    ) -> dict[str, str]:
         """Environment variables that point a beaker-py process (launchkit, gantry) at this fake."""
         u = self.user(user)
         cfg = self.write_config(config_path, user=u, workspace=workspace)
@@ -206,8 +234,14 @@ class FakeBeaker:
         """`env_for()` of the default user."""
         return self.env_for()
 
-    def client(self, user: str | User | None = None, *, workspace: str | None = None, max_retries: int = 2,
-               backoff: float = 0.01):
+    def client(
+        self,
+        user: str | User | None = None,
+        *,
+        workspace: str | None = None,
+        max_retries: int = 2,
+        backoff: float = 0.01,
+    ):
         """A `beaker.Beaker` for this fake, for in-process use. Needs no environment variables: it trusts the
         fake's CA explicitly (gRPC root certificates, requests `verify`) and ignores proxies. Retries are
         bounded and fast (`max_retries`, `backoff` seconds) - but beaker-py still retries UNAVAILABLE and
@@ -215,9 +249,13 @@ class FakeBeaker:
         from beaker.config import Config
 
         cfg = self.config(user, workspace)
-        config = Config(user_token=cfg["user_token"], agent_address=cfg["agent_address"],
-                        rpc_address=cfg["rpc_address"], default_org=cfg["default_org"],
-                        default_workspace=cfg["default_workspace"])
+        config = Config(
+            user_token=cfg["user_token"],
+            agent_address=cfg["agent_address"],
+            rpc_address=cfg["rpc_address"],
+            default_org=cfg["default_org"],
+            default_workspace=cfg["default_workspace"],
+        )
         client = _client_class()(config, check_for_upgrades=False)
         client._fake_ca_pem = self.tls.ca_pem
         client._fake_ca_file = str(self.tls.ca_file)
@@ -247,10 +285,14 @@ def _client_class():
         def service(self) -> beaker_pb2_grpc.BeakerStub:
             if self._service is None:
                 self._channel = grpc.secure_channel(
-                    self.config.rpc_address, grpc.ssl_channel_credentials(root_certificates=self._fake_ca_pem),
-                    options=[("grpc.max_send_message_length", self.RPC_MAX_SEND_MESSAGE_LENGTH),
-                             ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH),
-                             ("grpc.enable_http_proxy", 0)])
+                    self.config.rpc_address,
+                    grpc.ssl_channel_credentials(root_certificates=self._fake_ca_pem),
+                    options=[
+                        ("grpc.max_send_message_length", self.RPC_MAX_SEND_MESSAGE_LENGTH),
+                        ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH),
+                        ("grpc.enable_http_proxy", 0),
+                    ],
+                )
                 self._service = beaker_pb2_grpc.BeakerStub(self._channel)
             return self._service
 

@@ -69,35 +69,70 @@ class Convert:
         s = self.s
         author = s.users.get(w.author_id)
         return pb2.Workspace(
-            id=w.id, name=s.workspace_full_name(w), description=w.description, created=ts(w.created),
-            modified=ts(w.created), owner_org=self.org(s.orgs[w.org_id]), author_user=self.user(author) if author else None,
-            archived=w.archived, budget_id=w.budget_id or "",
+            id=w.id,
+            name=s.workspace_full_name(w),
+            description=w.description,
+            created=ts(w.created),
+            modified=ts(w.created),
+            owner_org=self.org(s.orgs[w.org_id]),
+            author_user=self.user(author) if author else None,
+            archived=w.archived,
+            budget_id=w.budget_id or "",
         )
 
     def budget(self, b) -> pb2.Budget:
         org = self.s.orgs[b.org_id]
-        return pb2.Budget(id=b.id, organization_id=org.id, name=b.name, organization_name=org.name,
-                          full_name=f"{org.name}/{b.name}", created=ts(b.created))
+        return pb2.Budget(
+            id=b.id,
+            organization_id=org.id,
+            name=b.name,
+            organization_name=org.name,
+            full_name=f"{org.name}/{b.name}",
+            created=ts(b.created),
+        )
 
     def secret(self, sec) -> pb2.Secret:
-        return pb2.Secret(name=sec.name, created=ts(sec.created), updated=ts(sec.updated), author_id=sec.author_id)
+        return pb2.Secret(
+            name=sec.name, created=ts(sec.created), updated=ts(sec.updated), author_id=sec.author_id
+        )
 
     def image(self, i) -> pb2.Image:
         author = self.s.users[i.author_id]
-        return pb2.Image(id=i.id, name=i.name, full_name=f"{author.name}/{i.name}", workspace_id=i.workspace_id,
-                         author_id=i.author_id, created=ts(i.created), committed=ts(i.created),
-                         docker_tag=i.docker_tag)
+        return pb2.Image(
+            id=i.id,
+            name=i.name,
+            full_name=f"{author.name}/{i.name}",
+            workspace_id=i.workspace_id,
+            author_id=i.author_id,
+            created=ts(i.created),
+            committed=ts(i.created),
+            docker_tag=i.docker_tag,
+        )
 
     def dataset(self, d) -> pb2.Dataset:
         author = self.s.users[d.author_id]
-        return pb2.Dataset(id=d.id, name=d.name, full_name=f"{author.name}/{d.name}", author_id=d.author_id,
-                           workspace_id=d.workspace_id, created=ts(d.created), committed=ts(d.created))
+        return pb2.Dataset(
+            id=d.id,
+            name=d.name,
+            full_name=f"{author.name}/{d.name}",
+            author_id=d.author_id,
+            workspace_id=d.workspace_id,
+            created=ts(d.created),
+            committed=ts(d.created),
+        )
 
     def group(self, g) -> pb2.Group:
         author = self.s.users[g.author_id]
-        return pb2.Group(id=g.id, name=g.name, full_name=f"{author.name}/{g.name}", description=g.description,
-                         workspace_id=g.workspace_id, author_id=g.author_id, created=ts(g.created),
-                         modified=ts(g.created))
+        return pb2.Group(
+            id=g.id,
+            name=g.name,
+            full_name=f"{author.name}/{g.name}",
+            description=g.description,
+            workspace_id=g.workspace_id,
+            author_id=g.author_id,
+            created=ts(g.created),
+            modified=ts(g.created),
+        )
 
     @staticmethod
     def slot_counts(nodes: list[Node]) -> pb2.SlotCounts:
@@ -105,37 +140,71 @@ class Convert:
         assigned = sum(min(n.assigned, n.slots) for n in nodes)
         cordoned = sum(n.slots for n in nodes if n.cordoned)
         available = sum(n.available for n in nodes)
-        return pb2.SlotCounts(total=total, available=available, occupied=assigned, assigned=assigned,
-                              cordoned=cordoned)
+        return pb2.SlotCounts(
+            total=total, available=available, occupied=assigned, assigned=assigned, cordoned=cordoned
+        )
 
     def running_jobs(self, node_ids: set[str]) -> int:
-        return sum(1 for j in self.s.jobs.values()
-                   if j.node_id in node_ids and j.started is not None and j.exited is None)
+        return sum(
+            1
+            for j in self.s.jobs.values()
+            if j.node_id in node_ids and j.started is not None and j.exited is None
+        )
 
     def cluster(self, c: Cluster, occupancy: bool = False) -> pb2.Cluster:
         org = self.s.orgs[c.org_id]
-        msg = pb2.Cluster(id=c.id, name=c.name, organization_id=org.id, organization_name=org.name,
-                          created=ts(c.created), aliases=c.aliases, tags=c.tags, node_count=len(c.nodes),
-                          expected_node_count=len(c.nodes))
+        msg = pb2.Cluster(
+            id=c.id,
+            name=c.name,
+            organization_id=org.id,
+            organization_name=org.name,
+            created=ts(c.created),
+            aliases=c.aliases,
+            tags=c.tags,
+            node_count=len(c.nodes),
+            expected_node_count=len(c.nodes),
+        )
         if c.max_task_timeout is not None:
-            msg.max_task_timeout.CopyFrom(Duration(seconds=c.max_task_timeout // NS, nanos=c.max_task_timeout % NS))
+            msg.max_task_timeout.CopyFrom(
+                Duration(seconds=c.max_task_timeout // NS, nanos=c.max_task_timeout % NS)
+            )
         if occupancy:
-            msg.cluster_occupancy.CopyFrom(pb2.ClusterOccupancy(
-                running_jobs_count=self.running_jobs({n.id for n in c.nodes}),
-                slot_counts=self.slot_counts(c.nodes),
-                node_occupancies=[pb2.NodeOccupancy(node_id=n.id, running_jobs_count=self.running_jobs({n.id}),
-                                                    slot_counts=self.slot_counts([n])) for n in c.nodes],
-            ))
+            msg.cluster_occupancy.CopyFrom(
+                pb2.ClusterOccupancy(
+                    running_jobs_count=self.running_jobs({n.id for n in c.nodes}),
+                    slot_counts=self.slot_counts(c.nodes),
+                    node_occupancies=[
+                        pb2.NodeOccupancy(
+                            node_id=n.id,
+                            running_jobs_count=self.running_jobs({n.id}),
+                            slot_counts=self.slot_counts([n]),
+                        )
+                        for n in c.nodes
+                    ],
+                )
+            )
         return msg
 
     def node(self, n: Node) -> pb2.Node:
-        msg = pb2.Node(id=n.id, cluster_id=n.cluster_id, hostname=n.hostname, created=ts(n.created),
-                       heartbeat=ts(self.s.clock()),
-                       node_resources=pb2.NodeResources(
-                           cpu_count=n.cpu_count, memory_bytes=n.memory_bytes,
-                           gpu_ids=[f"GPU-{i}" for i in range(n.gpu_count)], gpu_type=n.gpu_type,
-                           slot_details=pb2.SlotDetails(slot_count=n.slots, gpu_count=n.gpu_count,
-                                                        cpu_count=float(n.cpu_count), memory_bytes=n.memory_bytes)))
+        msg = pb2.Node(
+            id=n.id,
+            cluster_id=n.cluster_id,
+            hostname=n.hostname,
+            created=ts(n.created),
+            heartbeat=ts(self.s.clock()),
+            node_resources=pb2.NodeResources(
+                cpu_count=n.cpu_count,
+                memory_bytes=n.memory_bytes,
+                gpu_ids=[f"GPU-{i}" for i in range(n.gpu_count)],
+                gpu_type=n.gpu_type,
+                slot_details=pb2.SlotDetails(
+                    slot_count=n.slots,
+                    gpu_count=n.gpu_count,
+                    cpu_count=float(n.cpu_count),
+                    memory_bytes=n.memory_bytes,
+                ),
+            ),
+        )
         if n.cordoned:
             msg.cordon_details.CopyFrom(pb2.CordonDetails(cordoned=ts(n.created), cordon_reason="cordoned"))
         return msg
@@ -143,42 +212,78 @@ class Convert:
     def container_spec(self, spec: dict[str, Any]) -> pb2.ContainerSpec:
         image = spec.get("image") or {}
         res = spec.get("resources") or {}
-        envs = [pb2.EnvironmentVariable(name=e["name"], literal=e.get("value") or "",
-                                        secret_reference=e.get("secret") or "") for e in spec.get("envVars") or []]
+        envs = [
+            pb2.EnvironmentVariable(
+                name=e["name"], literal=e.get("value") or "", secret_reference=e.get("secret") or ""
+            )
+            for e in spec.get("envVars") or []
+        ]
         return pb2.ContainerSpec(
-            image_id=image.get("beaker") or "", docker_reference=image.get("docker") or "",
+            image_id=image.get("beaker") or "",
+            docker_reference=image.get("docker") or "",
             command=[str(x) for x in spec.get("command") or []],
-            arguments=[str(x) for x in spec.get("arguments") or []], environment_variables=envs,
-            result_path=(spec.get("result") or {}).get("path") or "", host_networking=bool(spec.get("hostNetworking")),
-            resource_request=pb2.ResourceRequest(cpu_count=float(res.get("cpuCount") or 0),
-                                                 gpu_count=int(res.get("gpuCount") or 0)),
+            arguments=[str(x) for x in spec.get("arguments") or []],
+            environment_variables=envs,
+            result_path=(spec.get("result") or {}).get("path") or "",
+            host_networking=bool(spec.get("hostNetworking")),
+            resource_request=pb2.ResourceRequest(
+                cpu_count=float(res.get("cpuCount") or 0), gpu_count=int(res.get("gpuCount") or 0)
+            ),
         )
 
     def system_details(self, t: Task) -> pb2.SystemDetails:
-        return pb2.SystemDetails(replica_group_details=pb2.ReplicaGroupDetails(
-            id=f"{t.experiment.id}-{t.name}" if t.replica_count > 1 else "", size=t.replica_count,
-            rank=t.replica_rank, is_leader_replica=t.replica_rank == 0))
+        return pb2.SystemDetails(
+            replica_group_details=pb2.ReplicaGroupDetails(
+                id=f"{t.experiment.id}-{t.name}" if t.replica_count > 1 else "",
+                size=t.replica_count,
+                rank=t.replica_rank,
+                is_leader_replica=t.replica_rank == 0,
+            )
+        )
 
     def task(self, t: Task) -> pb2.Task:
         latest = t.latest_job
-        return pb2.Task(id=t.id, experiment_id=t.experiment.id, name=t.name, author_id=t.experiment.author_id,
-                        created=ts(t.created), container_spec=self.container_spec(t.spec),
-                        system_details=self.system_details(t),
-                        status=getattr(pb2, "STATUS_" + (latest.status_name if latest else "SUBMITTED")))
+        return pb2.Task(
+            id=t.id,
+            experiment_id=t.experiment.id,
+            name=t.name,
+            author_id=t.experiment.author_id,
+            created=ts(t.created),
+            container_spec=self.container_spec(t.spec),
+            system_details=self.system_details(t),
+            status=getattr(pb2, "STATUS_" + (latest.status_name if latest else "SUBMITTED")),
+        )
 
     def experiment(self, e: Experiment) -> pb2.Experiment:
-        return pb2.Experiment(id=e.id, name=e.name, author_id=e.author_id, workspace_id=e.workspace_id,
-                              description=e.description, tasks=[self.task(t) for t in e.tasks],
-                              created=ts(e.created), canceled=ts(e.canceled))
+        return pb2.Experiment(
+            id=e.id,
+            name=e.name,
+            author_id=e.author_id,
+            workspace_id=e.workspace_id,
+            description=e.description,
+            tasks=[self.task(t) for t in e.tasks],
+            created=ts(e.created),
+            canceled=ts(e.canceled),
+        )
 
     def workload(self, e: Experiment) -> pb2.Workload:
-        return pb2.Workload(experiment=self.experiment(e), status=getattr(pb2, "STATUS_" + e.status_name),
-                            budget_id=e.budget_id)
+        return pb2.Workload(
+            experiment=self.experiment(e),
+            status=getattr(pb2, "STATUS_" + e.status_name),
+            budget_id=e.budget_id,
+        )
 
     def job_status(self, j: Job) -> pb2.JobStatus:
-        st = pb2.JobStatus(status=getattr(pb2, "STATUS_" + j.status_name), created=ts(j.created),
-                           scheduled=ts(j.scheduled), started=ts(j.started), exited=ts(j.exited),
-                           finalized=ts(j.finalized), canceled=ts(j.canceled), message=j.message)
+        st = pb2.JobStatus(
+            status=getattr(pb2, "STATUS_" + j.status_name),
+            created=ts(j.created),
+            scheduled=ts(j.scheduled),
+            started=ts(j.started),
+            exited=ts(j.exited),
+            finalized=ts(j.finalized),
+            canceled=ts(j.canceled),
+            message=j.message,
+        )
         if j.exit_code is not None:
             st.exit_code = j.exit_code
         if j.canceled is not None:
@@ -193,23 +298,41 @@ class Convert:
         author = self.s.users[e.author_id]
         ws = self.s.workspaces[e.workspace_id]
         msg = pb2.Job(
-            id=j.id, task_id=t.id, name=f"{e.name}-{t.name}", author_id=e.author_id, workspace_id=e.workspace_id,
-            status=self.job_status(j), container_spec=self.container_spec(t.spec), system_details=self.system_details(t),
-            workload_id=e.id, workspace_reference=self.s.workspace_full_name(ws), author_reference=author.name,
-            retry_ancestor_id=j.retry_ancestor_id, budget_id=e.budget_id, workload_created=ts(e.created),
+            id=j.id,
+            task_id=t.id,
+            name=f"{e.name}-{t.name}",
+            author_id=e.author_id,
+            workspace_id=e.workspace_id,
+            status=self.job_status(j),
+            container_spec=self.container_spec(t.spec),
+            system_details=self.system_details(t),
+            workload_id=e.id,
+            workspace_reference=self.s.workspace_full_name(ws),
+            author_reference=author.name,
+            retry_ancestor_id=j.retry_ancestor_id,
+            budget_id=e.budget_id,
+            workload_created=ts(e.created),
         )
         ad = msg.assignment_details
         ad.result_dataset_id = j.result_dataset_id
         if j.node_id:
             ad.node_id = j.node_id
-            ad.resource_assignment.CopyFrom(pb2.ResourceAssignment(gpus=[f"GPU-{i}" for i in range(j.gpus)],
-                                                                   assigned_slots_count=max(j.gpus, 1)))
+            ad.resource_assignment.CopyFrom(
+                pb2.ResourceAssignment(
+                    gpus=[f"GPU-{i}" for i in range(j.gpus)], assigned_slots_count=max(j.gpus, 1)
+                )
+            )
         return msg
 
     def summarized_event(self, j: Job, ev) -> pb2.SummarizedJobEvent:
-        return pb2.SummarizedJobEvent(job_id=j.id, status=ev.status, occurrences=ev.occurrences,
-                                      earliest_occurrence=ts(ev.earliest), latest_occurrence=ts(ev.latest),
-                                      latest_message=ev.message)
+        return pb2.SummarizedJobEvent(
+            job_id=j.id,
+            status=ev.status,
+            occurrences=ev.occurrences,
+            earliest_occurrence=ts(ev.earliest),
+            latest_occurrence=ts(ev.latest),
+            latest_message=ev.message,
+        )
 
 
 def paging(req) -> tuple[Any, int]:
@@ -227,7 +350,7 @@ def paging(req) -> tuple[Any, int]:
 
 def paginate(items: list, opts, start: int) -> tuple[list, str]:
     size = opts.page_size if opts.HasField("page_size") and opts.page_size > 0 else DEFAULT_PAGE_SIZE
-    page = items[start:start + size]
+    page = items[start : start + size]
     if start + size >= len(items):
         return page, ""
     token = base64.urlsafe_b64encode((start + size).to_bytes(4, "big") + opts.SerializeToString()).decode()
@@ -258,7 +381,9 @@ class Impl:
     def ListUsers(self, req, caller):
         o, start = paging(req)
         org = self._org_id(o.organization_id)
-        users = sorted((u for u in self.s.users.values() if org is None or u.org_id == org), key=lambda u: u.name)
+        users = sorted(
+            (u for u in self.s.users.values() if org is None or u.org_id == org), key=lambda u: u.name
+        )
         page, nxt = paginate(users, o, start)
         return pb2.ListUsersResponse(users=[self.c.user(u) for u in page], next_page_token=nxt)
 
@@ -285,14 +410,20 @@ class Impl:
     def ListWorkspaces(self, req, caller):
         o, start = paging(req)
         org = self._org_id(o.organization_id)
-        items = [w for w in self.s.workspaces.values() if (org is None or w.org_id == org)
-                 and w.archived == o.only_archived
-                 and (not o.HasField("author_id") or w.author_id == o.author_id)]
+        items = [
+            w
+            for w in self.s.workspaces.values()
+            if (org is None or w.org_id == org)
+            and w.archived == o.only_archived
+            and (not o.HasField("author_id") or w.author_id == o.author_id)
+        ]
         if o.HasField("name_or_description_substring"):
             sub = o.name_or_description_substring.lower()
             items = [w for w in items if sub in w.name.lower() or sub in w.description.lower()]
-        items.sort(key=lambda w: w.created if o.sort_clause.HasField("created") else w.name,
-                   reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
+        items.sort(
+            key=lambda w: w.created if o.sort_clause.HasField("created") else w.name,
+            reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING,
+        )
         page, nxt = paginate(items, o, start)
         return pb2.ListWorkspacesResponse(workspaces=[self.c.workspace(w) for w in page], next_page_token=nxt)
 
@@ -301,7 +432,8 @@ class Impl:
 
     def ResolveBudgetName(self, req, caller):
         return pb2.ResolveBudgetNameResponse(
-            budget_id=self.s.find_budget(f"{req.organization_name}/{req.budget_name}").id)
+            budget_id=self.s.find_budget(f"{req.organization_name}/{req.budget_name}").id
+        )
 
     def GetSecret(self, req, caller):
         ws = self.s.find_workspace(req.workspace_id)
@@ -312,8 +444,11 @@ class Impl:
     def ListSecrets(self, req, caller):
         o, start = paging(req)
         ws = self.s.find_workspace(o.workspace_id)
-        items = sorted(ws.secrets.values(), key=lambda x: x.created if o.sort_clause.HasField("created") else x.name,
-                       reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
+        items = sorted(
+            ws.secrets.values(),
+            key=lambda x: x.created if o.sort_clause.HasField("created") else x.name,
+            reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING,
+        )
         page, nxt = paginate(items, o, start)
         return pb2.ListSecretsResponse(secrets=[self.c.secret(x) for x in page], next_page_token=nxt)
 
@@ -322,14 +457,19 @@ class Impl:
         return pb2.GetImageResponse(image=self.c.image(self.s.find_image(req.image_id)))
 
     def ResolveImageName(self, req, caller):
-        return pb2.ResolveImageNameResponse(image_id=self.s.find_image(f"{req.author_name}/{req.image_name}").id)
+        return pb2.ResolveImageNameResponse(
+            image_id=self.s.find_image(f"{req.author_name}/{req.image_name}").id
+        )
 
     def ListImages(self, req, caller):
         o, start = paging(req)
-        items = [i for i in self.s.images.values()
-                 if (not o.HasField("workspace_id") or i.workspace_id == o.workspace_id)
-                 and (not o.HasField("author_id") or i.author_id == o.author_id)
-                 and (not o.HasField("image_name_or_description") or o.image_name_or_description in i.name)]
+        items = [
+            i
+            for i in self.s.images.values()
+            if (not o.HasField("workspace_id") or i.workspace_id == o.workspace_id)
+            and (not o.HasField("author_id") or i.author_id == o.author_id)
+            and (not o.HasField("image_name_or_description") or o.image_name_or_description in i.name)
+        ]
         items.sort(key=lambda i: i.name)
         page, nxt = paginate(items, o, start)
         return pb2.ListImagesResponse(images=[self.c.image(i) for i in page], next_page_token=nxt)
@@ -339,14 +479,19 @@ class Impl:
 
     def ResolveDatasetName(self, req, caller):
         return pb2.ResolveDatasetNameResponse(
-            dataset_id=self.s.find_dataset(f"{req.author_name}/{req.dataset_name}").id)
+            dataset_id=self.s.find_dataset(f"{req.author_name}/{req.dataset_name}").id
+        )
 
     def GetGroup(self, req, caller):
         return pb2.GetGroupResponse(group=self.c.group(self.s.find_group(req.group_id)))
 
     def ListGroups(self, req, caller):
         o, start = paging(req)
-        items = [g for g in self.s.groups.values() if not o.HasField("workspace_id") or g.workspace_id == o.workspace_id]
+        items = [
+            g
+            for g in self.s.groups.values()
+            if not o.HasField("workspace_id") or g.workspace_id == o.workspace_id
+        ]
         if o.HasField("name_or_description_substring"):
             items = [g for g in items if o.name_or_description_substring in g.name + g.description]
         items.sort(key=lambda g: g.name)
@@ -375,13 +520,25 @@ class Impl:
     def ListGroupTaskMetrics(self, req, caller):
         o, start = paging(req)
         g = self.s.find_group(o.group_id)
-        items = [t for eid in g.experiment_ids if eid in self.s.experiments for t in self.s.experiments[eid].tasks]
+        items = [
+            t for eid in g.experiment_ids if eid in self.s.experiments for t in self.s.experiments[eid].tasks
+        ]
         page, nxt = paginate(items, o, start)
-        return pb2.ListGroupTaskMetricsResponse(next_page_token=nxt, task_metrics=[
-            pb2.TaskMetrics(task_id=t.id, task_name=t.name, experiment_id=t.experiment.id,
-                            experiment_name=t.experiment.name,
-                            task_status=getattr(pb2, "STATUS_" + (t.latest_job.status_name if t.latest_job else "SUBMITTED")))
-            for t in page])
+        return pb2.ListGroupTaskMetricsResponse(
+            next_page_token=nxt,
+            task_metrics=[
+                pb2.TaskMetrics(
+                    task_id=t.id,
+                    task_name=t.name,
+                    experiment_id=t.experiment.id,
+                    experiment_name=t.experiment.name,
+                    task_status=getattr(
+                        pb2, "STATUS_" + (t.latest_job.status_name if t.latest_job else "SUBMITTED")
+                    ),
+                )
+                for t in page
+            ],
+        )
 
     # ---- clusters, nodes
     def GetCluster(self, req, caller):
@@ -389,7 +546,9 @@ class Impl:
         return pb2.GetClusterResponse(cluster=self.c.cluster(c, req.include_cluster_occupancy))
 
     def ResolveClusterName(self, req, caller):
-        return pb2.ResolveClusterNameResponse(cluster_id=self.s.find_cluster(f"{req.owner_name}/{req.cluster_name}").id)
+        return pb2.ResolveClusterNameResponse(
+            cluster_id=self.s.find_cluster(f"{req.owner_name}/{req.cluster_name}").id
+        )
 
     def ListClusters(self, req, caller):
         o, start = paging(req)
@@ -423,12 +582,16 @@ class Impl:
             items = list(self.s.find_cluster(o.cluster_id).nodes)
         else:
             org = self._org_id(o.organization_id)
-            items = [n for n in self.s.nodes.values() if org is None or self.s.clusters[n.cluster_id].org_id == org]
+            items = [
+                n for n in self.s.nodes.values() if org is None or self.s.clusters[n.cluster_id].org_id == org
+            ]
         sc = o.sort_clause
         if sc.HasField("created"):
             items.sort(key=lambda n: n.created, reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING)
         elif sc.HasField("utilization"):
-            items.sort(key=lambda n: n.assigned / max(n.slots, 1), reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING)
+            items.sort(
+                key=lambda n: n.assigned / max(n.slots, 1), reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING
+            )
         else:
             items.sort(key=lambda n: n.hostname, reverse=sc.sort_order == pb2.SORT_ORDER_DESCENDING)
         page, nxt = paginate(items, o, start)
@@ -470,8 +633,9 @@ class Impl:
             if before is not None and e.created >= before:
                 continue
             items.append(e)
-        items.sort(key=lambda e: (e.created, e.id),
-                   reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING)
+        items.sort(
+            key=lambda e: (e.created, e.id), reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING
+        )
         page, nxt = paginate(items, o, start)
         return pb2.ListWorkloadsResponse(workloads=[self.c.workload(e) for e in page], next_page_token=nxt)
 
@@ -526,8 +690,11 @@ class Impl:
             items = []
         else:
             org = self._org_id(o.organization_id)
-            items = [j for j in self.s.jobs.values()
-                     if org is None or self.s.workspaces[j.experiment.workspace_id].org_id == org]
+            items = [
+                j
+                for j in self.s.jobs.values()
+                if org is None or self.s.workspaces[j.experiment.workspace_id].org_id == org
+            ]
         if o.HasField("finalized"):
             items = [j for j in items if (j.finalized is not None) == o.finalized]
         if o.HasField("scheduled"):
@@ -541,18 +708,22 @@ class Impl:
             items = [j for j in items if (j.canceled is not None) == o.canceled]
         if o.HasField("exited"):
             items = [j for j in items if (j.exited is not None) == o.exited]
-        items.sort(key=lambda j: (j.created, j.id), reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING)
+        items.sort(
+            key=lambda j: (j.created, j.id), reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING
+        )
         page, nxt = paginate(items, o, start)
         return pb2.ListJobsResponse(jobs=[self.c.job(j) for j in page], next_page_token=nxt)
 
     def ListSummarizedJobEvents(self, req, caller):
         o, start = paging(req)
         j = self.s.find_job(o.job_id)
-        events = sorted(j.events, key=lambda ev: ev.latest,
-                        reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING)
+        events = sorted(
+            j.events, key=lambda ev: ev.latest, reverse=o.sort_clause.sort_order == pb2.SORT_ORDER_DESCENDING
+        )
         page, nxt = paginate(events, o, start)
         return pb2.ListSummarizedJobEventsResponse(
-            summarized_job_events=[self.c.summarized_event(j, ev) for ev in page], next_page_token=nxt)
+            summarized_job_events=[self.c.summarized_event(j, ev) for ev in page], next_page_token=nxt
+        )
 
 
 FOLLOW_POLL = 0.02  # seconds between checks for new lines while following
@@ -570,8 +741,11 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
             start = max(start, logs.count - req.tail_lines)
     fault = fake.faults.take_stream_fault()
     max_lines = fault.after_lines if fault is not None and fault.after_lines is not None else None
-    deadline = (time.monotonic() + fault.after_seconds
-                if fault is not None and fault.after_seconds is not None else None)
+    deadline = (
+        time.monotonic() + fault.after_seconds
+        if fault is not None and fault.after_seconds is not None
+        else None
+    )
     sent = 0
     idx = start
     JobLog = pb2.JobLog
@@ -584,7 +758,9 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
             await write(JobLog(timestamp=Timestamp(seconds=t // NS, nanos=t % NS), message=msg))
         sent += stop - idx
         idx = stop
-        if (max_lines is not None and sent >= max_lines) or (deadline is not None and time.monotonic() >= deadline):
+        if (max_lines is not None and sent >= max_lines) or (
+            deadline is not None and time.monotonic() >= deadline
+        ):
             if fault.kind == "cut":
                 raise StreamCut()
             return
@@ -649,7 +825,7 @@ class FakeServicer(beaker_pb2_grpc.BeakerServicer):
             try:
                 with self.fake.state.lock:
                     return body(request, caller)
-            except Exception as exc:  # noqa: BLE001 - mapped to a status the client will not retry
+            except Exception as exc:
                 err = _status_for(exc)
         context.abort(*err)
 
@@ -666,7 +842,7 @@ class FakeServicer(beaker_pb2_grpc.BeakerServicer):
                 err = (grpc.StatusCode.INTERNAL, RST_STREAM_DETAILS)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 err = _status_for(exc)
         await context.abort(*err)
 
@@ -674,6 +850,7 @@ class FakeServicer(beaker_pb2_grpc.BeakerServicer):
 def _unary_method(name: str):
     def method(self, request, context):
         return self._unary(name, request, context)
+
     method.__name__ = name
     return method
 
@@ -682,6 +859,7 @@ def _unsupported_stream(name: str):
     async def method(self, request, context):
         self.fake._record_call(name)
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
+
     method.__name__ = name
     return method
 

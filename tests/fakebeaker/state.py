@@ -327,12 +327,19 @@ class State:
             self.orgs[org.id] = org
             return org
 
-    def add_user(self, name: str, token: str | None = None, *, org: str = "ai2",
-                 display_name: str | None = None) -> User:
+    def add_user(
+        self, name: str, token: str | None = None, *, org: str = "ai2", display_name: str | None = None
+    ) -> User:
         with self.lock:
             o = self.add_org(org)
-            user = User(self.new_id("usr"), name, token or f"token-{name}", display_name or name.title(),
-                        self.now(), o.id)
+            user = User(
+                self.new_id("usr"),
+                name,
+                token or f"token-{name}",
+                display_name or name.title(),
+                self.now(),
+                o.id,
+            )
             self.users[user.id] = user
             return user
 
@@ -344,8 +351,15 @@ class State:
             self.budgets[b.id] = b
             return b
 
-    def add_workspace(self, full_name: str, *, budget: str | None = None, author: str | None = None,
-                      description: str = "", secrets: dict[str, str] | None = None) -> Workspace:
+    def add_workspace(
+        self,
+        full_name: str,
+        *,
+        budget: str | None = None,
+        author: str | None = None,
+        description: str = "",
+        secrets: dict[str, str] | None = None,
+    ) -> Workspace:
         org_name, name = _split(full_name, "workspace")
         with self.lock:
             o = self.add_org(org_name)
@@ -362,7 +376,9 @@ class State:
                 self.put_secret(ws.id, k, v, author_id=author_id)
             return ws
 
-    def put_secret(self, workspace: str, name: str, value: str | bytes = "", *, author_id: str = "") -> Secret:
+    def put_secret(
+        self, workspace: str, name: str, value: str | bytes = "", *, author_id: str = ""
+    ) -> Secret:
         with self.lock:
             ws = self.find_workspace(workspace)
             data = value.encode() if isinstance(value, str) else bytes(value)
@@ -381,37 +397,72 @@ class State:
             self.images[img.id] = img
             return img
 
-    def add_cluster(self, full_name: str, *, aliases: Iterable[str] = (), tags: Iterable[str] = (),
-                    max_task_timeout: int | None = None,
-                    nodes: Iterable[dict[str, Any]] | None = None) -> Cluster:
+    def add_cluster(
+        self,
+        full_name: str,
+        *,
+        aliases: Iterable[str] = (),
+        tags: Iterable[str] = (),
+        max_task_timeout: int | None = None,
+        nodes: Iterable[dict[str, Any]] | None = None,
+    ) -> Cluster:
         """`nodes`: dicts of `add_node` keyword arguments. max_task_timeout in ns (0 = no batch jobs)."""
         org_name, name = _split(full_name, "cluster")
         with self.lock:
             o = self.add_org(org_name)
-            c = Cluster(self.new_id("clu"), o.id, name, self.now(), list(aliases), list(tags), max_task_timeout)
+            c = Cluster(
+                self.new_id("clu"), o.id, name, self.now(), list(aliases), list(tags), max_task_timeout
+            )
             self.clusters[c.id] = c
             for kw in nodes or ():
                 self.add_node(c.id, **kw)
             return c
 
-    def add_node(self, cluster: str, *, gpu_type: str | int | None = "NVIDIA_H100", gpus: int = 8,
-                 assigned: int = 0, cordoned: bool = False, hostname: str | None = None,
-                 cpus: int = 128, memory_bytes: int = 1 << 40) -> Node:
+    def add_node(
+        self,
+        cluster: str,
+        *,
+        gpu_type: str | int | None = "NVIDIA_H100",
+        gpus: int = 8,
+        assigned: int = 0,
+        cordoned: bool = False,
+        hostname: str | None = None,
+        cpus: int = 128,
+        memory_bytes: int = 1 << 40,
+    ) -> Node:
         with self.lock:
             c = self.find_cluster(cluster)
-            n = Node(self.new_id("nod"), c.id, hostname or f"{c.name}-{len(c.nodes) + 1:03d}.example",
-                     gpu_type_value(gpu_type) if gpus else 0, gpus, cpus, memory_bytes, gpus,
-                     self.now(), assigned, cordoned)
+            n = Node(
+                self.new_id("nod"),
+                c.id,
+                hostname or f"{c.name}-{len(c.nodes) + 1:03d}.example",
+                gpu_type_value(gpu_type) if gpus else 0,
+                gpus,
+                cpus,
+                memory_bytes,
+                gpus,
+                self.now(),
+                assigned,
+                cordoned,
+            )
             c.nodes.append(n)
             self.nodes[n.id] = n
             self._touch()
             return n
 
-    def add_group(self, workspace: str, name: str, *, description: str = "", author: str | None = None) -> Group:
+    def add_group(
+        self, workspace: str, name: str, *, description: str = "", author: str | None = None
+    ) -> Group:
         with self.lock:
             ws = self.find_workspace(workspace)
-            g = Group(self.new_id("grp"), name, ws.id, self.find_user(author).id if author else ws.author_id,
-                      self.now(), description)
+            g = Group(
+                self.new_id("grp"),
+                name,
+                ws.id,
+                self.find_user(author).id if author else ws.author_id,
+                self.now(),
+                description,
+            )
             self.groups[g.id] = g
             return g
 
@@ -482,7 +533,8 @@ class State:
             org, _, name = ref.rpartition("/")
             for c in self.clusters.values():
                 if (name == c.name or name in c.aliases or ref in c.aliases) and (
-                        not org or self.orgs[c.org_id].name == org or ref in c.aliases):
+                    not org or self.orgs[c.org_id].name == org or ref in c.aliases
+                ):
                     return c
         raise NotFound(f"cluster {ref!r} not found")
 
@@ -548,8 +600,9 @@ class State:
             return out
 
     # ------------------------------------------------------------ experiments
-    def create_experiment(self, workspace: str, spec: dict[str, Any], *, name: str | None = None,
-                          author: str) -> Experiment:
+    def create_experiment(
+        self, workspace: str, spec: dict[str, Any], *, name: str | None = None, author: str
+    ) -> Experiment:
         """What `POST /api/v3/workspaces/{id}/experiments` does: validate, record, queue one job per task."""
         from beaker.types import BeakerDataSource, BeakerExperimentSpec
 
@@ -561,8 +614,9 @@ class State:
                 for task in parsed.tasks:  # beaker-py 2.8.1 from_json leaves mount sources as dicts
                     for mount in task.datasets or []:
                         if isinstance(mount.source, dict):
-                            mount.source = BeakerDataSource(**{
-                                {"hostPath": "host_path"}.get(k, k): v for k, v in mount.source.items()})
+                            mount.source = BeakerDataSource(
+                                **{{"hostPath": "host_path"}.get(k, k): v for k, v in mount.source.items()}
+                            )
             except Exception as e:
                 raise Invalid(f"invalid experiment spec: {e}") from e
             if not parsed.tasks:
@@ -579,7 +633,9 @@ class State:
                 except NotFound as err:
                     raise Invalid(f"budget {parsed.budget!r} not found") from err
             if not budget_id:
-                raise Invalid(f"workspace {self.workspace_full_name(ws)} has no budget; set 'budget' in the spec")
+                raise Invalid(
+                    f"workspace {self.workspace_full_name(ws)} has no budget; set 'budget' in the spec"
+                )
             task_names = set()
             for i, t in enumerate(parsed.tasks):
                 tname = t.name or f"task{i}"
@@ -595,7 +651,9 @@ class State:
                     raise Invalid(f"task {tname!r}: image.beaker or image.docker is required")
                 for ev in t.env_vars or []:
                     if ev.secret is not None and ev.secret not in ws.secrets:
-                        raise Invalid(f"secret {ev.secret!r} not found in workspace {self.workspace_full_name(ws)}")
+                        raise Invalid(
+                            f"secret {ev.secret!r} not found in workspace {self.workspace_full_name(ws)}"
+                        )
                 for mount in t.datasets or []:
                     if mount.source.secret is not None and mount.source.secret not in ws.secrets:
                         raise Invalid(f"secret {mount.source.secret!r} not found in workspace")
@@ -603,13 +661,16 @@ class State:
                     if not self.cluster_matches(cl):
                         raise Invalid(f"cluster {cl!r} not found")
             now = self.now()
-            exp = Experiment(self.new_id("exp"), name, user.id, ws.id, now, spec, parsed.description or "",
-                             budget_id)
+            exp = Experiment(
+                self.new_id("exp"), name, user.id, ws.id, now, spec, parsed.description or "", budget_id
+            )
             raw_tasks = spec.get("tasks", [])
             for i, t in enumerate(parsed.tasks):
                 replicas = t.replicas or 1
                 for rank in range(replicas):
-                    task = Task(self.new_id("tsk"), exp, t.name or f"task{i}", now, raw_tasks[i], rank, replicas)
+                    task = Task(
+                        self.new_id("tsk"), exp, t.name or f"task{i}", now, raw_tasks[i], rank, replicas
+                    )
                     exp.tasks.append(task)
                     self.tasks[task.id] = task
             for gid in parsed.groups or []:
@@ -624,12 +685,18 @@ class State:
     def _new_job(self, task: Task, retry_of: Job | None = None) -> Job:
         now = self.now()
         exp = task.experiment
-        ds = Dataset(self.new_id("dst"), f"{exp.name}-result-{len(self.datasets)}", exp.author_id,
-                     exp.workspace_id, now)
+        ds = Dataset(
+            self.new_id("dst"),
+            f"{exp.name}-result-{len(self.datasets)}",
+            exp.author_id,
+            exp.workspace_id,
+            now,
+        )
         self.datasets[ds.id] = ds
         gpus = int(((task.spec.get("resources") or {}).get("gpuCount")) or 0)
-        job = Job(self.new_id("job"), task, now, ds.id, retry_ancestor_id=retry_of.id if retry_of else "",
-                  gpus=gpus)
+        job = Job(
+            self.new_id("job"), task, now, ds.id, retry_ancestor_id=retry_of.id if retry_of else "", gpus=gpus
+        )
         job.events.append(Event("queued", "Job queued", now, now))
         task.jobs.append(job)
         self.jobs[job.id] = job
@@ -637,21 +704,47 @@ class State:
             self._auto_schedule(job, self.auto)
         return job
 
-    def add_experiment(self, workspace: str, name: str, *, author: str, spec: dict[str, Any] | None = None,
-                       created: int | None = None, description: str = "", task_names: Iterable[str] = ("main",),
-                       env: dict[str, str] | None = None, replicas: int = 1) -> Experiment:
+    def add_experiment(
+        self,
+        workspace: str,
+        name: str,
+        *,
+        author: str,
+        spec: dict[str, Any] | None = None,
+        created: int | None = None,
+        description: str = "",
+        task_names: Iterable[str] = ("main",),
+        env: dict[str, str] | None = None,
+        replicas: int = 1,
+    ) -> Experiment:
         """Arrange an experiment directly (no HTTP). `created` backdates it (ns)."""
         if spec is None:
             env_vars = [{"name": k, "value": v} for k, v in (env or {}).items()]
-            spec = {"version": "v2", "description": description,
-                    "tasks": [{"name": t, "image": {"docker": "python:3.11"}, "context": {},
-                               "command": ["python", "-c", "print(1)"], "envVars": env_vars,
-                               "replicas": replicas, "result": {"path": "/results"}} for t in task_names]}
+            spec = {
+                "version": "v2",
+                "description": description,
+                "tasks": [
+                    {
+                        "name": t,
+                        "image": {"docker": "python:3.11"},
+                        "context": {},
+                        "command": ["python", "-c", "print(1)"],
+                        "envVars": env_vars,
+                        "replicas": replicas,
+                        "result": {"path": "/results"},
+                    }
+                    for t in task_names
+                ],
+            }
         with self.lock:
             ws = self.find_workspace(workspace)
             if ws.budget_id is None and not spec.get("budget"):
-                spec = {**spec, "budget": self.budget_full_name(next(iter(self.budgets.values()))) if self.budgets
-                        else self.budget_full_name(self.add_budget(f"{self.orgs[ws.org_id].name}/default"))}
+                spec = {
+                    **spec,
+                    "budget": self.budget_full_name(next(iter(self.budgets.values())))
+                    if self.budgets
+                    else self.budget_full_name(self.add_budget(f"{self.orgs[ws.org_id].name}/default")),
+                }
             exp = self.create_experiment(ws.id, spec, name=name, author=author)
             if created is not None:
                 exp.created = created
@@ -794,7 +887,9 @@ class State:
             return ev
 
     # ------------------------------------------------------------------- logs
-    def append_logs(self, job, lines: Iterable[str | bytes], *, timestamps: Iterable[int] | None = None) -> None:
+    def append_logs(
+        self, job, lines: Iterable[str | bytes], *, timestamps: Iterable[int] | None = None
+    ) -> None:
         """Append lines (no trailing newline needed). Timestamps default to now, strictly increasing."""
         with self.lock:
             j = self._job(job)
@@ -808,8 +903,16 @@ class State:
                 self._last_ts = max(self._last_ts, pairs[-1][0])
             self._touch()
 
-    def append_synthetic_logs(self, job, count: int, *, fmt: str = "line {i:06d} " + "x" * 60,
-                              step_ns: int = 1000, start: int | None = None, first_number: int = 0) -> None:
+    def append_synthetic_logs(
+        self,
+        job,
+        count: int,
+        *,
+        fmt: str = "line {i:06d} " + "x" * 60,
+        step_ns: int = 1000,
+        start: int | None = None,
+        first_number: int = 0,
+    ) -> None:
         """Append `count` generated lines lazily (O(1) memory): line i = fmt.format(i=first_number+i)."""
         with self.lock:
             j = self._job(job)

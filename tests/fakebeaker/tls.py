@@ -38,15 +38,27 @@ def _generate() -> tuple[bytes, bytes, bytes]:
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fakebeaker test CA")])
     ca = (
         x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name)
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(days=1))
         .not_valid_after(now + dt.timedelta(days=30))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -59,11 +71,17 @@ def _generate() -> tuple[bytes, bytes, bytes]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(days=1))
         .not_valid_after(now + dt.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                    x509.DNSName("localhost")]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     pem = serialization.Encoding.PEM
@@ -103,12 +121,18 @@ def tls_material(directory: str | os.PathLike | None = None) -> TLS:
         else:
             ca_pem, cert_pem, key_pem = _generate()
         d.mkdir(parents=True, exist_ok=True)
-        files = {"ca.pem": ca_pem, "server.pem": cert_pem, "server.key": key_pem,
-                 "bundle.pem": ca_pem + b"\n" + _system_roots()}
+        files = {
+            "ca.pem": ca_pem,
+            "server.pem": cert_pem,
+            "server.key": key_pem,
+            "bundle.pem": ca_pem + b"\n" + _system_roots(),
+        }
         for name, data in files.items():
             (d / name).write_bytes(data)
         (d / "server.key").chmod(0o600)
-        tls = TLS(ca_pem, cert_pem, key_pem, d / "ca.pem", d / "server.pem", d / "server.key", d / "bundle.pem")
+        tls = TLS(
+            ca_pem, cert_pem, key_pem, d / "ca.pem", d / "server.pem", d / "server.key", d / "bundle.pem"
+        )
         if _cached is None:
             _cached = tls
         return tls

@@ -80,9 +80,15 @@ class Backend(Protocol):
 
     def latest(self, *, author: str | None = None) -> RunInfo | None: ...
 
-    def list_runs(self, *, limit: int = 20, statuses: list[RunStatus] | None = None,
-                  author: str | None = None, text: str | None = None,
-                  max_age: dt.timedelta | None = None) -> list[RunInfo]: ...
+    def list_runs(
+        self,
+        *,
+        limit: int = 20,
+        statuses: list[RunStatus] | None = None,
+        author: str | None = None,
+        text: str | None = None,
+        max_age: dt.timedelta | None = None,
+    ) -> list[RunInfo]: ...
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
         """Write raw log bytes (never re-decoded) for the run to `out`."""

@@ -13,7 +13,8 @@ import sys
 
 # Started as the `launchkit` program (console script or `python -m launchkit`), not imported as a library.
 AS_PROGRAM = os.path.basename(sys.argv[0]) == "launchkit" or sys.argv[0].endswith(
-    os.path.join("launchkit", "__main__.py"))
+    os.path.join("launchkit", "__main__.py")
+)
 
 # Start-up allocates hundreds of thousands of long-lived objects (Typer's command tree, pydantic
 # schemas); cyclic GC passes over them are wasted work (~15 ms). `run` turns GC back on once the
@@ -75,20 +76,35 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Show the version and exit."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
-                                 help="More output (repeatable)."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, show_default=False, help="More output (repeatable)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors and the data you asked for."),
-    beaker_timeout: float = typer.Option(None, "--beaker-timeout", metavar="SECONDS",
-                                         help="Give up when Beaker does not answer for this long (default 60)."),
+    beaker_timeout: float = typer.Option(
+        None,
+        "--beaker-timeout",
+        metavar="SECONDS",
+        help="Give up when Beaker does not answer for this long (default 60).",
+    ),
 ) -> None:
     state.verbosity = -1 if quiet else verbose
     state.beaker_timeout = beaker_timeout
 
 
-for module in (run_cmd, follow_cmd, logs_cmd, stop_cmd, list_cmd, find_gpus_cmd, open_cmd, secret_cmd,
-               profiles_cmd):
+for module in (
+    run_cmd,
+    follow_cmd,
+    logs_cmd,
+    stop_cmd,
+    list_cmd,
+    find_gpus_cmd,
+    open_cmd,
+    secret_cmd,
+    profiles_cmd,
+):
     module.register(app)
 for _info in app.registered_commands:
     if _info.cls in (None, TyperCommand):
@@ -100,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--" in args:
         cut = args.index("--")
-        args, state.user_command = args[:cut], args[cut + 1:]
+        args, state.user_command = args[:cut], args[cut + 1 :]
     else:
         state.user_command = None
     state.fast_exit = False
@@ -129,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
             code = e.exit_code
     except KeyboardInterrupt:
         code = 130
-    except Exception as e:  # noqa: BLE001 - the one error boundary
+    except Exception as e:
         from launchkit.errors import LaunchkitError
 
         if not isinstance(e, LaunchkitError) or state.verbosity > 0 or os.environ.get("LAUNCHKIT_DEBUG"):

@@ -8,7 +8,7 @@ Only typer is imported here; backends load lazily inside `choose`.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -16,8 +16,12 @@ P_BACKEND = "Backend"
 
 
 def backend_option() -> Any:
-    return typer.Option(None, "--backend", help="beaker or local (default: `backend` from config or $LAUNCHKIT_BACKEND, else beaker).",
-                        rich_help_panel=P_BACKEND)
+    return typer.Option(
+        None,
+        "--backend",
+        help="beaker or local (default: `backend` from config or $LAUNCHKIT_BACKEND, else beaker).",
+        rich_help_panel=P_BACKEND,
+    )
 
 
 def local_option() -> Any:
@@ -30,7 +34,7 @@ def default_backend() -> str:
     return str(load_config().get("backend") or "beaker")
 
 
-def backend_name(backend: Optional[str], local: bool, run_id: Optional[str] = None) -> str:
+def backend_name(backend: str | None, local: bool, run_id: str | None = None) -> str:
     from launchkit.backends import backend_for_run_id
 
     if local:
@@ -42,7 +46,7 @@ def backend_name(backend: Optional[str], local: bool, run_id: Optional[str] = No
     return default_backend()
 
 
-def choose(backend: Optional[str], local: bool, run_id: Optional[str] = None) -> Any:
+def choose(backend: str | None, local: bool, run_id: str | None = None) -> Any:
     """The Backend instance for these options (and run id)."""
     from launchkit.backends import get_backend
     from launchkit.errors import BackendError
@@ -53,12 +57,15 @@ def choose(backend: Optional[str], local: bool, run_id: Optional[str] = None) ->
     except ModuleNotFoundError as e:
         if not (e.name or "").startswith("launchkit.backends"):
             raise
-        raise BackendError(f"the {name} backend could not be loaded ({e.name} is missing)",
-                           hint="reinstall launchkit with its dependencies") from None
+        raise BackendError(
+            f"the {name} backend could not be loaded ({e.name} is missing)",
+            hint="reinstall launchkit with its dependencies",
+        ) from None
 
 
-def resolve_run(backend: Optional[str], local: bool, run_id: Optional[str], latest: bool,
-                author: Optional[str] = None) -> tuple[Any, Any]:
+def resolve_run(
+    backend: str | None, local: bool, run_id: str | None, latest: bool, author: str | None = None
+) -> tuple[Any, Any]:
     """(backend, RunInfo) for `ID` or `--latest`."""
     from launchkit.errors import NotFoundError, UsageError
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import typer
 
@@ -15,10 +14,11 @@ def register(app: typer.Typer) -> None:
     @app.command("find-gpus")
     def _cmd(
         as_json: bool = typer.Option(False, "--json", help="JSON output."),
-        gpu_type: Optional[list[str]] = typer.Option(None, "--gpu-type", "-g",
-                                                     help="Beaker: only clusters with this GPU type (substring)."),
+        gpu_type: list[str] | None = typer.Option(
+            None, "--gpu-type", "-g", help="Beaker: only clusters with this GPU type (substring)."
+        ),
         show_all: bool = typer.Option(False, "--all", help="Beaker: also clusters with no free GPU."),
-        backend: Optional[str] = backend_option(),
+        backend: str | None = backend_option(),
         local: bool = local_option(),
     ) -> None:
         """Show GPUs: on this machine with --local (via nvidia-smi), or free GPUs on Beaker clusters."""

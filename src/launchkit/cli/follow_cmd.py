@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -11,7 +11,7 @@ from launchkit.cli.backend_choice import backend_option, local_option, resolve_r
 from launchkit.cli.state import console
 
 
-def follow_run(backend: Any, run: Any, *, replica: Optional[int] = None, **options: Any) -> int:
+def follow_run(backend: Any, run: Any, *, replica: int | None = None, **options: Any) -> int:
     """Follow until the run finishes. Ctrl-C detaches (the job keeps running) and says how to resume."""
     from launchkit.errors import EXIT_INTERRUPTED
 
@@ -23,9 +23,11 @@ def follow_run(backend: Any, run: Any, *, replica: Optional[int] = None, **optio
         return stdout_closed()
     except KeyboardInterrupt:
         sys.stdout.flush()
-        con.info(f"\ndetached from {run.id}; it keeps running. Resume with: launchkit follow {run.id}"
-                 + (f" --replica {replica}" if replica is not None else "")
-                 + (" --all-replicas" if options.get("all_replicas") else ""))
+        con.info(
+            f"\ndetached from {run.id}; it keeps running. Resume with: launchkit follow {run.id}"
+            + (f" --replica {replica}" if replica is not None else "")
+            + (" --all-replicas" if options.get("all_replicas") else "")
+        )
         return EXIT_INTERRUPTED
     final = backend.get(run.id)
     if final.status.value == "succeeded":
@@ -33,20 +35,26 @@ def follow_run(backend: Any, run: Any, *, replica: Optional[int] = None, **optio
     elif final.status.value == "canceled":
         con.info(f"{run.id} was canceled")
     else:
-        con.error(f"{run.id} failed with exit code {final.exit_code if final.exit_code is not None else '?'}"
-                  f" (full logs: launchkit logs {run.id})")
+        con.error(
+            f"{run.id} failed with exit code {final.exit_code if final.exit_code is not None else '?'}"
+            f" (full logs: launchkit logs {run.id})"
+        )
     return code
 
 
 def register(app: typer.Typer) -> None:
     @app.command("follow")
     def _cmd(
-        run_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="Run to follow."),
+        run_id: str | None = typer.Argument(None, metavar="[ID]", help="Run to follow."),
         latest: bool = typer.Option(False, "--latest", "-l", help="Follow your newest run."),
-        replica: Optional[int] = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
-        all_replicas: bool = typer.Option(False, "--all-replicas", help="Beaker: all replicas, lines prefixed [N]."),
-        author: Optional[str] = typer.Option(None, "--author", help="Beaker: with --latest, this user's newest run."),
-        backend: Optional[str] = backend_option(),
+        replica: int | None = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
+        all_replicas: bool = typer.Option(
+            False, "--all-replicas", help="Beaker: all replicas, lines prefixed [N]."
+        ),
+        author: str | None = typer.Option(
+            None, "--author", help="Beaker: with --latest, this user's newest run."
+        ),
+        backend: str | None = backend_option(),
         local: bool = local_option(),
     ) -> None:
         """Stream a run's output live. Exits with the job's exit code; Ctrl-C detaches."""

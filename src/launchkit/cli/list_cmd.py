@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import typer
 
 from launchkit.cli.backend_choice import backend_option, choose, local_option
 
 
-def _age(created) -> str:  # noqa: ANN001 - datetime
+def _age(created) -> str:
     import datetime as dt
 
-    s = int((dt.datetime.now(dt.timezone.utc) - created).total_seconds())
+    s = int((dt.datetime.now(dt.UTC) - created).total_seconds())
     for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
         if s >= n:
             return f"{s // n}{unit} ago"
@@ -23,16 +22,21 @@ def _age(created) -> str:  # noqa: ANN001 - datetime
 def register(app: typer.Typer) -> None:
     @app.command("list")
     def _cmd(
-        status: Optional[list[str]] = typer.Option(None, "--status", "-s",
-                                                   help="Only runs with this status (repeatable)."),
+        status: list[str] | None = typer.Option(
+            None, "--status", "-s", help="Only runs with this status (repeatable)."
+        ),
         limit: int = typer.Option(20, "--limit", "-n", min=1, help="At most N runs."),
         as_json: bool = typer.Option(False, "--json", help="JSON output."),
-        author: Optional[str] = typer.Option(None, "--author", "-a", help="Only runs by this user."),
+        author: str | None = typer.Option(None, "--author", "-a", help="Only runs by this user."),
         me: bool = typer.Option(False, "--me", help="Beaker: only your runs."),
-        text: Optional[str] = typer.Option(None, "--text", help="Name or description contains TEXT."),
-        max_age: Optional[str] = typer.Option(None, "--max-age", help="Only runs younger than this (7d, 12h)."),
-        show_all: bool = typer.Option(False, "--all", help="Beaker: also experiments not launched by launchkit."),
-        backend: Optional[str] = backend_option(),
+        text: str | None = typer.Option(None, "--text", help="Name or description contains TEXT."),
+        max_age: str | None = typer.Option(
+            None, "--max-age", help="Only runs younger than this (7d, 12h)."
+        ),
+        show_all: bool = typer.Option(
+            False, "--all", help="Beaker: also experiments not launched by launchkit."
+        ),
+        backend: str | None = backend_option(),
         local: bool = local_option(),
     ) -> None:
         """List runs, newest first."""
@@ -59,7 +63,9 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"invalid --max-age {max_age!r}", hint="use e.g. 7d, 12h, 30m") from None
         b = choose(backend, local)
         extra = beaker_options(b, mine=me, include_all=show_all)
-        runs = b.list_runs(limit=limit, statuses=statuses or None, author=author, text=text, max_age=age, **extra)
+        runs = b.list_runs(
+            limit=limit, statuses=statuses or None, author=author, text=text, max_age=age, **extra
+        )
         if as_json:
             import json
 
@@ -68,8 +74,10 @@ def register(app: typer.Typer) -> None:
         from launchkit.cli.table import print_table
 
         header = ["ID", "NAME", "STATUS", "EXIT", "CREATED"]
-        rows = [[r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created)]
-                for r in runs]
+        rows = [
+            [r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created)]
+            for r in runs
+        ]
         if any(r.author for r in runs):
             header.append("AUTHOR")
             for row, r in zip(rows, runs):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import typer
 
@@ -17,32 +16,37 @@ def _since(value: str):  # -> datetime
     from launchkit.errors import UsageError
 
     try:
-        return dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=parse_duration(value))
+        return dt.datetime.now(dt.UTC) - dt.timedelta(seconds=parse_duration(value))
     except Exception:  # noqa: BLE001 - not a duration: try a timestamp
         pass
     try:
         t = dt.datetime.fromisoformat(value)
     except ValueError:
-        raise UsageError(f"--since {value!r} is neither a duration nor a timestamp",
-                         hint="use e.g. --since 10m or --since 2026-01-31T12:00:00") from None
+        raise UsageError(
+            f"--since {value!r} is neither a duration nor a timestamp",
+            hint="use e.g. --since 10m or --since 2026-01-31T12:00:00",
+        ) from None
     return t if t.tzinfo else t.astimezone()
 
 
 def register(app: typer.Typer) -> None:
     @app.command("logs")
     def _cmd(
-        run_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="Run whose logs to show."),
+        run_id: str | None = typer.Argument(None, metavar="[ID]", help="Run whose logs to show."),
         latest: bool = typer.Option(False, "--latest", "-l", help="Your newest run."),
-        tail: Optional[int] = typer.Option(None, "--tail", help="Only the last N lines.", min=0),
-        head: Optional[int] = typer.Option(None, "--head", help="Only the first N lines.", min=0),
-        since: Optional[str] = typer.Option(None, "--since", help="Lines since a duration ago (10m) or a time."),
-        replica: Optional[int] = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
-        task: Optional[str] = typer.Option(None, "--task", help="Beaker: only this task."),
+        tail: int | None = typer.Option(None, "--tail", help="Only the last N lines.", min=0),
+        head: int | None = typer.Option(None, "--head", help="Only the first N lines.", min=0),
+        since: str | None = typer.Option(
+            None, "--since", help="Lines since a duration ago (10m) or a time."
+        ),
+        replica: int | None = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
+        task: str | None = typer.Option(None, "--task", help="Beaker: only this task."),
         all_tasks: bool = typer.Option(False, "--all", help="Beaker: every task of the experiment."),
         timestamps: bool = typer.Option(False, "--timestamps", help="Prefix each line with its time."),
-        output: Optional[str] = typer.Option(None, "--output", "-o",
-                                             help="Write to FILE, or to DIR/ with one file per replica."),
-        backend: Optional[str] = backend_option(),
+        output: str | None = typer.Option(
+            None, "--output", "-o", help="Write to FILE, or to DIR/ with one file per replica."
+        ),
+        backend: str | None = backend_option(),
         local: bool = local_option(),
     ) -> None:
         """Print a run's logs: raw bytes, exactly as the job wrote them."""
@@ -60,7 +64,9 @@ def register(app: typer.Typer) -> None:
             raise UsageError("--task and --all cannot be combined", hint="pick one")
         extra = beaker_options(b, all_tasks=all_tasks, task=task)
         extra.pop("task", None)
-        query = dict(tail=tail, head=head, since=_since(since) if since else None, timestamps=timestamps, task=task)
+        query = dict(
+            tail=tail, head=head, since=_since(since) if since else None, timestamps=timestamps, task=task
+        )
         if output is None:
             try:
                 b.write_logs(run, LogQuery(replica=replica, **query), sys.stdout.buffer, **extra)

@@ -11,7 +11,9 @@ def register(app: typer.Typer) -> None:
     @app.command("open")
     def _cmd(
         target: str | None = typer.Argument(
-            None, help="Experiment (id or user/name), workspace (org/name) or cluster; default: the workspace."),
+            None,
+            help="Experiment (id or user/name), workspace (org/name) or cluster; default: the workspace.",
+        ),
         latest: bool = typer.Option(False, "--latest", "-l", help="Your newest experiment."),
         workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
         print_only: bool = typer.Option(False, "--print", "-p", help="Only print the URL."),

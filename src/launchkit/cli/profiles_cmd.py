@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -14,18 +14,18 @@ if TYPE_CHECKING:  # pydantic models: imported lazily at runtime to keep `--help
 def register(app: typer.Typer) -> None:
     @app.command("profiles")
     def profiles(
-        clusters: Optional[list[str]] = typer.Argument(
+        clusters: list[str] | None = typer.Argument(
             None, help="Cluster names, aliases or globs the job targets."
         ),
-        tag: Optional[list[str]] = typer.Option(
+        tag: list[str] | None = typer.Option(
             None, "--tag", help="Required cluster tag (e.g. storage:weka)."
         ),
-        interconnect: Optional[str] = typer.Option(None, "--interconnect", help="ib or tcpxo."),
-        hostname: Optional[list[str]] = typer.Option(
+        interconnect: str | None = typer.Option(None, "--interconnect", help="ib or tcpxo."),
+        hostname: list[str] | None = typer.Option(
             None, "--hostname", help="Node hostname the job targets."
         ),
         replicas: int = typer.Option(1, "--replicas", help="Replicas (multi-node parts apply when > 1)."),
-        profile: Optional[str] = typer.Option(None, "--profile", help="Force this profile."),
+        profile: str | None = typer.Option(None, "--profile", help="Force this profile."),
         no_profile: bool = typer.Option(False, "--no-profile", help="No profile at all."),
         skip_nccl_setup: bool = typer.Option(False, "--skip-nccl-setup", help="Leave out the NCCL setup."),
         list_all: bool = typer.Option(False, "--list", "-l", help="List every known profile and its parts."),
@@ -81,7 +81,9 @@ def _parts(p: Profile, *, multi: bool, spec: bool = True) -> list[str]:
         lines += [f"  mount weka {w.bucket} -> {w.mount_path}" for w in p.weka]
     lines += [f"  setup: {d}" for s in p.setup for d in s.lines(for_people=True)]
     if multi:
-        lines += [f"  multi-node GPU setup: {d}" for s in p.multi_node_setup for d in s.lines(for_people=True)]
+        lines += [
+            f"  multi-node GPU setup: {d}" for s in p.multi_node_setup for d in s.lines(for_people=True)
+        ]
     return lines
 
 

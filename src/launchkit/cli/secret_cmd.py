@@ -28,7 +28,9 @@ def _read_value(name: str) -> str:
 def _usage(msg: str) -> Exception:
     from launchkit.errors import UsageError
 
-    return UsageError(msg, hint="pipe the value in (`launchkit secret set NAME < file`) or type it at the prompt")
+    return UsageError(
+        msg, hint="pipe the value in (`launchkit secret set NAME < file`) or type it at the prompt"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -43,4 +43,3 @@ class Console:
 @lru_cache(maxsize=1)
 def console() -> Console:
     return Console()
-

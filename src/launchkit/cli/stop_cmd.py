@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import typer
 
@@ -14,11 +13,11 @@ from launchkit.cli.state import console
 def register(app: typer.Typer) -> None:
     @app.command("stop")
     def _cmd(
-        run_ids: Optional[list[str]] = typer.Argument(None, metavar="[ID]...", help="Runs to stop."),
+        run_ids: list[str] | None = typer.Argument(None, metavar="[ID]...", help="Runs to stop."),
         latest: bool = typer.Option(False, "--latest", "-l", help="Stop your newest run."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Only show what would be stopped."),
-        backend: Optional[str] = backend_option(),
+        backend: str | None = backend_option(),
         local: bool = local_option(),
     ) -> None:
         """Stop runs. Asks first unless --yes."""

@@ -8,8 +8,15 @@ from __future__ import annotations
 import os
 import sys
 
-STATUS_STYLES = {"succeeded": "green", "failed": "red", "canceled": "yellow", "preempted": "yellow",
-                 "running": "cyan", "starting": "cyan", "queued": "dim"}
+STATUS_STYLES = {
+    "succeeded": "green",
+    "failed": "red",
+    "canceled": "yellow",
+    "preempted": "yellow",
+    "running": "cyan",
+    "starting": "cyan",
+    "queued": "dim",
+}
 
 
 def print_table(header: list[str], rows: list[list[str]], *, status_column: str | None = None) -> None:

@@ -61,10 +61,17 @@ def _share_runtime_params(params: list[typer.core._click.Parameter]) -> None:
             continue  # not a Typer parameter of this Typer version, or already built
         info = desc.parameter_info
         if getattr(desc, "file_annotation", None) is not None or any(
-                getattr(info, attr, None) is not None for attr in ("parser", "click_type", "min", "max")):
+            getattr(info, attr, None) is not None for attr in ("parser", "click_type", "min", "max")
+        ):
             continue
-        key = repr((desc.annotation, getattr(info, "case_sensitive", None), getattr(info, "formats", None),
-                    getattr(info, "clamp", None)))
+        key = repr(
+            (
+                desc.annotation,
+                getattr(info, "case_sensitive", None),
+                getattr(info, "formats", None),
+                getattr(info, "clamp", None),
+            )
+        )
         param._runtime_param = _LazyRuntimeParam(desc, cache, key)  # type: ignore[attr-defined]
 
 
@@ -77,8 +84,11 @@ class PanelCommand(TyperCommand):
 
     def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
         return [self.options_metavar or ""] + [
-            piece for param in self.get_params(ctx) if not getattr(param, "hidden", False)
-            for piece in param.get_usage_pieces(ctx)]
+            piece
+            for param in self.get_params(ctx)
+            if not getattr(param, "hidden", False)
+            for piece in param.get_usage_pieces(ctx)
+        ]
 
     def format_options(self, ctx: typer.Context, formatter: typer.core._click.HelpFormatter) -> None:
         panels: dict[str, list[tuple[str, str]]] = {}
@@ -103,8 +113,11 @@ class PanelGroup(TyperGroup):
         self.format_commands(ctx, formatter)
 
     def format_commands(self, ctx: typer.Context, formatter: typer.core._click.HelpFormatter) -> None:
-        rows = [(name, cmd.get_short_help_str(formatter.width - 20)) for name in self.list_commands(ctx)
-                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        rows = [
+            (name, cmd.get_short_help_str(formatter.width - 20))
+            for name in self.list_commands(ctx)
+            if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden
+        ]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

@@ -11,13 +11,25 @@ from launchkit.config import KEYS, Layer
 from launchkit.errors import UsageError
 
 _TYPES: dict[str, Any] = {
-    "str": str, "int": int, "float": Union[int, float], "bool": bool,
-    "list": list[str], "dict": dict[str, str], "duration": Union[str, int, float],
+    "str": str,
+    "int": int,
+    "float": Union[int, float],
+    "bool": bool,
+    "list": list[str],
+    "dict": dict[str, str],
+    "duration": Union[str, int, float],
     "profiles": dict[str, dict[str, Any]],
 }
-_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
-          "list": "a list of strings", "dict": "a table of strings", "duration": "a duration such as \"2h\"",
-          "profiles": "a table of profile tables ([tool.launchkit.profiles.NAME])"}
+_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "list": "a list of strings",
+    "dict": "a table of strings",
+    "duration": 'a duration such as "2h"',
+    "profiles": "a table of profile tables ([tool.launchkit.profiles.NAME])",
+}
 
 
 class _Base(BaseModel):
@@ -40,5 +52,7 @@ def check_layer(layer: Layer) -> None:
             hint = f"did you mean {close[0]!r}?" if close else "see docs/configuration.md for the known keys"
             raise UsageError(f"unknown key {layer.where(key)}", hint=hint) from None
         value = layer.values.get(key)
-        raise UsageError(f"{layer.where(key)} must be {_WORDS[KEYS[key]]}, not {value!r}",
-                         hint="fix the value or remove the key") from None
+        raise UsageError(
+            f"{layer.where(key)} must be {_WORDS[KEYS[key]]}, not {value!r}",
+            hint="fix the value or remove the key",
+        ) from None

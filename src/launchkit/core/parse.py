@@ -45,8 +45,14 @@ RESERVED_ENV_PREFIX = "LAUNCHKIT_"
 RESERVED_ENV = {"RESULTS_DIR"}
 
 # CLI option (the run() parameter name) -> config key, where the names differ.
-CONFIG_KEY = {"group": "groups", "cluster": "clusters", "gpu_type": "gpu_types", "tag": "tags",
-              "uv_extra": "uv_extras", "env_secret": "env_secrets"}
+CONFIG_KEY = {
+    "group": "groups",
+    "cluster": "clusters",
+    "gpu_type": "gpu_types",
+    "tag": "tags",
+    "uv_extra": "uv_extras",
+    "env_secret": "env_secrets",
+}
 
 
 # --x/--no-x options where False is an answer, not "not given"
@@ -66,8 +72,11 @@ class _Options:
 
     def get(self, opt: str) -> tuple[Any, str]:
         value = self.given.get(opt)
-        unset = value is None or (value is False and opt not in TRISTATE) or (
-            isinstance(value, (list, tuple)) and not value)
+        unset = (
+            value is None
+            or (value is False and opt not in TRISTATE)
+            or (isinstance(value, (list, tuple)) and not value)
+        )
         if not unset:
             return value, flag(opt)
         key = CONFIG_KEY.get(opt, opt)
@@ -107,8 +116,13 @@ def _choice(opts: _Options, opt: str, choices: list[str]) -> str | None:
 
 
 def _pattern(opts: _Options, opt: str, pattern: re.Pattern[str], what: str) -> str | None:
-    return _checked(opts, opt, lambda v: isinstance(v, str) and pattern.fullmatch(v), f"not a valid {what}",
-                    f"use letters, digits, '.', '_' or '-' for the {what}")
+    return _checked(
+        opts,
+        opt,
+        lambda v: isinstance(v, str) and pattern.fullmatch(v),
+        f"not a valid {what}",
+        f"use letters, digits, '.', '_' or '-' for the {what}",
+    )
 
 
 def _duration(opts: _Options, opt: str, *, allow_zero: bool) -> float | None:
@@ -120,7 +134,9 @@ def _duration(opts: _Options, opt: str, *, allow_zero: bool) -> float | None:
     except (ValueError, TypeError):
         raise _fail(where, value, "not a duration", "use e.g. 90 (seconds), 30s, 5m, 2h30m or 1d") from None
     if seconds == 0 and not allow_zero:
-        raise _fail(where, value, "must be longer than zero", "give a positive duration such as 30m, or omit it")
+        raise _fail(
+            where, value, "must be longer than zero", "give a positive duration such as 30m, or omit it"
+        )
     return seconds
 
 
@@ -131,17 +147,25 @@ def _size(opts: _Options, opt: str) -> int | None:
     try:
         return parse_size(value)
     except (ValueError, TypeError):
-        raise _fail(where, value, "not a size", "use e.g. 512MiB, 10GiB or 10.24GB (greater than zero)") from None
+        raise _fail(
+            where, value, "not a size", "use e.g. 512MiB, 10GiB or 10.24GB (greater than zero)"
+        ) from None
 
 
 def _positive(opts: _Options, opt: str, kind: type, hint: str, *, allow_zero: bool = False) -> Any:
     value, where = opts.get(opt)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (kind is int and value != int(value))
+    ):
         raise _fail(where, value, f"must be {'an integer' if kind is int else 'a number'}", hint)
     if value < 0 or (value == 0 and not allow_zero):
-        raise _fail(where, value, "must be greater than zero" if not allow_zero else "must not be negative", hint)
+        raise _fail(
+            where, value, "must be greater than zero" if not allow_zero else "must not be negative", hint
+        )
     return kind(value)
 
 
@@ -160,7 +184,9 @@ def _split_target(flag_: str, item: str, what: str) -> tuple[str, str, str | Non
     if not target:
         raise _fail(flag_, item, "missing the mount path", usage)
     if not target.startswith("/"):
-        raise _fail(flag_, item, f"the mount path {target!r} is relative", f"give an absolute path such as /{target}")
+        raise _fail(
+            flag_, item, f"the mount path {target!r} is relative", f"give an absolute path such as /{target}"
+        )
     return source, target, mode
 
 
@@ -174,13 +200,19 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
         for item in value or []:
             name, sep, val = item.partition("=")
             if not name:
-                raise _fail(where, item, "has no variable name", "use --env NAME=VALUE, or --env NAME to copy it")
+                raise _fail(
+                    where, item, "has no variable name", "use --env NAME=VALUE, or --env NAME to copy it"
+                )
             if not sep:
                 if not ENV_NAME.fullmatch(name):
                     raise _fail(where, item, "is not a valid variable name", "use --env NAME=VALUE")
                 if name not in environ:
-                    raise _fail(where, item, f"{name} is not set in this shell",
-                                f"export {name} first or pass --env {name}=VALUE")
+                    raise _fail(
+                        where,
+                        item,
+                        f"{name} is not set in this shell",
+                        f"export {name} first or pass --env {name}=VALUE",
+                    )
                 val = environ[name]
             items.append((name, val, False))
         # config env stays as the base; command line names override it
@@ -190,15 +222,23 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
             items = [(str(k), str(v), True) for k, v in cfg.items() if k not in given] + items
     for name, val, _ in items:
         if not ENV_NAME.fullmatch(name):
-            raise _fail(where, name, "is not a valid environment variable name",
-                        "use letters, digits and '_', not starting with a digit")
+            raise _fail(
+                where,
+                name,
+                "is not a valid environment variable name",
+                "use letters, digits and '_', not starting with a digit",
+            )
         if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV:
             raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if name in out:
             raise _fail(where, name, "is given twice", "pass each variable once")
         if _looks_secret(name):
-            raise _fail(where, name, "looks like a secret, and --env values are written into the spec",
-                        f"store it with `launchkit secret set {name}` and pass --env-secret {name}")
+            raise _fail(
+                where,
+                name,
+                "looks like a secret, and --env values are written into the spec",
+                f"store it with `launchkit secret set {name}` and pass --env-secret {name}",
+            )
         out[name] = EnvVar(name=name, value=val)
     return list(out.values())
 
@@ -209,8 +249,13 @@ _SECRET_SUFFIXES = ("_TOKEN", "_API_KEY", "_SECRET", "_PASSWORD", "_SECRET_KEY",
 def _looks_secret(name: str) -> bool:
     """Names whose values must never land in a spec (they go through --env-secret instead)."""
     upper = name.upper()
-    return upper in ("HF_TOKEN", "BEAKER_TOKEN", "GITHUB_TOKEN", "AZURE_API_BASE", "SLACK_WEBHOOK_URL") or \
-        upper.endswith(_SECRET_SUFFIXES)
+    return upper in (
+        "HF_TOKEN",
+        "BEAKER_TOKEN",
+        "GITHUB_TOKEN",
+        "AZURE_API_BASE",
+        "SLACK_WEBHOOK_URL",
+    ) or upper.endswith(_SECRET_SUFFIXES)
 
 
 def _env_secrets(opts: _Options) -> list[EnvSecret]:
@@ -222,7 +267,9 @@ def _env_secrets(opts: _Options) -> list[EnvSecret]:
         for item in value or []:
             name, sep, secret = item.partition("=")
             if not name or (sep and not secret):
-                raise _fail(where, item, "is malformed", "use --env-secret NAME=SECRET_NAME, or --env-secret NAME")
+                raise _fail(
+                    where, item, "is malformed", "use --env-secret NAME=SECRET_NAME, or --env-secret NAME"
+                )
             pairs.append((name, secret or name))
         cfg = opts.config.get("env_secrets") if opts.config is not None else None
         if isinstance(cfg, dict):
@@ -231,8 +278,12 @@ def _env_secrets(opts: _Options) -> list[EnvSecret]:
     out: dict[str, EnvSecret] = {}
     for name, secret in pairs:
         if not ENV_NAME.fullmatch(name):
-            raise _fail(where, name, "is not a valid environment variable name",
-                        "use --env-secret NAME=SECRET_NAME with NAME made of letters, digits and '_'")
+            raise _fail(
+                where,
+                name,
+                "is not a valid environment variable name",
+                "use --env-secret NAME=SECRET_NAME with NAME made of letters, digits and '_'",
+            )
         if not SECRET.fullmatch(secret):
             raise _fail(where, secret, "is not a valid secret name", "use letters, digits, '.', '_' or '-'")
         if name in out:
@@ -250,8 +301,14 @@ def _list(opts: _Options, opt: str, what: str, *, spaces: bool = False) -> list[
     return items
 
 
-def build_request(given: dict[str, Any], command: list[str] | None, *, config: Config | None = None,
-                  environ: dict[str, str] | None = None, cwd: str | None = None) -> LaunchRequest:
+def build_request(
+    given: dict[str, Any],
+    command: list[str] | None,
+    *,
+    config: Config | None = None,
+    environ: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> LaunchRequest:
     """Validate everything `run` was given and return the immutable request."""
     environ = dict(os.environ if environ is None else environ)
     extra = list(given.get("extra") or [])
@@ -261,15 +318,18 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
     if extra:
         raise UsageError(
             "found extra arguments before `--`: " + " ".join(repr(x) for x in extra),
-            hint="flags take no value (write --allow-dirty, not --allow-dirty false); the command goes after --")
+            hint="flags take no value (write --allow-dirty, not --allow-dirty false); the command goes after --",
+        )
     if not command or not command[0]:
         raise UsageError("the command after `--` is empty", hint=f"e.g. {EXAMPLE}")
     for i, arg in enumerate(command):
         try:
             arg.encode("utf-8")
         except UnicodeEncodeError:
-            raise UsageError(f"argument {i + 1} of the command is not valid UTF-8: {arg!r}",
-                             hint="Beaker specs are UTF-8 text; pass the value through a file instead") from None
+            raise UsageError(
+                f"argument {i + 1} of the command is not valid UTF-8: {arg!r}",
+                hint="Beaker specs are UTF-8 text; pass the value through a file instead",
+            ) from None
     opts = _Options(given, config)
     f: dict[str, Any] = {"command": list(command)}
 
@@ -277,8 +337,13 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
     f["name"] = _pattern(opts, "name", NAME, "name")
     f["description"] = opts.value("description")
     for opt in ("workspace", "budget"):
-        f[opt] = _checked(opts, opt, lambda v: isinstance(v, str) and v.strip() and " " not in v,
-                          f"is not a valid {opt}", f"use the form org/{opt}")
+        f[opt] = _checked(
+            opts,
+            opt,
+            lambda v: isinstance(v, str) and v.strip() and " " not in v,
+            f"is not a valid {opt}",
+            f"use the form org/{opt}",
+        )
     f["groups"] = _list(opts, "group", "group name")
 
     # constraints
@@ -288,10 +353,20 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
     f["tags"] = _list(opts, "tag", "tag")
     f["hostnames"] = _list(opts, "hostname", "hostname")
     if f["hostnames"] and (f["clusters"] or f["gpu_types"] or f["tags"] or f["interconnect"]):
-        other = next(o for o, k in (("--cluster", "clusters"), ("--gpu-type", "gpu_types"), ("--tag", "tags"),
-                                    ("--interconnect", "interconnect")) if f[k])
-        raise UsageError(f"--hostname {f['hostnames'][0]!r} cannot be combined with {other}",
-                         hint="--hostname pins exact machines: drop it or drop the cluster filters")
+        other = next(
+            o
+            for o, k in (
+                ("--cluster", "clusters"),
+                ("--gpu-type", "gpu_types"),
+                ("--tag", "tags"),
+                ("--interconnect", "interconnect"),
+            )
+            if f[k]
+        )
+        raise UsageError(
+            f"--hostname {f['hostnames'][0]!r} cannot be combined with {other}",
+            hint="--hostname pins exact machines: drop it or drop the cluster filters",
+        )
 
     # resources
     f["cpus"] = _positive(opts, "cpus", float, "give a number of CPUs such as 8 or 0.5")
@@ -303,11 +378,15 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
     beaker_image, docker_image = opts.get("beaker_image"), opts.get("docker_image")
     if beaker_image[0] and docker_image[0]:
         if beaker_image[1].startswith("--") == docker_image[1].startswith("--"):
-            raise UsageError(f"{beaker_image[1]} {beaker_image[0]!r} and {docker_image[1]} {docker_image[0]!r} "
-                             "cannot be used together", hint="pick one image")
+            raise UsageError(
+                f"{beaker_image[1]} {beaker_image[0]!r} and {docker_image[1]} {docker_image[0]!r} "
+                "cannot be used together",
+                hint="pick one image",
+            )
         # the command line beats a config default of the other kind
-        beaker_image, docker_image = ((beaker_image, (None, "")) if beaker_image[1].startswith("--")
-                                      else ((None, ""), docker_image))
+        beaker_image, docker_image = (
+            (beaker_image, (None, "")) if beaker_image[1].startswith("--") else ((None, ""), docker_image)
+        )
     f["beaker_image"], f["docker_image"] = beaker_image[0], docker_image[0]
     f["datasets"] = []
     for item in opts.value("dataset") or []:
@@ -322,7 +401,9 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
     for item in opts.value("mount") or []:
         src, target, mode = _split_target("--mount", item, "HOST_PATH")
         if not src.startswith("/"):
-            raise _fail("--mount", item, f"the host path {src!r} is relative", "give the absolute path on the node")
+            raise _fail(
+                "--mount", item, f"the host path {src!r} is relative", "give the absolute path on the node"
+            )
         f["mounts"].append(HostMount(host_path=src, mount_path=target, mode=mode))
     f["weka"] = []
     for item in opts.value("weka") or []:
@@ -333,12 +414,16 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
         src, target, _ = _split_target("--upload", item, "LOCAL_PATH")
         path = os.path.join(cwd or os.getcwd(), os.path.expanduser(src))
         if not os.path.exists(path):
-            raise _fail("--upload", item, f"{src!r} does not exist here", "give an existing local file or directory")
+            raise _fail(
+                "--upload", item, f"{src!r} does not exist here", "give an existing local file or directory"
+            )
         f["uploads"].append(Upload(local_path=os.path.abspath(path), mount_path=target))
     targets = [m.mount_path for group in ("datasets", "mounts", "weka", "uploads") for m in f[group]]
     dup = next((t for t in targets if targets.count(t) > 1), None)
     if dup:
-        raise UsageError(f"two inputs are mounted at {dup!r}", hint="give each --dataset/--mount/--weka its own path")
+        raise UsageError(
+            f"two inputs are mounted at {dup!r}", hint="give each --dataset/--mount/--weka its own path"
+        )
     f["env"] = _env_vars(opts, environ)
     f["env_secrets"] = _env_secrets(opts)
     clash = {e.name for e in f["env"]} & {s.name for s in f["env_secrets"]}
@@ -348,15 +433,25 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
     auto = opts.value("auto_secrets")
     f["auto_secrets"] = not given.get("no_auto_secrets") and auto is not False
     f["git_token_secret"] = _pattern(opts, "git_token_secret", SECRET, "secret name")
-    results = _checked(opts, "results", lambda v: isinstance(v, str) and v.startswith("/"),
-                       "is not an absolute path", "give an absolute path such as /results")
+    results = _checked(
+        opts,
+        "results",
+        lambda v: isinstance(v, str) and v.startswith("/"),
+        "is not an absolute path",
+        "give an absolute path such as /results",
+    )
     if results:
         f["results_dir"] = results
 
     # git
     for opt in ("ref", "branch", "remote"):
-        f[opt] = _checked(opts, opt, lambda v: isinstance(v, str) and v.strip() and "\n" not in v,
-                          "is empty", f"give a value to {flag(opt)} or omit it")
+        f[opt] = _checked(
+            opts,
+            opt,
+            lambda v: isinstance(v, str) and v.strip() and "\n" not in v,
+            "is empty",
+            f"give a value to {flag(opt)} or omit it",
+        )
     f["allow_dirty"] = bool(given.get("allow_dirty"))
 
     # task
@@ -367,8 +462,10 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
     f["no_auto_resume"] = bool(given.get("no_auto_resume"))
     f["preemptible"] = opts.value("preemptible")
     if f["preemptible"] is not None and (f["min_runtime"] is not None or f["no_auto_resume"]):
-        raise UsageError("--preemptible/--not-preemptible cannot be combined with --min-runtime or --no-auto-resume",
-                         hint="use --min-runtime (0 = preemptible at any time) instead of --preemptible")
+        raise UsageError(
+            "--preemptible/--not-preemptible cannot be combined with --min-runtime or --no-auto-resume",
+            hint="use --min-runtime (0 = preemptible at any time) instead of --preemptible",
+        )
     f["retries"] = _positive(opts, "retries", int, "give how many times to retry, e.g. 3", allow_zero=True)
 
     # multi-node
@@ -378,7 +475,9 @@ def build_request(given: dict[str, Any], command: list[str] | None, *, config: C
     f["synchronized_start_timeout"] = _duration(opts, "synchronized_start_timeout", allow_zero=False)
     launchers = [n for n in ("torchrun", "accelerate", "ray") if given.get(n)]
     if len(launchers) > 1:
-        raise UsageError(f"--{launchers[0]} and --{launchers[1]} cannot be combined", hint="pick one launcher")
+        raise UsageError(
+            f"--{launchers[0]} and --{launchers[1]} cannot be combined", hint="pick one launcher"
+        )
     f["launcher"] = Launcher(launchers[0]) if launchers else Launcher.none
     f["resumable"] = bool(given.get("resumable"))
     f["profile"] = _pattern(opts, "profile", NAME, "profile name")
@@ -419,33 +518,56 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["install"] = opts.value("install")
     f["no_python"] = bool(opts.value("no_python"))
     f["system_python"] = bool(opts.value("system_python"))
-    f["python_version"] = _checked(opts, "python_version", lambda v: PY_VERSION.fullmatch(str(v)),
-                                   "is not a Python version", "use e.g. 3.12 or 3.11.9")
+    f["python_version"] = _checked(
+        opts,
+        "python_version",
+        lambda v: PY_VERSION.fullmatch(str(v)),
+        "is not a Python version",
+        "use e.g. 3.12 or 3.11.9",
+    )
     f["uv_extras"] = _list(opts, "uv_extra", "extra name")
     f["uv_all_extras"] = bool(opts.value("uv_all_extras"))
     f["uv_no_extras"] = bool(given.get("uv_no_extras"))
-    f["torch_backend"] = _pattern(opts, "torch_backend", TORCH_BACKEND, "torch backend (e.g. cu128, cpu, auto)")
-    f["uv_cache_dir"] = _checked(opts, "uv_cache_dir", lambda v: isinstance(v, str) and v.startswith("/"),
-                                 "is not an absolute path", "give an absolute path in the job, e.g. /weka/uv-cache")
+    f["torch_backend"] = _pattern(
+        opts, "torch_backend", TORCH_BACKEND, "torch backend (e.g. cu128, cpu, auto)"
+    )
+    f["uv_cache_dir"] = _checked(
+        opts,
+        "uv_cache_dir",
+        lambda v: isinstance(v, str) and v.startswith("/"),
+        "is not an absolute path",
+        "give an absolute path in the job, e.g. /weka/uv-cache",
+    )
     if given.get("uv_no_extras"):  # the command line beats a config default of all extras
         if given.get("uv_all_extras") or given.get("uv_extra"):
             other = "--uv-all-extras" if given.get("uv_all_extras") else "--uv-extra"
             raise UsageError(f"--uv-no-extras cannot be combined with {other}", hint="keep one")
         f["uv_all_extras"], f["uv_extras"] = False, []
     if f["uv_all_extras"] and f["uv_extras"]:
-        raise UsageError(f"--uv-all-extras cannot be combined with --uv-extra {f['uv_extras'][0]!r}",
-                         hint="all extras already include it: keep one")
+        raise UsageError(
+            f"--uv-all-extras cannot be combined with --uv-extra {f['uv_extras'][0]!r}",
+            hint="all extras already include it: keep one",
+        )
     if f["no_python"]:
-        for opt, key in (("--system-python", "system_python"), ("--python-version", "python_version"),
-                         ("--install", "install"), ("--uv-extra", "uv_extras"), ("--uv-all-extras", "uv_all_extras"),
-                         ("--torch-backend", "torch_backend")):
+        for opt, key in (
+            ("--system-python", "system_python"),
+            ("--python-version", "python_version"),
+            ("--install", "install"),
+            ("--uv-extra", "uv_extras"),
+            ("--uv-all-extras", "uv_all_extras"),
+            ("--torch-backend", "torch_backend"),
+        ):
             if f[key]:
-                raise UsageError(f"--no-python cannot be combined with {opt}",
-                                 hint="drop --no-python to set up Python, or drop the Python option")
+                raise UsageError(
+                    f"--no-python cannot be combined with {opt}",
+                    hint="drop --no-python to set up Python, or drop the Python option",
+                )
     if f["uv_cache_dir"] and any(e.name == "UV_CACHE_DIR" for e in f["env"]):
         raise UsageError("--uv-cache-dir cannot be combined with --env UV_CACHE_DIR", hint="keep one")
     if f["torch_backend"] and any(e.name == "UV_TORCH_BACKEND" for e in f["env"]):
         raise UsageError("--torch-backend cannot be combined with --env UV_TORCH_BACKEND", hint="keep one")
     if f["system_python"] and f["python_version"]:
-        raise UsageError(f"--system-python cannot be combined with --python-version {f['python_version']!r}",
-                         hint="the image's Python is used as is: drop one")
+        raise UsageError(
+            f"--system-python cannot be combined with --python-version {f['python_version']!r}",
+            hint="the image's Python is used as is: drop one",
+        )

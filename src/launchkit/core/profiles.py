@@ -71,7 +71,9 @@ class Step(_Model):
         if self.export is not None:
             return [f"export {k}={v}" for k, v in self.export.items()]
         if self.prepend is not None:
-            return [f"prepend {v} to ${k}" if for_people else f"prepend {k} {v}" for k, v in self.prepend.items()]
+            return [
+                f"prepend {v} to ${k}" if for_people else f"prepend {k} {v}" for k, v in self.prepend.items()
+            ]
         return [f"source {self.source}"]
 
 

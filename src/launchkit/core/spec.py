@@ -16,7 +16,7 @@ from typing import Any
 
 from launchkit import __version__
 from launchkit.core.beaker_types import spec_types
-from launchkit.core.contract import (  # noqa: F401 - re-exported names of the contract
+from launchkit.core.contract import (
     ENV_CONSTRAINT_GPU_TYPES,
     ENV_CONSTRAINT_TAGS,
     ENV_EXEC_METHOD,
@@ -59,8 +59,11 @@ _NOT_SPEC = {"dry_run", "save_spec", "follow", "yes", "backend"}  # launch behav
 def run_id(request: LaunchRequest, git: GitState) -> str:
     """A stable id for this invocation: same inputs, same id."""
     payload = json.dumps(
-        {"request": request.model_dump(mode="json", exclude=_NOT_SPEC),
-         "remote": git.remote_url, "commit": git.commit},
+        {
+            "request": request.model_dump(mode="json", exclude=_NOT_SPEC),
+            "remote": git.remote_url,
+            "commit": git.commit,
+        },
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
@@ -120,14 +123,31 @@ def _python_env(request: LaunchRequest, parts: TaskParts) -> None:
 
 def _datasets(request: LaunchRequest) -> list[Any]:
     t = spec_types()
-    mounts = [t.BeakerDataMount(source=t.BeakerDataSource(beaker=d.dataset), mount_path=d.mount_path,
-                                sub_path=d.sub_path, mode=d.mode) for d in request.datasets]
-    mounts += [t.BeakerDataMount(source=t.BeakerDataSource(host_path=m.host_path), mount_path=m.mount_path,
-                                 mode=m.mode) for m in request.mounts]
-    mounts += [t.BeakerDataMount(source=t.BeakerDataSource(weka=w.bucket), mount_path=w.mount_path, mode=w.mode)
-               for w in request.weka]
-    mounts += [t.BeakerDataMount(source=t.BeakerDataSource(beaker=upload_dataset_name(u.local_path)),
-                                 mount_path=u.mount_path) for u in request.uploads]
+    mounts = [
+        t.BeakerDataMount(
+            source=t.BeakerDataSource(beaker=d.dataset),
+            mount_path=d.mount_path,
+            sub_path=d.sub_path,
+            mode=d.mode,
+        )
+        for d in request.datasets
+    ]
+    mounts += [
+        t.BeakerDataMount(
+            source=t.BeakerDataSource(host_path=m.host_path), mount_path=m.mount_path, mode=m.mode
+        )
+        for m in request.mounts
+    ]
+    mounts += [
+        t.BeakerDataMount(source=t.BeakerDataSource(weka=w.bucket), mount_path=w.mount_path, mode=w.mode)
+        for w in request.weka
+    ]
+    mounts += [
+        t.BeakerDataMount(
+            source=t.BeakerDataSource(beaker=upload_dataset_name(u.local_path)), mount_path=u.mount_path
+        )
+        for u in request.uploads
+    ]
     return mounts
 
 
@@ -174,8 +194,9 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
     )
     constraints = None
     if request.clusters or request.hostnames:
-        constraints = t.BeakerConstraints(cluster=list(request.clusters) or None,
-                                          hostname=list(request.hostnames) or None)
+        constraints = t.BeakerConstraints(
+            cluster=list(request.clusters) or None, hostname=list(request.hostnames) or None
+        )
     if request.beaker_image or request.docker_image:
         image = t.BeakerImageSource(beaker=request.beaker_image, docker=request.docker_image)
     else:
@@ -183,7 +204,8 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
     resources = None
     if any(v is not None for v in (request.cpus, request.gpus, request.memory, request.shared_memory)):
         resources = t.BeakerTaskResources(
-            cpu_count=request.cpus, gpu_count=request.gpus,
+            cpu_count=request.cpus,
+            gpu_count=request.gpus,
             memory=format_size(request.memory) if request.memory else None,
             shared_memory=format_size(request.shared_memory) if request.shared_memory else None,
         )
@@ -224,8 +246,9 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
     )
 
 
-def apply_profiles_and_multinode(request: LaunchRequest, rid: str, parts: TaskParts,
-                                 user_profiles: dict[str, Any] | None = None) -> None:
+def apply_profiles_and_multinode(
+    request: LaunchRequest, rid: str, parts: TaskParts, user_profiles: dict[str, Any] | None = None
+) -> None:
     """Cluster profiles and multi-node launchers (launchkit.core.multinode): the profile's env and
     mounts, the launcher's rendezvous env, and the replica defaults."""
     from launchkit.core.multinode import task_additions
@@ -234,19 +257,39 @@ def apply_profiles_and_multinode(request: LaunchRequest, rid: str, parts: TaskPa
     extra = task_additions(request, rid, user_profiles)
     for name, value in extra.env:
         parts.set_env(name, value)
-    mounts = [t.BeakerDataMount(source=t.BeakerDataSource(host_path=m.host_path), mount_path=m.mount_path)
-              for m in extra.mounts]
-    mounts += [t.BeakerDataMount(source=t.BeakerDataSource(weka=w.bucket), mount_path=w.mount_path)
-               for w in extra.weka]
+    mounts = [
+        t.BeakerDataMount(source=t.BeakerDataSource(host_path=m.host_path), mount_path=m.mount_path)
+        for m in extra.mounts
+    ]
+    mounts += [
+        t.BeakerDataMount(source=t.BeakerDataSource(weka=w.bucket), mount_path=w.mount_path)
+        for w in extra.weka
+    ]
     if mounts:
         parts.fields["datasets"] = (parts.fields.get("datasets") or []) + mounts
     parts.fields.update(extra.task_fields)
 
 
 _TOP_ORDER = ("version", "description", "budget", "groups", "retry", "tasks")
-_TASK_ORDER = ("name", "image", "arguments", "envVars", "datasets", "resources", "constraints", "context",
-               "result", "replicas", "leaderSelection", "hostNetworking", "propagateFailure",
-               "propagatePreemption", "synchronizedStartTimeout", "timeout", "command")
+_TASK_ORDER = (
+    "name",
+    "image",
+    "arguments",
+    "envVars",
+    "datasets",
+    "resources",
+    "constraints",
+    "context",
+    "result",
+    "replicas",
+    "leaderSelection",
+    "hostNetworking",
+    "propagateFailure",
+    "propagatePreemption",
+    "synchronizedStartTimeout",
+    "timeout",
+    "command",
+)
 
 
 def _ordered(data: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:

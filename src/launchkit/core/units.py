@@ -9,11 +9,28 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 60480
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?i?b?)?\s*$", re.IGNORECASE)
 _SIZE_FACTORS = {
-    "": 1, "b": 1,
-    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-    "t": 10**12, "tb": 10**12, "p": 10**15, "pb": 10**15,
-    "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30,
-    "ti": 2**40, "tib": 2**40, "pi": 2**50, "pib": 2**50,
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "p": 10**15,
+    "pb": 10**15,
+    "ki": 2**10,
+    "kib": 2**10,
+    "mi": 2**20,
+    "mib": 2**20,
+    "gi": 2**30,
+    "gib": 2**30,
+    "ti": 2**40,
+    "tib": 2**40,
+    "pi": 2**50,
+    "pib": 2**50,
 }
 
 
@@ -55,9 +72,20 @@ def parse_size(text: str | int) -> int:
 
 def format_size(num_bytes: int) -> str:
     """The shortest exact Beaker size string for a byte count (`10GiB`, `10240MB`, `123`)."""
-    exact = [f"{num_bytes // factor}{unit}" for unit, factor in (
-        ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10),
-        ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)) if num_bytes % factor == 0]
+    exact = [
+        f"{num_bytes // factor}{unit}"
+        for unit, factor in (
+            ("TiB", 2**40),
+            ("GiB", 2**30),
+            ("MiB", 2**20),
+            ("KiB", 2**10),
+            ("TB", 10**12),
+            ("GB", 10**9),
+            ("MB", 10**6),
+            ("KB", 10**3),
+        )
+        if num_bytes % factor == 0
+    ]
     return min(exact + [str(num_bytes)], key=len)
 
 

@@ -20,8 +20,10 @@ _NOT_STRINGS = {"yes", "no", "on", "off", "true", "false", "null", "y", "n"}
 # Starting with a digit (commit SHAs, ids) is fine unless some YAML reader could take it for a number
 # or a date: 12, 1_0, 1.5, 1e5, 0x1f, 0o17, 0b1, 2026-01-01, 1:30.
 _DIGIT_PLAIN = re.compile(r"[0-9][A-Za-z0-9_./@+=-]*")
-_NUMBERISH = re.compile(r"[0-9_]*\.?[0-9_]*(?:[eE][-+]?[0-9_]+)?|0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+"
-                        r"|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}.*")
+_NUMBERISH = re.compile(
+    r"[0-9_]*\.?[0-9_]*(?:[eE][-+]?[0-9_]+)?|0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+"
+    r"|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}.*"
+)
 # Characters a YAML reader rejects or treats as line breaks: they must be escaped.
 _ESCAPE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 _BLOCK_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
@@ -53,7 +55,7 @@ def _collection(value: dict[str, Any] | list[Any], indent: int, lines: list[str]
         if isinstance(item, (dict, list)) and item:
             nested: list[str] = []
             _collection(item, indent + 2, nested)
-            lines.append(f"{pad}- {nested[0][indent + 2:]}")  # the first entry shares the dash's line
+            lines.append(f"{pad}- {nested[0][indent + 2 :]}")  # the first entry shares the dash's line
             lines.extend(nested[1:])
         else:
             lines.append(f"{pad}- {_value(item, indent + 2)}")
@@ -96,7 +98,8 @@ def _scalar(value: Any) -> str:
         return "[]"
     text = str(value)
     if (_PLAIN.fullmatch(text) and text.lower() not in _NOT_STRINGS) or (
-            _DIGIT_PLAIN.fullmatch(text) and not _NUMBERISH.fullmatch(text)):
+        _DIGIT_PLAIN.fullmatch(text) and not _NUMBERISH.fullmatch(text)
+    ):
         return text
     quoted = json.dumps(text, ensure_ascii=False)  # JSON escapes are valid YAML double-quoted escapes
     return _ESCAPE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)

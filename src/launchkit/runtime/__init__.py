@@ -20,4 +20,3 @@ def entrypoint_script() -> str:
     """The complete entrypoint as one bash script."""
     folder = Path(__file__).parent  # a plain package directory (wheel or checkout); no importlib.resources
     return "\n".join(f"# ---- {part}\n" + (folder / part).read_text() for part in PARTS)
-

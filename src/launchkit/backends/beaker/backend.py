@@ -25,13 +25,21 @@ from launchkit.errors import (
 
 W = pb2.WorkloadStatus
 _STATUS = {
-    W.STATUS_SUBMITTED: RunStatus.queued, W.STATUS_QUEUED: RunStatus.queued,
-    W.STATUS_READY_TO_START: RunStatus.queued, W.STATUS_INITIALIZING: RunStatus.starting,
-    W.STATUS_RUNNING: RunStatus.running, W.STATUS_STOPPING: RunStatus.running,
-    W.STATUS_UPLOADING_RESULTS: RunStatus.running, W.STATUS_SUCCEEDED: RunStatus.succeeded,
-    W.STATUS_FAILED: RunStatus.failed, W.STATUS_CANCELED: RunStatus.canceled,
+    W.STATUS_SUBMITTED: RunStatus.queued,
+    W.STATUS_QUEUED: RunStatus.queued,
+    W.STATUS_READY_TO_START: RunStatus.queued,
+    W.STATUS_INITIALIZING: RunStatus.starting,
+    W.STATUS_RUNNING: RunStatus.running,
+    W.STATUS_STOPPING: RunStatus.running,
+    W.STATUS_UPLOADING_RESULTS: RunStatus.running,
+    W.STATUS_SUCCEEDED: RunStatus.succeeded,
+    W.STATUS_FAILED: RunStatus.failed,
+    W.STATUS_CANCELED: RunStatus.canceled,
 }
-_PREEMPTION = {BeakerCancelationCode.system_preemption.as_pb2(), BeakerCancelationCode.user_preemption.as_pb2()}
+_PREEMPTION = {
+    BeakerCancelationCode.system_preemption.as_pb2(),
+    BeakerCancelationCode.user_preemption.as_pb2(),
+}
 STATUS_NAMES = [s.name for s in BeakerWorkloadStatus]
 
 
@@ -101,8 +109,9 @@ class BeakerBackend:
                     return self.beaker.workload.get(f"{self.conn.me().name}/{ref}")
                 except bx.BeakerWorkloadNotFound:
                     pass
-        raise NotFoundError(f"no Beaker experiment {ref!r}", hint="use an experiment id or user/name; "
-                                                                  "see `launchkit list`")
+        raise NotFoundError(
+            f"no Beaker experiment {ref!r}", hint="use an experiment id or user/name; see `launchkit list`"
+        )
 
     def _info(self, wl: Any, *, author: str | None = None, job: Any = None) -> RunInfo:
         ex = wl.experiment
@@ -114,9 +123,17 @@ class BeakerBackend:
             if status.finished or job_status(job).finished:
                 exit_code = job_exit_code(job)
         return RunInfo(
-            id=ex.id, name=ex.name, backend="beaker", status=status, exit_code=exit_code,
-            created=_time(ex.created) or dt.datetime.now(dt.UTC), started=started, finished=finished,
-            author=author, replicas=max(1, len(ex.tasks)), url=self.beaker.workload.url(wl),
+            id=ex.id,
+            name=ex.name,
+            backend="beaker",
+            status=status,
+            exit_code=exit_code,
+            created=_time(ex.created) or dt.datetime.now(dt.UTC),
+            started=started,
+            finished=finished,
+            author=author,
+            replicas=max(1, len(ex.tasks)),
+            url=self.beaker.workload.url(wl),
             launchkit=rs.MARKER in ex.description,
         )
 
@@ -125,10 +142,14 @@ class BeakerBackend:
         from launchkit.backends.beaker.submit import create_once
 
         with self._errors():
-            resolved = rs.resolve(self.conn, submission.spec, workspace=submission.workspace or self._workspace,
-                                  gpu_types=rs.spec_env_list(submission.spec, rs.ENV_GPU_TYPES),
-                                  tags=rs.spec_env_list(submission.spec, rs.ENV_TAGS),
-                                  auto_secrets=submission.auto_secrets)
+            resolved = rs.resolve(
+                self.conn,
+                submission.spec,
+                workspace=submission.workspace or self._workspace,
+                gpu_types=rs.spec_env_list(submission.spec, rs.ENV_GPU_TYPES),
+                tags=rs.spec_env_list(submission.spec, rs.ENV_TAGS),
+                auto_secrets=submission.auto_secrets,
+            )
             for note in resolved.notes:
                 console().info(note)
             self.conn.renew()
@@ -150,8 +171,11 @@ class BeakerBackend:
         with self._errors():
             user = self._user(author)
             for wl in self.beaker.workload.list(
-                org=self.conn.org(), author=user, workload_type=BeakerWorkloadType.experiment,
-                sort_order=BeakerSortOrder.descending, limit=1,
+                org=self.conn.org(),
+                author=user,
+                workload_type=BeakerWorkloadType.experiment,
+                sort_order=BeakerSortOrder.descending,
+                limit=1,
             ):
                 if wl.experiment.author_id != user.id:  # defensive: the server must filter by author
                     continue
@@ -166,9 +190,18 @@ class BeakerBackend:
         except bx.BeakerUserNotFound:
             raise NotFoundError(f"no Beaker user {name!r}", hint="check --author") from None
 
-    def list_runs(self, *, limit: int = 20, statuses: list[RunStatus] | list[str] | None = None,
-                  author: str | None = None, text: str | None = None, max_age: dt.timedelta | None = None,
-                  include_all: bool = False, mine: bool = False, workspace: str | None = None) -> list[RunInfo]:
+    def list_runs(
+        self,
+        *,
+        limit: int = 20,
+        statuses: list[RunStatus] | list[str] | None = None,
+        author: str | None = None,
+        text: str | None = None,
+        max_age: dt.timedelta | None = None,
+        include_all: bool = False,
+        mine: bool = False,
+        workspace: str | None = None,
+    ) -> list[RunInfo]:
         """One ListWorkloads query (paged by the server) + one GetUser per unseen author."""
         beaker_statuses = _beaker_statuses(statuses)
         with self._errors():
@@ -179,9 +212,14 @@ class BeakerBackend:
             created_after = dt.datetime.now(dt.UTC) - max_age if max_age else None
             rows = []
             for wl in self.beaker.workload.list(
-                org=self.conn.org(), author=user, workspace=ws, created_after=created_after,
-                workload_type=BeakerWorkloadType.experiment, statuses=beaker_statuses,
-                name_or_description=server_text, sort_order=BeakerSortOrder.descending,
+                org=self.conn.org(),
+                author=user,
+                workspace=ws,
+                created_after=created_after,
+                workload_type=BeakerWorkloadType.experiment,
+                statuses=beaker_statuses,
+                name_or_description=server_text,
+                sort_order=BeakerSortOrder.descending,
                 limit=limit if (include_all or not text) else None,
             ):
                 if not include_all and rs.MARKER not in wl.experiment.description:
@@ -217,8 +255,10 @@ class BeakerBackend:
         if replica is not None:
             rows = [r for r in rows if r[0] == replica]
             if not rows:
-                raise NotFoundError(f"experiment {wl.experiment.id} has no replica {replica}",
-                                    hint=f"replicas: 0..{len(wl.experiment.tasks) - 1}")
+                raise NotFoundError(
+                    f"experiment {wl.experiment.id} has no replica {replica}",
+                    hint=f"replicas: 0..{len(wl.experiment.tasks) - 1}",
+                )
         return rows
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes], *, all_tasks: bool = False) -> None:
@@ -242,12 +282,28 @@ class BeakerBackend:
                     continue
                 label = f"{t.name}/{rank}" if several_tasks else str(rank)
                 prefix = f"[{label}] ".encode() if len(rows) > 1 else b""
-                stream_job(self.conn, job.id, out.write, prefix=prefix, tail=query.tail, since_ns=since_ns,
-                           head=query.head, timestamps=query.timestamps)
+                stream_job(
+                    self.conn,
+                    job.id,
+                    out.write,
+                    prefix=prefix,
+                    tail=query.tail,
+                    since_ns=since_ns,
+                    head=query.head,
+                    timestamps=query.timestamps,
+                )
                 out.flush()
 
-    def follow(self, run: RunInfo, out: IO[bytes], *, replica: int | None = None, all_replicas: bool = False,
-               tail: int | None = None, task: str | None = None) -> int:
+    def follow(
+        self,
+        run: RunInfo,
+        out: IO[bytes],
+        *,
+        replica: int | None = None,
+        all_replicas: bool = False,
+        tail: int | None = None,
+        task: str | None = None,
+    ) -> int:
         """Events until start, then raw logs until the job finishes (through preemptions).
 
         Returns the job's exit code (the first non-zero one with several replicas). Ctrl-C raises
@@ -299,16 +355,24 @@ class BeakerBackend:
             if job.status.HasField("finalized"):
                 stream_job(self.conn, job.id, write, prefix=prefix, tail=tail)
             else:
-                stream_job(self.conn, job.id, write, prefix=prefix, tail=tail, follow=True,
-                           is_finalized=watch.finalized)
+                stream_job(
+                    self.conn,
+                    job.id,
+                    write,
+                    prefix=prefix,
+                    tail=tail,
+                    follow=True,
+                    is_finalized=watch.finalized,
+                )
             job = watch.job
             while not job.status.HasField("finalized"):
                 time.sleep(0.5)
                 job = self.beaker.job.get(job.id)
                 self.conn.renew()
             if job_status(job) == RunStatus.preempted:
-                console().info(f"{prefix.decode()}job {job.id} was preempted; following the next job of "
-                               f"task {task.name}")
+                console().info(
+                    f"{prefix.decode()}job {job.id} was preempted; following the next job of task {task.name}"
+                )
                 seen_preempted.add(job.id)
                 job, tail = None, None
                 continue
@@ -351,19 +415,30 @@ class BeakerBackend:
             me = self.conn.me()
             if wl.experiment.author_id != me.id:
                 owner = self.conn.user_names([wl.experiment.author_id])[wl.experiment.author_id]
-                raise PreconditionError(f"experiment {wl.experiment.id} belongs to {owner}, not to you ({me.name})",
-                                        hint="launchkit only stops your own jobs")
+                raise PreconditionError(
+                    f"experiment {wl.experiment.id} belongs to {owner}, not to you ({me.name})",
+                    hint="launchkit only stops your own jobs",
+                )
             self.beaker.workload.cancel(wl)
             wl = self.beaker.workload.get(wl.experiment.id)
             return self._info(wl, author=me.name)
 
     # -- find-gpus ------------------------------------------------------------------------------
-    def find_gpus(self, *, gpu_types: list[str] | None = None, include_all: bool = False) -> list[dict[str, Any]]:
+    def find_gpus(
+        self, *, gpu_types: list[str] | None = None, include_all: bool = False
+    ) -> list[dict[str, Any]]:
         """Clusters that take batch jobs: free GPUs, used/total slots, GPU types of all nodes."""
         with self._errors():
-            clusters = [c for c in self.beaker.cluster.list(
-                org=self.conn.org(), sort_field="free_gpus", sort_order=BeakerSortOrder.descending,
-                include_cluster_occupancy=True) if rs.takes_batch_jobs(c)]
+            clusters = [
+                c
+                for c in self.beaker.cluster.list(
+                    org=self.conn.org(),
+                    sort_field="free_gpus",
+                    sort_order=BeakerSortOrder.descending,
+                    include_cluster_occupancy=True,
+                )
+                if rs.takes_batch_jobs(c)
+            ]
             if not include_all:
                 clusters = [c for c in clusters if c.cluster_occupancy.slot_counts.available > 0]
             types = rs.node_gpu_types(self.conn, clusters)
@@ -374,9 +449,17 @@ class BeakerBackend:
             if wanted and not any(w in x.lower() for w in wanted for x in t):
                 continue
             sc = c.cluster_occupancy.slot_counts
-            rows.append({"cluster": rs.cluster_full_name(c), "free_gpus": sc.available, "used_slots": sc.assigned,
-                         "total_slots": sc.total - sc.cordoned, "cordoned": sc.cordoned, "gpu_types": t,
-                         "tags": list(c.tags)})
+            rows.append(
+                {
+                    "cluster": rs.cluster_full_name(c),
+                    "free_gpus": sc.available,
+                    "used_slots": sc.assigned,
+                    "total_slots": sc.total - sc.cordoned,
+                    "cordoned": sc.cordoned,
+                    "gpu_types": t,
+                    "tags": list(c.tags),
+                }
+            )
         rows.sort(key=lambda r: (-r["free_gpus"], r["cluster"]))
         return rows
 
@@ -402,8 +485,10 @@ class BeakerBackend:
                 return f"{b.config.agent_address}/orgs/{c.organization_name or b.config.default_org}/clusters/{c.name}"
             except bx.BeakerClusterNotFound:
                 pass
-        raise NotFoundError(f"{target!r} is not an experiment, workspace or cluster on Beaker",
-                            hint="use an experiment id or user/name, org/workspace, or org/cluster")
+        raise NotFoundError(
+            f"{target!r} is not an experiment, workspace or cluster on Beaker",
+            hint="use an experiment id or user/name, org/workspace, or org/cluster",
+        )
 
 
 class _JobWatch:
@@ -437,13 +522,12 @@ def _beaker_statuses(statuses: Any) -> list[BeakerWorkloadStatus] | None:
             continue
         mapped = [k for k, rs_ in _STATUS.items() if rs_.value == v]
         if not mapped:
-            raise UsageError(f"unknown status {s!r}",
-                             hint="one of: " + ", ".join(STATUS_NAMES + [r.value for r in RunStatus]))
+            raise UsageError(
+                f"unknown status {s!r}",
+                hint="one of: " + ", ".join(STATUS_NAMES + [r.value for r in RunStatus]),
+            )
         out += [BeakerWorkloadStatus(m) for m in mapped]
     return list(dict.fromkeys(out))
-
-
-
 
 
 def _secrets_api(backend: BeakerBackend, workspace: str | None) -> tuple[Any, str]:

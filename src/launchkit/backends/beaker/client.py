@@ -38,7 +38,9 @@ def configured_timeout(explicit: float | None = None) -> float:
         explicit = state.beaker_timeout
     if explicit is not None:
         if explicit <= 0:
-            raise UsageError(f"invalid --beaker-timeout {explicit:g}", hint="use a positive number of seconds")
+            raise UsageError(
+                f"invalid --beaker-timeout {explicit:g}", hint="use a positive number of seconds"
+            )
         return float(explicit)
     from launchkit.config import merge, read_layers
 
@@ -54,8 +56,10 @@ def configured_timeout(explicit: float | None = None) -> float:
         value = -1.0
     if value <= 0:
         layer = config.values["beaker_timeout"][1]
-        raise UsageError(f"invalid Beaker timeout {layer.where('beaker_timeout')}: {raw!r}",
-                         hint="use seconds or a duration like 90s, 2m")
+        raise UsageError(
+            f"invalid Beaker timeout {layer.where('beaker_timeout')}: {raw!r}",
+            hint="use seconds or a duration like 90s, 2m",
+        )
     return float(value)
 
 
@@ -103,10 +107,12 @@ class _Beaker(Beaker):
             self._channel = grpc.secure_channel(
                 self.config.rpc_address,
                 grpc.ssl_channel_credentials(),
-                options=[("grpc.max_send_message_length", self.RPC_MAX_SEND_MESSAGE_LENGTH),
-                         ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH),
-                         # log streams: receive on the reading thread (no hand-off per message)
-                         (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)],
+                options=[
+                    ("grpc.max_send_message_length", self.RPC_MAX_SEND_MESSAGE_LENGTH),
+                    ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH),
+                    # log streams: receive on the reading thread (no hand-off per message)
+                    (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
+                ],
             )
             self._service = _GuardedStub(self.conn, beaker_pb2_grpc.BeakerStub(self._channel))
         return self._service
@@ -127,7 +133,7 @@ class Connection:
             raise PreconditionError(
                 "no Beaker credentials found",
                 hint="run `beaker account login`, or set BEAKER_TOKEN (token from https://beaker.org/user), "
-                     "or point BEAKER_CONFIG at a config.yml; to try things without Beaker use --dry-run or --local",
+                "or point BEAKER_CONFIG at a config.yml; to try things without Beaker use --dry-run or --local",
             ) from None
         client = _Beaker(config, check_for_upgrades=False, user_agent="launchkit (beaker-py)")
         client.conn = self
@@ -224,14 +230,21 @@ class Connection:
         except (LaunchkitError, BrokenPipeError):  # a closed stdout is the CLI's business
             raise
         except bx.BeakerNotFoundError as e:
-            raise NotFoundError(f"not found on Beaker: {_what(e)}",
-                                hint="check the spelling (names are user/name or org/name)") from None
+            raise NotFoundError(
+                f"not found on Beaker: {_what(e)}",
+                hint="check the spelling (names are user/name or org/name)",
+            ) from None
         except bx.BeakerPermissionsError as e:
-            raise PreconditionError(f"Beaker denied the request: {e}",
-                                    hint="check your token and that you are a member of the workspace") from None
+            raise PreconditionError(
+                f"Beaker denied the request: {e}",
+                hint="check your token and that you are a member of the workspace",
+            ) from None
         except (bx.BeakerOrganizationNotSet, bx.BeakerWorkspaceNotSet) as e:
-            raise UsageError(str(e), hint="pass --workspace org/name or set default_workspace in your "
-                                          "Beaker config (`beaker config set default_workspace org/name`)") from None
+            raise UsageError(
+                str(e),
+                hint="pass --workspace org/name or set default_workspace in your "
+                "Beaker config (`beaker config set default_workspace org/name`)",
+            ) from None
         except bx.BeakerError as e:
             raise BackendError(f"Beaker error: {e}") from None
         except grpc.RpcError as e:
@@ -241,8 +254,10 @@ class Connection:
             details = e.details() if isinstance(e, grpc.Call) else str(e)
             raise BackendError(f"Beaker error ({code.name if code else 'rpc'}): {details}") from None
         except OSError as e:  # requests' ConnectionError and friends
-            raise BackendError(f"cannot reach Beaker at {self.address}: {e}",
-                               hint="check your network, or raise --beaker-timeout") from None
+            raise BackendError(
+                f"cannot reach Beaker at {self.address}: {e}",
+                hint="check your network, or raise --beaker-timeout",
+            ) from None
 
 
 def _what(e: Exception) -> str:

@@ -52,10 +52,19 @@ class Flusher:
         self.close()
 
 
-def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, prefix: bytes = b"",
-               tail: int | None = None, since_ns: int | None = None, head: int | None = None,
-               follow: bool = False, is_finalized: Callable[[], bool] | None = None,
-               timestamps: bool = False) -> int:
+def stream_job(
+    conn: Connection,
+    job_id: str,
+    write: Callable[[bytes], Any],
+    *,
+    prefix: bytes = b"",
+    tail: int | None = None,
+    since_ns: int | None = None,
+    head: int | None = None,
+    follow: bool = False,
+    is_finalized: Callable[[], bool] | None = None,
+    timestamps: bool = False,
+) -> int:
     """Write the job's log lines (`prefix + message + \\n`) and return how many were written.
 
     With `follow`, keeps re-requesting until `is_finalized()` says the job is done (Beaker's streams
@@ -118,7 +127,7 @@ def stream_job(conn: Connection, job_id: str, write: Callable[[bytes], Any], *, 
                 continue
             if time.monotonic() > conn.deadline:
                 raise conn.unreachable() from None
-            time.sleep(min(0.1 * 2 ** failures, 2.0))
+            time.sleep(min(0.1 * 2**failures, 2.0))
             failures += 1
             continue
         finally:

@@ -19,8 +19,14 @@ from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
 # Added automatically when the workspace has them (`<user>_NAME` preferred over `NAME`).
 WELL_KNOWN_SECRETS = (
-    "HF_TOKEN", "WANDB_API_KEY", "BEAKER_TOKEN", "OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_API_BASE",
-    "ANTHROPIC_API_KEY", "SLACK_WEBHOOK_URL",
+    "HF_TOKEN",
+    "WANDB_API_KEY",
+    "BEAKER_TOKEN",
+    "OPENAI_API_KEY",
+    "AZURE_API_KEY",
+    "AZURE_API_BASE",
+    "ANTHROPIC_API_KEY",
+    "SLACK_WEBHOOK_URL",
 )
 MARKER = "[launchkit]"  # in the description of every experiment launchkit creates (list recognises it)
 # Cluster filters the spec carries as env vars, applied here when resolving clusters.
@@ -46,8 +52,10 @@ class Resolved:
 def workspace_name(conn: Connection, given: str | None) -> str:
     name = given or conn.beaker.config.default_workspace
     if not name:
-        raise UsageError("no Beaker workspace given",
-                         hint="pass --workspace org/name or run `beaker config set default_workspace org/name`")
+        raise UsageError(
+            "no Beaker workspace given",
+            hint="pass --workspace org/name or run `beaker config set default_workspace org/name`",
+        )
     return name
 
 
@@ -55,9 +63,13 @@ def get_workspace(conn: Connection, name: str) -> Any:
     try:
         ws = conn.beaker.workspace.get(name)
     except bx.BeakerWorkspaceNotFound:
-        raise NotFoundError(f"workspace {name!r} not found", hint="names are org/workspace; check --workspace") from None
+        raise NotFoundError(
+            f"workspace {name!r} not found", hint="names are org/workspace; check --workspace"
+        ) from None
     if ws.archived:
-        raise PreconditionError(f"workspace {name!r} is archived", hint="unarchive it or pick another --workspace")
+        raise PreconditionError(
+            f"workspace {name!r} is archived", hint="unarchive it or pick another --workspace"
+        )
     return ws
 
 
@@ -89,34 +101,49 @@ def node_gpu_types(conn: Connection, clusters: list[Any]) -> dict[str, list[str]
         return dict(pool.map(one, clusters))
 
 
-def resolve_clusters(conn: Connection, patterns: list[str], gpu_types: list[str], tags: list[str]) -> list[str]:
+def resolve_clusters(
+    conn: Connection, patterns: list[str], gpu_types: list[str], tags: list[str]
+) -> list[str]:
     clusters = [c for c in conn.beaker.cluster.list(org=conn.org()) if takes_batch_jobs(c)]
     chosen = clusters
     if patterns:
         chosen = []
         for pat in patterns:
             default_org = conn.beaker.config.default_org
-            pats = {pat.lower()} | ({f"{default_org}/{pat}".lower()} if default_org and "/" not in pat else set())
-            hits = [c for c in clusters
-                    if any(fnmatch.fnmatchcase(n.lower(), p) for p in pats
-                           for n in (cluster_full_name(c), c.name, c.id, *c.aliases))]
+            pats = {pat.lower()} | (
+                {f"{default_org}/{pat}".lower()} if default_org and "/" not in pat else set()
+            )
+            hits = [
+                c
+                for c in clusters
+                if any(
+                    fnmatch.fnmatchcase(n.lower(), p)
+                    for p in pats
+                    for n in (cluster_full_name(c), c.name, c.id, *c.aliases)
+                )
+            ]
             if not hits:
                 known = ", ".join(sorted(cluster_full_name(c) for c in clusters)[:12]) or "none"
-                raise NotFoundError(f"no cluster that takes batch jobs matches {pat!r}",
-                                    hint=f"available: {known}; see `launchkit find-gpus --all`")
+                raise NotFoundError(
+                    f"no cluster that takes batch jobs matches {pat!r}",
+                    hint=f"available: {known}; see `launchkit find-gpus --all`",
+                )
             chosen += [c for c in hits if c not in chosen]
     if tags:
         chosen = [c for c in chosen if set(tags) <= set(c.tags)]
         if not chosen:
-            raise PreconditionError(f"no matching cluster has all tags {', '.join(tags)}",
-                                    hint="drop a --tag or widen --cluster")
+            raise PreconditionError(
+                f"no matching cluster has all tags {', '.join(tags)}", hint="drop a --tag or widen --cluster"
+            )
     if gpu_types:
         types = node_gpu_types(conn, chosen)
         wanted = [g.lower() for g in gpu_types]
         chosen = [c for c in chosen if any(w in t.lower() for w in wanted for t in types[c.id])]
         if not chosen:
-            raise PreconditionError(f"no matching cluster has GPU type {' or '.join(gpu_types)}",
-                                    hint="see `launchkit find-gpus --all` for the GPU types of each cluster")
+            raise PreconditionError(
+                f"no matching cluster has GPU type {' or '.join(gpu_types)}",
+                hint="see `launchkit find-gpus --all` for the GPU types of each cluster",
+            )
     return sorted(cluster_full_name(c) for c in chosen)
 
 
@@ -132,8 +159,15 @@ def _referenced_secrets(spec: dict[str, Any]) -> list[str]:
     return names
 
 
-def resolve(conn: Connection, spec: dict[str, Any], *, workspace: str | None, gpu_types: list[str],
-            tags: list[str], auto_secrets: bool) -> Resolved:
+def resolve(
+    conn: Connection,
+    spec: dict[str, Any],
+    *,
+    workspace: str | None,
+    gpu_types: list[str],
+    tags: list[str],
+    auto_secrets: bool,
+) -> Resolved:
     import copy
 
     spec = copy.deepcopy(spec)
@@ -146,11 +180,14 @@ def resolve(conn: Connection, spec: dict[str, Any], *, workspace: str | None, gp
         try:
             conn.beaker.workspace.resolve_budget_id(spec["budget"])
         except bx.BeakerBudgetNotFound:
-            raise NotFoundError(f"budget {spec['budget']!r} not found", hint="names are org/budget; check --budget") \
-                from None
+            raise NotFoundError(
+                f"budget {spec['budget']!r} not found", hint="names are org/budget; check --budget"
+            ) from None
     elif not ws.budget_id:
-        raise UsageError(f"no budget: workspace {ws_label} has none and --budget was not given",
-                         hint="pass --budget org/name")
+        raise UsageError(
+            f"no budget: workspace {ws_label} has none and --budget was not given",
+            hint="pass --budget org/name",
+        )
 
     # Images (Beaker image names -> ids, so a later re-tag cannot change what runs).
     for task in spec.get("tasks", []):
@@ -159,8 +196,10 @@ def resolve(conn: Connection, spec: dict[str, Any], *, workspace: str | None, gp
             try:
                 image["beaker"] = conn.beaker.image.get(image["beaker"]).id
             except bx.BeakerImageNotFound:
-                raise NotFoundError(f"Beaker image {image['beaker']!r} not found",
-                                    hint="check --beaker-image (user/name or an image id)") from None
+                raise NotFoundError(
+                    f"Beaker image {image['beaker']!r} not found",
+                    hint="check --beaker-image (user/name or an image id)",
+                ) from None
 
     # Clusters: names, aliases and globs (plus GPU type and tags) -> full names.
     for task in spec.get("tasks", []):
@@ -178,7 +217,8 @@ def resolve(conn: Connection, spec: dict[str, Any], *, workspace: str | None, gp
         raise PreconditionError(
             f"secret{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found in workspace {ws_label}",
             hint=f"create {'them' if len(missing) > 1 else 'it'} with `launchkit secret set NAME --workspace "
-                 f"{ws_label}` (reads the value from stdin)")
+            f"{ws_label}` (reads the value from stdin)",
+        )
     if auto_secrets:
         user = conn.me().name
         added = []
@@ -213,5 +253,7 @@ def _group_id(conn: Connection, ws: Any, ref: str) -> str:
     try:
         return conn.beaker.group.get(ref).id
     except (bx.BeakerGroupNotFound, ValueError):
-        raise NotFoundError(f"group {ref!r} not found in workspace {ws.name}",
-                            hint="create it in the Beaker UI or drop --group") from None
+        raise NotFoundError(
+            f"group {ref!r} not found in workspace {ws.name}",
+            hint="create it in the Beaker UI or drop --group",
+        ) from None

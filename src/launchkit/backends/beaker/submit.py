@@ -101,15 +101,19 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
                 raise
             last_error = e
             ambiguous = True
-        delay = min(0.5 * 2 ** attempt, 8.0)
+        delay = min(0.5 * 2**attempt, 8.0)
         if time.monotonic() + delay > conn.deadline:
             break
-        console().debug(f"creating the experiment failed ({type(last_error).__name__}); retrying in {delay:g}s")
+        console().debug(
+            f"creating the experiment failed ({type(last_error).__name__}); retrying in {delay:g}s"
+        )
         time.sleep(delay)
     found = _lookup(conn, name) if ambiguous else None
     if found is not None and _ours(conn, found, spec, started):
         return found
     if last_error is None:  # every attempt hit a taken name
         raise BackendError(f"experiment name {name!r} is taken", hint="pass another --name")
-    raise BackendError(f"could not create the experiment on Beaker: {last_error}",
-                       hint="nothing was created; try again later or raise --beaker-timeout")
+    raise BackendError(
+        f"could not create the experiment on Beaker: {last_error}",
+        hint="nothing was created; try again later or raise --beaker-timeout",
+    )

@@ -26,12 +26,13 @@ POLL = 0.1
 
 
 def _ts(value: float | None) -> dt.datetime | None:
-    return None if value is None else dt.datetime.fromtimestamp(value, dt.timezone.utc)
+    return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
 
 
 def _has_commit(repo_root: str, sha: str) -> bool:
-    r = subprocess.run(["git", "-C", repo_root, "cat-file", "-e", f"{sha}^{{commit}}"],
-                       capture_output=True, timeout=30)
+    r = subprocess.run(
+        ["git", "-C", repo_root, "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True, timeout=30
+    )
     return r.returncode == 0
 
 
@@ -49,13 +50,16 @@ class LocalBackend:
         if missing:
             raise PreconditionError(
                 f"local runs read secrets from your environment, and {', '.join(missing)} is not set",
-                hint=f"export {missing[0]}=... before launching (the value is never written to disk)")
+                hint=f"export {missing[0]}=... before launching (the value is never written to disk)",
+            )
         env = {v["name"]: v.get("value") for v in env_vars if not v.get("secret")}
         if task.get("datasets"):
             from launchkit.cli.state import console
 
-            console().warn(f"local runs do not mount datasets, Weka or host paths: "
-                           f"{len(task['datasets'])} mount(s) in the spec are ignored")
+            console().warn(
+                f"local runs do not mount datasets, Weka or host paths: "
+                f"{len(task['datasets'])} mount(s) in the spec are ignored"
+            )
         meta: dict[str, Any] = {"repo_root": submission.repo_root}
         commit = env.get(ENV_GIT_COMMIT)
         if submission.repo_root and commit and _has_commit(submission.repo_root, commit):
@@ -68,17 +72,31 @@ class LocalBackend:
         replicas = int(task.get("replicas") or 1)
         self.store.create_run(run_id, submission.name, replicas)
         with open(rdir / "supervisor.log", "ab") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "launchkit.backends.local.supervisor", run_id],
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "launchkit.backends.local.supervisor", run_id],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
         proc.returncode = 0  # detached: never waited for
         self.store.update_run(run_id, supervisor_pid=proc.pid)
         return self.get(run_id)
 
     # ---- state
     def _info(self, row: Any) -> RunInfo:
-        return RunInfo(id=row["id"], name=row["name"], backend="local", status=RunStatus(row["status"]),
-                       exit_code=row["exit_code"], created=_ts(row["created"]), started=_ts(row["started"]),
-                       finished=_ts(row["finished"]), replicas=row["replicas"], author=os.environ.get("USER"))
+        return RunInfo(
+            id=row["id"],
+            name=row["name"],
+            backend="local",
+            status=RunStatus(row["status"]),
+            exit_code=row["exit_code"],
+            created=_ts(row["created"]),
+            started=_ts(row["started"]),
+            finished=_ts(row["finished"]),
+            replicas=row["replicas"],
+            author=os.environ.get("USER"),
+        )
 
     def _supervisor_alive(self, row: Any) -> bool:
         pid = row["supervisor_pid"]
@@ -88,8 +106,11 @@ class LocalBackend:
         row = self.store.run(run_ref)
         if row is None:
             raise NotFoundError(f"no local run {run_ref!r}", hint="see `launchkit list --local`")
-        if row["status"] not in ("succeeded", "failed", "canceled") and row["supervisor_pid"] \
-                and not self._supervisor_alive(row):
+        if (
+            row["status"] not in ("succeeded", "failed", "canceled")
+            and row["supervisor_pid"]
+            and not self._supervisor_alive(row)
+        ):
             row = self.store.run(run_ref)  # it may have just finished
             if row["status"] not in ("succeeded", "failed", "canceled"):
                 self.store.finish_run(run_ref, "failed", None, "the local supervisor process died")
@@ -101,12 +122,20 @@ class LocalBackend:
         rows = self.store.runs(limit=1)
         return self.get(rows[0]["id"]) if rows else None
 
-    def list_runs(self, *, limit: int = 20, statuses: list[RunStatus] | None = None,
-                  author: str | None = None, text: str | None = None,
-                  max_age: dt.timedelta | None = None) -> list[RunInfo]:
+    def list_runs(
+        self,
+        *,
+        limit: int = 20,
+        statuses: list[RunStatus] | None = None,
+        author: str | None = None,
+        text: str | None = None,
+        max_age: dt.timedelta | None = None,
+    ) -> list[RunInfo]:
         _no_author(author)
         since = time.time() - max_age.total_seconds() if max_age else None
-        rows = self.store.runs(limit=limit, statuses=[s.value for s in statuses or []], text=text, since=since)
+        rows = self.store.runs(
+            limit=limit, statuses=[s.value for s in statuses or []], text=text, since=since
+        )
         return [self.get(r["id"]) if r["status"] in ("queued", "running") else self._info(r) for r in rows]
 
     # ---- logs
@@ -114,8 +143,9 @@ class LocalBackend:
         if replica is None:
             return list(range(run.replicas))
         if not 0 <= replica < run.replicas:
-            raise NotFoundError(f"run {run.id} has no replica {replica}",
-                                hint=f"replicas are 0..{run.replicas - 1}")
+            raise NotFoundError(
+                f"run {run.id} has no replica {replica}", hint=f"replicas are 0..{run.replicas - 1}"
+            )
         return [replica]
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
@@ -123,13 +153,16 @@ class LocalBackend:
         since = int(query.since.timestamp() * 1e9) if query.since else None
         merged: list[tuple[int, int, bytes]] = []
         for rank in ranks:
-            merged += [(ts, rank, line) for ts, line in logs.read_records(str(log_path(run.id, rank)))
-                       if since is None or ts >= since]
+            merged += [
+                (ts, rank, line)
+                for ts, line in logs.read_records(str(log_path(run.id, rank)))
+                if since is None or ts >= since
+            ]
         merged.sort(key=lambda r: (r[0], r[1]))
         if query.head is not None:
-            merged = merged[:query.head]
+            merged = merged[: query.head]
         if query.tail is not None:
-            merged = merged[-query.tail:] if query.tail else []
+            merged = merged[-query.tail :] if query.tail else []
         prefix = len(ranks) > 1
         for ts, rank, line in merged:
             out.write(self._decorate(ts, rank, line, prefix, query.timestamps))
@@ -139,7 +172,7 @@ class LocalBackend:
     def _decorate(ts: int, rank: int, line: bytes, prefix: bool, timestamps: bool) -> bytes:
         head = b""
         if timestamps:
-            head += dt.datetime.fromtimestamp(ts / 1e9, dt.timezone.utc).isoformat().encode() + b" "
+            head += dt.datetime.fromtimestamp(ts / 1e9, dt.UTC).isoformat().encode() + b" "
         if prefix:
             head += b"[%d] " % rank
         return head + line
@@ -189,8 +222,16 @@ class LocalBackend:
     # ---- GPUs
     def find_gpus(self) -> list[dict[str, Any]]:
         try:
-            r = subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total,memory.used,utilization.gpu",
-                                "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+            r = subprocess.run(
+                [
+                    "nvidia-smi",
+                    "--query-gpu=index,name,memory.total,memory.used,utilization.gpu",
+                    "--format=csv,noheader,nounits",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
         except FileNotFoundError:
             return []
         except (OSError, subprocess.SubprocessError) as e:
@@ -199,11 +240,20 @@ class LocalBackend:
         for line in r.stdout.splitlines():
             parts = [p.strip() for p in line.split(",")]
             if len(parts) == 5:
-                gpus.append({"index": int(parts[0]), "name": parts[1], "memory_total_mib": int(parts[2]),
-                             "memory_used_mib": int(parts[3]), "utilization_pct": int(parts[4])})
+                gpus.append(
+                    {
+                        "index": int(parts[0]),
+                        "name": parts[1],
+                        "memory_total_mib": int(parts[2]),
+                        "memory_used_mib": int(parts[3]),
+                        "utilization_pct": int(parts[4]),
+                    }
+                )
         return gpus
 
 
 def _no_author(author: str | None) -> None:
     if author:
-        raise UsageError(f"--author {author}: local runs are all yours", hint="drop --author (it filters Beaker runs)")
+        raise UsageError(
+            f"--author {author}: local runs are all yours", hint="drop --author (it filters Beaker runs)"
+        )

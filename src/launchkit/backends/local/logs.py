@@ -31,7 +31,7 @@ def parse(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
         while 48 <= buf[i] <= 57:
             i += 1
         ts = int(buf[pos:i])
-        out.append((ts, buf[i + 1:nl + 1] if buf[i:i + 1] == b" " else buf[i + 1:nl]))
+        out.append((ts, buf[i + 1 : nl + 1] if buf[i : i + 1] == b" " else buf[i + 1 : nl]))
         pos = nl + 1
     return out, pos
 

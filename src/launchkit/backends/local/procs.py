@@ -17,7 +17,7 @@ def _parents() -> dict[int, int]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()
+        fields = stat[stat.rfind(b")") + 2 :].split()
         parents[int(name)] = int(fields[1])
     return parents
 
@@ -43,7 +43,7 @@ def alive(pid: int) -> bool:
             stat = f.read()
     except OSError:
         return False
-    return stat[stat.rfind(b")") + 2:][:1] != b"Z"
+    return stat[stat.rfind(b")") + 2 :][:1] != b"Z"
 
 
 def cmdline(pid: int) -> bytes:

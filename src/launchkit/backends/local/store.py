@@ -78,8 +78,10 @@ class Store:
         self.db.execute(sql, args)
 
     def create_run(self, run_id: str, name: str, replicas: int) -> None:
-        self._write("INSERT INTO runs (id, name, status, created, replicas) VALUES (?, ?, 'queued', ?, ?)",
-                    (run_id, name, time.time(), replicas))
+        self._write(
+            "INSERT INTO runs (id, name, status, created, replicas) VALUES (?, ?, 'queued', ?, ?)",
+            (run_id, name, time.time(), replicas),
+        )
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)
@@ -87,15 +89,20 @@ class Store:
 
     def finish_run(self, run_id: str, status: str, exit_code: int | None, message: str | None = None) -> None:
         """Record the end once: a run that is already finished keeps its first outcome."""
-        self._write("UPDATE runs SET status = ?, exit_code = ?, finished = ?, message = COALESCE(?, message) "
-                    "WHERE id = ? AND status NOT IN ('succeeded', 'failed', 'canceled')",
-                    (status, exit_code, time.time(), message, run_id))
+        self._write(
+            "UPDATE runs SET status = ?, exit_code = ?, finished = ?, message = COALESCE(?, message) "
+            "WHERE id = ? AND status NOT IN ('succeeded', 'failed', 'canceled')",
+            (status, exit_code, time.time(), message, run_id),
+        )
 
     def set_replica(self, run_id: str, rank: int, **fields: Any) -> None:
-        self._write("INSERT OR IGNORE INTO replicas (run_id, rank, status) VALUES (?, ?, 'queued')",
-                    (run_id, rank))
+        self._write(
+            "INSERT OR IGNORE INTO replicas (run_id, rank, status) VALUES (?, ?, 'queued')", (run_id, rank)
+        )
         cols = ", ".join(f"{k} = ?" for k in fields)
-        self._write(f"UPDATE replicas SET {cols} WHERE run_id = ? AND rank = ?", (*fields.values(), run_id, rank))
+        self._write(
+            f"UPDATE replicas SET {cols} WHERE run_id = ? AND rank = ?", (*fields.values(), run_id, rank)
+        )
 
     def run(self, run_id: str) -> sqlite3.Row | None:
         return self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -103,8 +110,14 @@ class Store:
     def replicas(self, run_id: str) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM replicas WHERE run_id = ? ORDER BY rank", (run_id,)).fetchall()
 
-    def runs(self, *, limit: int, statuses: list[str] | None = None, text: str | None = None,
-             since: float | None = None) -> list[sqlite3.Row]:
+    def runs(
+        self,
+        *,
+        limit: int,
+        statuses: list[str] | None = None,
+        text: str | None = None,
+        since: float | None = None,
+    ) -> list[sqlite3.Row]:
         sql, args = "SELECT * FROM runs WHERE 1", []
         if statuses:
             sql += f" AND status IN ({', '.join('?' * len(statuses))})"

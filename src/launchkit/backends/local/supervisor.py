@@ -50,7 +50,11 @@ def base_env(run_id: str) -> dict[str, str]:
     env.pop("PYTHONHOME", None)
     env.pop("UV_PROJECT_ENVIRONMENT", None)
     own_bin = os.path.join(sys.prefix, "bin")
-    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and (sys.prefix == sys.base_prefix or p != own_bin)]
+    path = [
+        p
+        for p in env.get("PATH", "").split(os.pathsep)
+        if p and (sys.prefix == sys.base_prefix or p != own_bin)
+    ]
     bin_dir = run_dir(run_id) / "bin"
     bin_dir.mkdir(exist_ok=True)
     try:
@@ -65,8 +69,9 @@ def base_env(run_id: str) -> dict[str, str]:
     return env
 
 
-def replica_env(base: dict[str, str], spec_task: dict, meta: dict, run_id: str, rank: int, count: int,
-                total_gpus: int) -> dict[str, str]:
+def replica_env(
+    base: dict[str, str], spec_task: dict, meta: dict, run_id: str, rank: int, count: int, total_gpus: int
+) -> dict[str, str]:
     env = dict(base)
     for var in spec_task.get("envVars") or spec_task.get("env_vars") or []:
         if var.get("secret"):
@@ -78,22 +83,24 @@ def replica_env(base: dict[str, str], spec_task: dict, meta: dict, run_id: str, 
     gpus, visible = gpu_share(total_gpus, (spec_task.get("resources") or {}).get("gpuCount"), count, rank)
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
-    env.update({
-        ENV_RESULTS_DIR: str(rdir / "results"),
-        ENV_RUNTIME_DIR: str(rdir / "runtime"),
-        "LAUNCHKIT_TOOLS_DIR": str(run_dir(run_id).parent.parent / "tools"),
-        "BEAKER_REPLICA_COUNT": str(count),
-        "BEAKER_REPLICA_RANK": str(rank),
-        "BEAKER_LEADER_REPLICA_HOSTNAME": "127.0.0.1",
-        "BEAKER_ASSIGNED_GPU_COUNT": str(gpus),
-        "BEAKER_JOB_ID": f"{run_id}-{rank}",
-        "BEAKER_WORKLOAD_ID": run_id,
-        "BEAKER_EXPERIMENT_ID": run_id,
-        "BEAKER_TASK_ID": f"{run_id}-{spec_task.get('name', 'main')}",
-        "BEAKER_NODE_HOSTNAME": host,
-        "BEAKER_NODE_ID": host,
-        "BEAKER_RESULT_DATASET_ID": f"{run_id}-{rank}-results",
-    })
+    env.update(
+        {
+            ENV_RESULTS_DIR: str(rdir / "results"),
+            ENV_RUNTIME_DIR: str(rdir / "runtime"),
+            "LAUNCHKIT_TOOLS_DIR": str(run_dir(run_id).parent.parent / "tools"),
+            "BEAKER_REPLICA_COUNT": str(count),
+            "BEAKER_REPLICA_RANK": str(rank),
+            "BEAKER_LEADER_REPLICA_HOSTNAME": "127.0.0.1",
+            "BEAKER_ASSIGNED_GPU_COUNT": str(gpus),
+            "BEAKER_JOB_ID": f"{run_id}-{rank}",
+            "BEAKER_WORKLOAD_ID": run_id,
+            "BEAKER_EXPERIMENT_ID": run_id,
+            "BEAKER_TASK_ID": f"{run_id}-{spec_task.get('name', 'main')}",
+            "BEAKER_NODE_HOSTNAME": host,
+            "BEAKER_NODE_ID": host,
+            "BEAKER_RESULT_DATASET_ID": f"{run_id}-{rank}-results",
+        }
+    )
     if meta.get("git_remote"):
         env[ENV_GIT_REMOTE] = meta["git_remote"]
     return env
@@ -133,11 +140,20 @@ class Supervisor:
                 break
             (rdir / f"replica-{rank}").mkdir(exist_ok=True)
             env = replica_env(base, task, meta, self.run_id, rank, count, gpus)
-            p = subprocess.Popen(argv, env=env, cwd=rdir / f"replica-{rank}", stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            p = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=rdir / f"replica-{rank}",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             self.procs[p.pid] = rank
             self.store.set_replica(self.run_id, rank, pid=p.pid, status="running", started=time.time())
-            t = threading.Thread(target=logs.pump, args=(p.stdout, str(log_path(self.run_id, rank))), daemon=True)
+            t = threading.Thread(
+                target=logs.pump, args=(p.stdout, str(log_path(self.run_id, rank))), daemon=True
+            )
             t.start()
             self.pumps.append(t)
             p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping this one
@@ -183,8 +199,12 @@ class Supervisor:
         first_failure = next((c for r, c in sorted(self.codes.items()) if c != 0), None)
         if self.failed_first is not None:
             first_failure = self.codes[self.failed_first]
-            self.store.finish_run(self.run_id, "failed", first_failure,
-                                  f"replica {self.failed_first} failed; the others were stopped")
+            self.store.finish_run(
+                self.run_id,
+                "failed",
+                first_failure,
+                f"replica {self.failed_first} failed; the others were stopped",
+            )
         elif self.cancel.is_set():
             self.store.finish_run(self.run_id, "canceled", first_failure, "stopped by user")
         elif first_failure is not None:
