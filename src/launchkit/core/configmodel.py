@@ -7,7 +7,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from launchkit.config import KEYS, Layer
+from launchkit.core.configschema import KEYS, Layer
 from launchkit.errors import UsageError
 
 _TYPES: dict[str, Any] = {

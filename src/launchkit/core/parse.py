@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from launchkit.core.multinode import check_combinations
 from launchkit.core.request import (
     BackendName,
     DatasetMount,
@@ -27,11 +28,12 @@ from launchkit.core.request import (
     Upload,
     WekaMount,
 )
+from launchkit.core.run_options import TRISTATE_OPTIONS, config_key
 from launchkit.core.units import parse_duration, parse_size
 from launchkit.errors import UsageError
 
 if TYPE_CHECKING:
-    from launchkit.config import Config
+    from launchkit.core.configschema import Config
 
 EXAMPLE = "launchkit run [OPTIONS] -- python train.py"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -43,20 +45,6 @@ MODES = {"ro": "readonly", "readonly": "readonly", "rw": "readwrite", "readwrite
 # Env names the spec sets itself; a user --env would silently fight with them.
 RESERVED_ENV_PREFIX = "LAUNCHKIT_"
 RESERVED_ENV = {"RESULTS_DIR"}
-
-# CLI option (the run() parameter name) -> config key, where the names differ.
-CONFIG_KEY = {
-    "group": "groups",
-    "cluster": "clusters",
-    "gpu_type": "gpu_types",
-    "tag": "tags",
-    "uv_extra": "uv_extras",
-    "env_secret": "env_secrets",
-}
-
-
-# --x/--no-x options where False is an answer, not "not given"
-TRISTATE = {"preemptible", "leader_selection", "host_networking", "propagate_failure", "propagate_preemption"}
 
 
 def flag(opt: str) -> str:
@@ -74,12 +62,12 @@ class _Options:
         value = self.given.get(opt)
         unset = (
             value is None
-            or (value is False and opt not in TRISTATE)
+            or (value is False and opt not in TRISTATE_OPTIONS)
             or (isinstance(value, (list, tuple)) and not value)
         )
         if not unset:
             return value, flag(opt)
-        key = CONFIG_KEY.get(opt, opt)
+        key = config_key(opt)
         if self.config is not None and key in self.config.values:
             v, layer = self.config.values[key]
             return v, layer.where(key)
@@ -309,16 +297,43 @@ def build_request(
     environ: dict[str, str] | None = None,
     cwd: str | None = None,
 ) -> LaunchRequest:
-    """Validate everything `run` was given and return the immutable request."""
+    """Validate everything `run` was given and return the immutable request.
+
+    `given` maps option names (launchkit.core.run_options) to raw values; each panel's options are
+    checked by one function below, which fills `f`, the LaunchRequest fields.
+    """
     environ = dict(os.environ if environ is None else environ)
-    extra = list(given.get("extra") or [])
+    f: dict[str, Any] = {"command": _command(list(given.get("extra") or []), command)}
+    opts = _Options(given, config)
+    _workload(opts, f)
+    _constraints(opts, f)
+    _resources(opts, f)
+    _inputs(opts, given, f, environ, cwd)
+    _git(opts, given, f)
+    _task(opts, given, f)
+    _multinode(opts, given, f)
+    _runtime(opts, f)
+    _python(opts, given, f)
+    _launch(opts, given, f)
+    try:
+        request = LaunchRequest(**{k: v for k, v in f.items() if v is not None})
+    except ValidationError as e:  # a backstop: the checks above should have caught it
+        err = e.errors()[0]
+        loc = flag(str(err["loc"][0])) if err["loc"] else "run"
+        raise UsageError(f"{loc}: {err['msg'].removeprefix('Value error, ')}") from None
+    check_combinations(request)  # launcher/replica conflicts
+    return request
+
+
+def _command(extra: list[str], command: list[str] | None) -> list[str]:
     if command is None:
         found = f" (found {' '.join(extra)!r} without it)" if extra else ""
         raise UsageError(f"the command must come after `--`{found}", hint=f"e.g. {EXAMPLE}")
     if extra:
         raise UsageError(
             "found extra arguments before `--`: " + " ".join(repr(x) for x in extra),
-            hint="flags take no value (write --allow-dirty, not --allow-dirty false); the command goes after --",
+            hint="flags take no value (write --allow-dirty, not --allow-dirty false); "
+            "the command goes after --",
         )
     if not command or not command[0]:
         raise UsageError("the command after `--` is empty", hint=f"e.g. {EXAMPLE}")
@@ -330,10 +345,10 @@ def build_request(
                 f"argument {i + 1} of the command is not valid UTF-8: {arg!r}",
                 hint="Beaker specs are UTF-8 text; pass the value through a file instead",
             ) from None
-    opts = _Options(given, config)
-    f: dict[str, Any] = {"command": list(command)}
+    return list(command)
 
-    # workload
+
+def _workload(opts: _Options, f: dict[str, Any]) -> None:
     f["name"] = _pattern(opts, "name", NAME, "name")
     f["description"] = opts.value("description")
     for opt in ("workspace", "budget"):
@@ -346,7 +361,8 @@ def build_request(
         )
     f["groups"] = _list(opts, "group", "group name")
 
-    # constraints
+
+def _constraints(opts: _Options, f: dict[str, Any]) -> None:
     f["clusters"] = _list(opts, "cluster", "cluster name or glob")
     f["gpu_types"] = _list(opts, "gpu_type", "GPU type", spaces=True)
     f["interconnect"] = _choice(opts, "interconnect", ["ib", "tcpxo"])
@@ -368,13 +384,17 @@ def build_request(
             hint="--hostname pins exact machines: drop it or drop the cluster filters",
         )
 
-    # resources
+
+def _resources(opts: _Options, f: dict[str, Any]) -> None:
     f["cpus"] = _positive(opts, "cpus", float, "give a number of CPUs such as 8 or 0.5")
     f["gpus"] = _positive(opts, "gpus", int, "give a positive GPU count, or omit --gpus for a CPU-only job")
     f["memory"] = _size(opts, "memory")
     f["shared_memory"] = _size(opts, "shared_memory")
 
-    # inputs
+
+def _inputs(
+    opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str], cwd: str | None
+) -> None:
     beaker_image, docker_image = opts.get("beaker_image"), opts.get("docker_image")
     if beaker_image[0] and docker_image[0]:
         if beaker_image[1].startswith("--") == docker_image[1].startswith("--"):
@@ -443,7 +463,8 @@ def build_request(
     if results:
         f["results_dir"] = results
 
-    # git
+
+def _git(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     for opt in ("ref", "branch", "remote"):
         f[opt] = _checked(
             opts,
@@ -454,7 +475,8 @@ def build_request(
         )
     f["allow_dirty"] = bool(given.get("allow_dirty"))
 
-    # task
+
+def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["task_name"] = _pattern(opts, "task_name", NAME, "task name") or "main"
     f["priority"] = _choice(opts, "priority", [p.value for p in Priority])
     f["task_timeout"] = _duration(opts, "task_timeout", allow_zero=False)
@@ -468,7 +490,8 @@ def build_request(
         )
     f["retries"] = _positive(opts, "retries", int, "give how many times to retry, e.g. 3", allow_zero=True)
 
-    # multi-node
+
+def _multinode(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["replicas"] = _positive(opts, "replicas", int, "give the number of nodes, e.g. --replicas 2") or 1
     for opt in ("leader_selection", "host_networking", "propagate_failure", "propagate_preemption"):
         f[opt] = given.get(opt)
@@ -486,15 +509,14 @@ def build_request(
         raise UsageError(f"--profile {f['profile']!r} cannot be combined with --no-profile", hint="keep one")
     f["skip_nccl_setup"] = bool(given.get("skip_nccl_setup"))
 
-    # runtime
+
+def _runtime(opts: _Options, f: dict[str, Any]) -> None:
     f["exec_method"] = ExecMethod(_choice(opts, "exec_method", [m.value for m in ExecMethod]) or "exec")
     f["pre_setup"] = opts.value("pre_setup")
     f["post_setup"] = opts.value("post_setup")
 
-    # python
-    _python(opts, given, f)
 
-    # launch behaviour
+def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     backend = "local" if given.get("local") else _choice(opts, "backend", [b.value for b in BackendName])
     if given.get("local") and given.get("backend") not in (None, "local"):
         raise UsageError(f"--local cannot be combined with --backend {given['backend']!r}", hint="keep one")
@@ -502,16 +524,6 @@ def build_request(
     for opt in ("dry_run", "follow", "yes"):
         f[opt] = bool(given.get(opt))
     f["save_spec"] = given.get("save_spec")
-    try:
-        request = LaunchRequest(**{k: v for k, v in f.items() if v is not None})
-    except ValidationError as e:  # a backstop: the checks above should have caught it
-        err = e.errors()[0]
-        loc = flag(str(err["loc"][0])) if err["loc"] else "run"
-        raise UsageError(f"{loc}: {err['msg'].removeprefix('Value error, ')}") from None
-    from launchkit.core.multinode import check_combinations
-
-    check_combinations(request)  # launcher/replica conflicts
-    return request
 
 
 def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:

@@ -5,26 +5,32 @@ Steps:
   2. read_git_state: the commit to launch (clean, pushed) and where a job can fetch it from
   3. build_spec: -> beaker-py BeakerExperimentSpec (pure, offline, deterministic)
   4. emit: --save-spec FILE and/or --dry-run (YAML on stdout)
-  5. submit: get_backend(request.backend).submit(...)
+  5. submit: the chosen backend's submit(), then optionally follow the run
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from launchkit.cli import state
-from launchkit.cli.state import console
+from launchkit.application import Application
 from launchkit.errors import UsageError
 
+if TYPE_CHECKING:
+    from beaker.types import BeakerExperimentSpec
 
-def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None) -> None:
+    from launchkit.backends import Backend
+    from launchkit.core.gitstate import GitState
+    from launchkit.core.request import LaunchRequest
+
+
+def launch(app: Application, given: dict[str, Any], *, extra: list[str], command: list[str] | None) -> None:
     from launchkit.config import load_config
     from launchkit.core.parse import build_request
 
     config = load_config()
     for layer in config.layers:
-        console().debug(
+        app.debug(
             f"defaults from {layer.label}"
             + (f" ({layer.path})" if layer.path else "")
             + ": "
@@ -32,63 +38,68 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
         )
     request = build_request({**given, "extra": extra}, command, config=config)
     if request.preemptible is not None:
-        console().warn(
+        app.warn(
             "--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "
             "(0 = preemptible any time) and --no-auto-resume"
         )
 
+    from launchkit.cli.backend_choice import choose
     from launchkit.core.spec import build_spec, spec_to_yaml
     from launchkit.git import read_git_state
 
+    backend = None if request.dry_run else choose(app, request.backend.value, False)
+    require_pushed = request.backend.value != "local"
+    if backend is not None:
+        from launchkit.backends import Capability
+
+        require_pushed = Capability.unpushed not in backend.capabilities
     git = read_git_state(
         remote=request.remote,
         ref=request.ref,
         branch=request.branch,
         allow_dirty=request.allow_dirty,
-        require_pushed=request.backend.value != "local",
+        require_pushed=require_pushed,
     )
-    console().debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
+    app.debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
     spec = build_spec(request, git, user_profiles=config.get("profiles"))
     text = spec_to_yaml(spec)
     if request.save_spec:
-        save_spec(request.save_spec, text)
-    if request.dry_run:
+        save_spec(app, request.save_spec, text)
+    if backend is None:  # --dry-run
         sys.stdout.write(text)
         sys.stdout.flush()
-        console().info(
+        app.info(
             f"dry run: commit {git.commit[:12]}"
             + (f" ({git.branch})" if git.branch else "")
             + f" from {git.remote_url}; nothing submitted"
         )
-        state.fast_exit = True
+        app.fast_exit = True
         return
-    import gc
-
-    gc.enable()  # disabled for start-up by launchkit.cli.app
-    submit(request, git, spec)
+    submit(app, backend, request, git, spec)
 
 
-def save_spec(path: str, text: str) -> None:
+def save_spec(app: Application, path: str, text: str) -> None:
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as e:
         raise UsageError(f"--save-spec {path!r}: {e.strerror}", hint="give a writable file path") from None
-    console().info(f"spec saved to {path}")
+    app.info(f"spec saved to {path}")
 
 
-def submit(request: Any, git: Any, spec: Any) -> None:
-    from launchkit.backends import Submission
-    from launchkit.cli.backend_choice import choose
+def submit(
+    app: Application, b: Backend, request: LaunchRequest, git: GitState, spec: BeakerExperimentSpec
+) -> None:
+    from launchkit.backends import Capability, Submission
+    from launchkit.cli.following import follow_run
 
-    if request.uploads and request.backend.value == "beaker":
+    if request.uploads and Capability.uploads not in b.capabilities:
         raise UsageError(
             f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
-            "local files to Beaker is not supported yet",
+            f"local files to {b.name.capitalize()} is not supported yet",
             hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
         )
-    backend = choose(request.backend.value, False)
-    run = backend.submit(
+    run = b.submit(
         Submission(
             name=request.name or f"launchkit-{git.commit[:8]}",
             spec=spec.to_json(),
@@ -97,8 +108,6 @@ def submit(request: Any, git: Any, spec: Any) -> None:
             auto_secrets=request.auto_secrets,
         )
     )
-    console().info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
+    app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:
-        from launchkit.cli.follow_cmd import follow_run
-
-        sys.exit(follow_run(backend, run))
+        sys.exit(follow_run(app, b, run))
