@@ -124,7 +124,9 @@ class Backend(Protocol):
     def follow(
         self, run: RunInfo, out: IO[bytes], *, replica: int | None = None, all_replicas: bool = False
     ) -> int:
-        """Stream until the run finishes; return the job's exit code. `all_replicas`: Capability.all_replicas."""
+        """Stream until the run finishes; return the job's exit code.
+
+        `all_replicas` needs Capability.all_replicas."""
         ...
 
     def stop(self, run: RunInfo) -> RunInfo: ...
@@ -136,9 +138,7 @@ class Backend(Protocol):
 
 def require(backend: Backend, capability: Capability, **given: object) -> None:
     """A usage error when any of `given` (option name -> value) is set but the backend lacks `capability`."""
-    flags = [
-        "--" + k.replace("_", "-") for k, v in given.items() if v not in (None, False, [], ())
-    ]
+    flags = ["--" + k.replace("_", "-") for k, v in given.items() if v not in (None, False, [], ())]
     if flags and capability not in backend.capabilities:
         raise UsageError(
             f"{', '.join(flags)}: only for Beaker runs",  # today only Beaker has optional capabilities

@@ -77,6 +77,6 @@ def list_runs(
     ]
     if any(r.author for r in runs):
         header.append("AUTHOR")
-        for row, r in zip(rows, runs):
+        for row, r in zip(rows, runs, strict=True):
             row.append(r.author or "")
     print_table(header, rows, status_column="STATUS")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import sys
 
@@ -15,10 +16,8 @@ def _since(value: str) -> dt.datetime:
     from launchkit.core.units import parse_duration
     from launchkit.errors import UsageError
 
-    try:
+    with contextlib.suppress(ValueError, TypeError):  # not a duration: try a timestamp
         return dt.datetime.now(dt.UTC) - dt.timedelta(seconds=parse_duration(value))
-    except Exception:  # noqa: BLE001 - not a duration: try a timestamp
-        pass
     try:
         t = dt.datetime.fromisoformat(value)
     except ValueError:

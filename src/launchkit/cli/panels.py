@@ -3,7 +3,8 @@
 Rendering help through rich costs ~80 ms of imports (rich.markdown, pygments, ...) on every `--help`.
 `PanelCommand`/`PanelGroup` override the public `format_options`/`format_commands` hooks of Typer's
 command classes and write through the formatter they are given: one section per panel, plain text
-(NO_COLOR-proof). Typer vendors click, so the formatter is typed by what is used of it.
+(NO_COLOR-proof). Typer vendors click (typer._click, private), so the formatter is typed by what
+is used of it and the context as `typer.Context` (hence the `ignore[override]`s).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _write_options(command: TyperCommand | TyperGroup, ctx: typer.Context, forma
 class PanelCommand(TyperCommand):
     """A command with plain-text help, its options grouped in panels."""
 
-    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
         return [self.options_metavar or ""] + [
             piece
             for param in self.get_params(ctx)

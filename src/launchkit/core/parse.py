@@ -24,6 +24,7 @@ from launchkit.core.request import (
     HostMount,
     Launcher,
     LaunchRequest,
+    MountMode,
     Priority,
     Upload,
     WekaMount,
@@ -41,7 +42,12 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
 SECRET = re.compile(r"[A-Za-z0-9_.-]+")
 PY_VERSION = re.compile(r"3(\.\d+){1,2}")
 TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
-MODES = {"ro": "readonly", "readonly": "readonly", "rw": "readwrite", "readwrite": "readwrite"}
+MODES: dict[str, MountMode] = {
+    "ro": "readonly",
+    "readonly": "readonly",
+    "rw": "readwrite",
+    "readwrite": "readwrite",
+}
 # Env names the spec sets itself; a user --env would silently fight with them.
 RESERVED_ENV_PREFIX = "LAUNCHKIT_"
 RESERVED_ENV = {"RESULTS_DIR"}
@@ -104,13 +110,14 @@ def _choice(opts: _Options, opt: str, choices: list[str]) -> str | None:
 
 
 def _pattern(opts: _Options, opt: str, pattern: re.Pattern[str], what: str) -> str | None:
-    return _checked(
+    value: str | None = _checked(
         opts,
         opt,
         lambda v: isinstance(v, str) and pattern.fullmatch(v),
         f"not a valid {what}",
         f"use letters, digits, '.', '_' or '-' for the {what}",
     )
+    return value
 
 
 def _duration(opts: _Options, opt: str, *, allow_zero: bool) -> float | None:
@@ -157,11 +164,11 @@ def _positive(opts: _Options, opt: str, kind: type, hint: str, *, allow_zero: bo
     return kind(value)
 
 
-def _split_target(flag_: str, item: str, what: str) -> tuple[str, str, str | None]:
+def _split_target(flag_: str, item: str, what: str) -> tuple[str, str, MountMode | None]:
     """`SOURCE:/target[:ro|rw]` -> (source, target, mode). Target must be absolute."""
     usage = f"use {flag_} {what}:/absolute/path[:ro|:rw]"
     parts = item.split(":")
-    mode = None
+    mode: MountMode | None = None
     if len(parts) >= 3 and parts[-1].lower() in MODES:
         mode = MODES[parts.pop().lower()]
     if len(parts) < 2:

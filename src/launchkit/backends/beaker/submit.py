@@ -104,9 +104,7 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
         delay = min(0.5 * 2**attempt, 8.0)
         if time.monotonic() + delay > conn.deadline:
             break
-        app.debug(
-            f"creating the experiment failed ({type(last_error).__name__}); retrying in {delay:g}s"
-        )
+        app.debug(f"creating the experiment failed ({type(last_error).__name__}); retrying in {delay:g}s")
         time.sleep(delay)
     found = _lookup(conn, name) if ambiguous else None
     if found is not None and _ours(conn, found, spec, started):
