@@ -402,6 +402,12 @@ def _resources(opts: _Options, f: dict[str, Any]) -> None:
 def _inputs(
     opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str], cwd: str | None
 ) -> None:
+    _images(opts, f)
+    _mounts(opts, f, cwd)
+    _env(opts, given, f, environ)
+
+
+def _images(opts: _Options, f: dict[str, Any]) -> None:
     beaker_image, docker_image = opts.get("beaker_image"), opts.get("docker_image")
     if beaker_image[0] and docker_image[0]:
         if beaker_image[1].startswith("--") == docker_image[1].startswith("--"):
@@ -415,6 +421,9 @@ def _inputs(
             (beaker_image, (None, "")) if beaker_image[1].startswith("--") else ((None, ""), docker_image)
         )
     f["beaker_image"], f["docker_image"] = beaker_image[0], docker_image[0]
+
+
+def _mounts(opts: _Options, f: dict[str, Any], cwd: str | None) -> None:
     f["datasets"] = []
     for item in opts.value("dataset") or []:
         src, target, mode = _split_target("--dataset", item, "NAME[:SUBPATH]")
@@ -451,6 +460,9 @@ def _inputs(
         raise UsageError(
             f"two inputs are mounted at {dup!r}", hint="give each --dataset/--mount/--weka its own path"
         )
+
+
+def _env(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str]) -> None:
     f["env"] = _env_vars(opts, environ)
     f["env_secrets"] = _env_secrets(opts)
     clash = {e.name for e in f["env"]} & {s.name for s in f["env_secrets"]}
