@@ -73,3 +73,14 @@ class Application:
     @property
     def verbose(self) -> bool:
         return self.verbosity > 0
+
+    # -- data (stdout) --------------------------------------------------------------------------
+    @property
+    def json(self) -> bool:
+        return self.output_format is OutputFormat.json
+
+    def print_json(self, data: object) -> None:
+        """Data for programs: JSON on stdout (commands with --json)."""
+        import json
+
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")

@@ -2,7 +2,7 @@
 
 What a backend can do beyond the common core is declared in `capabilities`; the CLI checks those
 (`require`), never the backend's name. A backend gets the `Application` on construction and reports
-through it (`app.info/warn/debug`); it never imports launchkit.cli. CLI commands pick a backend with
+through it (`app.info/warn/debug`); it never imports the CLI package. CLI commands pick a backend with
 `get_backend(name, app)`; modules are imported lazily so that `launchkit --help` never loads beaker-py
 or grpc.
 """

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import typer
 
+from launchkit.application import OutputFormat
 from launchkit.cli.backend_choice import backend_option, choose, local_option
 from launchkit.cli.context import get_app
 
@@ -24,13 +23,13 @@ def find_gpus(
     from launchkit.backends import Capability, require
 
     app = get_app(ctx)
+    if as_json:
+        app.output_format = OutputFormat.json
     b = choose(app, backend, local)
     require(b, Capability.gpu_filters, gpu_type=gpu_type, all=show_all)
     gpus = b.find_gpus(gpu_types=gpu_type, include_all=show_all)
-    if as_json:
-        import json
-
-        sys.stdout.write(json.dumps(gpus, indent=2) + "\n")
+    if app.json:
+        app.print_json(gpus)
         return
     if not gpus:
         app.info("no GPUs here" + (" (nvidia-smi finds none)" if b.name == "local" else ""))

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import sys
 
 import typer
 
+from launchkit.application import OutputFormat
 from launchkit.cli.backend_choice import backend_option, choose, local_option
 from launchkit.cli.context import get_app
 
@@ -52,7 +52,10 @@ def list_runs(
             age = dt.timedelta(seconds=parse_duration(max_age))
         except Exception:  # noqa: BLE001 - any parse failure is a usage error
             raise UsageError(f"invalid --max-age {max_age!r}", hint="use e.g. 7d, 12h, 30m") from None
-    b = choose(get_app(ctx), backend, local)
+    app = get_app(ctx)
+    if as_json:
+        app.output_format = OutputFormat.json
+    b = choose(app, backend, local)
     require(b, Capability.others_runs, me=me, all=show_all)
     runs = b.list_runs(
         limit=limit,
@@ -63,10 +66,8 @@ def list_runs(
         include_all=show_all,
         mine=me,
     )
-    if as_json:
-        import json
-
-        sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in runs], indent=2) + "\n")
+    if app.json:
+        app.print_json([r.model_dump(mode="json") for r in runs])
         return
     from launchkit.cli.table import print_table
 

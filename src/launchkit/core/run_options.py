@@ -1,6 +1,6 @@
 """`run`'s options, each declared once: flags, kind, help panel, help text, metavar and config key.
 
-The Typer command (launchkit.cli.run_cmd), the config-key lookup in launchkit.core.parse and the
+The Typer command (cli/run_cmd.py), the config-key lookup in launchkit.core.parse and the
 docs table (docs/gen_run_reference.py) are all built from `RUN_OPTIONS`; a new option is one row
 here plus its validation in core/parse.py. Import-free on purpose: `launchkit --help` loads it.
 """
