@@ -48,6 +48,8 @@ def launch(given: dict[str, Any], *, extra: list[str], command: list[str] | None
         require_pushed=request.backend.value != "local",
     )
     console().debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
+    if untracked := git.untracked_warning():
+        console().warn(untracked)
     spec = build_spec(request, git, user_profiles=config.get("profiles"))
     text = spec_to_yaml(spec)
     if request.save_spec:

@@ -121,11 +121,7 @@ def main(argv: list[str] | None = None) -> None:
         state.user_command = None
     state.fast_exit = False
     positional = [a for a in args if not a.startswith("-")]
-    if positional[:1] == ["run"] and not {"-h", "--help"} & set(args):
-        from launchkit.git import prefetch
-
-        prefetch()  # git answers while Python imports the rest
-    else:
+    if positional[:1] != ["run"] or {"-h", "--help"} & set(args):
         gc.enable()
     code = 0
     try:
@@ -152,9 +148,6 @@ def main(argv: list[str] | None = None) -> None:
             raise
         state.console().error(e.one_line())
         code = e.exit_code
-    finally:
-        if "launchkit.git" in sys.modules:
-            sys.modules["launchkit.git"].reap()
     if state.fast_exit and argv is None:
         # Nothing left to clean up (a dry run): skip the interpreter's teardown (~10-15 ms).
         sys.stdout.flush()
