@@ -1,9 +1,10 @@
 """Read the local repository's state with GitPython. I/O lives here, not in launchkit.core.
 
-GitPython is imported inside the functions (it costs ~70 ms; `--help` never loads it). Root,
-HEAD, branch, upstream, remotes and refs are read from the repository's files by GitPython
-without running git. The fast path, from a branch whose upstream is at HEAD, runs git twice:
-the remote's URL (GitPython's `Remote.urls`, which applies insteadOf) and one `git status`.
+GitPython is imported inside the functions (35-70 ms, incl. the two `git version` calls of its
+own import; `--help` never loads it). Root, HEAD, branch, upstream, remotes and refs are read
+from the repository's files by GitPython without running git. The fast path, from a branch
+whose upstream is at HEAD, runs git twice more: the remote's URL (GitPython's `Remote.urls`,
+which applies insteadOf) and one `git status`.
 Offline: the pushed check trusts the remote-tracking refs from your last push or fetch.
 """
 
@@ -28,9 +29,9 @@ REF_OR_BRANCH = "pass --ref to launch a commit or --branch to launch a branch's 
 
 
 def _git(*args: str, cwd: str, timeout: float = 60) -> str:
-    """Run git itself, only where GitPython would shell out anyway: `status` (GitPython's is_dirty and
-    untracked_files run git diff/status, twice), `for-each-ref --contains` and `ls-remote` (no
-    GitPython equivalent short of one git call per ref)."""
+    """Run git directly only where GitPython would shell out anyway: `status` (its is_dirty and
+    untracked_files run `git diff` twice and `git status`; one call answers both), `for-each-ref
+    --contains` (GitPython: one `merge-base` call per ref) and `ls-remote` (no repository to open)."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         proc = subprocess.run(
@@ -61,6 +62,10 @@ def _open_repo(path: str) -> Repo | None:
         os.environ["GIT_PYTHON_REFRESH"] = "quiet"
     try:
         import git
+    except ImportError as e:  # GIT_PYTHON_REFRESH=error set by the user, or a broken install
+        raise PreconditionError(
+            f"GitPython cannot start: {str(e).strip().splitlines()[0]}", hint="install git and try again"
+        ) from None
     finally:
         if quiet:
             del os.environ["GIT_PYTHON_REFRESH"]
