@@ -80,6 +80,8 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
         require_pushed=require_pushed,
     )
     app.debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
+    if untracked := git.untracked_warning():
+        app.warn(untracked)
     with _no_pydantic_plugins():
         spec = build_spec(request, git, user_profiles=config.get("profiles"))
         text = spec_to_yaml(spec)
