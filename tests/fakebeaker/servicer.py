@@ -140,7 +140,7 @@ class Convert:
             size=len(data),
             updated=ts(d.committed or d.created),
             digest=pb2.DatasetFile.Digest(
-                algorithm=pb2.DatasetFile.Digest.ALGORITHM_TYPE_SHA256, value=hashlib.sha256(data).digest()
+                algorithm=pb2.DatasetFile.ALGORITHM_TYPE_SHA256, value=hashlib.sha256(data).digest()
             ),
         )
 
@@ -386,7 +386,8 @@ def paging(req) -> tuple[Any, int]:
 
 
 def paginate(items: list, opts, start: int) -> tuple[list, str]:
-    size = opts.page_size if opts.HasField("page_size") and opts.page_size > 0 else DEFAULT_PAGE_SIZE
+    sized = "page_size" in opts.DESCRIPTOR.fields_by_name and opts.HasField("page_size")
+    size = opts.page_size if sized and opts.page_size > 0 else DEFAULT_PAGE_SIZE
     page = items[start : start + size]
     if start + size >= len(items):
         return page, ""
