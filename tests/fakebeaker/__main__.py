@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import signal
 import sys
@@ -34,16 +35,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--format", choices=["json", "shell"], default="json")
     p.add_argument("--auto", action="store_true", help="run new jobs automatically (start, log, exit 0)")
     p.add_argument("--exit-on-eof", action="store_true", help="stop when stdin is closed")
+    p.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a behaviour switch (state.Options), e.g. -o auth_error=permission_denied; also "
+        "FAKEBEAKER_OPTIONS='{\"key\": value}'",
+    )
     args = p.parse_args(argv)
 
     from . import scenarios
     from .server import FakeBeaker
-    from .state import AutoRun, State
+    from .state import AutoRun, Options, State
     from .tls import tls_material
 
     if args.dir:
         tls_material(args.dir)
-    state = State()
+    raw = json.loads(os.environ.get("FAKEBEAKER_OPTIONS") or "{}")
+    raw.update(dict(o.split("=", 1) for o in args.option))
+    state = State(options=Options.parse(raw))
     opts: dict = {}
     name = "demo" if args.demo else args.scenario
     if args.state:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from .faults import Faults
-from .state import State, User
+from .state import Options, State, User
 from .tls import TLS, tls_material
 
 NO_PROXY = "127.0.0.1,localhost"
@@ -36,14 +36,18 @@ class FakeBeaker:
         directory: str | os.PathLike | None = None,
         default_user: str | None = None,
         default_workspace: str | None = None,
+        options: Options | dict[str, Any] | None = None,
     ) -> None:
         from . import scenarios
 
         self.state = state if state is not None else State()
+        if options is not None:  # see state.Options: the switches for behaviour real Beaker may have
+            self.state.options = options if isinstance(options, Options) else Options.parse(options)
         if state is None and scenario:
             scenarios.build(scenario, self.state)
         self.faults = Faults()
         self.calls: collections.Counter[str] = collections.Counter()
+        self.uploads: dict[str, bytes] = {}  # dataset uploads in progress (id or digest -> bytes)
         self._calls_lock = threading.Lock()
         self.workers = workers
         self._own_dir = directory is None
