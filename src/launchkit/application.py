@@ -84,3 +84,79 @@ class Application:
         import json
 
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+    # -- progress (stderr) ----------------------------------------------------------------------
+    def progress(self, label: str, total: int, *, unit: str = "bytes") -> Progress:
+        """A progress bar for `total` units: rich's bar on a terminal (stderr), otherwise one plain line
+        at the start and one at the end. Hidden by --quiet. Use as a context manager; `advance(n)` may be
+        called from several threads."""
+        return Progress(self, label, total, unit)
+
+
+class Progress:
+    """See `Application.progress`."""
+
+    def __init__(self, app: Application, label: str, total: int, unit: str) -> None:
+        import threading
+
+        self.app, self.label, self.total, self.unit = app, label, total, unit
+        self.done = 0
+        self._lock = threading.Lock()
+        self._bar: object | None = None
+        self._task: object | None = None
+
+    def _fmt(self, n: int) -> str:
+        if self.unit != "bytes":
+            return f"{n} {self.unit}"
+        size = float(n)
+        for suffix in ("B", "KB", "MB", "GB"):
+            if size < 1000 or suffix == "GB":
+                return f"{size:.0f} {suffix}" if suffix == "B" else f"{size:.1f} {suffix}"
+            size /= 1000
+        return f"{n} B"
+
+    def __enter__(self) -> Progress:
+        if self.app.verbosity < 0:
+            return self
+        out = self.app.stderr or sys.stderr
+        if out.isatty():
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+            from rich.progress import Progress as RichProgress
+
+            amount = (
+                [DownloadColumn(), TransferSpeedColumn()] if self.unit == "bytes" else [MofNCompleteColumn()]
+            )
+            bar = RichProgress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                *amount,
+                TimeRemainingColumn(),
+                console=Console(file=out, no_color=not self.app.color),
+                transient=False,
+            )
+            bar.start()
+            self._task = bar.add_task(self.label, total=self.total)
+            self._bar = bar
+        else:
+            self.app.info(f"{self.label}: {self._fmt(self.total)}")
+        return self
+
+    def advance(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+            if self._bar is not None:
+                self._bar.update(self._task, advance=n)  # type: ignore[attr-defined]
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()  # type: ignore[attr-defined]
+        elif self.app.verbosity >= 0 and exc[0] is None:
+            self.app.info(f"{self.label}: done ({self._fmt(self.done)})")

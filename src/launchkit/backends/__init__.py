@@ -87,6 +87,8 @@ class Submission(BaseModel):
     workspace: str | None = None
     repo_root: str | None = None  # local checkout (the local backend clones from it)
     auto_secrets: bool = True  # beaker: add well-known secrets (HF_TOKEN, ...) the workspace has
+    # --upload: the placeholder dataset name mounted in the spec (core.spec.upload_dataset_name) -> local path
+    uploads: dict[str, str] = {}
 
 
 GpuRow = dict[str, "str | int | list[str]"]  # one row of `find-gpus`, keys are the table's columns

@@ -114,6 +114,7 @@ def submit(
 ) -> None:
     from launchkit.backends import Capability, Submission
     from launchkit.cli.following import follow_run
+    from launchkit.core.spec import upload_dataset_name
 
     if request.uploads and Capability.uploads not in b.capabilities:
         raise UsageError(
@@ -128,6 +129,7 @@ def submit(
             workspace=request.workspace,
             repo_root=git.repo_root,
             auto_secrets=request.auto_secrets,
+            uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
         )
     )
     app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))

@@ -71,8 +71,9 @@ def run_id(request: LaunchRequest, git: GitState) -> str:
 
 
 def upload_dataset_name(local_path: str) -> str:
-    """Name of the Beaker dataset an `--upload` becomes (derived from the absolute local path, so the
-    spec stays cheap and deterministic; the Beaker backend uploads the files under this name)."""
+    """The placeholder an `--upload` is mounted as in the spec (derived from the absolute local path, so
+    the spec stays pure and deterministic). At submit the Beaker backend replaces it with the id of the
+    content-addressed dataset (backends/beaker/upload.py); the local backend links the path instead."""
     return f"launchkit-upload-{hashlib.sha256(local_path.encode()).hexdigest()[:12]}"
 
 

@@ -74,7 +74,7 @@ def job_exit_code(job: Any) -> int:
 
 class BeakerBackend:
     name = "beaker"
-    capabilities = frozenset(Capability) - {Capability.uploads, Capability.unpushed}
+    capabilities = frozenset(Capability) - {Capability.unpushed}
 
     def __init__(
         self, app: Application | None = None, *, timeout: float | None = None, workspace: str | None = None
@@ -156,6 +156,10 @@ class BeakerBackend:
             )
             for note in resolved.notes:
                 self.app.info(note)
+            if submission.uploads:
+                from launchkit.backends.beaker.upload import mount_uploads
+
+                mount_uploads(self.conn, self.app, resolved.workspace, resolved.spec, submission.uploads)
             self.conn.renew()
             wl = create_once(self.conn, resolved.workspace, submission.name, resolved.spec, self.app)
             return self._info(wl, author=self.conn.me().name)

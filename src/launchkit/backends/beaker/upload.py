@@ -1,0 +1,243 @@
+"""`--upload LOCAL:/PATH` on Beaker: a content-addressed dataset, created once, verified, then mounted.
+
+The dataset's name is derived from the content (relative paths, sizes, SHA-256 of every file,
+empty files included), so an unchanged directory is found and reused instead of uploaded again, and
+two launches racing to upload the same content end up with one dataset: whoever loses the create
+(409, or 400 "already in use") adopts the winner's dataset. Because every file's content is fixed by
+the name, adopting an uncommitted dataset (another launcher still uploading, or one killed midway) is
+safe: upload what is missing (the same bytes), commit (idempotent), and verify.
+
+Nothing is mounted until `list_files` shows every path with its size (and SHA-256 when Beaker reports
+one), allowing for listing lag with a few short retries (fact sheet 7.6).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from beaker import exceptions as bx
+
+from launchkit.application import Application
+from launchkit.backends.beaker.client import Connection
+from launchkit.errors import BackendError, UsageError
+
+NAME_PREFIX = "launchkit-upload-"
+WORKERS = 8
+VERIFY_ATTEMPTS = 4  # list_files lag: retry 0.5, 0.75, 1.1 s apart
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    path: Path  # on this machine
+    target: str  # path inside the dataset (POSIX)
+    size: int
+    sha256: bytes
+
+
+@dataclass(frozen=True)
+class LocalTree:
+    source: str
+    files: tuple[LocalFile, ...]
+    digest: str  # hex SHA-256 over (target, size, sha256) of every file
+
+    @property
+    def name(self) -> str:
+        return NAME_PREFIX + self.digest[:40]
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def _hash_file(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.digest()
+
+
+def scan(local_path: str) -> LocalTree:
+    """The files under `local_path` (a file: that one file, under its name) and the content digest.
+    Symlinks to files are followed; directories are walked without following links."""
+    root = Path(local_path)
+    if root.is_file():
+        pairs = [(root, root.name)]
+    elif root.is_dir():
+        pairs = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for fn in sorted(filenames):
+                p = Path(dirpath) / fn
+                if p.is_file():  # skips sockets, fifos and broken links
+                    pairs.append((p, p.relative_to(root).as_posix()))
+    else:
+        raise UsageError(f"--upload {local_path!r} does not exist", hint="give an existing file or directory")
+    if not pairs:
+        raise UsageError(
+            f"--upload {local_path!r} holds no files", hint="upload a directory with files in it"
+        )
+    files = tuple(LocalFile(p, t, p.stat().st_size, _hash_file(p)) for p, t in pairs)
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.target}\0{f.size}\0".encode() + f.sha256)
+    return LocalTree(local_path, files, h.hexdigest())
+
+
+class Uploader:
+    """Makes sure the dataset for one local tree exists, is committed and complete; returns its id."""
+
+    def __init__(self, conn: Connection, app: Application, workspace: Any) -> None:
+        self.conn, self.app, self.workspace = conn, app, workspace
+        self.beaker = conn.beaker
+
+    def ensure(self, tree: LocalTree) -> str:
+        ds = self._find(tree.name)
+        if ds is not None and ds.HasField("committed"):
+            self._verify(ds, tree)
+            self.app.info(f"upload {tree.source}: unchanged, reusing dataset {tree.name} ({ds.id})")
+            return str(ds.id)
+        if ds is None:
+            try:
+                ds = self.beaker.dataset.create(
+                    tree.name,
+                    workspace=self.workspace,
+                    description=f"launchkit upload of {os.path.basename(tree.source.rstrip('/'))}",
+                    commit=False,
+                )
+            except bx.BeakerDatasetConflict:
+                ds = self._adopt(tree.name)
+            except bx.BeakerError as e:
+                if "already in use" not in str(e) and "already exists" not in str(e):
+                    raise
+                ds = self._adopt(tree.name)  # beaker-py: Beaker sometimes answers a name clash with 400
+            if ds.HasField("committed"):
+                self._verify(ds, tree)
+                self.app.info(f"upload {tree.source}: uploaded by another launch; using dataset {ds.id}")
+                return str(ds.id)
+        self._upload_missing(ds, tree)
+        ds = self.beaker.dataset.commit(ds)
+        self._verify(ds, tree)
+        return str(ds.id)
+
+    # -- steps --------------------------------------------------------------------------------------
+    def _find(self, name: str) -> Any | None:
+        try:
+            return self.beaker.dataset.get(f"{self.conn.me().name}/{name}")
+        except bx.BeakerDatasetNotFound:
+            return None
+
+    def _adopt(self, name: str) -> Any:
+        """The name is taken: another launch created the same content. Its dataset may lag in lookups."""
+        for attempt in range(VERIFY_ATTEMPTS):
+            ds = self._find(name)
+            if ds is not None:
+                return ds
+            time.sleep(0.5 * 1.5**attempt)
+        raise BackendError(
+            f"dataset name {name!r} is taken but the dataset cannot be found",
+            hint="try again in a minute",
+        )
+
+    def _remote_files(self, ds: Any) -> dict[str, Any]:
+        return {f.path: f for f in self.beaker.dataset.list_files(ds)}
+
+    def _upload_missing(self, ds: Any, tree: LocalTree) -> None:
+        have = self._remote_files(ds)  # an adopted dataset may hold some files already
+        todo = [f for f in tree.files if not _matches(have.get(f.target), f)]
+        if not todo:
+            return
+        todo.sort(key=lambda f: -f.size)  # big files first: the long uploads start early
+        label = f"uploading {os.path.basename(tree.source.rstrip('/')) or tree.source} ({len(todo)} files)"
+        pending = iter(todo)
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def worker(bar: Any) -> None:
+            # one HTTP session per thread (requests.Session is not thread-safe; beaker-py keeps it per thread)
+            with self.beaker.http_session():
+                while not errors:
+                    with lock:
+                        f = next(pending, None)
+                    if f is None:
+                        return
+                    try:
+                        # beaker-py's directory upload (`dataset.create(name, dir)` / its `_sync`) skips
+                        # zero-byte files, so a package's empty __init__.py would be missing in the job
+                        # (gantry's --upload fails on such directories). Uploading file by file with the
+                        # public `dataset.upload` sends empty files too: this loop is that workaround.
+                        self.beaker.dataset.upload(ds, f.path, f.target)
+                    except bx.BeakerDatasetWriteError:
+                        return  # committed meanwhile by a racing launch: _verify decides
+                    except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+                        errors.append(e)
+                        return
+                    bar.advance(f.size)
+
+        with self.app.progress(label, sum(f.size for f in todo)) as bar:
+            threads = [
+                threading.Thread(target=worker, args=(bar,), daemon=True)
+                for _ in range(min(WORKERS, len(todo)))
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        if errors:
+            raise errors[0]
+        self.conn.renew()
+
+    def _verify(self, ds: Any, tree: LocalTree) -> None:
+        """Every local file is in the dataset with its size (and SHA-256 when given)."""
+        missing: list[str] = []
+        for attempt in range(VERIFY_ATTEMPTS):
+            have = self._remote_files(ds)
+            missing = [f.target for f in tree.files if not _matches(have.get(f.target), f)]
+            if not missing:
+                return
+            if attempt + 1 < VERIFY_ATTEMPTS:
+                time.sleep(0.5 * 1.5**attempt)
+        raise BackendError(
+            f"dataset {ds.id} for --upload {tree.source} is incomplete: {len(missing)} of {len(tree.files)} "
+            f"files missing or different (first: {missing[0]})",
+            hint=f"delete it (`beaker dataset delete {ds.id}`) and launch again",
+        )
+
+
+def _matches(remote: Any, local: LocalFile) -> bool:
+    if remote is None or remote.size != local.size:
+        return False
+    from beaker import beaker_pb2 as pb2
+
+    if remote.HasField("digest") and remote.digest.algorithm == pb2.DatasetFile.ALGORITHM_TYPE_SHA256:
+        return bool(remote.digest.value == local.sha256)
+    return True
+
+
+def upload_all(conn: Connection, app: Application, workspace: Any, uploads: dict[str, str]) -> dict[str, str]:
+    """placeholder dataset name -> local path  =>  placeholder -> dataset id."""
+    up = Uploader(conn, app, workspace)
+    out = {}
+    for placeholder, local in uploads.items():
+        tree = scan(local)
+        app.debug(f"upload {local}: {len(tree.files)} files, {tree.size} bytes, dataset {tree.name}")
+        out[placeholder] = up.ensure(tree)
+    return out
+
+
+def mount_uploads(
+    conn: Connection, app: Application, workspace: Any, spec: dict[str, Any], uploads: dict[str, str]
+) -> None:
+    """Upload (or reuse) each `--upload` and point its mount in `spec` at the dataset's id."""
+    ids = upload_all(conn, app, workspace, uploads)
+    for task in spec.get("tasks", []):
+        for mount in task.get("datasets") or []:
+            source = mount.get("source") or {}
+            if source.get("beaker") in ids:
+                source["beaker"] = ids[source["beaker"]]

@@ -1,0 +1,143 @@
+"""`--upload` on Beaker against the fake: a content-addressed dataset, uploaded once, reused, mounted.
+
+The directory has an empty __init__.py (beaker-py's directory upload skips zero-byte files; gantry's
+--upload fails on it), a 100 MB sparse file and 1,000 small files.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from conftest import run_cli
+
+WS = "ai2/launchkit"
+BIG = 100 * 1000 * 1000
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    d = tmp_path / "data"
+    (d / "pkg").mkdir(parents=True)
+    (d / "pkg" / "__init__.py").write_bytes(b"")
+    with open(d / "big.bin", "wb") as f:  # sparse: instant to create, 100 MB to hash and upload
+        f.truncate(BIG)
+    small = d / "small"
+    small.mkdir()
+    for i in range(1000):
+        (small / f"f{i:04d}.txt").write_text(f"file {i}\n")
+    return d
+
+
+def _launch(repo, data, name: str, *extra: str):
+    return run_cli(
+        "run",
+        "--workspace",
+        WS,
+        "--name",
+        name,
+        "--upload",
+        f"{data}:/data",
+        *extra,
+        "--",
+        "python",
+        "t.py",
+        cwd=repo.path,
+        timeout=300,
+    )
+
+
+def _mount(fake, name: str) -> dict:
+    exp = next(e for e in fake.state.experiments.values() if e.name == name)
+    return next(m for m in exp.spec["tasks"][0]["datasets"] if m["mountPath"] == "/data")
+
+
+def _upload_calls(fake) -> int:
+    return sum(n for k, n in fake.calls.items() if "Dataset" in k or k in ("StartUpload", "UploadChunk"))
+
+
+def test_upload_once_reuse_and_mount(repo, fake_beaker, data_dir):
+    t0 = time.monotonic()
+    r = _launch(repo, data_dir, "up1")
+    first = time.monotonic() - t0
+    assert r.code == 0, r.stderr
+    datasets = [d for d in fake_beaker.state.datasets.values() if d.name.startswith("launchkit-upload-")]
+    assert len(datasets) == 1
+    ds = datasets[0]
+    assert ds.committed is not None
+    assert ds.files["pkg/__init__.py"] == b""  # the empty file is there
+    assert len(ds.files) == 1002 and len(ds.files["big.bin"]) == BIG
+    assert _mount(fake_beaker, "up1")["source"] == {"beaker": ds.id}
+    calls_first = _upload_calls(fake_beaker)
+    total_first = fake_beaker.total_calls
+
+    fake_beaker.reset_calls()
+    t0 = time.monotonic()
+    r = _launch(repo, data_dir, "up2")
+    second = time.monotonic() - t0
+    assert r.code == 0, r.stderr
+    assert "reusing dataset" in r.stderr
+    assert [d.id for d in fake_beaker.state.datasets.values() if d.name.startswith("launchkit-upload-")] == [
+        ds.id
+    ]
+    assert fake_beaker.calls["UploadDatasetFile"] == 0 and fake_beaker.calls["CreateDataset"] == 0
+    assert _mount(fake_beaker, "up2")["source"] == {"beaker": ds.id}
+    print(
+        f"\nupload: first launch {first:.1f}s ({calls_first} dataset calls, {total_first} in all); "
+        f"second launch {second:.1f}s ({_upload_calls(fake_beaker)} dataset calls, "
+        f"{fake_beaker.total_calls} in all)"
+    )
+
+    # changed content -> a new dataset
+    (data_dir / "small" / "f0000.txt").write_text("changed\n")
+    r = _launch(repo, data_dir, "up3")
+    assert r.code == 0, r.stderr
+    assert (
+        len([d for d in fake_beaker.state.datasets.values() if d.name.startswith("launchkit-upload-")]) == 2
+    )
+
+
+@pytest.mark.parametrize("clash", ["409", "400"])
+def test_concurrent_uploads_make_one_dataset(repo, make_fake_beaker, tmp_path, clash):
+    """Two launches race to create the same content: one dataset, both experiments mount it. Beaker
+    answers a name clash with 409 or with 400 "already in use" (fact sheet, faithful fake item 8)."""
+    fake = make_fake_beaker(options={"name_conflict": clash})
+    fake.faults.latency(0.3, "CreateDataset")  # both get past the lookup before either creates
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "__init__.py").write_bytes(b"")
+    for i in range(20):
+        (d / f"{i}.txt").write_text(str(i))
+    results = {}
+
+    def go(name):
+        results[name] = _launch(repo, d, name)
+
+    threads = [threading.Thread(target=go, args=(n,)) for n in ("race-a", "race-b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name, r in results.items():
+        assert r.code == 0, (name, r.stderr)
+    datasets = [x for x in fake.state.datasets.values() if x.name.startswith("launchkit-upload-")]
+    assert len(datasets) == 1 and datasets[0].committed is not None and len(datasets[0].files) == 21
+    assert _mount(fake, "race-a") == _mount(fake, "race-b")
+    assert fake.calls["CreateDataset"] == 2
+
+
+def test_incomplete_committed_dataset_is_refused(repo, fake_beaker, tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.txt").write_text("a")
+    (d / "b.txt").write_text("b")
+    r = _launch(repo, d, "ok")
+    assert r.code == 0, r.stderr
+    ds = next(x for x in fake_beaker.state.datasets.values() if x.name.startswith("launchkit-upload-"))
+    del ds.files["b.txt"]
+    r = _launch(repo, d, "broken")
+    assert r.code != 0
+    assert "incomplete" in r.stderr and "b.txt" in r.stderr and "Traceback" not in r.stderr
+    assert not [e for e in fake_beaker.state.experiments.values() if e.name == "broken"]
