@@ -12,6 +12,9 @@ from typing import Any
 # Config key -> type description. Keys are the `run` option names with `_` (a `-` is accepted too).
 KEYS: dict[str, str] = {
     "workspace": "str",
+    "aws_config_secret": "str",
+    "aws_credentials_secret": "str",
+    "google_credentials_secret": "str",
     "budget": "str",
     "groups": "list",
     "clusters": "list",

@@ -26,6 +26,7 @@ from launchkit.core.request import (
     LaunchRequest,
     MountMode,
     Priority,
+    SecretMount,
     Upload,
     WekaMount,
 )
@@ -321,7 +322,7 @@ def build_request(
     _multinode(opts, given, f)
     _runtime(opts, f)
     _python(opts, given, f)
-    _launch(opts, given, f)
+    _launch(opts, given, f, environ)
     try:
         request = LaunchRequest(**{k: v for k, v in f.items() if v is not None})
     except ValidationError as e:  # a backstop: the checks above should have caught it
@@ -454,11 +455,23 @@ def _mounts(opts: _Options, f: dict[str, Any], cwd: str | None) -> None:
                 "--upload", item, f"{src!r} does not exist here", "give an existing local file or directory"
             )
         f["uploads"].append(Upload(local_path=os.path.abspath(path), mount_path=target))
-    targets = [m.mount_path for group in ("datasets", "mounts", "weka", "uploads") for m in f[group]]
+    f["secret_mounts"] = []
+    for item in opts.value("dataset_secret") or []:
+        src, target, mode = _split_target("--dataset-secret", item, "SECRET")
+        if not SECRET.fullmatch(src):
+            raise _fail(
+                "--dataset-secret", item, f"{src!r} is not a valid secret name", "use SECRET:/path/file"
+            )
+        if mode:
+            raise _fail("--dataset-secret", item, "secret files take no mode", "drop the :ro/:rw suffix")
+        f["secret_mounts"].append(SecretMount(secret=src, mount_path=target))
+    groups = ("datasets", "mounts", "weka", "uploads", "secret_mounts")
+    targets = [m.mount_path for group in groups for m in f[group]]
     dup = next((t for t in targets if targets.count(t) > 1), None)
     if dup:
         raise UsageError(
-            f"two inputs are mounted at {dup!r}", hint="give each --dataset/--mount/--weka its own path"
+            f"two inputs are mounted at {dup!r}",
+            hint="give each --dataset/--mount/--weka/--upload/--dataset-secret its own path",
         )
 
 
@@ -472,6 +485,8 @@ def _env(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict
     auto = opts.value("auto_secrets")
     f["auto_secrets"] = not given.get("no_auto_secrets") and auto is not False
     f["git_token_secret"] = _pattern(opts, "git_token_secret", SECRET, "secret name")
+    for opt in ("aws_config_secret", "aws_credentials_secret", "google_credentials_secret"):
+        f[opt] = _pattern(opts, opt, SECRET, "secret name")
     results = _checked(
         opts,
         "results",
@@ -535,7 +550,7 @@ def _runtime(opts: _Options, f: dict[str, Any]) -> None:
     f["post_setup"] = opts.value("post_setup")
 
 
-def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
+def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str]) -> None:
     backend = "local" if given.get("local") else _choice(opts, "backend", [b.value for b in BackendName])
     if given.get("local") and given.get("backend") not in (None, "local"):
         raise UsageError(f"--local cannot be combined with --backend {given['backend']!r}", hint="keep one")
@@ -543,6 +558,30 @@ def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     for opt in ("dry_run", "follow", "yes"):
         f[opt] = bool(given.get(opt))
     f["save_spec"] = given.get("save_spec")
+    f["slack_webhook_url"] = _slack_webhook_url(opts, environ)
+
+
+def _slack_webhook_url(opts: _Options, environ: dict[str, str]) -> str | None:
+    """--slack-webhook-url, else LAUNCHKIT_SLACK_WEBHOOK_URL, else gantry's GANTRY_SLACK_WEBHOOK_URL.
+    The URL is a credential: errors show only its scheme and host."""
+    url, where = opts.get("slack_webhook_url")
+    if not url:
+        for name in ("LAUNCHKIT_SLACK_WEBHOOK_URL", "GANTRY_SLACK_WEBHOOK_URL"):
+            if environ.get(name):
+                url, where = environ[name], name
+                break
+    if not url:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(str(url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        shown = f"{parts.scheme}://{parts.hostname}/..." if parts.hostname else "(hidden)"
+        raise UsageError(
+            f"{where} {shown}: not an http(s) URL",
+            hint="give the Slack webhook URL (https://hooks.slack.com/services/...)",
+        )
+    return str(url)
 
 
 def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 
 class Priority(str, Enum):
@@ -77,6 +77,13 @@ class WekaMount(_Model):
     mode: MountMode | None = None
 
 
+class SecretMount(_Model):
+    """A Beaker secret mounted as a file (`--dataset-secret`). Only the secret's name is stored."""
+
+    secret: str
+    mount_path: str
+
+
 class Upload(_Model):
     local_path: str
     mount_path: str
@@ -119,6 +126,10 @@ class LaunchRequest(_Model):
     env_secrets: list[EnvSecret] = []
     auto_secrets: bool = True  # add well-known secrets (HF_TOKEN, ...) the workspace has
     git_token_secret: str | None = None  # secret holding a token for private repositories
+    secret_mounts: list[SecretMount] = []  # --dataset-secret
+    aws_config_secret: str | None = None  # secrets written to files by the entrypoint
+    aws_credentials_secret: str | None = None
+    google_credentials_secret: str | None = None
 
     # --- git
     ref: str | None = None
@@ -174,6 +185,7 @@ class LaunchRequest(_Model):
     save_spec: str | None = None
     follow: bool = False
     yes: bool = False
+    slack_webhook_url: SecretStr | None = None  # a credential: never shown (SecretStr masks it)
 
     @model_validator(mode="after")
     def _consistent(self) -> LaunchRequest:

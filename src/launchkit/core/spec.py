@@ -17,6 +17,8 @@ from typing import Any
 from launchkit import __version__
 from launchkit.core.beaker_types import spec_types
 from launchkit.core.contract import (
+    ENV_AWS_CONFIG,
+    ENV_AWS_CREDENTIALS,
     ENV_CONSTRAINT_GPU_TYPES,
     ENV_CONSTRAINT_TAGS,
     ENV_EXEC_METHOD,
@@ -24,6 +26,7 @@ from launchkit.core.contract import (
     ENV_GIT_COMMIT,
     ENV_GIT_REMOTE,
     ENV_GIT_TOKEN,
+    ENV_GOOGLE_CREDENTIALS,
     ENV_INSTALL_CMD,
     ENV_INTERCONNECT,
     ENV_LAUNCHER,
@@ -54,7 +57,14 @@ from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
 # bash and curl (the entrypoint needs bash + git; uv brings CUDA wheels for GPU jobs).
 DEFAULT_DOCKER_IMAGE = "python:3.12"
 
-_NOT_SPEC = {"dry_run", "save_spec", "follow", "yes", "backend"}  # launch behaviour, not job identity
+_NOT_SPEC = {
+    "dry_run",
+    "save_spec",
+    "follow",
+    "yes",
+    "backend",
+    "slack_webhook_url",
+}  # launch behaviour, not job identity
 
 
 def run_id(request: LaunchRequest, git: GitState) -> str:
@@ -143,6 +153,10 @@ def _datasets(request: LaunchRequest) -> list[Any]:
         )
         for u in request.uploads
     ]
+    mounts += [
+        t.BeakerDataMount(source=t.BeakerDataSource(secret=m.secret), mount_path=m.mount_path)
+        for m in request.secret_mounts
+    ]
     return mounts
 
 
@@ -179,6 +193,13 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
         parts.set_env(ENV_CONSTRAINT_TAGS, ",".join(tags))
     if request.git_token_secret:
         parts.set_secret(ENV_GIT_TOKEN, request.git_token_secret)
+    for env_name, secret in (
+        (ENV_AWS_CONFIG, request.aws_config_secret),
+        (ENV_AWS_CREDENTIALS, request.aws_credentials_secret),
+        (ENV_GOOGLE_CREDENTIALS, request.google_credentials_secret),
+    ):
+        if secret:
+            parts.set_secret(env_name, secret)
 
     # --- the task
     context = t.BeakerTaskContext(

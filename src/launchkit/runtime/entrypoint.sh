@@ -41,6 +41,7 @@ export PATH="$PATH:$LK_TOOLS/bin"
 mkdir -p "$RESULTS_DIR" "$LK_LOG_DIR" "$LAUNCHKIT_RUNTIME_DIR" "$LK_TOOLS/bin" ||
     lk_die "$LK_EXIT_INPUTS" "cannot create RESULTS_DIR=$RESULTS_DIR or LAUNCHKIT_RUNTIME_DIR=$LAUNCHKIT_RUNTIME_DIR"
 cd "$LAUNCHKIT_RUNTIME_DIR"
+lk_write_credentials
 
 # Setup failures: the EXIT trap names the failed step, shows its log and exits with its code.
 LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID=''

@@ -150,3 +150,30 @@ lk_https_remote() {
 # Errors after which retrying the same fetch is pointless.
 lk_fetch_refused() { grep -qiE "not our ref|couldn't find remote ref|unadvertised object|no such remote ref|did not send all necessary objects|upload-pack: not our|invalid refspec|not a valid object" "$1"; }
 lk_auth_failed() { grep -qiE "authentication failed|could not read (username|password)|terminal prompts disabled|permission denied \(publickey|repository not found|error: 403|HTTP 403" "$1"; }
+
+# Cloud credentials (--aws-config-secret, --aws-credentials-secret, --google-credentials-secret): each
+# secret's value goes to a file only the job's user can read, under the runtime dir; the standard variable
+# naming that file is exported and the value variable unset, so the command's environment never holds the
+# credential itself. In a Beaker job (BEAKER_JOB_KIND set) the file is also linked where gantry puts it
+# (~/.aws/config, ...) unless something is there already; local runs never touch the user's home.
+lk_secret_file() { # lk_secret_file VALUE_VAR FILE_NAME EXPORT_VAR HOME_PATH
+    local var=$1 file="$LAUNCHKIT_RUNTIME_DIR/credentials/$2" export_var=$3 home_path=$4
+    [[ -n ${!var:-} ]] || return 0
+    mkdir -p "$LAUNCHKIT_RUNTIME_DIR/credentials"
+    (umask 077 && printf '%s\n' "${!var}" >"$file")
+    export "$export_var=$file"
+    unset "$var"
+    if [[ -n ${BEAKER_JOB_KIND:-} && -n ${HOME:-} && ! -e $HOME/$home_path ]]; then
+        mkdir -p "$(dirname "$HOME/$home_path")" && ln -s "$file" "$HOME/$home_path" || true
+    fi
+}
+lk_write_credentials() {
+    lk_secret_file LAUNCHKIT_AWS_CONFIG aws-config AWS_CONFIG_FILE .aws/config
+    lk_secret_file LAUNCHKIT_AWS_CREDENTIALS aws-credentials AWS_SHARED_CREDENTIALS_FILE .aws/credentials
+    lk_secret_file LAUNCHKIT_GOOGLE_CREDENTIALS google-credentials.json GOOGLE_APPLICATION_CREDENTIALS \
+        .google/credentials.json
+    if [[ -n ${GOOGLE_APPLICATION_CREDENTIALS:-} ]] && command -v gcloud >/dev/null 2>&1; then
+        gcloud auth activate-service-account --quiet --key-file="$GOOGLE_APPLICATION_CREDENTIALS" \
+            >/dev/null 2>&1 || lk_log "warning: gcloud could not activate the service account"
+    fi
+}
