@@ -31,5 +31,11 @@ def follow(
     app = get_app(ctx)
     b, run = resolve_run(app, backend, local, run_id, latest, author)
     require(b, Capability.all_replicas, all_replicas=all_replicas)
+    import os
+
+    from launchkit.notify import SlackNotifier, url_from_env
+
+    url = url_from_env(os.environ)  # LAUNCHKIT_SLACK_WEBHOOK_URL (or gantry's GANTRY_SLACK_WEBHOOK_URL)
+    notifier = SlackNotifier(app, url) if url else None
     # SystemExit, not typer.Exit: click returns (drops) Exit codes when standalone_mode=False
-    sys.exit(follow_run(app, b, run, replica=replica, all_replicas=all_replicas))
+    sys.exit(follow_run(app, b, run, replica=replica, all_replicas=all_replicas, notifier=notifier))

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
+from typing import IO, TYPE_CHECKING, cast
 
 from launchkit.application import Application
 from launchkit.backends import Backend, RunInfo, RunStatus
 from launchkit.cli.backend_choice import stdout_closed
 from launchkit.errors import EXIT_INTERRUPTED
+
+if TYPE_CHECKING:
+    from launchkit.notify import SlackNotifier
 
 
 def follow_run(
@@ -17,11 +21,18 @@ def follow_run(
     *,
     replica: int | None = None,
     all_replicas: bool = False,
+    notifier: SlackNotifier | None = None,
 ) -> int:
-    """Follow until the run finishes. Ctrl-C detaches (the job keeps running) and says how to resume."""
+    """Follow until the run finishes. Ctrl-C detaches (the job keeps running) and says how to resume.
+    With a `notifier`, Slack hears when the job's first output arrives and how it ended."""
     app.info(f"following {run.id} (Ctrl-C detaches; the job keeps running)")
+    out: IO[bytes] = sys.stdout.buffer
+    if notifier is not None:
+        from launchkit.notify import FirstOutput
+
+        out = cast("IO[bytes]", FirstOutput(out, lambda: notifier.on_start(run)))
     try:
-        code = backend.follow(run, sys.stdout.buffer, replica=replica, all_replicas=all_replicas)
+        code = backend.follow(run, out, replica=replica, all_replicas=all_replicas)
     except BrokenPipeError:
         return stdout_closed()
     except KeyboardInterrupt:
@@ -33,6 +44,8 @@ def follow_run(
         )
         return EXIT_INTERRUPTED
     final = backend.get(run.id)
+    if notifier is not None:
+        notifier.on_end(final)
     if final.status == RunStatus.succeeded:
         app.info(f"{run.id} succeeded")
     elif final.status == RunStatus.canceled:

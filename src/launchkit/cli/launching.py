@@ -133,5 +133,16 @@ def submit(
         )
     )
     app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
+    notifier = None
+    if request.slack_webhook_url is not None:
+        from launchkit.notify import SlackNotifier
+
+        if request.follow:
+            notifier = SlackNotifier(app, request.slack_webhook_url.get_secret_value())
+        else:
+            app.warn(
+                f"Slack notifications are sent while a run is followed: add --follow, "
+                f"or run `launchkit follow {run.id}` with LAUNCHKIT_SLACK_WEBHOOK_URL set"
+            )
     if request.follow:
-        sys.exit(follow_run(app, b, run))
+        sys.exit(follow_run(app, b, run, notifier=notifier))

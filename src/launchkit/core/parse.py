@@ -564,21 +564,23 @@ def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: d
 def _slack_webhook_url(opts: _Options, environ: dict[str, str]) -> str | None:
     """--slack-webhook-url, else LAUNCHKIT_SLACK_WEBHOOK_URL, else gantry's GANTRY_SLACK_WEBHOOK_URL.
     The URL is a credential: errors show only its scheme and host."""
+    from urllib.parse import urlsplit
+
+    from launchkit.core.contract import SLACK_WEBHOOK_ENV
+    from launchkit.core.remoteurl import redact_url
+
     url, where = opts.get("slack_webhook_url")
     if not url:
-        for name in ("LAUNCHKIT_SLACK_WEBHOOK_URL", "GANTRY_SLACK_WEBHOOK_URL"):
+        for name in SLACK_WEBHOOK_ENV:
             if environ.get(name):
                 url, where = environ[name], name
                 break
     if not url:
         return None
-    from urllib.parse import urlsplit
-
     parts = urlsplit(str(url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        shown = f"{parts.scheme}://{parts.hostname}/..." if parts.hostname else "(hidden)"
         raise UsageError(
-            f"{where} {shown}: not an http(s) URL",
+            f"{where} {redact_url(str(url))}: not an http(s) URL",
             hint="give the Slack webhook URL (https://hooks.slack.com/services/...)",
         )
     return str(url)

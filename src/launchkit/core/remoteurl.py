@@ -97,3 +97,9 @@ def job_remote(url: str) -> JobRemote:
         return JobRemote(converted, github_repo=github_repo(converted))
     clean = strip_credentials(url)
     return JobRemote(clean, github_repo=github_repo(clean))
+
+
+def redact_url(url: str) -> str:
+    """What may be shown of a URL that is itself a credential (a Slack webhook): scheme and host only."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}/…" if parts.hostname else "(hidden)"
