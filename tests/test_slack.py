@@ -77,7 +77,7 @@ def test_failure_with_exit_code_and_link_via_gantrys_env_name(repo, fake_beaker,
 
 
 def test_a_failing_webhook_is_a_warning_and_the_url_stays_hidden(repo, fake_beaker, slack):
-    url, posts, status = slack
+    url, _posts, status = slack
     status["code"] = 500
     fake_beaker.state.set_auto(AutoRun(start_after=0.1, run_for=0.2, lines=["hi"]))
     r = _run(repo, "warn-job", verbose=True, env={"LAUNCHKIT_SLACK_WEBHOOK_URL": url})
