@@ -27,6 +27,7 @@ from launchkit.cli import (
     profiles_cmd,
     run_cmd,
     secret_cmd,
+    session_cmd,
     stop_cmd,
 )
 from launchkit.cli.context import get_app
@@ -79,6 +80,12 @@ def build_app() -> typer.Typer:
         options_metavar="[OPTIONS] -- COMMAND...",
         short_help="Launch the committed, pushed state of this repository as a job.",
     )(run_cmd.run_command())
+    cli.command(
+        "session",
+        cls=PanelCommand,
+        options_metavar="[OPTIONS] [-- COMMAND...]",
+        short_help="Start an interactive Beaker session with the resources `run` would use.",
+    )(session_cmd.session_command())
     for name, command in (
         ("follow", follow_cmd.follow),
         ("logs", logs_cmd.logs),

@@ -67,10 +67,14 @@ def _parameter(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> inspect.Parame
     )
 
 
-def run_command() -> Any:
-    """`run` with one parameter per RUN_OPTIONS row; `[default: ...]` in the help shows config defaults."""
+def run_command(handler: Any = None, own: tuple[inspect.Parameter, ...] = ()) -> Any:
+    """`run` with one parameter per RUN_OPTIONS row; `[default: ...]` in the help shows config defaults.
+
+    `handler` (default: `run`) with `own` extra parameters builds another command on the same options
+    (`launchkit session`)."""
     from launchkit.config import help_defaults
 
+    handler = handler or run
     defaults = help_defaults()
     params = [
         inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
@@ -80,12 +84,13 @@ def run_command() -> Any:
             default=typer.Argument(None, hidden=True),
             annotation=list[str] | None,
         ),
+        *own,
         *(_parameter(opt, defaults) for opt in RUN_OPTIONS),
     ]
 
     def command(ctx: typer.Context, extra: list[str] | None = None, **given: Any) -> None:
-        run(ctx, extra, **given)
+        handler(ctx, extra, **given)
 
-    command.__doc__ = run.__doc__
+    command.__doc__ = handler.__doc__
     command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
     return command

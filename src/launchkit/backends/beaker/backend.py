@@ -146,23 +146,37 @@ class BeakerBackend:
         from launchkit.backends.beaker.submit import create_once
 
         with self._errors():
-            resolved = rs.resolve(
-                self.conn,
-                submission.spec,
-                workspace=submission.workspace or self._workspace,
-                gpu_types=rs.spec_env_list(submission.spec, rs.ENV_GPU_TYPES),
-                tags=rs.spec_env_list(submission.spec, rs.ENV_TAGS),
-                auto_secrets=submission.auto_secrets,
-            )
-            for note in resolved.notes:
-                self.app.info(note)
-            if submission.uploads:
-                from launchkit.backends.beaker.upload import mount_uploads
-
-                mount_uploads(self.conn, self.app, resolved.workspace, resolved.spec, submission.uploads)
-            self.conn.renew()
+            resolved = self._prepare(submission)
             wl = create_once(self.conn, resolved.workspace, submission.name, resolved.spec, self.app)
             return self._info(wl, author=self.conn.me().name)
+
+    def prepare(self, submission: Submission) -> tuple[str, dict[str, Any]]:
+        """What `submit` sends, without creating anything but `--upload` datasets: the workspace's full
+        name and the resolved spec (clusters, image ids, checked and well-known secrets, uploads mounted
+        by id). `launchkit session` hands it to the `beaker` CLI."""
+        with self._errors():
+            resolved = self._prepare(submission)
+            ws = resolved.workspace
+            name = ws.name if "/" in ws.name else f"{ws.owner_org.name}/{ws.name}"
+            return name, resolved.spec
+
+    def _prepare(self, submission: Submission) -> rs.Resolved:
+        resolved = rs.resolve(
+            self.conn,
+            submission.spec,
+            workspace=submission.workspace or self._workspace,
+            gpu_types=rs.spec_env_list(submission.spec, rs.ENV_GPU_TYPES),
+            tags=rs.spec_env_list(submission.spec, rs.ENV_TAGS),
+            auto_secrets=submission.auto_secrets,
+        )
+        for note in resolved.notes:
+            self.app.info(note)
+        if submission.uploads:
+            from launchkit.backends.beaker.upload import mount_uploads
+
+            mount_uploads(self.conn, self.app, resolved.workspace, resolved.spec, submission.uploads)
+        self.conn.renew()
+        return resolved
 
     # -- lookups --------------------------------------------------------------------------------
     def get(self, run_ref: str) -> RunInfo:

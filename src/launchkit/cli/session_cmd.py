@@ -1,0 +1,144 @@
+"""`launchkit session [OPTIONS] [-- COMMAND...]`: an interactive Beaker session with run's resources.
+
+No Beaker API creates sessions (fact sheet 8.1), so this builds the same spec as `run` (resources,
+cluster profile env, mounts, uploads, secrets; `core.spec.build_spec`), lets the Beaker backend resolve
+it (clusters, image, secrets, `--upload` datasets), turns it into `beaker session create` flags
+(`core.session.session_argv`) and hands over to the `beaker` CLI. A session clones nothing: bring code
+with `--upload .:/code` or a mount.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shlex
+import shutil
+import sys
+from typing import Any
+
+import typer
+
+from launchkit.cli.context import get_app
+from launchkit.errors import PreconditionError, UsageError
+
+INSTALL_HINT = (
+    "install the Beaker CLI (https://beaker-docs.apps.allenai.org/start/install.html), "
+    "then `beaker account login`; or use `launchkit run` for batch jobs"
+)
+
+
+def session(
+    ctx: typer.Context,
+    extra: list[str] | None = None,
+    *,
+    port: list[int] | None = None,
+    detach: bool = False,
+    bare: bool = False,
+    **given: Any,
+) -> None:
+    """Start an interactive Beaker session with the resources, env, mounts and secrets `run` would use.
+
+    Calls the `beaker` CLI (`beaker session create`); with --dry-run, prints that command instead.
+    Everything after `--` is the session's command (default: the image's shell).
+    """
+    from launchkit.backends import Submission
+    from launchkit.cli.launching import _no_pydantic_plugins
+    from launchkit.core.gitstate import GitState
+    from launchkit.core.session import session_argv
+    from launchkit.core.spec import build_spec, upload_dataset_name
+
+    app = get_app(ctx)
+    if given.get("local") or given.get("backend") == "local":
+        raise UsageError("sessions run on Beaker only", hint="drop --local (locally, just open a shell)")
+    for opt in ("follow", "slack_webhook_url"):
+        if given.get(opt):
+            raise UsageError(f"--{opt.replace('_', '-')} is for `launchkit run`", hint="drop it for sessions")
+    command = list(app.user_command or [])
+    with _no_pydantic_plugins():
+        from launchkit.config import load_config
+        from launchkit.core.parse import build_request
+
+        config = load_config()
+        request = build_request({**given, "extra": extra or []}, command or ["bash"], config=config)
+        # A session clones nothing: the spec builder's git inputs are placeholders, dropped again by
+        # session_argv.
+        git = GitState(remote_url="-", commit="0" * 40)
+        spec = build_spec(request, git, user_profiles=config.get("profiles")).to_json()
+
+    def to_argv(spec: dict[str, Any], workspace: str | None) -> list[str]:
+        return session_argv(
+            spec,
+            workspace=workspace,
+            name=request.name,
+            ports=list(port or []),
+            detach=detach,
+            bare=bare,
+            command=command,
+        )
+
+    if request.dry_run:
+        argv = to_argv(spec, request.workspace)
+        sys.stdout.write(shlex.join(argv) + "\n")
+        sys.stdout.flush()
+        app.info("dry run: names are resolved and uploads made only for a real session")
+        return
+    beaker_cli = shutil.which("beaker")
+    if beaker_cli is None:
+        raise PreconditionError(
+            "`launchkit session` needs the `beaker` CLI, which is not on PATH", hint=INSTALL_HINT
+        )
+    from launchkit.backends.beaker import BeakerBackend
+
+    backend = BeakerBackend(app)
+    workspace, resolved = backend.prepare(
+        Submission(
+            name=request.name or "session",
+            spec=spec,
+            workspace=request.workspace,
+            auto_secrets=request.auto_secrets,
+            uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
+        )
+    )
+    backend.close()
+    argv = to_argv(resolved, workspace)
+    app.info("starting: " + shlex.join(argv))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(beaker_cli, argv)  # the session is interactive: beaker gets the terminal and signals
+    except OSError as e:
+        raise PreconditionError(f"cannot run {beaker_cli}: {e.strerror}", hint=INSTALL_HINT) from None
+
+
+def session_command() -> Any:
+    own = (
+        inspect.Parameter(
+            "port",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(
+                None,
+                "--port",
+                metavar="PORT",
+                help="Expose this port (repeatable).",
+                rich_help_panel="Session",
+            ),
+            annotation=list[int] | None,
+        ),
+        inspect.Parameter(
+            "detach",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(False, "--detach", help="Start it and return.", rich_help_panel="Session"),
+            annotation=bool,
+        ),
+        inspect.Parameter(
+            "bare",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(
+                False, "--bare", help="No default home/mounts from Beaker.", rich_help_panel="Session"
+            ),
+            annotation=bool,
+        ),
+    )
+    from launchkit.cli.run_cmd import run_command
+
+    return run_command(session, own)
