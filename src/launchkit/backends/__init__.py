@@ -133,6 +133,15 @@ class Backend(Protocol):
 
     def stop(self, run: RunInfo) -> RunInfo: ...
 
+    def download_results(self, run: RunInfo, dest: str | None) -> list[str]:
+        """Fetch the run's results (per replica) into `dest` (None: the backend's default); return the
+        directories holding them."""
+        ...
+
+    def results_location(self, run: RunInfo) -> str:
+        """One line saying where the run's results are (printed when `follow` ends)."""
+        ...
+
     def find_gpus(self, *, gpu_types: list[str] | None = None, include_all: bool = False) -> list[GpuRow]:
         """GPUs this backend can use; the filters need Capability.gpu_filters."""
         ...

@@ -55,4 +55,5 @@ def follow_run(
             f"{run.id} failed with exit code {final.exit_code if final.exit_code is not None else '?'}"
             f" (full logs: launchkit logs {run.id})"
         )
+    app.info(backend.results_location(final))
     return code

@@ -429,6 +429,26 @@ class BeakerBackend:
             time.sleep(0.5)
             job = self.beaker.job.get(job.id)
 
+    # -- results --------------------------------------------------------------------------------
+    def download_results(self, run: RunInfo, dest: str | None) -> list[str]:
+        """Each replica's result dataset, downloaded under `dest` (default ./results/<experiment id>)."""
+        from pathlib import Path
+
+        from launchkit.backends.beaker.results import download
+
+        wl = self._workload(run.id)
+        with self._errors():
+            datasets = []
+            for rank, _, job in self._latest_jobs(wl):
+                details = job.assignment_details if job is not None else None
+                has = details is not None and details.HasField("result_dataset_id")
+                datasets.append((rank, details.result_dataset_id if has else None))
+            folders = download(self.conn, self.app, run.id, datasets, Path(dest or Path("results") / run.id))
+        return [str(f) for f in folders]
+
+    def results_location(self, run: RunInfo) -> str:
+        return f"results: `launchkit results {run.id}` downloads them (Beaker result datasets)"
+
     # -- stop -----------------------------------------------------------------------------------
     def stop(self, run: RunInfo) -> RunInfo:
         """Cancel the run: only ever the current user's."""

@@ -56,12 +56,17 @@ class LocalBackend:
                 hint=f"export {missing[0]}=... before launching (the value is never written to disk)",
             )
         env = {v["name"]: v.get("value") for v in env_vars if not v.get("secret")}
+        links: list[list[str]] = []
+        if submission.uploads:  # the job sees each --upload at its path through a symlink
+            from launchkit.backends.local.uploads import link_uploads
+
+            links = link_uploads(submission.spec, submission.uploads)
         if task.get("datasets"):
             self.app.warn(
                 f"local runs do not mount datasets, Weka or host paths: "
                 f"{len(task['datasets'])} mount(s) in the spec are ignored"
             )
-        meta: dict[str, Any] = {"repo_root": submission.repo_root}
+        meta: dict[str, Any] = {"repo_root": submission.repo_root, "links": links}
         commit = env.get(ENV_GIT_COMMIT)
         if submission.repo_root and commit and _has_commit(submission.repo_root, commit):
             meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
@@ -194,6 +199,32 @@ class LocalBackend:
             if info.status.finished:
                 return 0 if info.status == RunStatus.succeeded else (info.exit_code or 1)
             time.sleep(POLL)
+
+    # ---- results
+    def _results_dirs(self, run: RunInfo) -> list[Any]:
+        return [run_dir(run.id) / f"replica-{rank}" / "results" for rank in range(run.replicas)]
+
+    def download_results(self, run: RunInfo, dest: str | None) -> list[str]:
+        """A local run's results are already here (its results dirs); with `dest`, copied there."""
+        import shutil
+        from pathlib import Path
+
+        dirs = [d for d in self._results_dirs(run) if d.is_dir()]
+        if not dirs:
+            raise NotFoundError(f"{run.id} has no results yet", hint=f"see `launchkit logs {run.id}`")
+        if dest is None:
+            return [str(d) for d in dirs]
+        out = []
+        for d in dirs:
+            target = Path(dest) / d.parent.name if len(dirs) > 1 else Path(dest)
+            shutil.copytree(d, target, dirs_exist_ok=True, symlinks=True)
+            out.append(str(target))
+        return out
+
+    def results_location(self, run: RunInfo) -> str:
+        dirs = self._results_dirs(run)
+        where = str(dirs[0]) if len(dirs) == 1 else str(dirs[0].parent.parent / "replica-*" / "results")
+        return f"results: {where}"
 
     # ---- stop
     def stop(self, run: RunInfo) -> RunInfo:

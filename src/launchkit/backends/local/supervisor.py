@@ -196,6 +196,8 @@ class Supervisor:
                     break
             except ChildProcessError:
                 break
+        from launchkit.backends.local.uploads import unlink_uploads
+
         first_failure = next((c for r, c in sorted(self.codes.items()) if c != 0), None)
         if self.failed_first is not None:
             first_failure = self.codes[self.failed_first]
@@ -211,6 +213,7 @@ class Supervisor:
             self.store.finish_run(self.run_id, "failed", first_failure)
         else:
             self.store.finish_run(self.run_id, "succeeded", 0)
+        unlink_uploads(self.run_id)  # after finish_run: this run no longer counts as a user of its links
 
 
 def main(run_id: str) -> None:
