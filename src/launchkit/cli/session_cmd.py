@@ -21,10 +21,17 @@ import typer
 from launchkit.cli.context import get_app
 from launchkit.errors import PreconditionError, UsageError
 
-INSTALL_HINT = (
-    "install the Beaker CLI (https://beaker-docs.apps.allenai.org/start/install.html), "
-    "then `beaker account login`; or use `launchkit run` for batch jobs"
-)
+
+def install_hint() -> str:
+    """How to get the `beaker` CLI here: Beaker's release endpoint, as AI2 images install it."""
+    import platform
+
+    system = "darwin" if sys.platform == "darwin" else "linux"
+    arch = "arm64" if platform.machine().lower() in ("arm64", "aarch64") else "amd64"
+    return (
+        f"install it with `curl -s 'https://beaker.org/api/v3/release/cli?os={system}&arch={arch}' "
+        "| tar -zx -C ~/.local/bin ./beaker`, then `beaker account login`"
+    )
 
 
 def session(
@@ -85,7 +92,7 @@ def session(
     beaker_cli = shutil.which("beaker")
     if beaker_cli is None:
         raise PreconditionError(
-            "`launchkit session` needs the `beaker` CLI, which is not on PATH", hint=INSTALL_HINT
+            "`launchkit session` needs the `beaker` CLI, which is not on PATH", hint=install_hint()
         )
     from launchkit.backends.beaker import BeakerBackend
 
@@ -107,7 +114,7 @@ def session(
     try:
         os.execv(beaker_cli, argv)  # the session is interactive: beaker gets the terminal and signals
     except OSError as e:
-        raise PreconditionError(f"cannot run {beaker_cli}: {e.strerror}", hint=INSTALL_HINT) from None
+        raise PreconditionError(f"cannot run {beaker_cli}: {e.strerror}", hint=install_hint()) from None
 
 
 def session_command() -> Any:

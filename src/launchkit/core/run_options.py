@@ -236,7 +236,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--upload", "-u"),
         P_INPUTS,
         metavar="LOCAL:/PATH",
-        help="Upload a local file or directory and mount it (repeatable).",
+        help="Upload a local file or directory and mount it (repeatable; reused if unchanged).",
     ),
     Opt(
         "env",
@@ -287,7 +287,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         P_INPUTS,
         metavar="SECRET",
         key="aws_config_secret",
-        help="Secret written to ~/.aws/config in the job (AWS_CONFIG_FILE).",
+        help="Secret as the job's AWS config file (AWS_CONFIG_FILE; ~/.aws/config on Beaker).",
     ),
     Opt(
         "aws_credentials_secret",
@@ -296,7 +296,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         P_INPUTS,
         metavar="SECRET",
         key="aws_credentials_secret",
-        help="Secret written to ~/.aws/credentials in the job (AWS_SHARED_CREDENTIALS_FILE).",
+        help="Secret as the job's AWS credentials (AWS_SHARED_CREDENTIALS_FILE; ~/.aws/credentials).",
     ),
     Opt(
         "google_credentials_secret",
@@ -305,7 +305,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         P_INPUTS,
         metavar="SECRET",
         key="google_credentials_secret",
-        help="Secret written to ~/.google/credentials.json in the job (GOOGLE_APPLICATION_CREDENTIALS).",
+        help="Secret as the job's Google credentials file (GOOGLE_APPLICATION_CREDENTIALS).",
     ),
     Opt(
         "results",
