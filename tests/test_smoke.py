@@ -2,7 +2,6 @@ import yaml
 
 from conftest import run_cli
 
-
 CORE_COMMANDS = ["run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "secret"]
 
 
