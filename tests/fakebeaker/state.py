@@ -402,6 +402,7 @@ class State:
         self.tasks: dict[str, Task] = {}
         self.jobs: dict[str, Job] = {}
         self.sessions: dict[str, Session] = {}
+        self.private_repos: set[str] = set()  # "owner/repo" that github.com answers 404 for
         self.auto: AutoRun | None = None
         self._timers: list[threading.Timer] = []
         self._last_ts = 0
