@@ -130,7 +130,7 @@ def test_fake_process_from_a_scenario_file(tmp_path):
             """
             from beaker import Beaker
             b = Beaker.from_env(check_for_upgrades=False)
-            c = b.cluster.get("ai2/mix", include_cluster_occupancy=True)
+            c = b.cluster.get("ai2/mixed", include_cluster_occupancy=True)
             wl = b.workload.get("carol/done")
             job = b.workload.get_latest_job(wl)
             print(b.user_name, b.workspace.get().name, c.cluster_occupancy.slot_counts.available,
