@@ -268,7 +268,7 @@ class Convert:
     def system_details(self, t: Task) -> pb2.SystemDetails:
         return pb2.SystemDetails(
             replica_group_details=pb2.ReplicaGroupDetails(
-                id=f"{t.experiment.id}-{t.name}" if t.replica_count > 1 else "",
+                id=f"{t.experiment.id}-{t.spec.get('name') or 'task'}" if t.replica_count > 1 else "",
                 size=t.replica_count,
                 rank=t.replica_rank,
                 is_leader_replica=t.replica_rank == 0,
@@ -900,7 +900,7 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
         start = logs.index_at_or_after(ts_ns(req.since)) if req.HasField("since") else 0
         if req.tail_lines > 0:
             start = max(start, logs.count - req.tail_lines)
-    fault = fake.faults.take_stream_fault()
+    fault = fake.faults.take_stream_fault(follow=req.follow)
     max_lines = fault.after_lines if fault is not None and fault.after_lines is not None else None
     deadline = (
         time.monotonic() + fault.after_seconds
