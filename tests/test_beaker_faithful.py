@@ -9,8 +9,8 @@ import json
 import time
 
 import pytest
-from conftest import run_cli
 
+from conftest import run_cli
 from fakebeaker.plugin import both_ways
 from fakebeaker.state import AutoRun
 
@@ -18,7 +18,9 @@ WS = "ai2/launchkit"
 
 
 def _run(repo, *args: str, timeout: float = 90):
-    return run_cli("run", "--workspace", WS, *args, "--", "python", "train.py", cwd=repo.path, timeout=timeout)
+    return run_cli(
+        "run", "--workspace", WS, *args, "--", "python", "train.py", cwd=repo.path, timeout=timeout
+    )
 
 
 def _backend():
@@ -34,7 +36,13 @@ def test_cluster_by_name_alias_bare_or_glob_becomes_the_canonical_name(fake_beak
 
     b = _backend()
     try:
-        for pattern in ("ai2/jupiter", "ai2/jupiter-cirrascale-2", "jupiter", "jupiter-cirrascale-2", "ai2/jup*"):
+        for pattern in (
+            "ai2/jupiter",
+            "ai2/jupiter-cirrascale-2",
+            "jupiter",
+            "jupiter-cirrascale-2",
+            "ai2/jup*",
+        ):
             assert rs.resolve_clusters(b.conn, [pattern], [], []) == ["ai2/jupiter"], pattern
         assert "ai2/interactive" not in rs.resolve_clusters(b.conn, ["ai2/*"], [], [])  # sessions only
     finally:
@@ -94,7 +102,11 @@ def test_a_bad_token_on_the_http_create_is_the_same_line(repo, fake_beaker):
 
     conn = Connection(30)
     try:
-        err = conn.translate(Exception.__new__(__import__("beaker").exceptions.BeakerError, "[code=401] invalid authentication token"))
+        err = conn.translate(
+            Exception.__new__(
+                __import__("beaker").exceptions.BeakerError, "[code=401] invalid authentication token"
+            )
+        )
         assert err.exit_code == 3 and "token" in str(err)
     finally:
         conn.close()
@@ -152,8 +164,13 @@ def test_list_statuses_match_what_is_shown_and_exit_is_filled(fake_beaker):
     assert rows["pre"]["status"] == "preempted" and rows["stopped"]["status"] == "canceled"
     assert rows["up"]["status"] == "uploading"
     assert fake_beaker.calls["ListJobs"] <= 2  # not one per row
-    for word, want in (("preempted", {"pre"}), ("canceled", {"stopped"}), ("failed", {"bad"}),
-                       ("uploading_results", {"up"}), ("succeeded", {"ok"})):
+    for word, want in (
+        ("preempted", {"pre"}),
+        ("canceled", {"stopped"}),
+        ("failed", {"bad"}),
+        ("uploading_results", {"up"}),
+        ("succeeded", {"ok"}),
+    ):
         r = run_cli("list", "--json", "-s", word, timeout=60)
         assert r.code == 0, r.stderr
         assert {x["name"] for x in json.loads(r.stdout)} == want, word
@@ -161,8 +178,9 @@ def test_list_statuses_match_what_is_shown_and_exit_is_filled(fake_beaker):
 
 def test_max_age_bare_number_is_days(fake_beaker):
     st = fake_beaker.state
-    st.add_experiment(WS, "three-days", author="alice", description="[launchkit]",
-                      created=st.clock() - 3 * 86400 * 10**9)
+    st.add_experiment(
+        WS, "three-days", author="alice", description="[launchkit]", created=st.clock() - 3 * 86400 * 10**9
+    )
     r = run_cli("list", "--json", "--max-age", "7", timeout=60)
     assert "three-days" in {x["name"] for x in json.loads(r.stdout)}, r.stderr
     r = run_cli("list", "--json", "--max-age", "2", timeout=60)

@@ -683,7 +683,10 @@ class Impl:
         wtype = o.workload_type if o.HasField("workload_type") else pb2.WORKLOAD_TYPE_UNSPECIFIED
         if wtype != pb2.WORKLOAD_TYPE_EXPERIMENT:  # sessions: environment workloads (fact 8.2)
             for sess in self.s.sessions.values():
-                if o.HasField("workspace_id") and sess.workspace_id != self._id("workspace", o.workspace_id).id:
+                if (
+                    o.HasField("workspace_id")
+                    and sess.workspace_id != self._id("workspace", o.workspace_id).id
+                ):
                     continue
                 if o.HasField("author_id") and sess.author_id != self._id("user", o.author_id).id:
                     continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import typer
 
@@ -30,14 +31,20 @@ def _is_number(text: str) -> bool:
 def list_runs(
     ctx: typer.Context,
     status: list[str] | None = typer.Option(
-        None, "--status", "-s", help="Only runs with this status (repeatable): queued, starting, running, stopping, uploading, succeeded, failed, canceled, preempted; Beaker's names work too."
+        None,
+        "--status",
+        "-s",
+        help="Only runs with this status (repeatable): queued, starting, running, stopping, uploading, "
+        "succeeded, failed, canceled, preempted; on Beaker also its own names (uploading_results...).",
     ),
     limit: int = typer.Option(20, "--limit", "-n", min=1, help="At most N runs."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
     author: str | None = typer.Option(None, "--author", "-a", help="Only runs by this user."),
     me: bool = typer.Option(False, "--me", help="Beaker: only your runs."),
     text: str | None = typer.Option(None, "--text", help="Name or description contains TEXT."),
-    max_age: str | None = typer.Option(None, "--max-age", help="Only runs younger than this (7 = 7 days; 12h, 30m)."),
+    max_age: str | None = typer.Option(
+        None, "--max-age", help="Only runs younger than this (7 = 7 days; 12h, 30m)."
+    ),
     show_all: bool = typer.Option(False, "--all", help="Beaker: also experiments not launched by launchkit."),
     backend: str | None = backend_option(),
     local: bool = local_option(),
@@ -46,7 +53,8 @@ def list_runs(
     from launchkit.backends import Capability, RunStatus, require
     from launchkit.errors import UsageError
 
-    statuses = [s.lower() for s in status or []]  # launchkit's words, or Beaker's (gantry's) on Beaker
+    # launchkit's words, or on Beaker also Beaker's own (gantry's vocabulary): the backend checks them
+    statuses: list[Any] = [s.lower() for s in status or []]
     if me and author:
         raise UsageError("--me and --author cannot be combined", hint="drop one")
     age = None
@@ -54,7 +62,11 @@ def list_runs(
         from launchkit.core.units import parse_duration
 
         try:  # a bare number is days, as in gantry
-            age = dt.timedelta(days=float(max_age)) if _is_number(max_age) else dt.timedelta(seconds=parse_duration(max_age))
+            age = (
+                dt.timedelta(days=float(max_age))
+                if _is_number(max_age)
+                else dt.timedelta(seconds=parse_duration(max_age))
+            )
         except Exception:  # noqa: BLE001 - any parse failure is a usage error
             raise UsageError(f"invalid --max-age {max_age!r}", hint="use e.g. 7d, 12h, 30m") from None
     app = get_app(ctx)

@@ -1,4 +1,5 @@
-"""`BeakerBackend`: the `Backend` protocol over beaker-py (submit, get, list, logs, follow, stop, find-gpus)."""
+"""`BeakerBackend`: the `Backend` protocol over beaker-py (submit, get, list, logs, follow, stop,
+find-gpus)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import datetime as dt
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from typing import IO, Any
 
 from beaker import beaker_pb2 as pb2
@@ -47,7 +49,8 @@ STATUS_NAMES = [s.name for s in BeakerWorkloadStatus]
 def _time(ts: Any) -> dt.datetime | None:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return None
-    return ts.ToDatetime(tzinfo=dt.UTC)
+    out: dt.datetime = ts.ToDatetime(tzinfo=dt.UTC)
+    return out
 
 
 def job_status(job: Any) -> RunStatus:
@@ -107,7 +110,7 @@ class BeakerBackend:
         if self._conn is not None:
             self._conn.close()
 
-    def _errors(self):
+    def _errors(self) -> AbstractContextManager[None]:
         return self.conn.errors()
 
     def _workload(self, ref: str) -> Any:
@@ -328,7 +331,9 @@ class BeakerBackend:
     def _select(self, wl: Any, replica: int | None, task: str | None) -> list[tuple[int, Any, Any]]:
         return self._pick(wl, self._latest_jobs(wl, task), replica)
 
-    def _pick(self, wl: Any, rows: list[tuple[int, Any, Any]], replica: int | None) -> list[tuple[int, Any, Any]]:
+    def _pick(
+        self, wl: Any, rows: list[tuple[int, Any, Any]], replica: int | None
+    ) -> list[tuple[int, Any, Any]]:
         if replica is not None:
             rows = [r for r in rows if r[0] == replica]
             if not rows:
@@ -424,7 +429,9 @@ class BeakerBackend:
 
         def worker(rank: int, t: Any, job: Any) -> None:
             try:
-                codes[rank], finals[rank] = self._follow_task(t, job, write_locked, f"[{rank}] ".encode(), tail)
+                codes[rank], finals[rank] = self._follow_task(
+                    t, job, write_locked, f"[{rank}] ".encode(), tail
+                )
             except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
                 errors.append(e)
 
@@ -567,20 +574,21 @@ class BeakerBackend:
         with self._errors():
             if target is None:
                 name = rs.workspace_name(self.conn, self._workspace)
-                return b.workspace.url(rs.get_workspace(self.conn, name))
+                return str(b.workspace.url(rs.get_workspace(self.conn, name)))
             try:
-                return b.workload.url(self._workload(target))
+                return str(b.workload.url(self._workload(target)))
             except NotFoundError:
                 pass
             if "/" in target:
                 try:
-                    return b.workspace.url(b.workspace.get(target))
+                    return str(b.workspace.url(b.workspace.get(target)))
                 except bx.BeakerWorkspaceNotFound:
                     pass
             default_org = b.config.default_org
             for c in b.cluster.list(org=self.conn.org()):  # names, aliases (bare or org/), ids
                 if "*" not in target and rs.matches(c, target, default_org):
-                    return f"{b.config.agent_address}/orgs/{c.organization_name or default_org}/clusters/{c.name}"
+                    org = c.organization_name or default_org
+                    return f"{b.config.agent_address}/orgs/{org}/clusters/{c.name}"
         raise NotFoundError(
             f"{target!r} is not an experiment, workspace or cluster on Beaker",
             hint="use an experiment id or user/name, org/workspace, or org/cluster",
@@ -597,7 +605,7 @@ class _JobWatch:
     def finalized(self) -> bool:
         self.job = self.conn.beaker.job.get(self.job.id)
         self.conn.renew()
-        return self.job.status.HasField("finalized")
+        return bool(self.job.status.HasField("finalized"))
 
 
 def _group(task: Any) -> str:

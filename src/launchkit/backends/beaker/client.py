@@ -3,7 +3,8 @@
 beaker-py retries UNAVAILABLE/RST_STREAM without limit (1-2 s apart) and has no per-call timeout, so
 an unreachable server hangs forever. We keep beaker-py's client and wrap its gRPC stub so that each call
 (1) refuses to start a call once the current operation's deadline has passed, (2) gives each unary
-call a timeout no longer than what is left. HTTP calls get a bounded urllib3 retry budget and a per-request timeout.
+call a timeout no longer than what is left. HTTP calls get a bounded urllib3 retry budget and a
+per-request timeout.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class _Beaker(Beaker):
     conn: Connection
 
     @property
-    def service(self):  # type: ignore[override]
+    def service(self) -> Any:  # a _GuardedStub in place of beaker-py's BeakerStub
         if self._service is None:
             from beaker import beaker_pb2_grpc
 
@@ -111,7 +112,8 @@ class _Beaker(Beaker):
                     (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
                 ],
             )
-            self._service = _GuardedStub(self.conn, beaker_pb2_grpc.BeakerStub(self._channel))
+            stub = beaker_pb2_grpc.BeakerStub(self._channel)  # type: ignore[no-untyped-call]
+            self._service = _GuardedStub(self.conn, stub)  # type: ignore[assignment]
         return self._service
 
 
@@ -130,14 +132,15 @@ class Connection:
             raise PreconditionError(
                 "no Beaker credentials found",
                 hint="run `beaker account login`, or set BEAKER_TOKEN (token from https://beaker.org/user), "
-                "or point BEAKER_CONFIG at a config.yml; to try things without Beaker use --dry-run or --local",
+                "or point BEAKER_CONFIG at a config.yml; "
+                "to try things without Beaker use --dry-run or --local",
             ) from None
         client = _Beaker(config, check_for_upgrades=False, user_agent="launchkit (beaker-py)")
         client.conn = self
         # Bounded retries (beaker-py's class defaults are 5 retries, 120 s backoff cap).
         client.MAX_RETRIES = 3  # type: ignore[misc]
-        client.BACKOFF_FACTOR = 0.5  # type: ignore[misc]
-        client.BACKOFF_MAX = max(1.0, min(8.0, self.timeout / 4))  # type: ignore[misc]
+        client.BACKOFF_FACTOR = 0.5  # type: ignore[misc,assignment]
+        client.BACKOFF_MAX = max(1.0, min(8.0, self.timeout / 4))  # type: ignore[misc,assignment]
         client.TIMEOUT = self.call_timeout  # type: ignore[misc]
         self.beaker = client
         self.address = config.agent_address
@@ -217,7 +220,7 @@ class Connection:
         )
 
     def close(self) -> None:
-        self.beaker.close()
+        self.beaker.close()  # type: ignore[no-untyped-call]
 
     @contextmanager
     def errors(self) -> Iterator[None]:
@@ -277,7 +280,7 @@ class Connection:
     def bad_token(self) -> PreconditionError:
         return PreconditionError(
             "Beaker rejected your token (invalid or expired)",
-            hint="get a new one at https://beaker.org/user and run `beaker account login` or set BEAKER_TOKEN",
+            hint="get a new one at https://beaker.org/user, then `beaker account login` or set BEAKER_TOKEN",
         )
 
 
@@ -303,8 +306,10 @@ def server_message(e: BaseException) -> str:
 def _is_bad_token(e: BaseException) -> bool:
     """PERMISSION_DENIED about the token itself (some servers answer a bad token that way)."""
     text = str(e).lower()
-    return isinstance(e, bx.BeakerPermissionsError) and "token" in text and (
-        "invalid" in text or "expired" in text or "missing" in text
+    return (
+        isinstance(e, bx.BeakerPermissionsError)
+        and "token" in text
+        and ("invalid" in text or "expired" in text or "missing" in text)
     )
 
 
@@ -314,6 +319,6 @@ def _hint_for(status: int) -> str:
     return "fix the value the message names and run again (nothing was created)"
 
 
-def _what(e: Exception) -> str:
+def _what(e: BaseException | str) -> str:
     text = str(e)
     return text if len(text) < 200 else text[:200] + "..."

@@ -75,14 +75,14 @@ def stream_job(
     if head == 0 or tail == 0:
         return 0
     client = conn.beaker.job
-    not_found = {grpc.StatusCode.NOT_FOUND: bx.BeakerJobNotFound(job_id)}
+    not_found: dict[Any, Exception] = {grpc.StatusCode.NOT_FOUND: bx.BeakerJobNotFound(job_id)}
     last_ts: int | None = None
     at_last = 0  # lines written with timestamp == last_ts
     written = 0
     failures = 0
     live = follow  # False for the final drain after the job is finalized
     while True:
-        request = pb2.StreamJobLogsRequest(job_id=job_id, follow=live or None)
+        request = pb2.StreamJobLogsRequest(job_id=job_id, follow=live)
         skip = 0
         if last_ts is not None:
             request.since.FromNanoseconds(last_ts)

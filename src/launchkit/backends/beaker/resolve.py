@@ -113,8 +113,11 @@ def matches(cluster: Any, pattern: str, default_org: str | None) -> bool:
     """`pattern` (org/name, org/alias, name, alias, or a glob of any of them) names this cluster.
     A pattern without an org matches the default org's clusters only (as gantry does)."""
     pat = pattern.lower()
-    if "/" not in pat and default_org and cluster.organization_name and (
-        cluster.organization_name.lower() != default_org.lower()
+    if (
+        "/" not in pat
+        and default_org
+        and cluster.organization_name
+        and (cluster.organization_name.lower() != default_org.lower())
     ):
         return False
     return pat == cluster.id.lower() or any(fnmatch.fnmatchcase(n, pat) for n in cluster_names(cluster))

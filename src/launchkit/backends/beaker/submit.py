@@ -27,7 +27,8 @@ def _run_id(spec: dict[str, Any]) -> str | None:
     for task in spec.get("tasks", []):
         for env in task.get("envVars") or []:
             if env.get("name") == ENV_RUN_ID:
-                return env.get("value")
+                value = env.get("value")
+                return str(value) if value is not None else None
     return None
 
 
