@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import threading
 import time
 
@@ -102,7 +103,7 @@ def test_submit_resolves_everything(fake, backend):
     exp = only_experiment(fake, "exp1")
     task = exp.spec["tasks"][0]
     assert task["constraints"]["cluster"] == ["ai2/jupiter", "ai2/mixed"]  # sessions-only cluster left out
-    assert task["image"]["beaker"].startswith("01IMG")
+    assert re.fullmatch(r"[0-9A-Z]{26}", task["image"]["beaker"])  # the image's ID
     env = {e["name"]: e for e in task["envVars"]}
     assert env["HF_TOKEN"]["secret"] == "HF_TOKEN"
     assert env["WANDB_API_KEY"]["secret"] == "alice_WANDB_API_KEY"  # <user>_NAME preferred
@@ -136,8 +137,8 @@ def test_submit_no_auto_secrets_and_gpu_type_filter(fake, backend):
         ),
         (
             lambda s: s["tasks"][0].update(constraints={"cluster": ["ai2/sessions"]}),
-            NotFoundError,
-            ["sessions"],
+            UsageError,
+            ["sessions", "no batch jobs"],
         ),
         (lambda s: s["tasks"][0].update(image={"beaker": "alice/missing"}), NotFoundError, ["alice/missing"]),
         (lambda s: s.update(budget="ai2/nobudget"), NotFoundError, ["ai2/nobudget"]),

@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.format == "shell":
         for k, v in env.items():
             print(f"export {k}={shlex.quote(v)}")
-        print(f"# admin: {fake.admin_url}  (stop with kill {__import__('os').getpid()})")
+        print(f"# github.com for gantry run: export HTTPS_PROXY={fake.github_proxy}")
+        print(f"# admin: {fake.admin_url}  (stop with kill {os.getpid()})")
     else:
         print(
             json.dumps(
@@ -98,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                     "rpc_address": fake.rpc_address,
                     "agent_address": fake.agent_address,
                     "admin_url": fake.admin_url,
+                    "github_proxy": fake.github_proxy,
                     "ca_file": str(fake.tls.ca_file),
-                    "pid": __import__("os").getpid(),
+                    "pid": os.getpid(),
                 }
             )
         )

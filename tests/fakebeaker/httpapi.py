@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socketserver
 import ssl
 import threading
 import time
@@ -65,6 +66,8 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
             return self.rfile.read(n) if n else b""
 
         def _dispatch(self, method: str) -> None:
+            if (self.headers.get("Host") or "").split(":")[0] == "github.com":
+                return self._github(method)
             url = urllib.parse.urlsplit(self.path)
             path = urllib.parse.unquote(url.path) if url.path.startswith("/__fake__/") else url.path
             query = dict(urllib.parse.parse_qsl(url.query))
@@ -262,6 +265,16 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
+        def _github(self, method: str) -> None:
+            """github.com as gantry sees it (through `github_proxy`): GET /owner/repo answers 200 for a
+            public repository and 404 for one in `state.private_repos`."""
+            fake._record_call(f"github.com {method}")
+            repo = self.path.strip("/").removesuffix(".git")
+            if method == "GET" and repo.count("/") == 1:
+                code = 404 if repo in fake.state.private_repos else 200
+                return self._send(code, b"<html></html>", "text/html")
+            self._error(404, "not found")
+
         # ---- admin
         def _admin(self, method: str, path: str, body: bytes) -> None:
             from .remote import handle_admin
@@ -316,10 +329,50 @@ class _TLSServer(ThreadingHTTPServer):
                 pass
 
 
+def start_github_proxy(fake: FakeBeaker, context: ssl.SSLContext) -> socketserver.ThreadingTCPServer:
+    """A plain HTTP proxy that takes `CONNECT github.com:443` only, and serves github.com itself over
+    TLS with the fake's certificate (which names github.com). For gantry's `is_public` check, which
+    does `requests.get("https://github.com/owner/repo")`; set HTTPS_PROXY to `fake.github_proxy`."""
+    handler_class = make_handler(fake)
+
+    class Tunnel(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = self.request.recv(4096)
+                if not chunk:
+                    return
+                head += chunk
+            line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+            if len(line) < 2 or line[0] != "CONNECT" or line[1] != "github.com:443":
+                self.request.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                return
+            self.request.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            try:
+                tls = context.wrap_socket(self.request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
+            try:
+                handler_class(tls, self.client_address, self.server)
+            finally:
+                try:
+                    tls.close()
+                except OSError:
+                    pass
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Tunnel)
+    server.daemon_threads = True
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakebeaker-github", daemon=True
+    ).start()
+    return server
+
+
 def start_https(fake: FakeBeaker, cert_file: str, key_file: str) -> tuple[_TLSServer, threading.Thread]:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert_file, key_file)
     server = _TLSServer(("127.0.0.1", 0), make_handler(fake), ctx)
+    fake._github_proxy = start_github_proxy(fake, ctx)
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakebeaker-https", daemon=True
     )

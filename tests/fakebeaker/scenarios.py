@@ -34,6 +34,8 @@ def basic(state: State) -> State:
     )
     s.add_workspace("ai2/no-budget", author="bob")
     s.add_image("alice/base", docker_tag="ghcr.io/example/base:latest")
+    s.add_user("beaker-py", "token-beaker-py")  # owner of gantry's default image (gantry constants.py)
+    s.add_image("beaker-py/gantry", docker_tag="ghcr.io/allenai/beaker-gantry:latest")
     s.workspaces[s.find_workspace("ai2/launchkit").id].max_priority = "high"  # "urgent" answers 400
     h100, a100, l40s, b300 = "NVIDIA_H100", "NVIDIA_A100_80GB", "NVIDIA_L40S", "NVIDIA_B300"
     # Canonical names are the short ones; the old long names survive as bare aliases (fact sheet 1.1-1.4).

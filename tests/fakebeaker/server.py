@@ -58,6 +58,7 @@ class FakeBeaker:
         self.tls: TLS = tls_material()
         self._grpc = None
         self._https = None
+        self._github_proxy = None
         self.rpc_port = 0
         self.http_port = 0
 
@@ -131,6 +132,10 @@ class FakeBeaker:
             self._loop.call_soon_threadsafe(self._stopped.set)
             self._loop_thread.join(10)
             self._grpc = None
+        if self._github_proxy is not None:
+            self._github_proxy.shutdown()
+            self._github_proxy.server_close()
+            self._github_proxy = None
         if self._https is not None:
             self._https.shutdown()
             self._https.server_close()
@@ -152,6 +157,11 @@ class FakeBeaker:
     @property
     def agent_address(self) -> str:
         return f"https://127.0.0.1:{self.http_port}"
+
+    @property
+    def github_proxy(self) -> str:
+        """`http://127.0.0.1:PORT`: as HTTPS_PROXY, github.com answers from the fake (see httpapi)."""
+        return f"http://127.0.0.1:{self._github_proxy.server_address[1]}"
 
     @property
     def admin_url(self) -> str:
