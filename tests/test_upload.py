@@ -141,3 +141,18 @@ def test_incomplete_committed_dataset_is_refused(repo, fake_beaker, tmp_path):
     assert r.code != 0
     assert "incomplete" in r.stderr and "b.txt" in r.stderr and "Traceback" not in r.stderr
     assert not [e for e in fake_beaker.state.experiments.values() if e.name == "broken"]
+
+
+def test_progress_bar_on_a_terminal_and_a_single_file(repo, fake_beaker, tmp_path):
+    from ptyrun import run_in_pty
+
+    f = tmp_path / "config.yaml"
+    f.write_bytes(b"lr: 3e-4\n" * 300_000)
+    code, screen = run_in_pty(
+        "run", "--workspace", WS, "--name", "tty", "--upload", f"{f}:/config", "--", "x",
+        cwd=repo.path, timeout=120,
+    )  # fmt: skip
+    assert code == 0, screen
+    assert "uploading config.yaml (1 file)" in screen and "MB" in screen and "━" in screen  # rich's bar
+    ds = next(d for d in fake_beaker.state.datasets.values() if d.name.startswith("launchkit-upload-"))
+    assert list(ds.files) == ["config.yaml"]  # a single file lands under its name: /config/config.yaml

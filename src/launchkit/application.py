@@ -136,7 +136,7 @@ class Progress:
             )
             bar = RichProgress(
                 TextColumn("{task.description}"),
-                BarColumn(),
+                BarColumn(bar_width=20),
                 *amount,
                 TimeRemainingColumn(),
                 console=Console(file=out, no_color=not self.app.color),

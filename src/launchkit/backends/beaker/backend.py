@@ -538,11 +538,12 @@ class BeakerBackend:
 
         wl = self._workload(run.id)
         with self._errors():
-            datasets = []
+            datasets: list[tuple[int, str | None]] = []
             for rank, _, job in self._latest_jobs(wl):
-                details = job.assignment_details if job is not None else None
-                has = details is not None and details.HasField("result_dataset_id")
-                datasets.append((rank, details.result_dataset_id if has else None))
+                dataset_id = None  # optional until the job is assigned (fact sheet 7.5)
+                if job is not None and job.assignment_details.HasField("result_dataset_id"):
+                    dataset_id = job.assignment_details.result_dataset_id
+                datasets.append((rank, dataset_id))
             folders = download(self.conn, self.app, run.id, datasets, Path(dest or Path("results") / run.id))
         return [str(f) for f in folders]
 

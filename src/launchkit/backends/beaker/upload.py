@@ -154,7 +154,8 @@ class Uploader:
         if not todo:
             return
         todo.sort(key=lambda f: -f.size)  # big files first: the long uploads start early
-        label = f"uploading {os.path.basename(tree.source.rstrip('/')) or tree.source} ({len(todo)} files)"
+        n = f"{len(todo)} file{'s' if len(todo) != 1 else ''}"
+        label = f"uploading {os.path.basename(tree.source.rstrip('/')) or tree.source} ({n})"
         pending = iter(todo)
         lock = threading.Lock()
         errors: list[BaseException] = []
