@@ -93,8 +93,8 @@ def scan(local_path: str) -> LocalTree:
 class Uploader:
     """Makes sure the dataset for one local tree exists, is committed and complete; returns its id."""
 
-    def __init__(self, conn: Connection, app: Application, workspace: Any) -> None:
-        self.conn, self.app, self.workspace = conn, app, workspace
+    def __init__(self, conn: Connection, app: Application, workspace: Any, budget: str | None = None) -> None:
+        self.conn, self.app, self.workspace, self.budget = conn, app, workspace, budget
         self.beaker = conn.beaker
 
     def ensure(self, tree: LocalTree) -> str:
@@ -109,6 +109,7 @@ class Uploader:
                     tree.name,
                     workspace=self.workspace,
                     description=f"launchkit upload of {os.path.basename(tree.source.rstrip('/'))}",
+                    budget=self.budget,  # the run's --budget; otherwise the workspace's
                     commit=False,
                 )
             except bx.BeakerDatasetConflict:
@@ -221,12 +222,15 @@ def _matches(remote: Any, local: LocalFile) -> bool:
     return True
 
 
-def upload_all(conn: Connection, app: Application, workspace: Any, uploads: dict[str, str]) -> dict[str, str]:
+def upload_all(
+    conn: Connection, app: Application, workspace: Any, uploads: dict[str, str], budget: str | None = None
+) -> dict[str, str]:
     """placeholder dataset name -> local path  =>  placeholder -> dataset id."""
-    up = Uploader(conn, app, workspace)
+    up = Uploader(conn, app, workspace, budget)
     out = {}
     for placeholder, local in uploads.items():
         tree = scan(local)
+        conn.renew()  # hashing a large tree takes a while without talking to Beaker
         app.debug(f"upload {local}: {len(tree.files)} files, {tree.size} bytes, dataset {tree.name}")
         out[placeholder] = up.ensure(tree)
     return out
@@ -236,7 +240,7 @@ def mount_uploads(
     conn: Connection, app: Application, workspace: Any, spec: dict[str, Any], uploads: dict[str, str]
 ) -> None:
     """Upload (or reuse) each `--upload` and point its mount in `spec` at the dataset's id."""
-    ids = upload_all(conn, app, workspace, uploads)
+    ids = upload_all(conn, app, workspace, uploads, spec.get("budget"))
     for task in spec.get("tasks", []):
         for mount in task.get("datasets") or []:
             source = mount.get("source") or {}
