@@ -2,7 +2,9 @@ import yaml
 
 from conftest import run_cli
 
-CORE_COMMANDS = ["run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "secret"]
+CORE_COMMANDS = [
+    "run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "results", "session", "secret",
+]  # fmt: skip
 
 
 def listed_commands(help_text: str) -> list[str]:

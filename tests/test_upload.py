@@ -125,7 +125,56 @@ def test_concurrent_uploads_make_one_dataset(repo, make_fake_beaker, tmp_path, c
     datasets = [x for x in fake.state.datasets.values() if x.name.startswith("launchkit-upload-")]
     assert len(datasets) == 1 and datasets[0].committed is not None and len(datasets[0].files) == 21
     assert _mount(fake, "race-a") == _mount(fake, "race-b")
-    assert fake.calls["CreateDataset"] == 2
+
+
+@pytest.mark.parametrize("clash", ["409", "400"])
+def test_create_race_adopts_the_winners_dataset(make_fake_beaker, tmp_path, monkeypatch, clash):
+    """Deterministic race: both uploaders look the name up (miss) before either creates; the loser
+    of the create gets 409 or 400 "already in use", adopts the winner's dataset, and both end with
+    the same committed, complete dataset."""
+    from launchkit.application import Application
+    from launchkit.backends.beaker.client import Connection
+    from launchkit.backends.beaker.upload import Uploader, scan
+
+    fake = make_fake_beaker(options={"name_conflict": clash})
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "__init__.py").write_bytes(b"")
+    for i in range(30):
+        (d / f"{i}.txt").write_text(str(i))
+    tree = scan(str(d))
+    both_missed = threading.Barrier(2, timeout=20)
+    first = threading.local()
+    find = Uploader._find
+
+    def racing_find(self, name):
+        found = find(self, name)
+        if not getattr(first, "done", False):
+            first.done = True
+            both_missed.wait()
+        return found
+
+    ids, errors = [], []
+
+    def upload():
+        try:
+            conn = Connection(60)
+            ws = conn.beaker.workspace.get(WS)
+            ids.append(Uploader(conn, Application(verbosity=-1), ws).ensure(tree))
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    monkeypatch.setattr(Uploader, "_find", racing_find)
+    threads = [threading.Thread(target=upload) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    datasets = [x for x in fake.state.datasets.values() if x.name == tree.name]
+    assert len(datasets) == 1 and ids == [datasets[0].id] * 2
+    assert datasets[0].committed is not None and len(datasets[0].files) == 31
+    assert fake.calls["CreateDataset"] == 2  # both tried; one adopted
 
 
 def test_incomplete_committed_dataset_is_refused(repo, fake_beaker, tmp_path):

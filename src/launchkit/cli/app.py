@@ -81,17 +81,10 @@ def build_app() -> typer.Typer:
         options_metavar="[OPTIONS] -- COMMAND...",
         short_help="Launch the committed, pushed state of this repository as a job.",
     )(run_cmd.run_command())
-    cli.command(
-        "session",
-        cls=PanelCommand,
-        options_metavar="[OPTIONS] [-- COMMAND...]",
-        short_help="Start an interactive Beaker session with the resources `run` would use.",
-    )(session_cmd.session_command())
     for name, command in (
         ("follow", follow_cmd.follow),
         ("logs", logs_cmd.logs),
         ("stop", stop_cmd.stop),
-        ("results", results_cmd.results),
         ("list", list_cmd.list_runs),
         ("find-gpus", find_gpus_cmd.find_gpus),
         ("open", open_cmd.open_page),
@@ -99,6 +92,13 @@ def build_app() -> typer.Typer:
     ):
         cli.command(name, cls=PanelCommand)(command)
     cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)
+    cli.command("results", cls=PanelCommand)(results_cmd.results)
+    cli.command(
+        "session",
+        cls=PanelCommand,
+        options_metavar="[OPTIONS] [-- COMMAND...]",
+        short_help="Interactive Beaker session with the resources of run.",
+    )(session_cmd.session_command())
     return cli
 
 
