@@ -161,7 +161,7 @@ def test_create_race_adopts_the_winners_dataset(make_fake_beaker, tmp_path, monk
             conn = Connection(60)
             ws = conn.beaker.workspace.get(WS)
             ids.append(Uploader(conn, Application(verbosity=-1), ws).ensure(tree))
-        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+        except BaseException as e:  # reported by the assertion below
             errors.append(e)
 
     monkeypatch.setattr(Uploader, "_find", racing_find)
