@@ -190,13 +190,15 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
             raise NotFound(f"dataset {ref!r} not found")
 
         def _storage(self, d) -> dict:
+            with fake.state.lock:  # other requests upload into d.files concurrently
+                sizes = [len(v) for v in d.files.values()]
             return {
                 "id": d.storage_id,
                 "token": d.storage_token,
                 "tokenExpires": "2099-01-01T00:00:00Z",
                 "address": f"{fake.agent_address}/fh",
-                "totalSize": sum(len(v) for v in d.files.values()),
-                "numFiles": len(d.files),
+                "totalSize": sum(sizes),
+                "numFiles": len(sizes),
             }
 
         # ---- datasets
@@ -241,7 +243,8 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
             digest = self.headers.get("Digest")
             if digest and not body:
                 body = fake.uploads.pop(digest, b"")
-            dataset.files[path] = body
+            with fake.state.lock:
+                dataset.files[path] = body
             self._send(200, b"")
 
         def _StartUpload(self, dataset, args, query, body) -> None:
