@@ -160,6 +160,11 @@ class Profile(_Model):
         return bool(self.hostnames or self.detect_paths)
 
 
+# A uv cache on Weka, shared by every job and replica (docs/profiles.md "Shared uv cache"). Copy
+# mode: the venv is on the container's disk, another file system (no hard links across them), and
+# stays whole whatever happens to the cache afterwards. `--uv-cache-dir` wins over it.
+SHARED_UV_CACHE = {"UV_CACHE_DIR": "/weka/oe-adapt-default/allennlp/.cache/uv", "UV_LINK_MODE": "copy"}
+
 _WEKA_CLUSTERS = ("jupiter", "titan", "ceres", "holmes", "saturn", "neptune", "triton", "rhea", "prometheus")
 _HF_WEKA = "/weka/oe-adapt-default/allennlp/.cache"
 
@@ -177,6 +182,7 @@ BUILTIN_PROFILES: dict[str, Profile] = {
                 "HF_HOME": f"{_HF_WEKA}/huggingface",
                 "HF_DATASETS_CACHE": f"{_HF_WEKA}/huggingface",
                 "HF_HUB_CACHE": f"{_HF_WEKA}/hub",
+                **SHARED_UV_CACHE,
             },
             weka=["oe-adapt-default:/weka/oe-adapt-default", "oe-training-default:/weka/oe-training-default"],
             multi_node_setup=[Step(export={"NCCL_SOCKET_IFNAME": "ib", "NCCL_IB_HCA": "^=mlx5_bond_0"})],
