@@ -177,8 +177,8 @@ class LocalIndex:
             self.proc.wait(timeout=10)
 
     def downloads(self) -> dict[str, int]:
-        """Wheel file name -> how many times it was fetched."""
+        """Wheel file name -> how many times it was downloaded (200s; not 304 revalidations)."""
         counts: dict[str, int] = {}
-        for m in re.finditer(r'"GET /files/(\S+\.whl) HTTP', self.log.read_text()):
+        for m in re.finditer(r'"GET /files/(\S+\.whl) HTTP/[\d.]+" 200 ', self.log.read_text()):
             counts[m.group(1)] = counts.get(m.group(1), 0) + 1
         return counts
