@@ -152,6 +152,25 @@ def test_unchanged_project_is_not_rebuilt_across_jobs(repo, tmp_path):
     assert builds(counter) == 3
 
 
+def test_dynamic_metadata_is_rebuilt_for_each_commit(repo, tmp_path):
+    """Dynamic metadata (a version from git, say) may change with any commit: reused only for the same one."""
+    counter = tmp_path / "builds.txt"
+    env = {"UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_OFFLINE": "1", "LK_TEST_BUILDS": str(counter)}
+    files = project_files()
+    files["pyproject.toml"] = files["pyproject.toml"].replace(
+        "dependencies", 'dynamic = ["description"]\ndependencies'
+    )
+    first = commit_locked(repo, files, "project", env)
+    for name in ("job1", "job2"):
+        r = run_job(tmp_path, name, repo, first, env)
+        assert r.returncode == 0, r.stderr
+    assert builds(counter) == 1
+    later = repo.commit({"src/demo/__init__.py": "VALUE = 3\ndef hello():\n    pass\n"}, "code only")
+    r = run_job(tmp_path, "job3", repo, later, env)
+    assert r.returncode == 0, r.stderr
+    assert builds(counter) == 2
+
+
 def test_jobs_share_one_uv_cache_concurrently(repo, tmp_path):
     """8 jobs at once on an empty shared cache (as replicas on Weka): all correct, every wheel
     downloaded once (uv's per-entry locks), the cache complete and the project's build kept."""

@@ -169,10 +169,14 @@ lk_project_key() { # lk_project_key VAR: the key of this checkout's project buil
     [[ -f pyproject.toml ]] || return 0
     # a workspace or the user's own tool.uv.cache-keys: leave it all to uv
     grep -qE '^[[:space:]]*(\[tool\.uv\.workspace\]|cache-keys[[:space:]]*=)' pyproject.toml && return 0
-    local py
+    local py commit=''
     py=$(grep -m1 '^version_info' "$LK_VENV/pyvenv.cfg" 2>/dev/null) || return 0
+    # dynamic metadata (a version from git, say) or a setup.py-only project: any commit may change it
+    if grep -qE '^[[:space:]]*dynamic[[:space:]]*=' pyproject.toml || ! grep -q '^\[project\]' pyproject.toml; then
+        commit=$(git rev-parse HEAD)
+    fi
     out=$({
-        printf 'launchkit-project-v1\n%s\n%s\n%s\n' "$PWD" "$LK_VENV" "$py"
+        printf 'launchkit-project-v1\n%s\n%s\n%s\n%s\n' "$PWD" "$LK_VENV" "$py" "$commit"
         git ls-tree HEAD -- pyproject.toml setup.py setup.cfg
         git ls-tree --name-only HEAD
         git ls-tree --name-only HEAD:src 2>/dev/null || true
