@@ -204,8 +204,8 @@ lk_store_project() { # lk_store_project FILE: keep the editable install of the p
     mapfile -t files < <(realpath -m -s --relative-to="$LK_VENV" -- "${files[@]}")
     for f in "${files[@]}"; do [[ $f == ../* ]] && return 0; done
     mkdir -p "${1%/*}" 2>/dev/null || return 0
-    tmp="$1.tmp.$$"
-    if tar -cf "$tmp" -C "$LK_VENV" -- "${files[@]}" 2>/dev/null && mv -f "$tmp" "$1"; then
+    tmp=$(mktemp "$1.XXXXXX" 2>/dev/null) || return 0  # unique even among nodes sharing the cache
+    if tar -cf "$tmp" -C "$LK_VENV" -- "${files[@]}" 2>/dev/null && chmod 644 "$tmp" && mv -f "$tmp" "$1"; then
         echo "[launchkit] project: stored its build as ${1##*/}"
     else
         rm -f "$tmp"
