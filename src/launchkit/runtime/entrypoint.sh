@@ -162,12 +162,13 @@ lk_cluster_setup
 # of src/, which are new in every fresh clone (and cannot be set). So launchkit keeps the project's
 # installed files itself, keyed on what uv's keys stand for, by content: the packaging files' git
 # blobs, the top-level (and src/) names, the Python version and the paths (the same on every node).
-# Stored next to uv's cache (LK_PROJECTS), so a shared cache shares them; writes are atomic renames.
+# Stored in uv's cache directory, so a shared cache shares them; writes are atomic renames.
 lk_project_key() { # lk_project_key VAR: the key of this checkout's project build, or "" (not handled)
     local -n out=$1
     out=''
     [[ -f pyproject.toml ]] || return 0
-    # a workspace or the user's own tool.uv.cache-keys: leave it all to uv
+    # the user changed how uv installs the project, has a workspace or set tool.uv.cache-keys: leave it all to uv
+    [[ -z ${UV_NO_EDITABLE:-}${UV_NO_INSTALL_PROJECT:-}${UV_NO_INSTALL_WORKSPACE:-} ]] || return 0
     grep -qE '^[[:space:]]*(\[tool\.uv\.workspace\]|cache-keys[[:space:]]*=)' pyproject.toml && return 0
     local py commit=''
     py=$(grep -m1 '^version_info' "$LK_VENV/pyvenv.cfg" 2>/dev/null) || return 0
