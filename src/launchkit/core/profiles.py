@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
 from launchkit.core.request import HostMount, LaunchRequest, WekaMount
 from launchkit.errors import UsageError
 
@@ -162,8 +163,8 @@ class Profile(_Model):
 
 # A uv cache on Weka, shared by every job and replica (docs/profiles.md "Shared uv cache"). Copy
 # mode: the venv is on the container's disk, another file system (no hard links across them), and
-# stays whole whatever happens to the cache afterwards. `--uv-cache-dir` wins over it.
-SHARED_UV_CACHE = {"UV_CACHE_DIR": "/weka/oe-adapt-default/allennlp/.cache/uv", "UV_LINK_MODE": "copy"}
+# stays whole whatever happens to the cache afterwards. The user's own uv cache replaces both.
+SHARED_UV_CACHE = {ENV_UV_CACHE_DIR: "/weka/oe-adapt-default/allennlp/.cache/uv", ENV_UV_LINK_MODE: "copy"}
 
 _WEKA_CLUSTERS = ("jupiter", "titan", "ceres", "holmes", "saturn", "neptune", "triton", "rhea", "prometheus")
 _HF_WEKA = "/weka/oe-adapt-default/allennlp/.cache"
