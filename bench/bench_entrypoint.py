@@ -8,7 +8,8 @@ As on Beaker, every job gets a fresh checkout at the same runtime path (`/launch
 Cases (targets from issue 13):
 - warm: a package with a uv.lock and 5 registry dependencies, warm uv cache (<= 0.35 x gantry);
 - shared: ~40 registry dependencies; launchkit's second job on a shared cache that a first job
-  filled, against gantry's cold time for the same project (<= 0.25 x);
+  filled, against gantry's cold time for the same project (<= 0.25 x), with the venv copied from
+  the cache (the ai2-weka profile's UV_LINK_MODE=copy) and hard-linked (uv's default);
 - replicas: 4 replicas at once on an empty shared cache, 40 small wheels from a local index on
   127.0.0.1 whose access log counts the downloads (each wheel once).
 
@@ -263,22 +264,25 @@ def warm_case(root: Path, base: dict, gantry: Path, rounds: int, cold: int) -> d
 
 
 def shared_case(root: Path, base: dict, gantry: Path, rounds: int, cold: int) -> dict:
-    """~40 deps: launchkit's later jobs on a shared cache that its first job filled, vs gantry cold."""
+    """~40 deps: launchkit's later jobs on a shared cache that its first job filled, vs gantry cold.
+
+    Two link modes for the later jobs: `copy` (what the ai2-weka profile sets: its cache is on Weka,
+    another file system than the venv) and uv's default (hard links: here the cache and the venv
+    share a file system, as with a cache on the node's own disk)."""
     repo, sha = make_repo(root, {**base, "UV_CACHE_DIR": str(root / "lock-cache-40")}, "bench40", DEPS40)
-    base = {
-        **base,
-        "UV_LINK_MODE": "copy",
-    }  # a shared cache is on another file system (the profile's setting)
     r = Runner(root, repo, sha, gantry, base, COMMAND40)
     shared = root / "shared-40"
-    first_job, _, _ = r.launchkit(shared)  # fills the shared cache
-    lk, gy = [], []
-    detail = ""
+    first_job, _, _ = r.launchkit(shared, UV_LINK_MODE="copy")  # fills the shared cache
+    copy, auto, gy = [], [], []
+    detail = {}
     for i in range(max(rounds, cold)):
         if i < rounds:
+            first, _, out = r.launchkit(shared, UV_LINK_MODE="copy")
+            copy.append(first)
+            detail["copy"] = breakdown(out)
             first, _, out = r.launchkit(shared)
-            lk.append(first)
-            detail = breakdown(out)
+            auto.append(first)
+            detail["hardlink"] = breakdown(out)
         if i < cold:
             gy.append(r.gantry_run(root / f"cold-gy40-{i}")[0])
     packages = len(re.findall(r"^name = ", (repo / "uv.lock").read_text(), re.M))
@@ -286,7 +290,8 @@ def shared_case(root: Path, base: dict, gantry: Path, rounds: int, cold: int) ->
         "deps": len(DEPS40),
         "packages_in_lock": packages,
         "launchkit_first_job_s": round(first_job, 3),
-        "second_job_vs_gantry_cold_s": ratio(lk, gy),
+        "second_job_copy_vs_gantry_cold_s": ratio(copy, gy),
+        "second_job_hardlink_vs_gantry_cold_s": ratio(auto, gy),
         "launchkit_breakdown_second_job": detail,
     }
 
@@ -359,12 +364,13 @@ def main() -> None:
             )
         ]
         if "shared_40" in result:
-            checks.append(
-                (
-                    "~40 deps, second job on a shared cache <= 0.25x gantry cold",
-                    result["shared_40"]["second_job_vs_gantry_cold_s"]["ratio"] <= 0.25,
+            for mode in ("copy", "hardlink"):
+                checks.append(
+                    (
+                        f"~40 deps, second job on a shared cache ({mode}) <= 0.25x gantry cold",
+                        result["shared_40"][f"second_job_{mode}_vs_gantry_cold_s"]["ratio"] <= 0.25,
+                    )
                 )
-            )
         if "replicas_local_index" in result:
             checks.append(
                 (
