@@ -16,7 +16,8 @@ import sys
 import time
 from typing import IO, Any
 
-from launchkit.backends import LogQuery, RunInfo, RunStatus, Submission
+from launchkit.application import Application
+from launchkit.backends import Capability, GpuRow, LogQuery, RunInfo, RunStatus, Submission
 from launchkit.backends.local import logs, procs
 from launchkit.backends.local.store import Store, log_path, run_dir
 from launchkit.core.contract import ENV_GIT_COMMIT
@@ -38,8 +39,10 @@ def _has_commit(repo_root: str, sha: str) -> bool:
 
 class LocalBackend:
     name = "local"
+    capabilities = frozenset({Capability.uploads, Capability.unpushed})
 
-    def __init__(self) -> None:
+    def __init__(self, app: Application | None = None) -> None:
+        self.app = app or Application()
         self.store = Store()
 
     # ---- submit
@@ -54,9 +57,7 @@ class LocalBackend:
             )
         env = {v["name"]: v.get("value") for v in env_vars if not v.get("secret")}
         if task.get("datasets"):
-            from launchkit.cli.state import console
-
-            console().warn(
+            self.app.warn(
                 f"local runs do not mount datasets, Weka or host paths: "
                 f"{len(task['datasets'])} mount(s) in the spec are ignored"
             )
@@ -130,6 +131,8 @@ class LocalBackend:
         author: str | None = None,
         text: str | None = None,
         max_age: dt.timedelta | None = None,
+        include_all: bool = False,  # no Capability.others_runs: every local run is yours
+        mine: bool = False,
     ) -> list[RunInfo]:
         _no_author(author)
         since = time.time() - max_age.total_seconds() if max_age else None
@@ -177,7 +180,9 @@ class LocalBackend:
             head += b"[%d] " % rank
         return head + line
 
-    def follow(self, run: RunInfo, out: IO[bytes], *, replica: int | None = None) -> int:
+    def follow(
+        self, run: RunInfo, out: IO[bytes], *, replica: int | None = None, all_replicas: bool = False
+    ) -> int:
         ranks = self._ranks(run, replica)
         tails = {rank: logs.Tail(str(log_path(run.id, rank))) for rank in ranks}
         while True:
@@ -220,7 +225,7 @@ class LocalBackend:
         return self.get(run.id)
 
     # ---- GPUs
-    def find_gpus(self) -> list[dict[str, Any]]:
+    def find_gpus(self, *, gpu_types: list[str] | None = None, include_all: bool = False) -> list[GpuRow]:
         try:
             r = subprocess.run(
                 [
@@ -236,7 +241,7 @@ class LocalBackend:
             return []
         except (OSError, subprocess.SubprocessError) as e:
             raise BackendError(f"nvidia-smi failed: {e}") from None
-        gpus = []
+        gpus: list[GpuRow] = []
         for line in r.stdout.splitlines():
             parts = [p.strip() for p in line.split(",")]
             if len(parts) == 5:
