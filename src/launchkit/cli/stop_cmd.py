@@ -41,8 +41,9 @@ def register(app: typer.Typer) -> None:
             if not typer.confirm(f"Stop {names}?", default=False, err=True):
                 sys.exit(1)
         for b, run in runs:
-            if run.status.finished:
+            if run.status.finished and run.status.value != "lost":  # a lost run may have processes left
                 console().info(f"{run.id} already {run.status.value}")
                 continue
             final = b.stop(run)
-            console().info(f"{run.id} {final.status.value}")
+            why = f" ({final.message})" if final.message else ""
+            console().info(f"{run.id} {final.status.value}{why}")

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO
+
+
+def log_file(rdir: Path, rank: int) -> Path:
+    """Replica `rank`'s log in run dir `rdir`."""
+    return rdir / "logs" / f"replica-{rank}.log"
 
 
 def pump(stream: IO[bytes], path: str) -> None:
