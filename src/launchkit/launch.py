@@ -97,6 +97,9 @@ def submit(request: Any, git: Any, spec: Any) -> None:
             auto_secrets=request.auto_secrets,
         )
     )
+    from launchkit.cli.backend_choice import remember_last_run
+
+    remember_last_run(backend.name, run.id)
     console().info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:
         from launchkit.cli.follow_cmd import follow_run

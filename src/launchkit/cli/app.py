@@ -49,6 +49,7 @@ from launchkit.cli import (
     logs_cmd,
     open_cmd,
     profiles_cmd,
+    prune_cmd,
     run_cmd,
     secret_cmd,
     state,
@@ -104,6 +105,7 @@ for module in (
     open_cmd,
     secret_cmd,
     profiles_cmd,
+    prune_cmd,
 ):
     module.register(app)
 for _info in app.registered_commands:

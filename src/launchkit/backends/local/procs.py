@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Any
 
 RUN_MARKER = "LAUNCHKIT_LOCAL_RUN"  # set in every replica's environment to the run id
@@ -93,7 +94,6 @@ def end_run(run_id: str, groups: list[int], grace: float, *, root: int | None = 
     `groups`: the replicas' process groups; `root`: a live ancestor (the supervisor itself) whose
     descendants belong to the run too.
     """
-    import psutil
 
     def find() -> list[Any]:
         procs = {p.pid: p for p in _marked(run_id, set(groups))}
@@ -105,8 +105,11 @@ def end_run(run_id: str, groups: list[int], grace: float, *, root: int | None = 
     count = len(procs)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         _signal(procs, sig)
-        _, alive = psutil.wait_procs(procs, timeout=grace if sig == signal.SIGTERM else 5)
-        procs = [p for p in {q.pid: q for q in [*alive, *find()]}.values() if _running(p)]
+        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 5)
+        while procs and time.monotonic() < deadline:
+            time.sleep(0.02)
+            procs = [p for p in procs if _running(p)]  # zombies count as ended
+        procs = [p for p in {q.pid: q for q in [*procs, *find()]}.values() if _running(p)]
         if not procs:
             break
     return count

@@ -83,7 +83,7 @@ class Store:
         self.db = self._open()
 
     # ---- opening and rebuilding
-    def _open(self) -> sqlite3.Connection:
+    def _open(self, why: str = "was missing") -> sqlite3.Connection:
         missing = not self.path.exists()
         if missing:
             for stale in ("-wal", "-shm"):  # left by a deleted runs.db: never replay them into a new one
@@ -93,12 +93,13 @@ class Store:
         except sqlite3.OperationalError as e:
             raise state_error(str(self.path), e) from None
         except sqlite3.DatabaseError as e:
-            self._set_aside(e)
-            return self._open()
+            if missing:
+                raise state_error(str(self.path), e) from None
+            return self._open(self._set_aside(e))
         if missing:
             count = self._rebuild(db)
-            if count:
-                self.warn(f"runs.db was missing; rebuilt it from {count} run directories")
+            if count or why != "was missing":
+                self.warn(f"runs.db {why}; rebuilt it from {count} run directories")
         return db
 
     def _connect(self) -> sqlite3.Connection:
@@ -115,16 +116,14 @@ class Store:
             raise
         return db
 
-    def _set_aside(self, err: BaseException) -> None:
+    def _set_aside(self, err: BaseException) -> str:
         """Move an unreadable runs.db out of the way (kept for inspection); the next open rebuilds."""
         kept = self.path.with_name(f"runs.db.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
         try:
             os.replace(self.path, kept)
         except OSError as e:
             raise state_error(str(self.path), e) from None
-        self.warn(f"runs.db was unreadable ({err}); kept it as {kept.name} and rebuilt the index")
-        for stale in ("-wal", "-shm"):
-            Path(f"{self.path}{stale}").unlink(missing_ok=True)
+        return f"was unreadable ({err}; kept as {kept.name})"
 
     def _rebuild(self, db: sqlite3.Connection) -> int:
         count = 0
@@ -146,8 +145,10 @@ class Store:
     def _upsert(self, db: sqlite3.Connection, rec: dict[str, Any]) -> None:
         with self._writing():
             marks = ", ".join("?" * len(COLUMNS))
+            updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "supervisor_pid")
             db.execute(
-                f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}) VALUES ({marks})",
+                f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET "
+                f"{updates}, supervisor_pid = COALESCE(excluded.supervisor_pid, runs.supervisor_pid)",
                 tuple(rec.get(c) for c in COLUMNS),
             )
 
