@@ -31,6 +31,7 @@ from launchkit.errors import BackendError, NotFoundError, PreconditionError, Usa
 MIN_POLL, MAX_POLL = 0.004, 0.1
 BASH_NEEDED = (5, 1)  # the entrypoint uses `wait -n -p` (bash 5.1)
 ENDED = ("succeeded", "failed", "canceled")  # final: the record never changes again
+INDEXED = ("status", "exit_code", "started", "finished", "message")  # what changes after creation
 
 
 def _ts(value: float | None) -> dt.datetime | None:
@@ -173,14 +174,17 @@ class LocalBackend:
         return self.get(run_id)
 
     # ---- state
-    def _index(self, rec: dict[str, Any]) -> None:
-        """Bring runs.db up to date with a record; the record stays the truth if the disk is full."""
+    def _index(self, rec: dict[str, Any], row: Any = None) -> None:
+        """Bring runs.db up to date with a record (unless `row`, its index entry, already is);
+        the record stays the truth when the disk is full."""
+        if row is not None and all(row[c] == rec.get(c) for c in INDEXED):
+            return
         try:
             self.store.upsert(rec)
         except PreconditionError:
             pass
 
-    def _current(self, run_id: str) -> dict[str, Any] | None:
+    def _current(self, run_id: str, row: Any = None) -> dict[str, Any] | None:
         """The run's record, marked lost if its supervisor is gone before recording an end."""
         rdir = self.rdir(run_id)
         alive = record.supervisor_alive(rdir)  # before reading: a supervisor records its end, then exits
@@ -203,14 +207,14 @@ class LocalBackend:
                 record.write(rdir, rec)
             except OSError:
                 pass  # still reported as lost; recorded next time
-        self._index(rec)
+        self._index(rec, row)
         return rec
 
     def _record(self, run_id: str) -> dict[str, Any]:
         row = self.store.run(run_id)
         if row is not None and row["status"] in ENDED:
             return dict(row)
-        rec = self._current(run_id)
+        rec = self._current(run_id, row)
         if rec is None:
             if row is None:
                 raise NotFoundError(f"no local run {run_id!r}", hint="see `launchkit list --local`")
@@ -251,7 +255,7 @@ class LocalBackend:
     ) -> list[RunInfo]:
         _no_author(author)
         for row in self.store.runs(limit=None, statuses=["queued", "running"]):
-            self._current(row["id"])  # so that statuses are current before filtering on them
+            self._current(row["id"], row)  # so that statuses are current before filtering on them
         since = time.time() - max_age.total_seconds() if max_age else None
         rows = self.store.runs(
             limit=limit, statuses=[s.value for s in statuses or []], text=text, since=since

@@ -107,6 +107,7 @@ class Store:
         db.row_factory = sqlite3.Row
         try:
             db.execute("PRAGMA busy_timeout = 60000")
+            db.execute("PRAGMA synchronous = NORMAL")  # WAL stays consistent; the index is rebuildable
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.executescript(SCHEMA)
