@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
@@ -110,7 +111,11 @@ class LocalBackend:
     def __init__(self, warn: Callable[[str], None] | None = None) -> None:
         self.warn = warn or _warn
         self.root = home()
-        self.store = Store(self.root, warn=self.warn)
+
+    @cached_property
+    def store(self) -> Store:
+        """runs.db, opened (and rebuilt if need be) on first use: find-gpus never touches it."""
+        return Store(self.root, warn=self.warn)
 
     def rdir(self, run_id: str) -> Path:
         return self.root / "runs" / run_id
@@ -139,6 +144,7 @@ class LocalBackend:
         if submission.repo_root and commit and _has_commit(submission.repo_root, commit):
             meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
         run_id = f"local-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+        store = self.store  # the state dir and runs.db are usable before anything is written
         rdir = self.rdir(run_id)
         rec = record.new(run_id, submission.name, int(task.get("replicas") or 1))
         lock = -1
@@ -148,7 +154,7 @@ class LocalBackend:
             (rdir / "meta.json").write_text(json.dumps(meta))
             lock = record.take_lock(rdir)  # held from now until the supervisor exits
             record.write(rdir, rec)
-            self.store.upsert(rec)
+            store.upsert(rec)
             log = open(rdir / "supervisor.log", "ab")
         except (OSError, PreconditionError) as e:
             if lock >= 0:
