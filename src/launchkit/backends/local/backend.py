@@ -28,8 +28,9 @@ from launchkit.backends.protocol import LogQuery, RunInfo, RunStatus, Submission
 from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
-# follow: poll the logs every MIN_POLL s while output flows, backing off to MAX_POLL when idle
-MIN_POLL, MAX_POLL = 0.004, 0.1
+# follow: look for new output (and the run's end) after a tenth of the time it has been quiet,
+# between MIN_POLL and MAX_POLL seconds: a few ms while things happen, at most 0.1 s when idle.
+MIN_POLL, MAX_POLL = 0.003, 0.1
 BASH_NEEDED = (5, 1)  # the entrypoint uses `wait -n -p` (bash 5.1)
 ENDED = ("succeeded", "failed", "canceled")  # final: the record never changes again
 INDEXED = ("status", "exit_code", "started", "finished", "message")  # what changes after creation
@@ -310,19 +311,17 @@ class LocalBackend:
     def follow(self, run: RunInfo, out: IO[bytes], *, replica: int | None = None) -> int:
         ranks = self._ranks(run, replica)
         tails = {rank: logs.Tail(str(logs.log_file(self.rdir(run.id), rank))) for rank in ranks}
-        delay = MIN_POLL
+        quiet_since = time.monotonic()
         while True:
             rec = self._record(run.id)  # before reading the logs: an ended run's logs are complete
-            wrote = False
             for rank, tail in tails.items():
                 for ts, line in tail.read():
                     out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
-                    wrote = True
+                    quiet_since = time.monotonic()
             out.flush()
             if rec["status"] in record.FINISHED:
                 return self._outcome(rec)
-            delay = MIN_POLL if wrote else min(delay * 1.5, MAX_POLL)
-            time.sleep(delay)
+            time.sleep(min(max((time.monotonic() - quiet_since) / 10, MIN_POLL), MAX_POLL))
 
     @staticmethod
     def _outcome(rec: dict[str, Any]) -> int:
