@@ -225,7 +225,10 @@ class LocalBackend:
         if rec is None:
             if row is None:
                 raise NotFoundError(f"no local run {run_id!r}", hint="see `launchkit list --local`")
-            return dict(row)
+            rec = dict(row)
+            if not self.rdir(run_id).exists() and rec["status"] not in record.FINISHED:
+                rec.update(status="lost", finished=time.time(), message="its run directory was removed")
+                self._index(rec)
         return rec
 
     def _info(self, rec: dict[str, Any]) -> RunInfo:
@@ -346,7 +349,7 @@ class LocalBackend:
             row = self.store.run(run.id)
             pid = rec.get("supervisor_pid") or (row["supervisor_pid"] if row else None)
             if pid:
-                os.kill(pid, signal.SIGTERM)
+                _signal(pid, signal.SIGTERM)
             deadline = time.monotonic() + grace + 15
             while time.monotonic() < deadline and record.supervisor_alive(rdir):
                 time.sleep(0.02)
@@ -354,7 +357,7 @@ class LocalBackend:
             if rec["status"] in ENDED:
                 return self._info(rec)
             if pid and record.supervisor_alive(rdir):  # hung: end it with the rest
-                os.kill(pid, signal.SIGKILL)
+                _signal(pid, signal.SIGKILL)
         # No supervisor (died, or hung): end every process of the run ourselves.
         groups = [r["pgid"] for r in (rec.get("ranks") or {}).values() if r.get("pgid")]
         ended = procs.end_run(run.id, groups, min(grace, 2))
@@ -439,6 +442,13 @@ class LocalBackend:
                     }
                 )
         return gpus
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass  # it just ended
 
 
 def _warn(msg: str) -> None:
