@@ -6,11 +6,12 @@ CLI commands pick a backend with `get_backend(name)`; modules are imported lazil
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from launchkit.errors import UsageError
 
+TYPE_CHECKING = False  # not typing's: the supervisor imports this package and skips `typing` (~10 ms)
 if TYPE_CHECKING:
+    from typing import Any
+
     from launchkit.backends.protocol import Backend, LogQuery, RunInfo, RunStatus, Submission
 
 __all__ = ["Backend", "LogQuery", "RunInfo", "RunStatus", "Submission", "backend_for_run_id", "get_backend"]

@@ -6,9 +6,10 @@ launchkit.backends.local.supervisor`) runs this package's __init__ and must star
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # not typing's: the supervisor starts without importing `typing`
 if TYPE_CHECKING:
+    from typing import Any
+
     from launchkit.backends.local.backend import LocalBackend
 
 __all__ = ["LocalBackend"]

@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any
+
+TYPE_CHECKING = False  # the supervisor imports this module and starts without `typing`
+if TYPE_CHECKING:
+    from typing import Any
 
 RUN_MARKER = "LAUNCHKIT_LOCAL_RUN"  # set in every replica's environment to the run id
 
@@ -122,6 +125,16 @@ def _running(p: Any) -> bool:
         return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
+
+
+def which(name: str, path: str | None = None) -> str | None:
+    """shutil.which for plain names, without importing shutil (and its compression modules) into
+    the supervisor, whose start-up every local run waits for."""
+    for folder in (path if path is not None else os.environ.get("PATH", "")).split(os.pathsep):
+        candidate = os.path.join(folder, name)
+        if folder and os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
 
 
 def reap_children() -> bool:

@@ -16,32 +16,37 @@ import fcntl
 import json
 import os
 import time
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # the supervisor imports this module: no `typing`, no `pathlib` at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    Dir = str | os.PathLike[str]
 
 FINISHED = ("succeeded", "failed", "canceled", "lost")
 STATUS_FILE = "status.json"
 LOCK_FILE = "supervisor.lock"
 
 
-def read(rdir: Path) -> dict[str, Any] | None:
+def read(rdir: Dir) -> dict[str, Any] | None:
     try:
-        data = json.loads((rdir / STATUS_FILE).read_bytes())
+        with open(os.path.join(rdir, STATUS_FILE), "rb") as f:
+            data = json.loads(f.read())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and "id" in data else None
 
 
-def write(rdir: Path, data: dict[str, Any]) -> None:
+def write(rdir: Dir, data: dict[str, Any]) -> None:
     """Replace the record atomically (raises OSError when the disk is full or read-only)."""
-    tmp = rdir / f".{STATUS_FILE}.{os.getpid()}.tmp"
+    tmp = os.path.join(rdir, f".{STATUS_FILE}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(json.dumps(data))
-        os.replace(tmp, rdir / STATUS_FILE)
+        os.replace(tmp, os.path.join(rdir, STATUS_FILE))
     except BaseException:
         try:
-            tmp.unlink()
+            os.unlink(tmp)
         except OSError:
             pass
         raise
@@ -63,17 +68,17 @@ def new(run_id: str, name: str, replicas: int) -> dict[str, Any]:
     }
 
 
-def take_lock(rdir: Path) -> int:
+def take_lock(rdir: Dir) -> int:
     """Open and lock the supervisor lock file; the fd goes to the supervisor."""
-    fd = os.open(rdir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(os.path.join(rdir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     return fd
 
 
-def supervisor_alive(rdir: Path) -> bool:
+def supervisor_alive(rdir: Dir) -> bool:
     """True while the run's supervisor (or the CLI starting it) holds the lock."""
     try:
-        fd = os.open(rdir / LOCK_FILE, os.O_RDONLY)
+        fd = os.open(os.path.join(rdir, LOCK_FILE), os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:

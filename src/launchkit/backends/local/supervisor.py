@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
-from typing import Any
 
 from launchkit.backends.local import logs, procs, record
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
+
+TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_STOP_GRACE = 10.0
 # The replica's first process: wait for the supervisor's go (a newline on stdin), then become the job.
@@ -42,7 +42,7 @@ def stop_grace() -> float:
 
 
 def gpu_count() -> int:
-    if shutil.which("nvidia-smi") is None:
+    if procs.which("nvidia-smi") is None:
         return 0
     try:
         r = subprocess.run(["nvidia-smi", "-L"], check=False, capture_output=True, text=True, timeout=20)
@@ -64,7 +64,7 @@ def gpu_share(total: int, per_replica: int | None, replicas: int, rank: int) -> 
     return total, None
 
 
-def base_env(rdir: Path) -> dict[str, str]:
+def base_env(rdir: str) -> dict[str, str]:
     """The user's environment minus launchkit's own venv; uv stays reachable via the run's bin dir."""
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)
@@ -76,13 +76,13 @@ def base_env(rdir: Path) -> dict[str, str]:
         for p in env.get("PATH", "").split(os.pathsep)
         if p and (sys.prefix == sys.base_prefix or p != own_bin)
     ]
-    bin_dir = rdir / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    uv = shutil.which("uv", path=own_bin)
-    link = bin_dir / "uv"
-    if uv and not link.exists():
-        link.symlink_to(uv)  # else the entrypoint installs uv itself if needed
-    env["PATH"] = os.pathsep.join([*path, str(bin_dir)])
+    bin_dir = os.path.join(rdir, "bin")
+    os.makedirs(bin_dir, exist_ok=True)
+    uv = procs.which("uv", path=own_bin)
+    link = os.path.join(bin_dir, "uv")
+    if uv and not os.path.lexists(link):
+        os.symlink(uv, link)  # else the entrypoint installs uv itself if needed
+    env["PATH"] = os.pathsep.join([*path, bin_dir])
     return env
 
 
@@ -90,29 +90,29 @@ def replica_env(
     base: dict[str, str],
     spec_task: dict[str, Any],
     meta: dict[str, Any],
-    rdir: Path,
+    rdir: str,
     rank: int,
     count: int,
     total_gpus: int,
 ) -> dict[str, str]:
-    run_id = rdir.name
+    run_id = os.path.basename(rdir)
     env = dict(base)
     for var in spec_task.get("envVars") or spec_task.get("env_vars") or []:
         if var.get("secret"):
             env[var["name"]] = os.environ[var["secret"]]  # checked at submit; never stored
         else:
             env[var["name"]] = var.get("value") or ""
-    replica_dir = rdir / f"replica-{rank}"
-    host = socket.gethostname()
+    replica_dir = os.path.join(rdir, f"replica-{rank}")
+    host = os.uname().nodename  # socket.gethostname(), without importing socket
     gpus, visible = gpu_share(total_gpus, (spec_task.get("resources") or {}).get("gpuCount"), count, rank)
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     env.update(
         {
             procs.RUN_MARKER: run_id,
-            ENV_RESULTS_DIR: str(replica_dir / "results"),
-            ENV_RUNTIME_DIR: str(replica_dir / "runtime"),
-            "LAUNCHKIT_TOOLS_DIR": str(rdir.parent.parent / "tools"),
+            ENV_RESULTS_DIR: os.path.join(replica_dir, "results"),
+            ENV_RUNTIME_DIR: os.path.join(replica_dir, "runtime"),
+            "LAUNCHKIT_TOOLS_DIR": os.path.join(os.path.dirname(os.path.dirname(rdir)), "tools"),
             "BEAKER_REPLICA_COUNT": str(count),
             "BEAKER_REPLICA_RANK": str(rank),
             "BEAKER_LEADER_REPLICA_HOSTNAME": "127.0.0.1",
@@ -137,11 +137,11 @@ def exit_code(status: int) -> int:
 
 
 class Supervisor:
-    def __init__(self, rdir: Path):
+    def __init__(self, rdir: str):
         self.rdir = rdir
         rec = record.read(rdir)
         if rec is None:
-            raise RuntimeError(f"{rdir / record.STATUS_FILE} is missing or unreadable")
+            raise RuntimeError(f"{os.path.join(rdir, record.STATUS_FILE)} is missing or unreadable")
         self.rec = rec
         self.run_id: str = rec["id"]
         self.grace = stop_grace()
@@ -156,6 +156,10 @@ class Supervisor:
         self.subreaper = False
 
     # ---- the record
+    def read_json(self, name: str) -> Any:
+        with open(os.path.join(self.rdir, name), "rb") as f:
+            return json.loads(f.read())
+
     def save(self, **fields: Any) -> None:
         with self.lock:
             self.rec.update(fields)
@@ -193,20 +197,19 @@ class Supervisor:
 
     # ---- the job
     def start(self) -> None:
-        spec = json.loads((self.rdir / "spec.json").read_text())
-        meta = json.loads((self.rdir / "meta.json").read_text())
+        spec, meta = (self.read_json(name) for name in ("spec.json", "meta.json"))
         task = spec["tasks"][0]
         count = int(task.get("replicas") or 1)
         argv = [*task["command"], *(task.get("arguments") or [])]
         base = base_env(self.rdir)
         gpus = gpu_count()
-        (self.rdir / "logs").mkdir(exist_ok=True)
+        os.makedirs(os.path.join(self.rdir, "logs"), exist_ok=True)
         self.save(supervisor_pid=os.getpid())
         for rank in range(count):
             if self.cancel.is_set():
                 break
-            replica_dir = self.rdir / f"replica-{rank}"
-            replica_dir.mkdir(exist_ok=True)
+            replica_dir = os.path.join(self.rdir, f"replica-{rank}")
+            os.makedirs(replica_dir, exist_ok=True)
             env = replica_env(base, task, meta, self.rdir, rank, count, gpus)
             gate_r, gate_w = os.pipe()
             try:
@@ -228,7 +231,7 @@ class Supervisor:
                 os.write(gate_w, b"go\n")
             finally:
                 os.close(gate_w)
-            path = str(logs.log_file(self.rdir, rank))
+            path = logs.log_file(self.rdir, rank)
             t = threading.Thread(target=self.pump, args=(p.stdout, path), daemon=True)
             t.start()
             self.pumps.append(t)
@@ -292,7 +295,7 @@ class Supervisor:
             self.save(**fields, **({"message": message} if message else {}))
 
 
-def main(rdir: Path) -> None:
+def main(rdir: str) -> None:
     sup = Supervisor(rdir)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: sup.request_stop())
@@ -311,4 +314,4 @@ def main(rdir: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(sys.argv[1])
