@@ -161,6 +161,10 @@ class LocalBackend:
             if lock >= 0:
                 os.close(lock)
             shutil.rmtree(rdir, ignore_errors=True)
+            try:
+                store.delete(run_id)
+            except PreconditionError:
+                pass  # never indexed
             raise e if isinstance(e, PreconditionError) else state_error(str(rdir), e) from None
         try:
             with log:
