@@ -70,6 +70,25 @@ def supervisor_pid(state: Path, run_id: str) -> int:
         db.close()
 
 
+def supervisor_started(state: Path) -> int:
+    """Wait for the next supervisor the CLI starts (its pid in runs.db); the previous runs have none alive."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            db = sqlite3.connect(state / "runs.db", timeout=5)
+            try:
+                pids = [r[0] for r in db.execute("SELECT supervisor_pid FROM runs WHERE status = 'queued'")]
+            finally:
+                db.close()
+        except sqlite3.Error:
+            pids = []
+        for pid in pids:
+            if pid and not gone(pid):
+                return pid
+        time.sleep(0.001)
+    raise AssertionError("no supervisor started")
+
+
 def wait_for(predicate, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -122,15 +141,29 @@ def test_killed_supervisor_is_lost_and_stop_ends_its_processes(repo, env, state,
 def test_fault_kill_the_supervisor_at_random_moments(repo, env, state, marker):
     """kill -9 the supervisor of a 2-replica job at 20 random moments: each time `list` says lost
     and `stop` leaves no process of the job (including ones that escaped with setsid)."""
-    rng = random.Random(11)
-    outcomes = []
+    rng = random.Random(int(os.environ.get("LK_FAULT_SEED", "11")))
+    outcomes, phases = [], []
     for i in range(20):
         word = f"{marker}-{i}"
-        run_id = launch(repo, env, *NO_PY, "--replicas", "2", cmd=sleeper_job(word))
-        time.sleep(rng.uniform(0, 0.3))
-        pid = supervisor_pid(state, run_id)
-        os.kill(pid, signal.SIGKILL)
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "launchkit", "run", *NO_PY, "--replicas", "2", "--", *sleeper_job(word)],
+            cwd=repo.path,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            pid = supervisor_started(state)  # the moment the CLI has started it
+            # half of the kills while the supervisor starts up and starts replicas (~20-60 ms in)
+            time.sleep(rng.uniform(0.015, 0.06) if i % 2 else rng.uniform(0, 0.3))
+            os.kill(pid, signal.SIGKILL)
+            run_id = launched_id(cli.communicate(timeout=60)[1])
+        finally:
+            cli.kill()
         wait_for(lambda pid=pid: gone(pid))
+        rec = json.loads((state / "runs" / run_id / "status.json").read_text())
+        phases.append(f"{rec['status']}/{len(rec['ranks'])} ranks")  # how far it got when killed
         before = listed(env)[run_id]
         assert before["status"] == "lost", before
         r = run_cli("stop", "--yes", run_id, env=env)
@@ -140,6 +173,12 @@ def test_fault_kill_the_supervisor_at_random_moments(repo, env, state, marker):
         assert after["status"] in ("canceled", "lost"), after
         outcomes.append(after["status"])
     assert len(outcomes) == 20
+    print(
+        "killed at:",
+        {p: phases.count(p) for p in set(phases)},
+        "then:",
+        {o: outcomes.count(o) for o in set(outcomes)},
+    )
 
 
 def test_supervisor_does_not_load_pydantic_or_sqlite():
