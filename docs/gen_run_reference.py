@@ -29,7 +29,7 @@ def render() -> str:
             import typer.main
 
             from launchkit.cli.app import app
-            from launchkit.cli.run_cmd import CONFIG_KEYS
+            from launchkit.core.run_options import CONFIG_KEYS
 
             group = typer.main.get_command(app)
             run = group.commands["run"]  # type: ignore[attr-defined]

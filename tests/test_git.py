@@ -7,10 +7,12 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import git
+from conftest import git, run_cli
 from inproc import run_main
+from launchkit.core.remoteurl import job_remote
 from launchkit.errors import PreconditionError, UsageError
-from launchkit.git import clean_remote_url, read_git_state
+from launchkit.git import read_git_state
+from lk_helpers import entrypoint
 
 CMD = ["--", "python", "train.py"]
 
@@ -189,15 +191,15 @@ def test_relative_path_remote_becomes_absolute(repo):
             "https://oauth2@gitlab.example.com:8443/group/sub/repo.git",
             "https://gitlab.example.com:8443/group/sub/repo.git",
         ),
-        ("git@github.com:org/repo.git", "git@github.com:org/repo.git"),
-        ("ssh://git@gitlab.com/group/repo.git", "ssh://git@gitlab.com/group/repo.git"),
+        ("git@github.com:org/repo.git", "https://github.com/org/repo.git"),  # jobs have no SSH keys
+        ("ssh://git@gitlab.com/group/repo.git", "https://gitlab.com/group/repo.git"),
         ("git@git.internal.corp:team/project", "git@git.internal.corp:team/project"),
         ("file:///srv/git/repo.git", "file:///srv/git/repo.git"),
         ("/srv/git/repo.git", "/srv/git/repo.git"),
     ],
 )
 def test_any_host(url, expected):
-    assert clean_remote_url(url) == expected
+    assert job_remote(url).url == expected
 
 
 def test_secret_free_url_in_spec(repo):
@@ -206,3 +208,118 @@ def test_secret_free_url_in_spec(repo):
     r = run_main("run", "--dry-run", *CMD, cwd=repo.path)
     assert r.code == 0, r.stderr
     assert "tok3n" not in r.stdout and "https://example.com/org/repo.git" in r.stdout
+
+
+def spec_env(stdout: str) -> dict[str, str | None]:
+    spec = yaml.safe_load(stdout)
+    return {e["name"]: e.get("value") for e in spec["tasks"][0]["envVars"]}
+
+
+@pytest.mark.parametrize("url", ["git@github.com:org/repo.git", "ssh://git@github.com/org/repo"])
+def test_ssh_remote_of_github_is_cloned_over_https(repo, url):
+    assert read_git_state(str(repo.path)).github_repo is None  # a file:// remote
+    git(repo.path, "remote", "set-url", "origin", url)
+    state = read_git_state(str(repo.path))
+    assert state.remote_url == url.replace("git@github.com:", "https://github.com/").replace(
+        "ssh://git@", "https://"
+    )
+    assert state.github_repo == "org/repo"
+    r = run_main("run", "--dry-run", *CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    assert spec_env(r.stdout)["LAUNCHKIT_GIT_REMOTE"] == state.remote_url
+
+
+def test_ssh_remote_of_another_host_is_refused_with_the_fix(repo):
+    git(repo.path, "remote", "set-url", "origin", "git@git.corp.example:team/p.git")
+    r = run_main("run", "--dry-run", *CMD, cwd=repo.path)
+    assert r.code == 3 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "SSH" in r.stderr and "git remote set-url origin https://git.corp.example/team/p.git" in r.stderr
+    # the local backend clones from the checkout itself: no refusal, the URL kept
+    assert (
+        read_git_state(str(repo.path), require_pushed=False).remote_url == "git@git.corp.example:team/p.git"
+    )
+
+
+def test_ssh_remote_url_of_another_host_is_a_usage_error(repo, tmp_path):
+    head = git(repo.path, "rev-parse", "HEAD")
+    r = run_main(
+        "run", "--dry-run", "--remote", "git@git.corp.example:t/p.git", "--ref", head, *CMD, cwd=tmp_path
+    )
+    assert r.code == 2 and "--remote https://git.corp.example/t/p.git" in r.stderr, r.stderr
+
+
+def test_ssh_credentials_never_reach_the_spec(repo):
+    git(repo.path, "remote", "set-url", "origin", "ssh://me:hunter2@github.com/org/repo.git")
+    r = run_main("run", "--dry-run", *CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    assert "hunter2" not in r.stdout + r.stderr and "me@" not in r.stdout
+    assert spec_env(r.stdout)["LAUNCHKIT_GIT_REMOTE"] == "https://github.com/org/repo.git"
+
+
+def test_untracked_files_are_named_in_one_warning(repo):
+    (repo.path / ".gitignore").write_text("*.log\n")
+    repo.commit({})
+    (repo.path / "run.log").write_text("ignored\n")
+    clean = run_main("run", "--dry-run", *CMD, cwd=repo.path)
+    assert clean.code == 0 and "warning:" not in clean.stderr, clean.stderr
+    for name in ("b.py", "a.py", "data/x.csv", "c.txt", "d.txt"):
+        (repo.path / name).parent.mkdir(exist_ok=True)
+        (repo.path / name).write_text("x\n")
+    state = read_git_state(str(repo.path / "data"))
+    assert sorted(state.untracked) == ["a.py", "b.py", "c.txt", "d.txt", "data/"]
+    r = run_main("run", "--dry-run", *CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: 5 untracked paths are not in the job: ")
+    assert "and 2 more" in warnings[0] and "run.log" not in r.stderr
+
+
+def test_ref_and_branch_must_agree(repo):
+    main_sha = git(repo.path, "rev-parse", "HEAD")
+    git(repo.path, "checkout", "-q", "-b", "feat")
+    feat = repo.commit({"f.py": "f\n"})
+    r = run_main("run", "--dry-run", "--ref", "main", "--branch", "feat", *CMD, cwd=repo.path)
+    assert r.code == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--ref 'main'" in r.stderr and "--branch 'feat'" in r.stderr and main_sha[:12] in r.stderr
+    ok = read_git_state(str(repo.path), ref=feat[:10], branch="feat")
+    assert ok.commit == feat and ok.branch == "feat"
+
+
+def test_ref_and_branch_must_agree_outside_a_repository(repo, tmp_path):
+    main_sha = git(repo.path, "rev-parse", "HEAD")
+    git(repo.path, "checkout", "-q", "-b", "feat")
+    feat = repo.commit({"f.py": "f\n"})
+    url = repo.remote.as_uri()
+    with pytest.raises(UsageError, match="not the tip of --branch 'feat'"):
+        read_git_state(str(tmp_path), remote=url, ref=main_sha, branch="feat")
+    with pytest.raises(UsageError, match="not the tip of --branch 'feat'"):
+        read_git_state(str(tmp_path), remote=url, ref="main", branch="feat")
+    assert read_git_state(str(tmp_path), remote=url, ref=feat, branch="feat").branch == "feat"
+
+
+def test_missing_git_is_one_line(repo):
+    r = run_cli("run", "--dry-run", *CMD, cwd=repo.path, env={"PATH": "/nonexistent"})
+    assert r.code == 3 and r.stderr.strip() == "error: git is not installed (install git and try again)"
+
+
+def test_ssh_remote_launch_clones_over_https_on_a_node_without_ssh(repo, tmp_path):
+    """The spec of a launch from an SSH remote, run by the real entrypoint with SSH disabled and
+    https://github.com/org/repo redirected to the local bare repository."""
+    git(repo.path, "remote", "set-url", "origin", "git@github.com:org/repo.git")
+    r = run_main("run", "--dry-run", *CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    env = spec_env(r.stdout)
+    base = repo.remote.as_uri().removesuffix(".git")  # .../remote.git = base + ".git"
+    node = {
+        "GIT_SSH_COMMAND": "false",
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"url.{base}.insteadOf",
+        "GIT_CONFIG_VALUE_0": "https://github.com/org/repo",
+        "LAUNCHKIT_GIT_RETRIES": "1",
+        "LAUNCHKIT_NO_PYTHON": "1",
+    }
+    out = entrypoint(
+        tmp_path, env["LAUNCHKIT_GIT_REMOTE"], env["LAUNCHKIT_GIT_COMMIT"], ["cat", "train.py"], node
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "print('args'" in out.stdout

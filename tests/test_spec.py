@@ -6,8 +6,9 @@ import yaml
 
 from inproc import run_main
 from launchkit.core.gitstate import GitState
+from launchkit.core.multinode import derive_port
 from launchkit.core.parse import build_request
-from launchkit.core.spec import build_spec, derive_port, run_id, upload_dataset_name
+from launchkit.core.spec import build_spec, run_id, upload_dataset_name
 from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
 
 GIT = GitState(remote_url="https://example.com/o/r.git", commit="a" * 40, branch="main")

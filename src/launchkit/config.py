@@ -12,55 +12,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launchkit.core.configschema import ENV_PREFIX, KEYS, PROJECT_LABEL, USER_LABEL, Config, Layer
 from launchkit.errors import UsageError
 
-# Config key -> type description. Keys are the `run` option names with `_` (a `-` is accepted too).
-KEYS: dict[str, str] = {
-    "workspace": "str",
-    "budget": "str",
-    "groups": "list",
-    "clusters": "list",
-    "gpu_types": "list",
-    "interconnect": "str",
-    "tags": "list",
-    "cpus": "float",
-    "gpus": "int",
-    "memory": "str",
-    "shared_memory": "str",
-    "beaker_image": "str",
-    "docker_image": "str",
-    "env": "dict",
-    "env_secrets": "dict",
-    "auto_secrets": "bool",
-    "git_token_secret": "str",
-    "results": "str",
-    "task_name": "str",
-    "priority": "str",
-    "task_timeout": "duration",
-    "min_runtime": "duration",
-    "preemptible": "bool",
-    "retries": "int",
-    "replicas": "int",
-    "profile": "str",
-    "exec_method": "str",
-    "pre_setup": "str",
-    "post_setup": "str",
-    "install": "str",
-    "no_python": "bool",
-    "system_python": "bool",
-    "python_version": "str",
-    "uv_extras": "list",
-    "uv_all_extras": "bool",
-    "torch_backend": "str",
-    "uv_cache_dir": "str",
-    "backend": "str",
-    "beaker_timeout": "duration",  # not a `run` option: --beaker-timeout (global), docs/beaker.md
-    "profiles": "profiles",  # [tool.launchkit.profiles.NAME] tables, checked by launchkit.core.profiles
-}
+__all__ = ["KEYS", "Config", "Layer", "help_defaults", "load_config", "merge", "read_layers"]
 
 # Environment variables that set defaults. A deliberate subset: the runtime contract also uses
 # LAUNCHKIT_* names inside jobs (LAUNCHKIT_TASK_NAME, LAUNCHKIT_PYTHON_VERSION, ...), and a
@@ -82,39 +40,6 @@ ENV_KEYS: tuple[str, ...] = (
     "uv_cache_dir",
     "beaker_timeout",
 )
-ENV_PREFIX = "LAUNCHKIT_"
-PROJECT_LABEL = "pyproject.toml"
-USER_LABEL = "user config"
-
-
-@dataclass
-class Layer:
-    """One source of defaults: its label for messages, the file (if any), and the raw values."""
-
-    label: str
-    path: str | None
-    values: dict[str, Any] = field(default_factory=dict)
-
-    def where(self, key: str) -> str:
-        return (
-            f"{key!r} in {self.path} [tool.launchkit]"
-            if self.label == PROJECT_LABEL
-            else (f"{key!r} in {self.path}" if self.path else f"{ENV_PREFIX}{key.upper()}")
-        )
-
-
-@dataclass
-class Config:
-    """Merged defaults: key -> (value, layer it came from). Higher layers win."""
-
-    layers: list[Layer]
-    values: dict[str, tuple[Any, Layer]] = field(default_factory=dict)
-
-    def get(self, key: str) -> Any:
-        return self.values[key][0] if key in self.values else None
-
-    def source(self, key: str) -> str | None:
-        return self.values[key][1].label if key in self.values else None
 
 
 def user_config_path(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
@@ -214,7 +139,7 @@ def help_defaults(cwd: str | Path | None = None) -> dict[str, tuple[Any, str]]:
     """Cheap, never-failing read for `run --help`: key -> (value, source label)."""
     try:
         cfg = merge(read_layers(cwd))
-    except Exception:
+    except Exception:  # noqa: BLE001 - help never fails on a bad config; `run` reports it
         return {}
     return {k: (v, layer.label) for k, (v, layer) in cfg.values.items()}
 

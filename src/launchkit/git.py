@@ -1,13 +1,11 @@
-"""Read the local repository's state by running `git` itself. I/O lives here, not in launchkit.core.
+"""Read the local repository's state with GitPython. I/O lives here, not in launchkit.core.
 
-`run --dry-run` has a ~180 ms budget and `import git` (GitPython) alone costs ~40 ms, while every
-question asked here is one plumbing command, so this module calls the git CLI directly (no network).
-The fast path, from a branch that tracks a pushed upstream, is three calls that `prefetch()` starts
-in parallel while Python is still importing: `rev-parse --show-toplevel`, `remote -v` (URLs with
-insteadOf applied) and ONE `status --porcelain=v2 --branch` (HEAD, upstream, ahead count,
-dirtiness). Only when HEAD is ahead of (or has no) upstream do we ask which remote-tracking
-branches contain it. Offline: the pushed check trusts the remote-tracking refs from your last push
-or fetch.
+GitPython is imported inside the functions (35-70 ms, incl. the two `git version` calls of its
+own import; `--help` never loads it). Root, HEAD, branch, upstream, remotes and refs are read
+from the repository's files by GitPython without running git. The fast path, from a branch
+whose upstream is at HEAD, runs git twice more: the remote's URL (GitPython's `Remote.urls`,
+which applies insteadOf) and one `git status`.
+Offline: the pushed check trusts the remote-tracking refs from your last push or fetch.
 """
 
 from __future__ import annotations
@@ -15,51 +13,29 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
+from launchkit.core.remoteurl import is_url, job_remote, strip_credentials
 from launchkit.errors import PreconditionError, UsageError
 
 if TYPE_CHECKING:
+    from git import Repo
+
     from launchkit.core.gitstate import GitState
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
-_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_SCP_LIKE = re.compile(r"^[^/:]+@[^/:]+:")  # git@github.com:org/repo.git
-
-
-def clean_remote_url(url: str, repo_root: str | None = None) -> str:
-    """The URL a job can clone from: credentials dropped, relative local paths made absolute."""
-    if _URL_SCHEME.match(url):
-        parts = urlsplit(url)
-        if parts.password is not None or (parts.username and parts.scheme in ("http", "https")):
-            netloc = parts.hostname or ""
-            if parts.port:
-                netloc += f":{parts.port}"
-            return urlunsplit(parts._replace(netloc=netloc))
-        return url
-    if _SCP_LIKE.match(url) or os.path.isabs(url):
-        return url
-    if repo_root is not None and (url.startswith(".") or os.path.exists(os.path.join(repo_root, url))):
-        return os.path.normpath(os.path.join(repo_root, url))
-    return url
-
-
-class _GitFailed(Exception):
-    def __init__(self, stderr: str):
-        super().__init__(stderr)
-        self.stderr = stderr
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+NULL_SHA = "0" * 40
+REF_OR_BRANCH = "pass --ref to launch a commit or --branch to launch a branch's pushed tip, not both"
 
 
 def _git(*args: str, cwd: str, timeout: float = 60) -> str:
+    """Run git directly only where GitPython would shell out anyway: `status` (its is_dirty and
+    untracked_files run `git diff` twice and `git status`; one call answers both), `for-each-ref
+    --contains` (GitPython: one `merge-base` call per ref) and `ls-remote` (no repository to open)."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         proc = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env()
+            ["git", *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
         )
     except FileNotFoundError:
         raise PreconditionError("git is not installed", hint="install git and try again") from None
@@ -68,90 +44,46 @@ def _git(*args: str, cwd: str, timeout: float = 60) -> str:
             f"`git {args[0]}` took longer than {timeout:.0f}s", hint="check the repository or the remote"
         ) from None
     if proc.returncode != 0:
-        raise _GitFailed(proc.stderr.strip())
+        raise _GitFailed(args[0], proc.stderr.strip())
     return proc.stdout
 
 
-# The fast-path questions, asked from the working directory (all three work from any subdirectory).
-_FAST: dict[str, tuple[str, ...]] = {
-    "toplevel": ("rev-parse", "--show-toplevel"),
-    "remotes": ("remote", "-v"),
-    "status": ("status", "--porcelain=v2", "--branch", "--untracked-files=no", "--ignore-submodules=dirty"),
-}
-_prefetched: dict[tuple[str, str], subprocess.Popen[str]] = {}
+class _GitFailed(PreconditionError):
+    def __init__(self, command: str, stderr: str):
+        lines = stderr.splitlines()
+        super().__init__(f"`git {command}` failed: {lines[-1] if lines else 'no message'}")
+        self.stderr = stderr
 
 
-def prefetch(cwd: str | None = None) -> None:
-    """Start the fast-path git calls in the background (they run while Python imports)."""
-    cwd = cwd or os.getcwd()
+def _open_repo(path: str) -> Repo | None:
+    """The checkout containing `path` (any subdirectory), or None outside a work tree."""
+    quiet = "GIT_PYTHON_REFRESH" not in os.environ
+    if quiet:  # a missing git is reported below in one line, not as an ImportError at import
+        os.environ["GIT_PYTHON_REFRESH"] = "quiet"
     try:
-        for name, args in _FAST.items():
-            _prefetched[(name, cwd)] = subprocess.Popen(
-                ["git", *args],
-                cwd=cwd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=_env(),
-                stdin=subprocess.DEVNULL,
-            )
-    except OSError:  # no git: the normal path reports it
-        reap()
-
-
-def reap() -> None:
-    """Wait for prefetched calls nobody consumed (so no git process outlives launchkit)."""
-    while _prefetched:
-        _, proc = _prefetched.popitem()
-        try:
-            proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-
-
-def _fast(name: str, cwd: str) -> str:
-    proc = _prefetched.pop((name, cwd), None)
-    if proc is None:
-        return _git(*_FAST[name], cwd=cwd)
-    try:
-        out, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        import git
+    except ImportError as e:  # GIT_PYTHON_REFRESH=error set by the user, or a broken install
         raise PreconditionError(
-            f"`git {_FAST[name][0]}` took longer than 60s", hint="check the repository"
+            f"GitPython cannot start: {str(e).strip().splitlines()[0]}", hint="install git and try again"
         ) from None
-    if proc.returncode != 0:
-        raise _GitFailed(err.strip())
-    return out
-
-
-@dataclass
-class _Repo:
-    root: str
-    cwd: str
-    urls: dict[str, str]  # remote name -> fetch URL (insteadOf applied)
-
-    @property
-    def remotes(self) -> list[str]:
-        return list(self.urls)
-
-
-def _open_repo(path: str) -> _Repo | None:
+    finally:
+        if quiet:
+            del os.environ["GIT_PYTHON_REFRESH"]
+    if not git.GIT_OK:
+        raise PreconditionError("git is not installed", hint="install git and try again")
     try:
-        root = _fast("toplevel", path).strip()
-    except _GitFailed:
+        repo = git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return None
-    if not root:  # inside .git or a bare repository
+    if repo.bare or repo.working_tree_dir is None or _inside_git_dir(path, repo.git_dir):
+        repo.close()
         return None
-    urls: dict[str, str] = {}
-    for line in _fast("remotes", path).splitlines():
-        name, _, rest = line.partition("\t")
-        url, _, kind = rest.rpartition(" ")
-        if kind == "(fetch)":
-            urls.setdefault(name, url)
-    return _Repo(root, path, urls)
+    return repo
+
+
+def _inside_git_dir(path: str, git_dir: str) -> bool:
+    real = os.path.realpath(path)
+    return os.path.commonpath([real, os.path.realpath(git_dir)]) == os.path.realpath(git_dir)
 
 
 def read_git_state(
@@ -166,18 +98,18 @@ def read_git_state(
     """The commit to launch and where a job can fetch it from. Raises one-line errors with a fix.
 
     `require_pushed=False` (the local backend, which clones from the checkout itself) accepts a
-    repository without a remote and a commit the remote does not have.
+    repository without a remote, a commit the remote does not have, and SSH remotes of any host.
     """
     path = path or os.getcwd()
     repo = _open_repo(path) if os.path.isdir(path) else None
     if repo is None:
-        if remote and _looks_like_url(remote) and (ref or branch):
-            return _from_remote_only(remote, ref=ref, branch=branch)
+        if remote and is_url(remote) and (ref or branch):
+            return _from_remote_only(remote, ref=ref, branch=branch, require_pushed=require_pushed)
         raise UsageError(
             f"{path!r} is not inside a git repository",
             hint="run launchkit from your project's checkout, or pass --remote URL with --ref/--branch",
         )
-    try:
+    with repo:
         return _read(
             repo,
             remote=remote,
@@ -186,101 +118,86 @@ def read_git_state(
             allow_dirty=allow_dirty,
             require_pushed=require_pushed,
         )
-    finally:
-        reap()
-
-
-def _looks_like_url(remote: str) -> bool:
-    return bool(_URL_SCHEME.match(remote) or _SCP_LIKE.match(remote) or os.path.isabs(remote))
 
 
 def _read(
-    repo: _Repo,
+    repo: Repo,
     *,
     remote: str | None,
     ref: str | None,
     branch: str | None,
     allow_dirty: bool,
-    require_pushed: bool = True,
+    require_pushed: bool,
 ) -> GitState:
-    root = repo.root
-    if not repo.remotes and not (remote and _looks_like_url(remote)) and not require_pushed:
-        remote = root  # nothing to push to: the job clones from the checkout itself
-    if not repo.remotes and not (remote and _looks_like_url(remote)):
+    root = str(repo.working_tree_dir)
+    names = [r.name for r in repo.remotes]
+    url_given = bool(remote and is_url(remote))
+    if not names and not url_given and not require_pushed:
+        remote, url_given = root, True  # nothing to push to: the job clones from the checkout itself
+    if not names and not url_given:
         raise UsageError(
             f"the repository at {root} has no remote",
             hint="add one with `git remote add origin URL` and push, or pass --remote URL",
         )
-    status = _status(repo)
-    head_branch = status.get("branch.head")
-    if head_branch == "(detached)":
-        head_branch = None
-    if status.get("branch.oid") in (None, "(initial)"):
+    head = _sha_of(repo, "HEAD")
+    if head is None:
         raise PreconditionError(f"the repository at {root} has no commits yet", hint="commit and push first")
+    head_branch = None if repo.head.is_detached else repo.head.reference.name
+    up_remote, up_branch = _upstream(repo, names) if head_branch else (None, None)
 
     # which remote
     remote_name: str | None
     url: str | None = None
-    if remote and remote in repo.remotes:
+    if remote and remote in names:
         remote_name = remote
-    elif remote and _looks_like_url(remote):
+    elif remote and url_given:
         # a URL: use the remote that has it (so the pushed check works), else take it as given
-        remote_name = next((n for n, u in repo.urls.items() if u == remote), None)
+        remote_name = next((n for n in names if _fetch_url(repo, n) == remote), None)
         url = remote
     elif remote:
         raise UsageError(
             f"--remote {remote!r} is neither a remote of this repository nor a URL",
-            hint="known remotes: " + (", ".join(sorted(repo.remotes)) or "none"),
+            hint="known remotes: " + (", ".join(sorted(names)) or "none"),
         )
     else:
-        upstream_remote = _upstream(repo, status)[0]
-        remote_name = upstream_remote or ("origin" if "origin" in repo.urls else min(repo.urls))
+        remote_name = up_remote or ("origin" if "origin" in names else min(names))
     if url is None:
         assert remote_name is not None
-        url = repo.urls[remote_name]
+        url = _fetch_url(repo, remote_name)
+    state: dict[str, object] = {"repo_root": root, "remote_name": remote_name}
+    state.update(_job_remote(url, remote_name, root, require_pushed))
 
     # which commit
     if ref is not None:
-        commit = _resolve_ref(root, ref, remote_name)
-        out_branch = branch
+        commit = _resolve_ref(repo, ref, remote_name)
+        if branch is not None:
+            _require_branch_tip(repo, ref, commit, branch, remote_name, url)
     elif branch is not None:
         if remote_name is None:
-            return _from_remote_only(url, ref=None, branch=branch, root=root)
-        commit = _resolve_ref(root, f"refs/remotes/{remote_name}/{branch}", remote_name, shown=branch)
-        out_branch = branch
+            return _from_remote_only(url, ref=None, branch=branch, root=root, require_pushed=require_pushed)
+        commit = _resolve_ref(repo, f"refs/remotes/{remote_name}/{branch}", remote_name, shown=branch)
     else:
         if head_branch is None:
             raise PreconditionError(
-                f"HEAD is detached at {status['branch.oid'][:12]}",
+                f"HEAD is detached at {head[:12]}",
                 hint="check out a branch, or pass --ref HEAD (or a SHA) to launch this exact commit",
             )
-        if not allow_dirty and status.get("dirty"):
+        dirty, untracked = _status(root)
+        if dirty and not allow_dirty:
             raise PreconditionError(
-                f"you have uncommitted changes to tracked files ({status['dirty']})",
+                f"you have uncommitted changes to tracked files ({_some(dirty)})",
                 hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
             )
-        commit = status["branch.oid"]
-        up_remote, up_branch = _upstream(repo, status)
         on_upstream = up_branch is not None and up_remote == remote_name
-        out_branch = up_branch if on_upstream else head_branch
-        if require_pushed and remote_name is not None and not (on_upstream and status.get("ahead") == 0):
-            _require_on_remote(root, commit, remote_name, head_branch)
+        pushed = on_upstream and _sha_of(repo, f"refs/remotes/{remote_name}/{up_branch}") == head
+        if require_pushed and remote_name is not None and not pushed:
+            _require_on_remote(root, head, remote_name, head_branch)
         return _state(
-            remote_url=clean_remote_url(url, root),
-            commit=commit,
-            branch=out_branch,
-            repo_root=root,
-            remote_name=remote_name,
+            commit=head, branch=up_branch if on_upstream else head_branch, untracked=untracked, **state
         )
     if require_pushed and remote_name is not None:
         _require_on_remote(root, commit, remote_name, None)
-    return _state(
-        remote_url=clean_remote_url(url, root),
-        commit=commit,
-        branch=out_branch,
-        repo_root=root,
-        remote_name=remote_name,
-    )
+    return _state(commit=commit, branch=branch, **state)
 
 
 def _state(**fields: object) -> GitState:
@@ -289,42 +206,97 @@ def _state(**fields: object) -> GitState:
     return GitState(**fields)  # type: ignore[arg-type]
 
 
-def _upstream(repo: _Repo, status: dict[str, object]) -> tuple[str | None, str | None]:
-    """(remote, branch) of the upstream, e.g. `origin/feature/x` -> ("origin", "feature/x")."""
-    up = str(status.get("branch.upstream") or "")
-    for name in sorted(repo.urls, key=len, reverse=True):
-        if up.startswith(name + "/"):
-            return name, up[len(name) + 1 :]
+def _job_remote(
+    url: str, remote_name: str | None, root: str | None, require_pushed: bool
+) -> dict[str, object]:
+    """remote_url and github_repo of the state; an SSH remote a job cannot use is refused here."""
+    job = job_remote(url)
+    if job.ssh_host is not None and require_pushed:
+        shown = strip_credentials(url)
+        if remote_name is None:
+            raise UsageError(
+                f"--remote {shown!r} is SSH and jobs have no SSH keys",
+                hint=f"pass an https URL instead, e.g. --remote {job.https_guess}",
+            )
+        raise PreconditionError(
+            f"remote {remote_name!r} is SSH ({shown}) and jobs have no SSH keys, so they could not clone it",
+            hint=f"use https: git remote set-url {remote_name} {job.https_guess} "
+            f"(or pass --remote {job.https_guess}), with --git-token-secret for a private repository",
+        )
+    return {"remote_url": _absolute_local_path(job.url, root), "github_repo": job.github_repo}
+
+
+def _absolute_local_path(url: str, root: str | None) -> str:
+    """A remote given as a path relative to the checkout, made absolute (the job runs elsewhere)."""
+    if root is None or is_url(url) or os.path.isabs(url):
+        return url
+    if url.startswith(".") or os.path.exists(os.path.join(root, url)):
+        return os.path.normpath(os.path.join(root, url))
+    return url
+
+
+def _sha_of(repo: Repo, ref_path: str) -> str | None:
+    """The SHA a ref file (loose or packed) holds, read without running git; None if missing."""
+    from git import SymbolicReference
+
+    try:
+        return SymbolicReference.dereference_recursive(repo, ref_path)
+    except ValueError:
+        return None
+
+
+def _upstream(repo: Repo, names: list[str]) -> tuple[str | None, str | None]:
+    """(remote, branch) of HEAD's upstream, e.g. `origin/feature/x` -> ("origin", "feature/x")."""
+    tracking = repo.head.reference.tracking_branch()
+    if tracking is None:
+        return None, None
+    short = tracking.path.removeprefix("refs/remotes/")
+    for name in sorted(names, key=len, reverse=True):
+        if short.startswith(name + "/"):
+            return name, short[len(name) + 1 :]
     return None, None
 
 
-def _status(repo: _Repo) -> dict[str, object]:
-    """One `git status --porcelain=v2 --branch`: HEAD oid/name, upstream, ahead count, dirtiness."""
-    out = _fast("status", repo.cwd)
-    info: dict[str, object] = {}
-    changed: list[str] = []
-    for line in out.splitlines():
-        if line.startswith("# branch.ab "):
-            info["ahead"] = int(line.split()[2])
-        elif line.startswith("# "):
-            key, _, value = line[2:].partition(" ")
-            info[key] = value
-        elif line:
-            changed.append(line.split(" ")[-1].split("\t")[0])
-    if changed:
-        info["dirty"] = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-    return info
+def _fetch_url(repo: Repo, remote_name: str) -> str:
+    """The remote's fetch URL with insteadOf applied (GitPython asks `git remote get-url`)."""
+    from git import GitCommandError
 
-
-def _resolve_ref(root: str, ref: str, remote_name: str | None, shown: str | None = None) -> str:
-    """A full SHA for `ref` from the local repository (a short SHA becomes the full SHA)."""
     try:
-        sha = _git(
-            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", cwd=root
-        ).strip()
-    except _GitFailed:
-        sha = ""
-    if FULL_SHA.fullmatch(sha):
+        return next(iter(repo.remote(remote_name).urls))
+    except (GitCommandError, StopIteration):
+        raise PreconditionError(
+            f"remote {remote_name!r} has no URL",
+            hint=f"set one with `git remote set-url {remote_name} URL`",
+        ) from None
+
+
+def _status(root: str) -> tuple[list[str], tuple[str, ...]]:
+    """Changed tracked paths and untracked (not ignored) paths, from one `git status`."""
+    out = _git(
+        "status",
+        "--porcelain",
+        "-z",
+        "--no-renames",
+        "--untracked-files=normal",
+        "--ignore-submodules=dirty",
+        cwd=root,
+    )
+    dirty: list[str] = []
+    untracked: list[str] = []
+    for entry in out.split("\0"):
+        if entry:
+            (untracked if entry.startswith("??") else dirty).append(entry[3:])
+    return dirty, tuple(untracked)
+
+
+def _some(paths: list[str]) -> str:
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+def _resolve_ref(repo: Repo, ref: str, remote_name: str | None, shown: str | None = None) -> str:
+    """A full SHA for `ref` (branch, tag, short or full SHA, `HEAD~2`, ...) of the local repository."""
+    sha = _commit_of(repo, ref)
+    if sha is not None:
         return sha
     fetch = f"git fetch {remote_name or 'origin'}"
     if shown is not None:
@@ -337,6 +309,31 @@ def _resolve_ref(root: str, ref: str, remote_name: str | None, shown: str | None
     raise UsageError(
         f"--ref {ref!r} is not a known branch, tag or commit", hint=f"check the name, or run {fetch}"
     )
+
+
+def _commit_of(repo: Repo, ref: str) -> str | None:
+    from gitdb.exc import BadName, BadObject
+
+    try:
+        sha = repo.commit(ref).hexsha  # GitPython's own rev-parse; tags are peeled to their commit
+    except (BadName, BadObject, ValueError, IndexError, TypeError):
+        return None
+    return None if sha == NULL_SHA else sha  # GitPython takes the all-zero SHA without a lookup
+
+
+def _require_branch_tip(
+    repo: Repo, ref: str, commit: str, branch: str, remote_name: str | None, url: str
+) -> None:
+    """--ref with --branch: the ref must be what --branch launches, or the label would lie."""
+    if remote_name is None:
+        tip = _from_remote_only(url, ref=None, branch=branch, root=str(repo.working_tree_dir)).commit
+    else:
+        tip = _resolve_ref(repo, f"refs/remotes/{remote_name}/{branch}", remote_name, shown=branch)
+    if tip != commit:
+        raise UsageError(
+            f"--ref {ref!r} ({commit[:12]}) is not the tip of --branch {branch!r} ({tip[:12]})",
+            hint=REF_OR_BRANCH,
+        )
 
 
 def _require_on_remote(root: str, commit: str, remote_name: str, branch: str | None) -> None:
@@ -359,18 +356,45 @@ def _require_on_remote(root: str, commit: str, remote_name: str, branch: str | N
     )
 
 
-def _from_remote_only(url: str, *, ref: str | None, branch: str | None, root: str | None = None) -> GitState:
+def _from_remote_only(
+    url: str,
+    *,
+    ref: str | None,
+    branch: str | None,
+    root: str | None = None,
+    require_pushed: bool = True,
+) -> GitState:
     """--remote URL without a local clone of it: resolve the ref with `git ls-remote` (network)."""
+    state: dict[str, object] = {"repo_root": root, **_job_remote(url, None, root, require_pushed)}
     if ref is not None and FULL_SHA.fullmatch(ref.lower()):
-        return _state(
-            remote_url=clean_remote_url(url, root), commit=ref.lower(), branch=branch, repo_root=root
-        )
-    wanted = ref or branch
+        commit = ref.lower()
+        if branch is not None:
+            tip = _ls_remote(url, branch, "--branch", root)
+            if tip != commit:
+                raise UsageError(
+                    f"--ref {ref!r} is not the tip of --branch {branch!r} ({tip[:12]})",
+                    hint=REF_OR_BRANCH,
+                )
+        return _state(commit=commit, branch=branch, **state)
+    if ref is not None and branch is not None:
+        commit = _ls_remote(url, ref, "--ref", root)
+        if _ls_remote(url, branch, "--branch", root) != commit:
+            raise UsageError(
+                f"--ref {ref!r} ({commit[:12]}) is not the tip of --branch {branch!r}",
+                hint=REF_OR_BRANCH,
+            )
+        return _state(commit=commit, branch=branch, **state)
+    wanted, flag = (ref, "--ref") if ref is not None else (branch, "--branch")
     assert wanted is not None
+    return _state(commit=_ls_remote(url, wanted, flag, root), branch=branch, **state)
+
+
+def _ls_remote(url: str, wanted: str, flag: str, root: str | None) -> str:
+    """The SHA `wanted` (a branch or tag name) has on the remote at `url`."""
+    shown = strip_credentials(url)  # never echo credentials embedded in the URL
     try:
         out = _git("ls-remote", "--", url, wanted, cwd=root or os.getcwd())
     except _GitFailed as e:
-        shown = clean_remote_url(url)  # never echo credentials embedded in the URL
         lines = e.stderr.replace(url, shown).splitlines()
         raise PreconditionError(
             f"cannot read remote {shown!r}: {lines[-1] if lines else 'git ls-remote failed'}",
@@ -379,9 +403,8 @@ def _from_remote_only(url: str, *, ref: str | None, branch: str | None, root: st
     names = (wanted, f"refs/heads/{wanted}", f"refs/tags/{wanted}", f"refs/tags/{wanted}^{{}}")
     exact = [sha for sha, _, name in (line.partition("\t") for line in out.splitlines()) if name in names]
     if not exact:
-        flag = "--ref" if ref else "--branch"
         raise UsageError(
-            f"{flag} {wanted!r} is not on remote {clean_remote_url(url)!r}",
+            f"{flag} {wanted!r} is not on remote {shown!r}",
             hint="give a branch or tag name that exists there, or a full 40-character SHA",
         )
-    return _state(remote_url=clean_remote_url(url, root), commit=exact[-1], branch=branch, repo_root=root)
+    return exact[-1]

@@ -1,7 +1,10 @@
-"""Backends run and observe jobs. Both (beaker, local) implement the small `Backend` protocol.
+"""Backends run and observe jobs. Both (beaker, local) implement the typed `Backend` protocol.
 
-CLI commands pick a backend with `get_backend(name)`; modules are imported lazily so that
-`launchkit --help` never loads beaker-py or grpc.
+What a backend can do beyond the common core is declared in `capabilities`; the CLI checks those
+(`require`), never the backend's name. A backend gets the `Application` on construction and reports
+through it (`app.info/warn/debug`); it never imports the CLI package. CLI commands pick a backend with
+`get_backend(name, app)`; modules are imported lazily so that `launchkit --help` never loads beaker-py
+or grpc.
 """
 
 from __future__ import annotations
@@ -12,29 +15,52 @@ TYPE_CHECKING = False  # not typing's: the supervisor imports this package and s
 if TYPE_CHECKING:
     from typing import Any
 
-    from launchkit.backends.protocol import Backend, LogQuery, RunInfo, RunStatus, Submission
+    from launchkit.application import Application
+    from launchkit.backends.protocol import (
+        Backend,
+        Capability,
+        GpuRow,
+        LogQuery,
+        RunInfo,
+        RunStatus,
+        Submission,
+        require,
+    )
 
-__all__ = ["Backend", "LogQuery", "RunInfo", "RunStatus", "Submission", "backend_for_run_id", "get_backend"]
+__all__ = [
+    "Backend",
+    "Capability",
+    "GpuRow",
+    "LogQuery",
+    "RunInfo",
+    "RunStatus",
+    "Submission",
+    "backend_for_run_id",
+    "get_backend",
+    "require",
+]
+_PROTOCOL = frozenset(__all__) - {"backend_for_run_id", "get_backend"}
 
 
 def __getattr__(name: str) -> Any:
-    """The protocol types, loaded on first use (they need pydantic; the local supervisor does not)."""
-    if name in ("Backend", "LogQuery", "RunInfo", "RunStatus", "Submission"):
+    """The protocol types (backends/protocol.py), loaded on first use: they need pydantic, and the
+    local supervisor, which lives under this package, starts without it."""
+    if name in _PROTOCOL:
         from launchkit.backends import protocol
 
         return getattr(protocol, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def get_backend(name: str, **options: Any) -> Backend:
+def get_backend(name: str, app: Application) -> Backend:
     if name == "local":
         from launchkit.backends.local import LocalBackend
 
-        return LocalBackend(**options)
+        return LocalBackend(app)
     if name == "beaker":
         from launchkit.backends.beaker import BeakerBackend
 
-        return BeakerBackend(**options)
+        return BeakerBackend(app)
     raise UsageError(f"unknown backend {name!r}", hint="use --backend beaker or --backend local")
 
 

@@ -1,7 +1,8 @@
-"""The types every backend speaks: run status and info, log queries, submissions, the protocol.
+"""The types every backend speaks: run status and info, capabilities, log queries, submissions,
+and the `Backend` protocol.
 
 Imported lazily through `launchkit.backends` (it loads pydantic), so that the local supervisor,
-which lives under this package, starts without it.
+which lives under that package, starts without it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from enum import Enum
 from typing import IO, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+from launchkit.errors import UsageError
 
 
 class RunStatus(str, Enum):
@@ -48,11 +51,23 @@ class RunInfo(BaseModel):
     message: str | None = None  # why it ended that way, when the backend knows (e.g. why it was lost)
 
 
+class Capability(str, Enum):
+    """Features beyond the common protocol; the value says which options need it (for messages)."""
+
+    all_replicas = "--all-replicas"  # follow several replicas at once, lines prefixed [N]
+    tasks = "--task/--all"  # runs with several tasks (logs of one task, or of all)
+    others_runs = "--all/--mine/--author"  # runs of other people, and not launched by launchkit
+    gpu_filters = "--gpu-type/--all"  # find-gpus filters
+    uploads = "--upload"  # run: upload local files and mount them
+    unpushed = "unpushed commits"  # run: launch a commit that is not on a remote
+
+
 class LogQuery(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     replica: int | None = None  # None: all replicas
-    task: str | None = None
+    task: str | None = None  # needs Capability.tasks
+    all_tasks: bool = False  # needs Capability.tasks
     tail: int | None = None
     head: int | None = None
     since: dt.datetime | None = None
@@ -65,14 +80,21 @@ class Submission(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     name: str
-    spec: dict[str, Any]  # BeakerExperimentSpec.to_json()
+    spec: dict[str, Any]  # BeakerExperimentSpec.to_json(): JSON, whose shape beaker-py owns
     workspace: str | None = None
     repo_root: str | None = None  # local checkout (the local backend clones from it)
     auto_secrets: bool = True  # beaker: add well-known secrets (HF_TOKEN, ...) the workspace has
 
 
+GpuRow = dict[str, "str | int | list[str]"]  # one row of `find-gpus`, keys are the table's columns
+
+
 class Backend(Protocol):
+    """What every backend implements. Options that need a capability are ignored without it; the
+    CLI rejects them first (`require`)."""
+
     name: str
+    capabilities: frozenset[Capability]
 
     def submit(self, submission: Submission) -> RunInfo: ...
 
@@ -88,16 +110,34 @@ class Backend(Protocol):
         author: str | None = None,
         text: str | None = None,
         max_age: dt.timedelta | None = None,
+        include_all: bool = False,  # Capability.others_runs
+        mine: bool = False,  # Capability.others_runs
     ) -> list[RunInfo]: ...
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
         """Write raw log bytes (never re-decoded) for the run to `out`."""
         ...
 
-    def follow(self, run: RunInfo, out: IO[bytes], *, replica: int | None = None) -> int:
-        """Stream until the run finishes; return the job's exit code."""
+    def follow(
+        self, run: RunInfo, out: IO[bytes], *, replica: int | None = None, all_replicas: bool = False
+    ) -> int:
+        """Stream until the run finishes; return the job's exit code.
+
+        `all_replicas` needs Capability.all_replicas."""
         ...
 
     def stop(self, run: RunInfo) -> RunInfo: ...
 
-    def find_gpus(self) -> list[dict[str, Any]]: ...
+    def find_gpus(self, *, gpu_types: list[str] | None = None, include_all: bool = False) -> list[GpuRow]:
+        """GPUs this backend can use; the filters need Capability.gpu_filters."""
+        ...
+
+
+def require(backend: Backend, capability: Capability, **given: object) -> None:
+    """A usage error when any of `given` (option name -> value) is set but the backend lacks `capability`."""
+    flags = ["--" + k.replace("_", "-") for k, v in given.items() if v not in (None, False, [], ())]
+    if flags and capability not in backend.capabilities:
+        raise UsageError(
+            f"{', '.join(flags)}: only for Beaker runs",  # today only Beaker has optional capabilities
+            hint=f"drop it for {backend.name} runs",
+        )

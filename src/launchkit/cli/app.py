@@ -3,45 +3,21 @@
 Rule: nothing imported at module level here or in any `launchkit.cli.*` module may load beaker-py,
 grpc, GitPython, pydantic or yaml. Commands import what they need inside their bodies
 (tests/test_startup.py guards this).
+
+Commands are module-level functions in `launchkit.cli.<name>_cmd`; `build_app()` registers them.
+Each gets the invocation's `Application` with `get_app(ctx)` (launchkit.cli.context).
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 
-# Started as the `launchkit` program (console script or `python -m launchkit`), not imported as a library.
-AS_PROGRAM = os.path.basename(sys.argv[0]) == "launchkit" or sys.argv[0].endswith(
-    os.path.join("launchkit", "__main__.py")
-)
-
-# Start-up allocates hundreds of thousands of long-lived objects (Typer's command tree, pydantic
-# schemas); cyclic GC passes over them are wasted work (~15 ms). `run` turns GC back on once the
-# spec is built (launchkit.launch); every other command gets it back in main().
-if AS_PROGRAM:
-    gc.disable()
-
 import typer
-from typer.core import TyperCommand
 from typer.exceptions import TyperException
 
 from launchkit import __version__
-
-
-def _skip_pydantic_plugins() -> None:
-    """The CLI uses no pydantic plugins; pydantic would scan all installed packages' entry points
-    (importlib.metadata, ~10-15 ms) before building the first model. Only for the program itself."""
-    if AS_PROGRAM and "pydantic.plugin._loader" not in sys.modules:
-        import types
-
-        stub = types.ModuleType("pydantic.plugin._loader")
-        stub.get_plugins = lambda: ()  # type: ignore[attr-defined]
-        sys.modules["pydantic.plugin._loader"] = stub
-
-
-_skip_pydantic_plugins()
-
+from launchkit.application import Application
 from launchkit.cli import (
     find_gpus_cmd,
     follow_cmd,
@@ -52,21 +28,10 @@ from launchkit.cli import (
     prune_cmd,
     run_cmd,
     secret_cmd,
-    state,
     stop_cmd,
 )
-from launchkit.cli.typer_support import PanelCommand, PanelGroup
-
-app = typer.Typer(
-    name="launchkit",
-    cls=PanelGroup,
-    help="Launch ML jobs from your git repository onto Beaker GPU clusters, or run them right here.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+from launchkit.cli.context import get_app
+from launchkit.cli.panels import PanelCommand, PanelGroup
 
 
 def _version(value: bool) -> None:
@@ -75,8 +40,8 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
-def _root(
+def root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
     ),
@@ -91,78 +56,85 @@ def _root(
         help="Give up when Beaker does not answer for this long (default 60).",
     ),
 ) -> None:
-    state.verbosity = -1 if quiet else verbose
-    state.beaker_timeout = beaker_timeout
+    app = get_app(ctx)
+    app.verbosity = -1 if quiet else verbose
+    app.beaker_timeout = beaker_timeout
 
 
-for module in (
-    run_cmd,
-    follow_cmd,
-    logs_cmd,
-    stop_cmd,
-    list_cmd,
-    find_gpus_cmd,
-    open_cmd,
-    secret_cmd,
-    profiles_cmd,
-    prune_cmd,
-):
-    module.register(app)
-for _info in app.registered_commands:
-    if _info.cls in (None, TyperCommand):
-        _info.cls = PanelCommand
+def build_app() -> typer.Typer:
+    """The `launchkit` command tree."""
+    cli = typer.Typer(
+        name="launchkit",
+        cls=PanelGroup,
+        help="Launch ML jobs from your git repository onto Beaker GPU clusters, or run them right here.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    cli.callback()(root)
+    cli.command(
+        "run",
+        cls=PanelCommand,
+        options_metavar="[OPTIONS] -- COMMAND...",
+        short_help="Launch the committed, pushed state of this repository as a job.",
+    )(run_cmd.run_command())
+    for name, command in (
+        ("follow", follow_cmd.follow),
+        ("logs", logs_cmd.logs),
+        ("stop", stop_cmd.stop),
+        ("list", list_cmd.list_runs),
+        ("find-gpus", find_gpus_cmd.find_gpus),
+        ("open", open_cmd.open_page),
+        ("profiles", profiles_cmd.profiles),
+        ("prune", prune_cmd.prune),
+    ):
+        cli.command(name, cls=PanelCommand)(command)
+    cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)
+    return cli
+
+
+app = build_app()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point. Everything after the first `--` is the user's command, verbatim."""
     args = list(sys.argv[1:] if argv is None else argv)
+    application = Application()
     if "--" in args:
         cut = args.index("--")
-        args, state.user_command = args[:cut], args[cut + 1 :]
-    else:
-        state.user_command = None
-    state.fast_exit = False
-    positional = [a for a in args if not a.startswith("-")]
-    if positional[:1] == ["run"] and not {"-h", "--help"} & set(args):
-        from launchkit.git import prefetch
-
-        prefetch()  # git answers while Python imports the rest
-    else:
-        gc.enable()
+        args, application.user_command = args[:cut], args[cut + 1 :]
     code = 0
     try:
-        returned = app(args=args, prog_name="launchkit", standalone_mode=False)
+        returned = app(args=args, prog_name="launchkit", standalone_mode=False, obj=application)
         if isinstance(returned, int):  # typer.Exit(code) comes back as a value without standalone mode
             code = returned
     except typer.Exit as e:
         code = e.exit_code
     except typer.Abort:
-        state.console().error("aborted")
+        application.error("aborted")
         code = 130
     except TyperException as e:  # usage errors from option parsing
         if type(e).__name__ == "NoArgsIsHelpError":
             sys.stdout.write(e.format_message() + "\n")
         else:
-            state.console().error(_usage_message(e, args))
+            application.error(_usage_message(e, args))
             code = e.exit_code
     except KeyboardInterrupt:
         code = 130
     except Exception as e:
         from launchkit.errors import LaunchkitError
 
-        if not isinstance(e, LaunchkitError) or state.verbosity > 0 or os.environ.get("LAUNCHKIT_DEBUG"):
+        if not isinstance(e, LaunchkitError) or application.verbose or os.environ.get("LAUNCHKIT_DEBUG"):
             raise
-        state.console().error(e.one_line())
+        application.error(e.one_line())
         code = e.exit_code
-    finally:
-        if "launchkit.git" in sys.modules:
-            sys.modules["launchkit.git"].reap()
-    if state.fast_exit and argv is None:
+    if application.fast_exit and argv is None:
         # Nothing left to clean up (a dry run): skip the interpreter's teardown (~10-15 ms).
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    gc.enable()  # in-process callers (tests) get a normal interpreter back
     sys.exit(code)
 
 

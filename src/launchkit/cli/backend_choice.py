@@ -8,9 +8,14 @@ Only typer is imported here; backends load lazily inside `choose`.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+from launchkit.application import Application
+
+if TYPE_CHECKING:
+    from launchkit.backends import Backend, RunInfo
 
 P_BACKEND = "Backend"
 
@@ -77,14 +82,16 @@ def backend_name(backend: str | None, local: bool, run_id: str | None = None, la
     return (latest and last_run_backend()) or default_backend()
 
 
-def choose(backend: str | None, local: bool, run_id: str | None = None, latest: bool = False) -> Any:
+def choose(
+    app: Application, backend: str | None, local: bool, run_id: str | None = None, latest: bool = False
+) -> Backend:
     """The Backend instance for these options (and run id)."""
     from launchkit.backends import get_backend
     from launchkit.errors import BackendError
 
     name = backend_name(backend, local, run_id, latest)
     try:
-        return get_backend(name)
+        return get_backend(name, app)
     except ModuleNotFoundError as e:
         if not (e.name or "").startswith("launchkit.backends"):
             raise
@@ -95,8 +102,13 @@ def choose(backend: str | None, local: bool, run_id: str | None = None, latest: 
 
 
 def resolve_run(
-    backend: str | None, local: bool, run_id: str | None, latest: bool, author: str | None = None
-) -> tuple[Any, Any]:
+    app: Application,
+    backend: str | None,
+    local: bool,
+    run_id: str | None,
+    latest: bool,
+    author: str | None = None,
+) -> tuple[Backend, RunInfo]:
     """(backend, RunInfo) for `ID` or `--latest`."""
     from launchkit.errors import NotFoundError, UsageError
 
@@ -104,7 +116,7 @@ def resolve_run(
         raise UsageError("give a run ID or --latest, not both", hint="drop one of them")
     if not run_id and not latest:
         raise UsageError("which run? give a run ID or --latest", hint="list runs with `launchkit list`")
-    b = choose(backend, local, run_id, latest)
+    b = choose(app, backend, local, run_id, latest)
     if run_id:
         return b, b.get(run_id)
     run = b.latest(author=author) if author else b.latest()

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import sys
+import datetime as dt
 
 import typer
 
+from launchkit.application import OutputFormat
 from launchkit.cli.backend_choice import backend_option, choose, local_option
+from launchkit.cli.context import get_app
 
 
-def _age(created) -> str:
-    import datetime as dt
-
+def _age(created: dt.datetime) -> str:
     s = int((dt.datetime.now(dt.UTC) - created).total_seconds())
     for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
         if s >= n:
@@ -19,67 +19,65 @@ def _age(created) -> str:
     return f"{s}s ago"
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("list")
-    def _cmd(
-        status: list[str] | None = typer.Option(
-            None, "--status", "-s", help="Only runs with this status (repeatable)."
-        ),
-        limit: int = typer.Option(20, "--limit", "-n", min=1, help="At most N runs."),
-        as_json: bool = typer.Option(False, "--json", help="JSON output."),
-        author: str | None = typer.Option(None, "--author", "-a", help="Only runs by this user."),
-        me: bool = typer.Option(False, "--me", help="Beaker: only your runs."),
-        text: str | None = typer.Option(None, "--text", help="Name or description contains TEXT."),
-        max_age: str | None = typer.Option(
-            None, "--max-age", help="Only runs younger than this (7d, 12h)."
-        ),
-        show_all: bool = typer.Option(
-            False, "--all", help="Beaker: also experiments not launched by launchkit."
-        ),
-        backend: str | None = backend_option(),
-        local: bool = local_option(),
-    ) -> None:
-        """List runs, newest first."""
-        from launchkit.backends import RunStatus
-        from launchkit.errors import UsageError
+def list_runs(
+    ctx: typer.Context,
+    status: list[str] | None = typer.Option(
+        None, "--status", "-s", help="Only runs with this status (repeatable)."
+    ),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="At most N runs."),
+    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    author: str | None = typer.Option(None, "--author", "-a", help="Only runs by this user."),
+    me: bool = typer.Option(False, "--me", help="Beaker: only your runs."),
+    text: str | None = typer.Option(None, "--text", help="Name or description contains TEXT."),
+    max_age: str | None = typer.Option(None, "--max-age", help="Only runs younger than this (7d, 12h)."),
+    show_all: bool = typer.Option(False, "--all", help="Beaker: also experiments not launched by launchkit."),
+    backend: str | None = backend_option(),
+    local: bool = local_option(),
+) -> None:
+    """List runs, newest first."""
+    from launchkit.backends import Capability, RunStatus, require
+    from launchkit.errors import UsageError
+
+    try:
+        statuses = [RunStatus(s) for s in status or []]
+    except ValueError as e:
+        raise UsageError(str(e), hint="statuses: " + ", ".join(s.value for s in RunStatus)) from None
+    if me and author:
+        raise UsageError("--me and --author cannot be combined", hint="drop one")
+    age = None
+    if max_age is not None:
+        from launchkit.core.units import parse_duration
 
         try:
-            statuses = [RunStatus(s) for s in status or []]
-        except ValueError as e:
-            raise UsageError(str(e), hint="statuses: " + ", ".join(s.value for s in RunStatus)) from None
-        from launchkit.cli.beaker_options import beaker_options
+            age = dt.timedelta(seconds=parse_duration(max_age))
+        except Exception:  # noqa: BLE001 - any parse failure is a usage error
+            raise UsageError(f"invalid --max-age {max_age!r}", hint="use e.g. 7d, 12h, 30m") from None
+    app = get_app(ctx)
+    if as_json:
+        app.output_format = OutputFormat.json
+    b = choose(app, backend, local)
+    require(b, Capability.others_runs, me=me, all=show_all)
+    runs = b.list_runs(
+        limit=limit,
+        statuses=statuses or None,
+        author=author,
+        text=text,
+        max_age=age,
+        include_all=show_all,
+        mine=me,
+    )
+    if app.json:
+        app.print_json([r.model_dump(mode="json") for r in runs])
+        return
+    from launchkit.cli.table import print_table
 
-        if me and author:
-            raise UsageError("--me and --author cannot be combined", hint="drop one")
-        age = None
-        if max_age is not None:
-            import datetime as dt
-
-            from launchkit.core.units import parse_duration
-
-            try:
-                age = dt.timedelta(seconds=parse_duration(max_age))
-            except Exception:  # noqa: BLE001 - any parse failure is a usage error
-                raise UsageError(f"invalid --max-age {max_age!r}", hint="use e.g. 7d, 12h, 30m") from None
-        b = choose(backend, local)
-        extra = beaker_options(b, mine=me, include_all=show_all)
-        runs = b.list_runs(
-            limit=limit, statuses=statuses or None, author=author, text=text, max_age=age, **extra
-        )
-        if as_json:
-            import json
-
-            sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in runs], indent=2) + "\n")
-            return
-        from launchkit.cli.table import print_table
-
-        header = ["ID", "NAME", "STATUS", "EXIT", "CREATED"]
-        rows = [
-            [r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created)]
-            for r in runs
-        ]
-        if any(r.author for r in runs):
-            header.append("AUTHOR")
-            for row, r in zip(rows, runs):
-                row.append(r.author or "")
-        print_table(header, rows, status_column="STATUS")
+    header = ["ID", "NAME", "STATUS", "EXIT", "CREATED"]
+    rows = [
+        [r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created)]
+        for r in runs
+    ]
+    if any(r.author for r in runs):
+        header.append("AUTHOR")
+        for row, r in zip(rows, runs, strict=True):
+            row.append(r.author or "")
+    print_table(header, rows, status_column="STATUS")

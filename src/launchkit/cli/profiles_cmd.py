@@ -11,52 +11,46 @@ if TYPE_CHECKING:  # pydantic models: imported lazily at runtime to keep `--help
     from launchkit.core.request import LaunchRequest
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("profiles")
-    def profiles(
-        clusters: list[str] | None = typer.Argument(
-            None, help="Cluster names, aliases or globs the job targets."
-        ),
-        tag: list[str] | None = typer.Option(
-            None, "--tag", help="Required cluster tag (e.g. storage:weka)."
-        ),
-        interconnect: str | None = typer.Option(None, "--interconnect", help="ib or tcpxo."),
-        hostname: list[str] | None = typer.Option(
-            None, "--hostname", help="Node hostname the job targets."
-        ),
-        replicas: int = typer.Option(1, "--replicas", help="Replicas (multi-node parts apply when > 1)."),
-        profile: str | None = typer.Option(None, "--profile", help="Force this profile."),
-        no_profile: bool = typer.Option(False, "--no-profile", help="No profile at all."),
-        skip_nccl_setup: bool = typer.Option(False, "--skip-nccl-setup", help="Leave out the NCCL setup."),
-        list_all: bool = typer.Option(False, "--list", "-l", help="List every known profile and its parts."),
-    ) -> None:
-        """Show what the cluster profile would add to a job on CLUSTER... and why."""
-        from launchkit.config import load_config
-        from launchkit.core.parse import build_request
-        from launchkit.core.profiles import load_profiles, resolve_profiles
+def profiles(
+    clusters: list[str] | None = typer.Argument(
+        None, help="Cluster names, aliases or globs the job targets."
+    ),
+    tag: list[str] | None = typer.Option(None, "--tag", help="Required cluster tag (e.g. storage:weka)."),
+    interconnect: str | None = typer.Option(None, "--interconnect", help="ib or tcpxo."),
+    hostname: list[str] | None = typer.Option(None, "--hostname", help="Node hostname the job targets."),
+    replicas: int = typer.Option(1, "--replicas", help="Replicas (multi-node parts apply when > 1)."),
+    profile: str | None = typer.Option(None, "--profile", help="Force this profile."),
+    no_profile: bool = typer.Option(False, "--no-profile", help="No profile at all."),
+    skip_nccl_setup: bool = typer.Option(False, "--skip-nccl-setup", help="Leave out the NCCL setup."),
+    list_all: bool = typer.Option(False, "--list", "-l", help="List every known profile and its parts."),
+) -> None:
+    """Show what the cluster profile would add to a job on CLUSTER... and why."""
+    from launchkit.config import load_config
+    from launchkit.core.parse import build_request
+    from launchkit.core.profiles import load_profiles, resolve_profiles
 
-        config = load_config()  # defaults (clusters, profile, ...) and [tool.launchkit.profiles]
-        table = config.get("profiles") or {}
-        given = {
-            "cluster": clusters,
-            "tag": tag,
-            "interconnect": interconnect,
-            "hostname": hostname,
-            "replicas": replicas,
-            "profile": profile,
-            "no_profile": no_profile,
-            "skip_nccl_setup": skip_nccl_setup,
-        }
-        request = build_request(given, ["true"], config=config)
-        out: list[str] = []
-        if list_all:
-            for p in load_profiles(table).values():
-                out += _describe_profile(p, user=p.name in table)
-            typer.echo("\n".join(out))
-            return
-        selection = resolve_profiles(request, table)
-        out += _describe_selection(selection, request)
+    config = load_config()  # defaults (clusters, profile, ...) and [tool.launchkit.profiles]
+    table = config.get("profiles") or {}
+    given = {
+        "cluster": clusters,
+        "tag": tag,
+        "interconnect": interconnect,
+        "hostname": hostname,
+        "replicas": replicas,
+        "profile": profile,
+        "no_profile": no_profile,
+        "skip_nccl_setup": skip_nccl_setup,
+    }
+    request = build_request(given, ["true"], config=config)
+    out: list[str] = []
+    if list_all:
+        for p in load_profiles(table).values():
+            out += _describe_profile(p, user=p.name in table)
         typer.echo("\n".join(out))
+        return
+    selection = resolve_profiles(request, table)
+    out += _describe_selection(selection, request)
+    typer.echo("\n".join(out))
 
 
 def _describe_profile(p: Profile, *, user: bool) -> list[str]:

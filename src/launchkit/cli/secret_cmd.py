@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from launchkit.cli.state import console
+from launchkit.cli.context import get_app
 
 
 def _read_value(name: str) -> str:
@@ -33,34 +33,40 @@ def _usage(msg: str) -> Exception:
     )
 
 
-def register(app: typer.Typer) -> None:
-    secret = typer.Typer(help="Beaker workspace secrets (values are never printed).", no_args_is_help=True)
+def set_secret(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="Secret name, e.g. HF_TOKEN or <user>_HF_TOKEN."),
+    workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+) -> None:
+    """Set secret NAME from stdin or a hidden prompt (never from the command line)."""
+    from launchkit.core.parse import SECRET
+    from launchkit.errors import UsageError
 
-    @secret.command("set")
-    def set_cmd(
-        name: str = typer.Argument(..., help="Secret name, e.g. HF_TOKEN or <user>_HF_TOKEN."),
-        workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
-    ) -> None:
-        """Set secret NAME from stdin or a hidden prompt (never from the command line)."""
-        from launchkit.core.parse import SECRET
-        from launchkit.errors import UsageError
+    if not SECRET.fullmatch(name):  # the same rule as `run --env-secret NAME=SECRET`
+        raise UsageError(f"invalid secret name {name!r}", hint="letters, digits, _ . - only")
+    value = _read_value(name)
+    from launchkit.backends.beaker.backend import BeakerBackend
+    from launchkit.backends.beaker.backend import set_secret as store_secret
 
-        if not SECRET.fullmatch(name):  # the same rule as `run --env-secret NAME=SECRET`
-            raise UsageError(f"invalid secret name {name!r}", hint="letters, digits, _ . - only")
-        value = _read_value(name)
-        from launchkit.backends.beaker.backend import BeakerBackend, set_secret
+    app = get_app(ctx)
+    ws = store_secret(BeakerBackend(app), name, value, workspace)
+    app.info(f"secret {name} set in workspace {ws}")
 
-        ws = set_secret(BeakerBackend(), name, value, workspace)
-        console().info(f"secret {name} set in workspace {ws}")
 
-    @secret.command("list")
-    def list_cmd(
-        workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
-    ) -> None:
-        """List the names of the workspace's secrets."""
-        from launchkit.backends.beaker.backend import BeakerBackend, secret_names
+def list_secrets(
+    ctx: typer.Context,
+    workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+) -> None:
+    """List the names of the workspace's secrets."""
+    from launchkit.backends.beaker.backend import BeakerBackend, secret_names
 
-        for n in secret_names(BeakerBackend(), workspace):
-            sys.stdout.write(n + "\n")
+    for n in secret_names(BeakerBackend(get_app(ctx)), workspace):
+        sys.stdout.write(n + "\n")
 
-    app.add_typer(secret, name="secret")
+
+def secret_group() -> typer.Typer:
+    """`launchkit secret ...`, a sub-app with its own commands."""
+    group = typer.Typer(help="Beaker workspace secrets (values are never printed).", no_args_is_help=True)
+    group.command("set")(set_secret)
+    group.command("list")(list_secrets)
+    return group

@@ -26,7 +26,7 @@ def print_table(header: list[str], rows: list[list[str]], *, status_column: str 
     table = [header, *rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for r in table:
-        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
 
 
 def _rich_table(header: list[str], rows: list[list[str]], status_column: str | None) -> None:

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from launchkit.config import KEYS, Layer
+from launchkit.core.configschema import KEYS, Layer
 from launchkit.errors import UsageError
 
 _TYPES: dict[str, Any] = {
     "str": str,
     "int": int,
-    "float": Union[int, float],
+    "float": int | float,
     "bool": bool,
     "list": list[str],
     "dict": dict[str, str],
-    "duration": Union[str, int, float],
+    "duration": str | int | float,
     "profiles": dict[str, dict[str, Any]],
 }
 _WORDS = {

@@ -8,8 +8,19 @@ from pydantic import BaseModel, ConfigDict
 class GitState(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    remote_url: str  # exactly as configured (https, ssh, file://, local path)
+    remote_url: str  # what the job clones: no credentials, https for GitHub/GitLab/Bitbucket SSH remotes
     commit: str  # full 40-character SHA
     branch: str | None = None  # remote branch name, if known
     repo_root: str | None = None  # local checkout root (None with --remote outside a repo)
     remote_name: str | None = None
+    github_repo: str | None = None  # "org/repo" when the job clones from GitHub (token secret applies)
+    untracked: tuple[str, ...] = ()  # untracked, not ignored paths (launching HEAD of a checkout)
+
+    def untracked_warning(self, shown: int = 3) -> str | None:
+        """One line naming the untracked files the job will not have, or None."""
+        if not self.untracked:
+            return None
+        n = len(self.untracked)
+        names = ", ".join(self.untracked[:shown]) + (f" and {n - shown} more" if n > shown else "")
+        noun = "path is" if n == 1 else "paths are"
+        return f"{n} untracked {noun} not in the job: {names} (commit them, or list them in .gitignore)"

@@ -7,17 +7,26 @@ runtime/launchers.sh (`lk_wrap_command`) and runtime/nccl.sh (`lk_cluster_setup`
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from launchkit.core.profiles import ProfileSelection, resolve_profiles
 from launchkit.core.request import HostMount, Launcher, LaunchRequest, WekaMount
-from launchkit.core.spec import derive_port
 from launchkit.core.units import to_nanoseconds
+from launchkit.errors import UsageError
 
 # Spec -> entrypoint contract (docs/multi-node.md). LAUNCHKIT_LAUNCHER and LAUNCHKIT_SKIP_NCCL_SETUP
 # are set by core/spec.py itself.
+RDZV_PORT_BASE, RDZV_PORT_SPAN = 29000, 1000
+
+
+def derive_port(rid: str) -> int:
+    """A rendezvous port in 29000-29999 derived from the run id (deterministic, spread out)."""
+    return RDZV_PORT_BASE + int(hashlib.sha256(rid.encode()).hexdigest()[:8], 16) % RDZV_PORT_SPAN
+
+
 ENV_RDZV_PORT = "LAUNCHKIT_RDZV_PORT"  # torchrun master, accelerate main process, Ray head
 ENV_RDZV_ID = "LAUNCHKIT_RDZV_ID"
 
@@ -93,8 +102,6 @@ def check_combinations(request: LaunchRequest) -> None:
     """Reject launcher/replica combinations that cannot work (one-line usage errors, exit 2).
 
     Every launcher works with both exec methods: the entrypoint's bash method keeps the argv intact."""
-    from launchkit.errors import UsageError
-
     launcher = request.launcher
     if launcher is Launcher.none:
         return

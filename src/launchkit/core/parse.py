@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from launchkit.core.multinode import check_combinations
 from launchkit.core.request import (
     BackendName,
     DatasetMount,
@@ -23,15 +24,17 @@ from launchkit.core.request import (
     HostMount,
     Launcher,
     LaunchRequest,
+    MountMode,
     Priority,
     Upload,
     WekaMount,
 )
+from launchkit.core.run_options import TRISTATE_OPTIONS, config_key
 from launchkit.core.units import parse_duration, parse_size
 from launchkit.errors import UsageError
 
 if TYPE_CHECKING:
-    from launchkit.config import Config
+    from launchkit.core.configschema import Config
 
 EXAMPLE = "launchkit run [OPTIONS] -- python train.py"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -39,24 +42,15 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
 SECRET = re.compile(r"[A-Za-z0-9_.-]+")
 PY_VERSION = re.compile(r"3(\.\d+){1,2}")
 TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
-MODES = {"ro": "readonly", "readonly": "readonly", "rw": "readwrite", "readwrite": "readwrite"}
+MODES: dict[str, MountMode] = {
+    "ro": "readonly",
+    "readonly": "readonly",
+    "rw": "readwrite",
+    "readwrite": "readwrite",
+}
 # Env names the spec sets itself; a user --env would silently fight with them.
 RESERVED_ENV_PREFIX = "LAUNCHKIT_"
 RESERVED_ENV = {"RESULTS_DIR"}
-
-# CLI option (the run() parameter name) -> config key, where the names differ.
-CONFIG_KEY = {
-    "group": "groups",
-    "cluster": "clusters",
-    "gpu_type": "gpu_types",
-    "tag": "tags",
-    "uv_extra": "uv_extras",
-    "env_secret": "env_secrets",
-}
-
-
-# --x/--no-x options where False is an answer, not "not given"
-TRISTATE = {"preemptible", "leader_selection", "host_networking", "propagate_failure", "propagate_preemption"}
 
 
 def flag(opt: str) -> str:
@@ -74,12 +68,12 @@ class _Options:
         value = self.given.get(opt)
         unset = (
             value is None
-            or (value is False and opt not in TRISTATE)
+            or (value is False and opt not in TRISTATE_OPTIONS)
             or (isinstance(value, (list, tuple)) and not value)
         )
         if not unset:
             return value, flag(opt)
-        key = CONFIG_KEY.get(opt, opt)
+        key = config_key(opt)
         if self.config is not None and key in self.config.values:
             v, layer = self.config.values[key]
             return v, layer.where(key)
@@ -116,13 +110,14 @@ def _choice(opts: _Options, opt: str, choices: list[str]) -> str | None:
 
 
 def _pattern(opts: _Options, opt: str, pattern: re.Pattern[str], what: str) -> str | None:
-    return _checked(
+    value: str | None = _checked(
         opts,
         opt,
         lambda v: isinstance(v, str) and pattern.fullmatch(v),
         f"not a valid {what}",
         f"use letters, digits, '.', '_' or '-' for the {what}",
     )
+    return value
 
 
 def _duration(opts: _Options, opt: str, *, allow_zero: bool) -> float | None:
@@ -169,11 +164,11 @@ def _positive(opts: _Options, opt: str, kind: type, hint: str, *, allow_zero: bo
     return kind(value)
 
 
-def _split_target(flag_: str, item: str, what: str) -> tuple[str, str, str | None]:
+def _split_target(flag_: str, item: str, what: str) -> tuple[str, str, MountMode | None]:
     """`SOURCE:/target[:ro|rw]` -> (source, target, mode). Target must be absolute."""
     usage = f"use {flag_} {what}:/absolute/path[:ro|:rw]"
     parts = item.split(":")
-    mode = None
+    mode: MountMode | None = None
     if len(parts) >= 3 and parts[-1].lower() in MODES:
         mode = MODES[parts.pop().lower()]
     if len(parts) < 2:
@@ -309,16 +304,43 @@ def build_request(
     environ: dict[str, str] | None = None,
     cwd: str | None = None,
 ) -> LaunchRequest:
-    """Validate everything `run` was given and return the immutable request."""
+    """Validate everything `run` was given and return the immutable request.
+
+    `given` maps option names (launchkit.core.run_options) to raw values; each panel's options are
+    checked by one function below, which fills `f`, the LaunchRequest fields.
+    """
     environ = dict(os.environ if environ is None else environ)
-    extra = list(given.get("extra") or [])
+    f: dict[str, Any] = {"command": _command(list(given.get("extra") or []), command)}
+    opts = _Options(given, config)
+    _workload(opts, f)
+    _constraints(opts, f)
+    _resources(opts, f)
+    _inputs(opts, given, f, environ, cwd)
+    _git(opts, given, f)
+    _task(opts, given, f)
+    _multinode(opts, given, f)
+    _runtime(opts, f)
+    _python(opts, given, f)
+    _launch(opts, given, f)
+    try:
+        request = LaunchRequest(**{k: v for k, v in f.items() if v is not None})
+    except ValidationError as e:  # a backstop: the checks above should have caught it
+        err = e.errors()[0]
+        loc = flag(str(err["loc"][0])) if err["loc"] else "run"
+        raise UsageError(f"{loc}: {err['msg'].removeprefix('Value error, ')}") from None
+    check_combinations(request)  # launcher/replica conflicts
+    return request
+
+
+def _command(extra: list[str], command: list[str] | None) -> list[str]:
     if command is None:
         found = f" (found {' '.join(extra)!r} without it)" if extra else ""
         raise UsageError(f"the command must come after `--`{found}", hint=f"e.g. {EXAMPLE}")
     if extra:
         raise UsageError(
             "found extra arguments before `--`: " + " ".join(repr(x) for x in extra),
-            hint="flags take no value (write --allow-dirty, not --allow-dirty false); the command goes after --",
+            hint="flags take no value (write --allow-dirty, not --allow-dirty false); "
+            "the command goes after --",
         )
     if not command or not command[0]:
         raise UsageError("the command after `--` is empty", hint=f"e.g. {EXAMPLE}")
@@ -330,10 +352,10 @@ def build_request(
                 f"argument {i + 1} of the command is not valid UTF-8: {arg!r}",
                 hint="Beaker specs are UTF-8 text; pass the value through a file instead",
             ) from None
-    opts = _Options(given, config)
-    f: dict[str, Any] = {"command": list(command)}
+    return list(command)
 
-    # workload
+
+def _workload(opts: _Options, f: dict[str, Any]) -> None:
     f["name"] = _pattern(opts, "name", NAME, "name")
     f["description"] = opts.value("description")
     for opt in ("workspace", "budget"):
@@ -346,7 +368,8 @@ def build_request(
         )
     f["groups"] = _list(opts, "group", "group name")
 
-    # constraints
+
+def _constraints(opts: _Options, f: dict[str, Any]) -> None:
     f["clusters"] = _list(opts, "cluster", "cluster name or glob")
     f["gpu_types"] = _list(opts, "gpu_type", "GPU type", spaces=True)
     f["interconnect"] = _choice(opts, "interconnect", ["ib", "tcpxo"])
@@ -368,13 +391,23 @@ def build_request(
             hint="--hostname pins exact machines: drop it or drop the cluster filters",
         )
 
-    # resources
+
+def _resources(opts: _Options, f: dict[str, Any]) -> None:
     f["cpus"] = _positive(opts, "cpus", float, "give a number of CPUs such as 8 or 0.5")
     f["gpus"] = _positive(opts, "gpus", int, "give a positive GPU count, or omit --gpus for a CPU-only job")
     f["memory"] = _size(opts, "memory")
     f["shared_memory"] = _size(opts, "shared_memory")
 
-    # inputs
+
+def _inputs(
+    opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str], cwd: str | None
+) -> None:
+    _images(opts, f)
+    _mounts(opts, f, cwd)
+    _env(opts, given, f, environ)
+
+
+def _images(opts: _Options, f: dict[str, Any]) -> None:
     beaker_image, docker_image = opts.get("beaker_image"), opts.get("docker_image")
     if beaker_image[0] and docker_image[0]:
         if beaker_image[1].startswith("--") == docker_image[1].startswith("--"):
@@ -388,6 +421,9 @@ def build_request(
             (beaker_image, (None, "")) if beaker_image[1].startswith("--") else ((None, ""), docker_image)
         )
     f["beaker_image"], f["docker_image"] = beaker_image[0], docker_image[0]
+
+
+def _mounts(opts: _Options, f: dict[str, Any], cwd: str | None) -> None:
     f["datasets"] = []
     for item in opts.value("dataset") or []:
         src, target, mode = _split_target("--dataset", item, "NAME[:SUBPATH]")
@@ -424,6 +460,9 @@ def build_request(
         raise UsageError(
             f"two inputs are mounted at {dup!r}", hint="give each --dataset/--mount/--weka its own path"
         )
+
+
+def _env(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str]) -> None:
     f["env"] = _env_vars(opts, environ)
     f["env_secrets"] = _env_secrets(opts)
     clash = {e.name for e in f["env"]} & {s.name for s in f["env_secrets"]}
@@ -443,7 +482,8 @@ def build_request(
     if results:
         f["results_dir"] = results
 
-    # git
+
+def _git(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     for opt in ("ref", "branch", "remote"):
         f[opt] = _checked(
             opts,
@@ -454,7 +494,8 @@ def build_request(
         )
     f["allow_dirty"] = bool(given.get("allow_dirty"))
 
-    # task
+
+def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["task_name"] = _pattern(opts, "task_name", NAME, "task name") or "main"
     f["priority"] = _choice(opts, "priority", [p.value for p in Priority])
     f["task_timeout"] = _duration(opts, "task_timeout", allow_zero=False)
@@ -468,7 +509,8 @@ def build_request(
         )
     f["retries"] = _positive(opts, "retries", int, "give how many times to retry, e.g. 3", allow_zero=True)
 
-    # multi-node
+
+def _multinode(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["replicas"] = _positive(opts, "replicas", int, "give the number of nodes, e.g. --replicas 2") or 1
     for opt in ("leader_selection", "host_networking", "propagate_failure", "propagate_preemption"):
         f[opt] = given.get(opt)
@@ -486,15 +528,14 @@ def build_request(
         raise UsageError(f"--profile {f['profile']!r} cannot be combined with --no-profile", hint="keep one")
     f["skip_nccl_setup"] = bool(given.get("skip_nccl_setup"))
 
-    # runtime
+
+def _runtime(opts: _Options, f: dict[str, Any]) -> None:
     f["exec_method"] = ExecMethod(_choice(opts, "exec_method", [m.value for m in ExecMethod]) or "exec")
     f["pre_setup"] = opts.value("pre_setup")
     f["post_setup"] = opts.value("post_setup")
 
-    # python
-    _python(opts, given, f)
 
-    # launch behaviour
+def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     backend = "local" if given.get("local") else _choice(opts, "backend", [b.value for b in BackendName])
     if given.get("local") and given.get("backend") not in (None, "local"):
         raise UsageError(f"--local cannot be combined with --backend {given['backend']!r}", hint="keep one")
@@ -502,16 +543,6 @@ def build_request(
     for opt in ("dry_run", "follow", "yes"):
         f[opt] = bool(given.get(opt))
     f["save_spec"] = given.get("save_spec")
-    try:
-        request = LaunchRequest(**{k: v for k, v in f.items() if v is not None})
-    except ValidationError as e:  # a backstop: the checks above should have caught it
-        err = e.errors()[0]
-        loc = flag(str(err["loc"][0])) if err["loc"] else "run"
-        raise UsageError(f"{loc}: {err['msg'].removeprefix('Value error, ')}") from None
-    from launchkit.core.multinode import check_combinations
-
-    check_combinations(request)  # launcher/replica conflicts
-    return request
 
 
 def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:

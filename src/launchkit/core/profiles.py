@@ -178,7 +178,7 @@ BUILTIN_PROFILES: dict[str, Profile] = {
                 "HF_DATASETS_CACHE": f"{_HF_WEKA}/huggingface",
                 "HF_HUB_CACHE": f"{_HF_WEKA}/hub",
             },
-            weka=["oe-adapt-default:/weka/oe-adapt-default", "oe-training-default:/weka/oe-training-default"],
+            weka=["oe-adapt-default:/weka/oe-adapt-default", "oe-training-default:/weka/oe-training-default"],  # type: ignore[list-item]  # parsed by a before-validator
             multi_node_setup=[Step(export={"NCCL_SOCKET_IFNAME": "ib", "NCCL_IB_HCA": "^=mlx5_bond_0"})],
         ),
         Profile(
@@ -194,7 +194,7 @@ BUILTIN_PROFILES: dict[str, Profile] = {
                 "HF_HUB_CACHE": "/filestore/.cache/hub",
                 "HF_HUB_ENABLE_HF_TRANSFER": "0",
             },
-            mounts=["/mnt/filestore_1:/filestore"],
+            mounts=["/mnt/filestore_1:/filestore"],  # type: ignore[list-item]  # parsed by a before-validator
             multi_node_setup=[
                 Step(export={"NCCL_LIB_DIR": TCPXO_DIR}),
                 Step(prepend={"LD_LIBRARY_PATH": TCPXO_DIR}),

@@ -44,6 +44,8 @@ from launchkit.core.contract import (
     ENV_VERSION,
 )
 from launchkit.core.gitstate import GitState
+from launchkit.core.multinode import task_additions
+from launchkit.core.profiles import job_tags
 from launchkit.core.request import Launcher, LaunchRequest
 from launchkit.core.units import format_size, to_nanoseconds
 from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
@@ -52,7 +54,6 @@ from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
 # bash and curl (the entrypoint needs bash + git; uv brings CUDA wheels for GPU jobs).
 DEFAULT_DOCKER_IMAGE = "python:3.12"
 
-RDZV_PORT_BASE, RDZV_PORT_SPAN = 29000, 1000
 _NOT_SPEC = {"dry_run", "save_spec", "follow", "yes", "backend"}  # launch behaviour, not job identity
 
 
@@ -69,11 +70,6 @@ def run_id(request: LaunchRequest, git: GitState) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def derive_port(rid: str) -> int:
-    """A rendezvous port in 29000-29999 derived from the run id (deterministic, spread out)."""
-    return RDZV_PORT_BASE + int(hashlib.sha256(rid.encode()).hexdigest()[:8], 16) % RDZV_PORT_SPAN
-
-
 def upload_dataset_name(local_path: str) -> str:
     """Name of the Beaker dataset an `--upload` becomes (derived from the absolute local path, so the
     spec stays cheap and deterministic; the Beaker backend uploads the files under this name)."""
@@ -82,8 +78,6 @@ def upload_dataset_name(local_path: str) -> str:
 
 def cluster_tags(request: LaunchRequest) -> list[str]:
     """Tags a cluster must have: the requested ones (profiles.job_tags), and storage:weka for --weka."""
-    from launchkit.core.profiles import job_tags
-
     tags = job_tags(request)
     if request.weka and not request.hostnames and "storage:weka" not in tags:
         tags.append("storage:weka")
@@ -251,8 +245,6 @@ def apply_profiles_and_multinode(
 ) -> None:
     """Cluster profiles and multi-node launchers (launchkit.core.multinode): the profile's env and
     mounts, the launcher's rendezvous env, and the replica defaults."""
-    from launchkit.core.multinode import task_additions
-
     t = spec_types()
     extra = task_additions(request, rid, user_profiles)
     for name, value in extra.env:

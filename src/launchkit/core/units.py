@@ -90,4 +90,4 @@ def format_size(num_bytes: int) -> str:
 
 
 def to_nanoseconds(seconds: float) -> int:
-    return int(round(seconds * 1_000_000_000))
+    return round(seconds * 1_000_000_000)

@@ -11,11 +11,11 @@ from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
 from beaker.types import BeakerCancelationCode, BeakerSortOrder, BeakerWorkloadStatus, BeakerWorkloadType
 
-from launchkit.backends import LogQuery, RunInfo, RunStatus, Submission
+from launchkit.application import Application
+from launchkit.backends import Capability, LogQuery, RunInfo, RunStatus, Submission
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.beaker.logs import Flusher, stream_job
-from launchkit.cli.state import console
 from launchkit.errors import (
     EXIT_JOB_FAILED,
     NotFoundError,
@@ -74,9 +74,13 @@ def job_exit_code(job: Any) -> int:
 
 class BeakerBackend:
     name = "beaker"
+    capabilities = frozenset(Capability) - {Capability.uploads, Capability.unpushed}
 
-    def __init__(self, timeout: float | None = None, workspace: str | None = None):
-        self._timeout = timeout
+    def __init__(
+        self, app: Application | None = None, *, timeout: float | None = None, workspace: str | None = None
+    ):
+        self.app = app or Application()
+        self._timeout = timeout if timeout is not None else self.app.beaker_timeout
         self._workspace = workspace
         self._conn: Connection | None = None
 
@@ -151,9 +155,9 @@ class BeakerBackend:
                 auto_secrets=submission.auto_secrets,
             )
             for note in resolved.notes:
-                console().info(note)
+                self.app.info(note)
             self.conn.renew()
-            wl = create_once(self.conn, resolved.workspace, submission.name, resolved.spec)
+            wl = create_once(self.conn, resolved.workspace, submission.name, resolved.spec, self.app)
             return self._info(wl, author=self.conn.me().name)
 
     # -- lookups --------------------------------------------------------------------------------
@@ -271,14 +275,14 @@ class BeakerBackend:
         wl = self._workload(run.id)
         with self._errors():
             task = query.task
-            if task is None and not all_tasks and wl.experiment.tasks:
+            if task is None and not (all_tasks or query.all_tasks) and wl.experiment.tasks:
                 task = wl.experiment.tasks[0].name
             rows = self._select(wl, query.replica, task)
             since_ns = _epoch_ns(query.since) if query.since else None
             several_tasks = len({t.name for _, t, _ in rows}) > 1
             for rank, t, job in rows:
                 if job is None:
-                    console().warn(f"replica {rank} ({t.name}) has no job yet")
+                    self.app.warn(f"replica {rank} ({t.name}) has no job yet")
                     continue
                 label = f"{t.name}/{rank}" if several_tasks else str(rank)
                 prefix = f"[{label}] ".encode() if len(rows) > 1 else b""
@@ -370,14 +374,14 @@ class BeakerBackend:
                 job = self.beaker.job.get(job.id)
                 self.conn.renew()
             if job_status(job) == RunStatus.preempted:
-                console().info(
+                self.app.info(
                     f"{prefix.decode()}job {job.id} was preempted; following the next job of task {task.name}"
                 )
                 seen_preempted.add(job.id)
                 job, tail = None, None
                 continue
             if job_status(job) == RunStatus.failed and job.status.message:
-                console().info(f"{prefix.decode()}job {job.id}: {job.status.message}")
+                self.app.info(f"{prefix.decode()}job {job.id}: {job.status.message}")
             return job_exit_code(job)
 
     def _wait_for_job(self, task: Any, job: Any, seen: set[str], org: Any) -> Any:
@@ -388,7 +392,7 @@ class BeakerBackend:
             job = jobs[0] if jobs else None
             if job is None or job.id in seen:
                 if not announced:
-                    console().info(f"waiting for a job for task {task.name}...")
+                    self.app.info(f"waiting for a job for task {task.name}...")
                     announced = True
                 time.sleep(1.0)
         return job
@@ -400,7 +404,7 @@ class BeakerBackend:
                 key = (ev.status, ev.latest_message)
                 if key not in shown:
                     shown.add(key)
-                    console().info(f"{prefix.decode()}  ✓ {ev.latest_message or ev.status}")
+                    self.app.info(f"{prefix.decode()}  ✓ {ev.latest_message or ev.status}")
             self.conn.renew()
             if job.status.HasField("started") or job.status.HasField("finalized"):
                 return job

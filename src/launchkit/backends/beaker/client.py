@@ -32,10 +32,6 @@ class BeakerUnreachable(BackendError):
 def configured_timeout(explicit: float | None = None) -> float:
     """--beaker-timeout, else `beaker_timeout` from launchkit's config layers (LAUNCHKIT_BEAKER_TIMEOUT,
     [tool.launchkit] in pyproject.toml, the user config file), else 60 s."""
-    if explicit is None:
-        from launchkit.cli import state
-
-        explicit = state.beaker_timeout
     if explicit is not None:
         if explicit <= 0:
             raise UsageError(

@@ -13,8 +13,8 @@ from typing import Any
 from beaker import exceptions as bx
 from beaker.types import BeakerDataSource, BeakerExperimentSpec
 
+from launchkit.application import Application
 from launchkit.backends.beaker.client import Connection
-from launchkit.cli.state import console
 from launchkit.core.contract import ENV_RUN_ID
 from launchkit.errors import BackendError
 
@@ -63,7 +63,7 @@ def _parsed(spec: dict[str, Any]) -> BeakerExperimentSpec:
     return parsed
 
 
-def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any]) -> Any:
+def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any], app: Application) -> Any:
     """Create the experiment (pb2.Workload), retrying ambiguous failures without duplicating it."""
     beaker_spec = _parsed(spec)
     started = time.time()
@@ -86,7 +86,7 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
             if renames > RENAME_ATTEMPTS:
                 raise BackendError(f"experiment name {name!r} is taken", hint="pass another --name") from None
             new = f"{name}-{secrets.token_hex(2)}"
-            console().info(f"experiment name {name!r} is taken; using {new!r}")
+            app.info(f"experiment name {name!r} is taken; using {new!r}")
             name, ambiguous = new, False
             continue
         except (bx.BeakerClientError, bx.BeakerPermissionsError):
@@ -104,9 +104,7 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
         delay = min(0.5 * 2**attempt, 8.0)
         if time.monotonic() + delay > conn.deadline:
             break
-        console().debug(
-            f"creating the experiment failed ({type(last_error).__name__}); retrying in {delay:g}s"
-        )
+        app.debug(f"creating the experiment failed ({type(last_error).__name__}); retrying in {delay:g}s")
         time.sleep(delay)
     found = _lookup(conn, name) if ambiguous else None
     if found is not None and _ours(conn, found, spec, started):

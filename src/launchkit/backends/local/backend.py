@@ -16,15 +16,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
+from launchkit.application import Application
 from launchkit.backends.local import logs, procs, record
 from launchkit.backends.local.store import Store, home, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
-from launchkit.backends.protocol import LogQuery, RunInfo, RunStatus, Submission
+from launchkit.backends.protocol import Capability, GpuRow, LogQuery, RunInfo, RunStatus, Submission
 from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
@@ -108,15 +108,16 @@ def check_gpus(task: dict[str, Any]) -> None:
 
 class LocalBackend:
     name = "local"
+    capabilities = frozenset({Capability.uploads, Capability.unpushed})
 
-    def __init__(self, warn: Callable[[str], None] | None = None) -> None:
-        self.warn = warn or _warn
+    def __init__(self, app: Application | None = None) -> None:
+        self.app = app or Application()
         self.root = home()
 
     @cached_property
     def store(self) -> Store:
         """runs.db, opened (and rebuilt if need be) on first use: find-gpus never touches it."""
-        return Store(self.root, warn=self.warn)
+        return Store(self.root, warn=self.app.warn)
 
     def rdir(self, run_id: str) -> Path:
         return self.root / "runs" / run_id
@@ -136,7 +137,7 @@ class LocalBackend:
         check_bash()
         env = {v["name"]: v.get("value") for v in env_vars if not v.get("secret")}
         if task.get("datasets"):
-            self.warn(
+            self.app.warn(
                 f"local runs do not mount datasets, Weka or host paths: "
                 f"{len(task['datasets'])} mount(s) in the spec are ignored"
             )
@@ -266,6 +267,8 @@ class LocalBackend:
         author: str | None = None,
         text: str | None = None,
         max_age: dt.timedelta | None = None,
+        include_all: bool = False,  # no Capability.others_runs: every local run is yours
+        mine: bool = False,
     ) -> list[RunInfo]:
         _no_author(author)
         for row in self.store.runs(limit=None, statuses=["queued", "running"]):
@@ -315,7 +318,9 @@ class LocalBackend:
             head += b"[%d] " % rank
         return head + line
 
-    def follow(self, run: RunInfo, out: IO[bytes], *, replica: int | None = None) -> int:
+    def follow(
+        self, run: RunInfo, out: IO[bytes], *, replica: int | None = None, all_replicas: bool = False
+    ) -> int:
         ranks = self._ranks(run, replica)
         tails = {rank: logs.Tail(str(logs.log_file(self.rdir(run.id), rank))) for rank in ranks}
         quiet_since = time.monotonic()
@@ -415,7 +420,7 @@ class LocalBackend:
         return total
 
     # ---- GPUs
-    def find_gpus(self) -> list[dict[str, Any]]:
+    def find_gpus(self, *, gpu_types: list[str] | None = None, include_all: bool = False) -> list[GpuRow]:
         try:
             r = subprocess.run(
                 [
@@ -432,7 +437,7 @@ class LocalBackend:
             return []
         except (OSError, subprocess.SubprocessError) as e:
             raise BackendError(f"nvidia-smi failed: {e}") from None
-        gpus = []
+        gpus: list[GpuRow] = []
         for line in r.stdout.splitlines():
             parts = [p.strip() for p in line.split(",")]
             if len(parts) == 5:
@@ -453,10 +458,6 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass  # it just ended
-
-
-def _warn(msg: str) -> None:
-    sys.stderr.write(f"warning: {msg}\n")
 
 
 def _no_author(author: str | None) -> None:

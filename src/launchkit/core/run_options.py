@@ -1,0 +1,513 @@
+"""`run`'s options, each declared once: flags, kind, help panel, help text, metavar and config key.
+
+The Typer command (cli/run_cmd.py), the config-key lookup in launchkit.core.parse and the
+docs table (docs/gen_run_reference.py) are all built from `RUN_OPTIONS`; a new option is one row
+here plus its validation in core/parse.py. Import-free on purpose: `launchkit --help` loads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(Enum):
+    """The value an option collects (raw, unvalidated: core/parse.py validates)."""
+
+    STR = "str"
+    LIST = "list"  # repeatable
+    INT = "int"
+    FLOAT = "float"
+    FLAG = "flag"  # --x: False means "not given"
+    TRISTATE = "tristate"  # --x/--no-x: False is an answer, None means "not given"
+
+
+STR, LIST, INT, FLOAT, FLAG, TRISTATE = Kind.STR, Kind.LIST, Kind.INT, Kind.FLOAT, Kind.FLAG, Kind.TRISTATE
+
+P_WORKLOAD = "Workload"
+P_LAUNCH = "Launch"
+P_CONSTRAINTS = "Constraints"
+P_RESOURCES = "Resources (per replica)"
+P_INPUTS = "Inputs"
+P_GIT = "Git"
+P_TASK = "Task"
+P_MULTINODE = "Multi-node"
+P_RUNTIME = "Runtime"
+P_PYTHON = "Python"
+
+
+@dataclass(frozen=True)
+class Opt:
+    name: str  # the parameter name, and the key of the raw values dict parse.build_request takes
+    kind: Kind
+    flags: tuple[str, ...]
+    panel: str
+    metavar: str | None = None
+    key: str | None = None  # config key ([tool.launchkit], LAUNCHKIT_*): a configurable default
+    help: str = ""
+
+    @property
+    def flag(self) -> str:
+        """The long flag, e.g. `--gpu-type` (`--preemptible` for `--preemptible/--not-preemptible`)."""
+        return self.flags[0].split("/")[0]
+
+
+RUN_OPTIONS: tuple[Opt, ...] = (
+    Opt(
+        "name",
+        STR,
+        ("--name", "-n"),
+        P_WORKLOAD,
+        metavar="NAME",
+        help="Experiment name (letters, digits, . _ -).",
+    ),
+    Opt(
+        "description",
+        STR,
+        ("--description", "-d"),
+        P_WORKLOAD,
+        metavar="TEXT",
+        help="Experiment description.",
+    ),
+    Opt(
+        "workspace",
+        STR,
+        ("--workspace", "-w"),
+        P_WORKLOAD,
+        metavar="ORG/NAME",
+        key="workspace",
+        help="Beaker workspace.",
+    ),
+    Opt(
+        "budget", STR, ("--budget", "-b"), P_WORKLOAD, metavar="ORG/NAME", key="budget", help="Beaker budget."
+    ),
+    Opt(
+        "group",
+        LIST,
+        ("--group",),
+        P_WORKLOAD,
+        metavar="NAME",
+        key="groups",
+        help="Add the experiment to a Beaker group (repeatable).",
+    ),
+    Opt(
+        "backend",
+        STR,
+        ("--backend",),
+        P_LAUNCH,
+        metavar="beaker|local",
+        key="backend",
+        help="Where to run.  [default: beaker]",
+    ),
+    Opt("local", FLAG, ("--local",), P_LAUNCH, help="Run on this machine (= --backend local)."),
+    Opt(
+        "dry_run",
+        FLAG,
+        ("--dry-run",),
+        P_LAUNCH,
+        help="Print the Beaker spec as YAML and exit. Offline: no Beaker, no network.",
+    ),
+    Opt(
+        "save_spec",
+        STR,
+        ("--save-spec",),
+        P_LAUNCH,
+        metavar="FILE",
+        help="Also write the spec (YAML) to FILE, on real runs too.",
+    ),
+    Opt("follow", FLAG, ("--follow", "-f"), P_LAUNCH, help="Follow the job's logs after submitting."),
+    Opt(
+        "allow_dirty",
+        FLAG,
+        ("--allow-dirty",),
+        P_LAUNCH,
+        help="Launch the last commit despite uncommitted changes to tracked files.",
+    ),
+    Opt("yes", FLAG, ("--yes", "-y"), P_LAUNCH, help="Never prompt."),
+    Opt(
+        "cluster",
+        LIST,
+        ("--cluster", "-c"),
+        P_CONSTRAINTS,
+        metavar="NAME",
+        key="clusters",
+        help="Cluster name, alias or glob (repeatable).",
+    ),
+    Opt(
+        "gpu_type",
+        LIST,
+        ("--gpu-type",),
+        P_CONSTRAINTS,
+        metavar="TYPE",
+        key="gpu_types",
+        help="Only clusters with this GPU type, e.g. h100.",
+    ),
+    Opt(
+        "interconnect",
+        STR,
+        ("--interconnect",),
+        P_CONSTRAINTS,
+        metavar="ib|tcpxo",
+        key="interconnect",
+        help="Only clusters with this interconnect.",
+    ),
+    Opt(
+        "tag",
+        LIST,
+        ("--tag",),
+        P_CONSTRAINTS,
+        metavar="TAG",
+        key="tags",
+        help="Only clusters with this tag (repeatable).",
+    ),
+    Opt(
+        "hostname",
+        LIST,
+        ("--hostname",),
+        P_CONSTRAINTS,
+        metavar="HOST",
+        help="Only these machines (not with cluster filters).",
+    ),
+    Opt("cpus", FLOAT, ("--cpus",), P_RESOURCES, metavar="N", key="cpus", help="CPUs, e.g. 8 or 0.5."),
+    Opt("gpus", INT, ("--gpus",), P_RESOURCES, metavar="N", key="gpus", help="GPUs."),
+    Opt("memory", STR, ("--memory",), P_RESOURCES, metavar="SIZE", key="memory", help="Memory, e.g. 64GiB."),
+    Opt(
+        "shared_memory",
+        STR,
+        ("--shared-memory",),
+        P_RESOURCES,
+        metavar="SIZE",
+        key="shared_memory",
+        help="/dev/shm size, e.g. 10GiB.",
+    ),
+    Opt(
+        "beaker_image",
+        STR,
+        ("--beaker-image",),
+        P_INPUTS,
+        metavar="IMAGE",
+        key="beaker_image",
+        help="Beaker image name or id.",
+    ),
+    Opt(
+        "docker_image",
+        STR,
+        ("--docker-image",),
+        P_INPUTS,
+        metavar="IMAGE",
+        key="docker_image",
+        help="Docker image.  [default: python:3.12]",
+    ),
+    Opt(
+        "dataset",
+        LIST,
+        ("--dataset",),
+        P_INPUTS,
+        metavar="NAME[:SUB]:/PATH",
+        help="Mount a Beaker dataset (repeatable).",
+    ),
+    Opt(
+        "mount",
+        LIST,
+        ("--mount", "-m"),
+        P_INPUTS,
+        metavar="HOST:/PATH[:ro]",
+        help="Mount a path of the node (repeatable).",
+    ),
+    Opt(
+        "weka",
+        LIST,
+        ("--weka",),
+        P_INPUTS,
+        metavar="BUCKET:/PATH[:ro]",
+        help="Mount a Weka bucket (repeatable).",
+    ),
+    Opt(
+        "upload",
+        LIST,
+        ("--upload", "-u"),
+        P_INPUTS,
+        metavar="LOCAL:/PATH",
+        help="Upload a local file or directory and mount it (repeatable).",
+    ),
+    Opt(
+        "env",
+        LIST,
+        ("--env", "-e"),
+        P_INPUTS,
+        metavar="NAME[=VALUE]",
+        key="env",
+        help="Set a variable; NAME alone copies its value from here.",
+    ),
+    Opt(
+        "env_secret",
+        LIST,
+        ("--env-secret",),
+        P_INPUTS,
+        metavar="NAME[=SECRET]",
+        key="env_secrets",
+        help="Set a variable from a Beaker secret (by name only).",
+    ),
+    Opt(
+        "no_auto_secrets",
+        FLAG,
+        ("--no-auto-secrets",),
+        P_INPUTS,
+        help="Don't add well-known secrets (HF_TOKEN, ...).",
+    ),
+    Opt(
+        "git_token_secret",
+        STR,
+        ("--git-token-secret",),
+        P_INPUTS,
+        metavar="SECRET",
+        key="git_token_secret",
+        help="Secret holding a token to clone a private repository.",
+    ),
+    Opt(
+        "results",
+        STR,
+        ("--results",),
+        P_INPUTS,
+        metavar="/PATH",
+        key="results",
+        help="Results directory in the job.  [default: /results]",
+    ),
+    Opt(
+        "ref",
+        STR,
+        ("--ref",),
+        P_GIT,
+        metavar="REF",
+        help="Launch this commit, tag or branch instead of HEAD.",
+    ),
+    Opt("branch", STR, ("--branch",), P_GIT, metavar="BRANCH", help="Launch the pushed tip of this branch."),
+    Opt(
+        "remote",
+        STR,
+        ("--remote",),
+        P_GIT,
+        metavar="NAME|URL",
+        help="Remote (name or URL) the job fetches from.",
+    ),
+    Opt(
+        "task_name",
+        STR,
+        ("--task-name", "-t"),
+        P_TASK,
+        metavar="NAME",
+        key="task_name",
+        help="Task name.  [default: main]",
+    ),
+    Opt(
+        "priority",
+        STR,
+        ("--priority",),
+        P_TASK,
+        metavar="LEVEL",
+        key="priority",
+        help="low, normal, high, urgent or immediate.",
+    ),
+    Opt(
+        "task_timeout",
+        STR,
+        ("--task-timeout",),
+        P_TASK,
+        metavar="DURATION",
+        key="task_timeout",
+        help="Stop the task after this long, e.g. 2h30m.",
+    ),
+    Opt(
+        "min_runtime",
+        STR,
+        ("--min-runtime",),
+        P_TASK,
+        metavar="DURATION",
+        key="min_runtime",
+        help="Not preempted before this long.",
+    ),
+    Opt(
+        "no_auto_resume",
+        FLAG,
+        ("--no-auto-resume",),
+        P_TASK,
+        help="Don't restart the task after a preemption.",
+    ),
+    Opt(
+        "preemptible",
+        TRISTATE,
+        ("--preemptible/--not-preemptible",),
+        P_TASK,
+        key="preemptible",
+        help="Deprecated by Beaker: prefer --min-runtime.",
+    ),
+    Opt(
+        "retries",
+        INT,
+        ("--retries",),
+        P_TASK,
+        metavar="N",
+        key="retries",
+        help="Retry a failed task up to N times.",
+    ),
+    Opt("replicas", INT, ("--replicas",), P_MULTINODE, metavar="N", key="replicas", help="Number of nodes."),
+    Opt(
+        "leader_selection",
+        TRISTATE,
+        ("--leader-selection/--no-leader-selection",),
+        P_MULTINODE,
+        help="Elect a leader replica.",
+    ),
+    Opt(
+        "host_networking",
+        TRISTATE,
+        ("--host-networking/--no-host-networking",),
+        P_MULTINODE,
+        help="Use the node's network.",
+    ),
+    Opt(
+        "propagate_failure",
+        TRISTATE,
+        ("--propagate-failure/--no-propagate-failure",),
+        P_MULTINODE,
+        help="One replica fails: stop all.",
+    ),
+    Opt(
+        "propagate_preemption",
+        TRISTATE,
+        ("--propagate-preemption/--no-propagate-preemption",),
+        P_MULTINODE,
+        help="One replica preempted: preempt all.",
+    ),
+    Opt(
+        "synchronized_start_timeout",
+        STR,
+        ("--synchronized-start-timeout",),
+        P_MULTINODE,
+        metavar="DURATION",
+        help="Wait this long for all replicas to start.",
+    ),
+    Opt("torchrun", FLAG, ("--torchrun",), P_MULTINODE, help="Run the command under torchrun."),
+    Opt("accelerate", FLAG, ("--accelerate",), P_MULTINODE, help="Run the command under accelerate launch."),
+    Opt("ray", FLAG, ("--ray",), P_MULTINODE, help="Start a Ray cluster, run the command on the head."),
+    Opt("resumable", FLAG, ("--resumable",), P_MULTINODE, help="Stable WANDB_RUN_ID across restarts."),
+    Opt(
+        "profile",
+        STR,
+        ("--profile",),
+        P_MULTINODE,
+        metavar="NAME",
+        key="profile",
+        help="Cluster profile to apply.",
+    ),
+    Opt("no_profile", FLAG, ("--no-profile",), P_MULTINODE, help="Apply no cluster profile."),
+    Opt(
+        "skip_nccl_setup",
+        FLAG,
+        ("--skip-nccl-setup",),
+        P_MULTINODE,
+        help="Don't set NCCL variables in the job.",
+    ),
+    Opt(
+        "exec_method",
+        STR,
+        ("--exec-method",),
+        P_RUNTIME,
+        metavar="exec|bash",
+        key="exec_method",
+        help="exec the argv, or run it through bash -c.",
+    ),
+    Opt(
+        "pre_setup",
+        STR,
+        ("--pre-setup",),
+        P_RUNTIME,
+        metavar="CMD",
+        key="pre_setup",
+        help="Shell command (or .sh file) before the Python setup.",
+    ),
+    Opt(
+        "post_setup",
+        STR,
+        ("--post-setup",),
+        P_RUNTIME,
+        metavar="CMD",
+        key="post_setup",
+        help="Shell command (or .sh file) after the Python setup.",
+    ),
+    Opt(
+        "install",
+        STR,
+        ("--install",),
+        P_PYTHON,
+        metavar="CMD",
+        key="install",
+        help="Replace the install step with this command.",
+    ),
+    Opt("no_python", FLAG, ("--no-python",), P_PYTHON, key="no_python", help="Skip the Python setup."),
+    Opt(
+        "system_python",
+        FLAG,
+        ("--system-python",),
+        P_PYTHON,
+        key="system_python",
+        help="Use the image's Python, no virtual environment.",
+    ),
+    Opt(
+        "python_version",
+        STR,
+        ("--python-version",),
+        P_PYTHON,
+        metavar="X.Y",
+        key="python_version",
+        help="Python version for the environment.",
+    ),
+    Opt(
+        "uv_extra",
+        LIST,
+        ("--uv-extra",),
+        P_PYTHON,
+        metavar="EXTRA",
+        key="uv_extras",
+        help="Install this extra of the project (repeatable).",
+    ),
+    Opt(
+        "uv_all_extras",
+        FLAG,
+        ("--uv-all-extras",),
+        P_PYTHON,
+        key="uv_all_extras",
+        help="Install all extras of the project.",
+    ),
+    Opt(
+        "uv_no_extras", FLAG, ("--uv-no-extras",), P_PYTHON, help="Install no extras (overrides the config)."
+    ),
+    Opt(
+        "torch_backend",
+        STR,
+        ("--torch-backend",),
+        P_PYTHON,
+        metavar="NAME",
+        key="torch_backend",
+        help="uv's torch backend, e.g. cu128, cpu, auto.",
+    ),
+    Opt(
+        "uv_cache_dir",
+        STR,
+        ("--uv-cache-dir",),
+        P_PYTHON,
+        metavar="/PATH",
+        key="uv_cache_dir",
+        help="uv cache directory in the job.",
+    ),
+)
+
+BY_NAME: dict[str, Opt] = {o.name: o for o in RUN_OPTIONS}
+CONFIG_KEYS: dict[str, str] = {o.flag: o.key for o in RUN_OPTIONS if o.key}  # long flag -> config key
+TRISTATE_OPTIONS = frozenset(o.name for o in RUN_OPTIONS if o.kind is Kind.TRISTATE)
+
+
+def config_key(name: str) -> str:
+    """The config key holding a default for option (or setting) `name`."""
+    opt = BY_NAME.get(name)
+    return (opt.key if opt is not None and opt.key else None) or name
