@@ -41,7 +41,7 @@ HOME_VAR = "LAUNCHKIT_LOCAL_HOME"
 def home() -> Path:
     """Root of the local backend's state: runs.db, runs/<id>/, tools/."""
     if os.environ.get(HOME_VAR):
-        return Path(os.environ[HOME_VAR])
+        return Path(os.environ[HOME_VAR]).absolute()  # replicas run in their own directories
     from platformdirs import user_state_dir
 
     return Path(user_state_dir("launchkit")) / "local"
