@@ -130,12 +130,15 @@ def test_killed_supervisor_is_lost_and_stop_ends_its_processes(repo, env, state,
     r = run_cli("follow", run_id, env=env)
     assert r.code == 5 and "is lost" in r.stderr and f"launchkit stop {run_id}" in r.stderr
     assert processes_with(marker)  # lost, not ended: the job's processes are still there
+    r = run_cli("prune", "--older-than", "0s", "--dry-run", env=env)
+    assert r.code == 0 and run_id not in r.stdout  # never prune a run that still has processes
     r = run_cli("stop", "--yes", run_id, env=env)
     assert r.code == 0 and "canceled" in r.stderr, r.stderr
     assert processes_with(marker) == []
     assert listed(env)[run_id]["status"] == "canceled"
     r = run_cli("stop", "--yes", run_id, env=env)
     assert r.code == 0 and "already canceled" in r.stderr
+    assert run_id in run_cli("prune", "--older-than", "0s", "--dry-run", env=env).stdout
 
 
 def test_fault_kill_the_supervisor_at_random_moments(repo, env, state, marker):
