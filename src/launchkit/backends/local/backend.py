@@ -340,7 +340,7 @@ class LocalBackend:
         """follow's exit code; a run that could not be kept track of is an error of its own."""
         if rec.get("state_error"):
             raise PreconditionError(
-                f"{rec['id']} failed: {rec.get('message')}",
+                f"{rec['id']} was {rec.get('message')}",
                 hint="free disk space under the local state dir, or set LAUNCHKIT_LOCAL_HOME elsewhere",
             )
         if rec["status"] == "lost":

@@ -192,7 +192,7 @@ class Supervisor:
 
     def log_failed(self, path: str, err: OSError) -> None:
         if self.storage_error is None:
-            self.storage_error = f"writing its log {path} failed: {err.strerror or err}"
+            self.storage_error = f"could not write its log {path} ({err.strerror or err})"
             self.request_stop()
 
     # ---- the job
@@ -275,7 +275,7 @@ class Supervisor:
         first_failure = next((c for _, c in sorted(self.codes.items()) if c != 0), None)
         if self.storage_error is not None:
             self.rec["state_error"] = True
-            self.end("failed", None, f"stopped: {self.storage_error}")
+            self.end("failed", None, f"stopped because it {self.storage_error}")
         elif self.failed_first is not None:
             self.end(
                 "failed",
