@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,34 +135,52 @@ class Store:
         return count
 
     # ---- writing
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.DatabaseError as e:
-            raise state_error(str(self.path), e) from None
+    def _write(self, db: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> None:
+        """One write; busy_timeout covers most contention, the retries the rest. Other failures
+        (read-only, full disk, unreadable file) are one-line errors."""
+        for attempt in range(50):
+            try:
+                db.execute(sql, args)
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise state_error(str(self.path), e) from None
+                time.sleep(0.05 * (attempt + 1))
+            except sqlite3.DatabaseError as e:
+                raise state_error(str(self.path), e) from None
+        raise state_error(str(self.path), sqlite3.OperationalError("database is locked"))
 
     def _upsert(self, db: sqlite3.Connection, rec: dict[str, Any]) -> None:
-        with self._writing():
-            marks = ", ".join("?" * len(COLUMNS))
-            updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "supervisor_pid")
-            db.execute(
-                f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET "
-                f"{updates}, supervisor_pid = COALESCE(excluded.supervisor_pid, runs.supervisor_pid)",
-                tuple(rec.get(c) for c in COLUMNS),
-            )
+        marks = ", ".join("?" * len(COLUMNS))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "supervisor_pid")
+        self._write(
+            db,
+            f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET "
+            f"{updates}, supervisor_pid = COALESCE(excluded.supervisor_pid, runs.supervisor_pid)",
+            tuple(rec.get(c) for c in COLUMNS),
+        )
 
     def upsert(self, rec: dict[str, Any]) -> None:
         self._upsert(self.db, rec)
 
     def delete(self, run_id: str) -> None:
-        with self._writing():
-            self.db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        self._write(self.db, "DELETE FROM runs WHERE id = ?", (run_id,))
 
     # ---- reading
+    def _query(self, sql: str, args: list[Any] | tuple[Any, ...]) -> list[sqlite3.Row]:
+        """Rows of a read; an index found damaged only now is set aside and rebuilt, once."""
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as e:
+            raise state_error(str(self.path), e) from None
+        except sqlite3.DatabaseError as e:
+            self.db.close()
+            self.db = self._open(self._set_aside(e))
+            return self.db.execute(sql, args).fetchall()
+
     def run(self, run_id: str) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return row
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        return rows[0] if rows else None
 
     def runs(
         self,
@@ -191,7 +208,7 @@ class Store:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return self.db.execute(sql, args).fetchall()
+        return self._query(sql, args)
 
 
 def recovered(rdir: Path) -> dict[str, Any] | None:
