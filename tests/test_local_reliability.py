@@ -238,6 +238,16 @@ def test_corrupt_runs_db_is_rebuilt_from_the_run_dirs(repo, env, state):
     assert any(p.name.startswith("runs.db.corrupt-") for p in state.iterdir())
     assert run_cli("list", "--local", env=env).stderr == ""  # once
 
+    db = sqlite3.connect(state / "runs.db")  # now damage a page inside an otherwise valid file
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    with open(state / "runs.db", "r+b") as f:
+        f.seek(4096)
+        f.write(b"\xff" * 4096)
+    r = run_cli("list", "--local", "--json", env=env)
+    assert r.code == 0 and "rebuilt" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert [x["id"] for x in json.loads(r.stdout)] == [done]
+
 
 def test_deleting_runs_db_while_a_job_runs_loses_nothing(repo, env, state, marker):
     earlier = [launch(repo, env, *NO_PY, cmd=["true"]) for _ in range(3)]
