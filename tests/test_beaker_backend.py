@@ -348,7 +348,7 @@ def test_follow_live_job_through_cuts_and_early_ends_exactly_once(fake, backend)
     th.join(60)
     assert result.get("value") == 0, result
     assert out.getvalue() == b"".join(b"live %d\n" % i for i in range(n))
-    assert fake.calls["StreamJobLogs"] >= 15  # the faults did happen
+    assert fake.calls["StreamJobLogs"] >= 11  # the cuts (10) and at least one early end happened
 
 
 def test_follow_through_preemption(fake, backend):
