@@ -181,6 +181,7 @@ class BeakerBackend:
         if run_ref in self._final:
             return self._final[run_ref]
         with self._errors():
+            _ = self.beaker.service  # one channel, made before two threads use it
             with ThreadPoolExecutor(max_workers=2) as pool:
                 org = pool.submit(self.conn.org)
                 wl = self._workload(run_ref)
