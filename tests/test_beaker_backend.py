@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
 import threading
 import time
@@ -10,7 +12,7 @@ import time
 import pytest
 
 fakebeaker = pytest.importorskip("fakebeaker.server")
-from fakebeaker.state import State
+from fakebeaker.state import Options, State
 from launchkit.backends import LogQuery, RunStatus, Submission
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
@@ -55,7 +57,7 @@ def populate(st: State) -> None:
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    st = State()
+    st = State(options=Options.parse(json.loads(os.environ.get("FAKEBEAKER_OPTIONS") or "{}")))
     populate(st)
     with fakebeaker.FakeBeaker(
         st, scenario=None, directory=tmp_path / "fake", default_user="alice", default_workspace="ai2/ws"
