@@ -63,6 +63,9 @@ def _parsed(spec: dict[str, Any]) -> BeakerExperimentSpec:
     return parsed
 
 
+parsed_spec = _parsed  # what create() sends is parsed_spec(json).to_json() (backends/beaker/prepare.py)
+
+
 def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any], app: Application) -> Any:
     """Create the experiment (pb2.Workload), retrying ambiguous failures without duplicating it."""
     beaker_spec = _parsed(spec)
