@@ -18,12 +18,13 @@ WS = "ai2/launchkit"
 COMMAND = ("--", "python", "train.py")
 
 
-class _GitHubAPI(http.server.BaseHTTPRequestHandler):
-    repos = {"/repos/acme/public": {"private": False}}  # anything else: 404, as for a private repo
+PUBLIC = {"/repos/acme/public": {"private": False}}  # anything else: 404, as for a private repo
 
+
+class _GitHubAPI(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.server.asked.append(self.path)  # type: ignore[attr-defined]
-        body = self.repos.get(self.path)
+        body = PUBLIC.get(self.path)
         if body is None:
             self.send_response(404)
             self.end_headers()
