@@ -16,6 +16,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launchkit.application import Application
@@ -65,8 +66,9 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     from launchkit.cli.backend_choice import choose
     from launchkit.git import read_git_state
 
-    offline = request.dry_run and request.offline
-    backend = None if offline else choose(app, request.backend.value, False)
+    why_offline = offline_reason(request)
+    local_dry_run = request.dry_run and request.backend.value == "local"  # nothing to resolve
+    backend = None if why_offline or local_dry_run else choose(app, request.backend.value, False)
     require_pushed = request.backend.value != "local"
     if backend is not None:
         from launchkit.backends import Capability
@@ -93,7 +95,6 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
             repo_root=git.repo_root,
             auto_secrets=request.auto_secrets,
         )
-    why_offline = "--offline" if offline else None
     if backend is not None:
         submission, why_offline = prepare(app, backend, submission, dry_run=request.dry_run)
     text = spec_json_to_yaml(submission.spec)
@@ -102,7 +103,7 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     if backend is None or request.dry_run:
         sys.stdout.write(text)
         sys.stdout.flush()
-        if why_offline and request.backend.value != "local":
+        if why_offline:
             from launchkit.core.spec import decided_at_submit
 
             parts = decided_at_submit(request, git)
@@ -118,6 +119,22 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
         app.fast_exit = True
         return
     submit(app, backend, request, submission)
+
+
+def offline_reason(request: LaunchRequest) -> str | None:
+    """Why a Beaker dry run prints the offline spec, or None when it asks Beaker. Without BEAKER_TOKEN,
+    BEAKER_CONFIG or ~/.beaker/config.yml (where beaker-py's Config.from_env looks) there can be no
+    credentials, and the dry run stays offline without loading beaker-py's client (gRPC)."""
+    if not request.dry_run or request.backend.value == "local":
+        return None
+    if request.offline:
+        return "--offline"
+    if (
+        not any(k in os.environ for k in ("BEAKER_TOKEN", "BEAKER_CONFIG"))
+        and not (Path.home() / ".beaker" / "config.yml").is_file()
+    ):
+        return "no Beaker credentials"
+    return None
 
 
 def prepare(
