@@ -109,9 +109,9 @@ def test_run_says_exactly_what_is_wrong(repo, fake_beaker):
     )
     assert r.code == 4 and "'sessions'" in r.stderr, r.stderr  # takes no batch jobs
     r = run_cli(
-        "run", "--workspace", WS, "--gpu-type", "b300", "--", "python", "train.py", cwd=repo.path, timeout=90
-    )
-    assert r.code == 3 and "b300" in r.stderr, r.stderr
+        "run", "--workspace", WS, "--gpu-type", "h200", "--", "python", "train.py", cwd=repo.path, timeout=90
+    )  # no cluster has H200 (B300 is holmes: tests/test_clusters_today.py)
+    assert r.code == 3 and "h200" in r.stderr, r.stderr
     r = run_cli("run", "--workspace", "ai2/nope", "--", "python", "train.py", cwd=repo.path, timeout=90)
     assert r.code == 4 and "ai2/nope" in r.stderr, r.stderr
     assert not fake_beaker.state.experiments_of(author="alice")
