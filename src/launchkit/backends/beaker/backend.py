@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
+from contextlib import AbstractContextManager
 from typing import IO, Any
 
 from beaker import beaker_pb2 as pb2
@@ -100,7 +101,7 @@ class BeakerBackend:
         if self._conn is not None:
             self._conn.close()
 
-    def _errors(self):
+    def _errors(self) -> AbstractContextManager[None]:
         return self.conn.errors()
 
     def _workload(self, ref: str) -> Any:

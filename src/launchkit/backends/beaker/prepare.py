@@ -75,14 +75,15 @@ def workspace_budget(conn: Connection, budget_id: str) -> str | None:
         ).budget
     except (grpc.RpcError, bx.BeakerError):
         return None  # the spec then names no budget and Beaker uses the workspace's
-    return budget.full_name or (f"{budget.organization_name}/{budget.name}" if budget.name else None)
+    full: str = budget.full_name or (f"{budget.organization_name}/{budget.name}" if budget.name else "")
+    return full or None
 
 
 def _env(spec: dict[str, Any], name: str) -> str | None:
     for task in spec.get("tasks", []):
         for env in task.get("envVars") or []:
             if env.get("name") == name:
-                return env.get("value") or env.get("secret")
+                return str(env.get("value") or env.get("secret") or "") or None
     return None
 
 
