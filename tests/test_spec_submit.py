@@ -72,13 +72,15 @@ def test_dry_run_prints_the_resolved_spec_that_run_submits(repo, fake_beaker, tm
 def test_save_spec_on_a_real_run_is_what_was_submitted(repo, fake_beaker, tmp_path):
     saved = tmp_path / "submitted.yaml"
     r = run_cli(
-        "run", "--name", "saved", "--cluster", "jupiter-cirrascale-2", "--save-spec", str(saved), *FILTERED[:2],
+        "run", "--name", "saved", "--cluster", "jupiter-cirrascale-2", "--cluster", "ai2/ce*", "--save-spec",
+        str(saved), *FILTERED[:2],
         *COMMAND, cwd=repo.path, timeout=90,
     )  # fmt: skip
     assert r.code == 0, r.stderr
     submitted = _experiment(fake_beaker, "saved").spec
     assert yaml.safe_load(saved.read_text()) == submitted
-    assert submitted["tasks"][0]["constraints"]["cluster"] == ["ai2/jupiter"]  # alias -> canonical name
+    # alias and glob -> canonical names
+    assert submitted["tasks"][0]["constraints"]["cluster"] == ["ai2/ceres", "ai2/jupiter"]
     assert "[launchkit]" in submitted["description"] and submitted["budget"] == "ai2/oe-default"
 
 
