@@ -11,7 +11,6 @@ import textwrap
 import time
 
 import pytest
-from beaker import beaker_pb2 as pb2
 from beaker import (
     BeakerExperimentSpec,
     BeakerGpuType,
@@ -19,8 +18,8 @@ from beaker import (
     BeakerTaskResources,
     BeakerWorkloadStatus,
 )
+from beaker import beaker_pb2 as pb2
 from beaker.exceptions import (
-    BeakerClientError,
     BeakerClusterNotFound,
     BeakerError,
     BeakerExperimentConflict,

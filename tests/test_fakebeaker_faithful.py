@@ -26,7 +26,9 @@ WS = "ai2/launchkit"
 
 def spec(**kw) -> BeakerExperimentSpec:
     kw.setdefault("cluster", "ai2/jupiter")
-    return BeakerExperimentSpec.new(docker_image="python:3.11", command=["true"], budget="ai2/oe-default", **kw)
+    return BeakerExperimentSpec.new(
+        docker_image="python:3.11", command=["true"], budget="ai2/oe-default", **kw
+    )
 
 
 def raw_create(fake, body: dict, name: str | None = None):
@@ -55,7 +57,13 @@ def test_2_ids_are_ulids(fake_beaker):
     beaker = fake_beaker.client()
     wl = beaker.experiment.create(spec=spec(), name="ulid")
     job = beaker.workload.get_latest_job(wl)
-    for i in (wl.experiment.id, wl.experiment.tasks[0].id, job.id, beaker.workspace.get().id, beaker.user.get().id):
+    for i in (
+        wl.experiment.id,
+        wl.experiment.tasks[0].id,
+        job.id,
+        beaker.workspace.get().id,
+        beaker.user.get().id,
+    ):
         assert re.fullmatch(r"[0-9A-Z]{26}", i), i
 
 
@@ -67,7 +75,7 @@ def test_3_id_fields_take_ids_only(fake_beaker):
         beaker.image.get("base")
     stub = beaker.service
     with pytest.raises(grpc.RpcError) as err:
-        stub.GetWorkspace(pb2.GetWorkspaceRequest(workspace_id=WS), metadata=beaker.job._rpc_call_metadata)  # noqa: SLF001
+        stub.GetWorkspace(pb2.GetWorkspaceRequest(workspace_id=WS), metadata=beaker.job._rpc_call_metadata)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
     assert beaker.workspace.get(WS).name == WS  # via ResolveWorkspaceName
 
@@ -102,7 +110,7 @@ def _update_priority(beaker, job_id):
     try:
         beaker.service.UpdateJobSourcePriority(
             pb2.UpdateJobSourcePriorityRequest(job_id=job_id, priority=pb2.JOB_PRIORITY_URGENT),
-            metadata=beaker.job._rpc_call_metadata,  # noqa: SLF001
+            metadata=beaker.job._rpc_call_metadata,
         )
     except grpc.RpcError as e:
         raise coerce_rpc_error(e, {}) from None
@@ -143,7 +151,9 @@ def test_9_create_latency_grows_with_replicas(make_fake_beaker):
 def test_10_secret_names_case(fake_beaker):
     beaker = fake_beaker.client()
     ws = beaker.workspace.get()
-    assert beaker.secret.read(pb2.Secret(name="hf_token"), workspace=ws) == "hf_fake_secret_value_0001"  # HTTP: any case
+    assert (
+        beaker.secret.read(pb2.Secret(name="hf_token"), workspace=ws) == "hf_fake_secret_value_0001"
+    )  # HTTP: any case
     from beaker.exceptions import BeakerSecretNotFound
 
     with pytest.raises(BeakerSecretNotFound):
@@ -167,7 +177,7 @@ def test_11_streams_end_early_get_cut_and_may_share_timestamps(fake_beaker):
     assert len(msgs) == 9  # tail_lines=0 means all
     fake_beaker.faults.unavailable_streams(after_lines=2)
     call = beaker.service.StreamJobLogs(
-        pb2.StreamJobLogsRequest(job_id=job.id, follow=True), metadata=beaker.job._rpc_call_metadata  # noqa: SLF001
+        pb2.StreamJobLogsRequest(job_id=job.id, follow=True), metadata=beaker.job._rpc_call_metadata
     )
     with pytest.raises(grpc.RpcError) as err:
         list(call)
@@ -175,7 +185,7 @@ def test_11_streams_end_early_get_cut_and_may_share_timestamps(fake_beaker):
     # a follow stream ends cleanly while the job still runs
     t0 = time.monotonic()
     call = beaker.service.StreamJobLogs(
-        pb2.StreamJobLogsRequest(job_id=job.id, follow=True), metadata=beaker.job._rpc_call_metadata  # noqa: SLF001
+        pb2.StreamJobLogsRequest(job_id=job.id, follow=True), metadata=beaker.job._rpc_call_metadata
     )
     assert len(list(call)) == 9 and time.monotonic() - t0 < 5 and st.find_job(job.id).finalized is None
 
@@ -187,7 +197,9 @@ def test_12_list_jobs_ignores_ascending(fake_beaker):
     second = fake_beaker.state.preempt_job(first)
     from beaker import BeakerSortOrder
 
-    jobs = list(beaker.job.list(task=exp.tasks[0], sort_order=BeakerSortOrder.ascending, sort_field="created"))
+    jobs = list(
+        beaker.job.list(task=exp.tasks[0], sort_order=BeakerSortOrder.ascending, sort_field="created")
+    )
     assert [j.id for j in jobs] == [second.id, first.id]
 
 
@@ -246,7 +258,9 @@ def test_19_queued_forever_with_slot_limit_events(fake_beaker):
     beaker = fake_beaker.client()
     exp = st.add_experiment(WS, "stuck", author="alice")
     st.queue_forever(exp, impossible_after=0.2)
-    events = [e.latest_message for e in beaker.job.list_summarized_events(pb2.Job(id=exp.tasks[0].latest_job.id))]
+    events = [
+        e.latest_message for e in beaker.job.list_summarized_events(pb2.Job(id=exp.tasks[0].latest_job.id))
+    ]
     assert any("excluded by slot limit" in m for m in events)
     assert any("do not have enough slots available" in m for m in events)
     assert st.wait_for(lambda: exp.tasks[0].latest_job.canceled is not None, 5)
@@ -296,7 +310,7 @@ def test_22_sessions_are_environment_workloads(fake_beaker):
     assert [w.environment.id for w in listed] == [sess.id]
     with pytest.raises((BeakerError, ValueError)):  # beaker-py refuses it client-side
         beaker.experiment.get_spec(wl)
-    stub, md = beaker.service, beaker.job._rpc_call_metadata  # noqa: SLF001
+    stub, md = beaker.service, beaker.job._rpc_call_metadata
     with pytest.raises(grpc.RpcError):  # and so does the server
         stub.GetExperimentYamlSpec(pb2.GetExperimentYamlSpecRequest(experiment_id=sess.id), metadata=md)
 

@@ -278,7 +278,11 @@ def _gantry_invocations(ids: dict[str, str], tmp: Path) -> list[tuple[str, list[
         ("follow", ["follow", "alice/follow-200k"], "line 001999"),
         ("follow -t", ["follow", "-t", "alice/follow-200k"], "line 001999"),
         ("follow --latest", ["follow", "--latest"], "hello from the fake job"),
-        ("follow --latest --author bob", ["follow", "--latest", "--author", "bob"], "hello from the fake job"),
+        (
+            "follow --latest --author bob",
+            ["follow", "--latest", "--author", "bob"],
+            "hello from the fake job",
+        ),
         ("logs", ["logs", "alice/follow-200k"], "line 001999"),
         ("logs --tail", ["logs", "alice/follow-200k", "--tail", "3"], "line 001999"),
         ("logs --head", ["logs", "alice/follow-200k", "--head", "5"], "line 000004"),
@@ -303,29 +307,66 @@ def _gantry_invocations(ids: dict[str, str], tmp: Path) -> list[tuple[str, list[
         ("run --save-spec", [*run, "--dry-run", "--save-spec", str(tmp / "spec.yaml"), *cmd], ""),
         ("run --show-logs", [*run, "--name", "g-logs", "--show-logs", "--timeout", "60", *cmd], "hello from"),
         ("run alias", [*run, "--name", "g-alias", "--cluster", "ai2/jupiter-cirrascale-2", *cmd], "g-alias"),
-        ("run glob + gpu", [*run, "--name", "g-glob", "--cluster", "ai2/*", "--gpu-type", "h100", *cmd], "g-glob"),
+        (
+            "run glob + gpu",
+            [*run, "--name", "g-glob", "--cluster", "ai2/*", "--gpu-type", "h100", *cmd],
+            "g-glob",
+        ),
         ("run --tag", [*run, "--name", "g-tag", "--tag", "storage:weka", *cmd], "g-tag"),
         ("run --interconnect", [*run, "--name", "g-ib", "--interconnect", "ib", *cmd], "g-ib"),
         (
             "run replicas",
-            [*run, "--name", "g-mn", "--replicas", "2", "--gpus", "1", "--leader-selection",
-             "--host-networking", "--propagate-failure", "--cluster", "ai2/jupiter", *cmd],
+            [
+                *run,
+                "--name",
+                "g-mn",
+                "--replicas",
+                "2",
+                "--gpus",
+                "1",
+                "--leader-selection",
+                "--host-networking",
+                "--propagate-failure",
+                "--cluster",
+                "ai2/jupiter",
+                *cmd,
+            ],
             "g-mn",
         ),
         (
             "run env + secrets + group",
-            [*run, "--name", "g-env", "--env", "A=B", "--env-secret", "HF=HF_TOKEN", "--group", "sweep", *cmd],
+            [
+                *run,
+                "--name",
+                "g-env",
+                "--env",
+                "A=B",
+                "--env-secret",
+                "HF=HF_TOKEN",
+                "--group",
+                "sweep",
+                *cmd,
+            ],
             "g-env",
         ),
         ("run --upload", [*run, "--name", "g-up", "--upload", "data:/data", *cmd], "g-up"),
-        ("run images", [*run, "--name", "g-img", "--beaker-image", "alice/base", "--priority", "high", *cmd], "g-img"),
+        (
+            "run images",
+            [*run, "--name", "g-img", "--beaker-image", "alice/base", "--priority", "high", *cmd],
+            "g-img",
+        ),
         ("run preemption", [*run, "--name", "g-pre", "--min-runtime", "1h", "--retries", "2", *cmd], "g-pre"),
-        ("run --weka", [*run, "--name", "g-weka", "--weka", "oe-data:/data", "--cluster", "ai2/jupiter", *cmd], "g-weka"),
+        (
+            "run --weka",
+            [*run, "--name", "g-weka", "--weka", "oe-data:/data", "--cluster", "ai2/jupiter", *cmd],
+            "g-weka",
+        ),
     ]
 
 
 @pytest.mark.skipif(
-    not Path(GANTRY).is_file(), reason="gantry 3.7.0 not installed (.ci/install-gantry; tests/fakebeaker/README.md)"
+    not Path(GANTRY).is_file(),
+    reason="gantry 3.7.0 not installed (.ci/install-gantry; tests/fakebeaker/README.md)",
 )
 @pytest.mark.timeout(600)
 def test_real_gantry_runs_every_command_against_the_fake(tmp_path):
@@ -385,6 +426,7 @@ def test_real_gantry_runs_every_command_against_the_fake(tmp_path):
         out = tmp_path / "out"
         out.mkdir()
         invocations = _gantry_invocations({"since": since}, out)
+
         def finish_soon(author: str) -> None:
             """A new running experiment of `author` (their latest) that logs a line and ends in 1.5 s."""
             exp = fake.state.add_experiment("ai2/launchkit", f"latest-{author}", author=author)

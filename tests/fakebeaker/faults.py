@@ -118,9 +118,12 @@ class Faults:
         with self._lock:
             return self._latency.get(method, 0.0) + self._latency.get(None, 0.0)
 
-    def take_stream_fault(self) -> StreamFault | None:
+    def take_stream_fault(self, follow: bool = True) -> StreamFault | None:
+        """The next fault for a stream; clean early ends happen to follow streams only (fact 5.3)."""
         with self._lock:
             for counted, fault in self._streams:
+                if fault.kind == "end" and not follow:
+                    continue
                 if counted.take():
                     return fault
             return None

@@ -268,7 +268,7 @@ class Convert:
     def system_details(self, t: Task) -> pb2.SystemDetails:
         return pb2.SystemDetails(
             replica_group_details=pb2.ReplicaGroupDetails(
-                id=f"{t.experiment.id}-{t.name}" if t.replica_count > 1 else "",
+                id=f"{t.experiment.id}-{t.spec.get('name') or 'task'}" if t.replica_count > 1 else "",
                 size=t.replica_count,
                 rank=t.replica_rank,
                 is_leader_replica=t.replica_rank == 0,
@@ -683,7 +683,10 @@ class Impl:
         wtype = o.workload_type if o.HasField("workload_type") else pb2.WORKLOAD_TYPE_UNSPECIFIED
         if wtype != pb2.WORKLOAD_TYPE_EXPERIMENT:  # sessions: environment workloads (fact 8.2)
             for sess in self.s.sessions.values():
-                if o.HasField("workspace_id") and sess.workspace_id != self._id("workspace", o.workspace_id).id:
+                if (
+                    o.HasField("workspace_id")
+                    and sess.workspace_id != self._id("workspace", o.workspace_id).id
+                ):
                     continue
                 if o.HasField("author_id") and sess.author_id != self._id("user", o.author_id).id:
                     continue
@@ -900,7 +903,7 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
         start = logs.index_at_or_after(ts_ns(req.since)) if req.HasField("since") else 0
         if req.tail_lines > 0:
             start = max(start, logs.count - req.tail_lines)
-    fault = fake.faults.take_stream_fault()
+    fault = fake.faults.take_stream_fault(follow=req.follow)
     max_lines = fault.after_lines if fault is not None and fault.after_lines is not None else None
     deadline = (
         time.monotonic() + fault.after_seconds

@@ -76,8 +76,10 @@ class Options:
                 raise ValueError(f"unknown fakebeaker option {k!r}; one of {list(vars(out))}")
             default = getattr(cls(), k)
             if isinstance(v, str) and not isinstance(default, str):
-                v = None if v.lower() in ("none", "null") else (
-                    v.lower() in ("1", "true", "yes", "on") if isinstance(default, bool) else float(v)
+                v = (
+                    None
+                    if v.lower() in ("none", "null")
+                    else (v.lower() in ("1", "true", "yes", "on") if isinstance(default, bool) else float(v))
                 )
             setattr(out, k, v)
         return out
@@ -775,7 +777,10 @@ class State:
                             f"secret {ev.secret!r} not found in workspace {self.workspace_full_name(ws)}"
                         )
                 for mount in t.datasets or []:
-                    if mount.source.secret is not None and ws.secret(mount.source.secret, exact=False) is None:
+                    if (
+                        mount.source.secret is not None
+                        and ws.secret(mount.source.secret, exact=False) is None
+                    ):
                         raise Invalid(f"secret {mount.source.secret!r} not found in workspace")
                 raw_ctx = (raw_tasks[i] if i < len(raw_tasks) else {}).get("context") or {}
                 if "preemptible" in raw_ctx and ("minRuntime" in raw_ctx or "autoResume" in raw_ctx):
@@ -833,7 +838,9 @@ class State:
     def _new_job(self, task: Task, retry_of: Job | None = None, created: int | None = None) -> Job:
         now = created if created is not None else self.now()
         gpus = int(((task.spec.get("resources") or {}).get("gpuCount")) or 0)
-        job = Job(self.new_id("job"), task, now, "", retry_ancestor_id=retry_of.id if retry_of else "", gpus=gpus)
+        job = Job(
+            self.new_id("job"), task, now, "", retry_ancestor_id=retry_of.id if retry_of else "", gpus=gpus
+        )
         job.events.append(Event("queued", "Job queued", now, now))
         task.jobs.append(job)
         self.jobs[job.id] = job
@@ -1080,7 +1087,9 @@ class State:
                     f"{limit}/{limit} allowed unallocated slots, the job requires at least {need} slots)",
                 )
             nodes = [n for p in self._patterns(j) for c in self.cluster_matches(p) for n in c.nodes]
-            self.add_event(j, "queued", f"{len(nodes) or len(self.nodes)} nodes do not have enough slots available")
+            self.add_event(
+                j, "queued", f"{len(nodes) or len(self.nodes)} nodes do not have enough slots available"
+            )
             j.pinned = True
             if impossible_after is not None:
                 self._timer(
@@ -1100,7 +1109,14 @@ class State:
             j = self._job(job)
             t = j.task
             node = self.nodes.get(j.node_id)
-            leader = next((x for x in t.experiment.tasks if x.name.split("-")[0] == t.name.split("-")[0] and x.replica_rank == 0), t)
+            leader = next(
+                (
+                    x
+                    for x in t.experiment.tasks
+                    if x.name.split("-")[0] == t.name.split("-")[0] and x.replica_rank == 0
+                ),
+                t,
+            )
             leader_job = leader.latest_job
             leader_node = self.nodes.get(leader_job.node_id) if leader_job else None
             env = {

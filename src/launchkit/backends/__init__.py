@@ -25,6 +25,8 @@ class RunStatus(str, Enum):
     queued = "queued"
     starting = "starting"
     running = "running"
+    stopping = "stopping"  # canceled, the job is still shutting down (Beaker's STOPPING)
+    uploading = "uploading"  # the job exited; results are being uploaded (Beaker's UPLOADING_RESULTS)
     succeeded = "succeeded"
     failed = "failed"
     canceled = "canceled"
