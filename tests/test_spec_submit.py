@@ -63,6 +63,7 @@ def test_dry_run_prints_the_resolved_spec_that_run_submits(repo, fake_beaker, tm
     real = run_cli("run", *args, cwd=repo.path, timeout=90)
     assert real.code == 0, real.stderr
     assert _experiment(fake_beaker, "from-file").spec == _experiment(fake_beaker, "by-launchkit").spec
+    assert spec == _experiment(fake_beaker, "by-launchkit").spec  # the dry run showed what run sent
 
     listed = run_cli("list", "--json", timeout=60)
     assert listed.code == 0, listed.stderr
