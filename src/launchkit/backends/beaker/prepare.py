@@ -20,6 +20,7 @@ from launchkit.core.remoteurl import github_repo
 from launchkit.errors import PreconditionError
 
 GITHUB_TOKEN = "GITHUB_TOKEN"  # env var and default secret name (runtime/lib.sh reads it for github.com)
+SECRETS_ADDED = "secrets added: "  # resolve's note, which the GitHub token joins
 
 
 @dataclass
@@ -51,8 +52,12 @@ def prepare(
         budget = workspace_budget(conn, ws.budget_id)
         if budget:
             out["budget"] = budget
-    if note := github_token(conn, out, ws, _label(ws, name), auto_secrets=auto_secrets, app=app):
-        notes.append(note)
+    if added := github_token(conn, out, ws, _label(ws, name), auto_secrets=auto_secrets, app=app):
+        i = next((i for i, n in enumerate(notes) if n.startswith(SECRETS_ADDED)), None)
+        if i is None:
+            notes.append(SECRETS_ADDED + added)
+        else:
+            notes[i] += ", " + added
     # What create() sends is beaker-py's JSON of the parsed spec: normalise to exactly that.
     return Prepared(ws, name, parsed_spec(out).to_json(), notes)
 
@@ -92,7 +97,7 @@ def github_token(
 ) -> str | None:
     """For a GitHub remote: add env GITHUB_TOKEN from the workspace secret `<user>_GITHUB_TOKEN` or
     `GITHUB_TOKEN` (as gantry does). Without one, a private repository is refused (the job could not
-    clone it); when GitHub cannot be asked, warn and go on. Returns a note for the user, or None."""
+    clone it); when GitHub cannot be asked, warn and go on. Returns what was added, or None."""
     repo = github_repo(_env(spec, ENV_GIT_REMOTE) or "")
     if repo is None or _env(spec, GITHUB_TOKEN) or _env(spec, ENV_GIT_TOKEN):
         return None  # not GitHub, or the user passed a token (--env-secret / --git-token-secret)
@@ -102,9 +107,7 @@ def github_token(
     if source and auto_secrets:
         for task in spec.get("tasks", []):
             task.setdefault("envVars", []).append({"name": GITHUB_TOKEN, "secret": source})
-        return "secrets added: " + (
-            GITHUB_TOKEN if source == GITHUB_TOKEN else f"{GITHUB_TOKEN} (from {source})"
-        )
+        return GITHUB_TOKEN if source == GITHUB_TOKEN else f"{GITHUB_TOKEN} (from {source})"
     from launchkit.backends.beaker.github import visibility
 
     seen = visibility(repo)
