@@ -540,8 +540,10 @@ def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     if given.get("local") and given.get("backend") not in (None, "local"):
         raise UsageError(f"--local cannot be combined with --backend {given['backend']!r}", hint="keep one")
     f["backend"] = BackendName(backend or "beaker")
-    for opt in ("dry_run", "follow", "yes"):
+    for opt in ("dry_run", "offline", "follow", "yes"):
         f[opt] = bool(given.get(opt))
+    if f["offline"] and not f["dry_run"]:
+        raise UsageError("--offline only applies to --dry-run", hint="add --dry-run, or drop --offline")
     f["save_spec"] = given.get("save_spec")
 
 

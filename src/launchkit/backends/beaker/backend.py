@@ -92,6 +92,7 @@ class BeakerBackend:
         self._timeout = timeout if timeout is not None else self.app.beaker_timeout
         self._workspace = workspace
         self._conn: Connection | None = None
+        self._prepared_workspace: tuple[str, Any] | None = None  # (name, pb2.Workspace) from prepare()
         self._seen: dict[str, tuple[Any, list[tuple[int, Any, Any]]]] = {}  # get() -> follow()
         self._final: dict[str, RunInfo] = {}  # runs follow() saw finish
 
@@ -156,22 +157,36 @@ class BeakerBackend:
         )
 
     # -- submit ---------------------------------------------------------------------------------
-    def submit(self, submission: Submission) -> RunInfo:
-        from launchkit.backends.beaker.submit import create_once
+    def prepare(self, submission: Submission) -> Submission:
+        from launchkit.backends.beaker.prepare import prepare
 
+        if submission.prepared:
+            return submission
         with self._errors():
-            resolved = rs.resolve(
+            p = prepare(
                 self.conn,
                 submission.spec,
                 workspace=submission.workspace or self._workspace,
-                gpu_types=rs.spec_env_list(submission.spec, rs.ENV_GPU_TYPES),
-                tags=rs.spec_env_list(submission.spec, rs.ENV_TAGS),
                 auto_secrets=submission.auto_secrets,
+                app=self.app,
             )
-            for note in resolved.notes:
-                self.app.info(note)
+        for note in p.notes:
+            self.app.info(note)
+        self._prepared_workspace = (p.workspace_name, p.workspace)
+        return submission.model_copy(update={"spec": p.spec, "workspace": p.workspace_name, "prepared": True})
+
+    def submit(self, submission: Submission) -> RunInfo:
+        from launchkit.backends.beaker.submit import create_once
+
+        submission = self.prepare(submission)
+        with self._errors():
+            known = self._prepared_workspace
+            if known is not None and known[0] == submission.workspace:
+                ws = known[1]
+            else:
+                ws = rs.get_workspace(self.conn, rs.workspace_name(self.conn, submission.workspace))
             self.conn.renew()
-            wl = create_once(self.conn, resolved.workspace, submission.name, resolved.spec, self.app)
+            wl = create_once(self.conn, ws, submission.name, submission.spec, self.app)
             return self._info(wl, author=self.conn.me().name)
 
     # -- lookups --------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import grpc.experimental
 from beaker import Beaker
 from beaker import exceptions as bx
 
+from launchkit.backends import NoCredentials
 from launchkit.errors import BackendError, LaunchkitError, NotFoundError, PreconditionError, UsageError
 
 DEFAULT_TIMEOUT = 60.0  # seconds without an answer before a command gives up
@@ -129,7 +130,7 @@ class Connection:
         try:
             config = Config.from_env()
         except bx.BeakerConfigurationError:
-            raise PreconditionError(
+            raise NoCredentials(
                 "no Beaker credentials found",
                 hint="run `beaker account login`, or set BEAKER_TOKEN (token from https://beaker.org/user), "
                 "or point BEAKER_CONFIG at a config.yml; "

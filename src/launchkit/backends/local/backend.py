@@ -123,6 +123,10 @@ class LocalBackend:
         return self.root / "runs" / run_id
 
     # ---- submit
+    def prepare(self, submission: Submission) -> Submission:
+        """Nothing to resolve: the local backend runs the spec as built."""
+        return submission
+
     def submit(self, submission: Submission) -> RunInfo:
         task = submission.spec["tasks"][0]
         env_vars = task.get("envVars") or task.get("env_vars") or []
