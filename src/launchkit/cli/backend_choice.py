@@ -93,9 +93,14 @@ def resolve_run(
 
 
 def stdout_closed() -> int:
-    """After a BrokenPipeError (e.g. `launchkit logs ID | head`): silence stdout, return 141 (SIGPIPE)."""
+    """After a BrokenPipeError (e.g. `launchkit logs ID | head`) or a failed write: point stdout at
+    /dev/null so nothing buffered is written (or fails) again at exit; return 141 (SIGPIPE)."""
     import sys
 
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (tests capture stdout in memory)
+        pass
     return 141

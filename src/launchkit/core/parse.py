@@ -7,6 +7,7 @@ Precedence: command line > LAUNCHKIT_* environment > project config > user confi
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from launchkit.core.request import (
     WekaMount,
 )
 from launchkit.core.run_options import TRISTATE_OPTIONS, config_key
-from launchkit.core.units import parse_duration, parse_size
+from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
 
 if TYPE_CHECKING:
@@ -126,8 +127,8 @@ def _duration(opts: _Options, opt: str, *, allow_zero: bool) -> float | None:
         return None
     try:
         seconds = parse_duration(value)
-    except (ValueError, TypeError):
-        raise _fail(where, value, "not a duration", "use e.g. 90 (seconds), 30s, 5m, 2h30m or 1d") from None
+    except UnitError as e:
+        raise _fail(where, value, e.problem, e.hint) from None
     if seconds == 0 and not allow_zero:
         raise _fail(
             where, value, "must be longer than zero", "give a positive duration such as 30m, or omit it"
@@ -141,26 +142,29 @@ def _size(opts: _Options, opt: str) -> int | None:
         return None
     try:
         return parse_size(value)
-    except (ValueError, TypeError):
-        raise _fail(
-            where, value, "not a size", "use e.g. 512MiB, 10GiB or 10.24GB (greater than zero)"
-        ) from None
+    except UnitError as e:
+        raise _fail(where, value, e.problem, e.hint) from None
 
 
-def _positive(opts: _Options, opt: str, kind: type, hint: str, *, allow_zero: bool = False) -> Any:
+def _positive(
+    opts: _Options, opt: str, kind: type, hint: str, *, maximum: int, allow_zero: bool = False
+) -> Any:
     value, where = opts.get(opt)
     if value is None:
         return None
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
+        or not math.isfinite(value)
         or (kind is int and value != int(value))
     ):
-        raise _fail(where, value, f"must be {'an integer' if kind is int else 'a number'}", hint)
+        raise _fail(where, value, f"must be {'an integer' if kind is int else 'a finite number'}", hint)
     if value < 0 or (value == 0 and not allow_zero):
         raise _fail(
             where, value, "must be greater than zero" if not allow_zero else "must not be negative", hint
         )
+    if value > maximum:
+        raise _fail(where, value, f"is too large (at most {maximum})", hint)
     return kind(value)
 
 
@@ -393,8 +397,14 @@ def _constraints(opts: _Options, f: dict[str, Any]) -> None:
 
 
 def _resources(opts: _Options, f: dict[str, Any]) -> None:
-    f["cpus"] = _positive(opts, "cpus", float, "give a number of CPUs such as 8 or 0.5")
-    f["gpus"] = _positive(opts, "gpus", int, "give a positive GPU count, or omit --gpus for a CPU-only job")
+    f["cpus"] = _positive(opts, "cpus", float, "give a number of CPUs such as 8 or 0.5", maximum=MAX_UINT32)
+    f["gpus"] = _positive(
+        opts,
+        "gpus",
+        int,
+        "give a positive GPU count, or omit --gpus for a CPU-only job",
+        maximum=MAX_UINT32,
+    )
     f["memory"] = _size(opts, "memory")
     f["shared_memory"] = _size(opts, "shared_memory")
 
@@ -507,11 +517,16 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
             "--preemptible/--not-preemptible cannot be combined with --min-runtime or --no-auto-resume",
             hint="use --min-runtime (0 = preemptible at any time) instead of --preemptible",
         )
-    f["retries"] = _positive(opts, "retries", int, "give how many times to retry, e.g. 3", allow_zero=True)
+    f["retries"] = _positive(
+        opts, "retries", int, "give how many times to retry, e.g. 3", maximum=MAX_COUNT, allow_zero=True
+    )
 
 
 def _multinode(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
-    f["replicas"] = _positive(opts, "replicas", int, "give the number of nodes, e.g. --replicas 2") or 1
+    f["replicas"] = (
+        _positive(opts, "replicas", int, "give the number of nodes, e.g. --replicas 2", maximum=MAX_COUNT)
+        or 1
+    )
     for opt in ("leader_selection", "host_networking", "propagate_failure", "propagate_preemption"):
         f[opt] = given.get(opt)
     f["synchronized_start_timeout"] = _duration(opts, "synchronized_start_timeout", allow_zero=False)
