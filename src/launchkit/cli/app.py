@@ -185,7 +185,9 @@ def _usage_message(e: TyperException, args: list[str], command: list[str] | None
     if command is None and type(e).__name__ == "NoSuchOption" and ctx is not None:
         forgot = _command_without_separator(ctx, args)
         name = getattr(e, "option_name", None) or "?"
-        if any(t == name or t.startswith(name + "=") for t in forgot[1:]):  # `launchkit run python train.py --lr 3e-4`: the user's flags reached click
+        if any(
+            t == name or t.startswith(name + "=") for t in forgot[1:]
+        ):  # `launchkit run python train.py --lr 3e-4`: the user's flags reached click
             return (
                 f"{name} is not a `{ctx.info_name}` option: put the command "
                 f"after `--` (launchkit {ctx.info_name} [OPTIONS] -- {' '.join(forgot)})"

@@ -35,8 +35,16 @@ def local_option() -> Any:
 
 def default_backend() -> str:
     from launchkit.config import load_config
+    from launchkit.errors import UsageError
 
-    return str(load_config().get("backend") or "beaker")
+    config = load_config()
+    name = config.get("backend")
+    if name is None:
+        return "beaker"
+    if name not in ("beaker", "local"):  # name the variable or file it came from
+        where = config.values["backend"][1].where("backend")
+        raise UsageError(f"{where} {name!r}: unknown backend", hint="use beaker or local")
+    return str(name)
 
 
 def backend_name(backend: str | None, local: bool, run_id: str | None = None) -> str:

@@ -75,12 +75,18 @@ def logs(
         except BrokenPipeError:
             sys.exit(stdout_closed())
         return
-    if os.path.isdir(output) or output.endswith(os.sep):
-        os.makedirs(output, exist_ok=True)
-        ranks = [replica] if replica is not None else range(run.replicas)
-        for rank in ranks:
-            with open(os.path.join(output, f"{run.id}-replica-{rank}.log"), "wb") as f:
-                b.write_logs(run, query.model_copy(update={"replica": rank}), f)
-        return
-    with open(output, "wb") as f:
-        b.write_logs(run, query, f)
+    try:
+        if os.path.isdir(output) or output.endswith(os.sep):
+            os.makedirs(output, exist_ok=True)
+            ranks = [replica] if replica is not None else range(run.replicas)
+            for rank in ranks:
+                with open(os.path.join(output, f"{run.id}-replica-{rank}.log"), "wb") as f:
+                    b.write_logs(run, query.model_copy(update={"replica": rank}), f)
+            return
+        with open(output, "wb") as f:
+            b.write_logs(run, query, f)
+    except OSError as e:
+        from launchkit.errors import PreconditionError, from_exception
+
+        hint = from_exception(e).hint
+        raise PreconditionError(f"--output {output!r}: {e.strerror or e}", hint=hint) from None

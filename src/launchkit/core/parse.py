@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from launchkit.core.multinode import check_combinations
+from launchkit.core.redact import looks_secret_name, token_kind
 from launchkit.core.request import (
     BackendName,
     DatasetMount,
@@ -219,7 +220,11 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
         if isinstance(cfg, dict):
             given = {n for n, _, _ in items}
             items = [(str(k), str(v), True) for k, v in cfg.items() if k not in given] + items
-    for name, val, _ in items:
+    cfg_where = (
+        opts.config.values["env"][1].where("env") if opts.config and "env" in opts.config.values else where
+    )
+    for name, val, from_config in items:
+        where = cfg_where if from_config else flag("env")
         if not ENV_NAME.fullmatch(name):
             raise _fail(
                 where,
@@ -231,30 +236,17 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
             raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if name in out:
             raise _fail(where, name, "is given twice", "pass each variable once")
-        if _looks_secret(name):
+        kind = token_kind(val)
+        if looks_secret_name(name) or kind:  # the message names the variable, never its value
             raise _fail(
                 where,
                 name,
-                "looks like a secret, and --env values are written into the spec",
+                (f"its value looks like a {kind}" if kind else "looks like a secret")
+                + ", and --env values are written into the spec",
                 f"store it with `launchkit secret set {name}` and pass --env-secret {name}",
             )
         out[name] = EnvVar(name=name, value=val)
     return list(out.values())
-
-
-_SECRET_SUFFIXES = ("_TOKEN", "_API_KEY", "_SECRET", "_PASSWORD", "_SECRET_KEY", "_ACCESS_KEY")
-
-
-def _looks_secret(name: str) -> bool:
-    """Names whose values must never land in a spec (they go through --env-secret instead)."""
-    upper = name.upper()
-    return upper in (
-        "HF_TOKEN",
-        "BEAKER_TOKEN",
-        "GITHUB_TOKEN",
-        "AZURE_API_BASE",
-        "SLACK_WEBHOOK_URL",
-    ) or upper.endswith(_SECRET_SUFFIXES)
 
 
 def _env_secrets(opts: _Options) -> list[EnvSecret]:
@@ -346,7 +338,7 @@ def _command(extra: list[str], command: list[str] | None) -> list[str]:
             hint="flags take no value (write --allow-dirty, not --allow-dirty false); "
             "the command goes after --",
         )
-    if not command or not command[0]:
+    if not command or not command[0].strip():
         raise UsageError("the command after `--` is empty", hint=f"e.g. {EXAMPLE}")
     for i, arg in enumerate(command):
         try:
@@ -418,6 +410,14 @@ def _inputs(
 
 
 def _images(opts: _Options, f: dict[str, Any]) -> None:
+    for opt in ("beaker_image", "docker_image"):  # '' must not quietly mean the default image
+        _checked(
+            opts,
+            opt,
+            lambda v: isinstance(v, str) and v.strip() and not any(c.isspace() for c in v),
+            "is not an image name",
+            f"give an image such as {'org/image' if opt == 'beaker_image' else 'python:3.12'}, or omit it",
+        )
     beaker_image, docker_image = opts.get("beaker_image"), opts.get("docker_image")
     if beaker_image[0] and docker_image[0]:
         if beaker_image[1].startswith("--") == docker_image[1].startswith("--"):
