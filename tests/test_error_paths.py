@@ -324,6 +324,12 @@ def test_bad_environment_values_name_the_variable(repo, var, value, args):
     one_line(r, 2, var, repr(value))
 
 
+@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-1"])
+def test_bad_stop_grace_fails_the_launch_not_the_run(repo, value):
+    r = run_main("run", "--local", "--no-python", *CMD, cwd=repo.path, env={"LAUNCHKIT_STOP_GRACE": value})
+    one_line(r, 2, "LAUNCHKIT_STOP_GRACE", repr(value))
+
+
 def test_secret_value_that_is_not_utf8(tmp_path):
     p = subprocess.run(
         [sys.executable, "-m", "launchkit", "secret", "set", "MY_SECRET"],

@@ -170,9 +170,13 @@ def _report(application: Application, e: BaseException) -> int:
         traceback.print_exception(e, file=application.stderr or sys.stderr)
     application.error(err.one_line())
     if application.verbose:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
         cause = e.__cause__ or e.__context__
         application.debug(
             f"{type(e).__module__}.{type(e).__qualname__}"
+            + (f" raised at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "")
             + (f", caused by {type(cause).__name__}: {cause}" if cause is not None else "")
             + " (LAUNCHKIT_DEBUG=1 shows the traceback)"
         )
