@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
@@ -172,6 +172,34 @@ def test_counts_fit_beaker_or_are_refused(value):
             continue
         got = getattr(req, opt)
         assert math.isfinite(got) and 0 <= got < 2**32
+
+
+NUMERIC_OPTIONS = [
+    "--cpus",
+    "--gpus",
+    "--memory",
+    "--shared-memory",
+    "--task-timeout",
+    "--min-runtime",
+    "--synchronized-start-timeout",
+    "--replicas",
+    "--retries",
+]
+NUMBER_TEXT = st.one_of(
+    st.sampled_from(["inf", "-inf", "nan", "1e400", "1e23", "-0", "0x10", "1_000", "9" * 40, "1e-400"]),
+    st.from_regex(r"-?\d{1,30}(\.\d{1,5})?([eE][+-]?\d{1,4})?([a-zA-Z]{1,3})?", fullmatch=True),
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(opt=st.sampled_from(NUMERIC_OPTIONS), value=NUMBER_TEXT)
+def test_any_number_is_accepted_or_one_line(repo, opt, value):
+    r = run_main("run", "--dry-run", f"{opt}={value}", *CMD, cwd=repo.path)
+    assert r.code in (0, 2), (opt, value, r.code, r.stderr)
+    assert "Traceback" not in r.stderr
+    if r.code == 2:
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr
 
 
 # -- write errors ----------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ def from_exception(e: BaseException) -> LaunchkitError:
             errno.ENOSPC: "free some disk space, or write somewhere else",
             errno.ENOENT: "create the directory first, or give an existing path",
             errno.EACCES: "choose a path you may write to",
+            errno.EPERM: "choose a path you may write to",
+            errno.ENOTDIR: "a part of the path is a file, not a directory",
             errno.EROFS: "choose a path on a writable file system",
             errno.EISDIR: "give a file path, not a directory",
         }.get(e.errno or 0, "check the path and the disk")

@@ -15,7 +15,10 @@ def _read_value(name: str) -> str:
     if sys.stdin.isatty():
         import getpass
 
-        value = getpass.getpass(f"value for {name} (hidden): ")
+        try:
+            value = getpass.getpass(f"value for {name} (hidden): ")
+        except EOFError:  # Ctrl-D at the prompt
+            value = ""
     else:
         data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
         try:
