@@ -163,7 +163,10 @@ def _report(application: Application, e: BaseException) -> int:
         return stdout_closed()
     err = e if isinstance(e, LaunchkitError) else from_exception(e)
     if isinstance(e, OSError):
-        stdout_closed()  # what stdout still buffers would fail again at exit
+        try:
+            sys.stdout.flush()
+        except OSError:
+            stdout_closed()  # what stdout still buffers would fail again at exit
     if os.environ.get("LAUNCHKIT_DEBUG"):
         import traceback
 
@@ -191,9 +194,8 @@ def _usage_message(e: TyperException, args: list[str], command: list[str] | None
     if command is None and type(e).__name__ == "NoSuchOption" and ctx is not None:
         forgot = _command_without_separator(ctx, args)
         name = getattr(e, "option_name", None) or "?"
-        if any(
-            t == name or t.startswith(name + "=") for t in forgot[1:]
-        ):  # `launchkit run python train.py --lr 3e-4`: the user's flags reached click
+        # `launchkit run python train.py --lr 3e-4`: the user's own flags reached click
+        if any(t == name or t.startswith(name + "=") for t in forgot[1:]):
             return (
                 f"{name} is not a `{ctx.info_name}` option: put the command "
                 f"after `--` (launchkit {ctx.info_name} [OPTIONS] -- {' '.join(forgot)})"
