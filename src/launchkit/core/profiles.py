@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
+from launchkit.core.redact import looks_secret_name, token_kind
 from launchkit.core.request import HostMount, LaunchRequest, WekaMount
 from launchkit.errors import UsageError
 
@@ -62,6 +63,8 @@ class Step(_Model):
             for name, value in (table or {}).items():
                 if not _ENV_NAME.match(name):
                     raise ValueError(f"{name!r} is not a valid environment variable name")
+                if looks_secret_name(name) or token_kind(value):  # profiles are written into the spec
+                    raise ValueError(f"{name!r} looks like a secret: pass it with --env-secret {name}")
                 _single_line(value, name)
         if self.source is not None:
             _single_line(self.source, "source")
