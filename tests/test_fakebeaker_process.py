@@ -428,16 +428,19 @@ def test_real_gantry_runs_every_command_against_the_fake(tmp_path):
         invocations = _gantry_invocations({"since": since}, out)
 
         def finish_soon(author: str) -> None:
-            """A new running experiment of `author` (their latest) that logs a line and ends in 1.5 s."""
+            """A new running experiment of `author` (their latest) that logs a line and ends once gantry
+            streams its logs (not on a timer: gantry's start-up time varies with the machine's load)."""
             exp = fake.state.add_experiment("ai2/launchkit", f"latest-{author}", author=author)
             exp.tasks[0].latest_job.pinned = True  # not AutoRun's: it must outlive gantry's start-up
             fake.state.start_job(exp)
+            streams = fake.calls["StreamJobLogs"]
 
             def finish() -> None:
+                fake.state.wait_for(lambda: fake.calls["StreamJobLogs"] > streams, 55)
                 fake.state.append_logs(exp, ["hello from the fake job"])
                 fake.state.finish_job(exp, 0)
 
-            fake.state._timer(4.0, finish)
+            threading.Thread(target=finish, daemon=True).start()
 
         before = {"follow --latest": "alice", "follow --latest --author bob": "bob"}
         timings = []

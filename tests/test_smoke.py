@@ -2,8 +2,10 @@ import yaml
 
 from conftest import run_cli
 
+# (command groups such as `secret` come after plain commands: Typer lists them last)
 CORE_COMMANDS = [
-    "run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "results", "session", "secret",
+    "run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "prune", "results", "session",
+    "secret",
 ]  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
 Messages: the job started (its first output arrived), succeeded, failed (with exit code), or was
 canceled, each with the run's link. A webhook URL is a credential: it is never printed or logged, only
-`redact_url()`'s scheme and host. A failed post is a warning; it never fails the launch or the follow.
+`url_host_only()`'s scheme and host. A failed post is a warning; it never fails the launch or the follow.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from launchkit.application import Application
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
-from launchkit.core.remoteurl import redact_url
+from launchkit.core.redact import url_host_only
 
 TIMEOUT = 10.0  # seconds per post
 
@@ -33,7 +33,7 @@ class SlackNotifier:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never the URL itself
-        return f"SlackNotifier({redact_url(self._url)})"
+        return f"SlackNotifier({url_host_only(self._url)})"
 
     def post(self, text: str) -> bool:
         body = json.dumps({"text": text}).encode()
@@ -43,13 +43,13 @@ class SlackNotifier:
         try:
             with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
                 resp.read()
-            self.app.debug(f"slack: posted to {redact_url(self._url)}")
+            self.app.debug(f"slack: posted to {url_host_only(self._url)}")
             return True
         except (urllib.error.URLError, OSError, ValueError) as e:
             reason = (
                 e.code if isinstance(e, urllib.error.HTTPError) else getattr(e, "reason", type(e).__name__)
             )
-            self.app.warn(f"Slack notification to {redact_url(self._url)} failed ({reason})")
+            self.app.warn(f"Slack notification to {url_host_only(self._url)} failed ({reason})")
             return False
 
     # -- run events -------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import typer
 from launchkit.application import OutputFormat
 from launchkit.cli.backend_choice import backend_option, choose, local_option
 from launchkit.cli.context import get_app
+from launchkit.core.units import MAX_COUNT
 
 
 def _age(created: dt.datetime) -> str:
@@ -37,7 +38,7 @@ def list_runs(
         help="Only runs with this status (repeatable): queued, starting, running, stopping, uploading, "
         "succeeded, failed, canceled, preempted; on Beaker also its own names (uploading_results...).",
     ),
-    limit: int = typer.Option(20, "--limit", "-n", min=1, help="At most N runs."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, max=MAX_COUNT, help="At most N runs."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
     author: str | None = typer.Option(None, "--author", "-a", help="Only runs by this user."),
     me: bool = typer.Option(False, "--me", help="Beaker: only your runs."),

@@ -97,7 +97,7 @@ def session(
     from launchkit.backends.beaker import BeakerBackend
 
     backend = BeakerBackend(app)
-    workspace, resolved = backend.prepare(
+    workspace, resolved = backend.session_spec(
         Submission(
             name=request.name or "session",
             spec=spec,

@@ -3,6 +3,7 @@ find-gpus)."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import threading
 import time
@@ -92,6 +93,7 @@ class BeakerBackend:
         self._timeout = timeout if timeout is not None else self.app.beaker_timeout
         self._workspace = workspace
         self._conn: Connection | None = None
+        self._prepared_workspace: tuple[str, Any] | None = None  # (name, pb2.Workspace) from prepare()
         self._seen: dict[str, tuple[Any, list[tuple[int, Any, Any]]]] = {}  # get() -> follow()
         self._final: dict[str, RunInfo] = {}  # runs follow() saw finish
 
@@ -156,41 +158,62 @@ class BeakerBackend:
         )
 
     # -- submit ---------------------------------------------------------------------------------
+    def prepare(self, submission: Submission) -> Submission:
+        from launchkit.backends.beaker.prepare import prepare
+
+        if submission.prepared:
+            return submission
+        with self._errors():
+            p = prepare(
+                self.conn,
+                submission.spec,
+                workspace=submission.workspace or self._workspace,
+                auto_secrets=submission.auto_secrets,
+                app=self.app,
+            )
+        for note in p.notes:
+            self.app.info(note)
+        self._prepared_workspace = (p.workspace_name, p.workspace)
+        return submission.model_copy(update={"spec": p.spec, "workspace": p.workspace_name, "prepared": True})
+
     def submit(self, submission: Submission) -> RunInfo:
         from launchkit.backends.beaker.submit import create_once
 
+        submission = self.prepare(submission)
         with self._errors():
-            resolved = self._prepare(submission)
-            wl = create_once(self.conn, resolved.workspace, submission.name, resolved.spec, self.app)
+            ws = self._prepared_ws(submission)
+            spec = self._upload(submission, ws)
+            wl = create_once(self.conn, ws, submission.name, spec, self.app)
             return self._info(wl, author=self.conn.me().name)
 
-    def prepare(self, submission: Submission) -> tuple[str, dict[str, Any]]:
-        """What `submit` sends, without creating anything but `--upload` datasets: the workspace's full
-        name and the resolved spec (clusters, image ids, checked and well-known secrets, uploads mounted
-        by id). `launchkit session` hands it to the `beaker` CLI."""
+    def session_spec(self, submission: Submission) -> tuple[str, dict[str, Any]]:
+        """What `launchkit session` hands the `beaker` CLI: the workspace's full name and the spec as
+        submit() would send it, `--upload` datasets made (or reused) and mounted by id."""
+        submission = self.prepare(submission)
         with self._errors():
-            resolved = self._prepare(submission)
-            ws = resolved.workspace
+            ws = self._prepared_ws(submission)
+            spec = self._upload(submission, ws)
             name = ws.name if "/" in ws.name else f"{ws.owner_org.name}/{ws.name}"
-            return name, resolved.spec
+            return name, spec
 
-    def _prepare(self, submission: Submission) -> rs.Resolved:
-        resolved = rs.resolve(
-            self.conn,
-            submission.spec,
-            workspace=submission.workspace or self._workspace,
-            gpu_types=rs.spec_env_list(submission.spec, rs.ENV_GPU_TYPES),
-            tags=rs.spec_env_list(submission.spec, rs.ENV_TAGS),
-            auto_secrets=submission.auto_secrets,
-        )
-        for note in resolved.notes:
-            self.app.info(note)
+    def _prepared_ws(self, submission: Submission) -> Any:
+        """The pb2.Workspace of a prepared submission (the one prepare() just fetched, if it is)."""
+        known = self._prepared_workspace
+        if known is not None and known[0] == submission.workspace:
+            return known[1]
+        return rs.get_workspace(self.conn, rs.workspace_name(self.conn, submission.workspace))
+
+    def _upload(self, submission: Submission, ws: Any) -> dict[str, Any]:
+        """The prepared spec with each `--upload` placeholder replaced by its dataset's id. Only at
+        submit: prepare() (and so a dry run) never creates datasets."""
+        spec = submission.spec
         if submission.uploads:
             from launchkit.backends.beaker.upload import mount_uploads
 
-            mount_uploads(self.conn, self.app, resolved.workspace, resolved.spec, submission.uploads)
-        self.conn.renew()
-        return resolved
+            spec = copy.deepcopy(spec)
+            mount_uploads(self.conn, self.app, ws, spec, submission.uploads)
+        self.conn.renew()  # hashing and uploading may take long: a fresh deadline for the create
+        return spec
 
     # -- lookups --------------------------------------------------------------------------------
     def get(self, run_ref: str) -> RunInfo:
@@ -199,6 +222,7 @@ class BeakerBackend:
         if run_ref in self._final:
             return self._final[run_ref]
         with self._errors():
+            _ = self.beaker.service  # one channel, made before two threads use it
             with ThreadPoolExecutor(max_workers=2) as pool:
                 org = pool.submit(self.conn.org)
                 wl = self._workload(run_ref)

@@ -22,6 +22,7 @@ import grpc.experimental
 from beaker import Beaker
 from beaker import exceptions as bx
 
+from launchkit.backends import NoCredentials
 from launchkit.errors import BackendError, LaunchkitError, NotFoundError, PreconditionError, UsageError
 
 DEFAULT_TIMEOUT = 60.0  # seconds without an answer before a command gives up
@@ -34,31 +35,24 @@ class BeakerUnreachable(BackendError):
 def configured_timeout(explicit: float | None = None) -> float:
     """--beaker-timeout, else `beaker_timeout` from launchkit's config layers (LAUNCHKIT_BEAKER_TIMEOUT,
     [tool.launchkit] in pyproject.toml, the user config file), else 60 s."""
+    from launchkit.core.units import UnitError, positive_seconds
+
     if explicit is not None:
-        if explicit <= 0:
-            raise UsageError(
-                f"invalid --beaker-timeout {explicit:g}", hint="use a positive number of seconds"
-            )
-        return float(explicit)
+        try:
+            return positive_seconds(explicit)
+        except UnitError as e:
+            raise UsageError(f"--beaker-timeout {explicit!r}: {e.problem}", hint=e.hint) from None
     from launchkit.config import merge, read_layers
 
     config = merge(read_layers())
     raw = config.get("beaker_timeout")
     if raw is None:
         return DEFAULT_TIMEOUT
-    from launchkit.core.units import parse_duration
-
     try:
-        value = parse_duration(raw)
-    except Exception:  # noqa: BLE001 - report the bad value, whatever the parser raised
-        value = -1.0
-    if value <= 0:
-        layer = config.values["beaker_timeout"][1]
-        raise UsageError(
-            f"invalid Beaker timeout {layer.where('beaker_timeout')}: {raw!r}",
-            hint="use seconds or a duration like 90s, 2m",
-        )
-    return float(value)
+        return positive_seconds(raw)
+    except UnitError as e:
+        where = config.values["beaker_timeout"][1].where("beaker_timeout")
+        raise UsageError(f"{where} {raw!r}: {e.problem}", hint=e.hint) from None
 
 
 class _Guarded:
@@ -129,7 +123,7 @@ class Connection:
         try:
             config = Config.from_env()
         except bx.BeakerConfigurationError:
-            raise PreconditionError(
+            raise NoCredentials(
                 "no Beaker credentials found",
                 hint="run `beaker account login`, or set BEAKER_TOKEN (token from https://beaker.org/user), "
                 "or point BEAKER_CONFIG at a config.yml; "

@@ -14,7 +14,7 @@ from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
 
 from launchkit.backends.beaker.client import Connection
-from launchkit.core.contract import ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
+from launchkit.core.contract import DESCRIPTION_MARKER, ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
 # Added automatically when the workspace has them (`<user>_NAME` preferred over `NAME`).
@@ -28,7 +28,7 @@ WELL_KNOWN_SECRETS = (
     "ANTHROPIC_API_KEY",
     "SLACK_WEBHOOK_URL",
 )
-MARKER = "[launchkit]"  # in the description of every experiment launchkit creates (list recognises it)
+MARKER = DESCRIPTION_MARKER  # in the description of every experiment launchkit creates (list recognises it)
 # Cluster filters the spec carries as env vars, applied here when resolving clusters.
 ENV_GPU_TYPES, ENV_TAGS = ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
 

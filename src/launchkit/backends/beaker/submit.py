@@ -64,6 +64,8 @@ def _parsed(spec: dict[str, Any]) -> BeakerExperimentSpec:
     return parsed
 
 
+parsed_spec = _parsed  # what create() sends is parsed_spec(json).to_json() (backends/beaker/prepare.py)
+
 TRANSIENT_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "ABORTED", "RESOURCE_EXHAUSTED"}
 CREATE_SECONDS_PER_JOB = 0.5  # Beaker creates jobs synchronously: ~0.2 s each (128 replicas > 30 s)
 

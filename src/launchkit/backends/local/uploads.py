@@ -3,7 +3,8 @@
 A local run has no container, so /PATH is a real path on this machine: it is created as a symlink to
 LOCAL when it does not exist, and reused when it already is that link. Each run records the links it
 uses (`meta.json`: "links"); links launchkit created are listed in `upload-links.json` next to the
-runs. When a run ends, a link launchkit created is removed unless another unfinished run uses it.
+runs. When a run ends (its supervisor's last step), a link launchkit created is removed unless
+another unfinished run uses it.
 """
 
 from __future__ import annotations
@@ -13,35 +14,33 @@ import os
 from pathlib import Path
 from typing import Any
 
-from launchkit.backends.local.store import Store, home, run_dir
+from launchkit.backends.local import record
 from launchkit.errors import PreconditionError
 
-_UNFINISHED = ["queued", "starting", "running"]
+
+def _registry(root: Path) -> Path:
+    return root / "upload-links.json"
 
 
-def _registry() -> Path:
-    return home() / "upload-links.json"
-
-
-def _created() -> dict[str, str]:
+def _created(root: Path) -> dict[str, str]:
     try:
-        data = json.loads(_registry().read_text())
+        data = json.loads(_registry(root).read_text())
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
 
 
-def _save_created(links: dict[str, str]) -> None:
-    path = _registry()
+def _save_created(root: Path, links: dict[str, str]) -> None:
+    path = _registry(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(links))
     os.replace(tmp, path)
 
 
-def link_uploads(spec: dict[str, Any], uploads: dict[str, str]) -> list[list[str]]:
+def link_uploads(root: Path, spec: dict[str, Any], uploads: dict[str, str]) -> list[list[str]]:
     """Link each upload's mount path to its local path; drop those mounts from the spec. Returns the
-    [mount path, local path] pairs this run uses."""
+    [mount path, local path] pairs this run uses. `root`: the local backend's state dir."""
     used: list[list[str]] = []
     for task in spec.get("tasks", []):
         keep = []
@@ -59,7 +58,7 @@ def link_uploads(spec: dict[str, Any], uploads: dict[str, str]) -> list[list[str
                     raise FileExistsError(f"{target} exists")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.symlink_to(local)
-                _save_created({**_created(), str(target): local})
+                _save_created(root, {**_created(root), str(target): local})
             except OSError as e:
                 raise PreconditionError(
                     f"--upload {local}:{target}: a local run cannot put it at {target} ({e.strerror or e})",
@@ -69,24 +68,27 @@ def link_uploads(spec: dict[str, Any], uploads: dict[str, str]) -> list[list[str
     return used
 
 
-def unlink_uploads(run_id: str) -> None:
-    """Remove the links launchkit created for this run, unless another unfinished run uses them."""
+def _links(rdir: Path) -> list[list[str]]:
     try:
-        links = json.loads((run_dir(run_id) / "meta.json").read_text()).get("links") or []
+        return json.loads((rdir / "meta.json").read_text()).get("links") or []
     except (OSError, ValueError):
-        return
+        return []
+
+
+def unlink_uploads(rdir: str) -> None:
+    """Remove the links launchkit created for the run in `rdir`, unless another unfinished run uses
+    them (each run's record, status.json, is the truth: the index may lag)."""
+    this = Path(rdir)
+    links = _links(this)
     if not links:
         return
+    root = this.parent.parent
     in_use: set[str] = set()
-    for row in Store().runs(limit=1000, statuses=_UNFINISHED):
-        if row["id"] == run_id:
-            continue
-        try:
-            meta = json.loads((run_dir(row["id"]) / "meta.json").read_text())
-        except (OSError, ValueError):
-            continue
-        in_use.update(str(m) for m, _ in meta.get("links") or [])
-    created = _created()
+    for other in (root / "runs").iterdir():
+        rec = record.read(str(other)) if other != this else None
+        if rec is not None and rec.get("status") not in record.FINISHED:
+            in_use.update(str(m) for m, _ in _links(other))
+    created = _created(root)
     removed = False
     for mount, local in links:
         path = Path(mount)
@@ -97,4 +99,4 @@ def unlink_uploads(run_id: str) -> None:
         created.pop(mount)
         removed = True
     if removed:
-        _save_created(created)
+        _save_created(root, created)
