@@ -58,6 +58,19 @@ def _upload_calls(fake) -> int:
     return sum(n for k, n in fake.calls.items() if "Dataset" in k or k in ("StartUpload", "UploadChunk"))
 
 
+def test_dry_run_creates_no_dataset(repo, fake_beaker, tmp_path):
+    """A dry run asks Beaker read-only (prepare): the upload is left to submit, and it says so."""
+    data = tmp_path / "small-data"
+    data.mkdir()
+    (data / "x.txt").write_text("x\n")
+    r = _launch(repo, data, "dry", "--dry-run")
+    assert r.code == 0, r.stderr
+    assert "decided at submit: dataset ids of 1 --upload(s)" in r.stderr
+    assert "beaker: launchkit-upload-" in r.stdout  # the placeholder, resolved only at submit
+    assert not fake_beaker.state.datasets
+    assert fake_beaker.calls["CreateDataset"] == 0 and not fake_beaker.state.experiments
+
+
 def test_upload_once_reuse_and_mount(repo, fake_beaker, data_dir):
     t0 = time.monotonic()
     r = _launch(repo, data_dir, "up1")
