@@ -198,7 +198,7 @@ def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env):
         repo,
         env,
         *NO_PY,
-        cmd=[PY, "-c", "import time; print('tick', flush=True); time.sleep(2); print('done')"],
+        cmd=[PY, "-c", "import time; print('tick', flush=True); time.sleep(8); print('done')"],
     )
     p = subprocess.Popen(
         [sys.executable, "-m", "launchkit", "follow", run_id],

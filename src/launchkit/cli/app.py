@@ -11,6 +11,7 @@ Each gets the invocation's `Application` with `get_app(ctx)` (launchkit.cli.cont
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import typer
@@ -147,6 +148,8 @@ def main(argv: list[str] | None = None) -> None:
         code = _flushed(application, code)
     except BaseException as e:  # noqa: BLE001 - the one error boundary: every failure is one line
         code = _report(application, e)
+    if argv is None:  # the program (not an in-process caller): the outcome is decided, and a late
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C must not become a KeyboardInterrupt at exit
     if application.fast_exit and argv is None:
         # Nothing left to clean up (a dry run): skip the interpreter's teardown (~10-15 ms).
         code = _flushed(application, code)
