@@ -128,3 +128,57 @@ def processes_with(marker: str) -> list[int]:
         if marker.encode() in cmd and state != b"Z":
             found.append(int(name))
     return found
+
+
+class LocalIndex:
+    """A PEP 503 simple index of small local wheels, served by `python -m http.server` on 127.0.0.1.
+
+    Every request lands in `log`, so tests and bench/ can count downloads (`downloads()`)."""
+
+    def __init__(self, root: Path, names: list[str], version: str = "1.0.0"):
+        self.root, self.names = root, names
+        files, simple = root / "files", root / "simple"
+        for name in names:
+            wheel = make_wheel(files, name=name, version=version, value=name)
+            digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            (simple / name).mkdir(parents=True, exist_ok=True)
+            (simple / name / "index.html").write_text(
+                f'<!DOCTYPE html><html><body><a href="../../files/{wheel.name}#sha256={digest}">'
+                f"{wheel.name}</a></body></html>\n"
+            )
+        (simple / "index.html").write_text(
+            "<!DOCTYPE html><html><body>"
+            + "".join(f'<a href="{n}/">{n}</a>' for n in names)
+            + "</body></html>\n"
+        )
+        self.log = root / "access.log"
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def __enter__(self) -> LocalIndex:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "0"],
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=self.log.open("w"),
+            text=True,
+        )
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        m = re.search(r"port (\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise RuntimeError(f"the index server did not start: {line!r}")
+        self.url = f"http://127.0.0.1:{m.group(1)}/simple"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+    def downloads(self) -> dict[str, int]:
+        """Wheel file name -> how many times it was downloaded (200s; not 304 revalidations)."""
+        counts: dict[str, int] = {}
+        for m in re.finditer(r'"GET /files/(\S+\.whl) HTTP/[\d.]+" 200 ', self.log.read_text()):
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+        return counts

@@ -195,3 +195,30 @@ def test_beaker_submit_keeps_profile_mounts():
     assert _parsed(spec).to_json()["tasks"][0]["datasets"] == [
         {"source": {"hostPath": "/mnt/filestore_1"}, "mountPath": "/filestore"}
     ]
+
+
+def test_weka_profile_shares_a_uv_cache_and_the_users_choice_wins():
+    s = sel(cluster=["ai2/jupiter"])
+    assert s.env["UV_CACHE_DIR"] == "/weka/oe-adapt-default/allennlp/.cache/uv"
+    assert s.env["UV_LINK_MODE"] == "copy"  # the venv is on another file system than Weka
+    assert "UV_CACHE_DIR" not in sel(cluster=["ai2/augusta"]).env
+    assert "UV_CACHE_DIR" not in sel(cluster=["ai2/jupiter", "ai2/augusta"]).env  # mixed: no spec env
+    env = dict(task_additions(req(cluster=["ai2/jupiter"]), "r").env)
+    assert env["UV_CACHE_DIR"] == "/weka/oe-adapt-default/allennlp/.cache/uv"
+    for given in ({"uv_cache_dir": "/mine"}, {"env": ["UV_CACHE_DIR=/mine"]}):
+        env = dict(task_additions(req(cluster=["ai2/jupiter"], **given), "r").env)
+        assert "UV_CACHE_DIR" not in env and "UV_LINK_MODE" not in env  # uv picks the mode for theirs
+
+
+def test_uv_cache_dir_flag_wins_in_the_spec():
+    from launchkit.core.gitstate import GitState
+    from launchkit.core.spec import build_spec
+
+    git = GitState(remote_url="https://x/y", commit="0" * 40)
+    for given, expected in (
+        ({}, "/weka/oe-adapt-default/allennlp/.cache/uv"),
+        ({"uv_cache_dir": "/weka/mine/uv"}, "/weka/mine/uv"),
+    ):
+        spec = build_spec(req(cluster=["ai2/jupiter"], **given), git).to_json()
+        env = {e["name"]: e.get("value") for e in spec["tasks"][0]["envVars"]}
+        assert env["UV_CACHE_DIR"] == expected

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
 from launchkit.core.request import HostMount, LaunchRequest, WekaMount
 from launchkit.errors import UsageError
 
@@ -160,6 +161,11 @@ class Profile(_Model):
         return bool(self.hostnames or self.detect_paths)
 
 
+# A uv cache on Weka, shared by every job and replica (docs/profiles.md "Shared uv cache"). Copy
+# mode: the venv is on the container's disk, another file system (no hard links across them), and
+# stays whole whatever happens to the cache afterwards. The user's own uv cache replaces both.
+SHARED_UV_CACHE = {ENV_UV_CACHE_DIR: "/weka/oe-adapt-default/allennlp/.cache/uv", ENV_UV_LINK_MODE: "copy"}
+
 _WEKA_CLUSTERS = ("jupiter", "titan", "ceres", "holmes", "saturn", "neptune", "triton", "rhea", "prometheus")
 _HF_WEKA = "/weka/oe-adapt-default/allennlp/.cache"
 
@@ -177,6 +183,7 @@ BUILTIN_PROFILES: dict[str, Profile] = {
                 "HF_HOME": f"{_HF_WEKA}/huggingface",
                 "HF_DATASETS_CACHE": f"{_HF_WEKA}/huggingface",
                 "HF_HUB_CACHE": f"{_HF_WEKA}/hub",
+                **SHARED_UV_CACHE,
             },
             weka=["oe-adapt-default:/weka/oe-adapt-default", "oe-training-default:/weka/oe-training-default"],  # type: ignore[list-item]  # parsed by a before-validator
             multi_node_setup=[Step(export={"NCCL_SOCKET_IFNAME": "ib", "NCCL_IB_HCA": "^=mlx5_bond_0"})],
