@@ -162,7 +162,8 @@ def test_launcher_env_port_and_resume():
     env = {e.name: e.value for e in build_spec(r, git).tasks[0].env_vars}
     assert env["LAUNCHKIT_LAUNCHER"] == "torchrun" and env["LAUNCHKIT_RDZV_ID"] == rid
     assert env["LAUNCHKIT_RDZV_PORT"] == str(derive_port(rid))
-    assert env["WANDB_RUN_ID"] == f"lk-{rid}" and env["WANDB_RESUME"] == "allow"
+    # the W&B id is set inside the job, from the experiment id (fresh per launch): not in the spec
+    assert "WANDB_RUN_ID" not in env and env["WANDB_RESUME"] == "allow" and env["LAUNCHKIT_RESUMABLE"] == "1"
     assert env["LAUNCHKIT_SKIP_NCCL_SETUP"] == "1"
     assert dict(task_additions(req(ray=True), rid).env)["LAUNCHKIT_RDZV_PORT"]  # single node too (Ray head)
 

@@ -49,7 +49,8 @@ class RunInfo(BaseModel):
     started: dt.datetime | None = None
     finished: dt.datetime | None = None
     author: str | None = None
-    replicas: int = 1
+    replicas: int = 1  # Beaker: every task's replicas
+    tasks: int = 1  # tasks of a --multi/--sweep experiment
     url: str | None = None
     launchkit: bool = True  # launched by launchkit (vs. any other Beaker workload)
 

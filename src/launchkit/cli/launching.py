@@ -82,9 +82,15 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     app.debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
     if untracked := git.untracked_warning():
         app.warn(untracked)
+    request = check_python_files(app, request, git)
     with _no_pydantic_plugins():
         spec = build_spec(request, git, user_profiles=config.get("profiles"))
         text = spec_to_yaml(spec)
+    if request.sweep_experiments and request.follow:
+        raise UsageError(
+            "--sweep-experiments cannot be combined with --follow",
+            hint="follow each experiment with `launchkit follow ID`, or drop --sweep-experiments",
+        )
     if request.save_spec:
         save_spec(app, request.save_spec, text)
     if backend is None:  # --dry-run
@@ -98,6 +104,24 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
         app.fast_exit = True
         return
     submit(app, backend, request, git, spec)
+
+
+def check_python_files(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
+    """--conda-file as a repository path; a stale uv.lock refused (launchkit.pyenv)."""
+    from launchkit.core.request import PythonManager
+    from launchkit.pyenv import check_uv_lock, repo_relative
+
+    if not git.repo_root or request.no_python:
+        return request
+    if request.conda_file:
+        rel = repo_relative("--conda-file", request.conda_file, git.repo_root)
+        request = request.model_copy(update={"conda_file": rel})
+    if request.python_manager is PythonManager.uv and not request.install:
+        if request.ref or request.branch:  # the working tree is not the launched commit
+            app.debug("uv.lock check skipped: --ref/--branch launches another commit than the checkout")
+        else:
+            check_uv_lock(app, git.repo_root, git.commit, network=not request.dry_run)
+    return request
 
 
 def save_spec(app: Application, path: str, text: str) -> None:
@@ -121,15 +145,28 @@ def submit(
             f"local files to {b.name.capitalize()} is not supported yet",
             hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
         )
-    run = b.submit(
-        Submission(
-            name=request.name or f"launchkit-{git.commit[:8]}",
-            spec=spec.to_json(),
-            workspace=request.workspace,
-            repo_root=git.repo_root,
-            auto_secrets=request.auto_secrets,
+    if len(spec.tasks) > 1 and not request.sweep_experiments and Capability.tasks not in b.capabilities:
+        raise UsageError(
+            f"{len(spec.tasks)} tasks in one run: {b.name} runs have one task",
+            hint="with --sweep add --sweep-experiments (one run each), or launch on Beaker",
         )
-    )
-    app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
+    name = request.name or f"launchkit-{git.commit[:8]}"
+    if request.sweep_experiments:  # one experiment per --sweep combination
+        from launchkit.core.spec import split_experiments
+
+        specs = [(f"{name}-{task_name}", one) for task_name, one in split_experiments(spec)]
+    else:
+        specs = [(name, spec)]
+    for exp_name, one in specs:
+        run = b.submit(
+            Submission(
+                name=exp_name,
+                spec=one.to_json(),
+                workspace=request.workspace,
+                repo_root=git.repo_root,
+                auto_secrets=request.auto_secrets,
+            )
+        )
+        app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:
         sys.exit(follow_run(app, b, run))

@@ -16,6 +16,7 @@ from launchkit.backends import Capability, LogQuery, RunInfo, RunStatus, Submiss
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.beaker.logs import Flusher, stream_job
+from launchkit.core.tasks import ENV_TASK_LABEL
 from launchkit.errors import (
     EXIT_JOB_FAILED,
     NotFoundError,
@@ -137,6 +138,7 @@ class BeakerBackend:
             finished=finished,
             author=author,
             replicas=max(1, len(ex.tasks)),
+            tasks=max(1, len({t.name for t in ex.tasks})),
             url=self.beaker.workload.url(wl),
             launchkit=rs.MARKER in ex.description,
         )
@@ -279,13 +281,12 @@ class BeakerBackend:
                 task = wl.experiment.tasks[0].name
             rows = self._select(wl, query.replica, task)
             since_ns = _epoch_ns(query.since) if query.since else None
-            several_tasks = len({t.name for _, t, _ in rows}) > 1
+            labels = self._labels(wl, rows)
             for rank, t, job in rows:
                 if job is None:
                     self.app.warn(f"replica {rank} ({t.name}) has no job yet")
                     continue
-                label = f"{t.name}/{rank}" if several_tasks else str(rank)
-                prefix = f"[{label}] ".encode() if len(rows) > 1 else b""
+                prefix = f"[{labels[(t.name, rank)]}] ".encode() if len(rows) > 1 else b""
                 stream_job(
                     self.conn,
                     job.id,
@@ -316,15 +317,45 @@ class BeakerBackend:
         wl = self._workload(run.id)
         with self._errors():
             rows = self._select(wl, replica, task)
-            if not all_replicas:
-                rows = rows[:1]
+            if not all_replicas:  # one replica per task: every task of a --multi/--sweep experiment
+                firsts: dict[str, tuple[int, Any, Any]] = {}
+                for row in rows:
+                    firsts.setdefault(row[1].name, row)
+                rows = list(firsts.values())
             with Flusher(out):
                 if len(rows) == 1:
                     _, t, job = rows[0]
                     return self._follow_task(t, job, out.write, b"", tail)
-                return self._follow_many(rows, out, tail)
+                return self._follow_many(rows, self._labels(wl, rows), out, tail)
 
-    def _follow_many(self, rows: list[tuple[int, Any, Any]], out: IO[bytes], tail: int | None) -> int:
+    def _labels(self, wl: Any, rows: list[tuple[int, Any, Any]]) -> dict[tuple[str, int], str]:
+        """(task name, rank) -> the line prefix: the rank alone for one task; for several tasks the
+        task's label (LAUNCHKIT_TASK_LABEL in its spec, e.g. `lr=1e-4,seed=1`, else its name), plus
+        `/rank` when the task has several replicas."""
+        names = list(dict.fromkeys(t.name for _, t, _ in rows))
+        if len(names) == 1:
+            return {(t.name, rank): str(rank) for rank, t, _ in rows}
+        labels: dict[str, str] = {}
+        try:
+            for ts in self.beaker.experiment.get_spec(wl).tasks:
+                env = {e.name: e.value for e in ts.env_vars or []}
+                if ts.name and env.get(ENV_TASK_LABEL):
+                    labels[ts.name] = env[ENV_TASK_LABEL]
+        except bx.BeakerError as e:  # labels are a nicety: fall back to task names
+            self.app.debug(f"no task labels: {e}")
+        replicas = {name: sum(1 for x in wl.experiment.tasks if x.name == name) for name in names}
+        return {
+            (t.name, rank): labels.get(t.name, t.name) + (f"/{rank}" if replicas[t.name] > 1 else "")
+            for rank, t, _ in rows
+        }
+
+    def _follow_many(
+        self,
+        rows: list[tuple[int, Any, Any]],
+        labels: dict[tuple[str, int], str],
+        out: IO[bytes],
+        tail: int | None,
+    ) -> int:
         lock = threading.Lock()
         codes: dict[int, int] = {}
         errors: list[BaseException] = []
@@ -333,13 +364,14 @@ class BeakerBackend:
             with lock:
                 out.write(data)
 
-        def worker(rank: int, t: Any, job: Any) -> None:
+        def worker(i: int, rank: int, t: Any, job: Any) -> None:
             try:
-                codes[rank] = self._follow_task(t, job, write_locked, f"[{rank}] ".encode(), tail)
+                prefix = f"[{labels[(t.name, rank)]}] ".encode()
+                codes[i] = self._follow_task(t, job, write_locked, prefix, tail)
             except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
                 errors.append(e)
 
-        threads = [threading.Thread(target=worker, args=row, daemon=True) for row in rows]
+        threads = [threading.Thread(target=worker, args=(i, *row), daemon=True) for i, row in enumerate(rows)]
         for th in threads:
             th.start()
         for th in threads:
@@ -347,7 +379,7 @@ class BeakerBackend:
                 th.join(0.2)
         if errors:
             raise errors[0]
-        return next((codes[r] for r in sorted(codes) if codes[r] != 0), 0)
+        return next((codes[i] for i in sorted(codes) if codes[i] != 0), 0)
 
     def _follow_task(self, task: Any, job: Any, write: Any, prefix: bytes, tail: int | None) -> int:
         seen_preempted: set[str] = set()
