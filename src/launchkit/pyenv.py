@@ -53,7 +53,7 @@ def check_uv_lock(app: Application, root: str, commit: str, *, network: bool) ->
         return
     if STALE in out:
         raise PreconditionError(
-            f"uv.lock does not match pyproject.toml at commit {commit[:12]} (the job would install stale pins)",
+            f"uv.lock does not match pyproject.toml at commit {commit[:12]}",
             hint="run `uv lock`, commit uv.lock and push; or pass --install to install your own way",
         )
     last = next((line for line in reversed(out.strip().splitlines()) if line.strip()), "no output")
