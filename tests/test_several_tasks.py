@@ -169,3 +169,28 @@ def test_sweep_experiments_launch_one_experiment_each(repo, fake_beaker):
         ["python", "train.py", "2"],
     ]
     assert r.stderr.count("launched ") == 2
+
+
+def test_local_sweep_experiments_run_real_processes_and_one_run_refuses_several_tasks(repo):
+    from conftest import ROOT
+    from lk_helpers import wait_finished
+
+    repo.commit({"train.py": (ROOT / "examples/sweep/train.py").read_text()}, "sweep example")
+    r = run_cli(
+        "run", "--local", "--no-python", "--name", "lsweep", "--sweep", "lr=1e-4,3e-4", "--sweep-experiments",
+        "--", "python", "train.py", "--lr", "{lr}", cwd=repo.path,
+    )  # fmt: skip
+    assert r.code == 0, r.stderr
+    runs = [m.split()[0] for m in r.stderr.split("launched ")[1:]]
+    assert len(runs) == 2, r.stderr
+    seen = {}
+    for run in runs:
+        assert wait_finished(run, {})["status"] == "succeeded"
+        out = json.loads(run_cli("logs", run, timeout=60).stdout.strip().splitlines()[-1])
+        seen[out["task"]] = (out["lr"], out["env"])
+    assert seen == {
+        "main__lr_1e-4": (1e-4, {"lr": "1e-4"}),
+        "main__lr_3e-4": (3e-4, {"lr": "3e-4"}),
+    }
+    r = run_cli("run", "--local", "--no-python", "--multi", "--", "true", "--", "true", cwd=repo.path)
+    assert r.code == 2 and "2 tasks in one run: local runs have one task" in r.stderr, r.stderr

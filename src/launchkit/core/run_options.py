@@ -410,9 +410,21 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         help="Wait this long for all replicas to start.",
     ),
     Opt("torchrun", FLAG, ("--torchrun",), P_MULTINODE, help="Run the command under torchrun."),
-    Opt("accelerate", FLAG, ("--accelerate",), P_MULTINODE, help="Run the command under accelerate launch."),
+    Opt(
+        "accelerate",
+        FLAG,
+        ("--accelerate",),
+        P_MULTINODE,
+        help="Run the command under accelerate launch (or give yours the topology).",
+    ),
     Opt("ray", FLAG, ("--ray",), P_MULTINODE, help="Start a Ray cluster, run the command on the head."),
-    Opt("resumable", FLAG, ("--resumable",), P_MULTINODE, help="Stable WANDB_RUN_ID across restarts."),
+    Opt(
+        "resumable",
+        FLAG,
+        ("--resumable",),
+        P_MULTINODE,
+        help="A new W&B run per launch, resumed across restarts.",
+    ),
     Opt(
         "preset",
         LIST,
