@@ -64,6 +64,7 @@ class Capability(str, Enum):
     gpu_filters = "--gpu-type/--all"  # find-gpus filters
     uploads = "--upload"  # run: upload local files and mount them
     unpushed = "unpushed commits"  # run: launch a commit that is not on a remote
+    several_tasks = "--multi/--sweep"  # run: several tasks in one run
 
 
 class LogQuery(BaseModel):

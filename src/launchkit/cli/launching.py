@@ -145,7 +145,8 @@ def submit(
             f"local files to {b.name.capitalize()} is not supported yet",
             hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
         )
-    if len(spec.tasks) > 1 and not request.sweep_experiments and Capability.tasks not in b.capabilities:
+    several = len(spec.tasks) > 1 and not request.sweep_experiments
+    if several and Capability.several_tasks not in b.capabilities:
         raise UsageError(
             f"{len(spec.tasks)} tasks in one run: {b.name} runs have one task",
             hint="with --sweep add --sweep-experiments (one run each), or launch on Beaker",

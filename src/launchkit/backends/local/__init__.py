@@ -19,8 +19,9 @@ from typing import IO, Any
 from launchkit.application import Application
 from launchkit.backends import Capability, GpuRow, LogQuery, RunInfo, RunStatus, Submission
 from launchkit.backends.local import logs, procs
-from launchkit.backends.local.store import Store, log_path, run_dir
+from launchkit.backends.local.store import Store, log_path, run_dir, task_slots
 from launchkit.core.contract import ENV_GIT_COMMIT
+from launchkit.core.tasks import ENV_TASK_LABEL
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
 POLL = 0.1
@@ -39,7 +40,7 @@ def _has_commit(repo_root: str, sha: str) -> bool:
 
 class LocalBackend:
     name = "local"
-    capabilities = frozenset({Capability.uploads, Capability.unpushed})
+    capabilities = frozenset({Capability.uploads, Capability.unpushed, Capability.several_tasks})
 
     def __init__(self, app: Application | None = None) -> None:
         self.app = app or Application()
@@ -48,8 +49,10 @@ class LocalBackend:
     # ---- submit
     def submit(self, submission: Submission) -> RunInfo:
         task = submission.spec["tasks"][0]
-        env_vars = task.get("envVars") or task.get("env_vars") or []
-        missing = [v["secret"] for v in env_vars if v.get("secret") and v["secret"] not in os.environ]
+        env_vars = [v for t in submission.spec["tasks"] for v in t.get("envVars") or t.get("env_vars") or []]
+        missing = list(
+            dict.fromkeys(v["secret"] for v in env_vars if v.get("secret") and v["secret"] not in os.environ)
+        )
         if missing:
             raise PreconditionError(
                 f"local runs read secrets from your environment, and {', '.join(missing)} is not set",
@@ -70,7 +73,7 @@ class LocalBackend:
         rdir.mkdir(parents=True)
         (rdir / "spec.json").write_text(json.dumps(submission.spec))
         (rdir / "meta.json").write_text(json.dumps(meta))
-        replicas = int(task.get("replicas") or 1)
+        replicas = len(task_slots(submission.spec))  # every replica of every task
         self.store.create_run(run_id, submission.name, replicas)
         with open(rdir / "supervisor.log", "ab") as out:
             proc = subprocess.Popen(
@@ -96,8 +99,30 @@ class LocalBackend:
             started=_ts(row["started"]),
             finished=_ts(row["finished"]),
             replicas=row["replicas"],
+            tasks=len(self._spec(row["id"]).get("tasks") or [None]),
             author=os.environ.get("USER"),
         )
+
+    @staticmethod
+    def _spec(run_id: str) -> dict[str, Any]:
+        try:
+            spec: dict[str, Any] = json.loads((run_dir(run_id) / "spec.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return spec
+
+    def _labels(self, run: RunInfo) -> list[bytes]:
+        """Each process's line prefix: its rank for one task; for several tasks the task's label
+        (LAUNCHKIT_TASK_LABEL, e.g. `lr=1e-4,seed=1`), plus `/rank` if the task has replicas."""
+        spec = self._spec(run.id)
+        if len(spec.get("tasks") or []) <= 1:
+            return [b"%d" % rank for rank in range(run.replicas)]
+        out = []
+        for task, rank, count in task_slots(spec):
+            env = {v["name"]: v.get("value") for v in task.get("envVars") or []}
+            label = env.get(ENV_TASK_LABEL) or task.get("name") or "task"
+            out.append((label + (f"/{rank}" if count > 1 else "")).encode())
+        return out
 
     def _supervisor_alive(self, row: Any) -> bool:
         pid = row["supervisor_pid"]
@@ -167,17 +192,18 @@ class LocalBackend:
         if query.tail is not None:
             merged = merged[-query.tail :] if query.tail else []
         prefix = len(ranks) > 1
+        labels = self._labels(run)
         for ts, rank, line in merged:
-            out.write(self._decorate(ts, rank, line, prefix, query.timestamps))
+            out.write(self._decorate(ts, labels[rank], line, prefix, query.timestamps))
         out.flush()
 
     @staticmethod
-    def _decorate(ts: int, rank: int, line: bytes, prefix: bool, timestamps: bool) -> bytes:
+    def _decorate(ts: int, label: bytes, line: bytes, prefix: bool, timestamps: bool) -> bytes:
         head = b""
         if timestamps:
             head += dt.datetime.fromtimestamp(ts / 1e9, dt.UTC).isoformat().encode() + b" "
         if prefix:
-            head += b"[%d] " % rank
+            head += b"[" + label + b"] "
         return head + line
 
     def follow(
@@ -185,11 +211,12 @@ class LocalBackend:
     ) -> int:
         ranks = self._ranks(run, replica)
         tails = {rank: logs.Tail(str(log_path(run.id, rank))) for rank in ranks}
+        labels = self._labels(run)
         while True:
             info = self.get(run.id)
             for rank, tail in tails.items():
                 for ts, line in tail.read():
-                    out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
+                    out.write(self._decorate(ts, labels[rank], line, len(ranks) > 1, False))
             out.flush()
             if info.status.finished:
                 return 0 if info.status == RunStatus.succeeded else (info.exit_code or 1)

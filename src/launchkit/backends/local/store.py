@@ -51,6 +51,17 @@ def run_dir(run_id: str) -> Path:
     return home() / "runs" / run_id
 
 
+def task_slots(spec: dict[str, Any]) -> list[tuple[dict[str, Any], int, int]]:
+    """One process per replica of every task (a --multi/--sweep run has several tasks), in order:
+    (task spec, rank within the task, the task's replica count). A slot's index is its "replica"
+    number in the store, its log file and its directory."""
+    out = []
+    for task in spec["tasks"]:
+        count = int(task.get("replicas") or 1)
+        out += [(task, rank, count) for rank in range(count)]
+    return out
+
+
 def log_path(run_id: str, rank: int) -> Path:
     return run_dir(run_id) / "logs" / f"replica-{rank}.log"
 

@@ -17,7 +17,7 @@ import threading
 import time
 
 from launchkit.backends.local import logs, procs
-from launchkit.backends.local.store import Store, log_path, run_dir
+from launchkit.backends.local.store import Store, log_path, run_dir, task_slots
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
 
 STOP_GRACE = float(os.environ.get("LAUNCHKIT_STOP_GRACE", "10"))
@@ -70,17 +70,30 @@ def base_env(run_id: str) -> dict[str, str]:
 
 
 def replica_env(
-    base: dict[str, str], spec_task: dict, meta: dict, run_id: str, rank: int, count: int, total_gpus: int
+    base: dict[str, str],
+    spec_task: dict,
+    meta: dict,
+    run_id: str,
+    rank: int,
+    count: int,
+    total_gpus: int,
+    *,
+    slot: int | None = None,
+    slots: int | None = None,
 ) -> dict[str, str]:
+    """The env of replica `rank` of `count` of a task; `slot` of `slots` is its place among all the
+    run's processes (several tasks: task_slots), which names its directory and shares the GPUs."""
+    slot = rank if slot is None else slot
+    slots = count if slots is None else slots
     env = dict(base)
     for var in spec_task.get("envVars") or spec_task.get("env_vars") or []:
         if var.get("secret"):
             env[var["name"]] = os.environ[var["secret"]]  # checked at submit; never stored
         else:
             env[var["name"]] = var.get("value") or ""
-    rdir = run_dir(run_id) / f"replica-{rank}"
+    rdir = run_dir(run_id) / f"replica-{slot}"
     host = socket.gethostname()
-    gpus, visible = gpu_share(total_gpus, (spec_task.get("resources") or {}).get("gpuCount"), count, rank)
+    gpus, visible = gpu_share(total_gpus, (spec_task.get("resources") or {}).get("gpuCount"), slots, slot)
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     env.update(
@@ -92,13 +105,13 @@ def replica_env(
             "BEAKER_REPLICA_RANK": str(rank),
             "BEAKER_LEADER_REPLICA_HOSTNAME": "127.0.0.1",
             "BEAKER_ASSIGNED_GPU_COUNT": str(gpus),
-            "BEAKER_JOB_ID": f"{run_id}-{rank}",
+            "BEAKER_JOB_ID": f"{run_id}-{slot}",
             "BEAKER_WORKLOAD_ID": run_id,
             "BEAKER_EXPERIMENT_ID": run_id,
             "BEAKER_TASK_ID": f"{run_id}-{spec_task.get('name', 'main')}",
             "BEAKER_NODE_HOSTNAME": host,
             "BEAKER_NODE_ID": host,
-            "BEAKER_RESULT_DATASET_ID": f"{run_id}-{rank}-results",
+            "BEAKER_RESULT_DATASET_ID": f"{run_id}-{slot}-results",
         }
     )
     if meta.get("git_remote"):
@@ -116,8 +129,10 @@ class Supervisor:
         self.run_id = run_id
         self.store = Store()
         self.cancel = threading.Event()
-        self.procs: dict[int, int] = {}  # pid -> rank
-        self.codes: dict[int, int] = {}  # rank -> exit code
+        self.procs: dict[int, int] = {}  # pid -> slot (a replica of a task: store.task_slots)
+        self.codes: dict[int, int] = {}  # slot -> exit code
+        self.task_of: dict[int, int] = {}  # slot -> index of its task
+        self.stopped: set[int] = set()  # slots stopped because another replica of their task failed
         self.pumps: list[threading.Thread] = []
         self.failed_first: int | None = None  # rank whose failure ended the others
 
@@ -129,30 +144,31 @@ class Supervisor:
         rdir = run_dir(self.run_id)
         spec = json.loads((rdir / "spec.json").read_text())
         meta = json.loads((rdir / "meta.json").read_text())
-        task = spec["tasks"][0]
-        count = int(task.get("replicas") or 1)
-        argv = [*task["command"], *(task.get("arguments") or [])]
+        slots = task_slots(spec)
+        names = [t.get("name") for t in spec["tasks"]]
         base = base_env(self.run_id)
         gpus = gpu_count()
         (rdir / "logs").mkdir(exist_ok=True)
-        for rank in range(count):
+        for slot, (task, rank, count) in enumerate(slots):
             if self.cancel.is_set():
                 break
-            (rdir / f"replica-{rank}").mkdir(exist_ok=True)
-            env = replica_env(base, task, meta, self.run_id, rank, count, gpus)
+            argv = [*task["command"], *(task.get("arguments") or [])]
+            self.task_of[slot] = names.index(task.get("name"))
+            (rdir / f"replica-{slot}").mkdir(exist_ok=True)
+            env = replica_env(base, task, meta, self.run_id, rank, count, gpus, slot=slot, slots=len(slots))
             p = subprocess.Popen(
                 argv,
                 env=env,
-                cwd=rdir / f"replica-{rank}",
+                cwd=rdir / f"replica-{slot}",
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-            self.procs[p.pid] = rank
-            self.store.set_replica(self.run_id, rank, pid=p.pid, status="running", started=time.time())
+            self.procs[p.pid] = slot
+            self.store.set_replica(self.run_id, slot, pid=p.pid, status="running", started=time.time())
             t = threading.Thread(
-                target=logs.pump, args=(p.stdout, str(log_path(self.run_id, rank))), daemon=True
+                target=logs.pump, args=(p.stdout, str(log_path(self.run_id, slot))), daemon=True
             )
             t.start()
             self.pumps.append(t)
@@ -179,11 +195,20 @@ class Supervisor:
             live.discard(pid)
             rank, code = self.procs[pid], exit_code(status)
             self.codes[rank] = code
-            state = "canceled" if self.cancel.is_set() else ("succeeded" if code == 0 else "failed")
+            stopped = self.cancel.is_set() or rank in self.stopped
+            state = "canceled" if stopped else ("succeeded" if code == 0 else "failed")
             self.store.set_replica(self.run_id, rank, status=state, exit_code=code, finished=time.time())
-            if code != 0 and live and not self.cancel.is_set():  # propagate failure, like Beaker
-                self.failed_first = rank
-                self.cancel.set()
+            if code != 0 and live and not stopped:  # propagate failure within the task, like Beaker
+                task = self.task_of.get(rank, 0)
+                siblings = [p for p in live if self.task_of.get(self.procs[p], 0) == task]
+                if len(siblings) == len(live):  # every live replica is of this task: the run is over
+                    self.failed_first = rank
+                    self.cancel.set()
+                elif siblings:  # other tasks (a sweep's other points) keep running
+                    self.stopped.update(self.procs[p] for p in siblings)
+                    threading.Thread(
+                        target=procs.end_tree, args=(siblings, [os.getpid()], STOP_GRACE), daemon=True
+                    ).start()
 
     def finish(self) -> None:
         # Nothing may outlive the job: end leftovers (daemons, escaped sessions), then drain the logs.
