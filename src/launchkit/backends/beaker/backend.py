@@ -279,6 +279,9 @@ class BeakerBackend:
             task = query.task
             if task is None and not (all_tasks or query.all_tasks) and wl.experiment.tasks:
                 task = wl.experiment.tasks[0].name
+                others = len({t.name for t in wl.experiment.tasks}) - 1
+                if others:
+                    self.app.info(f"logs of task {task}; {others} more task(s): --all for all, --task NAME")
             rows = self._select(wl, query.replica, task)
             since_ns = _epoch_ns(query.since) if query.since else None
             labels = self._labels(wl, rows)
