@@ -21,7 +21,7 @@ def _uv_lock_check(root: str, offline: bool, timeout: float) -> tuple[int, str]:
     from uv import find_uv_bin
 
     cmd = [find_uv_bin(), "lock", "--check", "--directory", root, "--no-progress"]
-    env = {**os.environ, "UV_NO_SYNC": "1"}
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}  # a check: never fetch an interpreter
     env.pop("VIRTUAL_ENV", None)
     try:
         r = subprocess.run(

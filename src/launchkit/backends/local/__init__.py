@@ -45,6 +45,7 @@ class LocalBackend:
     def __init__(self, app: Application | None = None) -> None:
         self.app = app or Application()
         self.store = Store()
+        self._specs: dict[str, dict[str, Any]] = {}
 
     # ---- submit
     def submit(self, submission: Submission) -> RunInfo:
@@ -103,13 +104,14 @@ class LocalBackend:
             author=os.environ.get("USER"),
         )
 
-    @staticmethod
-    def _spec(run_id: str) -> dict[str, Any]:
-        try:
-            spec: dict[str, Any] = json.loads((run_dir(run_id) / "spec.json").read_text())
-        except (OSError, ValueError):
-            return {}
-        return spec
+    def _spec(self, run_id: str) -> dict[str, Any]:
+        """The run's spec (written once at submit, so read once: `follow` asks on every poll)."""
+        if run_id not in self._specs:
+            try:
+                self._specs[run_id] = json.loads((run_dir(run_id) / "spec.json").read_text())
+            except (OSError, ValueError):
+                return {}
+        return self._specs[run_id]
 
     def _labels(self, run: RunInfo) -> list[bytes]:
         """Each process's line prefix: its rank for one task; for several tasks the task's label
