@@ -115,18 +115,16 @@ def wait_finished(run_id: str, env: dict[str, str], timeout: float = 120) -> dic
 
 
 def processes_with(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `marker`."""
+    """Live (non-zombie) processes whose command line or local-run marker variable contains `marker`."""
+    import psutil
+
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
+    for p in psutil.process_iter(["cmdline", "environ", "status"]):
+        if p.pid == os.getpid() or p.info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        try:
-            cmd = Path(f"/proc/{name}/cmdline").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmd and state != b"Z":
-            found.append(int(name))
+        cmd = " ".join(p.info["cmdline"] or [])
+        if marker in cmd or marker == (p.info["environ"] or {}).get("LAUNCHKIT_LOCAL_RUN"):
+            found.append(p.pid)
     return found
 
 

@@ -171,38 +171,10 @@ def test_sweep_experiments_launch_one_experiment_each(repo, fake_beaker):
     assert r.stderr.count("launched ") == 2
 
 
-def test_local_runs_several_tasks_as_real_processes(repo):
-    """The local backend runs every task of a --sweep (one process each), labels their lines, and a
-    failing task does not stop the others (Beaker propagates failures within a task only)."""
-    from conftest import ROOT
-    from lk_helpers import wait_finished
-
-    repo.commit({"train.py": (ROOT / "examples/sweep/train.py").read_text()}, "sweep example")
-    r = run_cli(
-        "run", "--local", "--no-python", "--sweep", "lr=1e-4,3e-4", "--sweep", "seed=1,2", "--follow",
-        "--", "python", "train.py", "--lr", "{lr}", "--seed", "{seed}", cwd=repo.path,
-    )  # fmt: skip
-    assert r.code == 0, r.stderr
-    lines = sorted(line for line in r.stdout.splitlines() if '] {"task"' in line)
-    assert [line.split("] ")[0] + "]" for line in lines] == [
-        "[lr=1e-4,seed=1]",
-        "[lr=1e-4,seed=2]",
-        "[lr=3e-4,seed=1]",
-        "[lr=3e-4,seed=2]",
-    ]
-    got = json.loads(lines[3].split("] ", 1)[1])
-    assert got["task"] == "main__lr_3e-4__seed_2" and got["lr"] == 3e-4 and got["seed"] == 2
-    assert got["env"] == {"lr": "3e-4", "seed": "2"}
-
-    r = run_cli(
-        "run", "--local", "--no-python", "--multi", "--", "sh", "-c", "exit 3",
-        "--", "sh", "-c", "sleep 1; echo survived", cwd=repo.path,
-    )  # fmt: skip
-    assert r.code == 0, r.stderr
-    run = r.stderr.split("launched ")[1].split()[0]
-    info = wait_finished(run, {})
-    assert info["status"] == "failed" and info["exit_code"] == 3 and info["tasks"] == 2
-    assert "[main__1] survived" in run_cli("logs", run, timeout=60).stdout
+def test_a_local_run_refuses_several_tasks(repo):
+    r = run_cli("run", "--local", "--no-python", "--multi", "--", "true", "--", "true", cwd=repo.path)
+    assert r.code == 2 and "2 tasks in one run: local runs have one task" in r.stderr, r.stderr
+    assert "--sweep-experiments" in r.stderr
 
 
 def test_local_sweep_experiments_are_separate_runs(repo):

@@ -25,6 +25,7 @@ from launchkit.cli import (
     logs_cmd,
     open_cmd,
     profiles_cmd,
+    prune_cmd,
     run_cmd,
     secret_cmd,
     stop_cmd,
@@ -87,6 +88,7 @@ def build_app() -> typer.Typer:
         ("find-gpus", find_gpus_cmd.find_gpus),
         ("open", open_cmd.open_page),
         ("profiles", profiles_cmd.profiles),
+        ("prune", prune_cmd.prune),
     ):
         cli.command(name, cls=PanelCommand)(command)
     cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)

@@ -39,7 +39,38 @@ def default_backend() -> str:
     return str(load_config().get("backend") or "beaker")
 
 
-def backend_name(backend: str | None, local: bool, run_id: str | None = None) -> str:
+def _last_run_file() -> Any:
+    from pathlib import Path
+
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("launchkit")) / "last-run.json"
+
+
+def remember_last_run(backend: str, run_id: str) -> None:
+    """Written at submit, so that `--latest` goes to the backend of your most recent run."""
+    import json
+
+    try:
+        path = _last_run_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"backend": backend, "id": run_id}))
+    except OSError:
+        pass  # a convenience: --latest then falls back to the configured backend
+
+
+def last_run_backend() -> str | None:
+    import json
+
+    try:
+        name = json.loads(_last_run_file().read_text()).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if name in ("beaker", "local") else None
+
+
+def backend_name(backend: str | None, local: bool, run_id: str | None = None, latest: bool = False) -> str:
+    """--local/--backend, else the run id's prefix, else (for --latest) your last run's, else config."""
     from launchkit.backends import backend_for_run_id
 
     if local:
@@ -48,15 +79,17 @@ def backend_name(backend: str | None, local: bool, run_id: str | None = None) ->
         return backend
     if run_id:
         return backend_for_run_id(run_id)
-    return default_backend()
+    return (latest and last_run_backend()) or default_backend()
 
 
-def choose(app: Application, backend: str | None, local: bool, run_id: str | None = None) -> Backend:
+def choose(
+    app: Application, backend: str | None, local: bool, run_id: str | None = None, latest: bool = False
+) -> Backend:
     """The Backend instance for these options (and run id)."""
     from launchkit.backends import get_backend
     from launchkit.errors import BackendError
 
-    name = backend_name(backend, local, run_id)
+    name = backend_name(backend, local, run_id, latest)
     try:
         return get_backend(name, app)
     except ModuleNotFoundError as e:
@@ -83,7 +116,7 @@ def resolve_run(
         raise UsageError("give a run ID or --latest, not both", hint="drop one of them")
     if not run_id and not latest:
         raise UsageError("which run? give a run ID or --latest", hint="list runs with `launchkit list`")
-    b = choose(app, backend, local, run_id)
+    b = choose(app, backend, local, run_id, latest)
     if run_id:
         return b, b.get(run_id)
     run = b.latest(author=author) if author else b.latest()

@@ -151,6 +151,8 @@ def submit(
             f"{len(spec.tasks)} tasks in one run: {b.name} runs have one task",
             hint="with --sweep add --sweep-experiments (one run each), or launch on Beaker",
         )
+    from launchkit.cli.backend_choice import remember_last_run
+
     name = request.name or f"launchkit-{git.commit[:8]}"
     if request.sweep_experiments:  # one experiment per --sweep combination
         from launchkit.core.spec import split_experiments
@@ -168,6 +170,11 @@ def submit(
                 auto_secrets=request.auto_secrets,
             )
         )
+        remember_last_run(b.name, run.id)
         app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:
-        sys.exit(follow_run(app, b, run))
+        import typer
+
+        code = follow_run(app, b, run)
+        app.fast_exit = True  # the job runs detached: nothing to tear down (saves ~50 ms)
+        raise typer.Exit(code)
