@@ -158,6 +158,8 @@ def test_fault_kill_the_supervisor_at_random_moments(repo, env, state, marker):
         )
         try:
             pid = supervisor_started(state)  # the moment the CLI has started it
+            if i % 4 == 3:  # a quarter once every sleeper runs (2 x 3, one in its own session)
+                wait_for(lambda word=word: named(word) == 6, timeout=60)
             # half of the kills while the supervisor starts up and starts replicas (~20-60 ms in)
             time.sleep(rng.uniform(0.015, 0.06) if i % 2 else rng.uniform(0, 0.3))
             os.kill(pid, signal.SIGKILL)
@@ -174,6 +176,8 @@ def test_fault_kill_the_supervisor_at_random_moments(repo, env, state, marker):
         assert processes_with(word) == [] and processes_with(run_id) == [], (i, r.stderr)
         after = listed(env)[run_id]
         assert after["status"] in ("canceled", "lost"), after
+        if i % 4 == 3:  # its processes were running: stop ended them
+            assert after["status"] == "canceled", after
         outcomes.append(after["status"])
     assert len(outcomes) == 20
     print(

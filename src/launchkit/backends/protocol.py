@@ -13,13 +13,15 @@ from typing import IO, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from launchkit.errors import UsageError
+from launchkit.errors import PreconditionError, UsageError
 
 
 class RunStatus(str, Enum):
     queued = "queued"
     starting = "starting"
     running = "running"
+    stopping = "stopping"  # canceled, the job is still shutting down (Beaker's STOPPING)
+    uploading = "uploading"  # the job exited; results are being uploaded (Beaker's UPLOADING_RESULTS)
     succeeded = "succeeded"
     failed = "failed"
     canceled = "canceled"
@@ -86,6 +88,11 @@ class Submission(BaseModel):
     workspace: str | None = None
     repo_root: str | None = None  # local checkout (the local backend clones from it)
     auto_secrets: bool = True  # beaker: add well-known secrets (HF_TOKEN, ...) the workspace has
+    prepared: bool = False  # `spec` is already exactly what submit() sends (Backend.prepare)
+
+
+class NoCredentials(PreconditionError):
+    """The backend's service needs credentials and none are configured (`run --dry-run` stays offline)."""
 
 
 GpuRow = dict[str, "str | int | list[str]"]  # one row of `find-gpus`, keys are the table's columns
@@ -97,6 +104,11 @@ class Backend(Protocol):
 
     name: str
     capabilities: frozenset[Capability]
+
+    def prepare(self, submission: Submission) -> Submission:
+        """The submission with its spec exactly as submit() will send it (names resolved, secrets
+        added); read-only. Raises NoCredentials when the service cannot be asked at all."""
+        ...
 
     def submit(self, submission: Submission) -> RunInfo: ...
 

@@ -35,8 +35,16 @@ def local_option() -> Any:
 
 def default_backend() -> str:
     from launchkit.config import load_config
+    from launchkit.errors import UsageError
 
-    return str(load_config().get("backend") or "beaker")
+    config = load_config()
+    name = config.get("backend")
+    if name is None:
+        return "beaker"
+    if name not in ("beaker", "local"):  # name the variable or file it came from
+        where = config.values["backend"][1].where("backend")
+        raise UsageError(f"{where} {name!r}: unknown backend", hint="use beaker or local")
+    return str(name)
 
 
 def _last_run_file() -> Any:
@@ -126,9 +134,14 @@ def resolve_run(
 
 
 def stdout_closed() -> int:
-    """After a BrokenPipeError (e.g. `launchkit logs ID | head`): silence stdout, return 141 (SIGPIPE)."""
+    """After a BrokenPipeError (e.g. `launchkit logs ID | head`) or a failed write: point stdout at
+    /dev/null so nothing buffered is written (or fails) again at exit; return 141 (SIGPIPE)."""
     import sys
 
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (tests capture stdout in memory)
+        pass
     return 141

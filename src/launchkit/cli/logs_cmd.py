@@ -10,6 +10,7 @@ import typer
 
 from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, stdout_closed
 from launchkit.cli.context import get_app
+from launchkit.core.units import MAX_COUNT
 
 
 def _since(value: str) -> dt.datetime:
@@ -32,10 +33,12 @@ def logs(
     ctx: typer.Context,
     run_id: str | None = typer.Argument(None, metavar="[ID]", help="Run whose logs to show."),
     latest: bool = typer.Option(False, "--latest", "-l", help="Your newest run."),
-    tail: int | None = typer.Option(None, "--tail", help="Only the last N lines.", min=0),
-    head: int | None = typer.Option(None, "--head", help="Only the first N lines.", min=0),
+    tail: int | None = typer.Option(None, "--tail", help="Only the last N lines.", min=0, max=MAX_COUNT),
+    head: int | None = typer.Option(None, "--head", help="Only the first N lines.", min=0, max=MAX_COUNT),
     since: str | None = typer.Option(None, "--since", help="Lines since a duration ago (10m) or a time."),
-    replica: int | None = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
+    replica: int | None = typer.Option(
+        None, "--replica", "-r", help="Only this replica (rank).", min=0, max=MAX_COUNT
+    ),
     task: str | None = typer.Option(None, "--task", help="Beaker: only this task."),
     all_tasks: bool = typer.Option(False, "--all", help="Beaker: every task of the experiment."),
     timestamps: bool = typer.Option(False, "--timestamps", help="Prefix each line with its time."),
@@ -72,12 +75,18 @@ def logs(
         except BrokenPipeError:
             sys.exit(stdout_closed())
         return
-    if os.path.isdir(output) or output.endswith(os.sep):
-        os.makedirs(output, exist_ok=True)
-        ranks = [replica] if replica is not None else range(run.replicas)
-        for rank in ranks:
-            with open(os.path.join(output, f"{run.id}-replica-{rank}.log"), "wb") as f:
-                b.write_logs(run, query.model_copy(update={"replica": rank}), f)
-        return
-    with open(output, "wb") as f:
-        b.write_logs(run, query, f)
+    try:
+        if os.path.isdir(output) or output.endswith(os.sep):
+            os.makedirs(output, exist_ok=True)
+            ranks = [replica] if replica is not None else range(run.replicas)
+            for rank in ranks:
+                with open(os.path.join(output, f"{run.id}-replica-{rank}.log"), "wb") as f:
+                    b.write_logs(run, query.model_copy(update={"replica": rank}), f)
+            return
+        with open(output, "wb") as f:
+            b.write_logs(run, query, f)
+    except OSError as e:
+        from launchkit.errors import PreconditionError, from_exception
+
+        hint = from_exception(e).hint
+        raise PreconditionError(f"--output {output!r}: {e.strerror or e}", hint=hint) from None

@@ -33,6 +33,9 @@ def open_page(
         url = run.url or ""
     else:
         url = backend.url_for(target)
+    from launchkit.core.redact import redact_url
+
+    url = redact_url(url)  # printed below: never a credential from a URL
     opened = False
     if not print_only and sys.stdout.isatty():
         import webbrowser
@@ -40,6 +43,9 @@ def open_page(
         try:
             opened = webbrowser.open(url)
         except Exception:  # noqa: BLE001 - no browser: print instead
-            opened = False
+            from launchkit.core.redact import redact_url
+
+    url = redact_url(url)  # printed below: never a credential from a URL
+    opened = False
     if not opened or not sys.stdout.isatty():
         sys.stdout.write(url + "\n")

@@ -3,6 +3,9 @@
 Import-free, so the local supervisor and the Beaker backend can share the names cheaply.
 """
 
+# In the description of every experiment launchkit makes; `launchkit list` shows only those.
+DESCRIPTION_MARKER = "[launchkit]"
+
 ENV_VERSION = "LAUNCHKIT_VERSION"
 ENV_RUN_ID = "LAUNCHKIT_RUN_ID"
 ENV_GIT_REMOTE = "LAUNCHKIT_GIT_REMOTE"

@@ -192,6 +192,7 @@ class LaunchRequest(_Model):
     # --- launch behaviour (not part of the spec)
     backend: BackendName = BackendName.beaker
     dry_run: bool = False
+    offline: bool = False  # --dry-run without asking Beaker
     save_spec: str | None = None
     follow: bool = False
     yes: bool = False

@@ -17,6 +17,7 @@ from typing import Any
 from launchkit import __version__
 from launchkit.core.beaker_types import spec_types
 from launchkit.core.contract import (
+    DESCRIPTION_MARKER,
     ENV_CONDA_ENV,
     ENV_CONDA_FILE,
     ENV_CONSTRAINT_GPU_TYPES,
@@ -59,7 +60,14 @@ from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
 # bash and curl (the entrypoint needs bash + git; uv brings CUDA wheels for GPU jobs).
 DEFAULT_DOCKER_IMAGE = "python:3.12"
 
-_NOT_SPEC = {"dry_run", "save_spec", "follow", "yes", "backend"}  # launch behaviour, not job identity
+_NOT_SPEC = {
+    "dry_run",
+    "offline",
+    "save_spec",
+    "follow",
+    "yes",
+    "backend",
+}  # launch behaviour, not job identity
 
 
 def run_id(request: LaunchRequest, git: GitState) -> str:
@@ -73,6 +81,32 @@ def run_id(request: LaunchRequest, git: GitState) -> str:
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def with_marker(description: str | None) -> str:
+    """The description with launchkit's marker, which `launchkit list` looks for."""
+    text = description or ""
+    return text if DESCRIPTION_MARKER in text else f"{text} {DESCRIPTION_MARKER}".strip()
+
+
+def decided_at_submit(request: LaunchRequest, git: GitState) -> list[str]:
+    """What the Beaker backend settles when it submits, which an offline spec cannot show."""
+    parts = []
+    filters = [f"--cluster {c}" for c in request.clusters] + [f"--gpu-type {g}" for g in request.gpu_types]
+    filters += [f"tag {t}" for t in cluster_tags(request)]
+    if filters:
+        parts.append(f"cluster constraint ({', '.join(filters)})")
+    if request.beaker_image:
+        parts.append(f"Beaker image id of {request.beaker_image}")
+    if not request.budget:
+        parts.append("budget (the workspace's)")
+    if request.auto_secrets:
+        parts.append("auto-secrets")
+    if git.github_repo and not request.git_token_secret:
+        parts.append(f"GITHUB_TOKEN secret for {git.github_repo}")
+    if request.groups:
+        parts.append("group ids")
+    return parts
 
 
 def upload_dataset_name(local_path: str) -> str:
@@ -254,7 +288,7 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
         task_parts.fields.update(name=v.name, arguments=list(v.command))
         tasks.append(t.BeakerTaskSpec(env_vars=list(task_parts.env.values()), **task_parts.fields))
     return t.BeakerExperimentSpec(
-        description=request.description,
+        description=with_marker(request.description),
         budget=request.budget,
         tasks=tasks,
         groups=list(request.groups) or None,
@@ -284,14 +318,11 @@ def apply_profiles_and_multinode(
     parts.fields.update(extra.task_fields)
 
 
-def split_experiments(spec: Any) -> list[tuple[str, Any]]:
-    """`--sweep-experiments`: one spec per task, each named by its task: [(task name, spec)]."""
-    t = spec_types()
-    out = []
-    for task in spec.tasks:
-        one = t.BeakerExperimentSpec.from_json({**spec.to_json(), "tasks": [task.to_json()]})
-        out.append((task.name, one))
-    return out
+def split_experiments(submission: Any) -> list[tuple[str, dict[str, Any]]]:
+    """`--sweep-experiments`: [(experiment name, spec JSON)], one experiment per task of the
+    submission's spec, named `<name>-<task name>`."""
+    spec = submission.spec
+    return [(f"{submission.name}-{task['name']}", {**spec, "tasks": [task]}) for task in spec["tasks"]]
 
 
 _TOP_ORDER = ("version", "description", "budget", "groups", "retry", "tasks")
@@ -324,7 +355,12 @@ def _ordered(data: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
 def spec_to_yaml(spec: Any) -> str:
     """Deterministic, readable YAML for a spec: the interesting fields first, the entrypoint script
     (a block scalar) last."""
-    data = _ordered(spec.to_json(), _TOP_ORDER)
+    return spec_json_to_yaml(spec.to_json())
+
+
+def spec_json_to_yaml(spec_json: dict[str, Any]) -> str:
+    """`spec_to_yaml` for a spec's JSON (`BeakerExperimentSpec.to_json()`), e.g. a resolved one."""
+    data = _ordered(spec_json, _TOP_ORDER)
     data["tasks"] = [_ordered(task, _TASK_ORDER) for task in data.get("tasks", [])]
     return dump_yaml(data)
 

@@ -123,6 +123,10 @@ class LocalBackend:
         return self.root / "runs" / run_id
 
     # ---- submit
+    def prepare(self, submission: Submission) -> Submission:
+        """Nothing to resolve: the local backend runs the spec as built."""
+        return submission
+
     def submit(self, submission: Submission) -> RunInfo:
         task = submission.spec["tasks"][0]
         env_vars = task.get("envVars") or task.get("env_vars") or []
@@ -354,7 +358,8 @@ class LocalBackend:
         if rec["status"] in ENDED:
             return self._info(rec)
         rdir = self.rdir(run.id)
-        if record.supervisor_alive(rdir):
+        asked = record.supervisor_alive(rdir)  # then it ends as canceled, even if it dies doing so
+        if asked:
             row = self.store.run(run.id)
             pid = rec.get("supervisor_pid") or (row["supervisor_pid"] if row else None)
             if pid:
@@ -372,7 +377,7 @@ class LocalBackend:
         ended = procs.end_run(run.id, groups, min(grace, 2))
         rec = self._record(run.id)
         if rec["status"] not in ENDED:
-            was_lost = rec["status"] == "lost"
+            was_lost = rec["status"] == "lost" and not asked
             if ended or not was_lost:
                 rec.update(
                     status="canceled",
