@@ -294,7 +294,7 @@ def test_logs_first_task_unless_all(fake, backend):
     assert out.getvalue() == b"from eval\n"
     out = io.BytesIO()
     backend.write_logs(run, LogQuery(), out, all_tasks=True)
-    assert sorted(out.getvalue().splitlines()) == [b"[eval/0] from eval", b"[train/0] from train"]
+    assert sorted(out.getvalue().splitlines()) == [b"[eval] from eval", b"[train] from train"]
 
 
 # ---------------------------------------------------------------------------------------------- follow

@@ -117,14 +117,38 @@ def test_accelerate_multi_node(stubs):
         "127.0.0.1",
         "--main_process_port",
         "29123",
-        "--mixed_precision",
-        "no",
         "--dynamo_backend",
         "no",
         "--multi_gpu",
         "train.py",
     ]
     assert out["cpu"] is None
+
+
+def test_accelerate_launch_in_the_command_gets_only_the_topology(stubs):
+    """open-instruct's `accelerate launch --use_deepspeed ... script.py`: no second launch, its flags
+    kept (mixed precision included), --num_processes per replica (mason) times the replicas."""
+    given = [
+        "accelerate", "launch", "--mixed_precision", "bf16", "--num_processes", "8", "--use_deepspeed",
+        "--deepspeed_config_file", "configs/ds/stage3.conf", "--machine_rank", "5",
+        "open_instruct/finetune.py", "--num_processes", "3", "--lr", "1e-5",
+    ]  # fmt: skip
+    out, err = wrap(
+        stubs, "accelerate", given, assigned_gpu_count=8, replica_count=2, replica_rank=1,
+        leader_replica_hostname="127.0.0.1",
+    )  # fmt: skip
+    assert out["argv"] == [
+        "accelerate", "launch", "--num_machines", "2", "--machine_rank", "1", "--num_processes", "16",
+        "--main_process_ip", "127.0.0.1", "--main_process_port", "29123",
+        "--mixed_precision", "bf16", "--use_deepspeed", "--deepspeed_config_file", "configs/ds/stage3.conf",
+        "open_instruct/finetune.py", "--num_processes", "3", "--lr", "1e-5",
+    ]  # fmt: skip
+    assert out["argv"].count("launch") == 1 and "--num_processes 16" in err
+    out, _ = wrap(stubs, "accelerate", ["accelerate", "launch", "-m", "pkg"], assigned_gpu_count=4)
+    assert out["argv"] == [
+        "accelerate", "launch", "--num_machines", "1", "--machine_rank", "0", "--num_processes", "4",
+        "--main_process_ip", "127.0.0.1", "--main_process_port", "29123", "-m", "pkg",
+    ]  # fmt: skip
 
 
 def test_accelerate_on_cpu_replicas(stubs):

@@ -177,7 +177,8 @@ def test_launcher_env_port_and_resume():
     env = {e.name: e.value for e in build_spec(r, git).tasks[0].env_vars}
     assert env["LAUNCHKIT_LAUNCHER"] == "torchrun" and env["LAUNCHKIT_RDZV_ID"] == rid
     assert env["LAUNCHKIT_RDZV_PORT"] == str(derive_port(rid))
-    assert env["WANDB_RUN_ID"] == f"lk-{rid}" and env["WANDB_RESUME"] == "allow"
+    # the W&B id is set inside the job, from the experiment id (fresh per launch): not in the spec
+    assert "WANDB_RUN_ID" not in env and env["WANDB_RESUME"] == "allow" and env["LAUNCHKIT_RESUMABLE"] == "1"
     assert env["LAUNCHKIT_SKIP_NCCL_SETUP"] == "1"
     assert dict(task_additions(req(ray=True), rid).env)["LAUNCHKIT_RDZV_PORT"]  # single node too (Ray head)
 
@@ -238,3 +239,46 @@ def test_uv_cache_dir_flag_wins_in_the_spec():
         spec = build_spec(req(cluster=["ai2/jupiter"], **given), git).to_json()
         env = {e["name"]: e.get("value") for e in spec["tasks"][0]["envVars"]}
         assert env["UV_CACHE_DIR"] == expected
+
+
+# ---------------------------------------------------------------------------------------------- presets
+VLLM = {
+    "RAY_CGRAPH_get_timeout": "300",
+    "VLLM_DISABLE_COMPILE_CACHE": "1",
+    "NCCL_DEBUG": "ERROR",
+    "VLLM_LOGGING_LEVEL": "WARNING",
+    "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
+}
+
+
+def _spec_env(r, user_profiles=None) -> dict[str, str]:
+    from launchkit.core.gitstate import GitState
+    from launchkit.core.spec import build_spec
+
+    git = GitState(remote_url="https://github.com/a/b", commit="0" * 40)
+    return {e.name: e.value for e in build_spec(r, git, user_profiles=user_profiles).tasks[0].env_vars}
+
+
+def test_preset_vllm_sets_masons_env_and_the_users_env_wins():
+    env = _spec_env(req(preset=["vllm"], ray=True))
+    assert {k: env[k] for k in VLLM} == VLLM
+    assert not set(VLLM) & set(_spec_env(req(ray=True)))  # off unless asked
+    env = _spec_env(
+        build_request({"preset": ["vllm"], "env": ["NCCL_DEBUG=INFO"]}, ["python", "x.py"], environ={})
+    )
+    assert env["NCCL_DEBUG"] == "INFO"
+
+
+def test_a_profile_turns_a_preset_on():
+    user = {"lab": {"clusters": ["lab/*"], "presets": ["vllm"]}}
+    sel = resolve_profiles(req(cluster=["lab/a100"]), user)
+    assert sel.applied == "lab" and sel.presets == ["vllm"] and "presets: vllm" in sel.reasons
+    assert _spec_env(req(cluster=["lab/a100"]), user)["VLLM_LOGGING_LEVEL"] == "WARNING"
+    with pytest.raises(UsageError, match="profile lab: preset 'nope': unknown preset"):
+        resolve_profiles(req(cluster=["lab/a100"]), {"lab": {"clusters": ["lab/*"], "presets": ["nope"]}})
+
+
+def test_unknown_preset_is_a_usage_error():
+    with pytest.raises(UsageError, match="--preset 'vlm': unknown preset") as e:
+        _spec_env(req(preset=["vlm"]))
+    assert "vllm" in (e.value.hint or "")

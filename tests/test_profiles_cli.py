@@ -137,3 +137,13 @@ def test_example_commands_dry_run(repo, argv):
             env["LAUNCHKIT_PROFILE_APPLIED"] == "ai2-weka"
             and "NCCL_SOCKET_IFNAME=ib" in env["LAUNCHKIT_PROFILE_SETUP"]
         )
+
+
+def test_profiles_shows_presets(repo):
+    r = run_cli("profiles", "ai2/jupiter", "--preset", "vllm", cwd=repo.path)
+    assert r.code == 0, r.stderr
+    assert "presets (vllm):" in r.stdout and "env RAY_CGRAPH_get_timeout=300" in r.stdout
+    r = run_cli("profiles", "--list", cwd=repo.path)
+    assert "preset vllm:" in r.stdout
+    r = run_cli("run", "--dry-run", "--preset", "nope", "--", "python", "t.py", cwd=repo.path)
+    one_line_usage_error(r, "--preset 'nope': unknown preset")

@@ -47,7 +47,8 @@ class RunInfo(BaseModel):
     started: dt.datetime | None = None
     finished: dt.datetime | None = None
     author: str | None = None
-    replicas: int = 1
+    replicas: int = 1  # Beaker: every task's replicas
+    tasks: int = 1  # tasks of a --multi/--sweep experiment
     url: str | None = None
     launchkit: bool = True  # launched by launchkit (vs. any other Beaker workload)
     message: str | None = None  # why it ended that way, when the backend knows (e.g. why it was lost)
@@ -62,6 +63,7 @@ class Capability(str, Enum):
     gpu_filters = "--gpu-type/--all"  # find-gpus filters
     uploads = "--upload"  # run: upload local files and mount them
     unpushed = "unpushed commits"  # run: launch a commit that is not on a remote
+    several_tasks = "--multi/--sweep"  # run: several tasks in one run
 
 
 class LogQuery(BaseModel):

@@ -24,6 +24,7 @@ from launchkit.errors import UsageError
 
 if TYPE_CHECKING:
     from launchkit.backends import Backend, Submission
+    from launchkit.core.gitstate import GitState
     from launchkit.core.request import LaunchRequest
 
 
@@ -84,6 +85,7 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     app.debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
     if untracked := git.untracked_warning():
         app.warn(untracked)
+    request = check_python_files(app, request, git)
     with _no_pydantic_plugins():
         from launchkit.backends import Submission
         from launchkit.core.spec import upload_dataset_name
@@ -100,6 +102,11 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     if backend is not None:
         submission, why_offline = prepare(app, backend, submission, dry_run=request.dry_run)
     text = spec_json_to_yaml(submission.spec)
+    if request.sweep_experiments and request.follow:
+        raise UsageError(
+            "--sweep-experiments cannot be combined with --follow",
+            hint="follow each experiment with `launchkit follow ID`, or drop --sweep-experiments",
+        )
     if request.save_spec:
         save_spec(app, request.save_spec, text)
     if backend is None or request.dry_run:
@@ -158,6 +165,24 @@ def prepare(
         return submission, "no Beaker credentials"
 
 
+def check_python_files(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
+    """--conda-file as a repository path; a stale uv.lock refused (launchkit.pyenv)."""
+    from launchkit.core.request import PythonManager
+    from launchkit.pyenv import check_uv_lock, repo_relative
+
+    if not git.repo_root or request.no_python:
+        return request
+    if request.conda_file:
+        rel = repo_relative("--conda-file", request.conda_file, git.repo_root)
+        request = request.model_copy(update={"conda_file": rel})
+    if request.python_manager is PythonManager.uv and not request.install:
+        if request.ref or request.branch:  # the working tree is not the launched commit
+            app.debug("uv.lock check skipped: --ref/--branch launches another commit than the checkout")
+        else:
+            check_uv_lock(app, git.repo_root, git.commit, network=not request.dry_run)
+    return request
+
+
 def save_spec(app: Application, path: str, text: str) -> None:
     try:
         with open(path, "w", encoding="utf-8") as f:
@@ -177,11 +202,25 @@ def submit(app: Application, b: Backend, request: LaunchRequest, submission: Sub
             f"local files to {b.name.capitalize()} is not supported yet",
             hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
         )
-    run = b.submit(submission)
+    tasks = submission.spec.get("tasks") or []
+    if len(tasks) > 1 and not request.sweep_experiments and Capability.several_tasks not in b.capabilities:
+        raise UsageError(
+            f"{len(tasks)} tasks in one run: {b.name} runs have one task",
+            hint="with --sweep add --sweep-experiments (one run each), or launch on Beaker",
+        )
     from launchkit.cli.backend_choice import remember_last_run
+    from launchkit.core.spec import split_experiments
 
-    remember_last_run(b.name, run.id)
-    app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
+    # --sweep-experiments: one experiment per --sweep combination, named after its task
+    subs = (
+        [submission.model_copy(update={"name": n, "spec": s}) for n, s in split_experiments(submission)]
+        if request.sweep_experiments
+        else [submission]
+    )
+    for sub in subs:
+        run = b.submit(sub)
+        remember_last_run(b.name, run.id)
+        app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     notifier = None
     if request.slack_webhook_url is not None:
         from launchkit.notify import SlackNotifier

@@ -99,6 +99,10 @@ def list_runs(
         [r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created)]
         for r in runs
     ]
+    if any(r.tasks > 1 for r in runs):
+        header.insert(2, "TASKS")
+        for row, r in zip(rows, runs, strict=True):
+            row.insert(2, str(r.tasks))
     if any(r.author for r in runs):
         header.append("AUTHOR")
         for row, r in zip(rows, runs, strict=True):

@@ -22,12 +22,13 @@ def profiles(
     profile: str | None = typer.Option(None, "--profile", help="Force this profile."),
     no_profile: bool = typer.Option(False, "--no-profile", help="No profile at all."),
     skip_nccl_setup: bool = typer.Option(False, "--skip-nccl-setup", help="Leave out the NCCL setup."),
+    preset: list[str] | None = typer.Option(None, "--preset", help="Env preset to turn on (e.g. vllm)."),
     list_all: bool = typer.Option(False, "--list", "-l", help="List every known profile and its parts."),
 ) -> None:
     """Show what the cluster profile would add to a job on CLUSTER... and why."""
     from launchkit.config import load_config
     from launchkit.core.parse import build_request
-    from launchkit.core.profiles import load_profiles, resolve_profiles
+    from launchkit.core.profiles import PRESETS, load_profiles, resolve_profiles
 
     config = load_config()  # defaults (clusters, profile, ...) and [tool.launchkit.profiles]
     table = config.get("profiles") or {}
@@ -40,12 +41,17 @@ def profiles(
         "profile": profile,
         "no_profile": no_profile,
         "skip_nccl_setup": skip_nccl_setup,
+        "preset": preset,
     }
     request = build_request(given, ["true"], config=config)
     out: list[str] = []
     if list_all:
         for p in load_profiles(table).values():
             out += _describe_profile(p, user=p.name in table)
+        for pr in PRESETS.values():
+            out += (
+                [f"preset {pr.name}: {pr.description}"] + [f"  env {k}={v}" for k, v in pr.env.items()] + [""]
+            )
         typer.echo("\n".join(out))
         return
     selection = resolve_profiles(request, table)
@@ -101,6 +107,10 @@ def _describe_selection(sel: ProfileSelection, request: LaunchRequest) -> list[s
         lines += ["spec parts (in the Beaker spec):"] + (
             [ln for ln in spec_lines if not ln.startswith("  setup")] or ["  (none)"]
         )
+    if sel.presets:
+        lines += [f"presets ({', '.join(sel.presets)}):"] + [
+            f"  env {k}={v}" for k, v in sel.preset_env.items()
+        ]
     for name in sel.candidates:
         p = sel.profiles[name]
         if sel.forced or not p.detectable:

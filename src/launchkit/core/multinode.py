@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
+from launchkit.core.contract import ENV_RESUMABLE, ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
 from launchkit.core.profiles import ProfileSelection, resolve_profiles
 from launchkit.core.request import HostMount, Launcher, LaunchRequest, WekaMount
 from launchkit.core.units import to_nanoseconds
@@ -32,11 +32,6 @@ ENV_RDZV_PORT = "LAUNCHKIT_RDZV_PORT"  # torchrun master, accelerate main proces
 ENV_RDZV_ID = "LAUNCHKIT_RDZV_ID"
 
 DEFAULT_SYNC_START_TIMEOUT = 300.0  # seconds (5m)
-
-
-def wandb_run_id(run_id: str) -> str:
-    """A W&B run id that is the same for every restart of the same experiment."""
-    return f"lk-{run_id}"
 
 
 class TaskAdditions(BaseModel):
@@ -74,7 +69,9 @@ def launcher_env(request: LaunchRequest, run_id: str) -> list[tuple[str, str]]:
     if request.launcher is not Launcher.none:  # also single-node: Ray's head and accelerate use the port
         env += [(ENV_RDZV_PORT, str(derive_port(run_id))), (ENV_RDZV_ID, run_id)]
     if request.resumable:
-        env += [("WANDB_RUN_ID", wandb_run_id(run_id)), ("WANDB_RESUME", "allow")]
+        # WANDB_RUN_ID comes from the experiment id inside the job (runtime/entrypoint.sh): fresh for
+        # every launch, the same for every retry and preemption restart of that experiment.
+        env += [(ENV_RESUMABLE, "1"), ("WANDB_RESUME", "allow")]
     return env
 
 

@@ -28,11 +28,14 @@ from launchkit.core.request import (
     LaunchRequest,
     MountMode,
     Priority,
+    PythonManager,
     SecretMount,
+    SweepAxis,
     Upload,
     WekaMount,
 )
 from launchkit.core.run_options import TRISTATE_OPTIONS, config_key
+from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, split_commands
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
 
@@ -326,6 +329,7 @@ def build_request(
         loc = flag(str(err["loc"][0])) if err["loc"] else "run"
         raise UsageError(f"{loc}: {err['msg'].removeprefix('Value error, ')}") from None
     check_combinations(request)  # launcher/replica conflicts
+    _check_task_names(request)
     return request
 
 
@@ -535,6 +539,61 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["retries"] = _positive(
         opts, "retries", int, "give how many times to retry, e.g. 3", maximum=MAX_COUNT, allow_zero=True
     )
+    _several_tasks(given, f)
+
+
+SWEEP_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _several_tasks(given: dict[str, Any], f: dict[str, Any]) -> None:
+    """--multi (commands split at `--`) and --sweep (a grid of values); docs/run.md."""
+    f["multi"] = bool(given.get("multi"))
+    if f["multi"]:
+        commands = split_commands(f["command"])
+        for i, cmd in enumerate(commands):
+            if not cmd or not cmd[0]:
+                raise UsageError(
+                    f"--multi: command {i + 1} of {len(commands)} is empty",
+                    hint=f"write `-- cmd1 -- cmd2`; a literal `--` inside a command is {ESCAPED_SEPARATOR}",
+                )
+        f["command"], f["commands"] = commands[0], commands
+    axes: list[SweepAxis] = []
+    for item in given.get("sweep") or []:
+        key, sep, values = item.partition("=")
+        usage = "use --sweep KEY=V1,V2 (e.g. --sweep lr=1e-4,3e-4)"
+        if not sep or not SWEEP_KEY.fullmatch(key):
+            raise _fail("--sweep", item, "needs KEY=V1,V2 with KEY made of letters, digits and '_'", usage)
+        vals = values.split(",")
+        if not values or any(not v or any(c.isspace() for c in v) for v in vals):
+            raise _fail("--sweep", item, "has an empty value or one with spaces", usage)
+        if len(set(vals)) != len(vals):
+            raise _fail("--sweep", item, "lists a value twice", "give each value once")
+        if any(a.key.upper() == key.upper() for a in axes):
+            raise _fail("--sweep", item, f"sweeps {key!r} twice", "give all its values in one --sweep")
+        axes.append(SweepAxis(key=key, values=vals))
+    f["sweep"] = axes
+    f["sweep_experiments"] = bool(given.get("sweep_experiments"))
+    if f["sweep_experiments"] and not axes:
+        raise UsageError("--sweep-experiments needs --sweep", hint="add --sweep KEY=V1,V2 or drop it")
+    count = len(f.get("commands") or [f["command"]])
+    for a in axes:
+        count *= len(a.values)
+    if count > MAX_TASKS:
+        raise UsageError(
+            f"--multi/--sweep would launch {count} tasks (at most {MAX_TASKS})",
+            hint="split the sweep over several launches",
+        )
+
+
+def _check_task_names(request: LaunchRequest) -> None:
+    names: dict[str, str] = {}
+    for t in expand_tasks(request):
+        if t.name in names:
+            raise UsageError(
+                f"--sweep: {names[t.name]!r} and {t.label!r} give the same task name {t.name!r}",
+                hint="task names keep only letters, digits, '.', '_' and '-': use values that differ there",
+            )
+        names[t.name] = t.label
 
 
 def _multinode(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
@@ -554,6 +613,7 @@ def _multinode(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None
     f["resumable"] = bool(given.get("resumable"))
     f["profile"] = _pattern(opts, "profile", NAME, "profile name")
     f["no_profile"] = bool(given.get("no_profile"))
+    f["presets"] = list(dict.fromkeys(_list(opts, "preset", "preset name")))
     if f["profile"] and f["no_profile"]:
         raise UsageError(f"--profile {f['profile']!r} cannot be combined with --no-profile", hint="keep one")
     f["skip_nccl_setup"] = bool(given.get("skip_nccl_setup"))
@@ -563,6 +623,15 @@ def _runtime(opts: _Options, f: dict[str, Any]) -> None:
     f["exec_method"] = ExecMethod(_choice(opts, "exec_method", [m.value for m in ExecMethod]) or "exec")
     f["pre_setup"] = opts.value("pre_setup")
     f["post_setup"] = opts.value("post_setup")
+    runtime_dir = _checked(
+        opts,
+        "runtime_dir",
+        lambda v: isinstance(v, str) and v.startswith("/") and v.rstrip("/") and "\n" not in v,
+        "is not an absolute path",
+        "give an absolute path in the job, e.g. /workspace",
+    )
+    if runtime_dir:
+        f["runtime_dir"] = runtime_dir.rstrip("/")
 
 
 def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str]) -> None:
@@ -601,6 +670,73 @@ def _slack_webhook_url(opts: _Options, environ: dict[str, str]) -> str | None:
             hint="give the Slack webhook URL (https://hooks.slack.com/services/...)",
         )
     return str(url)
+
+
+def _python_manager(opts: _Options, f: dict[str, Any]) -> None:
+    """--python-manager, --conda-file, --conda-env and --uv-venv (uv and conda options don't mix)."""
+    manager = _choice(opts, "python_manager", [m.value for m in PythonManager])
+    f["conda_file"] = _checked(
+        opts,
+        "conda_file",
+        lambda v: isinstance(v, str) and v.strip() and "\n" not in v,
+        "is empty",
+        "give the environment file's path, e.g. environment.yml",
+    )
+    f["conda_env"] = _checked(
+        opts,
+        "conda_env",
+        lambda v: isinstance(v, str) and (NAME.fullmatch(v) or (v.startswith("/") and "\n" not in v)),
+        "is neither an environment name nor an absolute path",
+        "give a conda environment name (e.g. base) or its prefix (e.g. /opt/conda/envs/train)",
+    )
+    f["uv_venv"] = _checked(
+        opts,
+        "uv_venv",
+        lambda v: isinstance(v, str) and v.startswith("/") and "\n" not in v,
+        "is not an absolute path",
+        "give the venv's absolute path in the image, e.g. /opt/venv",
+    )
+    conda_opts = [o for o, k in (("--conda-file", "conda_file"), ("--conda-env", "conda_env")) if f[k]]
+    if manager is None:
+        manager = "conda" if conda_opts else "uv"
+    f["python_manager"] = PythonManager(manager)
+    used = conda_opts + [
+        o
+        for o, k in (
+            ("--uv-venv", "uv_venv"),
+            ("--system-python", "system_python"),
+            ("--python-version", "python_version"),
+            ("--install", "install"),
+        )
+        if f[k]
+    ]
+    if f["no_python"] and used:
+        raise UsageError(
+            f"--no-python cannot be combined with {used[0]}",
+            hint="drop --no-python to set up Python, or drop the Python option",
+        )
+    if manager == "uv" and conda_opts:
+        raise UsageError(
+            f"{conda_opts[0]} needs conda, but --python-manager is uv",
+            hint="use --python-manager conda, or drop the conda option",
+        )
+    if manager == "conda":
+        for opt, key in (
+            ("--uv-venv", "uv_venv"),
+            ("--uv-extra", "uv_extras"),
+            ("--uv-all-extras", "uv_all_extras"),
+            ("--torch-backend", "torch_backend"),
+            ("--system-python", "system_python"),
+        ):
+            if f[key]:
+                raise UsageError(
+                    f"--python-manager conda cannot be combined with {opt}",
+                    hint="that option is for uv; with conda use --conda-env/--conda-file",
+                )
+    if f["uv_venv"] and f["system_python"]:
+        raise UsageError(
+            "--uv-venv cannot be combined with --system-python", hint="pick the venv or the image's Python"
+        )
 
 
 def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
@@ -651,6 +787,7 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
                     f"--no-python cannot be combined with {opt}",
                     hint="drop --no-python to set up Python, or drop the Python option",
                 )
+    _python_manager(opts, f)
     if f["uv_cache_dir"] and any(e.name == "UV_CACHE_DIR" for e in f["env"]):
         raise UsageError("--uv-cache-dir cannot be combined with --env UV_CACHE_DIR", hint="keep one")
     if f["torch_backend"] and any(e.name == "UV_TORCH_BACKEND" for e in f["env"]):

@@ -115,6 +115,7 @@ class Profile(_Model):
     # runtime parts
     setup: list[Step] = []
     multi_node_setup: list[Step] = []
+    presets: list[str] = []  # env presets (PRESETS) this profile turns on
     disabled: bool = False
 
     @field_validator("name")
@@ -219,6 +220,46 @@ BUILTIN_PROFILES: dict[str, Profile] = {
 }
 
 
+class Preset(_Model):
+    """A named set of env vars for a kind of workload, turned on by `--preset NAME` or a profile."""
+
+    name: str
+    description: str = ""
+    env: dict[str, str]
+
+
+# open-instruct's mason.py DEFAULT_ENV_VARS (HEAD; VLLM_USE_V1 and VLLM_ATTENTION_BACKEND were dropped
+# upstream), for vLLM generation under Ray: see docs/multi-node.md.
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            name="vllm",
+            description="vLLM/Ray jobs (open-instruct's mason.py defaults)",
+            env={
+                "RAY_CGRAPH_get_timeout": "300",
+                "VLLM_DISABLE_COMPILE_CACHE": "1",
+                "NCCL_DEBUG": "ERROR",
+                "VLLM_LOGGING_LEVEL": "WARNING",
+                "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
+            },
+        ),
+    )
+}
+
+
+def preset_env(names: list[str], where: str = "--preset") -> dict[str, str]:
+    """The env of the named presets, in order (a later one wins). Unknown names are usage errors."""
+    env: dict[str, str] = {}
+    for name in names:
+        if name not in PRESETS:
+            raise UsageError(
+                f"{where} {name!r}: unknown preset", hint="known presets: " + ", ".join(sorted(PRESETS))
+            )
+        env.update(PRESETS[name].env)
+    return env
+
+
 def load_profiles(user_profiles: dict[str, Any] | None) -> dict[str, Profile]:
     """Built-ins overlaid with the user's `[tool.launchkit.profiles]` table.
 
@@ -255,11 +296,14 @@ class ProfileSelection(_Model):
     mounts: list[HostMount] = []
     weka: list[WekaMount] = []
     setup_program: str = ""  # value of LAUNCHKIT_PROFILE_SETUP
+    presets: list[str] = []  # --preset names, then the applied profile's
+    preset_env: dict[str, str] = {}
     profiles: dict[str, Profile] = Field(default_factory=dict, exclude=True)
 
     def spec_env(self) -> list[tuple[str, str]]:
-        """Env vars for the spec: the applied profile's env, then the runtime contract."""
-        out = list(self.env.items())
+        """Env vars for the spec: the applied profile's env, the presets' env, then the runtime contract."""
+        merged = {**self.env, **self.preset_env}
+        out = list(merged.items())
         if self.applied:
             out.append((ENV_PROFILE, self.applied))
         if self.setup_program:
@@ -312,7 +356,27 @@ def setup_program(profiles: list[Profile], *, forced: bool, multi_node: bool) ->
 
 
 def resolve_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | None = None) -> ProfileSelection:
-    """Decide which profile parts a job gets, from the clusters/tags/hostnames it targets."""
+    """Decide which profile parts a job gets, from the clusters/tags/hostnames it targets, plus the
+    env presets asked for (`--preset`) or turned on by the applied profile."""
+    selection = _select_profiles(request, user_profiles)
+    own: list[str] = []
+    if selection.applied:
+        own = [n for n in selection.profiles[selection.applied].presets if n not in request.presets]
+    env = preset_env(own, where=f"profile {selection.applied}: preset")  # --preset wins over these
+    env.update(preset_env(list(request.presets)))
+    names = own + list(request.presets)
+    if not names:
+        return selection
+    return selection.model_copy(
+        update={
+            "presets": names,
+            "preset_env": env,
+            "reasons": [*selection.reasons, "presets: " + ", ".join(names)],
+        }
+    )
+
+
+def _select_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | None) -> ProfileSelection:
     profiles = load_profiles(user_profiles)
     if request.no_profile:
         return ProfileSelection(reasons=["--no-profile: no cluster profile"], profiles=profiles)

@@ -84,6 +84,18 @@ class SecretMount(_Model):
     mount_path: str
 
 
+class SweepAxis(_Model):
+    """One `--sweep KEY=V1,V2`: a key and its values, in order."""
+
+    key: str
+    values: list[str] = Field(min_length=1)
+
+
+class PythonManager(str, Enum):
+    uv = "uv"
+    conda = "conda"
+
+
 class Upload(_Model):
     local_path: str
     mount_path: str
@@ -94,6 +106,10 @@ class LaunchRequest(_Model):
 
     # --- the command
     command: list[str] = Field(min_length=1)
+    commands: list[list[str]] = []  # --multi: every command (the first is `command`)
+    multi: bool = False
+    sweep: list[SweepAxis] = []
+    sweep_experiments: bool = False  # one experiment per grid point instead of one task each
 
     # --- workload
     name: str | None = None
@@ -158,6 +174,7 @@ class LaunchRequest(_Model):
     synchronized_start_timeout: float | None = None  # seconds
     launcher: Launcher = Launcher.none
     resumable: bool = False
+    presets: list[str] = []  # env presets (core/profiles.PRESETS), e.g. vllm
     profile: str | None = None  # explicit cluster profile name
     no_profile: bool = False
     skip_nccl_setup: bool = False
@@ -170,6 +187,10 @@ class LaunchRequest(_Model):
 
     # --- python
     install: str | None = None
+    python_manager: PythonManager = PythonManager.uv
+    conda_file: str | None = None  # repository-relative path of an environment file
+    conda_env: str | None = None  # name or absolute prefix of an existing conda env in the image
+    uv_venv: str | None = None  # absolute path of an existing venv in the image
     no_python: bool = False
     system_python: bool = False
     python_version: str | None = None

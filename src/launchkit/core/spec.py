@@ -20,6 +20,8 @@ from launchkit.core.contract import (
     DESCRIPTION_MARKER,
     ENV_AWS_CONFIG,
     ENV_AWS_CREDENTIALS,
+    ENV_CONDA_ENV,
+    ENV_CONDA_FILE,
     ENV_CONSTRAINT_GPU_TYPES,
     ENV_CONSTRAINT_TAGS,
     ENV_EXEC_METHOD,
@@ -34,6 +36,7 @@ from launchkit.core.contract import (
     ENV_NO_PYTHON,
     ENV_POST_SETUP,
     ENV_PRE_SETUP,
+    ENV_PYTHON_MANAGER,
     ENV_PYTHON_VERSION,
     ENV_RESULTS_DIR,
     ENV_RUN_ID,
@@ -45,12 +48,14 @@ from launchkit.core.contract import (
     ENV_UV_CACHE_DIR,
     ENV_UV_EXTRAS,
     ENV_UV_TORCH_BACKEND,
+    ENV_UV_VENV,
     ENV_VERSION,
 )
 from launchkit.core.gitstate import GitState
-from launchkit.core.multinode import task_additions
+from launchkit.core.multinode import ENV_RDZV_PORT, derive_port, task_additions
 from launchkit.core.profiles import job_tags
-from launchkit.core.request import Launcher, LaunchRequest
+from launchkit.core.request import Launcher, LaunchRequest, PythonManager
+from launchkit.core.tasks import expand_tasks
 from launchkit.core.units import format_size, to_nanoseconds
 from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
 
@@ -73,7 +78,7 @@ def run_id(request: LaunchRequest, git: GitState) -> str:
     """A stable id for this invocation: same inputs, same id."""
     payload = json.dumps(
         {
-            "request": request.model_dump(mode="json", exclude=_NOT_SPEC),
+            "request": request.model_dump(mode="json", exclude=_NOT_SPEC, exclude_defaults=True),
             "remote": git.remote_url,
             "commit": git.commit,
         },
@@ -154,6 +159,12 @@ def _python_env(request: LaunchRequest, parts: TaskParts) -> None:
         parts.set_env(ENV_SYSTEM_PYTHON, "1")
     parts.set_env(ENV_PYTHON_VERSION, request.python_version)
     parts.set_env(ENV_INSTALL_CMD, request.install)
+    if request.python_manager is PythonManager.conda:
+        parts.set_env(ENV_PYTHON_MANAGER, request.python_manager.value)
+        parts.set_env(ENV_CONDA_FILE, request.conda_file)
+        parts.set_env(ENV_CONDA_ENV, request.conda_env)
+        return
+    parts.set_env(ENV_UV_VENV, request.uv_venv)
     if request.uv_extras:
         parts.set_env(ENV_UV_EXTRAS, " ".join(request.uv_extras))
     if request.uv_all_extras:
@@ -283,16 +294,27 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
 
     apply_profiles_and_multinode(request, rid, parts, user_profiles)
 
-    # --- the user's own env last, so it is visible at the end of the list; secrets by name only
-    for e in request.env:
-        parts.set_env(e.name, e.value)
-    for s in request.env_secrets:
-        parts.set_secret(s.name, s.secret)
-    task = t.BeakerTaskSpec(env_vars=list(parts.env.values()), **parts.fields)
+    tasks = []
+    variants = expand_tasks(request)
+    user_names = {e.name for e in request.env} | {s.name for s in request.env_secrets}
+    for v in variants:  # one task per --multi command and --sweep combination (core/tasks.py)
+        task_parts = TaskParts(env=dict(parts.env), fields=dict(parts.fields))
+        task_parts.set_env(ENV_TASK_NAME, v.name)
+        for name, value in v.env:
+            task_parts.set_env(name, value)
+        if len(variants) > 1 and ENV_RDZV_PORT in parts.env and ENV_RDZV_PORT not in user_names:
+            task_parts.set_env(ENV_RDZV_PORT, str(derive_port(f"{rid}/{v.name}")))  # tasks may share a node
+        # --- the user's own env last, so it is visible at the end of the list; secrets by name only
+        for e in request.env:
+            task_parts.set_env(e.name, e.value)
+        for s in request.env_secrets:
+            task_parts.set_secret(s.name, s.secret)
+        task_parts.fields.update(name=v.name, arguments=list(v.command))
+        tasks.append(t.BeakerTaskSpec(env_vars=list(task_parts.env.values()), **task_parts.fields))
     return t.BeakerExperimentSpec(
         description=with_marker(request.description),
         budget=request.budget,
-        tasks=[task],
+        tasks=tasks,
         groups=list(request.groups) or None,
         retry=t.BeakerRetrySpec(allowed_task_retries=request.retries) if request.retries else None,
     )
@@ -318,6 +340,13 @@ def apply_profiles_and_multinode(
     if mounts:
         parts.fields["datasets"] = (parts.fields.get("datasets") or []) + mounts
     parts.fields.update(extra.task_fields)
+
+
+def split_experiments(submission: Any) -> list[tuple[str, dict[str, Any]]]:
+    """`--sweep-experiments`: [(experiment name, spec JSON)], one experiment per task of the
+    submission's spec, named `<name>-<task name>`."""
+    spec = submission.spec
+    return [(f"{submission.name}-{task['name']}", {**spec, "tasks": [task]}) for task in spec["tasks"]]
 
 
 _TOP_ORDER = ("version", "description", "budget", "groups", "retry", "tasks")

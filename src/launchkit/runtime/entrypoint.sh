@@ -14,6 +14,13 @@ lk_check_inputs() {
     fi
     (($# > 0)) || problems+=("no command given (the user's argv follows the script)")
     command -v git >/dev/null 2>&1 || problems+=("git is not installed in the image")
+    case ${LAUNCHKIT_PYTHON_MANAGER:-uv} in
+        uv | conda) ;;
+        *) problems+=("LAUNCHKIT_PYTHON_MANAGER='$LAUNCHKIT_PYTHON_MANAGER' must be uv or conda") ;;
+    esac
+    if [[ -n ${LAUNCHKIT_UV_VENV:-} && $LAUNCHKIT_UV_VENV != /* ]]; then
+        problems+=("LAUNCHKIT_UV_VENV='$LAUNCHKIT_UV_VENV' is not an absolute path")
+    fi
     case ${LAUNCHKIT_EXEC_METHOD:-exec} in
         exec | bash) ;;
         *) problems+=("LAUNCHKIT_EXEC_METHOD='$LAUNCHKIT_EXEC_METHOD' must be exec or bash") ;;
@@ -35,7 +42,9 @@ LAUNCHKIT_RUNTIME_DIR=${LAUNCHKIT_RUNTIME_DIR:-/launchkit-runtime}
 LAUNCHKIT_EXEC_METHOD=${LAUNCHKIT_EXEC_METHOD:-exec}
 LK_LOG_DIR="$RESULTS_DIR/.launchkit/logs"
 LK_TOOLS=${LAUNCHKIT_TOOLS_DIR:-${TMPDIR:-/tmp}/launchkit-tools}
-LK_VENV="$LAUNCHKIT_RUNTIME_DIR/.venv"
+LK_VENV=${LAUNCHKIT_UV_VENV:-$LAUNCHKIT_RUNTIME_DIR/.venv} # --uv-venv: an existing venv of the image
+LK_CONDA=''
+[[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && ${LAUNCHKIT_PYTHON_MANAGER:-uv} == conda ]] && LK_CONDA=1
 export RESULTS_DIR LAUNCHKIT_RUNTIME_DIR PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-1}
 export PATH="$PATH:$LK_TOOLS/bin"
 mkdir -p "$RESULTS_DIR" "$LK_LOG_DIR" "$LAUNCHKIT_RUNTIME_DIR" "$LK_TOOLS/bin" ||
@@ -89,10 +98,15 @@ lk_prepare_python() { # background: exit code says which step failed
     cd "$LK_TOOLS" # not the runtime dir: the clone may add a .python-version meanwhile
     lk_ensure_uv || exit "$LK_EXIT_UV"
     [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]] && return 0
+    if [[ -n ${LAUNCHKIT_UV_VENV:-} ]]; then
+        [[ -x $LK_VENV/bin/python && -f $LK_VENV/pyvenv.cfg ]] && return 0
+        echo "LAUNCHKIT_UV_VENV=$LK_VENV is not a virtual environment (no pyvenv.cfg or bin/python)"
+        exit "$LK_EXIT_VENV"
+    fi
     uv venv -q --allow-existing ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"} "$LK_VENV" ||
         exit "$LK_EXIT_VENV"
 }
-if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
+if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA ]]; then
     # A shared uv cache (--uv-cache-dir, or the cluster profile's) that is not there is not worth
     # failing the job for: uv's default cache works, only slower.
     if [[ -n ${UV_CACHE_DIR:-} ]] && ! { mkdir -p "$UV_CACHE_DIR" && [[ -w $UV_CACHE_DIR ]]; } 2>/dev/null; then
@@ -213,6 +227,76 @@ lk_store_project() { # lk_store_project FILE: keep the editable install of the p
         rm -f "$tmp"
     fi
 }
+# A project to install: setup.py/setup.cfg, or a pyproject.toml with a [project] or [build-system]
+# table (one holding only tool settings, say [tool.ruff], is not a project).
+lk_is_project() {
+    [[ -f setup.py || -f setup.cfg ]] && return 0
+    [[ -f pyproject.toml ]] && grep -qE '^[[:space:]]*\[(project|build-system)\]' pyproject.toml
+}
+
+# conda (LAUNCHKIT_PYTHON_MANAGER=conda): an existing env of the image (LAUNCHKIT_CONDA_ENV, a name
+# or a prefix; updated from LAUNCHKIT_CONDA_FILE if given), else a new env in the runtime dir from
+# the file, else a new env with python and pip. Activated in this shell.
+lk_conda_env() {
+    local log prefix base
+    lk_log_file log conda
+    lk_step "conda environment" "$LK_EXIT_VENV" "$log"
+    command -v conda >/dev/null 2>&1 ||
+        lk_die "$LK_EXIT_VENV" "--python-manager conda: the image has no conda (use an image with conda, or uv)"
+    if [[ -n ${LAUNCHKIT_CONDA_FILE:-} && ! -f $LAUNCHKIT_CONDA_FILE ]]; then
+        lk_die "$LK_EXIT_VENV" "conda file $LAUNCHKIT_CONDA_FILE is not in commit $LAUNCHKIT_GIT_COMMIT (is it committed?)"
+    fi
+    if [[ -n ${LAUNCHKIT_CONDA_ENV:-} ]]; then
+        prefix=$LAUNCHKIT_CONDA_ENV
+        if [[ $prefix != /* ]]; then
+            base=$(conda info --base 2>>"$log") || lk_die "$LK_EXIT_VENV" "conda info --base failed"
+            [[ $prefix == base ]] && prefix=$base || prefix="$base/envs/$prefix"
+        fi
+        [[ -d $prefix ]] || lk_die "$LK_EXIT_VENV" "conda environment ${LAUNCHKIT_CONDA_ENV} not found (no $prefix)"
+        if [[ -n ${LAUNCHKIT_CONDA_FILE:-} ]]; then
+            lk_run_logged "$log" conda env update -p "$prefix" -f "$LAUNCHKIT_CONDA_FILE"
+        fi
+    else
+        prefix="$LAUNCHKIT_RUNTIME_DIR/.conda-env"
+        if [[ -n ${LAUNCHKIT_CONDA_FILE:-} ]]; then
+            lk_run_logged "$log" conda env create -p "$prefix" -f "$LAUNCHKIT_CONDA_FILE"
+        else
+            lk_run_logged "$log" conda create -y -p "$prefix" "python${LAUNCHKIT_PYTHON_VERSION:+=$LAUNCHKIT_PYTHON_VERSION}" pip
+        fi
+    fi
+    local activate=''
+    if activate=$(conda shell.bash activate "$prefix" 2>>"$log") && [[ -n $activate ]]; then
+        set +u # activation scripts of conda packages may read unset variables
+        eval "$activate"
+        set -u
+    else
+        export PATH="$prefix/bin:$PATH" CONDA_PREFIX="$prefix" CONDA_DEFAULT_ENV="$prefix"
+    fi
+    unset PYTHONHOME VIRTUAL_ENV
+    [[ -x $prefix/bin/python ]] || lk_die "$LK_EXIT_VENV" "conda environment $prefix has no bin/python"
+    lk_log "conda environment $prefix"
+}
+lk_conda_install() { # pip into the active conda env: the project, or requirements.txt
+    local log kind=''
+    lk_log_file log install
+    lk_step install "$LK_EXIT_INSTALL" "$log"
+    if [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then
+        kind=custom
+        { lk_run_hook "$LAUNCHKIT_INSTALL_CMD"; } >>"$log" 2>&1
+    elif lk_is_project || [[ -f requirements.txt ]]; then
+        python -m pip --version >/dev/null 2>&1 || lk_run_logged "$log" python -m ensurepip --upgrade
+        if lk_is_project; then
+            kind=project
+            lk_run_logged "$log" python -m pip install --disable-pip-version-check .
+        else
+            kind=requirements.txt
+            lk_run_logged "$log" python -m pip install --disable-pip-version-check -r requirements.txt
+        fi
+    fi
+    LK_INSTALL_KIND=${kind:-nothing to install}
+    ( python -m pip freeze >"$RESULTS_DIR/.launchkit/requirements.txt" 2>/dev/null </dev/null & )
+}
+
 lk_install() {
     local log kind='' extras_spec=''
     local -a target=() extras=()
@@ -241,6 +325,7 @@ lk_install() {
             # Everything is pinned, so try the cache alone first: no index round-trips (build
             # requirements would otherwise be re-validated online); anything missing -> online.
             local -a sync=(uv sync --frozen "${extras[@]}" ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"})
+            [[ -n ${LAUNCHKIT_UV_VENV:-} ]] && sync+=(--inexact) # keep what the image's venv already has
             local cache key='' stored=''
             cache=$(uv cache dir 2>/dev/null || true)
             [[ -n $cache ]] && lk_project_key key
@@ -263,7 +348,7 @@ lk_install() {
                 lk_store_project "$stored" >>"$log" 2>&1 || true
             fi
         fi
-    elif [[ -f pyproject.toml || -f setup.py || -f setup.cfg ]]; then
+    elif lk_is_project; then
         kind=project
         if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 && -f pyproject.toml ]]; then
             lk_run_logged "$log" uv pip install "${target[@]}" --all-extras -r pyproject.toml .
@@ -278,7 +363,14 @@ lk_install() {
     # record what got installed, off the critical path (double fork: nothing waits for it)
     ( uv pip freeze "${target[@]}" >"$RESULTS_DIR/.launchkit/requirements.txt" 2>/dev/null </dev/null & )
 }
-if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
+if [[ -n $LK_CONDA ]]; then
+    t=$(lk_now_ms)
+    lk_conda_env
+    lk_timed conda "$t"
+    t=$(lk_now_ms)
+    lk_conda_install
+    lk_timed "install[$LK_INSTALL_KIND]" "$t"
+elif [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
     lk_step "python setup" "$LK_EXIT_VENV" "$LK_PREP_LOG"
     rc=0
     wait "$LK_PREP_PID" || rc=$?
@@ -308,6 +400,19 @@ fi
 if [[ ${BEAKER_ASSIGNED_GPU_COUNT:-0} != 0 ]] && command -v nvidia-smi >/dev/null 2>&1; then
     lk_log_file log nvidia-smi
     ( nvidia-smi >"$log" 2>&1 </dev/null & ) # for the record only: not on the critical path
+fi
+
+# --resumable: one W&B run per launch (and task), the same through every retry and preemption restart
+# of that experiment: the id comes from BEAKER_EXPERIMENT_ID, which only a new launch changes.
+if [[ ${LAUNCHKIT_RESUMABLE:-} == 1 && -z ${WANDB_RUN_ID:-} ]]; then
+    lk_src=${BEAKER_EXPERIMENT_ID:-}
+    if [[ -z $lk_src ]]; then
+        lk_log "warning: BEAKER_EXPERIMENT_ID is not set: the W&B run id comes from the spec (LAUNCHKIT_RUN_ID)"
+        lk_src=${LAUNCHKIT_RUN_ID:-launchkit}
+    fi
+    lk_src=$(printf '%s/%s' "$lk_src" "${LAUNCHKIT_TASK_NAME:-main}" | sha256sum)
+    export WANDB_RUN_ID="lk-${lk_src:0:16}" WANDB_RESUME=${WANDB_RESUME:-allow}
+    lk_log "W&B run id $WANDB_RUN_ID (resumable)"
 fi
 
 # ---- 8. exec the command; from here on the job's exit code is the command's

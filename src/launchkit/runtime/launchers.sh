@@ -101,12 +101,17 @@ lk__wrap_torchrun() {
 }
 
 lk__wrap_accelerate() {
+    if [[ ${1:-} == accelerate && ${2:-} == launch ]] ||
+        [[ ${1:-} =~ ^python(3(\.[0-9]+)?)?$ && ${2:-} == -m && ${3:-} == accelerate.commands.launch ]]; then
+        lk__accelerate_given "$@"
+        return
+    fi
     lk__tool accelerate accelerate.commands.launch
     [[ ${LK_TOOL[0]} == accelerate ]] && LK_TOOL+=(launch)
     lk__program "$@"
     local total=$((LK_NNODES * LK_NPROC))
     LK_CMD=("${LK_TOOL[@]}" --num_machines "$LK_NNODES" --machine_rank "$LK_RANK" --num_processes "$total"
-        --main_process_ip "$LK_LEADER_IP" --main_process_port "$LK_PORT" --mixed_precision no --dynamo_backend no)
+        --main_process_ip "$LK_LEADER_IP" --main_process_port "$LK_PORT" --dynamo_backend no)
     if ((total > 1)); then
         LK_CMD+=(--multi_gpu)  # the torch.distributed launcher; on CPU, accelerate then picks gloo
         [[ ${BEAKER_ASSIGNED_GPU_COUNT:-0} == 0 ]] && export ACCELERATE_USE_CPU=true
@@ -116,6 +121,49 @@ lk__wrap_accelerate() {
         module) LK_CMD+=(-m "${LK_PROG[@]}") ;;
         argv) LK_CMD+=(--no_python "${LK_PROG[@]}") ;;
     esac
+}
+
+# The command already is `accelerate launch [FLAGS] SCRIPT ARGS` (open-instruct's form): it keeps its
+# flags (DeepSpeed, FSDP, mixed precision, config file) and only gets the topology. Among the launch
+# flags (those before the first *.py, -m/--module or --no_python), a given --num_processes N counts
+# per replica (mason's convention) and becomes N x replicas; --num_machines, --machine_rank,
+# --main_process_ip and --main_process_port are replaced by the job's.
+lk__accelerate_given() {
+    local -a head=() flags=()
+    local per=$LK_NPROC arg
+    if [[ $1 == accelerate ]]; then
+        head=(accelerate launch)
+        shift 2
+    else
+        head=("$1" -m accelerate.commands.launch)
+        shift 3
+    fi
+    while (($#)); do
+        arg=$1
+        case $arg in
+            *.py | -m | --module | --no_python | --no-python) break ;;
+            --num_processes | --num-processes)
+                per=${2:-}
+                shift 2 || shift
+                continue
+                ;;
+            --num_processes=* | --num-processes=*) per=${arg#*=} ;;
+            --num_machines | --num-machines | --machine_rank | --machine-rank | --main_process_ip | \
+                --main-process-ip | --main_process_port | --main-process-port)
+                shift 2 || shift
+                continue
+                ;;
+            --num_machines=* | --num-machines=* | --machine_rank=* | --machine-rank=* | --main_process_ip=* | \
+                --main-process-ip=* | --main_process_port=* | --main-process-port=*) ;;
+            *) flags+=("$arg") ;;
+        esac
+        shift
+    done
+    lk__int "--num_processes" "$per"
+    LK_CMD=("${head[@]}" --num_machines "$LK_NNODES" --machine_rank "$LK_RANK"
+        --num_processes "$((per * LK_NNODES))" --main_process_ip "$LK_LEADER_IP" --main_process_port "$LK_PORT"
+        "${flags[@]}" "$@")
+    lk_log "accelerate: the command's own launch, with the job's topology (--num_processes $((per * LK_NNODES)))"
 }
 
 # Ray: the head runs on rank 0 next to the driver (the user command); other ranks join as workers,

@@ -20,6 +20,7 @@ from launchkit.backends import Capability, LogQuery, RunInfo, RunStatus, Submiss
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.beaker.logs import Flusher, stream_job
+from launchkit.core.tasks import ENV_TASK_LABEL
 from launchkit.errors import (
     EXIT_JOB_FAILED,
     NotFoundError,
@@ -153,6 +154,7 @@ class BeakerBackend:
             finished=finished,
             author=author,
             replicas=max(1, len(ex.tasks)),
+            tasks=max(1, len({t.name for t in ex.tasks})),
             url=self.beaker.workload.url(wl),
             launchkit=rs.MARKER in ex.description,
         )
@@ -397,15 +399,17 @@ class BeakerBackend:
             task = query.task
             if task is None and not (all_tasks or query.all_tasks) and wl.experiment.tasks:
                 task = _group(wl.experiment.tasks[0])
+                others = len({_group(t) for t in wl.experiment.tasks}) - 1
+                if others:
+                    self.app.info(f"logs of task {task}; {others} more task(s): --all for all, --task NAME")
             rows = self._select(wl, query.replica, task)
             since_ns = _epoch_ns(query.since) if query.since else None
-            several_tasks = len({_group(t) for _, t, _ in rows}) > 1
+            labels = self._labels(wl, rows)
             for rank, t, job in rows:
                 if job is None:
                     self.app.warn(f"replica {rank} ({t.name}) has no job yet")
                     continue
-                label = f"{t.name}/{rank}" if several_tasks else str(rank)
-                prefix = f"[{label}] ".encode() if len(rows) > 1 else b""
+                prefix = f"[{labels[(t.name, rank)]}] ".encode() if len(rows) > 1 else b""
                 stream_job(
                     self.conn,
                     job.id,
@@ -440,15 +444,18 @@ class BeakerBackend:
                 rows = self._pick(wl, seen[1], replica)
             else:
                 rows = self._select(wl, replica, task)
-            if not all_replicas:
-                rows = rows[:1]
+            if not all_replicas:  # one replica per task: every task of a --multi/--sweep experiment
+                firsts: dict[str, tuple[int, Any, Any]] = {}
+                for row in rows:
+                    firsts.setdefault(_group(row[1]), row)
+                rows = list(firsts.values())
             with Flusher(out):
                 if len(rows) == 1:
                     _, t, job = rows[0]
                     code, last = self._follow_task(t, job, out.write, b"", tail)
                     finals = [last]
                 else:
-                    code, finals = self._follow_many(rows, out, tail)
+                    code, finals = self._follow_many(rows, self._labels(wl, rows), out, tail)
             lead = _lead(finals)
             if lead is not None:  # the final state, so the caller's get() needs no round trip
                 info = self._info(wl, author=run.author, job=lead)
@@ -457,8 +464,35 @@ class BeakerBackend:
                 )
             return code
 
+    def _labels(self, wl: Any, rows: list[tuple[int, Any, Any]]) -> dict[tuple[str, int], str]:
+        """(task name, rank) -> the line prefix: the rank alone for one task; for several tasks the
+        task's label (LAUNCHKIT_TASK_LABEL in its spec, e.g. `lr=1e-4,seed=1`, else its name), plus
+        `/rank` when the task has several replicas."""
+        groups = list(dict.fromkeys(_group(t) for _, t, _ in rows))
+        if len(groups) == 1:
+            return {(t.name, rank): str(rank) for rank, t, _ in rows}
+        labels: dict[str, str] = {}
+        try:
+            for ts in self.beaker.experiment.get_spec(wl).tasks:
+                env = {e.name: e.value for e in ts.env_vars or []}
+                if ts.name and env.get(ENV_TASK_LABEL):
+                    labels[ts.name] = env[ENV_TASK_LABEL]
+        except bx.BeakerError as e:  # labels are a nicety: fall back to task names
+            self.app.debug(f"no task labels: {e}")
+        size = {g: sum(1 for x in wl.experiment.tasks if _group(x) == g) for g in groups}
+        out = {}
+        for rank, t, _ in rows:
+            name = _unranked(t) if t.system_details.HasField("replica_group_details") else str(t.name)
+            label = labels.get(str(t.name)) or labels.get(name) or name
+            out[(t.name, rank)] = label + (f"/{rank}" if size[_group(t)] > 1 else "")
+        return out
+
     def _follow_many(
-        self, rows: list[tuple[int, Any, Any]], out: IO[bytes], tail: int | None
+        self,
+        rows: list[tuple[int, Any, Any]],
+        labels: dict[tuple[str, int], str],
+        out: IO[bytes],
+        tail: int | None,
     ) -> tuple[int, list[Any]]:
         lock = threading.Lock()
         codes: dict[int, int] = {}
@@ -469,15 +503,14 @@ class BeakerBackend:
             with lock:
                 out.write(data)
 
-        def worker(rank: int, t: Any, job: Any) -> None:
+        def worker(i: int, rank: int, t: Any, job: Any) -> None:
             try:
-                codes[rank], finals[rank] = self._follow_task(
-                    t, job, write_locked, f"[{rank}] ".encode(), tail
-                )
+                prefix = f"[{labels[(t.name, rank)]}] ".encode()
+                codes[i], finals[i] = self._follow_task(t, job, write_locked, prefix, tail)
             except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
                 errors.append(e)
 
-        threads = [threading.Thread(target=worker, args=row, daemon=True) for row in rows]
+        threads = [threading.Thread(target=worker, args=(i, *row), daemon=True) for i, row in enumerate(rows)]
         for th in threads:
             th.start()
         for th in threads:
@@ -485,8 +518,8 @@ class BeakerBackend:
                 th.join(0.2)
         if errors:
             raise errors[0]
-        code = next((codes[r] for r in sorted(codes) if codes[r] != 0), 0)
-        return code, [finals[r] for r in sorted(finals)]
+        code = next((codes[i] for i in sorted(codes) if codes[i] != 0), 0)
+        return code, [finals[i] for i in sorted(finals)]
 
     def _follow_task(
         self, task: Any, job: Any, write: Any, prefix: bytes, tail: int | None

@@ -1,0 +1,113 @@
+"""Several tasks from one `run`: `--multi` commands and `--sweep` grids (docs/run.md, "Several tasks").
+
+`expand_tasks(request)` turns a request into the tasks it launches, each with its name, its label
+(what `follow` and `logs` print in front of its lines), its argv and its extra env. Pure: no I/O.
+
+- `--multi`: every `--` after the first one separates commands (mason's `-- cmd1 -- cmd2`); a
+  command that needs a literal `--` writes `\\--`. Without `--multi` every `--` reaches the command.
+- `--sweep KEY=V1,V2` (repeatable): the grid of all values, in the order given (the last key varies
+  fastest). Each task gets `LAUNCHKIT_SWEEP_<KEY>=<value>` and `LAUNCHKIT_SWEEP=k=v,k=v`, and every
+  `{key}` in its command is replaced by the value. Other braces (JSON arguments) stay as they are.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+from launchkit.core.request import LaunchRequest
+
+ENV_SWEEP = "LAUNCHKIT_SWEEP"  # k=v,k=v (the task's label)
+ENV_SWEEP_PREFIX = "LAUNCHKIT_SWEEP_"  # + KEY upper-cased: the value
+ENV_TASK_LABEL = "LAUNCHKIT_TASK_LABEL"  # what follow/logs print in front of the task's lines
+ENV_TASK_INDEX = "LAUNCHKIT_TASK_INDEX"
+
+SEPARATOR = "--"
+ESCAPED_SEPARATOR = "\\--"
+MAX_TASKS = 256
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class TaskVariant(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    name: str
+    label: str
+    command: list[str]
+    env: list[tuple[str, str]] = []
+    sweep: dict[str, str] = {}
+
+
+def split_commands(argv: list[str]) -> list[list[str]]:
+    """`--multi`: argv split at each `--`; `\\--` stands for a literal `--`. Empty parts are kept (the
+    caller reports them)."""
+    parts: list[list[str]] = [[]]
+    for arg in argv:
+        if arg == SEPARATOR:
+            parts.append([])
+        else:
+            parts[-1].append(SEPARATOR if arg == ESCAPED_SEPARATOR else arg)
+    return parts
+
+
+def grid(axes: list[tuple[str, list[str]]]) -> list[dict[str, str]]:
+    """All combinations, the first axis varying slowest."""
+    if not axes:
+        return [{}]
+    keys = [k for k, _ in axes]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(v for _, v in axes))]
+
+
+def sweep_label(point: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in point.items())
+
+
+def _name_part(point: dict[str, str]) -> str:
+    return "__".join(f"{k}_{_UNSAFE.sub('_', v)}" for k, v in point.items())
+
+
+def _substitute(command: list[str], point: dict[str, str]) -> list[str]:
+    out = []
+    for arg in command:
+        for k, v in point.items():
+            arg = arg.replace("{" + k + "}", v)
+        out.append(arg)
+    return out
+
+
+def expand_tasks(request: LaunchRequest) -> list[TaskVariant]:
+    """The tasks the request launches, in order. One task unless --multi or --sweep."""
+    commands = request.commands or [request.command]
+    points = grid([(a.key, a.values) for a in request.sweep])
+    several_commands, swept = len(commands) > 1, bool(request.sweep)
+    out: list[TaskVariant] = []
+    for (ci, command), point in itertools.product(enumerate(commands), points):
+        parts = [request.task_name]
+        if several_commands:
+            parts.append(str(ci))
+        if swept:
+            parts.append(_name_part(point))
+        name = "__".join(parts)
+        label = sweep_label(point) if swept else name
+        if several_commands and swept:
+            label = f"{ci}:{label}"
+        env = [(ENV_TASK_INDEX, str(len(out)))] if (several_commands or swept) else []
+        if swept:
+            env.append((ENV_SWEEP, sweep_label(point)))
+            env += [(ENV_SWEEP_PREFIX + k.upper(), v) for k, v in point.items()]
+        if several_commands or swept:
+            env.append((ENV_TASK_LABEL, label))
+        out.append(
+            TaskVariant(
+                index=len(out),
+                name=name,
+                label=label,
+                command=_substitute(command, point),
+                env=env,
+                sweep=point,
+            )
+        )
+    return out

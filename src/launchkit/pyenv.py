@@ -1,0 +1,76 @@
+"""Launch-time checks of the repository's Python environment files (runs uv and reads files: I/O).
+
+- `check_uv_lock`: a committed uv.lock that no longer matches pyproject.toml is refused before
+  anything is submitted (the job would otherwise install the stale lock with `uv sync --frozen`).
+- `repo_relative`: `--conda-file` as a path inside the repository (the job runs from the clone).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from launchkit.application import Application
+from launchkit.errors import PreconditionError, UsageError
+
+STALE = "needs to be updated"
+OFFLINE_UNDECIDED = "network was disabled"
+
+
+def _uv_lock_check(root: str, offline: bool, timeout: float) -> tuple[int, str]:
+    from uv import find_uv_bin
+
+    cmd = [find_uv_bin(), "lock", "--check", "--directory", root, "--no-progress"]
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}  # a check: never fetch an interpreter
+    env.pop("VIRTUAL_ENV", None)
+    try:
+        r = subprocess.run(
+            cmd + (["--offline"] if offline else []),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, str(e)
+    return r.returncode, r.stdout + r.stderr
+
+
+def check_uv_lock(app: Application, root: str, commit: str, *, network: bool) -> None:
+    """Refuse (exit 3) when `uv lock --check` says root/uv.lock is stale. Offline first (fast, and
+    enough whenever the lock matches); online only when offline cannot decide and `network` is allowed."""
+    if not (
+        os.path.isfile(os.path.join(root, "uv.lock")) and os.path.isfile(os.path.join(root, "pyproject.toml"))
+    ):
+        return
+    code, out = _uv_lock_check(root, offline=True, timeout=30)
+    if code != 0 and STALE not in out and OFFLINE_UNDECIDED in out and network:
+        code, out = _uv_lock_check(root, offline=False, timeout=60)
+    if code == 0:
+        app.debug("uv.lock matches pyproject.toml")
+        return
+    if STALE in out:
+        raise PreconditionError(
+            f"uv.lock does not match pyproject.toml at commit {commit[:12]}",
+            hint="run `uv lock`, commit uv.lock and push; or pass --install to install your own way",
+        )
+    last = next((line for line in reversed(out.strip().splitlines()) if line.strip()), "no output")
+    app.warn(f"could not check that uv.lock matches pyproject.toml ({last.strip()}); launching anyway")
+
+
+def repo_relative(flag: str, path: str, root: str, cwd: str | None = None) -> str:
+    """`path` (relative to cwd, or absolute) as a path inside the repository at `root`; it must exist."""
+    full = os.path.realpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(path)))
+    real_root = os.path.realpath(root)
+    if not os.path.isfile(full):
+        raise UsageError(
+            f"{flag} {path!r}: no such file here", hint="give the path of a file in the repository"
+        )
+    if os.path.commonpath([full, real_root]) != real_root:
+        raise UsageError(
+            f"{flag} {path!r} is outside the repository {root}",
+            hint="the job only has the repository's files: commit the file into it",
+        )
+    return os.path.relpath(full, real_root)
