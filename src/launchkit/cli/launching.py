@@ -44,11 +44,13 @@ def _no_pydantic_plugins() -> Iterator[None]:
 
 def launch(app: Application, given: dict[str, Any], *, extra: list[str], command: list[str] | None) -> None:
     with _no_pydantic_plugins():
-        from launchkit.config import load_config
+        from launchkit.config import gantry_notice, load_config
         from launchkit.core.parse import build_request
         from launchkit.core.spec import build_spec, spec_to_yaml
 
         config = load_config()
+        if notice := gantry_notice(config):
+            app.info(notice)
         for layer in config.layers:
             app.debug(
                 f"defaults from {layer.label}"

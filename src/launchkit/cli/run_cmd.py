@@ -57,6 +57,8 @@ def _parameter(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> inspect.Parame
     option = typer.Option(
         default,
         *opt.flags,
+        *opt.aliases,
+        hidden=opt.hidden,
         help=_help(opt, defaults),
         metavar=opt.metavar,
         rich_help_panel=opt.panel,

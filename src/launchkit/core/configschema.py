@@ -38,6 +38,7 @@ KEYS: dict[str, str] = {
     "replicas": "int",
     "profile": "str",
     "exec_method": "str",
+    "runtime_dir": "str",
     "pre_setup": "str",
     "post_setup": "str",
     "install": "str",
@@ -55,6 +56,7 @@ KEYS: dict[str, str] = {
 
 ENV_PREFIX = "LAUNCHKIT_"
 PROJECT_LABEL = "pyproject.toml"
+GANTRY_LABEL = "pyproject.toml [tool.gantry]"  # gantry's table, read when there is no [tool.launchkit]
 USER_LABEL = "user config"
 
 
@@ -67,6 +69,8 @@ class Layer:
     values: dict[str, Any] = field(default_factory=dict)
 
     def where(self, key: str) -> str:
+        if self.label == GANTRY_LABEL:
+            return f"{key!r} in {self.path} [tool.gantry]"
         return (
             f"{key!r} in {self.path} [tool.launchkit]"
             if self.label == PROJECT_LABEL

@@ -26,10 +26,11 @@ from launchkit.core.request import (
     LaunchRequest,
     MountMode,
     Priority,
+    SecretMount,
     Upload,
     WekaMount,
 )
-from launchkit.core.run_options import TRISTATE_OPTIONS, config_key
+from launchkit.core.run_options import RUN_OPTIONS, TRISTATE_OPTIONS, config_key
 from launchkit.core.units import parse_duration, parse_size
 from launchkit.errors import UsageError
 
@@ -310,6 +311,9 @@ def build_request(
     checked by one function below, which fills `f`, the LaunchRequest fields.
     """
     environ = dict(os.environ if environ is None else environ)
+    for opt in RUN_OPTIONS:  # gantry options launchkit does not do: never accepted and ignored
+        if opt.refuse and given.get(opt.name):
+            raise UsageError(f"{opt.flag} is not supported: {opt.refuse}")
     f: dict[str, Any] = {"command": _command(list(given.get("extra") or []), command)}
     opts = _Options(given, config)
     _workload(opts, f)
@@ -460,6 +464,34 @@ def _mounts(opts: _Options, f: dict[str, Any], cwd: str | None) -> None:
         raise UsageError(
             f"two inputs are mounted at {dup!r}", hint="give each --dataset/--mount/--weka its own path"
         )
+    _secret_files(opts, f, targets)
+
+
+# gantry's credential-file secrets: mounted as files, with the variable the tools read pointing there
+SECRET_FILES = {
+    "aws_config_secret": ("/launchkit-secrets/aws/config", "AWS_CONFIG_FILE"),
+    "aws_credentials_secret": ("/launchkit-secrets/aws/credentials", "AWS_SHARED_CREDENTIALS_FILE"),
+    "google_credentials_secret": ("/launchkit-secrets/google/credentials.json", "GOOGLE_APPLICATION_CREDENTIALS"),
+}
+
+
+def _secret_files(opts: _Options, f: dict[str, Any], targets: list[str]) -> None:
+    """--dataset-secret SECRET:/PATH and the --aws-*/--google-credentials-secret files."""
+    f["secret_mounts"], f["file_env"] = [], []
+    for item in opts.value("dataset_secret") or []:
+        secret, target, mode = _split_target("--dataset-secret", item, "SECRET")
+        if mode is not None or not SECRET.fullmatch(secret):
+            raise _fail("--dataset-secret", item, "is malformed", "use --dataset-secret SECRET_NAME:/path/in/job")
+        f["secret_mounts"].append(SecretMount(secret=secret, mount_path=target))
+    for opt, (path, var) in SECRET_FILES.items():
+        secret = _pattern(opts, opt, SECRET, "secret name")
+        if secret:
+            f["secret_mounts"].append(SecretMount(secret=secret, mount_path=path))
+            f["file_env"].append(EnvVar(name=var, value=path))
+    for m in f["secret_mounts"]:
+        if m.mount_path in targets:
+            raise UsageError(f"two inputs are mounted at {m.mount_path!r}", hint="give each its own path")
+        targets.append(m.mount_path)
 
 
 def _env(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str]) -> None:
@@ -531,6 +563,13 @@ def _multinode(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None
 
 def _runtime(opts: _Options, f: dict[str, Any]) -> None:
     f["exec_method"] = ExecMethod(_choice(opts, "exec_method", [m.value for m in ExecMethod]) or "exec")
+    f["runtime_dir"] = _checked(
+        opts,
+        "runtime_dir",
+        lambda v: isinstance(v, str) and v.startswith("/") and len(v) > 1,
+        "is not an absolute path",
+        "give an absolute path in the job, e.g. /launchkit-runtime",
+    )
     f["pre_setup"] = opts.value("pre_setup")
     f["post_setup"] = opts.value("post_setup")
 
@@ -540,9 +579,34 @@ def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     if given.get("local") and given.get("backend") not in (None, "local"):
         raise UsageError(f"--local cannot be combined with --backend {given['backend']!r}", hint="keep one")
     f["backend"] = BackendName(backend or "beaker")
-    for opt in ("dry_run", "follow", "yes"):
+    for opt in ("dry_run", "yes"):
         f[opt] = bool(given.get(opt))
     f["save_spec"] = given.get("save_spec")
+    _waiting(opts, given, f)
+
+
+def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
+    """Whether `run` waits for the job, and for how long (gantry's --show-logs/--timeout semantics)."""
+    follow = given.get("follow")  # True, False (--no-follow / --no-logs) or None
+    raw, where = opts.get("timeout")
+    timeout: float | None = None
+    if raw is not None:
+        if str(raw).strip() == "-1":
+            timeout = -1
+        else:
+            timeout = _duration(opts, "timeout", allow_zero=True)
+    if follow and timeout == 0:
+        raise _fail(where, raw, "0 means don't wait, but --follow waits", "drop one of them")
+    f["follow"] = bool(follow) or (timeout is not None and timeout != 0)
+    f["show_logs"] = follow is not False
+    f["timeout"] = timeout if timeout is not None and timeout > 0 else None
+    for opt in ("start_timeout", "inactive_timeout", "inactive_soft_timeout"):
+        f[opt] = _duration(opts, opt, allow_zero=False)
+        if f[opt] is not None and not f["follow"]:
+            raise UsageError(
+                f"{flag(opt)} only applies while run waits for the job",
+                hint="add --follow (or --no-follow to wait without logs, or --timeout N)",
+            )
 
 
 def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
@@ -555,6 +619,19 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
         lambda v: PY_VERSION.fullmatch(str(v)),
         "is not a Python version",
         "use e.g. 3.12 or 3.11.9",
+    )
+    manager = _choice(opts, "python_manager", ["uv", "conda"])
+    if manager == "conda":
+        raise UsageError(
+            "--python-manager conda is not supported: launchkit sets up Python with uv only",
+            hint="use a conda image with --system-python, or --install CMD",
+        )
+    f["uv_venv"] = _checked(
+        opts,
+        "uv_venv",
+        lambda v: isinstance(v, str) and v.startswith("/"),
+        "is not an absolute path",
+        "give the venv's absolute path in the image, e.g. /opt/venv",
     )
     f["uv_extras"] = _list(opts, "uv_extra", "extra name")
     f["uv_all_extras"] = bool(opts.value("uv_all_extras"))
@@ -579,6 +656,8 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
             f"--uv-all-extras cannot be combined with --uv-extra {f['uv_extras'][0]!r}",
             hint="all extras already include it: keep one",
         )
+    # gantry's default: no --uv-extra and no --uv-no-extras installs all extras
+    default_all = not (f["uv_extras"] or f["uv_no_extras"] or opts.value("no_python") or f["install"])
     if f["no_python"]:
         for opt, key in (
             ("--system-python", "system_python"),
@@ -593,6 +672,9 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
                     f"--no-python cannot be combined with {opt}",
                     hint="drop --no-python to set up Python, or drop the Python option",
                 )
+    config_off = opts.config is not None and opts.config.get(config_key("uv_all_extras")) is False
+    if default_all and not config_off:
+        f["uv_all_extras"] = True
     if f["uv_cache_dir"] and any(e.name == "UV_CACHE_DIR" for e in f["env"]):
         raise UsageError("--uv-cache-dir cannot be combined with --env UV_CACHE_DIR", hint="keep one")
     if f["torch_backend"] and any(e.name == "UV_TORCH_BACKEND" for e in f["env"]):

@@ -77,6 +77,13 @@ class WekaMount(_Model):
     mode: MountMode | None = None
 
 
+class SecretMount(_Model):
+    """A Beaker secret mounted as a file (by name only)."""
+
+    secret: str
+    mount_path: str
+
+
 class Upload(_Model):
     local_path: str
     mount_path: str
@@ -115,10 +122,12 @@ class LaunchRequest(_Model):
     mounts: list[HostMount] = []
     weka: list[WekaMount] = []
     uploads: list[Upload] = []
+    secret_mounts: list[SecretMount] = []  # --dataset-secret, --aws-*-secret, --google-credentials-secret
     env: list[EnvVar] = []
     env_secrets: list[EnvSecret] = []
     auto_secrets: bool = True  # add well-known secrets (HF_TOKEN, ...) the workspace has
     git_token_secret: str | None = None  # secret holding a token for private repositories
+    file_env: list[EnvVar] = []  # variables pointing at mounted secret files (AWS_CONFIG_FILE, ...)
 
     # --- git
     ref: str | None = None
@@ -167,12 +176,18 @@ class LaunchRequest(_Model):
     uv_no_extras: bool = False
     torch_backend: str | None = None
     uv_cache_dir: str | None = None
+    uv_venv: str | None = None  # an existing venv of the image to install into
 
     # --- launch behaviour (not part of the spec)
     backend: BackendName = BackendName.beaker
     dry_run: bool = False
     save_spec: str | None = None
-    follow: bool = False
+    follow: bool = False  # wait for the job (--follow, --timeout N, gantry's --show-logs)
+    show_logs: bool = True  # while waiting, stream the logs (--no-follow/--no-logs: wait silently)
+    timeout: float | None = None  # seconds to wait before stopping the job; None: until it ends
+    start_timeout: float | None = None  # while waiting: stop the job if not started by then
+    inactive_timeout: float | None = None  # while waiting: stop the job after this long without output
+    inactive_soft_timeout: float | None = None  # while waiting: warn after this long without output
     yes: bool = False
 
     @model_validator(mode="after")

@@ -45,6 +45,14 @@ class Opt:
     metavar: str | None = None
     key: str | None = None  # config key ([tool.launchkit], LAUNCHKIT_*): a configurable default
     help: str = ""
+    # gantry 3.7.0's spellings launchkit has a better name for: accepted, hidden from help
+    aliases: tuple[str, ...] = ()
+    # a gantry option launchkit does not do: given, it is refused with this reason (exit 2)
+    refuse: str | None = None
+
+    @property
+    def hidden(self) -> bool:
+        return self.refuse is not None
 
     @property
     def flag(self) -> str:
@@ -115,7 +123,46 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         metavar="FILE",
         help="Also write the spec (YAML) to FILE, on real runs too.",
     ),
-    Opt("follow", FLAG, ("--follow", "-f"), P_LAUNCH, help="Follow the job's logs after submitting."),
+    Opt(
+        "follow",
+        TRISTATE,
+        ("--follow/--no-follow", "-f"),
+        P_LAUNCH,
+        aliases=("--show-logs/--no-logs",),
+        help="Wait for the job, streaming its logs (--no-follow: wait silently with --timeout).",
+    ),
+    Opt(
+        "timeout",
+        STR,
+        ("--timeout",),
+        P_LAUNCH,
+        metavar="DURATION",
+        help="Wait up to this long, then stop the job (0: don't wait, -1: wait until it ends).",
+    ),
+    Opt(
+        "start_timeout",
+        STR,
+        ("--start-timeout",),
+        P_LAUNCH,
+        metavar="DURATION",
+        help="While waiting: stop the job if it has not started within this long.",
+    ),
+    Opt(
+        "inactive_timeout",
+        STR,
+        ("--inactive-timeout",),
+        P_LAUNCH,
+        metavar="DURATION",
+        help="While waiting: stop the job after this long without a log line.",
+    ),
+    Opt(
+        "inactive_soft_timeout",
+        STR,
+        ("--inactive-soft-timeout",),
+        P_LAUNCH,
+        metavar="DURATION",
+        help="While waiting: warn after this long without a log line.",
+    ),
     Opt(
         "allow_dirty",
         FLAG,
@@ -124,6 +171,21 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         help="Launch the last commit despite uncommitted changes to tracked files.",
     ),
     Opt("yes", FLAG, ("--yes", "-y"), P_LAUNCH, help="Never prompt."),
+    *(
+        Opt(
+            name,
+            LIST,
+            (flag_,),
+            P_LAUNCH,
+            refuse="launchkit has no callbacks (gantry ran them only while it followed the job); "
+            "use --follow and act on launchkit's exit code",
+        )
+        for name, flag_ in (
+            ("callback_module", "--callback-module"),
+            ("callback", "--callback"),
+            ("slack_webhook_url", "--slack-webhook-url"),
+        )
+    ),
     Opt(
         "cluster",
         LIST,
@@ -244,6 +306,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         LIST,
         ("--env-secret",),
         P_INPUTS,
+        aliases=("--secret-env",),
         metavar="NAME[=SECRET]",
         key="env_secrets",
         help="Set a variable from a Beaker secret (by name only).",
@@ -260,9 +323,42 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         STR,
         ("--git-token-secret",),
         P_INPUTS,
+        aliases=("--gh-token-secret",),
         metavar="SECRET",
         key="git_token_secret",
         help="Secret holding a token to clone a private repository.",
+    ),
+    Opt(
+        "dataset_secret",
+        LIST,
+        ("--dataset-secret",),
+        P_INPUTS,
+        metavar="SECRET:/PATH",
+        help="Mount a Beaker secret as a file (repeatable).",
+    ),
+    Opt(
+        "aws_config_secret",
+        STR,
+        ("--aws-config-secret",),
+        P_INPUTS,
+        metavar="SECRET",
+        help="Secret holding an AWS config file (sets AWS_CONFIG_FILE).",
+    ),
+    Opt(
+        "aws_credentials_secret",
+        STR,
+        ("--aws-credentials-secret",),
+        P_INPUTS,
+        metavar="SECRET",
+        help="Secret holding an AWS credentials file (sets AWS_SHARED_CREDENTIALS_FILE).",
+    ),
+    Opt(
+        "google_credentials_secret",
+        STR,
+        ("--google-credentials-secret",),
+        P_INPUTS,
+        metavar="SECRET",
+        help="Secret holding a Google credentials JSON (sets GOOGLE_APPLICATION_CREDENTIALS).",
     ),
     Opt(
         "results",
@@ -406,6 +502,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         FLAG,
         ("--skip-nccl-setup",),
         P_MULTINODE,
+        aliases=("--skip-tcpxo-setup",),
         help="Don't set NCCL variables in the job.",
     ),
     Opt(
@@ -416,6 +513,15 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         metavar="exec|bash",
         key="exec_method",
         help="exec the argv, or run it through bash -c.",
+    ),
+    Opt(
+        "runtime_dir",
+        STR,
+        ("--runtime-dir",),
+        P_RUNTIME,
+        metavar="/PATH",
+        key="runtime_dir",
+        help="Where the job clones the code.  [default: /launchkit-runtime]",
     ),
     Opt(
         "pre_setup",
@@ -434,6 +540,25 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         metavar="CMD",
         key="post_setup",
         help="Shell command (or .sh file) after the Python setup.",
+    ),
+    Opt(
+        "python_manager",
+        STR,
+        ("--python-manager",),
+        P_PYTHON,
+        metavar="uv",
+        help="Python environment manager: uv (the only one launchkit supports).",
+    ),
+    *(
+        Opt(
+            name,
+            STR,
+            (flag_,),
+            P_PYTHON,
+            refuse="launchkit sets up Python with uv only; use a conda image with --system-python "
+            "(or --install CMD) instead",
+        )
+        for name, flag_ in (("conda_file", "--conda-file"), ("conda_env", "--conda-env"))
     ),
     Opt(
         "install",
@@ -458,6 +583,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         STR,
         ("--python-version",),
         P_PYTHON,
+        aliases=("--default-python-version",),
         metavar="X.Y",
         key="python_version",
         help="Python version for the environment.",
@@ -477,16 +603,25 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--uv-all-extras",),
         P_PYTHON,
         key="uv_all_extras",
-        help="Install all extras of the project.",
+        help="Install all extras of the project (the default without --uv-extra).",
     ),
     Opt(
         "uv_no_extras", FLAG, ("--uv-no-extras",), P_PYTHON, help="Install no extras (overrides the config)."
+    ),
+    Opt(
+        "uv_venv",
+        STR,
+        ("--uv-venv",),
+        P_PYTHON,
+        metavar="/PATH",
+        help="Install into this existing virtual environment of the image.",
     ),
     Opt(
         "torch_backend",
         STR,
         ("--torch-backend",),
         P_PYTHON,
+        aliases=("--uv-torch-backend",),
         metavar="NAME",
         key="torch_backend",
         help="uv's torch backend, e.g. cu128, cpu, auto.",
@@ -505,6 +640,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
 BY_NAME: dict[str, Opt] = {o.name: o for o in RUN_OPTIONS}
 CONFIG_KEYS: dict[str, str] = {o.flag: o.key for o in RUN_OPTIONS if o.key}  # long flag -> config key
 TRISTATE_OPTIONS = frozenset(o.name for o in RUN_OPTIONS if o.kind is Kind.TRISTATE)
+# gantry spellings hidden from `run --help` (each an alias of a launchkit name)
+ALIAS_FLAGS = frozenset(f for o in RUN_OPTIONS for decl in o.aliases for f in decl.split("/"))
 
 
 def config_key(name: str) -> str:

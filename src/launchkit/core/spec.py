@@ -39,6 +39,7 @@ from launchkit.core.contract import (
     ENV_TASK_NAME,
     ENV_UV_ALL_EXTRAS,
     ENV_UV_CACHE_DIR,
+    ENV_UV_VENV,
     ENV_UV_EXTRAS,
     ENV_UV_TORCH_BACKEND,
     ENV_VERSION,
@@ -54,7 +55,18 @@ from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
 # bash and curl (the entrypoint needs bash + git; uv brings CUDA wheels for GPU jobs).
 DEFAULT_DOCKER_IMAGE = "python:3.12"
 
-_NOT_SPEC = {"dry_run", "save_spec", "follow", "yes", "backend"}  # launch behaviour, not job identity
+_NOT_SPEC = {
+    "dry_run",
+    "save_spec",
+    "follow",
+    "show_logs",
+    "timeout",
+    "start_timeout",
+    "inactive_timeout",
+    "inactive_soft_timeout",
+    "yes",
+    "backend",
+}  # launch behaviour, not job identity
 
 
 def run_id(request: LaunchRequest, git: GitState) -> str:
@@ -113,6 +125,7 @@ def _python_env(request: LaunchRequest, parts: TaskParts) -> None:
         parts.set_env(ENV_UV_ALL_EXTRAS, "1")
     parts.set_env(ENV_UV_TORCH_BACKEND, request.torch_backend)
     parts.set_env(ENV_UV_CACHE_DIR, request.uv_cache_dir)
+    parts.set_env(ENV_UV_VENV, request.uv_venv)
 
 
 def _datasets(request: LaunchRequest) -> list[Any]:
@@ -141,6 +154,10 @@ def _datasets(request: LaunchRequest) -> list[Any]:
             source=t.BeakerDataSource(beaker=upload_dataset_name(u.local_path)), mount_path=u.mount_path
         )
         for u in request.uploads
+    ]
+    mounts += [
+        t.BeakerDataMount(source=t.BeakerDataSource(secret=m.secret), mount_path=m.mount_path)
+        for m in request.secret_mounts
     ]
     return mounts
 
@@ -226,7 +243,7 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
     apply_profiles_and_multinode(request, rid, parts, user_profiles)
 
     # --- the user's own env last, so it is visible at the end of the list; secrets by name only
-    for e in request.env:
+    for e in (*request.file_env, *request.env):
         parts.set_env(e.name, e.value)
     for s in request.env_secrets:
         parts.set_secret(s.name, s.secret)

@@ -35,7 +35,7 @@ LAUNCHKIT_RUNTIME_DIR=${LAUNCHKIT_RUNTIME_DIR:-/launchkit-runtime}
 LAUNCHKIT_EXEC_METHOD=${LAUNCHKIT_EXEC_METHOD:-exec}
 LK_LOG_DIR="$RESULTS_DIR/.launchkit/logs"
 LK_TOOLS=${LAUNCHKIT_TOOLS_DIR:-${TMPDIR:-/tmp}/launchkit-tools}
-LK_VENV="$LAUNCHKIT_RUNTIME_DIR/.venv"
+LK_VENV=${LAUNCHKIT_UV_VENV:-$LAUNCHKIT_RUNTIME_DIR/.venv} # --uv-venv: the image's own venv
 export RESULTS_DIR LAUNCHKIT_RUNTIME_DIR PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-1}
 export PATH="$PATH:$LK_TOOLS/bin"
 mkdir -p "$RESULTS_DIR" "$LK_LOG_DIR" "$LAUNCHKIT_RUNTIME_DIR" "$LK_TOOLS/bin" ||
@@ -88,6 +88,7 @@ lk_prepare_python() { # background: exit code says which step failed
     cd "$LK_TOOLS" # not the runtime dir: the clone may add a .python-version meanwhile
     lk_ensure_uv || exit "$LK_EXIT_UV"
     [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]] && return 0
+    [[ -n ${LAUNCHKIT_UV_VENV:-} && -x $LK_VENV/bin/python ]] && return 0 # existing venv: keep it
     uv venv -q --allow-existing ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"} "$LK_VENV" ||
         exit "$LK_EXIT_VENV"
 }
@@ -244,9 +245,10 @@ lk_timing_line
 if [[ $LAUNCHKIT_EXEC_METHOD == exec ]]; then
     exec "${LK_CMD[@]}"
 fi
-# bash method: bash stays the parent (reaps orphans, forwards signals); the command starts via
-# `bash -c` (so BASH_ENV applies) with its argv intact. A signal that arrives while the child is
-# being started is forwarded right after.
+# bash method (gantry's): the words are joined and run as a script, `bash -c "$*"`, so
+# `$BEAKER_REPLICA_RANK`, `a && b` and globs expand in the job. bash stays the parent (reaps
+# orphans, forwards signals). A signal that arrives while the child is being started is forwarded
+# right after.
 LK_CHILD='' LK_PENDING=''
 lk_forward() {
     if [[ -z $LK_CHILD ]]; then LK_PENDING=$1; return; fi
@@ -256,7 +258,7 @@ for sig in TERM INT HUP USR1 USR2; do
     # shellcheck disable=SC2064
     trap "lk_forward $sig" "$sig"
 done
-bash -c 'exec "$@"' "${LK_CMD[0]}" "${LK_CMD[@]}" <&0 &
+bash -c "${LK_CMD[*]}" "${LK_CMD[0]}" <&0 &
 LK_CHILD=$!
 [[ -z $LK_PENDING ]] || kill -s "$LK_PENDING" "$LK_CHILD" 2>/dev/null || true
 if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501)); then
