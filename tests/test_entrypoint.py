@@ -233,7 +233,13 @@ def test_sigterm_reaches_the_user_process(repo, tmp_path, method):
         "LAUNCHKIT_EXEC_METHOD": method,
     }
     p = subprocess.Popen(
-        ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, *_as_method(method, [sys.executable, "-c", script])],
+        [
+            "bash",
+            "-c",
+            entrypoint_script(),
+            ENTRYPOINT_NAME,
+            *_as_method(method, [sys.executable, "-c", script]),
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

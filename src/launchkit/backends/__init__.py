@@ -63,6 +63,7 @@ class Capability(str, Enum):
     gpu_filters = "--gpu-type/--all"  # find-gpus filters
     uploads = "--upload"  # run: upload local files and mount them
     unpushed = "unpushed commits"  # run: launch a commit that is not on a remote
+    workspaces = "--workspace/--group"  # runs scoped to a workspace or a group
 
 
 class LogQuery(BaseModel):
@@ -75,6 +76,7 @@ class LogQuery(BaseModel):
     head: int | None = None
     since: dt.datetime | None = None
     timestamps: bool = False
+    run: int | None = None  # the task's Nth run (1 = first); None: the latest. Needs Capability.tasks
 
 
 class Submission(BaseModel):
@@ -122,11 +124,17 @@ class Backend(Protocol):
         ...
 
     def follow(
-        self, run: RunInfo, out: IO[bytes], *, replica: int | None = None, all_replicas: bool = False
+        self,
+        run: RunInfo,
+        out: IO[bytes],
+        *,
+        replica: int | None = None,
+        all_replicas: bool = False,
+        tail: int | None = None,
     ) -> int:
         """Stream until the run finishes; return the job's exit code.
 
-        `all_replicas` needs Capability.all_replicas."""
+        `all_replicas` needs Capability.all_replicas; `tail`: start with the last N lines so far."""
         ...
 
     def stop(self, run: RunInfo) -> RunInfo: ...
@@ -146,7 +154,8 @@ def require(backend: Backend, capability: Capability, **given: object) -> None:
         )
 
 
-def get_backend(name: str, app: Application) -> Backend:
+def get_backend(name: str, app: Application, *, workspace: str | None = None) -> Backend:
+    """`workspace` (Capability.workspaces): where the backend's lists and --latest look."""
     if name == "local":
         from launchkit.backends.local import LocalBackend
 
@@ -154,7 +163,7 @@ def get_backend(name: str, app: Application) -> Backend:
     if name == "beaker":
         from launchkit.backends.beaker import BeakerBackend
 
-        return BeakerBackend(app)
+        return BeakerBackend(app, workspace=workspace)
     raise UsageError(f"unknown backend {name!r}", hint="use --backend beaker or --backend local")
 
 

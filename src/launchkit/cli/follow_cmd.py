@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from launchkit.cli.backend_choice import backend_option, local_option, resolve_run
+from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, workspace_option
 from launchkit.cli.context import get_app
 
 
@@ -19,8 +19,10 @@ def follow(
         False, "--all-replicas", help="Beaker: all replicas, lines prefixed [N]."
     ),
     author: str | None = typer.Option(
-        None, "--author", help="Beaker: with --latest, this user's newest run."
+        None, "--author", "-a", help="Beaker: with --latest, this user's newest run."
     ),
+    tail: bool = typer.Option(False, "--tail", "-t", help="Start with the last 10 lines, not the whole log."),
+    workspace: str | None = workspace_option(),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
@@ -29,7 +31,12 @@ def follow(
     from launchkit.cli.following import follow_run
 
     app = get_app(ctx)
-    b, run = resolve_run(app, backend, local, run_id, latest, author)
+    b, run = resolve_run(app, backend, local, run_id, latest, author, workspace)
     require(b, Capability.all_replicas, all_replicas=all_replicas)
     # SystemExit, not typer.Exit: click returns (drops) Exit codes when standalone_mode=False
-    sys.exit(follow_run(app, b, run, replica=replica, all_replicas=all_replicas))
+    sys.exit(
+        follow_run(app, b, run, replica=replica, all_replicas=all_replicas, tail=TAIL_LINES if tail else None)
+    )
+
+
+TAIL_LINES = 10  # gantry's `follow --tail`

@@ -115,7 +115,7 @@ def submit(
     app: Application, b: Backend, request: LaunchRequest, git: GitState, spec: BeakerExperimentSpec
 ) -> None:
     from launchkit.backends import Capability, Submission
-    from launchkit.cli.following import follow_run
+    from launchkit.cli.following import Limits, follow_run
 
     if request.uploads and Capability.uploads not in b.capabilities:
         raise UsageError(
@@ -132,6 +132,14 @@ def submit(
             auto_secrets=request.auto_secrets,
         )
     )
+    sys.stdout.write(run.id + "\n")  # for scripts: ID=$(launchkit run -q ...)
+    sys.stdout.flush()
     app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:
-        sys.exit(follow_run(app, b, run))
+        limits = Limits(
+            timeout=request.timeout,
+            start=request.start_timeout,
+            inactive=request.inactive_timeout,
+            inactive_soft=request.inactive_soft_timeout,
+        )
+        sys.exit(follow_run(app, b, run, limits=limits, show_logs=request.show_logs))

@@ -7,7 +7,7 @@ import datetime as dt
 import typer
 
 from launchkit.application import OutputFormat
-from launchkit.cli.backend_choice import backend_option, choose, local_option
+from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
 from launchkit.cli.context import get_app
 
 
@@ -24,13 +24,15 @@ def list_runs(
     status: list[str] | None = typer.Option(
         None, "--status", "-s", help="Only runs with this status (repeatable)."
     ),
-    limit: int = typer.Option(20, "--limit", "-n", min=1, help="At most N runs."),
+    limit: int = typer.Option(20, "--limit", "-l", "-n", min=1, help="At most N runs."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
     author: str | None = typer.Option(None, "--author", "-a", help="Only runs by this user."),
     me: bool = typer.Option(False, "--me", help="Beaker: only your runs."),
-    text: str | None = typer.Option(None, "--text", help="Name or description contains TEXT."),
+    text: str | None = typer.Option(None, "--text", "-t", help="Name or description contains TEXT."),
     max_age: str | None = typer.Option(None, "--max-age", help="Only runs younger than this (7d, 12h)."),
     show_all: bool = typer.Option(False, "--all", help="Beaker: also experiments not launched by launchkit."),
+    workspace: str | None = workspace_option(),
+    group: str | None = typer.Option(None, "--group", "-g", help="Beaker: only runs in this group."),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
@@ -55,9 +57,11 @@ def list_runs(
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
-    b = choose(app, backend, local)
+    b = choose(app, backend, local, workspace=workspace)
     require(b, Capability.others_runs, me=me, all=show_all)
-    runs = b.list_runs(
+    require(b, Capability.workspaces, group=group)
+    scope = {"group": group} if group else {}
+    runs = b.list_runs(  # type: ignore[call-arg]
         limit=limit,
         statuses=statuses or None,
         author=author,
@@ -65,6 +69,7 @@ def list_runs(
         max_age=age,
         include_all=show_all,
         mine=me,
+        **scope,
     )
     if app.json:
         app.print_json([r.model_dump(mode="json") for r in runs])

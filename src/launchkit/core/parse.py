@@ -471,7 +471,10 @@ def _mounts(opts: _Options, f: dict[str, Any], cwd: str | None) -> None:
 SECRET_FILES = {
     "aws_config_secret": ("/launchkit-secrets/aws/config", "AWS_CONFIG_FILE"),
     "aws_credentials_secret": ("/launchkit-secrets/aws/credentials", "AWS_SHARED_CREDENTIALS_FILE"),
-    "google_credentials_secret": ("/launchkit-secrets/google/credentials.json", "GOOGLE_APPLICATION_CREDENTIALS"),
+    "google_credentials_secret": (
+        "/launchkit-secrets/google/credentials.json",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+    ),
 }
 
 
@@ -481,7 +484,9 @@ def _secret_files(opts: _Options, f: dict[str, Any], targets: list[str]) -> None
     for item in opts.value("dataset_secret") or []:
         secret, target, mode = _split_target("--dataset-secret", item, "SECRET")
         if mode is not None or not SECRET.fullmatch(secret):
-            raise _fail("--dataset-secret", item, "is malformed", "use --dataset-secret SECRET_NAME:/path/in/job")
+            raise _fail(
+                "--dataset-secret", item, "is malformed", "use --dataset-secret SECRET_NAME:/path/in/job"
+            )
         f["secret_mounts"].append(SecretMount(secret=secret, mount_path=target))
     for opt, (path, var) in SECRET_FILES.items():
         secret = _pattern(opts, opt, SECRET, "secret name")

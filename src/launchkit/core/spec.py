@@ -39,9 +39,9 @@ from launchkit.core.contract import (
     ENV_TASK_NAME,
     ENV_UV_ALL_EXTRAS,
     ENV_UV_CACHE_DIR,
-    ENV_UV_VENV,
     ENV_UV_EXTRAS,
     ENV_UV_TORCH_BACKEND,
+    ENV_UV_VENV,
     ENV_VERSION,
 )
 from launchkit.core.gitstate import GitState

@@ -177,6 +177,7 @@ class BeakerBackend:
             for wl in self.beaker.workload.list(
                 org=self.conn.org(),
                 author=user,
+                workspace=self._scope(),
                 workload_type=BeakerWorkloadType.experiment,
                 sort_order=BeakerSortOrder.descending,
                 limit=1,
@@ -185,6 +186,30 @@ class BeakerBackend:
                     continue
                 return self._info(wl, author=user.name)
         return None
+
+    def _scope(self, workspace: str | None = None) -> str | None:
+        """The workspace `list` and `--latest` look in: given (-w, config), else Beaker's default
+        workspace; None (no default at all): the whole organization."""
+        return workspace or self._workspace or self.beaker.config.default_workspace or None
+
+    def _group(self, ref: str) -> Any:
+        """A group by id, or by name (NAME or owner/NAME) among the groups whose name contains it."""
+        try:
+            return self.beaker.group.get(ref)
+        except (bx.BeakerGroupNotFound, ValueError):
+            pass
+        short = ref.split("/")[-1]
+        for g in self.beaker.group.list(org=self.conn.org(), name_or_description=short):
+            if ref in (g.name, g.full_name, g.id):
+                return g
+        raise NotFoundError(f"no Beaker group {ref!r}", hint="give the group's id or name")
+
+    def _group_runs(self, group: str) -> list[Any]:
+        """The group's experiments (ListGroupTaskMetrics, then GetWorkload each), newest first."""
+        g = self._group(group)
+        ids = dict.fromkeys(m.experiment_id for m in self.beaker.group.list_task_metrics(g))
+        wls = [self._workload(eid) for eid in ids]
+        return sorted(wls, key=lambda wl: wl.experiment.created.ToNanoseconds(), reverse=True)
 
     def _user(self, name: str | None) -> Any:
         if name is None or name == self.conn.me().name:
@@ -205,12 +230,16 @@ class BeakerBackend:
         include_all: bool = False,
         mine: bool = False,
         workspace: str | None = None,
+        group: str | None = None,
     ) -> list[RunInfo]:
-        """One ListWorkloads query (paged by the server) + one GetUser per unseen author."""
+        """One ListWorkloads query (paged by the server) + one GetUser per unseen author.
+        With `group`: the group's experiments, filtered here (as gantry's `list -g` does)."""
+        if group is not None:
+            return self._list_group(group, limit, statuses, author, text, max_age, include_all, mine)
         beaker_statuses = _beaker_statuses(statuses)
         with self._errors():
             user = self._user(author) if (author or mine) else None
-            ws = workspace or self._workspace
+            ws = self._scope(workspace)
             # Without --all, the server filters on the launchkit marker; --text then filters locally.
             server_text = text if (include_all or text) else rs.MARKER
             created_after = dt.datetime.now(dt.UTC) - max_age if max_age else None
@@ -234,9 +263,43 @@ class BeakerBackend:
             names = self.conn.user_names([wl.experiment.author_id for wl in rows])
             return [self._info(wl, author=names[wl.experiment.author_id]) for wl in rows]
 
+    def _list_group(
+        self,
+        group: str,
+        limit: int,
+        statuses: list[RunStatus] | list[str] | None,
+        author: str | None,
+        text: str | None,
+        max_age: dt.timedelta | None,
+        include_all: bool,
+        mine: bool,
+    ) -> list[RunInfo]:
+        wanted = {RunStatus(s) for s in statuses or []}
+        with self._errors():
+            user = self._user(author) if (author or mine) else None
+            oldest = dt.datetime.now(dt.UTC) - max_age if max_age else None
+            rows = []
+            for wl in self._group_runs(group):
+                e = wl.experiment
+                if not include_all and rs.MARKER not in e.description:
+                    continue
+                if user is not None and e.author_id != user.id:
+                    continue
+                if text and text not in e.name and text not in e.description:
+                    continue
+                if oldest and (_time(e.created) or oldest) < oldest:
+                    continue
+                rows.append(wl)
+            names = self.conn.user_names([wl.experiment.author_id for wl in rows])
+            infos = [self._info(wl, author=names[wl.experiment.author_id]) for wl in rows]
+        return [r for r in infos if not wanted or r.status in wanted][:limit]
+
     # -- jobs and logs --------------------------------------------------------------------------
-    def _latest_jobs(self, wl: Any, task: str | None = None) -> list[tuple[int, Any, Any]]:
-        """[(replica rank, task, latest job or None)] sorted by rank; one ListJobs per task."""
+    def _latest_jobs(
+        self, wl: Any, task: str | None = None, run: int | None = None
+    ) -> list[tuple[int, Any, Any]]:
+        """[(replica rank, task, latest job or None)] sorted by rank; one ListJobs per task.
+        `run` N (logs --run): the task's Nth job (1 = its first) instead of the latest."""
         tasks = [t for t in wl.experiment.tasks if task is None or t.name == task]
         if task is not None and not tasks:
             names = ", ".join(t.name for t in wl.experiment.tasks)
@@ -244,8 +307,17 @@ class BeakerBackend:
         org = self.conn.org()
         out = []
         for i, t in enumerate(tasks):
-            jobs = list(self.beaker.job.list(org=org, task=t, limit=1))
-            job = jobs[0] if jobs else None
+            if run is None:
+                jobs = list(self.beaker.job.list(org=org, task=t, limit=1))
+                job = jobs[0] if jobs else None
+            else:  # newest first from the server (ascending is not implemented there)
+                jobs = list(self.beaker.job.list(org=org, task=t))[::-1]
+                if not 1 <= run <= len(jobs):
+                    raise NotFoundError(
+                        f"task {t.name} has no run {run}",
+                        hint=f"it has {len(jobs)} run(s): --run 1..{len(jobs)}",
+                    )
+                job = jobs[run - 1]
             rank = i
             for src in (job.system_details if job is not None else None, t.system_details):
                 if src is not None and src.HasField("replica_group_details"):
@@ -254,8 +326,10 @@ class BeakerBackend:
             out.append((rank, t, job))
         return sorted(out, key=lambda r: r[0])
 
-    def _select(self, wl: Any, replica: int | None, task: str | None) -> list[tuple[int, Any, Any]]:
-        rows = self._latest_jobs(wl, task)
+    def _select(
+        self, wl: Any, replica: int | None, task: str | None, run: int | None = None
+    ) -> list[tuple[int, Any, Any]]:
+        rows = self._latest_jobs(wl, task, run)
         if replica is not None:
             rows = [r for r in rows if r[0] == replica]
             if not rows:
@@ -277,7 +351,7 @@ class BeakerBackend:
             task = query.task
             if task is None and not (all_tasks or query.all_tasks) and wl.experiment.tasks:
                 task = wl.experiment.tasks[0].name
-            rows = self._select(wl, query.replica, task)
+            rows = self._select(wl, query.replica, task, query.run)
             since_ns = _epoch_ns(query.since) if query.since else None
             several_tasks = len({t.name for _, t, _ in rows}) > 1
             for rank, t, job in rows:
@@ -489,9 +563,19 @@ class BeakerBackend:
                 return f"{b.config.agent_address}/orgs/{c.organization_name or b.config.default_org}/clusters/{c.name}"
             except bx.BeakerClusterNotFound:
                 pass
+            for kind in ("image", "dataset"):  # gantry's order: ..., image, dataset, group
+                try:
+                    service = getattr(b, kind)
+                    return str(service.url(service.get(target)))
+                except (bx.BeakerImageNotFound, bx.BeakerDatasetNotFound, ValueError):
+                    pass
+            try:
+                return str(b.group.url(self._group(target)))
+            except NotFoundError:
+                pass
         raise NotFoundError(
-            f"{target!r} is not an experiment, workspace or cluster on Beaker",
-            hint="use an experiment id or user/name, org/workspace, or org/cluster",
+            f"{target!r} is not an experiment, workspace, cluster, image, dataset or group on Beaker",
+            hint="use an id or name, e.g. an experiment id, org/workspace or org/cluster",
         )
 
 

@@ -181,15 +181,26 @@ class LocalBackend:
         return head + line
 
     def follow(
-        self, run: RunInfo, out: IO[bytes], *, replica: int | None = None, all_replicas: bool = False
+        self,
+        run: RunInfo,
+        out: IO[bytes],
+        *,
+        replica: int | None = None,
+        all_replicas: bool = False,
+        tail: int | None = None,
     ) -> int:
         ranks = self._ranks(run, replica)
         tails = {rank: logs.Tail(str(log_path(run.id, rank))) for rank in ranks}
+        skip = tail is not None  # --tail N: of the lines written so far, only the last N
         while True:
             info = self.get(run.id)
-            for rank, tail in tails.items():
-                for ts, line in tail.read():
+            for rank, reader in tails.items():
+                records = list(reader.read())
+                if skip:
+                    records = records[-tail:] if tail else []  # type: ignore[operator]
+                for ts, line in records:
                     out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
+            skip = False
             out.flush()
             if info.status.finished:
                 return 0 if info.status == RunStatus.succeeded else (info.exit_code or 1)
