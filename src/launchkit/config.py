@@ -74,13 +74,17 @@ def find_pyproject(start: str | Path | None = None) -> Path | None:
     return None
 
 
-_toml_cache: dict[tuple[str, bool], dict[str, Any]] = {}
+_toml_cache: dict[tuple[str, bool, int, int], dict[str, Any]] = {}  # (path, flag, mtime, size)
 
 
 def _read_toml(path: Path, *, only_if_mentions_launchkit: bool = False) -> dict[str, Any]:
     """Parse a TOML file (cached per process). With `only_if_mentions_launchkit`, a file that never
     says "launchkit" cannot hold [tool.launchkit] and is not parsed at all (saves ~5 ms per start)."""
-    key = (str(path), only_if_mentions_launchkit)
+    try:
+        st = path.stat()
+    except OSError:
+        st = None
+    key = (str(path), only_if_mentions_launchkit, st.st_mtime_ns if st else 0, st.st_size if st else 0)
     if key in _toml_cache:
         return _toml_cache[key]
     try:

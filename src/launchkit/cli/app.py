@@ -19,6 +19,7 @@ from typer.exceptions import TyperException
 from launchkit import __version__
 from launchkit.application import Application
 from launchkit.cli import (
+    completion_cmd,
     find_gpus_cmd,
     follow_cmd,
     list_cmd,
@@ -67,7 +68,7 @@ def build_app() -> typer.Typer:
         cls=PanelGroup,
         help="Launch ML jobs from your git repository onto Beaker GPU clusters, or run them right here.",
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=True,  # Typer's --install-completion / --show-completion
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
         context_settings={"help_option_names": ["-h", "--help"]},
@@ -87,6 +88,7 @@ def build_app() -> typer.Typer:
         ("find-gpus", find_gpus_cmd.find_gpus),
         ("open", open_cmd.open_page),
         ("profiles", profiles_cmd.profiles),
+        ("completion", completion_cmd.completion),
     ):
         cli.command(name, cls=PanelCommand)(command)
     cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)

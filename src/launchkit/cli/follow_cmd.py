@@ -7,12 +7,15 @@ import sys
 import typer
 
 from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, workspace_option
+from launchkit.cli import completing
 from launchkit.cli.context import get_app
 
 
 def follow(
     ctx: typer.Context,
-    run_id: str | None = typer.Argument(None, metavar="[ID]", help="Run to follow."),
+    run_id: str | None = typer.Argument(
+        None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run to follow."
+    ),
     latest: bool = typer.Option(False, "--latest", "-l", help="Follow your newest run."),
     replica: int | None = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
     all_replicas: bool = typer.Option(

@@ -8,6 +8,7 @@ import typer
 
 from launchkit.application import OutputFormat
 from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
+from launchkit.cli import completing
 from launchkit.cli.context import get_app
 
 
@@ -22,7 +23,11 @@ def _age(created: dt.datetime) -> str:
 def list_runs(
     ctx: typer.Context,
     status: list[str] | None = typer.Option(
-        None, "--status", "-s", help="Only runs with this status (repeatable)."
+        None,
+        "--status",
+        "-s",
+        help="Only runs with this status (repeatable).",
+        autocompletion=completing.statuses,
     ),
     limit: int = typer.Option(20, "--limit", "-l", "-n", min=1, help="At most N runs."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),

@@ -15,6 +15,7 @@ from launchkit.cli.backend_choice import (
     stdout_closed,
     workspace_option,
 )
+from launchkit.cli import completing
 from launchkit.cli.context import get_app
 
 
@@ -36,7 +37,9 @@ def _since(value: str) -> dt.datetime:
 
 def logs(
     ctx: typer.Context,
-    run_id: str | None = typer.Argument(None, metavar="[ID]", help="Run whose logs to show."),
+    run_id: str | None = typer.Argument(
+        None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run whose logs to show."
+    ),
     latest: bool = typer.Option(False, "--latest", "-l", help="Your newest run."),
     tail: int | None = typer.Option(None, "--tail", "-t", help="Only the last N lines.", min=0),
     head: int | None = typer.Option(None, "--head", "-n", help="Only the first N lines.", min=0),

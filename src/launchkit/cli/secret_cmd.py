@@ -56,11 +56,17 @@ def set_secret(
 def list_secrets(
     ctx: typer.Context,
     workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON output (a list of names)."),
 ) -> None:
     """List the names of the workspace's secrets."""
     from launchkit.backends.beaker.backend import BeakerBackend, secret_names
 
-    for n in secret_names(BeakerBackend(get_app(ctx)), workspace):
+    app = get_app(ctx)
+    names = secret_names(BeakerBackend(app), workspace)
+    if as_json:
+        app.print_json(names)
+        return
+    for n in names:
         sys.stdout.write(n + "\n")
 
 

@@ -7,12 +7,15 @@ import sys
 import typer
 
 from launchkit.cli.backend_choice import backend_option, choose, local_option, resolve_run, workspace_option
+from launchkit.cli import completing
 from launchkit.cli.context import get_app
 
 
 def stop(
     ctx: typer.Context,
-    run_ids: list[str] | None = typer.Argument(None, metavar="[ID]...", help="Runs to stop."),
+    run_ids: list[str] | None = typer.Argument(
+        None, metavar="[ID]...", autocompletion=completing.local_run_ids, help="Runs to stop."
+    ),
     latest: bool = typer.Option(False, "--latest", "-l", help="Stop your newest run."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only show what would be stopped."),
