@@ -196,7 +196,9 @@ def _dry_run(repo, *args: str, cwd: Path | None = None) -> tuple[Result, Spec | 
     return r, (yaml.safe_load(r.stdout) if r.code == 0 else None)
 
 
-@pytest.mark.parametrize(("args", "check"), RUN_SPELLINGS, ids=[" ".join(a) or "(none)" for a, _ in RUN_SPELLINGS])
+@pytest.mark.parametrize(
+    ("args", "check"), RUN_SPELLINGS, ids=[" ".join(a) or "(none)" for a, _ in RUN_SPELLINGS]
+)
 def test_every_gantry_run_spelling_sets_its_spec_field(repo, args, check):
     if "--allow-dirty" in args:
         (repo.path / "train.py").write_text("print('edited')\n")
@@ -250,7 +252,9 @@ env = {FOO = "bar", N = "1"}
 def test_tool_gantry_gives_the_same_spec_as_tool_launchkit(repo):
     specs = {}
     for table in ("launchkit", "gantry"):
-        repo.commit({"pyproject.toml": f"[project]\nname = 'x'\nversion = '0'\n[tool.{table}]\n{GANTRY_SETTINGS}"})
+        repo.commit(
+            {"pyproject.toml": f"[project]\nname = 'x'\nversion = '0'\n[tool.{table}]\n{GANTRY_SETTINGS}"}
+        )
         r, specs[table] = _dry_run(repo)
         assert r.code == 0, r.stderr
         assert ("[tool.gantry]" in r.stderr) == (table == "gantry")
@@ -264,7 +268,9 @@ def test_tool_gantry_gives_the_same_spec_as_tool_launchkit(repo):
 
 def test_tool_gantry_keys_are_mapped_and_gantry_only_keys_named(repo):
     repo.commit(
-        {"pyproject.toml": "[tool.gantry]\nworkspace = 'ai2/ws'\ngh_token_secret = 'PAT'\nlog_level = 'debug'\n"}
+        {
+            "pyproject.toml": "[tool.gantry]\nworkspace = 'ai2/ws'\ngh_token_secret = 'PAT'\nlog_level = 'debug'\n"
+        }
     )
     r, spec = _dry_run(repo)
     assert r.code == 0, r.stderr
@@ -334,8 +340,12 @@ def test_skill_monitoring_lines_against_the_fake_beaker(fake_beaker, tmp_path):
     from fakebeaker.state import AutoRun
 
     fake_beaker.state.set_auto(AutoRun(run_for=None, lines=["step 1", "step 2"]))
-    exp = fake_beaker.state.add_experiment("ai2/launchkit", "skill-exp", author="alice", description="[launchkit]")
-    other = fake_beaker.state.add_experiment("ai2/launchkit", "skill-2", author="alice", description="[launchkit]")
+    exp = fake_beaker.state.add_experiment(
+        "ai2/launchkit", "skill-exp", author="alice", description="[launchkit]"
+    )
+    other = fake_beaker.state.add_experiment(
+        "ai2/launchkit", "skill-2", author="alice", description="[launchkit]"
+    )
     assert fake_beaker.state.wait_for(lambda: exp.jobs and exp.jobs[-1].status_name == "running")
     env = {"COLUMNS": "200"}
     lines: list[tuple[str, Callable[[Result], bool]]] = [
@@ -361,11 +371,15 @@ def test_skill_monitoring_lines_against_the_fake_beaker(fake_beaker, tmp_path):
     r = run_cli("follow", exp.id, env=env)
     assert r.code == 0 and "step 2" in r.stdout, r.stderr
     # stop: the prompt is answered on a terminal, as a person would
-    third = fake_beaker.state.add_experiment("ai2/launchkit", "skill-3", author="alice", description="[launchkit]")
+    third = fake_beaker.state.add_experiment(
+        "ai2/launchkit", "skill-3", author="alice", description="[launchkit]"
+    )
     p = _pty_answer(["stop", third.id], b"y\n", fake_beaker.env)
     assert p.returncode == 0, p.stderr
     assert fake_beaker.state.wait_for(lambda: third.finalized)
-    fourth = fake_beaker.state.add_experiment("ai2/launchkit", "skill-4", author="alice", description="[launchkit]")
+    fourth = fake_beaker.state.add_experiment(
+        "ai2/launchkit", "skill-4", author="alice", description="[launchkit]"
+    )
     r = run_cli("stop", "--latest", "--yes", env=env)
     assert r.code == 0 and fourth.id in r.stderr, r.stderr
 
@@ -518,7 +532,13 @@ def _complete(words: str, env: dict[str, str] | None = None) -> list[str]:
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)
     r = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "launchkit"],
-        env={**os.environ, **(env or {}), "COMP_WORDS": words, "COMP_CWORD": str(cword), "_LAUNCHKIT_COMPLETE": "complete_bash"},
+        env={
+            **os.environ,
+            **(env or {}),
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(cword),
+            "_LAUNCHKIT_COMPLETE": "complete_bash",
+        },
         capture_output=True,
         text=True,
         timeout=60,
@@ -530,7 +550,11 @@ def _complete(words: str, env: dict[str, str] | None = None) -> list[str]:
 
 
 def test_completion_scripts_and_values(tmp_path):
-    for shell, marker in (("bash", "complete -o default"), ("zsh", "#compdef launchkit"), ("fish", "complete --command")):
+    for shell, marker in (
+        ("bash", "complete -o default"),
+        ("zsh", "#compdef launchkit"),
+        ("fish", "complete --command"),
+    ):
         r = run_cli("completion", shell)
         assert r.code == 0 and marker in r.stdout, r.stderr
     assert run_cli("completion", "tcsh").code == 2

@@ -48,7 +48,18 @@ def root(
     verbose: int = typer.Option(
         0, "--verbose", "-v", count=True, show_default=False, help="More output (repeatable)."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors and the data you asked for."),
+    quiet: bool = typer.Option(
+        False, "--quiet/--not-quiet", "-q", help="Only errors and the data you asked for."
+    ),
+    log_level: str | None = typer.Option(
+        None, "--log-level", hidden=True, help="gantry's spelling: debug = -v, error = -q."
+    ),
+    check_for_upgrades: bool | None = typer.Option(
+        None,
+        "--check-for-upgrades/--no-check-for-upgrades",
+        hidden=True,
+        help="gantry's; see docs/from-gantry.md.",
+    ),
     beaker_timeout: float = typer.Option(
         None,
         "--beaker-timeout",
@@ -59,6 +70,22 @@ def root(
     app = get_app(ctx)
     app.verbosity = -1 if quiet else verbose
     app.beaker_timeout = beaker_timeout
+    if log_level is not None:  # gantry 3.7.0's global option
+        levels = {"debug": 1, "info": 0, "warning": 0, "error": -1}
+        if log_level.lower() not in levels:
+            from launchkit.errors import UsageError
+
+            raise UsageError(
+                f"--log-level {log_level!r}: unknown level", hint="use debug, info, warning or error"
+            )
+        app.verbosity = min(app.verbosity, -1) if quiet else max(verbose, levels[log_level.lower()])
+    if check_for_upgrades:
+        from launchkit.errors import UsageError
+
+        raise UsageError(
+            "--check-for-upgrades is not supported: launchkit never checks PyPI by itself",
+            hint="upgrade with your package manager (uv tool upgrade launchkit)",
+        )
 
 
 def build_app() -> typer.Typer:
@@ -92,6 +119,7 @@ def build_app() -> typer.Typer:
     ):
         cli.command(name, cls=PanelCommand)(command)
     cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)
+    cli.add_typer(secret_cmd.config_group(), name="config", cls=PanelGroup, hidden=True)  # gantry's
     return cli
 
 

@@ -7,9 +7,18 @@ import datetime as dt
 import typer
 
 from launchkit.application import OutputFormat
-from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
 from launchkit.cli import completing
+from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
 from launchkit.cli.context import get_app
+
+# gantry's (Beaker workload) status names -> launchkit's
+GANTRY_STATUSES = {
+    "submitted": "queued",
+    "ready_to_start": "queued",
+    "initializing": "starting",
+    "stopping": "running",
+    "uploading_results": "running",
+}
 
 
 def _age(created: dt.datetime) -> str:
@@ -34,7 +43,9 @@ def list_runs(
     author: str | None = typer.Option(None, "--author", "-a", help="Only runs by this user."),
     me: bool = typer.Option(False, "--me", help="Beaker: only your runs."),
     text: str | None = typer.Option(None, "--text", "-t", help="Name or description contains TEXT."),
-    max_age: str | None = typer.Option(None, "--max-age", help="Only runs younger than this (7d, 12h)."),
+    max_age: str | None = typer.Option(
+        None, "--max-age", help="Only runs younger than this (7d, 12h; a bare number is days)."
+    ),
     show_all: bool = typer.Option(False, "--all", help="Beaker: also experiments not launched by launchkit."),
     workspace: str | None = workspace_option(),
     group: str | None = typer.Option(None, "--group", "-g", help="Beaker: only runs in this group."),
@@ -46,7 +57,7 @@ def list_runs(
     from launchkit.errors import UsageError
 
     try:
-        statuses = [RunStatus(s) for s in status or []]
+        statuses = list(dict.fromkeys(RunStatus(GANTRY_STATUSES.get(s, s)) for s in status or []))
     except ValueError as e:
         raise UsageError(str(e), hint="statuses: " + ", ".join(s.value for s in RunStatus)) from None
     if me and author:
@@ -56,7 +67,12 @@ def list_runs(
         from launchkit.core.units import parse_duration
 
         try:
-            age = dt.timedelta(seconds=parse_duration(max_age))
+            # gantry: a bare integer is days
+            age = (
+                dt.timedelta(days=int(max_age))
+                if max_age.isdigit()
+                else dt.timedelta(seconds=parse_duration(max_age))
+            )
         except Exception:  # noqa: BLE001 - any parse failure is a usage error
             raise UsageError(f"invalid --max-age {max_age!r}", hint="use e.g. 7d, 12h, 30m") from None
     app = get_app(ctx)

@@ -8,6 +8,7 @@ import sys
 
 import typer
 
+from launchkit.cli import completing
 from launchkit.cli.backend_choice import (
     backend_option,
     local_option,
@@ -15,7 +16,6 @@ from launchkit.cli.backend_choice import (
     stdout_closed,
     workspace_option,
 )
-from launchkit.cli import completing
 from launchkit.cli.context import get_app
 
 

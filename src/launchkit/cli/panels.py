@@ -34,13 +34,13 @@ def _panels(
     """(panel, help rows) with the ungrouped "Options" first, then the panels in declaration order."""
     panels: dict[str, list[tuple[str, str]]] = {}
     for param in command.get_params(ctx):
-        record = _without_aliases(param).get_help_record(ctx)
+        record = shown_param(param).get_help_record(ctx)
         if record is not None:
             panels.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(record)
     yield from sorted(panels.items(), key=lambda item: item[0] != "Options")
 
 
-def _without_aliases(param: Any) -> Any:
+def shown_param(param: Any) -> Any:
     """The parameter as help shows it: gantry's alias spellings (run_options.ALIAS_FLAGS) left out."""
     names = [*param.opts, *getattr(param, "secondary_opts", [])]
     if not ALIAS_FLAGS.intersection(names):

@@ -70,6 +70,35 @@ def list_secrets(
         sys.stdout.write(n + "\n")
 
 
+def set_gh_token(
+    ctx: typer.Context,
+    token: str | None = typer.Argument(None, metavar="[TOKEN]", help="Refused: pipe the token in instead."),
+    workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+    secret: str | None = typer.Option(
+        None, "--secret", "-s", help="Secret name (default: git_token_secret from config, else GITHUB_TOKEN)."
+    ),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Accepted: launchkit does not prompt here."),
+) -> None:
+    """gantry's `config set-gh-token`: store a GitHub token for cloning private repositories."""
+    from launchkit.config import load_config
+    from launchkit.errors import UsageError
+
+    if token is not None:
+        raise UsageError(
+            "a token on the command line ends up in your shell history",
+            hint="pipe it in: `gh auth token | launchkit config set-gh-token`",
+        )
+    name = secret or load_config().get("git_token_secret") or "GITHUB_TOKEN"
+    set_secret(ctx, name, workspace)
+
+
+def config_group() -> typer.Typer:
+    """`launchkit config`: gantry's command group (hidden from help; `secret` is launchkit's)."""
+    group = typer.Typer(help="gantry's `config` commands.", no_args_is_help=True)
+    group.command("set-gh-token")(set_gh_token)
+    return group
+
+
 def secret_group() -> typer.Typer:
     """`launchkit secret ...`, a sub-app with its own commands."""
     group = typer.Typer(help="Beaker workspace secrets (values are never printed).", no_args_is_help=True)

@@ -6,8 +6,8 @@ import sys
 
 import typer
 
-from launchkit.cli.backend_choice import backend_option, choose, local_option, resolve_run, workspace_option
 from launchkit.cli import completing
+from launchkit.cli.backend_choice import backend_option, choose, local_option, resolve_run, workspace_option
 from launchkit.cli.context import get_app
 
 

@@ -43,6 +43,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
 SECRET = re.compile(r"[A-Za-z0-9_.-]+")
 PY_VERSION = re.compile(r"3(\.\d+){1,2}")
 TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
+GITHUB_SHORTHAND = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+")  # gantry's --remote acct/repo
 MODES: dict[str, MountMode] = {
     "ro": "readonly",
     "readonly": "readonly",
@@ -529,6 +530,8 @@ def _git(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
             "is empty",
             f"give a value to {flag(opt)} or omit it",
         )
+    if f["remote"] and GITHUB_SHORTHAND.fullmatch(f["remote"]):
+        f["remote"] = f"https://github.com/{f['remote'].removesuffix('.git')}.git"
     f["allow_dirty"] = bool(given.get("allow_dirty"))
 
 
