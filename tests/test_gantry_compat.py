@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -317,6 +318,12 @@ def test_skill_run_lines(repo, line):
         assert (repo.path / "spec.yaml").read_text() == r.stdout
 
 
+def _later(seconds: float, fn: Callable[[], object]) -> None:
+    t = threading.Timer(seconds, fn)
+    t.daemon = True
+    t.start()
+
+
 def _pty_answer(args: list[str], answer: bytes, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
     """Run launchkit with a terminal on stdin that already holds `answer` (a confirmation prompt)."""
     master, slave = os.openpty()
@@ -346,7 +353,7 @@ def test_skill_monitoring_lines_against_the_fake_beaker(fake_beaker, tmp_path):
     other = fake_beaker.state.add_experiment(
         "ai2/launchkit", "skill-2", author="alice", description="[launchkit]"
     )
-    assert fake_beaker.state.wait_for(lambda: exp.jobs and exp.jobs[-1].status_name == "running")
+    assert fake_beaker.state.wait_for(lambda: exp.jobs and exp.jobs[-1].status_name == "RUNNING")
     env = {"COLUMNS": "200"}
     lines: list[tuple[str, Callable[[Result], bool]]] = [
         ("find-gpus", lambda r: "jupiter" in r.stdout),
@@ -364,10 +371,10 @@ def test_skill_monitoring_lines_against_the_fake_beaker(fake_beaker, tmp_path):
         r = run_cli(*line.split(), env=env)
         assert r.code == 0 and ok(r), f"launchkit {line}: {r.stderr}"
     # follow ends when the job does
-    fake_beaker.state._timer(1.0, lambda: fake_beaker.state.finish_job(other, 0))
+    _later(1.0, lambda: fake_beaker.state.finish_job(other, 0))
     r = run_cli("follow", "--latest", env=env)
     assert r.code == 0 and "step 1" in r.stdout, r.stderr
-    fake_beaker.state._timer(1.0, lambda: fake_beaker.state.finish_job(exp, 0))
+    _later(1.0, lambda: fake_beaker.state.finish_job(exp, 0))
     r = run_cli("follow", exp.id, env=env)
     assert r.code == 0 and "step 2" in r.stdout, r.stderr
     # stop: the prompt is answered on a terminal, as a person would
@@ -388,7 +395,10 @@ def test_skill_monitoring_lines_against_the_fake_beaker(fake_beaker, tmp_path):
 
 
 def test_list_flags(fake_beaker):
+    from fakebeaker.state import AutoRun
+
     s = fake_beaker.state
+    s.set_auto(AutoRun(run_for=None))
     a = s.add_experiment("ai2/launchkit", "alpha-run", author="alice", description="[launchkit]")
     s.add_experiment("ai2/launchkit", "beta-run", author="bob", description="[launchkit]")
     s.add_experiment("ai2/no-budget", "gamma-run", author="alice", description="[launchkit]")
@@ -423,7 +433,7 @@ def test_logs_follow_stop_find_gpus_flags(fake_beaker, tmp_path):
     s = fake_beaker.state
     s.set_auto(AutoRun(run_for=None, lines=[f"line {i}" for i in range(5)]))
     exp = s.add_experiment("ai2/launchkit", "flags", author="alice", description="[launchkit]")
-    assert s.wait_for(lambda: exp.jobs and exp.jobs[-1].status_name == "running")
+    assert s.wait_for(lambda: exp.jobs and exp.jobs[-1].status_name == "RUNNING")
     for args, want in (
         (["-t", "2"], "line 3\nline 4\n"),
         (["--tail", "2"], "line 3\nline 4\n"),
@@ -438,13 +448,13 @@ def test_logs_follow_stop_find_gpus_flags(fake_beaker, tmp_path):
     assert r.code == 0 and "line 4" in r.stdout
     r = run_cli("logs", exp.id, "--run", "2")
     assert r.code == 4 and "no run 2" in r.stderr
-    s._timer(1.5, lambda: s.finish_job(exp, 0))
+    _later(1.5, lambda: s.finish_job(exp, 0))
     r = run_cli("logs", exp.id, "-f")
     assert r.code == 0 and "line 4" in r.stdout, r.stderr
     # follow --latest -w -a -t
     exp2 = s.add_experiment("ai2/launchkit", "flags-2", author="alice", description="[launchkit]")
-    assert s.wait_for(lambda: exp2.jobs and exp2.jobs[-1].status_name == "running")
-    s._timer(1.5, lambda: s.finish_job(exp2, 0))
+    assert s.wait_for(lambda: exp2.jobs and exp2.jobs[-1].status_name == "RUNNING")
+    _later(1.5, lambda: s.finish_job(exp2, 0))
     r = run_cli("follow", "-l", "-w", "ai2/launchkit", "-a", "alice", "-t")
     assert r.code == 0 and "line 4" in r.stdout and f"following {exp2.id}" in r.stderr, r.stderr
     # stop -w --latest --dry-run --json

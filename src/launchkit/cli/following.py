@@ -57,21 +57,29 @@ class _Sink:
         return getattr(self.out, name)
 
 
-class _Watchdog(threading.Thread):
+class _Watchdog:
+    """Runs in its own thread (`start`); `done` ends it."""
+
     POLL = 0.2
     STATUS_EVERY = 1.0  # seconds between status checks while waiting for the start
 
     def __init__(self, app: Application, backend: Backend, run: RunInfo, sink: _Sink, limits: Limits):
-        super().__init__(daemon=True)
+        self.thread = threading.Thread(target=self._watch, daemon=True)
         self.app, self.backend, self.run_info, self.sink, self.limits = app, backend, run, sink, limits
         self.done = threading.Event()
         self.reason: str | None = None
 
-    def _started(self) -> bool:
+    def _job_started(self) -> bool:
         status = self.backend.get(self.run_info.id).status
         return status not in (RunStatus.queued, RunStatus.starting)
 
-    def run(self) -> None:
+    def start(self) -> None:
+        self.thread.start()
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+
+    def _watch(self) -> None:
         t0 = time.monotonic()
         lim = self.limits
         started_at: float | None = None
@@ -83,18 +91,18 @@ class _Watchdog(threading.Thread):
                 if started_at is None and (lim.start or lim.inactive or lim.inactive_soft):
                     if now - checked >= self.STATUS_EVERY:
                         checked = now
-                        if self._started():
+                        if self._job_started():
                             started_at = now
                             self.sink.last = max(self.sink.last, now)
                 if lim.timeout is not None and now - t0 >= lim.timeout:
-                    return self._stop(f"--timeout {_secs(lim.timeout)} passed")
+                    return self._stop_run(f"--timeout {_secs(lim.timeout)} passed")
                 if started_at is None:
                     if lim.start is not None and now - t0 >= lim.start:
-                        return self._stop(f"it did not start within --start-timeout {_secs(lim.start)}")
+                        return self._stop_run(f"it did not start within --start-timeout {_secs(lim.start)}")
                     continue
                 quiet = now - self.sink.last
                 if lim.inactive is not None and quiet >= lim.inactive:
-                    return self._stop(f"no log output for --inactive-timeout {_secs(lim.inactive)}")
+                    return self._stop_run(f"no log output for --inactive-timeout {_secs(lim.inactive)}")
                 soft = lim.inactive_soft
                 if soft is not None and quiet >= soft and now - warned >= max(soft, SOFT_REPEAT):
                     warned = now
@@ -102,7 +110,7 @@ class _Watchdog(threading.Thread):
         except Exception as e:  # noqa: BLE001 - report; following goes on
             self.app.error(f"watching {self.run_info.id} failed: {e}")
 
-    def _stop(self, why: str) -> None:
+    def _stop_run(self, why: str) -> None:
         self.reason = why
         self.app.warn(f"stopping {self.run_info.id}: {why}")
         self.backend.stop(self.run_info)
