@@ -466,7 +466,7 @@ def test_logs_follow_stop_find_gpus_flags(fake_beaker, tmp_path):
     every = json.loads(run_cli("find-gpus", "-a", "--json").stdout)
     assert len(every) > len(free)
     h100 = json.loads(run_cli("find-gpus", "-a", "-g", "h100", "--json").stdout)
-    assert h100 and all("H100" in str(row["gpu_type"]).upper() for row in h100)
+    assert h100 and all("H100" in str(row["gpu_types"]).upper() for row in h100)
     r = run_cli("secret", "list", "--json")
     assert r.code == 0 and "HF_TOKEN" in json.loads(r.stdout)
 

@@ -82,7 +82,7 @@ def list_runs(
     require(b, Capability.others_runs, me=me, all=show_all)
     require(b, Capability.workspaces, group=group)
     scope = {"group": group} if group else {}
-    runs = b.list_runs(  # type: ignore[call-arg]
+    runs = b.list_runs(
         limit=limit,
         statuses=statuses or None,
         author=author,

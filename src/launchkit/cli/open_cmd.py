@@ -34,7 +34,8 @@ def open_page(
             raise NotFoundError("you have no experiments yet", hint="launch one with `launchkit run`")
         urls = [run.url or ""]
     else:
-        urls = [backend.url_for(t) for t in targets or [None]]  # all resolved before any opens
+        wanted: list[str | None] = list(targets) if targets else [None]  # None: the workspace
+        urls = [backend.url_for(t) for t in wanted]  # all resolved before any opens
     for url in urls:
         _open(url, print_only)
 

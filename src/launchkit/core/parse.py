@@ -490,9 +490,9 @@ def _secret_files(opts: _Options, f: dict[str, Any], targets: list[str]) -> None
             )
         f["secret_mounts"].append(SecretMount(secret=secret, mount_path=target))
     for opt, (path, var) in SECRET_FILES.items():
-        secret = _pattern(opts, opt, SECRET, "secret name")
-        if secret:
-            f["secret_mounts"].append(SecretMount(secret=secret, mount_path=path))
+        file_secret = _pattern(opts, opt, SECRET, "secret name")
+        if file_secret:
+            f["secret_mounts"].append(SecretMount(secret=file_secret, mount_path=path))
             f["file_env"].append(EnvVar(name=var, value=path))
     for m in f["secret_mounts"]:
         if m.mount_path in targets:

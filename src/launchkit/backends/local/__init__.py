@@ -197,7 +197,7 @@ class LocalBackend:
             for rank, reader in tails.items():
                 records = list(reader.read())
                 if skip:
-                    records = records[-tail:] if tail else []  # type: ignore[operator]
+                    records = records[-tail:] if tail else []
                 for ts, line in records:
                     out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
             skip = False
