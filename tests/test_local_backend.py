@@ -274,13 +274,6 @@ def test_bad_references_are_one_line_errors(env):
     assert run_cli("list", "--local", "--status", "bogus", env=env).code == 2
 
 
-def test_find_gpus_without_gpus(env):
-    r = run_cli("find-gpus", "--local", env=env)
-    assert r.code == 0
-    if not r.stdout:
-        assert "no GPUs here" in r.stderr
-
-
 def test_local_secret_comes_from_the_environment(repo, env):
     missing = run_cli(
         "run", *NO_PY, "--env-secret", "TOKEN=LK_TEST_SECRET", "--", "true", cwd=repo.path, env=env

@@ -2,12 +2,30 @@ import yaml
 
 from conftest import run_cli
 
+CORE_COMMANDS = ["run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "secret"]
+
+
+def listed_commands(help_text: str) -> list[str]:
+    """The command names in the `Commands:` section of `launchkit --help`, in order."""
+    section = help_text.split("\nCommands:\n", 1)[1]
+    return [line.split()[0] for line in section.splitlines() if line.startswith("  ") and line.split()]
+
+
+def registered_commands() -> list[str]:
+    import typer.main
+
+    from launchkit.cli.app import build_app
+
+    group = typer.main.get_command(build_app())
+    return [name for name in group.list_commands(None) if not group.get_command(None, name).hidden]
+
 
 def test_help_lists_commands():
     r = run_cli("--help")
-    assert r.code == 0
-    for cmd in ("run", "follow", "logs", "stop", "list", "find-gpus", "open"):
-        assert cmd in r.stdout
+    assert r.code == 0 and r.stderr == ""
+    listed = listed_commands(r.stdout)
+    assert listed == registered_commands()
+    assert listed[: len(CORE_COMMANDS)] == CORE_COMMANDS  # the everyday commands first, in this order
 
 
 def test_dry_run_emits_spec(repo):
