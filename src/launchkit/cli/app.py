@@ -115,10 +115,10 @@ def build_app() -> typer.Typer:
         ("find-gpus", find_gpus_cmd.find_gpus),
         ("open", open_cmd.open_page),
         ("profiles", profiles_cmd.profiles),
-        ("completion", completion_cmd.completion),
     ):
         cli.command(name, cls=PanelCommand)(command)
     cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)
+    cli.command("completion", cls=PanelCommand)(completion_cmd.completion)
     cli.add_typer(secret_cmd.config_group(), name="config", cls=PanelGroup, hidden=True)  # gantry's
     return cli
 

@@ -76,6 +76,12 @@ class PanelCommand(TyperCommand):
 class PanelGroup(TyperGroup):
     """A group (the root app, `secret`) with the same plain-text panel help."""
 
+    LAST = ("completion",)  # set-up commands, listed after the everyday ones
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        names = super().list_commands(ctx)
+        return [n for n in names if n not in self.LAST] + [n for n in names if n in self.LAST]
+
     def format_options(self, ctx: typer.Context, formatter: HelpFormatter) -> None:  # type: ignore[override]
         _write_options(self, ctx, formatter)
         self.format_commands(ctx, formatter)
