@@ -8,6 +8,9 @@
   and <= 1/10 of its RPC count (counted by the fake server).
 - follow: a finished job with 200k log lines, stdout to a pipe. Target: >= 3x gantry's lines/s; peak
   memory (max RSS) flat: following 200k lines costs about what printing 1k lines costs.
+- first-line: `follow` of a running job, 20 ms added latency per call: time from start to the first
+  log line, and the calls made before it (issue 13 item 4). Target: <= 2 round trips before the
+  stream. Process start-up is in both tools' times.
 
 gantry is installed into its own venv (bench/results/gantry-venv, via uv) on first use; its upgrade
 checks are off (GANTRY_CHECK_FOR_UPGRADES=0 and a fresh beaker-py version-check stamp). `gantry run`
@@ -181,10 +184,28 @@ def measure(name: str, cmd: list[str], fake: Fake, env: dict[str, str], cwd: str
     return out
 
 
+def first_line(cmd: list[str], fake: Fake, env: dict[str, str], cwd: str, text: bytes) -> dict:
+    """Seconds until `text` appears on stdout, and the fake's calls made by then; then stop it."""
+    fake.remote.reset_calls()
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert p.stdout is not None
+    try:
+        for line in p.stdout:
+            if text in line:
+                break
+        wall = time.perf_counter() - t
+        calls = fake.remote.calls
+    finally:
+        p.terminate()
+        p.wait(10)
+    return {"first_line_s": round(wall, 3), "calls_before": calls, "rpcs_before": sum(calls.values())}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--only", default="find-gpus,list,follow")
+    ap.add_argument("--only", default="find-gpus,list,follow,first-line")
     args = ap.parse_args()
     only = set(args.only.split(","))
     gantry = str(ensure_gantry())
@@ -256,6 +277,27 @@ def main() -> int:
                     "speedup": round(g["wall_s"] / k["wall_s"], 2),
                     "rss_growth_mib_200k_vs_1k": round(k["max_rss_mib"] - small["max_rss_mib"], 1),
                 }
+        finally:
+            fake.close()
+
+    if "first-line" in only:
+        print("first-line: follow a running job, 20 ms latency per call")
+        fake = Fake(latency=0.02)
+        try:
+            env = tool_env(fake, home)
+            exp = fake.remote.state.add_experiment("ai2/launchkit", "live", author="alice")
+            fake.remote.state.start_job(exp)
+            fake.remote.state.append_logs(exp, ["first line of the live job"])
+            mark = b"first line of the live job"
+            first_line(lk + ["follow", exp], fake, env, cwd, mark)  # warm-up (user-name cache)
+            g = [first_line([gantry, "follow", exp], fake, env, cwd, mark) for _ in range(args.repeat)]
+            k = [first_line(lk + ["follow", exp], fake, env, cwd, mark) for _ in range(args.repeat)]
+            med = lambda runs: statistics.median(r["first_line_s"] for r in runs)  # noqa: E731
+            results["first-line"] = {
+                "gantry": {"first_line_s": med(g), "calls_before": g[-1]["calls_before"]},
+                "launchkit": {"first_line_s": med(k), "calls_before": k[-1]["calls_before"]},
+                "ratio": round(med(k) / med(g), 3),
+            }
         finally:
             fake.close()
 

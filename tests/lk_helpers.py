@@ -115,16 +115,68 @@ def wait_finished(run_id: str, env: dict[str, str], timeout: float = 120) -> dic
 
 
 def processes_with(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `marker`."""
+    """Live (non-zombie) processes whose command line or local-run marker variable contains `marker`."""
+    import psutil
+
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
+    for p in psutil.process_iter(["cmdline", "environ", "status"]):
+        if p.pid == os.getpid() or p.info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        try:
-            cmd = Path(f"/proc/{name}/cmdline").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmd and state != b"Z":
-            found.append(int(name))
+        cmd = " ".join(p.info["cmdline"] or [])
+        if marker in cmd or marker == (p.info["environ"] or {}).get("LAUNCHKIT_LOCAL_RUN"):
+            found.append(p.pid)
     return found
+
+
+class LocalIndex:
+    """A PEP 503 simple index of small local wheels, served by `python -m http.server` on 127.0.0.1.
+
+    Every request lands in `log`, so tests and bench/ can count downloads (`downloads()`)."""
+
+    def __init__(self, root: Path, names: list[str], version: str = "1.0.0"):
+        self.root, self.names = root, names
+        files, simple = root / "files", root / "simple"
+        for name in names:
+            wheel = make_wheel(files, name=name, version=version, value=name)
+            digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            (simple / name).mkdir(parents=True, exist_ok=True)
+            (simple / name / "index.html").write_text(
+                f'<!DOCTYPE html><html><body><a href="../../files/{wheel.name}#sha256={digest}">'
+                f"{wheel.name}</a></body></html>\n"
+            )
+        (simple / "index.html").write_text(
+            "<!DOCTYPE html><html><body>"
+            + "".join(f'<a href="{n}/">{n}</a>' for n in names)
+            + "</body></html>\n"
+        )
+        self.log = root / "access.log"
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def __enter__(self) -> LocalIndex:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "0"],
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=self.log.open("w"),
+            text=True,
+        )
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        m = re.search(r"port (\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise RuntimeError(f"the index server did not start: {line!r}")
+        self.url = f"http://127.0.0.1:{m.group(1)}/simple"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+    def downloads(self) -> dict[str, int]:
+        """Wheel file name -> how many times it was downloaded (200s; not 304 revalidations)."""
+        counts: dict[str, int] = {}
+        for m in re.finditer(r'"GET /files/(\S+\.whl) HTTP/[\d.]+" 200 ', self.log.read_text()):
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+        return counts

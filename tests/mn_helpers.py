@@ -7,6 +7,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,17 +54,67 @@ def run_node(
 
 
 # --- the session venv for real runs
-TORCH = "torch==2.13.0+cpu"
-MN_REQUIREMENTS = [TORCH, "ray==2.60.0", "accelerate==1.15.0"]
+TORCH_VERSION = "2.13.0"
+OTHERS = ["ray==2.60.0", "accelerate==1.15.0"]
 # Read at import, before the env isolation fixture drops LAUNCHKIT_* variables.
-FIND_LINKS = os.environ.get("LAUNCHKIT_TEST_TORCH_FIND_LINKS", "/opt/wheels")
+FIND_LINKS = Path(os.environ.get("LAUNCHKIT_TEST_TORCH_FIND_LINKS", "/opt/wheels"))
+CUDA_OK = os.environ.get("LAUNCHKIT_TEST_TORCH_CUDA_OK") == "1"  # allow PyPI's Linux x86_64 torch (GBs)
 VENV_DIR = Path(os.environ.get("LAUNCHKIT_TEST_VENV_DIR", ROOT / ".venv-multinode"))
+INDEX_HOST = ("pypi.org", 443)
+
+
+def local_torch_wheel(folder: Path) -> Path | None:
+    """A CPU torch wheel for this Python in `folder` (e.g. this kind of machine's /opt/wheels)."""
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    found = sorted(folder.glob(f"torch-*-{tag}-{tag}-*.whl")) if folder.is_dir() else []
+    return next((w for w in found if "+cpu" in w.name), found[0] if found else None)
+
+
+def index_reachable(host: tuple[str, int] = INDEX_HOST, timeout: float = 3) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(host, timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def torch_plan(
+    folder: Path, machine: str, online: Callable[[], bool], cuda_ok: bool = False
+) -> tuple[list[str], str | None]:
+    """(uv pip install arguments for torch, None), or ([], why the multi-node tests must skip).
+
+    The local CPU wheel when there is one; else PyPI's torch where that is a CPU build (macOS,
+    Linux on ARM), or anywhere with LAUNCHKIT_TEST_TORCH_CUDA_OK=1: on Linux x86_64 PyPI's torch
+    pulls several GB of CUDA wheels, which a test run must never do unasked.
+    """
+    wheel = local_torch_wheel(folder)
+    if wheel is not None:
+        return [str(wheel)], None
+    if not online():
+        return [], f"no local torch wheel in {folder} and {INDEX_HOST[0]} is unreachable"
+    if machine == "Linux-x86_64" and not cuda_ok:
+        return [], (
+            f"no local CPU torch wheel in {folder} (LAUNCHKIT_TEST_TORCH_FIND_LINKS), and PyPI's torch "
+            "for Linux x86_64 brings GBs of CUDA wheels: set LAUNCHKIT_TEST_TORCH_CUDA_OK=1 to allow it"
+        )
+    return [f"torch=={TORCH_VERSION}"], None
+
+
+def this_machine_torch_plan() -> tuple[list[str], str | None]:
+    import platform
+
+    return torch_plan(FIND_LINKS, f"{platform.system()}-{platform.machine()}", index_reachable, CUDA_OK)
 
 
 @pytest.fixture(scope="session")
 def mn_bin() -> Path:
     """bin/ of a venv with CPU torch, ray and accelerate (built once, reused across sessions)."""
-    key = hashlib.sha256(" ".join([sys.version, *MN_REQUIREMENTS]).encode()).hexdigest()[:12]
+    torch, why = this_machine_torch_plan()
+    if why:
+        pytest.skip(f"multi-node e2e: {why}")
+    key = hashlib.sha256(" ".join([sys.version, *torch, *OTHERS]).encode()).hexdigest()[:12]
     venv = VENV_DIR
     marker = venv / f".launchkit-ready-{key}"
     if not marker.exists():
@@ -74,17 +125,7 @@ def mn_bin() -> Path:
             ["uv", "venv", "-q", "--clear", "--python", py, str(venv)], env=env, check=True, timeout=300
         )
         subprocess.run(
-            [
-                "uv",
-                "pip",
-                "install",
-                "-q",
-                "--python",
-                str(venv / "bin" / "python"),
-                "--find-links",
-                FIND_LINKS,
-                *MN_REQUIREMENTS,
-            ],
+            ["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *torch, *OTHERS],
             env=env,
             check=True,
             timeout=1200,

@@ -56,7 +56,7 @@ def test_run_submits_once_with_url_and_no_secret_values(repo, fake_beaker):
     exp = exps[0]
     assert f"/ex/{exp.id}" in r.stdout + r.stderr
     task = exp.spec["tasks"][0]
-    assert task["constraints"]["cluster"] == ["ai2/jupiter-cirrascale-2"]
+    assert task["constraints"]["cluster"] == ["ai2/jupiter"]  # canonical: short name
     env = {e["name"]: e for e in task["envVars"]}
     assert env["GH"]["secret"] == "GITHUB_TOKEN" and env["WANDB_API_KEY"]["secret"] == "alice_WANDB_API_KEY"
     _no_secret_values(r.stdout, r.stderr, repr(exp.spec))
@@ -107,11 +107,11 @@ def test_run_says_exactly_what_is_wrong(repo, fake_beaker):
         cwd=repo.path,
         timeout=90,
     )
-    assert r.code == 4 and "'sessions'" in r.stderr, r.stderr  # takes no batch jobs
+    assert r.code == 2 and "'sessions'" in r.stderr and "no batch jobs" in r.stderr, r.stderr
     r = run_cli(
-        "run", "--workspace", WS, "--gpu-type", "b300", "--", "python", "train.py", cwd=repo.path, timeout=90
+        "run", "--workspace", WS, "--gpu-type", "a10g", "--", "python", "train.py", cwd=repo.path, timeout=90
     )
-    assert r.code == 3 and "b300" in r.stderr, r.stderr
+    assert r.code == 3 and "a10g" in r.stderr, r.stderr
     r = run_cli("run", "--workspace", "ai2/nope", "--", "python", "train.py", cwd=repo.path, timeout=90)
     assert r.code == 4 and "ai2/nope" in r.stderr, r.stderr
     assert not fake_beaker.state.experiments_of(author="alice")
@@ -195,7 +195,7 @@ def test_open_prints_urls_without_a_tty(fake_beaker):
     r = run_cli("open", WS, timeout=60)
     assert r.code == 0 and r.stdout.strip().endswith(f"/ws/{WS}"), r.stderr
     r = run_cli("open", "jupiter-cirrascale-2", timeout=60)
-    assert r.code == 0 and r.stdout.strip().endswith("/orgs/ai2/clusters/jupiter-cirrascale-2"), r.stderr
+    assert r.code == 0 and r.stdout.strip().endswith("/orgs/ai2/clusters/jupiter"), r.stderr
     r = run_cli("open", "no-such-thing", timeout=60)
     assert r.code == 4 and "no-such-thing" in r.stderr
 
@@ -337,10 +337,10 @@ def test_find_gpus(fake_beaker):
     assert r.code == 0, r.stderr
     rows = {row["cluster"]: row for row in json.loads(r.stdout)}
     assert "ai2/interactive" not in rows  # takes no batch jobs
-    assert "ai2/ceres-cirrascale" not in rows  # full
-    assert len(rows["ai2/saturn-cirrascale"]["gpu_types"]) == 2  # mixed cluster: every type
+    assert "ai2/ceres" not in rows  # full
+    assert len(rows["ai2/saturn"]["gpu_types"]) == 2  # mixed cluster: every type
     r = run_cli("find-gpus", "--all", "--json")
-    assert "ai2/ceres-cirrascale" in {row["cluster"] for row in json.loads(r.stdout)}
+    assert "ai2/ceres" in {row["cluster"] for row in json.loads(r.stdout)}
     r = run_cli("find-gpus", "--gpu-type", "a100", "--all")
     assert r.code == 0 and "saturn" in r.stdout and "jupiter" not in r.stdout
     assert "NVIDIA A100 80GB, " in r.stdout  # lists are joined in the table

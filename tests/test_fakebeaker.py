@@ -18,8 +18,8 @@ from beaker import (
     BeakerTaskResources,
     BeakerWorkloadStatus,
 )
+from beaker import beaker_pb2 as pb2
 from beaker.exceptions import (
-    BeakerClientError,
     BeakerClusterNotFound,
     BeakerError,
     BeakerExperimentConflict,
@@ -108,7 +108,7 @@ def test_clusters_sorted_by_free_gpus(fake_beaker):
     free = [c.cluster_occupancy.slot_counts.available for c in clusters]
     assert free == sorted(free, reverse=True) and free[0] > 0
     names = {c.name for c in clusters}
-    assert "jupiter-cirrascale-2" in names
+    assert "jupiter" in names and "jupiter-cirrascale-2" not in names  # canonical = short
     assert json.dumps(dict(fake_beaker.calls))
 
 
@@ -165,9 +165,9 @@ def test_latency_per_call(fake_beaker):
     assert time.monotonic() - t0 >= 0.2
 
 
-def test_unimplemented_and_unparseable_requests_are_invalid_argument_not_retried(fake_beaker):
+def test_unimplemented_is_unimplemented_and_unparseable_is_400_not_retried(fake_beaker):
     beaker = fake_beaker.client()
-    with pytest.raises(BeakerClientError, match="does not implement"):
+    with pytest.raises(NotImplementedError, match="does not implement"):
         list(beaker.queue.list())
     assert fake_beaker.calls["ListQueues"] == 1
     ws_id = beaker.workspace.get().id
@@ -175,10 +175,22 @@ def test_unimplemented_and_unparseable_requests_are_invalid_argument_not_retried
         beaker.experiment.http_request(f"workspaces/{ws_id}/experiments", method="POST", data="not json")
 
 
-def test_bad_token_is_permission_denied(fake_beaker):
-    from beaker import Beaker  # noqa: F401 - the fixture's env also works for Beaker.from_env()
+def test_bad_token_is_unauthenticated_and_http_401(fake_beaker):
+    import grpc
 
     beaker = fake_beaker.client()
+    beaker.config.user_token = "nope"
+    with pytest.raises(grpc.RpcError) as err:  # beaker-py leaves UNAUTHENTICATED raw (fact sheet 3.1)
+        beaker.user.get()
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    ws_id = fake_beaker.state.find_workspace("ai2/launchkit").id
+    with pytest.raises(BeakerError, match=r"code=401.*invalid authentication token"):
+        beaker.experiment.create(spec=spec(), name="x", workspace=pb2.Workspace(id=ws_id))
+
+
+def test_bad_token_as_permission_denied_when_switched(make_fake_beaker):
+    fake = make_fake_beaker(options={"auth_error": "permission_denied"})
+    beaker = fake.client()
     beaker.config.user_token = "nope"
     with pytest.raises(BeakerPermissionsError):
         beaker.user.get()
@@ -255,13 +267,16 @@ def test_list_workloads_filters_sort_and_pages(fake_beaker):
 
 def test_nodes_show_every_gpu_type_and_occupancy(fake_beaker):
     beaker = fake_beaker.client()
-    saturn = beaker.cluster.get("ai2/saturn-cirrascale", include_cluster_occupancy=True)
+    saturn = beaker.cluster.get("ai2/saturn", include_cluster_occupancy=True)
     types = {BeakerGpuType(n.node_resources.gpu_type).name for n in beaker.node.list(cluster=saturn)}
     assert types == {"NVIDIA_A100_80GB", "NVIDIA_L40S"}
     sc = saturn.cluster_occupancy.slot_counts
     assert (sc.total, sc.assigned, sc.available) == (32, 16, 16)
-    augusta = beaker.cluster.get("ai2/augusta", include_cluster_occupancy=True)  # by alias
-    assert augusta.name == "augusta-google-1" and augusta.cluster_occupancy.slot_counts.cordoned == 8
+    holmes = beaker.cluster.get("ai2/holmes", include_cluster_occupancy=True)
+    assert holmes.name == "holmes" and holmes.cluster_occupancy.slot_counts.cordoned == 8
+    # B300 (17) is in beaker_pb2.GpuType but not in beaker-py 2.8.1's BeakerGpuType enum
+    b300 = {pb2.GpuType.Name(n.node_resources.gpu_type) for n in beaker.node.list(cluster=holmes)}
+    assert b300 == {"GPU_TYPE_NVIDIA_B300"}
     interactive = beaker.cluster.get("ai2/interactive")
     assert interactive.HasField("max_task_timeout") and interactive.max_task_timeout.ToMilliseconds() == 0
     assert not beaker.cluster.get("ai2/jupiter").HasField("max_task_timeout")
@@ -282,7 +297,11 @@ def test_jobs_occupy_node_slots_and_cancel_releases_them(fake_beaker):
     beaker.workload.cancel(wl)
     after = beaker.cluster.get("ai2/saturn", include_cluster_occupancy=True).cluster_occupancy.slot_counts
     assert after.available == before.available
-    assert beaker.workload.get(wl.experiment.id).status == BeakerWorkloadStatus.canceled
+    # a running job passes through STOPPING before it is CANCELED
+    assert beaker.workload.get(wl.experiment.id).status == BeakerWorkloadStatus.stopping
+    assert fake_beaker.state.wait_for(
+        lambda: beaker.workload.get(wl.experiment.id).status == BeakerWorkloadStatus.canceled, 5
+    )
 
 
 def test_auto_mode_runs_jobs(fake_beaker):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -129,7 +130,7 @@ def test_fake_process_from_a_scenario_file(tmp_path):
             """
             from beaker import Beaker
             b = Beaker.from_env(check_for_upgrades=False)
-            c = b.cluster.get("ai2/mix", include_cluster_occupancy=True)
+            c = b.cluster.get("ai2/mixed", include_cluster_occupancy=True)
             wl = b.workload.get("carol/done")
             job = b.workload.get_latest_job(wl)
             print(b.user_name, b.workspace.get().name, c.cluster_occupancy.slot_counts.available,
@@ -252,38 +253,225 @@ def test_gantry_beaker_py_calls_work(fake_beaker):
 GANTRY = os.environ.get("FAKEBEAKER_GANTRY") or shutil.which("gantry") or "/tmp/gantry-venv/bin/gantry"
 
 
+def _gantry_invocations(ids: dict[str, str], tmp: Path) -> list[tuple[str, list[str], str]]:
+    """(label, argv, text the output must contain) for every gantry 3.7.0 command."""
+    run = ["run", "--yes", "--budget", "ai2/oe-default"]
+    cmd = ["--", "python", "train.py"]
+    since = ids["since"]
+    return [
+        ("find-gpus", ["find-gpus"], "ai2/"),
+        ("find-gpus --all", ["find-gpus", "--all"], "ai2/bench-00"),
+        ("find-gpus -g h100", ["find-gpus", "-g", "h100"], "ai2/jupiter"),
+        ("find-gpus -g a100 --all", ["find-gpus", "-g", "a100", "--all"], "ai2/saturn"),
+        ("list", ["list"], "bench-"),
+        ("list --limit 50", ["list", "--limit", "50"], "bench-011"),
+        ("list --me", ["list", "--me"], "bench-"),
+        ("list --author bob", ["list", "--author", "bob"], "bench-"),
+        ("list -s running", ["list", "-s", "running", "--all"], "to-stop"),
+        ("list -s succeeded -s failed", ["list", "-s", "succeeded", "-s", "failed"], "bench-"),
+        ("list -t bench-001", ["list", "-t", "bench-001"], "bench-001"),
+        ("list --max-age 7", ["list", "--max-age", "7"], "bench-"),
+        ("list --max-age 2d", ["list", "--max-age", "2d"], "bench-"),
+        ("list --all", ["list", "--all", "--limit", "40"], "other-"),
+        ("list -w", ["list", "-w", "ai2/launchkit"], "bench-"),
+        ("list -g", ["list", "-g", "sweep"], "bench-001"),
+        ("follow", ["follow", "alice/follow-200k"], "line 001999"),
+        ("follow -t", ["follow", "-t", "alice/follow-200k"], "line 001999"),
+        ("follow --latest", ["follow", "--latest"], "hello from the fake job"),
+        (
+            "follow --latest --author bob",
+            ["follow", "--latest", "--author", "bob"],
+            "hello from the fake job",
+        ),
+        ("logs", ["logs", "alice/follow-200k"], "line 001999"),
+        ("logs --tail", ["logs", "alice/follow-200k", "--tail", "3"], "line 001999"),
+        ("logs --head", ["logs", "alice/follow-200k", "--head", "5"], "line 000004"),
+        ("logs -o", ["logs", "alice/follow-200k", "-o", str(tmp / "out.log")], ""),
+        ("logs --since", ["logs", "alice/follow-200k", "--since", since], "line 001999"),
+        ("logs --replica", ["logs", "alice/multi", "--replica", "1"], "replica 1"),
+        ("logs --task", ["logs", "alice/multi", "--task", "main"], "replica 0"),
+        ("logs --run", ["logs", "alice/preempted", "--run", "1"], "first run"),
+        ("logs --all -o dir", ["logs", "alice/multi", "--all", "-o", str(tmp / "logs") + "/"], ""),
+        ("logs -f", ["logs", "-f", "alice/follow-200k"], "line 001999"),
+        ("stop --dry-run", ["stop", "alice/to-stop", "--dry-run"], ""),
+        ("stop", ["stop", "alice/to-stop", "--yes"], ""),
+        ("stop --latest", ["stop", "--latest", "--yes"], ""),
+        ("stop -w --latest --dry-run", ["stop", "-w", "ai2/launchkit", "--latest", "--dry-run"], ""),
+        ("open", ["open", "alice/follow-200k"], ""),
+        ("config set-gh-token", ["config", "set-gh-token", "ghp_fake_token"], ""),
+        ("completion bash", ["completion", "bash"], "complete"),
+        ("completion zsh", ["completion", "zsh"], "compdef"),
+        ("completion fish", ["completion", "fish"], "complete"),
+        ("run", [*run, "--name", "g-run", "--cluster", "ai2/jupiter", "--gpus", "1", *cmd], "alice/g-run"),
+        ("run --dry-run", [*run, "--dry-run", "--cluster", "ai2/jupiter", *cmd], ""),
+        ("run --save-spec", [*run, "--dry-run", "--save-spec", str(tmp / "spec.yaml"), *cmd], ""),
+        ("run --show-logs", [*run, "--name", "g-logs", "--show-logs", "--timeout", "60", *cmd], "hello from"),
+        ("run alias", [*run, "--name", "g-alias", "--cluster", "ai2/jupiter-cirrascale-2", *cmd], "g-alias"),
+        (
+            "run glob + gpu",
+            [*run, "--name", "g-glob", "--cluster", "ai2/*", "--gpu-type", "h100", *cmd],
+            "g-glob",
+        ),
+        ("run --tag", [*run, "--name", "g-tag", "--tag", "storage:weka", *cmd], "g-tag"),
+        ("run --interconnect", [*run, "--name", "g-ib", "--interconnect", "ib", *cmd], "g-ib"),
+        (
+            "run replicas",
+            [
+                *run,
+                "--name",
+                "g-mn",
+                "--replicas",
+                "2",
+                "--gpus",
+                "1",
+                "--leader-selection",
+                "--host-networking",
+                "--propagate-failure",
+                "--cluster",
+                "ai2/jupiter",
+                *cmd,
+            ],
+            "g-mn",
+        ),
+        (
+            "run env + secrets + group",
+            [
+                *run,
+                "--name",
+                "g-env",
+                "--env",
+                "A=B",
+                "--env-secret",
+                "HF=HF_TOKEN",
+                "--group",
+                "sweep",
+                *cmd,
+            ],
+            "g-env",
+        ),
+        ("run --upload", [*run, "--name", "g-up", "--upload", "data:/data", *cmd], "g-up"),
+        (
+            "run images",
+            [*run, "--name", "g-img", "--beaker-image", "alice/base", "--priority", "high", *cmd],
+            "g-img",
+        ),
+        ("run preemption", [*run, "--name", "g-pre", "--min-runtime", "1h", "--retries", "2", *cmd], "g-pre"),
+        (
+            "run --weka",
+            [*run, "--name", "g-weka", "--weka", "oe-data:/data", "--cluster", "ai2/jupiter", *cmd],
+            "g-weka",
+        ),
+    ]
+
+
 @pytest.mark.skipif(
-    not Path(GANTRY).is_file(), reason="gantry 3.7.0 not installed (see tests/fakebeaker/README.md)"
+    not Path(GANTRY).is_file(),
+    reason="gantry 3.7.0 not installed (.ci/install-gantry; tests/fakebeaker/README.md)",
 )
-def test_real_gantry_against_the_fake(tmp_path):
+@pytest.mark.timeout(600)
+def test_real_gantry_runs_every_command_against_the_fake(tmp_path):
+    """Unmodified gantry 3.7.0 (in its own venv) runs all its commands against the strict fake,
+    `run` included: the dataset API, github.com through the fake's proxy (gantry's is_public check)."""
+    import datetime as dt
+
+    from fakebeaker import AutoRun
+
     state = scenarios.demo(State(), clusters=6, workloads=12, other_workloads=3, log_lines=2000)
+    st = state
+    multi = st.add_experiment("ai2/launchkit", "multi", author="alice", replicas=2)
+    for t in multi.tasks:
+        st.start_job(t.latest_job)
+        st.append_logs(t.latest_job, [f"replica {t.replica_rank}"])
+        st.finish_job(t.latest_job, 0)
+    pre = st.add_experiment("ai2/launchkit", "preempted", author="alice")
+    st.start_job(pre)
+    st.append_logs(pre, ["first run"])
+    nxt = st.preempt_job(pre)
+    st.start_job(nxt)
+    st.append_logs(nxt, ["second run"])
+    st.finish_job(nxt, 0)
+    st.start_job(st.add_experiment("ai2/launchkit", "to-stop", author="alice"))
+    grp = st.add_group("ai2/launchkit", "sweep", author="alice")
+    grp.experiment_ids.append(st.find_experiment("alice/bench-001").id)
+    follow = st.find_experiment("alice/follow-200k").tasks[0].latest_job
+    since = dt.datetime.fromtimestamp(follow.logs.line(0)[0] / 1e9, dt.UTC).isoformat()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text("print(1)\n")
+    (repo / "data").mkdir()
+    (repo / "data" / "x.txt").write_text("x\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "."],
+        ["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "init"],
+        ["remote", "add", "origin", "https://github.com/alice/proj.git"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=30)
     with FakeBeaker(state, directory=tmp_path / "fb") as fake:
-        env = {**os.environ, **fake.env, "GANTRY_CHECK_FOR_UPGRADES": "0", "COLUMNS": "250", "NO_COLOR": "1"}
+        fake.state.set_auto(AutoRun(start_after=0.05, run_for=0.3))
+        home = tmp_path / "home"
+        home.mkdir()
+        env = {
+            **os.environ,
+            **fake.env,
+            "HTTPS_PROXY": fake.github_proxy,  # github.com answers from the fake
+            "HOME": str(home),
+            "GANTRY_CHECK_FOR_UPGRADES": "0",
+            "COLUMNS": "250",
+            "NO_COLOR": "1",
+            "BROWSER": "true",  # `gantry open` launches a browser
+        }
+        env.pop("GITHUB_TOKEN", None)
+        failures, passed = [], 0
+        out = tmp_path / "out"
+        out.mkdir()
+        invocations = _gantry_invocations({"since": since}, out)
 
-        def gantry(*args: str) -> subprocess.CompletedProcess:
-            return subprocess.run(
-                [GANTRY, *args],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                cwd=tmp_path,
-                check=False,
-            )
+        def finish_soon(author: str) -> None:
+            """A new running experiment of `author` (their latest) that logs a line and ends once gantry
+            streams its logs (not on a timer: gantry's start-up time varies with the machine's load)."""
+            exp = fake.state.add_experiment("ai2/launchkit", f"latest-{author}", author=author)
+            exp.tasks[0].latest_job.pinned = True  # not AutoRun's: it must outlive gantry's start-up
+            fake.state.start_job(exp)
+            streams = fake.calls["StreamJobLogs"]
 
-        r = gantry("find-gpus", "--all")
-        assert r.returncode == 0, r.stderr
-        assert "ai2/bench-00" in r.stdout and "ai2/jupiter-cirrascale-2" in r.stdout
-        r = gantry("list", "--limit", "50")
-        assert r.returncode == 0, r.stderr
-        assert r.stdout.count("bench-0") == 12 and "other-" not in r.stdout
-        r = gantry("follow", "alice/follow-200k")
-        assert r.returncode == 0, r.stderr
-        assert "line 001999" in r.stdout and "completed successfully" in r.stdout
-        r = gantry("logs", "alice/follow-200k", "--tail", "3", "-o", str(tmp_path / "out.log"))
-        assert r.returncode == 0, r.stderr
-        assert (tmp_path / "out.log").read_text().splitlines()[-1].startswith("line 001999")
-        fake.faults.cut_streams(after_lines=700, count=None)  # beaker-py waits 2 s per cut
-        r = gantry("logs", "alice/follow-200k", "-o", str(tmp_path / "all.log"))
-        assert r.returncode == 0, r.stderr
-        assert len((tmp_path / "all.log").read_text().splitlines()) == 2000
+            def finish() -> None:
+                fake.state.wait_for(lambda: fake.calls["StreamJobLogs"] > streams, 55)
+                fake.state.append_logs(exp, ["hello from the fake job"])
+                fake.state.finish_job(exp, 0)
+
+            threading.Thread(target=finish, daemon=True).start()
+
+        before = {"follow --latest": "alice", "follow --latest --author bob": "bob"}
+        timings = []
+        for label, argv, expect in invocations:
+            if label in before:
+                finish_soon(before[label])
+            t0 = time.monotonic()
+            try:
+                r = subprocess.run(
+                    [GANTRY, *argv],
+                    env=env,
+                    cwd=repo,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                    input="y\n" if label == "config set-gh-token" else "",  # "overwrite?"
+                )
+                ok = r.returncode == 0 and expect in r.stdout + r.stderr
+                detail = f"exit {r.returncode}: {(r.stderr or r.stdout).strip().splitlines()[-3:]}"
+            except subprocess.TimeoutExpired:
+                ok, detail = False, "timed out"
+            timings.append((time.monotonic() - t0, label))
+            if ok:
+                passed += 1
+            else:
+                failures.append(f"{label}: {detail}")
+        print(f"gantry 3.7.0 against the fake: {passed} of {len(invocations)} invocations pass")
+        print("slowest:", ", ".join(f"{label} {t:.1f}s" for t, label in sorted(timings)[-6:]))
+        assert not failures, "\n".join(failures)
+        ds_names = [d.name for d in fake.state.datasets.values()]
+        assert any(n.startswith("gantry-v3.7.0-") for n in ds_names)  # the entrypoint dataset
+        exp = fake.state.find_experiment("alice/g-alias")
+        assert exp.spec["tasks"][0]["constraints"]["cluster"] == ["ai2/jupiter"]  # canonical name

@@ -38,8 +38,8 @@ CASES = {
         {"cluster": ["ai2/jupiter"], "gpus": 8, "replicas": 2, "torchrun": True},
         ["python", "train.py", "--epochs", "3"],
     ),
-    "torchrun_augusta_8x2": (
-        {"cluster": ["ai2/augusta"], "gpus": 8, "replicas": 2, "torchrun": True},
+    "torchrun_tcpxo_8x2": (
+        {"interconnect": "tcpxo", "gpus": 8, "replicas": 2, "torchrun": True},
         ["python", "train.py", "--epochs", "3"],
     ),
     "accelerate_ib_resumable": (
@@ -48,7 +48,7 @@ CASES = {
     ),
     "ray_unconstrained": ({"gpus": 8, "replicas": 2, "ray": True}, ["python", "grpo.py"]),
     "mixed_clusters": (
-        {"cluster": ["ai2/jupiter", "ai2/augusta"], "gpus": 8, "replicas": 2, "torchrun": True},
+        {"cluster": ["ai2/jupiter", "ai2/new-gcp"], "gpus": 8, "replicas": 2, "torchrun": True},
         ["python", "train.py"],
     ),
     "user_profile": (

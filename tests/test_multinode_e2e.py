@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from mn_helpers import mn_bin  # noqa: F401 - a fixture
+from mn_helpers import mn_bin, this_machine_torch_plan  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slow
+_, WHY = this_machine_torch_plan()
+if WHY:
+    pytest.skip(f"multi-node e2e: {WHY}", allow_module_level=True)  # one line, not one per test
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 ACCELERATE = """

@@ -46,20 +46,21 @@ def tcpxo(tmp_path):
     return lib
 
 
-def test_ib_by_hostname_on_a_mixed_job():
-    env = program_env(cluster=["ai2/jupiter", "ai2/augusta"], replicas=2)
+@pytest.mark.parametrize("host", ["jupiter-cs-aus-101.reviz.ai2.in", "holmes-b300-07"])
+def test_ib_by_hostname_on_a_mixed_job(host):
+    env = program_env(cluster=["ai2/jupiter", "ai2/holmes", "ai2/new-gcp"], replicas=2)
     seen, log = node(
         {
             **env,
             **MULTI_GPU,
-            "BEAKER_NODE_HOSTNAME": "jupiter-cs-aus-101.reviz.ai2.in",
+            "BEAKER_NODE_HOSTNAME": host,
             "LAUNCHKIT_TCPXO_DIR": "/nonexistent",
         }
     )
     assert seen["NCCL_SOCKET_IFNAME"] == "ib" and seen["NCCL_IB_HCA"] == "^=mlx5_bond_0"
     assert seen["LAUNCHKIT_NODE_PROFILE"] == "ai2-weka"
     assert "NCCL_LIB_DIR" not in seen and "HF_HOME" not in seen  # mixed job: no spec parts
-    assert "cluster profile: ai2-weka (host jupiter*" in log
+    assert f"cluster profile: ai2-weka (host {host.split('-')[0]}*" in log
     assert "export NCCL_SOCKET_IFNAME=ib" in log
 
 
@@ -93,12 +94,13 @@ def test_empty_infiniband_dir_does_not_count(tmp_path):
         }
     )
     assert "NCCL_SOCKET_IFNAME" not in seen
-    assert "no match for this node (host cpu-1) among: ai2-weka ai2-augusta" in log
+    assert "no match for this node (host cpu-1) among: ai2-weka gcp-tcpxo" in log
 
 
-def test_tcpxo_tree_on_augusta(tcpxo):
-    env = program_env(cluster=["ai2/augusta"], replicas=2)
-    assert env["HF_HUB_ENABLE_HF_TRANSFER"] == "0"
+@pytest.mark.parametrize("given", [{"interconnect": "tcpxo"}, {"cluster": ["ai2/new-gcp-a3"]}])
+def test_tcpxo_tree_on_a_gcp_node(tcpxo, given):
+    """By the interconnect:tcpxo tag, or on a cluster no profile names: the node's TCPXO directory decides."""
+    env = program_env(**given, replicas=2)
     seen, log = node(
         {
             **env,
@@ -120,6 +122,7 @@ def test_tcpxo_tree_on_augusta(tcpxo):
     )
     assert "NCCL_SOCKET_IFNAME" not in seen
     assert f"sourced {tcpxo}/nccl-env-profile.sh" in log
+    assert seen["LAUNCHKIT_NODE_PROFILE"] == "gcp-tcpxo"
 
 
 def test_tcpxo_without_ld_library_path_adds_no_empty_entry(tcpxo):
@@ -129,11 +132,11 @@ def test_tcpxo_without_ld_library_path_adds_no_empty_entry(tcpxo):
 
 
 def test_skip_nccl_setup_is_logged(tcpxo):
-    env = program_env(cluster=["ai2/augusta"], replicas=2, skip_nccl_setup=True)
+    env = program_env(cluster=["ai2/jupiter"], replicas=2, skip_nccl_setup=True)
     seen, log = node(
-        {**env, **MULTI_GPU, "LAUNCHKIT_SKIP_NCCL_SETUP": "1", "LAUNCHKIT_TCPXO_DIR": str(tcpxo)}
+        {**env, **MULTI_GPU, "LAUNCHKIT_SKIP_NCCL_SETUP": "1", "BEAKER_NODE_HOSTNAME": "jupiter-1"}
     )
-    assert "NCCL_LIB_DIR" not in seen and seen["HF_HOME"] == "/filestore/.cache/huggingface"
+    assert "NCCL_SOCKET_IFNAME" not in seen and seen["HF_HOME"].startswith("/weka/")
     assert "multi-node NCCL setup skipped (--skip-nccl-setup)" in log
 
 
@@ -190,7 +193,7 @@ def test_user_profile_steps_run_in_order(tmp_path):
 
 
 def test_forced_profile_with_missing_host_script_fails_loudly(tmp_path):
-    env = program_env(profile="ai2-augusta", replicas=2)
+    env = program_env(profile="gcp-tcpxo", replicas=2)
     r = run_node(SHOW_ENV, {**env, **MULTI_GPU, "LAUNCHKIT_TCPXO_DIR": str(tmp_path / "missing")})
     assert r.returncode == 108
     assert "nccl-env-profile.sh not found on this node" in r.stderr and "--skip-nccl-setup" in r.stderr
@@ -198,6 +201,6 @@ def test_forced_profile_with_missing_host_script_fails_loudly(tmp_path):
 
 def test_failing_host_script_stops_the_job(tcpxo):
     (tcpxo / "nccl-env-profile.sh").write_text("return 3\n")
-    env = program_env(cluster=["ai2/augusta"], replicas=2)
+    env = program_env(interconnect="tcpxo", replicas=2)
     r = run_node(SHOW_ENV, {**env, **MULTI_GPU, "LAUNCHKIT_TCPXO_DIR": str(tcpxo)})
     assert r.returncode == 108 and "failed (exit 3)" in r.stderr

@@ -41,11 +41,25 @@ def test_weka_clusters_by_name_alias_or_glob(cluster):
     ]
 
 
-def test_augusta():
-    s = sel(cluster=["ai2/augusta"], replicas=4)
-    assert s.applied == "ai2-augusta" and s.env["HF_HOME"] == "/filestore/.cache/huggingface"
-    assert [(m.host_path, m.mount_path) for m in s.mounts] == [("/mnt/filestore_1", "/filestore")]
+def test_tcpxo_is_keyed_by_tag_and_node_not_by_augusta():
+    """ai2/augusta was decommissioned (March 2026): TCPXO follows the interconnect:tcpxo tag, and the
+    node's /var/lib/tcpxo/lib64 on clusters no profile names."""
+    s = sel(interconnect="tcpxo", replicas=4)
+    assert s.applied == "gcp-tcpxo" and s.env == {} and not s.mounts  # the Augusta filestore is gone
+    assert "match path /var/lib/tcpxo/lib64" in s.setup_program
     assert "multi source /var/lib/tcpxo/lib64/nccl-env-profile.sh" in s.setup_program
+    assert "ai2-augusta" not in BUILTIN_PROFILES and not any(
+        "augusta" in pat for p in BUILTIN_PROFILES.values() for pat in p.clusters + p.hostnames
+    )
+    gcp = sel(cluster=["ai2/new-gcp-a3"], replicas=2)  # a cluster no profile names: the node decides
+    assert gcp.applied is None and gcp.candidates == ["gcp-tcpxo"]
+    assert "profile gcp-tcpxo\nmatch path /var/lib/tcpxo/lib64" in gcp.setup_program
+
+
+def test_holmes_is_weka_and_infiniband_and_detected_by_host():
+    s = sel(cluster=["ai2/holmes"], replicas=2)
+    assert s.applied == "ai2-weka" and "match host holmes*" in s.setup_program
+    assert "multi export NCCL_SOCKET_IFNAME=ib" in s.setup_program
 
 
 @pytest.mark.parametrize(
@@ -53,10 +67,11 @@ def test_augusta():
     [
         ({"tag": ["storage:weka"]}, "ai2-weka"),
         ({"interconnect": "ib"}, "ai2-weka"),
-        ({"interconnect": "tcpxo"}, "ai2-augusta"),
+        ({"interconnect": "tcpxo"}, "gcp-tcpxo"),
+        ({"tag": ["interconnect:tcpxo"]}, "gcp-tcpxo"),
         ({"hostname": ["jupiter-cs-aus-101.reviz.ai2.in"]}, "ai2-weka"),
         (
-            {"cluster": ["ai2/jupiter", "ai2/augusta"], "interconnect": "ib"},
+            {"cluster": ["ai2/jupiter", "ai2/new-gcp"], "interconnect": "ib"},
             "ai2-weka",
         ),  # tags narrow the targets
     ],
@@ -66,9 +81,9 @@ def test_tags_and_hostnames(given, applied):
 
 
 def test_mixed_families_carry_only_guarded_runtime_parts():
-    s = sel(cluster=["ai2/jupiter", "ai2/augusta"], replicas=2)
+    s = sel(cluster=["ai2/jupiter", "ai2/new-gcp"], replicas=2)
     assert s.applied is None and s.env == {} and not s.mounts and not s.weka
-    assert s.candidates == ["ai2-weka", "ai2-augusta"]
+    assert s.candidates == ["ai2-weka", "gcp-tcpxo"]
     assert "profile ai2-weka\nmatch host jupiter*" in s.setup_program
     assert "match always" not in s.setup_program
     assert any("env and mounts not applied" in x for x in s.skipped)
@@ -76,26 +91,26 @@ def test_mixed_families_carry_only_guarded_runtime_parts():
 
 def test_unknown_cluster_next_to_a_weka_one_is_mixed():
     s = sel(cluster=["ai2/jupiter", "other/cpu"], replicas=2)
-    assert s.applied is None and s.candidates == ["ai2-weka"]
+    assert s.applied is None and s.candidates == ["ai2-weka", "gcp-tcpxo"]
     assert "cluster other/cpu -> generic" in s.reasons
 
 
 def test_unconstrained_job_detects_at_runtime():
     s = sel(replicas=2)
-    assert s.applied is None and s.candidates == ["ai2-weka", "ai2-augusta"]
+    assert s.applied is None and s.candidates == ["ai2-weka", "gcp-tcpxo"]
     assert "match path /sys/class/infiniband" in s.setup_program
     assert "match path /var/lib/tcpxo/lib64" in s.setup_program
 
 
 def test_single_replica_drops_multi_node_steps():
-    s = sel(cluster=["ai2/augusta"])
-    assert s.setup_program == "" and s.applied == "ai2-augusta"
-    assert "ai2-augusta: multi-node setup not needed (1 replica)" in s.skipped
+    s = sel(interconnect="tcpxo")
+    assert s.setup_program == "" and s.applied == "gcp-tcpxo"
+    assert "gcp-tcpxo: multi-node setup not needed (1 replica)" in s.skipped
 
 
 def test_profile_flag_forces_and_no_profile_disables():
-    s = sel(profile="ai2-augusta", replicas=2)
-    assert s.applied == "ai2-augusta" and s.forced and "match always" in s.setup_program
+    s = sel(profile="gcp-tcpxo", replicas=2)
+    assert s.applied == "gcp-tcpxo" and s.forced and "match always" in s.setup_program
     assert sel(cluster=["ai2/jupiter"], no_profile=True).spec_env() == []
     with pytest.raises(UsageError, match="unknown profile 'nope'"):
         sel(profile="nope")
@@ -104,16 +119,16 @@ def test_profile_flag_forces_and_no_profile_disables():
 def test_user_profile_defines_and_overrides():
     user = {
         "ai2-weka": {"env": {"HF_HOME": "/weka/mine/hf"}},
-        "ai2-augusta": {"disabled": True},
+        "gcp-tcpxo": {"disabled": True},
         "lab": {"clusters": ["lab/*"], "mounts": ["/scratch:/scratch"], "tags": ["site:lab"]},
     }
     profiles = load_profiles(user)
-    assert "ai2-augusta" not in profiles
+    assert "gcp-tcpxo" not in profiles
     assert profiles["ai2-weka"].env == {"HF_HOME": "/weka/mine/hf"}
     assert profiles["ai2-weka"].weka == BUILTIN_PROFILES["ai2-weka"].weka  # untouched fields stay
     s = sel(user, cluster=["lab/a100"])
     assert s.applied == "lab" and s.mounts[0].host_path == "/scratch"
-    assert sel(user, cluster=["ai2/augusta"]).applied is None
+    assert sel(user, interconnect="tcpxo").applied is None
 
 
 @pytest.mark.parametrize(
@@ -189,9 +204,37 @@ def test_beaker_submit_keeps_profile_mounts():
     from launchkit.core.gitstate import GitState
     from launchkit.core.spec import build_spec
 
+    lab = {"lab": {"clusters": ["lab/*"], "mounts": ["/mnt/filestore_1:/filestore"]}}
     spec = build_spec(
-        req(cluster=["ai2/augusta"]), GitState(remote_url="https://x/y", commit="0" * 40)
+        req(cluster=["lab/a"]), GitState(remote_url="https://x/y", commit="0" * 40), user_profiles=lab
     ).to_json()
     assert _parsed(spec).to_json()["tasks"][0]["datasets"] == [
         {"source": {"hostPath": "/mnt/filestore_1"}, "mountPath": "/filestore"}
     ]
+
+
+def test_weka_profile_shares_a_uv_cache_and_the_users_choice_wins():
+    s = sel(cluster=["ai2/jupiter"])
+    assert s.env["UV_CACHE_DIR"] == "/weka/oe-adapt-default/allennlp/.cache/uv"
+    assert s.env["UV_LINK_MODE"] == "copy"  # the venv is on another file system than Weka
+    assert "UV_CACHE_DIR" not in sel(interconnect="tcpxo").env
+    assert "UV_CACHE_DIR" not in sel(cluster=["ai2/jupiter", "ai2/new-gcp"]).env  # mixed: no spec env
+    env = dict(task_additions(req(cluster=["ai2/jupiter"]), "r").env)
+    assert env["UV_CACHE_DIR"] == "/weka/oe-adapt-default/allennlp/.cache/uv"
+    for given in ({"uv_cache_dir": "/mine"}, {"env": ["UV_CACHE_DIR=/mine"]}):
+        env = dict(task_additions(req(cluster=["ai2/jupiter"], **given), "r").env)
+        assert "UV_CACHE_DIR" not in env and "UV_LINK_MODE" not in env  # uv picks the mode for theirs
+
+
+def test_uv_cache_dir_flag_wins_in_the_spec():
+    from launchkit.core.gitstate import GitState
+    from launchkit.core.spec import build_spec
+
+    git = GitState(remote_url="https://x/y", commit="0" * 40)
+    for given, expected in (
+        ({}, "/weka/oe-adapt-default/allennlp/.cache/uv"),
+        ({"uv_cache_dir": "/weka/mine/uv"}, "/weka/mine/uv"),
+    ):
+        spec = build_spec(req(cluster=["ai2/jupiter"], **given), git).to_json()
+        env = {e["name"]: e.get("value") for e in spec["tasks"][0]["envVars"]}
+        assert env["UV_CACHE_DIR"] == expected

@@ -47,8 +47,8 @@ def test_profiles_explains_the_choice():
     assert "profile: ai2-weka" in r.stdout and "because cluster ai2/jupiter -> ai2-weka" in r.stdout
     assert "mount weka oe-adapt-default -> /weka/oe-adapt-default" in r.stdout
     assert "multi-node GPU setup: export NCCL_IB_HCA=^=mlx5_bond_0" in r.stdout
-    mixed = run_cli("profiles", "ai2/jupiter", "ai2/augusta", "--replicas", "2")
-    assert "decided on each node among ai2-weka, ai2-augusta" in mixed.stdout
+    mixed = run_cli("profiles", "ai2/jupiter", "ai2/new-gcp", "--replicas", "2")
+    assert "decided on each node among ai2-weka, gcp-tcpxo" in mixed.stdout
     assert "left out: ai2-weka: env and mounts not applied" in mixed.stdout
 
 
@@ -58,11 +58,11 @@ def test_profiles_list_and_user_profiles_from_pyproject(repo):
             "pyproject.toml": '[project]\nname = "x"\nversion = "0"\n\n'
             '[tool.launchkit.profiles.lab]\nclusters = ["lab/*"]\nenv = {SCRATCH = "/scratch"}\n'
             'mounts = ["/mnt/scratch:/scratch"]\n'
-            "[tool.launchkit.profiles.ai2-augusta]\ndisabled = true\n"
+            "[tool.launchkit.profiles.gcp-tcpxo]\ndisabled = true\n"
         }
     )
     r = run_cli("profiles", "--list", cwd=repo.path)
-    assert "lab (from pyproject.toml)" in r.stdout and "ai2-augusta" not in r.stdout
+    assert "lab (from pyproject.toml)" in r.stdout and "gcp-tcpxo" not in r.stdout
     r = run_cli("run", "--dry-run", "--cluster", "lab/gpu", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0, r.stderr
     task = yaml.safe_load(r.stdout)["tasks"][0]

@@ -2,7 +2,8 @@ import yaml
 
 from conftest import run_cli
 
-CORE_COMMANDS = ["run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "secret"]
+# (command groups such as `secret` come after plain commands: Typer lists them last)
+CORE_COMMANDS = ["run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "prune", "secret"]
 
 
 def listed_commands(help_text: str) -> list[str]:

@@ -46,11 +46,18 @@ class Application:
 
     # -- messages for people (stderr) -----------------------------------------------------------
     def _emit(self, prefix: str, style: str, msg: str) -> None:
+        if "://" in msg:  # no credentials from a URL in any message
+            from launchkit.core.redact import redact_text
+
+            msg = redact_text(msg)
         if self.color and prefix:
             prefix = f"\x1b[{style}m{prefix}\x1b[0m"
         out = self.stderr or sys.stderr
-        out.write(f"{prefix}{msg}\n")
-        out.flush()
+        try:
+            out.write(f"{prefix}{msg}\n")
+            out.flush()
+        except OSError:  # stderr itself is gone or full: nowhere left to report to
+            pass
 
     def error(self, msg: str) -> None:
         """Always shown. Only the CLI's error boundary and commands reporting a failed job use it."""

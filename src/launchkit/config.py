@@ -113,6 +113,11 @@ def read_layers(cwd: str | Path | None = None, environ: dict[str, str] | None = 
     environ = dict(os.environ if environ is None else environ)
     layers: list[Layer] = []
     upath = user_config_path(environ)
+    if environ.get("LAUNCHKIT_CONFIG") and not upath.is_file():  # a typo must not go unnoticed
+        raise UsageError(
+            f"LAUNCHKIT_CONFIG={str(upath)!r} is not a file",
+            hint="point it at an existing config.toml, or unset it to use the default user config",
+        )
     if upath.is_file():
         data = _read_toml(upath)
         layers.append(Layer(USER_LABEL, str(upath), _normalise(data)))

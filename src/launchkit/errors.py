@@ -45,3 +45,30 @@ class NotFoundError(LaunchkitError):
 
 class BackendError(LaunchkitError):
     exit_code = EXIT_BACKEND
+
+
+EXIT_INTERNAL = 70  # a launchkit bug (BSD's EX_SOFTWARE); the one line says how to see the traceback
+
+
+def from_exception(e: BaseException) -> LaunchkitError:
+    """An unexpected exception as one reportable line: a write or read error names the file and the
+    fix (exit 3); anything else is a launchkit bug (exit 70)."""
+    if isinstance(e, OSError):
+        import errno
+
+        what = f"cannot write {e.filename}" if e.filename else "cannot write the output"
+        hint = {
+            errno.ENOSPC: "free some disk space, or write somewhere else",
+            errno.ENOENT: "create the directory first, or give an existing path",
+            errno.EACCES: "choose a path you may write to",
+            errno.EPERM: "choose a path you may write to",
+            errno.ENOTDIR: "a part of the path is a file, not a directory",
+            errno.EROFS: "choose a path on a writable file system",
+            errno.EISDIR: "give a file path, not a directory",
+        }.get(e.errno or 0, "check the path and the disk")
+        return PreconditionError(f"{what}: {e.strerror or e}", hint=hint)
+    return LaunchkitError(
+        f"internal error: {type(e).__name__}: {e}",
+        hint="a launchkit bug; LAUNCHKIT_DEBUG=1 shows the traceback for a report",
+        exit_code=EXIT_INTERNAL,
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import signal
 import sys
@@ -34,16 +35,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--format", choices=["json", "shell"], default="json")
     p.add_argument("--auto", action="store_true", help="run new jobs automatically (start, log, exit 0)")
     p.add_argument("--exit-on-eof", action="store_true", help="stop when stdin is closed")
+    p.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a behaviour switch (state.Options), e.g. -o auth_error=permission_denied; also "
+        "FAKEBEAKER_OPTIONS='{\"key\": value}'",
+    )
     args = p.parse_args(argv)
 
     from . import scenarios
     from .server import FakeBeaker
-    from .state import AutoRun, State
+    from .state import AutoRun, Options, State
     from .tls import tls_material
 
     if args.dir:
         tls_material(args.dir)
-    state = State()
+    raw = json.loads(os.environ.get("FAKEBEAKER_OPTIONS") or "{}")
+    raw.update(dict(o.split("=", 1) for o in args.option))
+    state = State(options=Options.parse(raw))
     opts: dict = {}
     name = "demo" if args.demo else args.scenario
     if args.state:
@@ -76,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.format == "shell":
         for k, v in env.items():
             print(f"export {k}={shlex.quote(v)}")
-        print(f"# admin: {fake.admin_url}  (stop with kill {__import__('os').getpid()})")
+        print(f"# github.com for gantry run: export HTTPS_PROXY={fake.github_proxy}")
+        print(f"# admin: {fake.admin_url}  (stop with kill {os.getpid()})")
     else:
         print(
             json.dumps(
@@ -86,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                     "rpc_address": fake.rpc_address,
                     "agent_address": fake.agent_address,
                     "admin_url": fake.admin_url,
+                    "github_proxy": fake.github_proxy,
                     "ca_file": str(fake.tls.ca_file),
-                    "pid": __import__("os").getpid(),
+                    "pid": os.getpid(),
                 }
             )
         )

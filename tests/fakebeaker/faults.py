@@ -25,7 +25,7 @@ class _Counted:
 
 @dataclass
 class StreamFault:
-    kind: str  # "cut" (gRPC INTERNAL, "RST_STREAM") or "end" (clean close while the job still runs)
+    kind: str  # "cut" (INTERNAL "RST_STREAM"), "unavailable" (UNAVAILABLE) or "end" (clean close early)
     after_lines: int | None = None  # trigger after sending this many lines
     after_seconds: float | None = None  # or after this long (also while a follow stream is idle)
 
@@ -44,6 +44,7 @@ class Faults:
             self._latency: dict[str | None, float] = {}
             self._streams: list[tuple[_Counted, StreamFault]] = []
             self._create_failures: list[tuple[_Counted, str]] = []
+            self._retryable: list[_Counted] = []
 
     # ---- arrange
     def unavailable(self, n: int = 1, method: str | None = None) -> None:
@@ -66,6 +67,19 @@ class Faults:
         sending `after_lines` lines or after `after_seconds`, whichever comes first: beaker-py raises
         BeakerStreamConnectionClosedError and resumes from the last timestamp + 1 ns."""
         self._add_stream_fault("cut", after_lines, after_seconds, count)
+
+    def unavailable_streams(
+        self, after_lines: int | None = None, count: int | None = 1, *, after_seconds: float | None = None
+    ) -> None:
+        """Like `cut_streams`, but the stream fails with gRPC UNAVAILABLE (a reset connection):
+        beaker-py raises BeakerServerUnavailableError and, in `job.logs`, retries forever."""
+        self._add_stream_fault("unavailable", after_lines, after_seconds, count)
+
+    def retryable_conflicts(self, n: int = 1, method: str = "CreateExperiment") -> None:
+        """The next `n` calls of an HTTP route answer the transient 409 "a retryable database conflict
+        occurred" (fact 3.1) without doing anything; beaker-py 2.8.1 retries it as a server error."""
+        with self._lock:
+            self._retryable.append(_Counted(n, method))
 
     def end_streams(
         self, after_lines: int | None = None, count: int | None = 1, *, after_seconds: float | None = None
@@ -104,12 +118,19 @@ class Faults:
         with self._lock:
             return self._latency.get(method, 0.0) + self._latency.get(None, 0.0)
 
-    def take_stream_fault(self) -> StreamFault | None:
+    def take_stream_fault(self, follow: bool = True) -> StreamFault | None:
+        """The next fault for a stream; clean early ends happen to follow streams only (fact 5.3)."""
         with self._lock:
             for counted, fault in self._streams:
+                if fault.kind == "end" and not follow:
+                    continue
                 if counted.take():
                     return fault
             return None
+
+    def take_retryable_conflict(self, method: str) -> bool:
+        with self._lock:
+            return any(f.matches(method) and f.take() for f in self._retryable)
 
     def take_create_failure(self) -> str | None:
         with self._lock:

@@ -3,8 +3,10 @@ admin API (`/__fake__/...`) for driving a fake that runs in another process."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import socketserver
 import ssl
 import threading
 import time
@@ -12,7 +14,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from .state import Conflict, Invalid, NotFound
+from .state import Conflict, Denied, Invalid, NotFound
 
 if TYPE_CHECKING:
     from .server import FakeBeaker
@@ -22,7 +24,18 @@ ROUTES = [
     ("PUT", re.compile(r"^/api/v3/workspaces/([^/]+)/secrets/([^/]+)/value$"), "PutSecretValue"),
     ("GET", re.compile(r"^/api/v3/workspaces/([^/]+)/secrets/([^/]+)/value$"), "GetSecretValue"),
     ("DELETE", re.compile(r"^/api/v3/workspaces/([^/]+)/secrets/([^/]+)$"), "DeleteSecret"),
+    # datasets (fact sheet 7): create, storage info, commit, download on the main API ...
+    ("POST", re.compile(r"^/api/v3/datasets$"), "CreateDataset"),
+    ("GET", re.compile(r"^/api/v3/datasets/([^/]+)$"), "GetDatasetStorage"),
+    ("PATCH", re.compile(r"^/api/v3/datasets/([^/]+)$"), "CommitDataset"),
+    ("GET", re.compile(r"^/api/v3/datasets/([^/]+)/files/(.+)$"), "DownloadDatasetFile"),
+    # ... uploads on the storage backend ("fh"), authenticated with the dataset's storage token
+    ("PUT", re.compile(r"^/fh/datasets/([^/]+)/files/(.+)$"), "UploadDatasetFile"),
+    ("POST", re.compile(r"^/fh/uploads$"), "StartUpload"),
+    ("PATCH", re.compile(r"^/fh/uploads/([^/]+)$"), "UploadChunk"),
 ]
+STORAGE_ROUTES = {"UploadDatasetFile", "StartUpload", "UploadChunk"}
+RETRYABLE_CONFLICT = "a retryable database conflict occurred"  # fact 3.1: beaker-py 2.8 retries it
 
 
 class _DropConnection(Exception):
@@ -46,13 +59,15 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _error(self, code: int, message: str) -> None:
-            self._send(code, {"message": message})
+            self._send(code, {"code": code, "message": message})
 
         def _body(self) -> bytes:
             n = int(self.headers.get("Content-Length") or 0)
             return self.rfile.read(n) if n else b""
 
         def _dispatch(self, method: str) -> None:
+            if (self.headers.get("Host") or "").split(":")[0] == "github.com":
+                return self._github(method)
             url = urllib.parse.urlsplit(self.path)
             path = urllib.parse.unquote(url.path) if url.path.startswith("/__fake__/") else url.path
             query = dict(urllib.parse.parse_qsl(url.query))
@@ -65,7 +80,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
                     args = [urllib.parse.unquote(g) for g in match.groups()]
                     return self._route(name, args, query, body)
             fake._record_call(f"HTTP {method} {path}")
-            self._error(400, f"fakebeaker does not implement {method} {path}")
+            self._error(501, f"fakebeaker does not implement {method} {path}")
 
         def _route(self, name: str, args: list[str], query: dict, body: bytes) -> None:
             fake._record_call(name)
@@ -74,10 +89,15 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
                 time.sleep(delay)
             if fake.faults.take_unavailable(name):
                 return self._error(503, "fakebeaker: injected UNAVAILABLE")
-            auth = self.headers.get("Authorization", "")
-            user = fake.state.user_for_token(auth.split(" ", 1)[-1])
-            if user is None:
-                return self._error(403, "invalid or missing Beaker token")
+            token = self.headers.get("Authorization", "").split(" ", 1)[-1]
+            if name in STORAGE_ROUTES:
+                user = next((d for d in fake.state.datasets.values() if d.storage_token == token), None)
+            else:
+                user = fake.state.user_for_token(token)
+            if user is None:  # HTTP answers 401 for a bad token (fact 3.2)
+                return self._error(401, "invalid authentication token")
+            if fake.faults.take_retryable_conflict(name):
+                return self._error(409, RETRYABLE_CONFLICT)
             try:
                 getattr(self, "_" + name)(user, args, query, body)
             except _DropConnection:
@@ -86,7 +106,12 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
             except NotFound as e:
                 self._error(404, str(e))
             except Conflict as e:
-                self._error(409, str(e))
+                if fake.state.options.name_conflict == "400":  # beaker-py: "HACK: sometimes Beaker
+                    self._error(400, str(e))  # doesn't use the right error code"
+                else:
+                    self._error(409, str(e))
+            except Denied as e:
+                self._error(403, str(e))
             except Exception as e:
                 self._error(400, str(e) if isinstance(e, Invalid) else f"fakebeaker: {type(e).__name__}: {e}")
 
@@ -96,7 +121,14 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
                 spec = json.loads(body or b"{}")
             except json.JSONDecodeError as e:
                 raise Invalid(f"spec is not JSON: {e}") from e
-            exp = fake.state.create_experiment(args[0], spec, name=query.get("name"), author=user.id)
+            # Jobs are created synchronously: the answer takes longer with each job (fact 9.1). The work
+            # finishes even when the client has given up, so a timed-out create may still record.
+            jobs = sum(int(t.get("replicas") or 1) for t in spec.get("tasks") or [] if isinstance(t, dict))
+            per_job = fake.state.options.create_latency_per_job
+            if jobs > 1 and per_job > 0:
+                time.sleep(per_job * (jobs - 1))
+            ws = self._workspace(args[0])
+            exp = fake.state.create_experiment(ws.id, spec, name=query.get("name"), author=user.id)
             failure = fake.faults.take_create_failure()
             if failure == "drop":
                 raise _DropConnection()
@@ -121,21 +153,127 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
             )
 
         def _PutSecretValue(self, user, args, query, body) -> None:
-            s = fake.state.put_secret(args[0], args[1], body, author_id=user.id)
+            ws = self._workspace(args[0])
+            old = ws.secret(args[1], exact=False)
+            s = fake.state.put_secret(ws.id, old.name if old else args[1], body, author_id=user.id)
             self._send(200, {"name": s.name})
 
+        # The HTTP secret routes match names case-insensitively (fact 2, OLMo-core "verified empirically").
         def _GetSecretValue(self, user, args, query, body) -> None:
-            ws = fake.state.find_workspace(args[0])
-            if args[1] not in ws.secrets:
+            ws = self._workspace(args[0])
+            sec = ws.secret(args[1], exact=False)
+            if sec is None:
                 raise NotFound(f"secret {args[1]!r} not found")
-            self._send(200, ws.secrets[args[1]].value, "application/octet-stream")
+            self._send(200, sec.value, "application/octet-stream")
 
         def _DeleteSecret(self, user, args, query, body) -> None:
-            ws = fake.state.find_workspace(args[0])
+            ws = self._workspace(args[0])
             with fake.state.lock:
-                if ws.secrets.pop(args[1], None) is None:
+                sec = ws.secret(args[1], exact=False)
+                if sec is None:
                     raise NotFound(f"secret {args[1]!r} not found")
+                del ws.secrets[sec.name]
             self._send(204, b"")
+
+        def _workspace(self, ref: str):
+            s = fake.state
+            if ref in s.workspaces:
+                return s.workspaces[ref]
+            if s.options.strict_ids:  # routes take IDs (beaker-py v2 always sends them)
+                raise NotFound(f"workspace {ref!r} not found")
+            return s.find_workspace(ref)
+
+        def _dataset(self, ref: str):
+            s = fake.state
+            if ref in s.datasets:
+                return s.datasets[ref]
+            raise NotFound(f"dataset {ref!r} not found")
+
+        def _storage(self, d) -> dict:
+            return {
+                "id": d.storage_id,
+                "token": d.storage_token,
+                "tokenExpires": "2099-01-01T00:00:00Z",
+                "address": f"{fake.agent_address}/fh",
+                "totalSize": sum(len(v) for v in d.files.values()),
+                "numFiles": len(d.files),
+            }
+
+        # ---- datasets
+        def _CreateDataset(self, user, args, query, body) -> None:
+            data = json.loads(body or b"{}")
+            ws = self._workspace(data.get("workspace") or "")
+            d = fake.state.create_dataset(
+                ws.id,
+                query.get("name"),
+                author=user.id,
+                description=data.get("description") or "",
+                budget=data.get("budget") or ws.budget_id or "",
+            )
+            self._send(200, {"id": d.id, "storage": self._storage(d)})
+
+        def _GetDatasetStorage(self, user, args, query, body) -> None:
+            d = self._dataset(args[0])
+            self._send(200, {"id": d.id, "storage": self._storage(d)})
+
+        def _CommitDataset(self, user, args, query, body) -> None:
+            d = self._dataset(args[0])
+            if json.loads(body or b"{}").get("commit") and d.committed is None:
+                d.committed = fake.state.now()
+            self._send(200, {"id": d.id})
+
+        def _DownloadDatasetFile(self, user, args, query, body) -> None:
+            d = self._dataset(args[0])
+            path = urllib.parse.unquote(args[1])
+            if path not in d.files:
+                raise NotFound(f"file {path!r} not found in dataset {d.id}")
+            data = d.files[path]
+            rng = re.match(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
+            if rng:
+                end = int(rng.group(2)) + 1 if rng.group(2) else len(data)
+                return self._send(206, data[int(rng.group(1)) : end], "application/octet-stream")
+            self._send(200, data, "application/octet-stream")
+
+        def _UploadDatasetFile(self, dataset, args, query, body) -> None:
+            if dataset.committed is not None:
+                return self._error(403, "dataset is committed")
+            path = urllib.parse.unquote(args[1])
+            digest = self.headers.get("Digest")
+            if digest and not body:
+                body = fake.uploads.pop(digest, b"")
+            dataset.files[path] = body
+            self._send(200, b"")
+
+        def _StartUpload(self, dataset, args, query, body) -> None:
+            upload_id = fake.state.new_id()
+            fake.uploads[upload_id] = b""
+            self.send_response(201)
+            self.send_header("Upload-ID", upload_id)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def _UploadChunk(self, dataset, args, query, body) -> None:
+            if args[0] not in fake.uploads:
+                raise NotFound(f"upload {args[0]!r} not found")
+            data = fake.uploads[args[0]] + body
+            fake.uploads[args[0]] = data
+            self.send_response(200)
+            if len(data) >= int(self.headers.get("Upload-Length") or 0):
+                digest = f"SHA256 {hashlib.sha256(data).hexdigest()}"
+                fake.uploads[digest] = fake.uploads.pop(args[0])
+                self.send_header("Digest", digest)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def _github(self, method: str) -> None:
+            """github.com as gantry sees it (through `github_proxy`): GET /owner/repo answers 200 for a
+            public repository and 404 for one in `state.private_repos`."""
+            fake._record_call(f"github.com {method}")
+            repo = self.path.strip("/").removesuffix(".git")
+            if method == "GET" and repo.count("/") == 1:
+                code = 404 if repo in fake.state.private_repos else 200
+                return self._send(code, b"<html></html>", "text/html")
+            self._error(404, "not found")
 
         # ---- admin
         def _admin(self, method: str, path: str, body: bytes) -> None:
@@ -191,10 +329,50 @@ class _TLSServer(ThreadingHTTPServer):
                 pass
 
 
+def start_github_proxy(fake: FakeBeaker, context: ssl.SSLContext) -> socketserver.ThreadingTCPServer:
+    """A plain HTTP proxy that takes `CONNECT github.com:443` only, and serves github.com itself over
+    TLS with the fake's certificate (which names github.com). For gantry's `is_public` check, which
+    does `requests.get("https://github.com/owner/repo")`; set HTTPS_PROXY to `fake.github_proxy`."""
+    handler_class = make_handler(fake)
+
+    class Tunnel(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = self.request.recv(4096)
+                if not chunk:
+                    return
+                head += chunk
+            line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+            if len(line) < 2 or line[0] != "CONNECT" or line[1] != "github.com:443":
+                self.request.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                return
+            self.request.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            try:
+                tls = context.wrap_socket(self.request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
+            try:
+                handler_class(tls, self.client_address, self.server)
+            finally:
+                try:
+                    tls.close()
+                except OSError:
+                    pass
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Tunnel)
+    server.daemon_threads = True
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakebeaker-github", daemon=True
+    ).start()
+    return server
+
+
 def start_https(fake: FakeBeaker, cert_file: str, key_file: str) -> tuple[_TLSServer, threading.Thread]:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert_file, key_file)
     server = _TLSServer(("127.0.0.1", 0), make_handler(fake), ctx)
+    fake._github_proxy = start_github_proxy(fake, ctx)
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakebeaker-https", daemon=True
     )

@@ -27,6 +27,11 @@ def make_fake_beaker(monkeypatch, tmp_path):
     fakes: list[FakeBeaker] = []
 
     def make(state=None, scenario: str = "basic", user: str | None = None, **kwargs) -> FakeBeaker:
+        env_options = os.environ.get("FAKEBEAKER_OPTIONS")
+        if env_options and "options" not in kwargs and state is None:  # a whole-suite run in one setting
+            import json
+
+            kwargs["options"] = json.loads(env_options)
         fake = FakeBeaker(state, scenario=scenario, directory=tmp_path / f"fakebeaker{len(fakes)}", **kwargs)
         fakes.append(fake)
         fake.start()
@@ -43,6 +48,27 @@ def make_fake_beaker(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def fake_beaker(make_fake_beaker):
-    """A started fake with the `basic` scenario; the environment points at it as user alice."""
-    return make_fake_beaker()
+def fake_beaker(make_fake_beaker, request):
+    """A started fake with the `basic` scenario; the environment points at it as user alice.
+    Parametrize it indirectly with a dict of `state.Options` to switch behaviours (see `both_ways`)."""
+    options = getattr(request, "param", None)
+    return make_fake_beaker(options=options) if options else make_fake_beaker()
+
+
+def both_ways(option: str, values: tuple = (False, True), **fixed):
+    """Run a test that uses `fake_beaker` once per value of an option whose real behaviour is unknown:
+    `@both_ways("tie_timestamps")`, `@both_ways("auth_error", ("unauthenticated", "permission_denied"))`."""
+    return pytest.mark.parametrize(
+        "fake_beaker",
+        [pytest.param({option: v, **fixed}, id=f"{option}={v}") for v in values],
+        indirect=True,
+    )
+
+
+UNKNOWN = {  # the switches for behaviour the fact sheet calls unknown, with both settings
+    "resolve_cluster_aliases": (False, True),
+    "auth_error": ("unauthenticated", "permission_denied"),
+    "tie_timestamps": (False, True),
+    "replica_task_names": ("same", "distinct"),
+    "job_creation_delay": (0.0, 0.4),
+}

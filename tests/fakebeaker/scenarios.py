@@ -19,7 +19,8 @@ BASIC_SECRETS = {
 
 def basic(state: State) -> State:
     """Org ai2; users alice (token-alice, the default) and bob (token-bob); workspace ai2/launchkit with
-    budget ai2/oe-default and secrets; workspace ai2/no-budget; image alice/base; seven clusters."""
+    budget ai2/oe-default, maximum priority high and secrets; workspace ai2/no-budget; image alice/base;
+    seven clusters with short canonical names (jupiter, saturn, ceres, holmes, phobos, interactive, triton)."""
     s = state
     s.add_user("alice", "token-alice")
     s.add_user("bob", "token-bob")
@@ -33,16 +34,20 @@ def basic(state: State) -> State:
     )
     s.add_workspace("ai2/no-budget", author="bob")
     s.add_image("alice/base", docker_tag="ghcr.io/example/base:latest")
-    h100, a100, l40s = "NVIDIA_H100", "NVIDIA_A100_80GB", "NVIDIA_L40S"
+    s.add_user("beaker-py", "token-beaker-py")  # owner of gantry's default image (gantry constants.py)
+    s.add_image("beaker-py/gantry", docker_tag="ghcr.io/allenai/beaker-gantry:latest")
+    s.workspaces[s.find_workspace("ai2/launchkit").id].max_priority = "high"  # "urgent" answers 400
+    h100, a100, l40s, b300 = "NVIDIA_H100", "NVIDIA_A100_80GB", "NVIDIA_L40S", "NVIDIA_B300"
+    # Canonical names are the short ones; the old long names survive as bare aliases (fact sheet 1.1-1.4).
     s.add_cluster(
-        "ai2/jupiter-cirrascale-2",
-        aliases=["jupiter"],
+        "ai2/jupiter",
+        aliases=["jupiter-cirrascale-2"],
         tags=["interconnect:ib", "storage:weka"],
         nodes=[{"gpu_type": h100, "assigned": a} for a in (8, 4, 0, 8)],
     )
     s.add_cluster(
-        "ai2/saturn-cirrascale",
-        aliases=["saturn"],
+        "ai2/saturn",
+        aliases=["saturn-cirrascale"],
         tags=["storage:weka"],
         nodes=[
             {"gpu_type": a100, "assigned": 6},
@@ -52,26 +57,26 @@ def basic(state: State) -> State:
         ],
     )
     s.add_cluster(
-        "ai2/ceres-cirrascale",
-        aliases=["ceres"],
+        "ai2/ceres",
+        aliases=["ceres-cirrascale"],
         tags=["interconnect:ib", "storage:weka"],
         nodes=[{"gpu_type": h100, "assigned": 8} for _ in range(2)],
     )
+    # New in July 2026 (B300, InfiniBand, Weka); no old name. augusta (GCP, TCPXO) was decommissioned.
     s.add_cluster(
-        "ai2/augusta-google-1",
-        aliases=["augusta"],
-        tags=["interconnect:tcpxo"],
-        nodes=[{"gpu_type": h100, "assigned": 0, "cordoned": True}, {"gpu_type": h100, "assigned": 2}],
+        "ai2/holmes",
+        tags=["interconnect:ib", "storage:weka"],
+        nodes=[{"gpu_type": b300, "assigned": 0, "cordoned": True}, {"gpu_type": b300, "assigned": 2}],
     )
     s.add_cluster(
-        "ai2/phobos-cirrascale", aliases=["phobos"], tags=["cpu-only"], nodes=[{"gpu_type": None, "gpus": 0}]
+        "ai2/phobos", aliases=["phobos-cirrascale"], tags=["cpu-only"], nodes=[{"gpu_type": None, "gpus": 0}]
     )
-    s.add_cluster(
+    s.add_cluster(  # sessions only: max_task_timeout = 0 takes no batch jobs (fact 1.7)
         "ai2/interactive", aliases=["sessions"], max_task_timeout=0, nodes=[{"gpu_type": h100, "assigned": 0}]
     )
     s.add_cluster(
-        "ai2/triton-cirrascale",
-        aliases=["triton"],
+        "ai2/triton",
+        aliases=["triton-cirrascale"],
         max_task_timeout=2 * 86400 * NS,
         nodes=[{"gpu_type": l40s, "assigned": 3}],
     )
@@ -116,7 +121,7 @@ def demo(
             )
         s.add_cluster(
             f"ai2/bench-{i:02d}",
-            aliases=[f"b{i:02d}"],
+            aliases=[f"bench-{i:02d}-cirrascale"],
             tags=["interconnect:ib"] if i % 2 else [],
             max_task_timeout=0 if i % 13 == 12 else None,
             nodes=nodes,
@@ -179,6 +184,10 @@ def load_yaml(path: str | Path, state: State) -> dict[str, Any]:
     import yaml
 
     doc = yaml.safe_load(Path(path).read_text()) or {}
+    if doc.get("options"):
+        from .state import Options
+
+        state.options = Options.parse({**vars(state.options), **doc["options"]})
     if doc.get("scenario"):
         build(doc["scenario"], state, **(doc.get("scenario_options") or {}))
     s = state
@@ -187,13 +196,15 @@ def load_yaml(path: str | Path, state: State) -> dict[str, Any]:
     for b in doc.get("budgets") or []:
         s.add_budget(b)
     for w in doc.get("workspaces") or []:
-        s.add_workspace(
+        ws = s.add_workspace(
             w["name"],
             budget=w.get("budget"),
             author=w.get("author"),
             description=w.get("description", ""),
             secrets=w.get("secrets"),
         )
+        ws.max_priority = w.get("max_priority")
+        ws.slot_limit = w.get("slot_limit")
     for i in doc.get("images") or []:
         s.add_image(i["name"], workspace=i.get("workspace"), docker_tag=i.get("docker_tag", ""))
     for c in doc.get("clusters") or []:

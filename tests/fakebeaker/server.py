@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from .faults import Faults
-from .state import State, User
+from .state import Options, State, User
 from .tls import TLS, tls_material
 
 NO_PROXY = "127.0.0.1,localhost"
@@ -36,14 +36,18 @@ class FakeBeaker:
         directory: str | os.PathLike | None = None,
         default_user: str | None = None,
         default_workspace: str | None = None,
+        options: Options | dict[str, Any] | None = None,
     ) -> None:
         from . import scenarios
 
         self.state = state if state is not None else State()
+        if options is not None:  # see state.Options: the switches for behaviour real Beaker may have
+            self.state.options = options if isinstance(options, Options) else Options.parse(options)
         if state is None and scenario:
             scenarios.build(scenario, self.state)
         self.faults = Faults()
         self.calls: collections.Counter[str] = collections.Counter()
+        self.uploads: dict[str, bytes] = {}  # dataset uploads in progress (id or digest -> bytes)
         self._calls_lock = threading.Lock()
         self.workers = workers
         self._own_dir = directory is None
@@ -54,6 +58,7 @@ class FakeBeaker:
         self.tls: TLS = tls_material()
         self._grpc = None
         self._https = None
+        self._github_proxy = None
         self.rpc_port = 0
         self.http_port = 0
 
@@ -127,6 +132,10 @@ class FakeBeaker:
             self._loop.call_soon_threadsafe(self._stopped.set)
             self._loop_thread.join(10)
             self._grpc = None
+        if self._github_proxy is not None:
+            self._github_proxy.shutdown()
+            self._github_proxy.server_close()
+            self._github_proxy = None
         if self._https is not None:
             self._https.shutdown()
             self._https.server_close()
@@ -148,6 +157,11 @@ class FakeBeaker:
     @property
     def agent_address(self) -> str:
         return f"https://127.0.0.1:{self.http_port}"
+
+    @property
+    def github_proxy(self) -> str:
+        """`http://127.0.0.1:PORT`: as HTTPS_PROXY, github.com answers from the fake (see httpapi)."""
+        return f"http://127.0.0.1:{self._github_proxy.server_address[1]}"
 
     @property
     def admin_url(self) -> str:

@@ -1,9 +1,10 @@
 """The gRPC side: a `beaker_pb2_grpc.BeakerServicer` over `State`, plus state -> protobuf conversion.
 
 Every RPC goes through `FakeServicer`: count the call, apply injected latency/UNAVAILABLE, authenticate
-the bearer token, and map errors (NotFound -> NOT_FOUND, Conflict -> ALREADY_EXISTS, anything else ->
-INVALID_ARGUMENT, which beaker-py never retries). RPCs the fake does not implement answer
-INVALID_ARGUMENT too.
+the bearer token (bad token: UNAUTHENTICATED, or PERMISSION_DENIED per options.auth_error), and map
+errors (NotFound -> NOT_FOUND, Conflict -> ALREADY_EXISTS, Denied -> PERMISSION_DENIED, anything else ->
+INVALID_ARGUMENT, which beaker-py never retries). RPCs the fake does not implement answer UNIMPLEMENTED
+(beaker-py raises NotImplementedError).
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from beaker import beaker_pb2_grpc
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from .faults import StreamFault
 from .state import (
     NS,
     Cluster,
     Conflict,
+    Denied,
     Experiment,
     Invalid,
     Job,
@@ -68,7 +71,7 @@ class Convert:
     def workspace(self, w: Workspace) -> pb2.Workspace:
         s = self.s
         author = s.users.get(w.author_id)
-        return pb2.Workspace(
+        msg = pb2.Workspace(
             id=w.id,
             name=s.workspace_full_name(w),
             description=w.description,
@@ -79,6 +82,11 @@ class Convert:
             archived=w.archived,
             budget_id=w.budget_id or "",
         )
+        if w.max_priority:
+            msg.maximum_workload_priority = pb2.JobPriority.Value("JOB_PRIORITY_" + w.max_priority.upper())
+        if w.slot_limit is not None:
+            msg.slot_limit_non_preemptible = w.slot_limit
+        return msg
 
     def budget(self, b) -> pb2.Budget:
         org = self.s.orgs[b.org_id]
@@ -118,8 +126,34 @@ class Convert:
             author_id=d.author_id,
             workspace_id=d.workspace_id,
             created=ts(d.created),
-            committed=ts(d.created),
+            committed=ts(d.committed),
+            description=d.description,
+            budget_id=d.budget_id,
         )
+
+    def dataset_file(self, d, path: str) -> pb2.DatasetFile:
+        import hashlib
+
+        data = d.files[path]
+        return pb2.DatasetFile(
+            path=path,
+            size=len(data),
+            updated=ts(d.committed or d.created),
+            digest=pb2.DatasetFile.Digest(
+                algorithm=pb2.DatasetFile.ALGORITHM_TYPE_SHA256, value=hashlib.sha256(data).digest()
+            ),
+        )
+
+    def session(self, sess) -> pb2.Workload:
+        env = pb2.Environment(
+            id=sess.id,
+            name=sess.name,
+            author_id=sess.author_id,
+            workspace_id=sess.workspace_id,
+            created=ts(sess.created),
+        )
+        status = pb2.STATUS_CANCELED if sess.canceled else pb2.STATUS_RUNNING
+        return pb2.Workload(environment=env, status=status)
 
     def group(self, g) -> pb2.Group:
         author = self.s.users[g.author_id]
@@ -234,7 +268,7 @@ class Convert:
     def system_details(self, t: Task) -> pb2.SystemDetails:
         return pb2.SystemDetails(
             replica_group_details=pb2.ReplicaGroupDetails(
-                id=f"{t.experiment.id}-{t.name}" if t.replica_count > 1 else "",
+                id=f"{t.experiment.id}-{t.spec.get('name') or 'task'}" if t.replica_count > 1 else "",
                 size=t.replica_count,
                 rank=t.replica_rank,
                 is_leader_replica=t.replica_rank == 0,
@@ -288,8 +322,10 @@ class Convert:
             st.exit_code = j.exit_code
         if j.canceled is not None:
             st.canceled_code = j.canceled_code
-            st.canceled_for = j.message
-        if j.exit_code not in (None, 0) and j.canceled is None:
+            st.canceled_for = j.canceled_for
+        if j.failed is not None:
+            st.failed.CopyFrom(ts(j.failed))
+        elif j.exit_code not in (None, 0) and j.canceled is None:
             st.failed.CopyFrom(ts(j.exited))
         return st
 
@@ -314,7 +350,8 @@ class Convert:
             workload_created=ts(e.created),
         )
         ad = msg.assignment_details
-        ad.result_dataset_id = j.result_dataset_id
+        if j.result_dataset_id:  # optional until the job is assigned (fact 7.5)
+            ad.result_dataset_id = j.result_dataset_id
         if j.node_id:
             ad.node_id = j.node_id
             ad.resource_assignment.CopyFrom(
@@ -349,7 +386,8 @@ def paging(req) -> tuple[Any, int]:
 
 
 def paginate(items: list, opts, start: int) -> tuple[list, str]:
-    size = opts.page_size if opts.HasField("page_size") and opts.page_size > 0 else DEFAULT_PAGE_SIZE
+    sized = "page_size" in opts.DESCRIPTOR.fields_by_name and opts.HasField("page_size")
+    size = opts.page_size if sized and opts.page_size > 0 else DEFAULT_PAGE_SIZE
     page = items[start : start + size]
     if start + size >= len(items):
         return page, ""
@@ -368,11 +406,33 @@ class Impl:
     def _org_id(self, ref: str) -> str | None:
         if not ref:
             return None
-        return self.s.find_org(ref).id
+        return self._id("org", ref).id
+
+    def _id(self, kind: str, ref: str) -> Any:
+        """An object by ID, as a `*_id` field takes it. With options.strict_ids (the default; fact sheet
+        item 3) names answer NOT_FOUND: clients must resolve them with Resolve*Name first."""
+        s = self.s
+        table = {
+            "workspace": s.workspaces,
+            "cluster": s.clusters,
+            "image": s.images,
+            "experiment": s.experiments,
+            "dataset": s.datasets,
+            "budget": s.budgets,
+            "org": s.orgs,
+            "node": s.nodes,
+            "group": s.groups,
+            "user": s.users,
+        }[kind]
+        if ref in table:
+            return table[ref]
+        if not s.options.strict_ids:
+            return getattr(s, f"find_{kind}")(ref)
+        raise NotFound(f"{kind} {ref!r} not found (IDs only here; resolve names first)")
 
     # ---- users / orgs
     def GetUser(self, req, caller):
-        u = self.s.find_user(req.user_id) if req.HasField("user_id") and req.user_id else caller
+        u = self._id("user", req.user_id) if req.HasField("user_id") and req.user_id else caller
         return pb2.GetUserResponse(user=self.c.user(u))
 
     def ResolveUserName(self, req, caller):
@@ -388,7 +448,7 @@ class Impl:
         return pb2.ListUsersResponse(users=[self.c.user(u) for u in page], next_page_token=nxt)
 
     def GetOrganization(self, req, caller):
-        return pb2.GetOrganizationResponse(organization=self.c.org(self.s.find_org(req.organization_id)))
+        return pb2.GetOrganizationResponse(organization=self.c.org(self._id("org", req.organization_id)))
 
     def ResolveOrganizationName(self, req, caller):
         return pb2.ResolveOrganizationNameResponse(organization_id=self.s.find_org(req.organization_name).id)
@@ -401,7 +461,7 @@ class Impl:
 
     # ---- workspaces, budgets, secrets
     def GetWorkspace(self, req, caller):
-        return pb2.GetWorkspaceResponse(workspace=self.c.workspace(self.s.find_workspace(req.workspace_id)))
+        return pb2.GetWorkspaceResponse(workspace=self.c.workspace(self._id("workspace", req.workspace_id)))
 
     def ResolveWorkspaceName(self, req, caller):
         ws = self.s.find_workspace(f"{req.owner_name}/{req.workspace_name}")
@@ -428,7 +488,7 @@ class Impl:
         return pb2.ListWorkspacesResponse(workspaces=[self.c.workspace(w) for w in page], next_page_token=nxt)
 
     def GetBudget(self, req, caller):
-        return pb2.GetBudgetResponse(budget=self.c.budget(self.s.find_budget(req.budget_id)))
+        return pb2.GetBudgetResponse(budget=self.c.budget(self._id("budget", req.budget_id)))
 
     def ResolveBudgetName(self, req, caller):
         return pb2.ResolveBudgetNameResponse(
@@ -436,14 +496,14 @@ class Impl:
         )
 
     def GetSecret(self, req, caller):
-        ws = self.s.find_workspace(req.workspace_id)
+        ws = self._id("workspace", req.workspace_id)
         if req.secret_name not in ws.secrets:
             raise NotFound(f"secret {req.secret_name!r} not found")
         return pb2.GetSecretResponse(secret=self.c.secret(ws.secrets[req.secret_name]))
 
     def ListSecrets(self, req, caller):
         o, start = paging(req)
-        ws = self.s.find_workspace(o.workspace_id)
+        ws = self._id("workspace", o.workspace_id)
         items = sorted(
             ws.secrets.values(),
             key=lambda x: x.created if o.sort_clause.HasField("created") else x.name,
@@ -454,7 +514,7 @@ class Impl:
 
     # ---- images, datasets, groups
     def GetImage(self, req, caller):
-        return pb2.GetImageResponse(image=self.c.image(self.s.find_image(req.image_id)))
+        return pb2.GetImageResponse(image=self.c.image(self._id("image", req.image_id)))
 
     def ResolveImageName(self, req, caller):
         return pb2.ResolveImageNameResponse(
@@ -475,7 +535,7 @@ class Impl:
         return pb2.ListImagesResponse(images=[self.c.image(i) for i in page], next_page_token=nxt)
 
     def GetDataset(self, req, caller):
-        return pb2.GetDatasetResponse(dataset=self.c.dataset(self.s.find_dataset(req.dataset_id)))
+        return pb2.GetDatasetResponse(dataset=self.c.dataset(self._id("dataset", req.dataset_id)))
 
     def ResolveDatasetName(self, req, caller):
         return pb2.ResolveDatasetNameResponse(
@@ -483,7 +543,7 @@ class Impl:
         )
 
     def GetGroup(self, req, caller):
-        return pb2.GetGroupResponse(group=self.c.group(self.s.find_group(req.group_id)))
+        return pb2.GetGroupResponse(group=self.c.group(self._id("group", req.group_id)))
 
     def ListGroups(self, req, caller):
         o, start = paging(req)
@@ -499,27 +559,27 @@ class Impl:
         return pb2.ListGroupsResponse(groups=[self.c.group(g) for g in page], next_page_token=nxt)
 
     def CreateGroup(self, req, caller):
-        ws = self.s.find_workspace(req.workspace_id)
+        ws = self._id("workspace", req.workspace_id)
         if any(g.name == req.name and g.workspace_id == ws.id for g in self.s.groups.values()):
             raise Conflict(f"group {req.name!r} already exists")
         g = self.s.add_group(ws.id, req.name, description=req.description, author=caller.id)
         for eid in req.experiment_ids:
-            g.experiment_ids.append(self.s.find_experiment(eid).id)
+            g.experiment_ids.append(self._id("experiment", eid).id)
         return pb2.CreateGroupResponse(group=self.c.group(g))
 
     def UpdateGroup(self, req, caller):
-        g = self.s.find_group(req.group_id)
+        g = self._id("group", req.group_id)
         if req.HasField("name"):
             g.name = req.name
         if req.HasField("description"):
             g.description = req.description
         for eid in req.add_experiment_ids:
-            g.experiment_ids.append(self.s.find_experiment(eid).id)
+            g.experiment_ids.append(self._id("experiment", eid).id)
         return pb2.UpdateGroupResponse(group=self.c.group(g))
 
     def ListGroupTaskMetrics(self, req, caller):
         o, start = paging(req)
-        g = self.s.find_group(o.group_id)
+        g = self._id("group", o.group_id)
         items = [
             t for eid in g.experiment_ids if eid in self.s.experiments for t in self.s.experiments[eid].tasks
         ]
@@ -542,13 +602,19 @@ class Impl:
 
     # ---- clusters, nodes
     def GetCluster(self, req, caller):
-        c = self.s.find_cluster(req.cluster_id)
+        c = self._id("cluster", req.cluster_id)
         return pb2.GetClusterResponse(cluster=self.c.cluster(c, req.include_cluster_occupancy))
 
     def ResolveClusterName(self, req, caller):
-        return pb2.ResolveClusterNameResponse(
-            cluster_id=self.s.find_cluster(f"{req.owner_name}/{req.cluster_name}").id
-        )
+        """`owner/name` of the canonical name; aliases only with options.resolve_cluster_aliases
+        (unknown on real Beaker, fact 1.10)."""
+        aliases = self.s.options.resolve_cluster_aliases
+        for c in self.s.clusters.values():
+            if self.s.orgs[c.org_id].name == req.owner_name and (
+                c.name == req.cluster_name or (aliases and req.cluster_name in c.aliases)
+            ):
+                return pb2.ResolveClusterNameResponse(cluster_id=c.id)
+        raise NotFound(f"cluster {req.owner_name}/{req.cluster_name} not found")
 
     def ListClusters(self, req, caller):
         o, start = paging(req)
@@ -574,12 +640,12 @@ class Impl:
         return pb2.ListClustersResponse(clusters=[self.c.cluster(c, occ) for c in page], next_page_token=nxt)
 
     def GetNode(self, req, caller):
-        return pb2.GetNodeResponse(node=self.c.node(self.s.find_node(req.node_id)))
+        return pb2.GetNodeResponse(node=self.c.node(self._id("node", req.node_id)))
 
     def ListNodes(self, req, caller):
         o, start = paging(req)
         if o.HasField("cluster_id"):
-            items = list(self.s.find_cluster(o.cluster_id).nodes)
+            items = list(self._id("cluster", o.cluster_id).nodes)
         else:
             org = self._org_id(o.organization_id)
             items = [
@@ -599,18 +665,38 @@ class Impl:
 
     # ---- workloads / experiments
     def GetWorkload(self, req, caller):
-        return pb2.GetWorkloadResponse(workload=self.c.workload(self.s.find_experiment(req.workload_id)))
+        if req.workload_id in self.s.sessions:
+            return pb2.GetWorkloadResponse(workload=self.c.session(self.s.sessions[req.workload_id]))
+        return pb2.GetWorkloadResponse(workload=self.c.workload(self._id("experiment", req.workload_id)))
 
     def ResolveWorkloadName(self, req, caller):
+        for sess in self.s.sessions.values():
+            if sess.name == req.workload_name and self.s.users[sess.author_id].name == req.author_name:
+                return pb2.ResolveWorkloadNameResponse(workload_id=sess.id)
         e = self.s.find_experiment(f"{req.author_name}/{req.workload_name}")
         return pb2.ResolveWorkloadNameResponse(workload_id=e.id)
 
     def ListWorkloads(self, req, caller):
         o, start = paging(req)
-        if o.HasField("workload_type") and o.workload_type == pb2.WORKLOAD_TYPE_ENVIRONMENT:
-            return pb2.ListWorkloadsResponse()
         org = self._org_id(o.organization_id)
-        items = []
+        items: list[Any] = []
+        wtype = o.workload_type if o.HasField("workload_type") else pb2.WORKLOAD_TYPE_UNSPECIFIED
+        if wtype != pb2.WORKLOAD_TYPE_EXPERIMENT:  # sessions: environment workloads (fact 8.2)
+            for sess in self.s.sessions.values():
+                if (
+                    o.HasField("workspace_id")
+                    and sess.workspace_id != self._id("workspace", o.workspace_id).id
+                ):
+                    continue
+                if o.HasField("author_id") and sess.author_id != self._id("user", o.author_id).id:
+                    continue
+                if o.HasField("job_finalized") and (sess.canceled is not None) != o.job_finalized:
+                    continue
+                items.append(sess)
+        if wtype == pb2.WORKLOAD_TYPE_ENVIRONMENT:
+            items.sort(key=lambda x: (x.created, x.id), reverse=True)
+            page, nxt = paginate(items, o, start)
+            return pb2.ListWorkloadsResponse(workloads=[self.c.session(x) for x in page], next_page_token=nxt)
         statuses = set(o.statuses)
         sub = o.name_or_description_substring.lower() if o.HasField("name_or_description_substring") else None
         after = ts_ns(o.created_after) if o.HasField("created_after") else None
@@ -618,9 +704,9 @@ class Impl:
         for e in self.s.experiments.values():
             if org is not None and self.s.workspaces[e.workspace_id].org_id != org:
                 continue
-            if o.HasField("workspace_id") and e.workspace_id != self.s.find_workspace(o.workspace_id).id:
+            if o.HasField("workspace_id") and e.workspace_id != self._id("workspace", o.workspace_id).id:
                 continue
-            if o.HasField("author_id") and e.author_id != self.s.find_user(o.author_id).id:
+            if o.HasField("author_id") and e.author_id != self._id("user", o.author_id).id:
                 continue
             if statuses and getattr(pb2, "STATUS_" + e.status_name) not in statuses:
                 continue
@@ -637,10 +723,13 @@ class Impl:
             key=lambda e: (e.created, e.id), reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING
         )
         page, nxt = paginate(items, o, start)
-        return pb2.ListWorkloadsResponse(workloads=[self.c.workload(e) for e in page], next_page_token=nxt)
+        return pb2.ListWorkloadsResponse(
+            workloads=[self.c.workload(e) if isinstance(e, Experiment) else self.c.session(e) for e in page],
+            next_page_token=nxt,
+        )
 
     def UpdateWorkload(self, req, caller):
-        e = self.s.find_experiment(req.workload_id)
+        e = self._id("experiment", req.workload_id)
         if req.HasField("name"):
             e.name = req.name
         if req.HasField("description"):
@@ -650,14 +739,18 @@ class Impl:
     def CancelWorkloads(self, req, caller):
         ids = []
         for wid in req.workload_ids:
-            e = self.s.find_experiment(wid)
-            self.s.cancel_experiment(e)
+            if wid in self.s.sessions:
+                self.s.sessions[wid].canceled = self.s.sessions[wid].canceled or self.s.now()
+                ids.append(wid)
+                continue
+            e = self._id("experiment", wid)
+            self.s.cancel_experiment(e, stopping=True)  # running jobs pass through STOPPING
             ids.append(e.id)
         return pb2.CancelWorkloadsResponse(workload_ids=ids)
 
     def DeleteWorkloads(self, req, caller):
         for wid in req.workload_ids:
-            e = self.s.find_experiment(wid)
+            e = self._id("experiment", wid)
             for t in e.tasks:
                 for j in t.jobs:
                     self.s.jobs.pop(j.id, None)
@@ -666,11 +759,13 @@ class Impl:
         return pb2.DeleteWorkloadsResponse()
 
     def GetExperimentYamlSpec(self, req, caller):
-        e = self.s.find_experiment(req.experiment_id)
+        if req.experiment_id in self.s.sessions:
+            raise Invalid(f"workload {req.experiment_id} is not an experiment")
+        e = self._id("experiment", req.experiment_id)
         return pb2.GetExperimentYamlSpecResponse(experiment_spec=yaml.safe_dump(e.spec, sort_keys=False))
 
     def RestartExperimentTasks(self, req, caller):
-        e = self.s.find_experiment(req.experiment_id)
+        e = self._id("experiment", req.experiment_id)
         for t in e.tasks:
             j = t.latest_job
             if j is not None and j.finalized is not None and j.status_name in ("FAILED", "CANCELED"):
@@ -702,17 +797,86 @@ class Impl:
         if o.HasField("scheduled_on_node_id"):
             items = [j for j in items if j.node_id == o.scheduled_on_node_id]
         if o.HasField("scheduled_on_cluster_id"):
-            cid = self.s.find_cluster(o.scheduled_on_cluster_id).id
+            cid = self._id("cluster", o.scheduled_on_cluster_id).id
             items = [j for j in items if j.cluster_id == cid]
         if o.HasField("canceled"):
             items = [j for j in items if (j.canceled is not None) == o.canceled]
         if o.HasField("exited"):
             items = [j for j in items if (j.exited is not None) == o.exited]
-        items.sort(
-            key=lambda j: (j.created, j.id), reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING
-        )
+        # Ascending is "not implemented server-side" (fact 4.5): always newest first.
+        items.sort(key=lambda j: (j.created, j.id), reverse=True)
         page, nxt = paginate(items, o, start)
         return pb2.ListJobsResponse(jobs=[self.c.job(j) for j in page], next_page_token=nxt)
+
+    def UpdateJobSourcePriority(self, req, caller):
+        """Lowering works; raising a running job's priority is refused (fact 3.2: PERMISSION_DENIED)."""
+        from .state import PRIORITIES, Denied
+
+        j = self.s.find_job(req.job_id)
+        ctx = j.task.spec.setdefault("context", {})
+        old = str(ctx.get("priority") or "normal").lower()
+        new = pb2.JobPriority.Name(req.priority).removeprefix("JOB_PRIORITY_").lower()
+        if new not in PRIORITIES:
+            raise Invalid(f"invalid priority {new!r}")
+        if j.started is not None and PRIORITIES.index(new) > PRIORITIES.index(old):
+            raise Denied(f'cannot increase priority for running job "{j.id}"')
+        ctx["priority"] = new
+        return pb2.UpdateJobSourcePriorityResponse()
+
+    # ---- datasets (fact 7): the HTTP side creates, uploads and commits (httpapi.py)
+    def ListDatasets(self, req, caller):
+        o, start = paging(req)
+        items = list(self.s.datasets.values())
+        if o.HasField("workspace_id"):
+            wid = self._id("workspace", o.workspace_id).id
+            items = [d for d in items if d.workspace_id == wid]
+        if o.HasField("author_id"):
+            items = [d for d in items if d.author_id == o.author_id]
+        if o.HasField("name_or_description_substring"):
+            sub = o.name_or_description_substring.lower()
+            items = [d for d in items if sub in d.name.lower() or sub in d.description.lower()]
+        if o.dataset_type == pb2.ListDatasetsRequest.Opts.DATASET_TYPE_IS_RESULT:
+            items = [d for d in items if d.is_result]
+        elif o.dataset_type == pb2.ListDatasetsRequest.Opts.DATASET_TYPE_IS_NOT_RESULT:
+            items = [d for d in items if not d.is_result]
+        items.sort(key=lambda d: (d.created, d.id), reverse=True)
+        page, nxt = paginate(items, o, start)
+        return pb2.ListDatasetsResponse(datasets=[self.c.dataset(d) for d in page], next_page_token=nxt)
+
+    def ListDatasetFiles(self, req, caller):
+        o, start = paging(req)
+        d = self._id("dataset", o.dataset_id)
+        paths = sorted(p for p in d.files if p.startswith(o.prefix))
+        page, nxt = paginate(paths, o, start)
+        return pb2.ListDatasetFilesResponse(
+            dataset_files=[self.c.dataset_file(d, p) for p in page],
+            next_page_token=nxt,
+            total_size=sum(len(d.files[p]) for p in paths),
+            file_count=len(paths),
+        )
+
+    def GetDatasetFileLink(self, req, caller):
+        d = self._id("dataset", req.dataset_id)
+        if req.file_path not in d.files:
+            raise NotFound(f"file {req.file_path!r} not found in dataset {d.id}")
+        return pb2.GetDatasetFileLinkResponse(
+            download_url=f"{self.fake.agent_address}/api/v3/datasets/{d.id}/files/{req.file_path}"
+        )
+
+    def UpdateDataset(self, req, caller):
+        d = self._id("dataset", req.dataset_id)
+        if req.HasField("name"):
+            d.name = req.name
+        if req.HasField("description"):
+            d.description = req.description
+        if req.HasField("committed") and d.committed is None:
+            d.committed = self.s.now()
+        return pb2.UpdateDatasetResponse(dataset=self.c.dataset(d))
+
+    def DeleteDatasets(self, req, caller):
+        for did in req.dataset_ids:
+            self.s.datasets.pop(self._id("dataset", did).id)
+        return pb2.DeleteDatasetsResponse()
 
     def ListSummarizedJobEvents(self, req, caller):
         o, start = paging(req)
@@ -739,13 +903,21 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
         start = logs.index_at_or_after(ts_ns(req.since)) if req.HasField("since") else 0
         if req.tail_lines > 0:
             start = max(start, logs.count - req.tail_lines)
-    fault = fake.faults.take_stream_fault()
+    fault = fake.faults.take_stream_fault(follow=req.follow)
     max_lines = fault.after_lines if fault is not None and fault.after_lines is not None else None
     deadline = (
         time.monotonic() + fault.after_seconds
         if fault is not None and fault.after_seconds is not None
         else None
     )
+    lifetime = s.options.follow_stream_lifetime
+    if req.follow and lifetime is not None and fault is None:
+        # Real follow streams end cleanly before the job is finalized (fact 5.3, Beaker issue #6602),
+        # at varying points: 0.5-1.5 x the lifetime.
+        with s.lock:
+            lifetime *= 0.5 + s._rand.random()
+        fault = StreamFault("end", None, lifetime)
+        deadline = time.monotonic() + lifetime
     sent = 0
     idx = start
     JobLog = pb2.JobLog
@@ -761,8 +933,8 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
         if (max_lines is not None and sent >= max_lines) or (
             deadline is not None and time.monotonic() >= deadline
         ):
-            if fault.kind == "cut":
-                raise StreamCut()
+            if fault.kind in ("cut", "unavailable"):
+                raise StreamCut(unavailable=fault.kind == "unavailable")
             return
         if not req.follow:
             return
@@ -777,7 +949,12 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
 
 
 class StreamCut(Exception):
-    """Raised inside a stream to end it like a dropped HTTP/2 stream (INTERNAL + RST_STREAM)."""
+    """Raised inside a stream to end it like a dropped HTTP/2 stream (INTERNAL + RST_STREAM), or with
+    UNAVAILABLE (fact 5.4)."""
+
+    def __init__(self, unavailable: bool = False) -> None:
+        super().__init__()
+        self.unavailable = unavailable
 
 
 def _status_for(exc: Exception) -> tuple[grpc.StatusCode, str]:
@@ -787,6 +964,8 @@ def _status_for(exc: Exception) -> tuple[grpc.StatusCode, str]:
         return grpc.StatusCode.ALREADY_EXISTS, str(exc)
     if isinstance(exc, Invalid):
         return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+    if isinstance(exc, Denied):
+        return grpc.StatusCode.PERMISSION_DENIED, str(exc)
     tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
     return grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker bug or unsupported request: {tb}"
 
@@ -809,8 +988,10 @@ class FakeServicer(beaker_pb2_grpc.BeakerServicer):
             if k == "authorization":
                 token = v.split(" ", 1)[-1]
         user = fake.state.user_for_token(token)
-        if user is None:
-            return None, (grpc.StatusCode.PERMISSION_DENIED, "invalid or missing Beaker token")
+        if user is None:  # options.auth_error: the gRPC code for a bad token is unknown (fact 3.2)
+            if fake.state.options.auth_error == "permission_denied":
+                return None, (grpc.StatusCode.PERMISSION_DENIED, "invalid authentication token")
+            return None, (grpc.StatusCode.UNAUTHENTICATED, "invalid authentication token")
         return user, None
 
     def _unary(self, name: str, request, context):
@@ -820,7 +1001,7 @@ class FakeServicer(beaker_pb2_grpc.BeakerServicer):
         caller, err = self._preamble(name, context)
         body = getattr(self.impl, name, None)
         if err is None and body is None:
-            err = (grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
+            err = (grpc.StatusCode.UNIMPLEMENTED, f"fakebeaker does not implement {name}")
         if err is None:
             try:
                 with self.fake.state.lock:
@@ -838,8 +1019,12 @@ class FakeServicer(beaker_pb2_grpc.BeakerServicer):
             try:
                 await stream_job_logs(self.fake, request, context)
                 return
-            except StreamCut:
-                err = (grpc.StatusCode.INTERNAL, RST_STREAM_DETAILS)
+            except StreamCut as cut:
+                err = (
+                    (grpc.StatusCode.UNAVAILABLE, "fakebeaker: connection reset (UNAVAILABLE)")
+                    if cut.unavailable
+                    else (grpc.StatusCode.INTERNAL, RST_STREAM_DETAILS)
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -858,7 +1043,7 @@ def _unary_method(name: str):
 def _unsupported_stream(name: str):
     async def method(self, request, context):
         self.fake._record_call(name)
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"fakebeaker does not implement {name}")
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"fakebeaker does not implement {name}")
 
     method.__name__ = name
     return method

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
+import random
 import threading
 import time
 from collections.abc import Iterable
@@ -28,7 +29,73 @@ class Invalid(Exception):
 
 
 class Conflict(Exception):
-    """A name already in use: HTTP 409 / gRPC ALREADY_EXISTS."""
+    """A name already in use: HTTP 409 (or 400 "... already in use", see Options.name_conflict)."""
+
+
+class Denied(Exception):
+    """A business rule refused the request: gRPC PERMISSION_DENIED (HTTP 403)."""
+
+
+@dataclass
+class Options:
+    """How the fake behaves where Beaker's real behaviour is unknown or optional (fact sheet, last section).
+
+    The defaults are the strict fake. Every field marked *unknown* is a switch tests run both ways
+    (`tests/fakebeaker/plugin.py`: `both_ways(...)`)."""
+
+    # *unknown* (fact sheet 1.10): does ResolveClusterName resolve aliases too?
+    resolve_cluster_aliases: bool = False
+    # conservative (fact 3): gRPC `*_id` fields take IDs only; names go through Resolve*Name.
+    strict_ids: bool = True
+    # *unknown* (3.2): the gRPC code for a bad token. HTTP always answers 401.
+    auth_error: str = "unauthenticated"  # or "permission_denied"
+    # both happen (3.2): a name clash answers HTTP 409 or HTTP 400 "... already in use".
+    name_conflict: str = "409"  # or "400"
+    # 9.1: jobs are created synchronously: each job beyond the first adds this much to the create.
+    create_latency_per_job: float = 0.25
+    # 5.3: follow streams end cleanly this long after they start (None: they run to finalize).
+    follow_stream_lifetime: float | None = 2.0
+    # *unknown* (5.7): appended lines share timestamps in bursts of `tie_burst` lines.
+    tie_timestamps: bool = False
+    tie_burst: int = 3
+    # *unknown* (4.7): replica task names: "same" (the spec's name) or "distinct" (name-rank).
+    replica_task_names: str = "same"
+    # 4.10 (both seen): seconds between create and a task's first job (0: jobs exist at once).
+    job_creation_delay: float = 0.0
+    # 3.2, low confidence: a spec without a cluster constraint needs preemptible jobs.
+    no_cluster_needs_preemptible: bool = False
+    # 4.6: seconds a canceled job that had started stays STOPPING before it is finalized.
+    stopping_seconds: float = 0.3
+
+    @classmethod
+    def parse(cls, items: dict[str, Any] | None) -> Options:
+        """From a dict of field -> value (strings converted to the field's type: CLI / env / YAML)."""
+        out = cls()
+        for k, v in (items or {}).items():
+            if not hasattr(out, k):
+                raise ValueError(f"unknown fakebeaker option {k!r}; one of {list(vars(out))}")
+            default = getattr(cls(), k)
+            if isinstance(v, str) and not isinstance(default, str):
+                v = (
+                    None
+                    if v.lower() in ("none", "null")
+                    else (v.lower() in ("1", "true", "yes", "on") if isinstance(default, bool) else float(v))
+                )
+            setattr(out, k, v)
+        return out
+
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def ulid(ms: int, low: int) -> str:
+    """26 upper-case Crockford base32 characters: 48 bits of milliseconds, 80 bits of `low`."""
+    n = ((ms & ((1 << 48) - 1)) << 80) | (low & ((1 << 80) - 1))
+    out = []
+    for _ in range(26):
+        out.append(CROCKFORD[n & 31])
+        n >>= 5
+    return "".join(reversed(out))
 
 
 def gpu_type_value(gpu_type: str | int | None) -> int:
@@ -91,6 +158,14 @@ class Workspace:
     budget_id: str | None = None
     archived: bool = False
     secrets: dict[str, Secret] = field(default_factory=dict)
+    max_priority: str | None = None  # maximum_workload_priority: low, normal, high, urgent
+    slot_limit: int | None = None  # unallocated slots the workspace may hold (jobs beyond it stay queued)
+
+    def secret(self, name: str, *, exact: bool) -> Secret | None:
+        """By exact name (gRPC GetSecret), or case-insensitively (HTTP value route, spec resolution)."""
+        if name in self.secrets or exact:
+            return self.secrets.get(name)
+        return next((v for k, v in self.secrets.items() if k.lower() == name.lower()), None)
 
 
 @dataclass
@@ -110,6 +185,13 @@ class Dataset:
     author_id: str
     workspace_id: str
     created: int
+    description: str = ""
+    budget_id: str = ""
+    is_result: bool = False
+    committed: int | None = None
+    storage_id: str = ""
+    storage_token: str = ""
+    files: dict[str, bytes] = field(default_factory=dict)  # path -> contents
 
 
 @dataclass
@@ -155,6 +237,19 @@ class Cluster:
 
 
 @dataclass
+class Session:
+    """An interactive session: an environment workload (type 2) with no tasks. No RPC creates one."""
+
+    id: str
+    name: str
+    author_id: str
+    workspace_id: str
+    created: int
+    cluster_id: str = ""
+    canceled: int | None = None
+
+
+@dataclass
 class Event:
     status: str
     message: str
@@ -176,8 +271,12 @@ class Job:
     finalized: int | None = None
     canceled: int | None = None
     canceled_code: int = 0  # beaker_pb2.CancelationCode
+    canceled_for: str = ""
+    failed: int | None = None  # set for failures without an exit code too (e.g. an image pull)
     exit_code: int | None = None
     message: str = ""
+    pinned: bool = False  # queue_forever: never scheduled by AutoRun
+    tie_left: int = 0  # options.tie_timestamps: lines that may still reuse the last timestamp
     node_id: str = ""
     cluster_id: str = ""
     gpus: int = 0
@@ -192,8 +291,10 @@ class Job:
     def status_name(self) -> str:
         """The beaker_pb2.WorkloadStatus name (without STATUS_)."""
         if self.canceled is not None:
-            return "CANCELED"
-        if self.exited is not None:
+            return "CANCELED" if self.finalized is not None else "STOPPING"
+        if self.failed is not None and self.finalized is not None:
+            return "FAILED"
+        if self.exited is not None or self.failed is not None:
             if self.finalized is None:
                 return "UPLOADING_RESULTS"
             return "SUCCEEDED" if self.exit_code == 0 else "FAILED"
@@ -243,7 +344,7 @@ class Experiment:
         names = {j.status_name for j in latest}
         if not latest:
             return "SUBMITTED"
-        for s in ("RUNNING", "INITIALIZING", "UPLOADING_RESULTS", "QUEUED"):
+        for s in ("STOPPING", "RUNNING", "INITIALIZING", "UPLOADING_RESULTS", "QUEUED"):
             if s in names:
                 return s
         if "FAILED" in names:
@@ -260,6 +361,8 @@ class Experiment:
 CANCEL_MANUAL = 4
 CANCEL_SYSTEM_PREEMPTION = 1
 CANCEL_USER_PREEMPTION = 2
+CANCEL_IMPOSSIBLE_TO_SCHEDULE = 7
+PRIORITIES = ["low", "normal", "high", "urgent"]
 
 
 @dataclass
@@ -281,11 +384,13 @@ class AutoRun:
 class State:
     """All server-side data. Every mutation holds `lock` and notifies `changed` (log followers wait on it)."""
 
-    def __init__(self, clock=time.time_ns) -> None:
+    def __init__(self, clock=time.time_ns, options: Options | None = None) -> None:
+        self.options = options or Options()
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self.clock = clock
         self._ids = itertools.count(1)
+        self._rand = random.Random(0x5EED)
         self.orgs: dict[str, Org] = {}
         self.users: dict[str, User] = {}
         self.budgets: dict[str, Budget] = {}
@@ -298,6 +403,8 @@ class State:
         self.experiments: dict[str, Experiment] = {}
         self.tasks: dict[str, Task] = {}
         self.jobs: dict[str, Job] = {}
+        self.sessions: dict[str, Session] = {}
+        self.private_repos: set[str] = set()  # "owner/repo" that github.com answers 404 for
         self.auto: AutoRun | None = None
         self._timers: list[threading.Timer] = []
         self._last_ts = 0
@@ -310,9 +417,10 @@ class State:
             self._last_ts = t
             return t
 
-    def new_id(self, kind: str) -> str:
+    def new_id(self, kind: str = "") -> str:
+        """A ULID like Beaker's (26 characters, [0-9A-Z]); unique: the counter is in the low bits."""
         n = next(self._ids)
-        return f"01{kind.upper()[:3]}{n:021d}"
+        return ulid(self.clock() // 1_000_000, (self._rand.getrandbits(48) << 32) | n)
 
     def _touch(self) -> None:
         self.changed.notify_all()
@@ -589,6 +697,17 @@ class State:
                 return self.groups[ref]
         raise NotFound(f"group {ref!r} not found")
 
+    def cluster_by_reference(self, ref: str) -> Cluster | None:
+        """What a spec's `constraints.cluster` entry names: `org/name`, `org/alias` or an ID."""
+        with self.lock:
+            if ref in self.clusters:
+                return self.clusters[ref]
+            org, _, name = ref.rpartition("/")
+            for c in self.clusters.values():
+                if self.orgs[c.org_id].name == org and (name == c.name or name in c.aliases):
+                    return c
+        return None
+
     def cluster_matches(self, pattern: str) -> list[Cluster]:
         with self.lock:
             out = []
@@ -609,6 +728,7 @@ class State:
         with self.lock:
             ws = self.find_workspace(workspace)
             user = self.find_user(author)
+            raw_tasks = spec.get("tasks", [])
             try:
                 parsed = BeakerExperimentSpec.from_json(spec)
                 for task in parsed.tasks:  # beaker-py 2.8.1 from_json leaves mount sources as dicts
@@ -626,6 +746,7 @@ class State:
             for e in self.experiments.values():
                 if e.name == name and e.author_id == user.id:
                     raise Conflict(f"experiment name {name!r} is already in use")
+            opts = self.options
             budget_id = ws.budget_id or ""
             if parsed.budget:
                 try:
@@ -649,53 +770,76 @@ class State:
                         raise Invalid(f"image {t.image.beaker!r} not found") from err
                 elif not t.image.docker:
                     raise Invalid(f"task {tname!r}: image.beaker or image.docker is required")
+                # spec-time secret resolution is case-insensitive (inferred, fact sheet 2 / 9.5)
                 for ev in t.env_vars or []:
-                    if ev.secret is not None and ev.secret not in ws.secrets:
+                    if ev.secret is not None and ws.secret(ev.secret, exact=False) is None:
                         raise Invalid(
                             f"secret {ev.secret!r} not found in workspace {self.workspace_full_name(ws)}"
                         )
                 for mount in t.datasets or []:
-                    if mount.source.secret is not None and mount.source.secret not in ws.secrets:
+                    if (
+                        mount.source.secret is not None
+                        and ws.secret(mount.source.secret, exact=False) is None
+                    ):
                         raise Invalid(f"secret {mount.source.secret!r} not found in workspace")
-                for cl in (t.constraints.cluster if t.constraints else None) or []:
-                    if not self.cluster_matches(cl):
+                raw_ctx = (raw_tasks[i] if i < len(raw_tasks) else {}).get("context") or {}
+                if "preemptible" in raw_ctx and ("minRuntime" in raw_ctx or "autoResume" in raw_ctx):
+                    raise Invalid(
+                        f"task {tname!r}: context.preemptible cannot be combined with minRuntime/autoResume"
+                    )
+                priority = str(raw_ctx.get("priority") or "normal").lower()
+                if ws.max_priority and PRIORITIES.index(priority) > PRIORITIES.index(ws.max_priority):
+                    raise Invalid(
+                        f"priority {priority!r} exceeds the maximum priority {ws.max_priority!r} of "
+                        f"workspace {self.workspace_full_name(ws)}"
+                    )
+                patterns = (t.constraints.cluster if t.constraints else None) or []
+                for cl in patterns:
+                    found = self.cluster_by_reference(cl)
+                    if found is None:
                         raise Invalid(f"cluster {cl!r} not found")
+                    if found.max_task_timeout == 0:
+                        raise Invalid(f"cluster {cl!r} does not accept batch jobs (max task timeout is 0)")
+                if not patterns and opts.no_cluster_needs_preemptible and not raw_ctx.get("preemptible"):
+                    raise Invalid(
+                        f"task {tname!r}: omitting the cluster constraint is only allowed for preemptible jobs"
+                    )
             now = self.now()
             exp = Experiment(
                 self.new_id("exp"), name, user.id, ws.id, now, spec, parsed.description or "", budget_id
             )
-            raw_tasks = spec.get("tasks", [])
             for i, t in enumerate(parsed.tasks):
                 replicas = t.replicas or 1
                 for rank in range(replicas):
-                    task = Task(
-                        self.new_id("tsk"), exp, t.name or f"task{i}", now, raw_tasks[i], rank, replicas
-                    )
+                    tname = t.name or f"task{i}"
+                    if replicas > 1 and opts.replica_task_names == "distinct":
+                        tname = f"{tname}-{rank}"
+                    task = Task(self.new_id("tsk"), exp, tname, now, raw_tasks[i], rank, replicas)
                     exp.tasks.append(task)
                     self.tasks[task.id] = task
             for gid in parsed.groups or []:
                 if gid in self.groups:
                     self.groups[gid].experiment_ids.append(exp.id)
             self.experiments[exp.id] = exp
-            for task in exp.tasks:
-                self._new_job(task)
+            if opts.job_creation_delay > 0:
+                self._timer(opts.job_creation_delay, lambda: self._first_jobs(exp))
+            else:
+                self._first_jobs(exp)
             self._touch()
             return exp
 
-    def _new_job(self, task: Task, retry_of: Job | None = None) -> Job:
-        now = self.now()
-        exp = task.experiment
-        ds = Dataset(
-            self.new_id("dst"),
-            f"{exp.name}-result-{len(self.datasets)}",
-            exp.author_id,
-            exp.workspace_id,
-            now,
-        )
-        self.datasets[ds.id] = ds
+    def _first_jobs(self, exp: Experiment) -> None:
+        with self.lock:
+            for task in exp.tasks:
+                if not task.jobs:
+                    self._new_job(task)
+            self._touch()
+
+    def _new_job(self, task: Task, retry_of: Job | None = None, created: int | None = None) -> Job:
+        now = created if created is not None else self.now()
         gpus = int(((task.spec.get("resources") or {}).get("gpuCount")) or 0)
         job = Job(
-            self.new_id("job"), task, now, ds.id, retry_ancestor_id=retry_of.id if retry_of else "", gpus=gpus
+            self.new_id("job"), task, now, "", retry_ancestor_id=retry_of.id if retry_of else "", gpus=gpus
         )
         job.events.append(Event("queued", "Job queued", now, now))
         task.jobs.append(job)
@@ -746,6 +890,7 @@ class State:
                     else self.budget_full_name(self.add_budget(f"{self.orgs[ws.org_id].name}/default")),
                 }
             exp = self.create_experiment(ws.id, spec, name=name, author=author)
+            self._first_jobs(exp)
             if created is not None:
                 exp.created = created
                 for t in exp.tasks:
@@ -780,6 +925,19 @@ class State:
             n = self.find_node(node) if node else self._pick_node(j)
             now = self.now()
             j.scheduled = now
+            if not j.result_dataset_id:  # 7.5: the result dataset comes with the assignment
+                exp = j.experiment
+                ds = Dataset(
+                    self.new_id("dst"),
+                    f"{exp.name}-{j.task.name}-result-{len(self.datasets)}",
+                    exp.author_id,
+                    exp.workspace_id,
+                    now,
+                    is_result=True,
+                    committed=now,
+                )
+                self.datasets[ds.id] = ds
+                j.result_dataset_id = ds.id
             if n is not None:
                 j.node_id, j.cluster_id = n.id, n.cluster_id
                 n.assigned += j.gpus
@@ -835,43 +993,192 @@ class State:
             n = self.nodes[j.node_id]
             n.assigned = max(0, n.assigned - j.gpus)
 
-    def cancel_job(self, job, *, code: int = CANCEL_MANUAL, message: str = "canceled") -> Job:
+    def cancel_job(
+        self,
+        job,
+        *,
+        code: int = CANCEL_MANUAL,
+        message: str = "canceled",
+        canceled_for: str = "",
+        stopping: bool = False,
+    ) -> Job:
+        """Cancel a job. With `stopping` (what CancelWorkloads does), a job that had started stays
+        STOPPING for `options.stopping_seconds` before it is finalized as CANCELED."""
         with self.lock:
             j = self._job(job)
-            if j.finalized is not None:
+            if j.finalized is not None or j.canceled is not None:
                 return j
             now = self.now()
             j.canceled = now
             j.canceled_code = code
             j.message = message
-            if j.started is not None and j.exited is None:
+            j.canceled_for = canceled_for or message
+            was_running = j.started is not None and j.exited is None
+            if was_running:
                 j.exited = now
                 self._release(j)
-            j.finalized = now
             j.events.append(Event("canceled", message, now, now))
+            delay = self.options.stopping_seconds if stopping and was_running else 0
+            if delay > 0:
+                self._timer(delay, lambda: self.finalize_job(j))
+            else:
+                j.finalized = now
             self._touch()
             return j
 
-    def preempt_job(self, job, *, start_next: bool = False) -> Job:
-        """Cancel `job` as preempted and queue the next job of the same task; returns the new job."""
+    def preempt_job(self, job, *, start_next: bool = False, by_user: str | None = None) -> Job:
+        """Cancel `job` as preempted (fact 4.3/4.4: canceled_code, canceled_for, message) and queue the
+        next job of the same task, created at the cancel time; returns the new job."""
         with self.lock:
             j = self._job(job)
-            self.cancel_job(j, code=CANCEL_SYSTEM_PREEMPTION, message="preempted by a higher-priority job")
-            nxt = self._new_job(j.task, retry_of=j)
+            self.cancel_job(
+                j,
+                code=CANCEL_USER_PREEMPTION if by_user else CANCEL_SYSTEM_PREEMPTION,
+                message="Job canceled while starting" if j.started is None else "Job preempted",
+                canceled_for=f"This job or session has been manually preempted by {by_user}."
+                if by_user
+                else "This job was preempted by a higher-priority job.",
+            )
+            nxt = self._new_job(j.task, retry_of=j, created=j.canceled)
             if start_next:
                 self.start_job(nxt)
             self._touch()
             return nxt
 
-    def cancel_experiment(self, exp: str | Experiment) -> Experiment:
+    def fail_job(self, job, message: str = "failed to pull image", *, finalize: bool = True) -> Job:
+        """A FAILED job with no exit code (fact 4.8), e.g. an image pull failure."""
+        with self.lock:
+            j = self._job(job)
+            now = self.now()
+            j.failed = now
+            j.message = message
+            if j.started is not None and j.exited is None:
+                j.exited = now
+            self._release(j)
+            j.events.append(Event("failed", message, now, now))
+            if finalize:
+                self.finalize_job(j)
+            self._touch()
+            return j
+
+    def cancel_experiment(self, exp: str | Experiment, *, stopping: bool = False) -> Experiment:
         with self.lock:
             e = exp if isinstance(exp, Experiment) else self.find_experiment(exp)
             for t in e.tasks:
                 if t.latest_job is not None:
-                    self.cancel_job(t.latest_job)
+                    self.cancel_job(t.latest_job, stopping=stopping)
             e.canceled = e.canceled or self.now()
             self._touch()
             return e
+
+    def queue_forever(self, job, *, slot_limit: bool = True, impossible_after: float | None = None) -> Job:
+        """Keep `job` QUEUED with the summarized events real Beaker shows when it cannot fit (fact 3.2,
+        19); with `impossible_after` seconds it is then canceled IMPOSSIBLE_TO_SCHEDULE."""
+        with self.lock:
+            j = self._job(job)
+            ws = self.workspaces[j.experiment.workspace_id]
+            need = max(j.gpus, 1)
+            if slot_limit:
+                limit = ws.slot_limit or 64
+                self.add_event(
+                    j,
+                    "queued",
+                    f'excluded by slot limit (workspace "{self.workspace_full_name(ws)}" using '
+                    f"{limit}/{limit} allowed unallocated slots, the job requires at least {need} slots)",
+                )
+            nodes = [n for p in self._patterns(j) for c in self.cluster_matches(p) for n in c.nodes]
+            self.add_event(
+                j, "queued", f"{len(nodes) or len(self.nodes)} nodes do not have enough slots available"
+            )
+            j.pinned = True
+            if impossible_after is not None:
+                self._timer(
+                    impossible_after,
+                    lambda: self.cancel_job(
+                        j, code=CANCEL_IMPOSSIBLE_TO_SCHEDULE, message="Job is impossible to schedule"
+                    ),
+                )
+            return j
+
+    def _patterns(self, j: Job) -> list[str]:
+        return ((j.task.spec.get("constraints") or {}).get("cluster")) or []
+
+    def job_env(self, job) -> dict[str, str]:
+        """The environment Beaker sets inside a running job (fact 9.7), from the job's assignment."""
+        with self.lock:
+            j = self._job(job)
+            t = j.task
+            node = self.nodes.get(j.node_id)
+            leader = next(
+                (
+                    x
+                    for x in t.experiment.tasks
+                    if x.name.split("-")[0] == t.name.split("-")[0] and x.replica_rank == 0
+                ),
+                t,
+            )
+            leader_job = leader.latest_job
+            leader_node = self.nodes.get(leader_job.node_id) if leader_job else None
+            env = {
+                "BEAKER_JOB_ID": j.id,
+                "BEAKER_JOB_KIND": "batch",
+                "BEAKER_WORKLOAD_ID": t.experiment.id,
+                "BEAKER_EXPERIMENT_ID": t.experiment.id,
+                "BEAKER_TASK_ID": t.id,
+                "BEAKER_NODE_ID": j.node_id,
+                "BEAKER_NODE_HOSTNAME": node.hostname if node else "",
+                "BEAKER_RESULT_DATASET_ID": j.result_dataset_id,
+                "BEAKER_ASSIGNED_GPU_COUNT": str(j.gpus),
+                "BEAKER_ASSIGNED_CPU_COUNT": str(float((t.spec.get("resources") or {}).get("cpuCount") or 1)),
+                "BEAKER_REPLICA_COUNT": str(t.replica_count),
+                "BEAKER_REPLICA_RANK": str(t.replica_rank),
+            }
+            if t.replica_count > 1 and t.spec.get("leaderSelection"):
+                env["BEAKER_LEADER_REPLICA_HOSTNAME"] = leader_node.hostname if leader_node else ""
+                env["BEAKER_LEADER_REPLICA_NODE_ID"] = leader_node.id if leader_node else ""
+            return env
+
+    # ------------------------------------------------------------- sessions
+    def add_session(self, workspace: str, name: str, *, author: str, cluster: str | None = None) -> Session:
+        """Arrange a session (environment workload; fact 8.2): listed and gettable, no tasks, no spec."""
+        with self.lock:
+            ws = self.find_workspace(workspace)
+            sess = Session(
+                self.new_id("env"),
+                name,
+                self.find_user(author).id,
+                ws.id,
+                self.now(),
+                self.find_cluster(cluster).id if cluster else "",
+            )
+            self.sessions[sess.id] = sess
+            return sess
+
+    # ------------------------------------------------------------- datasets
+    def create_dataset(
+        self, workspace: str, name: str | None, *, author: str, description: str = "", budget: str = ""
+    ) -> Dataset:
+        """What `POST /api/v3/datasets?name=` does (fact 7.1); a name taken by the author -> Conflict."""
+        with self.lock:
+            ws = self.find_workspace(workspace)
+            user = self.find_user(author)
+            name = name or f"dataset-{next(self._ids)}"
+            if any(d.name == name and d.author_id == user.id for d in self.datasets.values()):
+                raise Conflict(f"dataset name {name!r} is already in use")
+            d = Dataset(
+                self.new_id("dst"),
+                name,
+                user.id,
+                ws.id,
+                self.now(),
+                description=description,
+                budget_id=budget,
+                storage_id=self.new_id("sto"),
+                storage_token=f"storage-token-{self._rand.getrandbits(64):016x}",
+            )
+            self.datasets[d.id] = d
+            self._touch()
+            return d
 
     def add_event(self, job, status: str, message: str) -> Event:
         with self.lock:
@@ -894,14 +1201,25 @@ class State:
         with self.lock:
             j = self._job(job)
             ts_iter = iter(timestamps) if timestamps is not None else None
-            pairs = []
+            pairs: list[tuple[int, bytes]] = []
+            last = j.logs.last_ts
             for line in lines:
                 msg = line.encode() if isinstance(line, str) else bytes(line)
-                pairs.append((next(ts_iter) if ts_iter is not None else self.now(), msg))
+                last = next(ts_iter) if ts_iter is not None else self._log_stamp(j, last)
+                pairs.append((last, msg))
             j.logs.append(pairs)
             if pairs:
                 self._last_ts = max(self._last_ts, pairs[-1][0])
             self._touch()
+
+    def _log_stamp(self, j: Job, last: int | None) -> int:
+        """Now; with options.tie_timestamps, `tie_burst` consecutive lines of a job share a timestamp."""
+        o = self.options
+        if o.tie_timestamps and j.tie_left > 0 and last is not None:
+            j.tie_left -= 1
+            return last
+        j.tie_left = o.tie_burst - 1
+        return self.now()
 
     def append_synthetic_logs(
         self,
@@ -933,7 +1251,7 @@ class State:
 
         def start():
             with self.lock:
-                if not alive():
+                if not alive() or job.pinned:
                     return
                 self.start_job(job)
                 if not auto.line_interval:

@@ -73,7 +73,11 @@ def _generate() -> tuple[bytes, bytes, bytes]:
         .not_valid_after(now + dt.timedelta(days=30))
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+                [
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    x509.DNSName("localhost"),
+                    x509.DNSName("github.com"),  # served through `FakeBeaker.github_proxy` (gantry run)
+                ]
             ),
             critical=False,
         )

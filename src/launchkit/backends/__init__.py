@@ -9,149 +9,49 @@ or grpc.
 
 from __future__ import annotations
 
-import datetime as dt
-from enum import Enum
-from typing import IO, TYPE_CHECKING, Any, Protocol
-
-from pydantic import BaseModel, ConfigDict
-
 from launchkit.errors import UsageError
 
+TYPE_CHECKING = False  # not typing's: the supervisor imports this package and skips `typing` (~10 ms)
 if TYPE_CHECKING:
+    from typing import Any
+
     from launchkit.application import Application
+    from launchkit.backends.protocol import (
+        Backend,
+        Capability,
+        GpuRow,
+        LogQuery,
+        NoCredentials,
+        RunInfo,
+        RunStatus,
+        Submission,
+        require,
+    )
+
+__all__ = [
+    "Backend",
+    "Capability",
+    "GpuRow",
+    "LogQuery",
+    "NoCredentials",
+    "RunInfo",
+    "RunStatus",
+    "Submission",
+    "backend_for_run_id",
+    "get_backend",
+    "require",
+]
+_PROTOCOL = frozenset(__all__) - {"backend_for_run_id", "get_backend"}
 
 
-class RunStatus(str, Enum):
-    queued = "queued"
-    starting = "starting"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    canceled = "canceled"
-    preempted = "preempted"
+def __getattr__(name: str) -> Any:
+    """The protocol types (backends/protocol.py), loaded on first use: they need pydantic, and the
+    local supervisor, which lives under this package, starts without it."""
+    if name in _PROTOCOL:
+        from launchkit.backends import protocol
 
-    @property
-    def finished(self) -> bool:
-        return self in (RunStatus.succeeded, RunStatus.failed, RunStatus.canceled)
-
-
-class RunInfo(BaseModel):
-    """One run (a Beaker experiment, or a local run) as the CLI shows it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    name: str
-    backend: str
-    status: RunStatus
-    exit_code: int | None = None
-    created: dt.datetime
-    started: dt.datetime | None = None
-    finished: dt.datetime | None = None
-    author: str | None = None
-    replicas: int = 1
-    url: str | None = None
-    launchkit: bool = True  # launched by launchkit (vs. any other Beaker workload)
-
-
-class Capability(str, Enum):
-    """Features beyond the common protocol; the value says which options need it (for messages)."""
-
-    all_replicas = "--all-replicas"  # follow several replicas at once, lines prefixed [N]
-    tasks = "--task/--all"  # runs with several tasks (logs of one task, or of all)
-    others_runs = "--all/--mine/--author"  # runs of other people, and not launched by launchkit
-    gpu_filters = "--gpu-type/--all"  # find-gpus filters
-    uploads = "--upload"  # run: upload local files and mount them
-    unpushed = "unpushed commits"  # run: launch a commit that is not on a remote
-    workspaces = "--workspace/--group"  # runs scoped to a workspace or a group
-
-
-class LogQuery(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    replica: int | None = None  # None: all replicas
-    task: str | None = None  # needs Capability.tasks
-    all_tasks: bool = False  # needs Capability.tasks
-    tail: int | None = None
-    head: int | None = None
-    since: dt.datetime | None = None
-    timestamps: bool = False
-    run: int | None = None  # the task's Nth run (1 = first); None: the latest. Needs Capability.tasks
-
-
-class Submission(BaseModel):
-    """What `run` hands a backend: the spec (as JSON) plus what is needed to run it."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-    name: str
-    spec: dict[str, Any]  # BeakerExperimentSpec.to_json(): JSON, whose shape beaker-py owns
-    workspace: str | None = None
-    repo_root: str | None = None  # local checkout (the local backend clones from it)
-    auto_secrets: bool = True  # beaker: add well-known secrets (HF_TOKEN, ...) the workspace has
-
-
-GpuRow = dict[str, "str | int | list[str]"]  # one row of `find-gpus`, keys are the table's columns
-
-
-class Backend(Protocol):
-    """What every backend implements. Options that need a capability are ignored without it; the
-    CLI rejects them first (`require`)."""
-
-    name: str
-    capabilities: frozenset[Capability]
-
-    def submit(self, submission: Submission) -> RunInfo: ...
-
-    def get(self, run_ref: str) -> RunInfo: ...
-
-    def latest(self, *, author: str | None = None) -> RunInfo | None: ...
-
-    def list_runs(
-        self,
-        *,
-        limit: int = 20,
-        statuses: list[RunStatus] | None = None,
-        author: str | None = None,
-        text: str | None = None,
-        max_age: dt.timedelta | None = None,
-        include_all: bool = False,  # Capability.others_runs
-        mine: bool = False,  # Capability.others_runs
-    ) -> list[RunInfo]: ...
-
-    def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
-        """Write raw log bytes (never re-decoded) for the run to `out`."""
-        ...
-
-    def follow(
-        self,
-        run: RunInfo,
-        out: IO[bytes],
-        *,
-        replica: int | None = None,
-        all_replicas: bool = False,
-        tail: int | None = None,
-    ) -> int:
-        """Stream until the run finishes; return the job's exit code.
-
-        `all_replicas` needs Capability.all_replicas; `tail`: start with the last N lines so far."""
-        ...
-
-    def stop(self, run: RunInfo) -> RunInfo: ...
-
-    def find_gpus(self, *, gpu_types: list[str] | None = None, include_all: bool = False) -> list[GpuRow]:
-        """GPUs this backend can use; the filters need Capability.gpu_filters."""
-        ...
-
-
-def require(backend: Backend, capability: Capability, **given: object) -> None:
-    """A usage error when any of `given` (option name -> value) is set but the backend lacks `capability`."""
-    flags = ["--" + k.replace("_", "-") for k, v in given.items() if v not in (None, False, [], ())]
-    if flags and capability not in backend.capabilities:
-        raise UsageError(
-            f"{', '.join(flags)}: only for Beaker runs",  # today only Beaker has optional capabilities
-            hint=f"drop it for {backend.name} runs",
-        )
+        return getattr(protocol, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_backend(name: str, app: Application, *, workspace: str | None = None) -> Backend:

@@ -26,10 +26,12 @@ from launchkit.cli import (
     logs_cmd,
     open_cmd,
     profiles_cmd,
+    prune_cmd,
     run_cmd,
     secret_cmd,
     stop_cmd,
 )
+from launchkit.cli.backend_choice import stdout_closed
 from launchkit.cli.context import get_app
 from launchkit.cli.panels import PanelCommand, PanelGroup
 
@@ -69,6 +71,14 @@ def root(
 ) -> None:
     app = get_app(ctx)
     app.verbosity = -1 if quiet else verbose
+    if beaker_timeout is not None:  # checked here for every command, whichever backend it uses
+        from launchkit.core.units import UnitError, positive_seconds
+        from launchkit.errors import UsageError
+
+        try:
+            positive_seconds(beaker_timeout)
+        except UnitError as e:
+            raise UsageError(f"--beaker-timeout {beaker_timeout!r}: {e.problem}", hint=e.hint) from None
     app.beaker_timeout = beaker_timeout
     if log_level is not None:  # gantry 3.7.0's global option
         levels = {"debug": 1, "info": 0, "warning": 0, "error": -1}
@@ -115,6 +125,7 @@ def build_app() -> typer.Typer:
         ("find-gpus", find_gpus_cmd.find_gpus),
         ("open", open_cmd.open_page),
         ("profiles", profiles_cmd.profiles),
+        ("prune", prune_cmd.prune),
     ):
         cli.command(name, cls=PanelCommand)(command)
     cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)
@@ -138,6 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         returned = app(args=args, prog_name="launchkit", standalone_mode=False, obj=application)
         if isinstance(returned, int):  # typer.Exit(code) comes back as a value without standalone mode
             code = returned
+        sys.stdout.flush()  # a write error (full disk, /dev/full) belongs inside the boundary
     except typer.Exit as e:
         code = e.exit_code
     except typer.Abort:
@@ -147,36 +159,99 @@ def main(argv: list[str] | None = None) -> None:
         if type(e).__name__ == "NoArgsIsHelpError":
             sys.stdout.write(e.format_message() + "\n")
         else:
-            application.error(_usage_message(e, args))
+            application.error(_usage_message(e, args, application.user_command))
             code = e.exit_code
     except KeyboardInterrupt:
         code = 130
-    except Exception as e:
-        from launchkit.errors import LaunchkitError
-
-        if not isinstance(e, LaunchkitError) or application.verbose or os.environ.get("LAUNCHKIT_DEBUG"):
-            raise
-        application.error(e.one_line())
-        code = e.exit_code
+    except SystemExit as e:  # commands exit with a job's code; flush inside the boundary first
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        code = _flushed(application, code)
+    except BaseException as e:  # noqa: BLE001 - the one error boundary: every failure is one line
+        code = _report(application, e)
     if application.fast_exit and argv is None:
         # Nothing left to clean up (a dry run): skip the interpreter's teardown (~10-15 ms).
-        sys.stdout.flush()
+        code = _flushed(application, code)
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
 
 
-def _usage_message(e: TyperException, args: list[str]) -> str:
+def _flushed(application: Application, code: int) -> int:
+    """`code`, or the write error's exit code when stdout cannot take what is buffered."""
+    try:
+        sys.stdout.flush()
+    except Exception as e:  # noqa: BLE001 - reported as one line like any other failure
+        return _report(application, e)
+    return code
+
+
+def _report(application: Application, e: BaseException) -> int:
+    """Report a failure once, as one line; return the exit code. -v adds detail, never another code."""
+    from launchkit.errors import LaunchkitError, from_exception
+
+    if isinstance(e, BrokenPipeError):  # `launchkit list | head`: the reader has gone, nothing to say
+        return stdout_closed()
+    err = e if isinstance(e, LaunchkitError) else from_exception(e)
+    if isinstance(e, OSError):
+        try:
+            sys.stdout.flush()
+        except OSError:
+            stdout_closed()  # what stdout still buffers would fail again at exit
+    if os.environ.get("LAUNCHKIT_DEBUG"):
+        import traceback
+
+        traceback.print_exception(e, file=application.stderr or sys.stderr)
+    application.error(err.one_line())
+    if application.verbose:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        cause = e.__cause__ or e.__context__
+        application.debug(
+            f"{type(e).__module__}.{type(e).__qualname__}"
+            + (f" raised at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "")
+            + (f", caused by {type(cause).__name__}: {cause}" if cause is not None else "")
+            + " (LAUNCHKIT_DEBUG=1 shows the traceback)"
+        )
+    return err.exit_code
+
+
+def _usage_message(e: TyperException, args: list[str], command: list[str] | None) -> str:
     """Typer/click's parse error as one line that names the bad value when there is one."""
     msg = e.format_message()
     param = getattr(e, "param", None)
+    ctx = getattr(e, "ctx", None)
+    if command is None and type(e).__name__ == "NoSuchOption" and ctx is not None:
+        forgot = _command_without_separator(ctx, args)
+        name = getattr(e, "option_name", None) or "?"
+        # `launchkit run python train.py --lr 3e-4`: the user's own flags reached click
+        if any(t == name or t.startswith(name + "=") for t in forgot[1:]):
+            return (
+                f"{name} is not a `{ctx.info_name}` option: put the command "
+                f"after `--` (launchkit {ctx.info_name} [OPTIONS] -- {' '.join(forgot)})"
+            )
     for opt in getattr(param, "opts", None) or []:
         value = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == opt), None)
         value = value or next((a.split("=", 1)[1] for a in args if a.startswith(opt + "=")), None)
         if value is not None:
             msg = f"{opt} {value!r}: {getattr(e, 'message', msg)}"
             break
-    ctx = getattr(e, "ctx", None)
     if ctx is not None:
         msg += f" (see `{ctx.command_path} --help`)"
     return msg.replace("\n", " ")
+
+
+def _command_without_separator(ctx: typer.Context, args: list[str]) -> list[str]:
+    """The tokens from the first one that is neither an option of the command nor an option's value
+    (the user's command, when `--` was forgotten); [] when every token is an option."""
+    if ctx.command.name != "run" or ctx.info_name not in args:
+        return []
+    takes_value = {o for p in ctx.command.params if getattr(p, "is_flag", True) is False for o in p.opts}
+    tokens = args[args.index(ctx.info_name) + 1 :]
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("-") or token == "-":
+            return tokens[i:]
+        i += 2 if token in takes_value else 1
+    return []

@@ -35,11 +35,50 @@ def local_option() -> Any:
 
 def default_backend() -> str:
     from launchkit.config import load_config
+    from launchkit.errors import UsageError
 
-    return str(load_config().get("backend") or "beaker")
+    config = load_config()
+    name = config.get("backend")
+    if name is None:
+        return "beaker"
+    if name not in ("beaker", "local"):  # name the variable or file it came from
+        where = config.values["backend"][1].where("backend")
+        raise UsageError(f"{where} {name!r}: unknown backend", hint="use beaker or local")
+    return str(name)
 
 
-def backend_name(backend: str | None, local: bool, run_id: str | None = None) -> str:
+def _last_run_file() -> Any:
+    from pathlib import Path
+
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("launchkit")) / "last-run.json"
+
+
+def remember_last_run(backend: str, run_id: str) -> None:
+    """Written at submit, so that `--latest` goes to the backend of your most recent run."""
+    import json
+
+    try:
+        path = _last_run_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"backend": backend, "id": run_id}))
+    except OSError:
+        pass  # a convenience: --latest then falls back to the configured backend
+
+
+def last_run_backend() -> str | None:
+    import json
+
+    try:
+        name = json.loads(_last_run_file().read_text()).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if name in ("beaker", "local") else None
+
+
+def backend_name(backend: str | None, local: bool, run_id: str | None = None, latest: bool = False) -> str:
+    """--local/--backend, else the run id's prefix, else (for --latest) your last run's, else config."""
     from launchkit.backends import backend_for_run_id
 
     if local:
@@ -48,7 +87,7 @@ def backend_name(backend: str | None, local: bool, run_id: str | None = None) ->
         return backend
     if run_id:
         return backend_for_run_id(run_id)
-    return default_backend()
+    return (latest and last_run_backend()) or default_backend()
 
 
 def workspace_option() -> Any:
@@ -66,6 +105,7 @@ def choose(
     backend: str | None,
     local: bool,
     run_id: str | None = None,
+    latest: bool = False,
     *,
     workspace: str | None = None,
 ) -> Backend:
@@ -74,7 +114,7 @@ def choose(
     from launchkit.backends import Capability, get_backend, require
     from launchkit.errors import BackendError
 
-    name = backend_name(backend, local, run_id)
+    name = backend_name(backend, local, run_id, latest)
     try:
         from launchkit.config import load_config
 
@@ -108,7 +148,7 @@ def resolve_run(
         raise UsageError("which run? give a run ID or --latest", hint="list runs with `launchkit list`")
     if workspace and run_id:
         raise UsageError("--workspace only applies with --latest", hint="drop it, or use --latest")
-    b = choose(app, backend, local, run_id, workspace=workspace)
+    b = choose(app, backend, local, run_id, latest, workspace=workspace)
     if run_id:
         return b, b.get(run_id)
     run = b.latest(author=author) if author else b.latest()
@@ -118,9 +158,14 @@ def resolve_run(
 
 
 def stdout_closed() -> int:
-    """After a BrokenPipeError (e.g. `launchkit logs ID | head`): silence stdout, return 141 (SIGPIPE)."""
+    """After a BrokenPipeError (e.g. `launchkit logs ID | head`) or a failed write: point stdout at
+    /dev/null so nothing buffered is written (or fails) again at exit; return 141 (SIGPIPE)."""
     import sys
 
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (tests capture stdout in memory)
+        pass
     return 141

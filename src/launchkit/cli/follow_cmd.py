@@ -9,6 +9,7 @@ import typer
 from launchkit.cli import completing
 from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, workspace_option
 from launchkit.cli.context import get_app
+from launchkit.core.units import MAX_COUNT
 
 
 def follow(
@@ -17,7 +18,9 @@ def follow(
         None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run to follow."
     ),
     latest: bool = typer.Option(False, "--latest", "-l", help="Follow your newest run."),
-    replica: int | None = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
+    replica: int | None = typer.Option(
+        None, "--replica", "-r", help="Only this replica (rank).", min=0, max=MAX_COUNT
+    ),
     all_replicas: bool = typer.Option(
         False, "--all-replicas", help="Beaker: all replicas, lines prefixed [N]."
     ),

@@ -171,7 +171,8 @@ def follow_run(
     else:
         app.error(
             f"{run.id} failed with exit code {final.exit_code if final.exit_code is not None else '?'}"
-            f" (full logs: launchkit logs {run.id})"
+            + (f": {final.message}" if final.message else "")
+            + f" (full logs: launchkit logs {run.id})"
         )
     return code
 

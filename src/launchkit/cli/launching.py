@@ -4,8 +4,10 @@ Steps:
   1. build_request: command line + LAUNCHKIT_* env + config files -> LaunchRequest (validated)
   2. read_git_state: the commit to launch (clean, pushed) and where a job can fetch it from
   3. build_spec: -> beaker-py BeakerExperimentSpec (pure, offline, deterministic)
-  4. emit: --save-spec FILE and/or --dry-run (YAML on stdout)
-  5. submit: the chosen backend's submit(), then optionally follow the run
+  4. prepare: the backend resolves it read-only into exactly what it will send (Beaker: clusters,
+     image, secrets, budget); skipped with --dry-run --offline or without Beaker credentials
+  5. emit: --save-spec FILE and/or --dry-run (YAML on stdout): the prepared spec
+  6. submit: the chosen backend's submit() of that spec, then optionally follow the run
 """
 
 from __future__ import annotations
@@ -14,16 +16,14 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launchkit.application import Application
 from launchkit.errors import UsageError
 
 if TYPE_CHECKING:
-    from beaker.types import BeakerExperimentSpec
-
-    from launchkit.backends import Backend
-    from launchkit.core.gitstate import GitState
+    from launchkit.backends import Backend, Submission
     from launchkit.core.request import LaunchRequest
 
 
@@ -46,7 +46,7 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     with _no_pydantic_plugins():
         from launchkit.config import gantry_notice, load_config
         from launchkit.core.parse import build_request
-        from launchkit.core.spec import build_spec, spec_to_yaml
+        from launchkit.core.spec import build_spec, spec_json_to_yaml
 
         config = load_config()
         if notice := gantry_notice(config):
@@ -68,7 +68,9 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     from launchkit.cli.backend_choice import choose
     from launchkit.git import read_git_state
 
-    backend = None if request.dry_run else choose(app, request.backend.value, False)
+    why_offline = offline_reason(request)
+    local_dry_run = request.dry_run and request.backend.value == "local"  # nothing to resolve
+    backend = None if why_offline or local_dry_run else choose(app, request.backend.value, False)
     require_pushed = request.backend.value != "local"
     if backend is not None:
         from launchkit.backends import Capability
@@ -85,13 +87,32 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     if untracked := git.untracked_warning():
         app.warn(untracked)
     with _no_pydantic_plugins():
+        from launchkit.backends import Submission
+
         spec = build_spec(request, git, user_profiles=config.get("profiles"))
-        text = spec_to_yaml(spec)
+        submission = Submission(
+            name=request.name or f"launchkit-{git.commit[:8]}",
+            spec=spec.to_json(),
+            workspace=request.workspace,
+            repo_root=git.repo_root,
+            auto_secrets=request.auto_secrets,
+        )
+    if backend is not None:
+        submission, why_offline = prepare(app, backend, submission, dry_run=request.dry_run)
+    text = spec_json_to_yaml(submission.spec)
     if request.save_spec:
         save_spec(app, request.save_spec, text)
-    if backend is None:  # --dry-run
+    if backend is None or request.dry_run:
         sys.stdout.write(text)
         sys.stdout.flush()
+        if why_offline:
+            from launchkit.core.spec import decided_at_submit
+
+            parts = decided_at_submit(request, git)
+            app.info(
+                f"offline spec ({why_offline}): "
+                + ("decided at submit: " + "; ".join(parts) if parts else "complete")
+            )
         app.info(
             f"dry run: commit {git.commit[:12]}"
             + (f" ({git.branch})" if git.branch else "")
@@ -99,7 +120,38 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
         )
         app.fast_exit = True
         return
-    submit(app, backend, request, git, spec)
+    submit(app, backend, request, submission)
+
+
+def offline_reason(request: LaunchRequest) -> str | None:
+    """Why a Beaker dry run prints the offline spec, or None when it asks Beaker. Without BEAKER_TOKEN,
+    BEAKER_CONFIG or ~/.beaker/config.yml (where beaker-py's Config.from_env looks) there can be no
+    credentials, and the dry run stays offline without loading beaker-py's client (gRPC)."""
+    if not request.dry_run or request.backend.value == "local":
+        return None
+    if request.offline:
+        return "--offline"
+    if (
+        not any(k in os.environ for k in ("BEAKER_TOKEN", "BEAKER_CONFIG"))
+        and not (Path.home() / ".beaker" / "config.yml").is_file()
+    ):
+        return "no Beaker credentials"
+    return None
+
+
+def prepare(
+    app: Application, b: Backend, submission: Submission, *, dry_run: bool
+) -> tuple[Submission, str | None]:
+    """The submission as the backend will send it; for a dry run without credentials, the offline
+    spec and the reason (said on stderr)."""
+    from launchkit.backends import NoCredentials
+
+    try:
+        return b.prepare(submission), None
+    except NoCredentials:
+        if not dry_run:
+            raise
+        return submission, "no Beaker credentials"
 
 
 def save_spec(app: Application, path: str, text: str) -> None:
@@ -111,10 +163,8 @@ def save_spec(app: Application, path: str, text: str) -> None:
     app.info(f"spec saved to {path}")
 
 
-def submit(
-    app: Application, b: Backend, request: LaunchRequest, git: GitState, spec: BeakerExperimentSpec
-) -> None:
-    from launchkit.backends import Capability, Submission
+def submit(app: Application, b: Backend, request: LaunchRequest, submission: Submission) -> None:
+    from launchkit.backends import Capability
     from launchkit.cli.following import Limits, follow_run
 
     if request.uploads and Capability.uploads not in b.capabilities:
@@ -123,23 +173,22 @@ def submit(
             f"local files to {b.name.capitalize()} is not supported yet",
             hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
         )
-    run = b.submit(
-        Submission(
-            name=request.name or f"launchkit-{git.commit[:8]}",
-            spec=spec.to_json(),
-            workspace=request.workspace,
-            repo_root=git.repo_root,
-            auto_secrets=request.auto_secrets,
-        )
-    )
-    sys.stdout.write(run.id + "\n")  # for scripts: ID=$(launchkit run -q ...)
+    run = b.submit(submission)
+    from launchkit.cli.backend_choice import remember_last_run
+
+    remember_last_run(b.name, run.id)
+    sys.stdout.write(run.id + "\n")  # for scripts: ID=$(launchkit -q run ...)
     sys.stdout.flush()
     app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     if request.follow:
+        import typer
+
         limits = Limits(
             timeout=request.timeout,
             start=request.start_timeout,
             inactive=request.inactive_timeout,
             inactive_soft=request.inactive_soft_timeout,
         )
-        sys.exit(follow_run(app, b, run, limits=limits, show_logs=request.show_logs))
+        code = follow_run(app, b, run, limits=limits, show_logs=request.show_logs)
+        app.fast_exit = True  # the job runs detached: nothing to tear down (saves ~50 ms)
+        raise typer.Exit(code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import typer
 
@@ -10,15 +11,7 @@ from launchkit.application import OutputFormat
 from launchkit.cli import completing
 from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
 from launchkit.cli.context import get_app
-
-# gantry's (Beaker workload) status names -> launchkit's
-GANTRY_STATUSES = {
-    "submitted": "queued",
-    "ready_to_start": "queued",
-    "initializing": "starting",
-    "stopping": "running",
-    "uploading_results": "running",
-}
+from launchkit.core.units import MAX_COUNT
 
 
 def _age(created: dt.datetime) -> str:
@@ -29,22 +22,31 @@ def _age(created: dt.datetime) -> str:
     return f"{s}s ago"
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def list_runs(
     ctx: typer.Context,
     status: list[str] | None = typer.Option(
         None,
         "--status",
         "-s",
-        help="Only runs with this status (repeatable).",
+        help="Only runs with this status (repeatable): queued, starting, running, stopping, uploading, "
+        "succeeded, failed, canceled, preempted; on Beaker also its own names (uploading_results...).",
         autocompletion=completing.statuses,
     ),
-    limit: int = typer.Option(20, "--limit", "-l", "-n", min=1, help="At most N runs."),
+    limit: int = typer.Option(20, "--limit", "-l", "-n", min=1, max=MAX_COUNT, help="At most N runs."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
     author: str | None = typer.Option(None, "--author", "-a", help="Only runs by this user."),
     me: bool = typer.Option(False, "--me", help="Beaker: only your runs."),
     text: str | None = typer.Option(None, "--text", "-t", help="Name or description contains TEXT."),
     max_age: str | None = typer.Option(
-        None, "--max-age", help="Only runs younger than this (7d, 12h; a bare number is days)."
+        None, "--max-age", help="Only runs younger than this (7 = 7 days; 12h, 30m)."
     ),
     show_all: bool = typer.Option(False, "--all", help="Beaker: also experiments not launched by launchkit."),
     workspace: str | None = workspace_option(),
@@ -56,21 +58,18 @@ def list_runs(
     from launchkit.backends import Capability, RunStatus, require
     from launchkit.errors import UsageError
 
-    try:
-        statuses = list(dict.fromkeys(RunStatus(GANTRY_STATUSES.get(s, s)) for s in status or []))
-    except ValueError as e:
-        raise UsageError(str(e), hint="statuses: " + ", ".join(s.value for s in RunStatus)) from None
+    # launchkit's words, or on Beaker also Beaker's own (gantry's vocabulary): the backend checks them
+    statuses: list[Any] = [s.lower() for s in status or []]
     if me and author:
         raise UsageError("--me and --author cannot be combined", hint="drop one")
     age = None
     if max_age is not None:
         from launchkit.core.units import parse_duration
 
-        try:
-            # gantry: a bare integer is days
+        try:  # a bare number is days, as in gantry
             age = (
-                dt.timedelta(days=int(max_age))
-                if max_age.isdigit()
+                dt.timedelta(days=float(max_age))
+                if _is_number(max_age)
                 else dt.timedelta(seconds=parse_duration(max_age))
             )
         except Exception:  # noqa: BLE001 - any parse failure is a usage error
@@ -79,6 +78,11 @@ def list_runs(
     if as_json:
         app.output_format = OutputFormat.json
     b = choose(app, backend, local, workspace=workspace)
+    if b.name != "beaker":  # Beaker also takes its own status names (gantry's vocabulary)
+        try:
+            statuses = [RunStatus(s) for s in statuses]
+        except ValueError as e:
+            raise UsageError(str(e), hint="statuses: " + ", ".join(s.value for s in RunStatus)) from None
     require(b, Capability.others_runs, me=me, all=show_all)
     require(b, Capability.workspaces, group=group)
     scope = {"group": group} if group else {}

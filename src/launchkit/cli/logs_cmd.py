@@ -17,6 +17,7 @@ from launchkit.cli.backend_choice import (
     workspace_option,
 )
 from launchkit.cli.context import get_app
+from launchkit.core.units import MAX_COUNT
 
 
 def _since(value: str) -> dt.datetime:
@@ -41,16 +42,26 @@ def logs(
         None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run whose logs to show."
     ),
     latest: bool = typer.Option(False, "--latest", "-l", help="Your newest run."),
-    tail: int | None = typer.Option(None, "--tail", "-t", help="Only the last N lines.", min=0),
-    head: int | None = typer.Option(None, "--head", "-n", help="Only the first N lines.", min=0),
+    tail: int | None = typer.Option(
+        None, "--tail", "-t", help="Only the last N lines.", min=0, max=MAX_COUNT
+    ),
+    head: int | None = typer.Option(
+        None, "--head", "-n", help="Only the first N lines.", min=0, max=MAX_COUNT
+    ),
     since: str | None = typer.Option(
         None, "--since", "-s", help="Lines since a duration ago (10m) or a time."
     ),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep streaming until the run ends."),
     run_number: int | None = typer.Option(
-        None, "--run", min=1, help="Beaker: the task's Nth run (1 = first; default: the latest)."
+        None,
+        "--run",
+        min=1,
+        max=MAX_COUNT,
+        help="Beaker: the task's Nth run (1 = first; default: the latest).",
     ),
-    replica: int | None = typer.Option(None, "--replica", "-r", help="Only this replica (rank)."),
+    replica: int | None = typer.Option(
+        None, "--replica", "-r", help="Only this replica (rank).", min=0, max=MAX_COUNT
+    ),
     task: str | None = typer.Option(None, "--task", help="Beaker: only this task."),
     all_tasks: bool = typer.Option(False, "--all", "-a", help="Beaker: every task of the experiment."),
     timestamps: bool = typer.Option(False, "--timestamps", help="Prefix each line with its time."),
@@ -104,12 +115,18 @@ def logs(
         except BrokenPipeError:
             sys.exit(stdout_closed())
         return
-    if os.path.isdir(output) or output.endswith(os.sep):
-        os.makedirs(output, exist_ok=True)
-        ranks = [replica] if replica is not None else range(run.replicas)
-        for rank in ranks:
-            with open(os.path.join(output, f"{run.id}-replica-{rank}.log"), "wb") as f:
-                b.write_logs(run, query.model_copy(update={"replica": rank}), f)
-        return
-    with open(output, "wb") as f:
-        b.write_logs(run, query, f)
+    try:
+        if os.path.isdir(output) or output.endswith(os.sep):
+            os.makedirs(output, exist_ok=True)
+            ranks = [replica] if replica is not None else range(run.replicas)
+            for rank in ranks:
+                with open(os.path.join(output, f"{run.id}-replica-{rank}.log"), "wb") as f:
+                    b.write_logs(run, query.model_copy(update={"replica": rank}), f)
+            return
+        with open(output, "wb") as f:
+            b.write_logs(run, query, f)
+    except OSError as e:
+        from launchkit.errors import PreconditionError, from_exception
+
+        hint = from_exception(e).hint
+        raise PreconditionError(f"--output {output!r}: {e.strerror or e}", hint=hint) from None

@@ -41,6 +41,9 @@ def open_page(
 
 
 def _open(url: str, print_only: bool) -> None:
+    from launchkit.core.redact import redact_url
+
+    url = redact_url(url)  # printed below: never a credential from a URL
     opened = False
     if not print_only and sys.stdout.isatty():
         import webbrowser

@@ -15,9 +15,22 @@ def _read_value(name: str) -> str:
     if sys.stdin.isatty():
         import getpass
 
-        value = getpass.getpass(f"value for {name} (hidden): ")
+        try:
+            value = getpass.getpass(f"value for {name} (hidden): ")
+        except EOFError:  # Ctrl-D at the prompt
+            value = ""
     else:
-        value = sys.stdin.read()
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        try:
+            value = data.decode("utf-8")
+        except UnicodeDecodeError as e:  # never echo the value, only where it goes wrong
+            from launchkit.errors import UsageError
+
+            raise UsageError(
+                f"the value for secret {name} is not UTF-8 text (byte {e.start + 1} of {len(data)})",
+                hint="Beaker secrets are text: store binary data base64-encoded (`base64 -w0 FILE | "
+                f"launchkit secret set {name}`) and decode it in the job",
+            ) from None
         if value.endswith("\n"):
             value = value[:-2] if value.endswith("\r\n") else value[:-1]
     if not value:

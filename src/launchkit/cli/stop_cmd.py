@@ -53,8 +53,9 @@ def stop(
         if not typer.confirm(f"Stop {names}?", default=False, err=True):
             sys.exit(1)
     for b, run in runs:
-        if run.status.finished:
+        if run.status.finished and run.status.value != "lost":  # a lost run may have processes left
             app.info(f"{run.id} already {run.status.value}")
             continue
         final = b.stop(run)
-        app.info(f"{run.id} {final.status.value}")
+        why = f" ({final.message})" if final.message else ""
+        app.info(f"{run.id} {final.status.value}{why}")

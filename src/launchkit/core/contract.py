@@ -3,6 +3,9 @@
 Import-free, so the local supervisor and the Beaker backend can share the names cheaply.
 """
 
+# In the description of every experiment launchkit makes; `launchkit list` shows only those.
+DESCRIPTION_MARKER = "[launchkit]"
+
 ENV_VERSION = "LAUNCHKIT_VERSION"
 ENV_RUN_ID = "LAUNCHKIT_RUN_ID"
 ENV_GIT_REMOTE = "LAUNCHKIT_GIT_REMOTE"
@@ -23,6 +26,7 @@ ENV_UV_ALL_EXTRAS = "LAUNCHKIT_UV_ALL_EXTRAS"
 ENV_UV_TORCH_BACKEND = "UV_TORCH_BACKEND"
 ENV_UV_CACHE_DIR = "UV_CACHE_DIR"
 ENV_UV_VENV = "LAUNCHKIT_UV_VENV"
+ENV_UV_LINK_MODE = "UV_LINK_MODE"  # set by a profile's shared uv cache
 ENV_LAUNCHER = "LAUNCHKIT_LAUNCHER"
 ENV_SKIP_NCCL_SETUP = "LAUNCHKIT_SKIP_NCCL_SETUP"
 ENV_GIT_TOKEN = "LAUNCHKIT_GIT_TOKEN"

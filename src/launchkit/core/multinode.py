@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
 from launchkit.core.profiles import ProfileSelection, resolve_profiles
 from launchkit.core.request import HostMount, Launcher, LaunchRequest, WekaMount
 from launchkit.core.units import to_nanoseconds
@@ -83,6 +84,9 @@ def task_additions(
     """Everything profiles and multi-node wiring add to the task. The user's `--env` wins."""
     selection = resolve_profiles(request, user_profiles)
     user_names = {e.name for e in request.env} | {s.name for s in request.env_secrets}
+    if request.uv_cache_dir or ENV_UV_CACHE_DIR in user_names:
+        # the user's own uv cache wins over a profile's shared one, and uv picks the link mode for it
+        user_names |= {ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE}
     env = [(n, v) for n, v in selection.spec_env() + launcher_env(request, run_id) if n not in user_names]
     taken = (
         {m.mount_path for m in request.mounts}

@@ -7,6 +7,7 @@ Precedence: command line > LAUNCHKIT_* environment > project config > user confi
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from launchkit.core.multinode import check_combinations
+from launchkit.core.redact import looks_secret_name, token_kind
 from launchkit.core.request import (
     BackendName,
     DatasetMount,
@@ -31,7 +33,7 @@ from launchkit.core.request import (
     WekaMount,
 )
 from launchkit.core.run_options import RUN_OPTIONS, TRISTATE_OPTIONS, config_key
-from launchkit.core.units import parse_duration, parse_size
+from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
 
 if TYPE_CHECKING:
@@ -128,8 +130,8 @@ def _duration(opts: _Options, opt: str, *, allow_zero: bool) -> float | None:
         return None
     try:
         seconds = parse_duration(value)
-    except (ValueError, TypeError):
-        raise _fail(where, value, "not a duration", "use e.g. 90 (seconds), 30s, 5m, 2h30m or 1d") from None
+    except UnitError as e:
+        raise _fail(where, value, e.problem, e.hint) from None
     if seconds == 0 and not allow_zero:
         raise _fail(
             where, value, "must be longer than zero", "give a positive duration such as 30m, or omit it"
@@ -143,26 +145,29 @@ def _size(opts: _Options, opt: str) -> int | None:
         return None
     try:
         return parse_size(value)
-    except (ValueError, TypeError):
-        raise _fail(
-            where, value, "not a size", "use e.g. 512MiB, 10GiB or 10.24GB (greater than zero)"
-        ) from None
+    except UnitError as e:
+        raise _fail(where, value, e.problem, e.hint) from None
 
 
-def _positive(opts: _Options, opt: str, kind: type, hint: str, *, allow_zero: bool = False) -> Any:
+def _positive(
+    opts: _Options, opt: str, kind: type, hint: str, *, maximum: int, allow_zero: bool = False
+) -> Any:
     value, where = opts.get(opt)
     if value is None:
         return None
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
+        or not math.isfinite(value)
         or (kind is int and value != int(value))
     ):
-        raise _fail(where, value, f"must be {'an integer' if kind is int else 'a number'}", hint)
+        raise _fail(where, value, f"must be {'an integer' if kind is int else 'a finite number'}", hint)
     if value < 0 or (value == 0 and not allow_zero):
         raise _fail(
             where, value, "must be greater than zero" if not allow_zero else "must not be negative", hint
         )
+    if value > maximum:
+        raise _fail(where, value, f"is too large (at most {maximum})", hint)
     return kind(value)
 
 
@@ -217,7 +222,11 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
         if isinstance(cfg, dict):
             given = {n for n, _, _ in items}
             items = [(str(k), str(v), True) for k, v in cfg.items() if k not in given] + items
-    for name, val, _ in items:
+    cfg_where = (
+        opts.config.values["env"][1].where("env") if opts.config and "env" in opts.config.values else where
+    )
+    for name, val, from_config in items:
+        where = cfg_where if from_config else flag("env")
         if not ENV_NAME.fullmatch(name):
             raise _fail(
                 where,
@@ -229,30 +238,17 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
             raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if name in out:
             raise _fail(where, name, "is given twice", "pass each variable once")
-        if _looks_secret(name):
+        kind = token_kind(val)
+        if looks_secret_name(name) or kind:  # the message names the variable, never its value
             raise _fail(
                 where,
                 name,
-                "looks like a secret, and --env values are written into the spec",
+                (f"its value looks like a {kind}" if kind else "looks like a secret")
+                + ", and --env values are written into the spec",
                 f"store it with `launchkit secret set {name}` and pass --env-secret {name}",
             )
         out[name] = EnvVar(name=name, value=val)
     return list(out.values())
-
-
-_SECRET_SUFFIXES = ("_TOKEN", "_API_KEY", "_SECRET", "_PASSWORD", "_SECRET_KEY", "_ACCESS_KEY")
-
-
-def _looks_secret(name: str) -> bool:
-    """Names whose values must never land in a spec (they go through --env-secret instead)."""
-    upper = name.upper()
-    return upper in (
-        "HF_TOKEN",
-        "BEAKER_TOKEN",
-        "GITHUB_TOKEN",
-        "AZURE_API_BASE",
-        "SLACK_WEBHOOK_URL",
-    ) or upper.endswith(_SECRET_SUFFIXES)
 
 
 def _env_secrets(opts: _Options) -> list[EnvSecret]:
@@ -347,7 +343,7 @@ def _command(extra: list[str], command: list[str] | None) -> list[str]:
             hint="flags take no value (write --allow-dirty, not --allow-dirty false); "
             "the command goes after --",
         )
-    if not command or not command[0]:
+    if not command or not command[0].strip():
         raise UsageError("the command after `--` is empty", hint=f"e.g. {EXAMPLE}")
     for i, arg in enumerate(command):
         try:
@@ -398,8 +394,14 @@ def _constraints(opts: _Options, f: dict[str, Any]) -> None:
 
 
 def _resources(opts: _Options, f: dict[str, Any]) -> None:
-    f["cpus"] = _positive(opts, "cpus", float, "give a number of CPUs such as 8 or 0.5")
-    f["gpus"] = _positive(opts, "gpus", int, "give a positive GPU count, or omit --gpus for a CPU-only job")
+    f["cpus"] = _positive(opts, "cpus", float, "give a number of CPUs such as 8 or 0.5", maximum=MAX_UINT32)
+    f["gpus"] = _positive(
+        opts,
+        "gpus",
+        int,
+        "give a positive GPU count, or omit --gpus for a CPU-only job",
+        maximum=MAX_UINT32,
+    )
     f["memory"] = _size(opts, "memory")
     f["shared_memory"] = _size(opts, "shared_memory")
 
@@ -413,6 +415,14 @@ def _inputs(
 
 
 def _images(opts: _Options, f: dict[str, Any]) -> None:
+    for opt in ("beaker_image", "docker_image"):  # '' must not quietly mean the default image
+        _checked(
+            opts,
+            opt,
+            lambda v: isinstance(v, str) and v.strip() and not any(c.isspace() for c in v),
+            "is not an image name",
+            f"give an image such as {'org/image' if opt == 'beaker_image' else 'python:3.12'}, or omit it",
+        )
     beaker_image, docker_image = opts.get("beaker_image"), opts.get("docker_image")
     if beaker_image[0] and docker_image[0]:
         if beaker_image[1].startswith("--") == docker_image[1].startswith("--"):
@@ -547,11 +557,16 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
             "--preemptible/--not-preemptible cannot be combined with --min-runtime or --no-auto-resume",
             hint="use --min-runtime (0 = preemptible at any time) instead of --preemptible",
         )
-    f["retries"] = _positive(opts, "retries", int, "give how many times to retry, e.g. 3", allow_zero=True)
+    f["retries"] = _positive(
+        opts, "retries", int, "give how many times to retry, e.g. 3", maximum=MAX_COUNT, allow_zero=True
+    )
 
 
 def _multinode(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
-    f["replicas"] = _positive(opts, "replicas", int, "give the number of nodes, e.g. --replicas 2") or 1
+    f["replicas"] = (
+        _positive(opts, "replicas", int, "give the number of nodes, e.g. --replicas 2", maximum=MAX_COUNT)
+        or 1
+    )
     for opt in ("leader_selection", "host_networking", "propagate_failure", "propagate_preemption"):
         f[opt] = given.get(opt)
     f["synchronized_start_timeout"] = _duration(opts, "synchronized_start_timeout", allow_zero=False)
@@ -587,8 +602,10 @@ def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     if given.get("local") and given.get("backend") not in (None, "local"):
         raise UsageError(f"--local cannot be combined with --backend {given['backend']!r}", hint="keep one")
     f["backend"] = BackendName(backend or "beaker")
-    for opt in ("dry_run", "yes"):
+    for opt in ("dry_run", "offline", "yes"):
         f[opt] = bool(given.get(opt))
+    if f["offline"] and not f["dry_run"]:
+        raise UsageError("--offline only applies to --dry-run", hint="add --dry-run, or drop --offline")
     f["save_spec"] = given.get("save_spec")
     _waiting(opts, given, f)
 

@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
+from launchkit.core.redact import looks_secret_name, token_kind
 from launchkit.core.request import HostMount, LaunchRequest, WekaMount
 from launchkit.errors import UsageError
 
@@ -61,6 +63,8 @@ class Step(_Model):
             for name, value in (table or {}).items():
                 if not _ENV_NAME.match(name):
                     raise ValueError(f"{name!r} is not a valid environment variable name")
+                if looks_secret_name(name) or token_kind(value):  # profiles are written into the spec
+                    raise ValueError(f"{name!r} looks like a secret: pass it with --env-secret {name}")
                 _single_line(value, name)
         if self.source is not None:
             _single_line(self.source, "source")
@@ -160,6 +164,11 @@ class Profile(_Model):
         return bool(self.hostnames or self.detect_paths)
 
 
+# A uv cache on Weka, shared by every job and replica (docs/profiles.md "Shared uv cache"). Copy
+# mode: the venv is on the container's disk, another file system (no hard links across them), and
+# stays whole whatever happens to the cache afterwards. The user's own uv cache replaces both.
+SHARED_UV_CACHE = {ENV_UV_CACHE_DIR: "/weka/oe-adapt-default/allennlp/.cache/uv", ENV_UV_LINK_MODE: "copy"}
+
 _WEKA_CLUSTERS = ("jupiter", "titan", "ceres", "holmes", "saturn", "neptune", "triton", "rhea", "prometheus")
 _HF_WEKA = "/weka/oe-adapt-default/allennlp/.cache"
 
@@ -177,24 +186,19 @@ BUILTIN_PROFILES: dict[str, Profile] = {
                 "HF_HOME": f"{_HF_WEKA}/huggingface",
                 "HF_DATASETS_CACHE": f"{_HF_WEKA}/huggingface",
                 "HF_HUB_CACHE": f"{_HF_WEKA}/hub",
+                **SHARED_UV_CACHE,
             },
             weka=["oe-adapt-default:/weka/oe-adapt-default", "oe-training-default:/weka/oe-training-default"],  # type: ignore[list-item]  # parsed by a before-validator
             multi_node_setup=[Step(export={"NCCL_SOCKET_IFNAME": "ib", "NCCL_IB_HCA": "^=mlx5_bond_0"})],
         ),
+        # GPUDirect-TCPXO on GCP (A3 Mega). Keyed by the cluster tag and by the host's TCPXO directory,
+        # not by a cluster name: ai2/augusta, the first such cluster, was decommissioned in March 2026.
+        # No spec parts: caches and mounts differ per GCP cluster (a user table can add them).
         Profile(
-            name="ai2-augusta",
-            description="GCP Augusta (GPUDirect-TCPXO); /filestore cache",
-            clusters=["ai2/augusta*"],
+            name="gcp-tcpxo",
+            description="GCP clusters with GPUDirect-TCPXO (tag interconnect:tcpxo); host NCCL profile",
             tags=["interconnect:tcpxo"],
-            hostnames=["augusta*"],
             detect_paths=[TCPXO_DIR],
-            env={
-                "HF_HOME": "/filestore/.cache/huggingface",
-                "HF_DATASETS_CACHE": "/filestore/.cache/huggingface",
-                "HF_HUB_CACHE": "/filestore/.cache/hub",
-                "HF_HUB_ENABLE_HF_TRANSFER": "0",
-            },
-            mounts=["/mnt/filestore_1:/filestore"],  # type: ignore[list-item]  # parsed by a before-validator
             multi_node_setup=[
                 Step(export={"NCCL_LIB_DIR": TCPXO_DIR}),
                 Step(prepend={"LD_LIBRARY_PATH": TCPXO_DIR}),
@@ -361,9 +365,18 @@ def resolve_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | Non
     for ps in targets.values():
         for p in ps:
             seen.setdefault(p.name, p)
-    return _mixed(
-        list(seen.values()), tag_reason + reasons + ["targets span several families"], profiles, request
-    )
+    why = ["targets span several families"] if len(seen) > 1 else []
+    if any(not ps for ps in targets.values()):
+        # A cluster no profile names (say a new GCP cluster): profiles keyed only by tags and node
+        # detection (gcp-tcpxo) ride along, and the node decides at runtime.
+        node_decides = [p for p in named if not p.clusters and p.detectable and p.has_runtime_parts]
+        for p in node_decides:
+            seen.setdefault(p.name, p)
+        if node_decides:
+            why.append(
+                "the node decides for other clusters (" + ", ".join(map(_detect_text, node_decides)) + ")"
+            )
+    return _mixed(list(seen.values()), tag_reason + reasons + why, profiles, request)
 
 
 def _detect_text(p: Profile) -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import urlsplit
+
+from launchkit.core.redact import redact_url
 
 # SSH host -> the https host serving the same paths (incl. the SSH-over-443 endpoints).
 HTTPS_FOR_SSH_HOST = {
@@ -41,19 +43,11 @@ def is_url(remote: str) -> bool:
 
 
 def strip_credentials(url: str) -> str:
-    """`url` without a password, and without any user-info at all for http(s) (a token as user)."""
+    """`url` without a password, without any user-info at all for http(s) (a token as user), and
+    without credential query parameters (`?access_token=`)."""
     if not _SCHEME.match(url):
         return url
-    parts = urlsplit(url)
-    if parts.password is None and not (parts.username is not None and parts.scheme in ("http", "https")):
-        return url
-    keep_user = parts.username is not None and parts.scheme not in ("http", "https")
-    return urlunsplit(parts._replace(netloc=_netloc(parts, keep_user)))
-
-
-def _netloc(parts: SplitResult, keep_user: bool) -> str:
-    host = parts.netloc.rpartition("@")[2]
-    return f"{parts.username}@{host}" if keep_user else host
+    return redact_url(url, mask=None)
 
 
 def _ssh_host_and_path(url: str) -> tuple[str, str] | None:

@@ -181,6 +181,7 @@ class LaunchRequest(_Model):
     # --- launch behaviour (not part of the spec)
     backend: BackendName = BackendName.beaker
     dry_run: bool = False
+    offline: bool = False  # --dry-run without asking Beaker
     save_spec: str | None = None
     follow: bool = False  # wait for the job (--follow, --timeout N, gantry's --show-logs)
     show_logs: bool = True  # while waiting, stream the logs (--no-follow/--no-logs: wait silently)

@@ -113,7 +113,15 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         FLAG,
         ("--dry-run",),
         P_LAUNCH,
-        help="Print the Beaker spec as YAML and exit. Offline: no Beaker, no network.",
+        help="Print the spec `run` would submit (YAML) and exit. With Beaker credentials it resolves "
+        "clusters, image, secrets and budget read-only; nothing is created.",
+    ),
+    Opt(
+        "offline",
+        FLAG,
+        ("--offline",),
+        P_LAUNCH,
+        help="With --dry-run: do not ask Beaker; clusters, image id, secrets and budget are left to submit.",
     ),
     Opt(
         "save_spec",

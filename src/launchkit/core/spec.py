@@ -17,6 +17,7 @@ from typing import Any
 from launchkit import __version__
 from launchkit.core.beaker_types import spec_types
 from launchkit.core.contract import (
+    DESCRIPTION_MARKER,
     ENV_CONSTRAINT_GPU_TYPES,
     ENV_CONSTRAINT_TAGS,
     ENV_EXEC_METHOD,
@@ -57,6 +58,7 @@ DEFAULT_DOCKER_IMAGE = "python:3.12"
 
 _NOT_SPEC = {
     "dry_run",
+    "offline",
     "save_spec",
     "follow",
     "show_logs",
@@ -80,6 +82,32 @@ def run_id(request: LaunchRequest, git: GitState) -> str:
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def with_marker(description: str | None) -> str:
+    """The description with launchkit's marker, which `launchkit list` looks for."""
+    text = description or ""
+    return text if DESCRIPTION_MARKER in text else f"{text} {DESCRIPTION_MARKER}".strip()
+
+
+def decided_at_submit(request: LaunchRequest, git: GitState) -> list[str]:
+    """What the Beaker backend settles when it submits, which an offline spec cannot show."""
+    parts = []
+    filters = [f"--cluster {c}" for c in request.clusters] + [f"--gpu-type {g}" for g in request.gpu_types]
+    filters += [f"tag {t}" for t in cluster_tags(request)]
+    if filters:
+        parts.append(f"cluster constraint ({', '.join(filters)})")
+    if request.beaker_image:
+        parts.append(f"Beaker image id of {request.beaker_image}")
+    if not request.budget:
+        parts.append("budget (the workspace's)")
+    if request.auto_secrets:
+        parts.append("auto-secrets")
+    if git.github_repo and not request.git_token_secret:
+        parts.append(f"GITHUB_TOKEN secret for {git.github_repo}")
+    if request.groups:
+        parts.append("group ids")
+    return parts
 
 
 def upload_dataset_name(local_path: str) -> str:
@@ -249,7 +277,7 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
         parts.set_secret(s.name, s.secret)
     task = t.BeakerTaskSpec(env_vars=list(parts.env.values()), **parts.fields)
     return t.BeakerExperimentSpec(
-        description=request.description,
+        description=with_marker(request.description),
         budget=request.budget,
         tasks=[task],
         groups=list(request.groups) or None,
@@ -309,7 +337,12 @@ def _ordered(data: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
 def spec_to_yaml(spec: Any) -> str:
     """Deterministic, readable YAML for a spec: the interesting fields first, the entrypoint script
     (a block scalar) last."""
-    data = _ordered(spec.to_json(), _TOP_ORDER)
+    return spec_json_to_yaml(spec.to_json())
+
+
+def spec_json_to_yaml(spec_json: dict[str, Any]) -> str:
+    """`spec_to_yaml` for a spec's JSON (`BeakerExperimentSpec.to_json()`), e.g. a resolved one."""
+    data = _ordered(spec_json, _TOP_ORDER)
     data["tasks"] = [_ordered(task, _TASK_ORDER) for task in data.get("tasks", [])]
     return dump_yaml(data)
 

@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)", re.IGNORECASE)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+# Beaker's wire limits: durations are int64 nanoseconds, sizes uint64 bytes.
+MAX_SECONDS = (2**63 - 1) // 1_000_000_000  # about 292 years
+MAX_BYTES = 2**64 - 1
+# Counts: GPU and CPU counts are uint32 in Beaker; other counts (replicas, retries, lines, list
+# limits) stay within int32.
+MAX_UINT32 = 2**32 - 1
+MAX_COUNT = 2**31 - 1
+
+
+class UnitError(ValueError):
+    """A value that is not a duration or size Beaker can take: what is wrong, and the fix."""
+
+    def __init__(self, problem: str, hint: str):
+        super().__init__(f"{problem}: {hint}")
+        self.problem = problem
+        self.hint = hint
+
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?i?b?)?\s*$", re.IGNORECASE)
 _SIZE_FACTORS = {
@@ -35,10 +54,10 @@ _SIZE_FACTORS = {
 
 
 def parse_duration(text: str | float) -> float:
-    """Seconds from `90` (seconds), `30s`, `5m`, `2h30m`, `1d`. Raises ValueError with a hint."""
-    if isinstance(text, (int, float)):
+    """Seconds from `90` (seconds), `30s`, `5m`, `2h30m`, `1d`. Raises UnitError (a ValueError)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
-    else:
+    elif isinstance(text, str):
         s = text.strip().lower()
         if re.fullmatch(r"\d+(\.\d+)?", s):
             value = float(s)
@@ -50,23 +69,45 @@ def parse_duration(text: str | float) -> float:
                 value += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
                 pos = m.end()
             if pos != len(s) or not s:
-                raise ValueError(f"invalid duration {text!r}: use e.g. 90, 30s, 5m, 2h30m or 1d")
+                raise UnitError("not a duration", "use e.g. 90 (seconds), 30s, 5m, 2h30m or 1d")
+    else:
+        raise UnitError("not a duration", "use e.g. 90 (seconds), 30s, 5m, 2h30m or 1d")
+    if math.isnan(value):
+        raise UnitError("not a number", "give a duration such as 30m")
     if value < 0:
-        raise ValueError(f"invalid duration {text!r}: must not be negative")
+        raise UnitError("must not be negative", "give a duration such as 30m")
+    if value > MAX_SECONDS:
+        raise UnitError("is too long", f"durations end at {MAX_SECONDS}s (about 292 years); give e.g. 7d")
     return value
 
 
+def positive_seconds(value: str | float) -> float:
+    """A timeout: a duration greater than zero. Raises UnitError (a ValueError)."""
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise UnitError("must be greater than zero", "give a duration such as 90s or 2m")
+    return seconds
+
+
 def parse_size(text: str | int) -> int:
-    """Bytes from `512MiB`, `10GiB`, `10.24gb`, `1000000`. Raises ValueError with a hint."""
-    if isinstance(text, int):
+    """Bytes from `512MiB`, `10GiB`, `10.24gb`, `1000000`. Raises UnitError (a ValueError)."""
+    hint = "use e.g. 512MiB, 10GiB or 10.24GB (greater than zero)"
+    if isinstance(text, int) and not isinstance(text, bool):
         value = text
-    else:
+    elif isinstance(text, str):
         m = _SIZE.match(text)
         if not m or (m.group(2) or "").lower() not in _SIZE_FACTORS:
-            raise ValueError(f"invalid size {text!r}: use e.g. 512MiB, 10GiB or 10.24GB")
-        value = int(float(m.group(1)) * _SIZE_FACTORS[(m.group(2) or "").lower()])
+            raise UnitError("not a size", hint)
+        amount = float(m.group(1)) * _SIZE_FACTORS[(m.group(2) or "").lower()]
+        if not math.isfinite(amount) or amount > MAX_BYTES:
+            raise UnitError("is too large", "Beaker takes at most 16EiB (2^64 - 1 bytes)")
+        value = int(amount)
+    else:
+        raise UnitError("not a size", hint)
     if value <= 0:
-        raise ValueError(f"invalid size {text!r}: must be greater than zero")
+        raise UnitError("must be greater than zero", hint)
+    if value > MAX_BYTES:
+        raise UnitError("is too large", "Beaker takes at most 16EiB (2^64 - 1 bytes)")
     return value
 
 

@@ -93,6 +93,12 @@ lk_prepare_python() { # background: exit code says which step failed
         exit "$LK_EXIT_VENV"
 }
 if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
+    # A shared uv cache (--uv-cache-dir, or the cluster profile's) that is not there is not worth
+    # failing the job for: uv's default cache works, only slower.
+    if [[ -n ${UV_CACHE_DIR:-} ]] && ! { mkdir -p "$UV_CACHE_DIR" && [[ -w $UV_CACHE_DIR ]]; } 2>/dev/null; then
+        lk_log "warning: UV_CACHE_DIR=$UV_CACHE_DIR is not a writable directory; using uv's default cache"
+        unset UV_CACHE_DIR
+    fi
     lk_log_file LK_PREP_LOG python
     LK_PREP_T=$(lk_now_ms)
     (
@@ -151,6 +157,62 @@ lk_step "cluster setup" "$LK_EXIT_CLUSTER_SETUP"
 lk_cluster_setup
 
 # ---- 6. Python environment, chosen by what the commit contains
+
+# The user's own project (installed editable by `uv sync`) is built by its build backend on every
+# job: uv's build cache keys on the ctime of pyproject.toml/setup.py/setup.cfg and the creation time
+# of src/, which are new in every fresh clone (and cannot be set). So launchkit keeps the project's
+# installed files itself, keyed on what uv's keys stand for, by content: the packaging files' git
+# blobs, the top-level (and src/) names, the Python version and the paths (the same on every node).
+# Stored in uv's cache directory, so a shared cache shares them; writes are atomic renames.
+lk_project_key() { # lk_project_key VAR: the key of this checkout's project build, or "" (not handled)
+    local -n out=$1
+    out=''
+    [[ -f pyproject.toml ]] || return 0
+    # the user changed how uv installs the project, has a workspace or set tool.uv.cache-keys: leave it all to uv
+    [[ -z ${UV_NO_EDITABLE:-}${UV_NO_INSTALL_PROJECT:-}${UV_NO_INSTALL_WORKSPACE:-} ]] || return 0
+    grep -qE '^[[:space:]]*(\[tool\.uv\.workspace\]|cache-keys[[:space:]]*=)' pyproject.toml && return 0
+    local py commit=''
+    py=$(grep -m1 '^version_info' "$LK_VENV/pyvenv.cfg" 2>/dev/null) || return 0
+    # dynamic metadata (a version from git, say) or a setup.py-only project: any commit may change it
+    if grep -qE '^[[:space:]]*dynamic[[:space:]]*=' pyproject.toml || ! grep -q '^\[project\]' pyproject.toml; then
+        commit=$(git rev-parse HEAD)
+    fi
+    out=$({
+        printf 'launchkit-project-v1\n%s\n%s\n%s\n%s\n' "$PWD" "$LK_VENV" "$py" "$commit"
+        git ls-tree HEAD -- pyproject.toml setup.py setup.cfg
+        git ls-tree --name-only HEAD
+        git ls-tree --name-only HEAD:src 2>/dev/null || true
+    } | sha256sum) || { out=''; return 0; }
+    out=${out:0:32}
+}
+lk_store_project() { # lk_store_project FILE: keep the editable install of the project at $PWD
+    local sp dist='' f line tmp
+    local -a files=()
+    for f in "$LK_VENV"/lib/python*/site-packages/*.dist-info/direct_url.json; do
+        [[ -f $f ]] || continue
+        line=$(<"$f")
+        [[ $line == *"\"url\":\"file://$PWD\""* && $line == *'"editable":true'* ]] || continue
+        [[ -z $dist ]] || return 0  # more than one: not ours to guess
+        dist=${f%/direct_url.json}
+    done
+    [[ -n $dist && -f $dist/RECORD ]] || return 0  # a virtual project: nothing was built
+    sp=${dist%/*}
+    while IFS=, read -r f _; do
+        [[ $f == \"* ]] && return 0  # a quoted (comma-containing) path: skip rather than misread
+        [[ $f == */uv_cache.json ]] && continue  # uv's ctime record of this clone: let uv recheck
+        files+=("$sp/$f")
+    done <"$dist/RECORD"
+    ((${#files[@]})) || return 0
+    mapfile -t files < <(realpath -m -s --relative-to="$LK_VENV" -- "${files[@]}")
+    for f in "${files[@]}"; do [[ $f == ../* ]] && return 0; done
+    mkdir -p "${1%/*}" 2>/dev/null || return 0
+    tmp=$(mktemp "$1.XXXXXX" 2>/dev/null) || return 0  # unique even among nodes sharing the cache
+    if tar -cf "$tmp" -C "$LK_VENV" -- "${files[@]}" 2>/dev/null && chmod 644 "$tmp" && mv -f "$tmp" "$1"; then
+        echo "[launchkit] project: stored its build as ${1##*/}"
+    else
+        rm -f "$tmp"
+    fi
+}
 lk_install() {
     local log kind='' extras_spec=''
     local -a target=() extras=()
@@ -179,13 +241,26 @@ lk_install() {
             # Everything is pinned, so try the cache alone first: no index round-trips (build
             # requirements would otherwise be re-validated online); anything missing -> online.
             local -a sync=(uv sync --frozen "${extras[@]}" ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"})
-            local cache
+            local cache key='' stored=''
             cache=$(uv cache dir 2>/dev/null || true)
+            [[ -n $cache ]] && lk_project_key key
+            [[ -n $key ]] && stored="$cache/launchkit-projects-v1/$key.tar"
+            [[ -n $stored && -s $stored ]] && sync+=(--no-install-project)  # the build is stored: skip it
             if [[ -n $cache && -d $cache/archive-v0 ]]; then
                 lk_run_logged "$log" "${sync[@]}" --offline ||
                     { echo "[launchkit] not all in the uv cache: syncing online" >>"$log"; lk_run_logged "$log" "${sync[@]}"; }
             else
                 lk_run_logged "$log" "${sync[@]}"
+            fi
+            if [[ ${sync[-1]} == --no-install-project ]]; then
+                if tar -xf "$stored" -C "$LK_VENV" 2>>"$log"; then
+                    echo "[launchkit] project: installed its stored build ${stored##*/} (packaging files unchanged)" >>"$log"
+                else
+                    echo "[launchkit] project: the stored build is unreadable; building it" >>"$log"
+                    lk_run_logged "$log" "${sync[@]:0:${#sync[@]}-1}"
+                fi
+            elif [[ -n $stored ]]; then
+                lk_store_project "$stored" >>"$log" 2>&1 || true
             fi
         fi
     elif [[ -f pyproject.toml || -f setup.py || -f setup.cfg ]]; then

@@ -1,10 +1,13 @@
-"""`BeakerBackend`: the `Backend` protocol over beaker-py (submit, get, list, logs, follow, stop, find-gpus)."""
+"""`BeakerBackend`: the `Backend` protocol over beaker-py (submit, get, list, logs, follow, stop,
+find-gpus)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from typing import IO, Any
 
 from beaker import beaker_pb2 as pb2
@@ -30,8 +33,8 @@ _STATUS = {
     W.STATUS_READY_TO_START: RunStatus.queued,
     W.STATUS_INITIALIZING: RunStatus.starting,
     W.STATUS_RUNNING: RunStatus.running,
-    W.STATUS_STOPPING: RunStatus.running,
-    W.STATUS_UPLOADING_RESULTS: RunStatus.running,
+    W.STATUS_STOPPING: RunStatus.stopping,
+    W.STATUS_UPLOADING_RESULTS: RunStatus.uploading,
     W.STATUS_SUCCEEDED: RunStatus.succeeded,
     W.STATUS_FAILED: RunStatus.failed,
     W.STATUS_CANCELED: RunStatus.canceled,
@@ -46,15 +49,21 @@ STATUS_NAMES = [s.name for s in BeakerWorkloadStatus]
 def _time(ts: Any) -> dt.datetime | None:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return None
-    return ts.ToDatetime(tzinfo=dt.UTC)
+    out: dt.datetime = ts.ToDatetime(tzinfo=dt.UTC)
+    return out
 
 
 def job_status(job: Any) -> RunStatus:
+    """From timestamps, as Beaker's clients do (fact sheet 4.2). A FAILED job may have no exit code."""
     s = job.status
-    if s.HasField("finalized") or s.HasField("exited") or s.HasField("canceled"):
-        if s.HasField("canceled"):
-            return RunStatus.preempted if s.canceled_code in _PREEMPTION else RunStatus.canceled
-        return RunStatus.succeeded if s.exit_code == 0 and not s.HasField("failed") else RunStatus.failed
+    if s.HasField("canceled"):
+        if s.canceled_code in _PREEMPTION:
+            return RunStatus.preempted
+        return RunStatus.canceled if s.HasField("finalized") else RunStatus.stopping
+    if s.HasField("finalized") or s.HasField("exited") or s.HasField("failed"):
+        if s.HasField("failed") or (s.HasField("exit_code") and s.exit_code != 0):
+            return RunStatus.failed if s.HasField("finalized") else RunStatus.uploading
+        return RunStatus.succeeded if s.HasField("finalized") else RunStatus.uploading
     if s.HasField("started"):
         return RunStatus.running
     if s.HasField("scheduled"):
@@ -83,6 +92,9 @@ class BeakerBackend:
         self._timeout = timeout if timeout is not None else self.app.beaker_timeout
         self._workspace = workspace
         self._conn: Connection | None = None
+        self._prepared_workspace: tuple[str, Any] | None = None  # (name, pb2.Workspace) from prepare()
+        self._seen: dict[str, tuple[Any, list[tuple[int, Any, Any]]]] = {}  # get() -> follow()
+        self._final: dict[str, RunInfo] = {}  # runs follow() saw finish
 
     # -- plumbing -------------------------------------------------------------------------------
     @property
@@ -99,7 +111,7 @@ class BeakerBackend:
         if self._conn is not None:
             self._conn.close()
 
-    def _errors(self):
+    def _errors(self) -> AbstractContextManager[None]:
         return self.conn.errors()
 
     def _workload(self, ref: str) -> Any:
@@ -124,7 +136,10 @@ class BeakerBackend:
         started = finished = None
         if job is not None:
             started, finished = _time(job.status.started), _time(job.status.finalized)
-            if status.finished or job_status(job).finished:
+            js = job_status(job)
+            if status == RunStatus.canceled and js == RunStatus.preempted:
+                status = js  # canceled by a preemption (and not resumed)
+            if status.finished or js.finished:
                 exit_code = job_exit_code(job)
         return RunInfo(
             id=ex.id,
@@ -142,33 +157,57 @@ class BeakerBackend:
         )
 
     # -- submit ---------------------------------------------------------------------------------
-    def submit(self, submission: Submission) -> RunInfo:
-        from launchkit.backends.beaker.submit import create_once
+    def prepare(self, submission: Submission) -> Submission:
+        from launchkit.backends.beaker.prepare import prepare
 
+        if submission.prepared:
+            return submission
         with self._errors():
-            resolved = rs.resolve(
+            p = prepare(
                 self.conn,
                 submission.spec,
                 workspace=submission.workspace or self._workspace,
-                gpu_types=rs.spec_env_list(submission.spec, rs.ENV_GPU_TYPES),
-                tags=rs.spec_env_list(submission.spec, rs.ENV_TAGS),
                 auto_secrets=submission.auto_secrets,
+                app=self.app,
             )
-            for note in resolved.notes:
-                self.app.info(note)
+        for note in p.notes:
+            self.app.info(note)
+        self._prepared_workspace = (p.workspace_name, p.workspace)
+        return submission.model_copy(update={"spec": p.spec, "workspace": p.workspace_name, "prepared": True})
+
+    def submit(self, submission: Submission) -> RunInfo:
+        from launchkit.backends.beaker.submit import create_once
+
+        submission = self.prepare(submission)
+        with self._errors():
+            known = self._prepared_workspace
+            if known is not None and known[0] == submission.workspace:
+                ws = known[1]
+            else:
+                ws = rs.get_workspace(self.conn, rs.workspace_name(self.conn, submission.workspace))
             self.conn.renew()
-            wl = create_once(self.conn, resolved.workspace, submission.name, resolved.spec, self.app)
+            wl = create_once(self.conn, ws, submission.name, submission.spec, self.app)
             return self._info(wl, author=self.conn.me().name)
 
     # -- lookups --------------------------------------------------------------------------------
     def get(self, run_ref: str) -> RunInfo:
-        wl = self._workload(run_ref)
+        """Two round trips: the workload (with the org resolved alongside), then every task's latest
+        job (and the author's name) at once. `follow` reuses what this fetched."""
+        if run_ref in self._final:
+            return self._final[run_ref]
         with self._errors():
-            jobs = [job for _, _, job in self._latest_jobs(wl) if job is not None]
-            failed = (j for j in jobs if job_status(j).finished and job_exit_code(j) != 0)
-            lead = next(failed, jobs[0] if jobs else None)  # a failing replica's exit code, else rank 0
-            author = self.conn.user_names([wl.experiment.author_id])[wl.experiment.author_id]
-            return self._info(wl, author=author, job=lead)
+            _ = self.beaker.service  # one channel, made before two threads use it
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                org = pool.submit(self.conn.org)
+                wl = self._workload(run_ref)
+                org.result()
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                author_id = wl.experiment.author_id
+                names = pool.submit(self.conn.user_names, [author_id])
+                rows = self._latest_jobs(wl)
+                author = names.result()[author_id]
+            self._seen[wl.experiment.id] = (wl, rows)
+            return self._info(wl, author=author, job=_lead([job for _, _, job in rows]))
 
     def latest(self, *, author: str | None = None) -> RunInfo | None:
         """The newest experiment of `author` (default: the current user). Never someone else's."""
@@ -192,7 +231,7 @@ class BeakerBackend:
         workspace; None (no default at all): the whole organization."""
         return workspace or self._workspace or self.beaker.config.default_workspace or None
 
-    def _group(self, ref: str) -> Any:
+    def _find_group(self, ref: str) -> Any:
         """A group by id, or by name (NAME or owner/NAME) among the groups whose name contains it."""
         try:
             return self.beaker.group.get(ref)
@@ -206,7 +245,7 @@ class BeakerBackend:
 
     def _group_runs(self, group: str) -> list[Any]:
         """The group's experiments (ListGroupTaskMetrics, then GetWorkload each), newest first."""
-        g = self._group(group)
+        g = self._find_group(group)
         ids = dict.fromkeys(m.experiment_id for m in self.beaker.group.list_task_metrics(g))
         wls = [self._workload(eid) for eid in ids]
         return sorted(wls, key=lambda wl: wl.experiment.created.ToNanoseconds(), reverse=True)
@@ -236,7 +275,8 @@ class BeakerBackend:
         With `group`: the group's experiments, filtered here (as gantry's `list -g` does)."""
         if group is not None:
             return self._list_group(group, limit, statuses, author, text, max_age, include_all, mine)
-        beaker_statuses = _beaker_statuses(statuses)
+        beaker_statuses, shown = status_filter(statuses)
+        preempted = RunStatus.preempted in (shown or ())  # canceled rows, filtered by their jobs
         with self._errors():
             user = self._user(author) if (author or mine) else None
             ws = self._scope(workspace)
@@ -253,15 +293,49 @@ class BeakerBackend:
                 statuses=beaker_statuses,
                 name_or_description=server_text,
                 sort_order=BeakerSortOrder.descending,
-                limit=limit if (include_all or not text) else None,
+                limit=limit if (include_all or not text) and not preempted else None,
             ):
                 if not include_all and rs.MARKER not in wl.experiment.description:
                     continue
                 rows.append(wl)
-                if len(rows) >= limit:
+                if len(rows) >= (limit * 10 if preempted else limit):
                     break
-            names = self.conn.user_names([wl.experiment.author_id for wl in rows])
-            return [self._info(wl, author=names[wl.experiment.author_id]) for wl in rows]
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
+                jobs = self._finished_jobs(rows)
+                names = names_f.result()
+            infos = [
+                self._info(wl, author=names[wl.experiment.author_id], job=jobs.get(wl.experiment.id))
+                for wl in rows
+            ]
+            if shown is not None:  # rows show what was asked for (e.g. preempted vs canceled)
+                infos = [i for i in infos if i.status in shown]
+            return infos[:limit]
+
+    FINISHED = frozenset({W.STATUS_SUCCEEDED, W.STATUS_FAILED, W.STATUS_CANCELED})
+    JOB_PAGES = 10  # pages of 50 finished jobs read at most for the EXIT column
+
+    def _finished_jobs(self, rows: list[Any]) -> dict[str, Any]:
+        """Experiment id -> the job that stands for it (a failing replica's, else rank 0's), for the
+        finished rows, from ONE newest-first listing of the org's finalized jobs (not a call per row):
+        it stops once every wanted task is seen or the jobs are older than the oldest finished row."""
+        done = [wl for wl in rows if wl.status in self.FINISHED]
+        if not done:
+            return {}
+        want = {t.id: wl.experiment.id for wl in done for t in wl.experiment.tasks}
+        oldest = min(wl.experiment.created.ToNanoseconds() for wl in done)
+        found: dict[str, Any] = {}
+        for i, job in enumerate(self.beaker.job.list(org=self.conn.org(), finalized=True)):
+            if job.task_id in want and job.task_id not in found:
+                found[job.task_id] = job
+            if len(found) == len(want) or job.status.created.ToNanoseconds() < oldest:
+                break
+            if i >= 50 * self.JOB_PAGES:
+                break
+        by_exp: dict[str, list[Any]] = {}
+        for task_id, job in found.items():
+            by_exp.setdefault(want[task_id], []).append(job)
+        return {eid: _lead(jobs) for eid, jobs in by_exp.items()}
 
     def _list_group(
         self,
@@ -274,7 +348,8 @@ class BeakerBackend:
         include_all: bool,
         mine: bool,
     ) -> list[RunInfo]:
-        wanted = {RunStatus(s) for s in statuses or []}
+        _, shown = status_filter(statuses)
+        wanted = set(shown or ())
         with self._errors():
             user = self._user(author) if (author or mine) else None
             oldest = dt.datetime.now(dt.UTC) - max_age if max_age else None
@@ -298,26 +373,41 @@ class BeakerBackend:
     def _latest_jobs(
         self, wl: Any, task: str | None = None, run: int | None = None
     ) -> list[tuple[int, Any, Any]]:
-        """[(replica rank, task, latest job or None)] sorted by rank; one ListJobs per task.
+        """[(replica rank, task, latest job or None)] sorted by rank; the tasks' ListJobs run at once.
+        `task` selects a task and its replicas, whatever Beaker names replica tasks (unknown).
         `run` N (logs --run): the task's Nth job (1 = its first) instead of the latest."""
-        tasks = [t for t in wl.experiment.tasks if task is None or t.name == task]
+        if not wl.HasField("experiment"):
+            raise UsageError(
+                f"{_workload_id(wl)} is a session, not an experiment", hint="launchkit follows experiments"
+            )
+        tasks = list(wl.experiment.tasks)
+        if task is not None:
+            groups = {_group(t) for t in tasks if task in (t.name, _group(t), _unranked(t))}
+            tasks = [t for t in tasks if _group(t) in groups]
         if task is not None and not tasks:
-            names = ", ".join(t.name for t in wl.experiment.tasks)
+            names = ", ".join(dict.fromkeys(t.name for t in wl.experiment.tasks))
             raise NotFoundError(f"experiment has no task {task!r}", hint=f"tasks: {names}")
         org = self.conn.org()
-        out = []
-        for i, t in enumerate(tasks):
-            if run is None:
-                jobs = list(self.beaker.job.list(org=org, task=t, limit=1))
-                job = jobs[0] if jobs else None
-            else:  # newest first from the server (ascending is not implemented there)
-                jobs = list(self.beaker.job.list(org=org, task=t))[::-1]
-                if not 1 <= run <= len(jobs):
+
+        def latest(t: Any) -> Any:
+            if run is not None:  # newest first from the server (ascending is not implemented there)
+                every = list(self.beaker.job.list(org=org, task=t))[::-1]
+                if not 1 <= run <= len(every):
                     raise NotFoundError(
                         f"task {t.name} has no run {run}",
-                        hint=f"it has {len(jobs)} run(s): --run 1..{len(jobs)}",
+                        hint=f"it has {len(every)} run(s): --run 1..{len(every)}",
                     )
-                job = jobs[run - 1]
+                return every[run - 1]
+            jobs = list(self.beaker.job.list(org=org, task=t, limit=1))
+            return jobs[0] if jobs else None
+
+        if len(tasks) > 1:
+            with ThreadPoolExecutor(max_workers=min(16, len(tasks))) as pool:
+                latest_jobs = list(pool.map(latest, tasks))
+        else:
+            latest_jobs = [latest(t) for t in tasks]
+        out = []
+        for i, (t, job) in enumerate(zip(tasks, latest_jobs, strict=True)):
             rank = i
             for src in (job.system_details if job is not None else None, t.system_details):
                 if src is not None and src.HasField("replica_group_details"):
@@ -329,7 +419,11 @@ class BeakerBackend:
     def _select(
         self, wl: Any, replica: int | None, task: str | None, run: int | None = None
     ) -> list[tuple[int, Any, Any]]:
-        rows = self._latest_jobs(wl, task, run)
+        return self._pick(wl, self._latest_jobs(wl, task, run), replica)
+
+    def _pick(
+        self, wl: Any, rows: list[tuple[int, Any, Any]], replica: int | None
+    ) -> list[tuple[int, Any, Any]]:
         if replica is not None:
             rows = [r for r in rows if r[0] == replica]
             if not rows:
@@ -350,10 +444,10 @@ class BeakerBackend:
         with self._errors():
             task = query.task
             if task is None and not (all_tasks or query.all_tasks) and wl.experiment.tasks:
-                task = wl.experiment.tasks[0].name
+                task = _group(wl.experiment.tasks[0])
             rows = self._select(wl, query.replica, task, query.run)
             since_ns = _epoch_ns(query.since) if query.since else None
-            several_tasks = len({t.name for _, t, _ in rows}) > 1
+            several_tasks = len({_group(t) for _, t, _ in rows}) > 1
             for rank, t, job in rows:
                 if job is None:
                     self.app.warn(f"replica {rank} ({t.name}) has no job yet")
@@ -387,20 +481,36 @@ class BeakerBackend:
         Returns the job's exit code (the first non-zero one with several replicas). Ctrl-C raises
         KeyboardInterrupt to the caller (the job keeps running).
         """
-        wl = self._workload(run.id)
+        seen = self._seen.pop(run.id, None)  # what get() just fetched: no second round trip
+        wl = seen[0] if seen else self._workload(run.id)
         with self._errors():
-            rows = self._select(wl, replica, task)
+            if seen and task is None:
+                rows = self._pick(wl, seen[1], replica)
+            else:
+                rows = self._select(wl, replica, task)
             if not all_replicas:
                 rows = rows[:1]
             with Flusher(out):
                 if len(rows) == 1:
                     _, t, job = rows[0]
-                    return self._follow_task(t, job, out.write, b"", tail)
-                return self._follow_many(rows, out, tail)
+                    code, last = self._follow_task(t, job, out.write, b"", tail)
+                    finals = [last]
+                else:
+                    code, finals = self._follow_many(rows, out, tail)
+            lead = _lead(finals)
+            if lead is not None:  # the final state, so the caller's get() needs no round trip
+                info = self._info(wl, author=run.author, job=lead)
+                self._final[run.id] = info.model_copy(
+                    update={"status": job_status(lead), "exit_code": job_exit_code(lead)}
+                )
+            return code
 
-    def _follow_many(self, rows: list[tuple[int, Any, Any]], out: IO[bytes], tail: int | None) -> int:
+    def _follow_many(
+        self, rows: list[tuple[int, Any, Any]], out: IO[bytes], tail: int | None
+    ) -> tuple[int, list[Any]]:
         lock = threading.Lock()
         codes: dict[int, int] = {}
+        finals: dict[int, Any] = {}
         errors: list[BaseException] = []
 
         def write_locked(data: bytes) -> None:
@@ -409,7 +519,9 @@ class BeakerBackend:
 
         def worker(rank: int, t: Any, job: Any) -> None:
             try:
-                codes[rank] = self._follow_task(t, job, write_locked, f"[{rank}] ".encode(), tail)
+                codes[rank], finals[rank] = self._follow_task(
+                    t, job, write_locked, f"[{rank}] ".encode(), tail
+                )
             except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
                 errors.append(e)
 
@@ -421,9 +533,13 @@ class BeakerBackend:
                 th.join(0.2)
         if errors:
             raise errors[0]
-        return next((codes[r] for r in sorted(codes) if codes[r] != 0), 0)
+        code = next((codes[r] for r in sorted(codes) if codes[r] != 0), 0)
+        return code, [finals[r] for r in sorted(finals)]
 
-    def _follow_task(self, task: Any, job: Any, write: Any, prefix: bytes, tail: int | None) -> int:
+    def _follow_task(
+        self, task: Any, job: Any, write: Any, prefix: bytes, tail: int | None
+    ) -> tuple[int, Any]:
+        """Follow one task's jobs to the end; (exit code, final job)."""
         seen_preempted: set[str] = set()
         org = self.conn.org()
         while True:
@@ -456,7 +572,7 @@ class BeakerBackend:
                 continue
             if job_status(job) == RunStatus.failed and job.status.message:
                 self.app.info(f"{prefix.decode()}job {job.id}: {job.status.message}")
-            return job_exit_code(job)
+            return job_exit_code(job), job
 
     def _wait_for_job(self, task: Any, job: Any, seen: set[str], org: Any) -> Any:
         announced = False
@@ -472,18 +588,18 @@ class BeakerBackend:
         return job
 
     def _show_events_until_started(self, job: Any, prefix: bytes) -> Any:
+        """Scheduling events until the job starts (none to show, and no call, once it has)."""
         shown: set[tuple[str, str]] = set()
-        while True:
+        while not (job.status.HasField("started") or job.status.HasField("finalized")):
             for ev in self.beaker.job.list_summarized_events(job, sort_order=BeakerSortOrder.ascending):
                 key = (ev.status, ev.latest_message)
                 if key not in shown:
                     shown.add(key)
                     self.app.info(f"{prefix.decode()}  ✓ {ev.latest_message or ev.status}")
             self.conn.renew()
-            if job.status.HasField("started") or job.status.HasField("finalized"):
-                return job
             time.sleep(0.5)
             job = self.beaker.job.get(job.id)
+        return job
 
     # -- stop -----------------------------------------------------------------------------------
     def stop(self, run: RunInfo) -> RunInfo:
@@ -548,21 +664,21 @@ class BeakerBackend:
         with self._errors():
             if target is None:
                 name = rs.workspace_name(self.conn, self._workspace)
-                return b.workspace.url(rs.get_workspace(self.conn, name))
+                return str(b.workspace.url(rs.get_workspace(self.conn, name)))
             try:
-                return b.workload.url(self._workload(target))
+                return str(b.workload.url(self._workload(target)))
             except NotFoundError:
                 pass
             if "/" in target:
                 try:
-                    return b.workspace.url(b.workspace.get(target))
+                    return str(b.workspace.url(b.workspace.get(target)))
                 except bx.BeakerWorkspaceNotFound:
                     pass
-            try:
-                c = b.cluster.get(target if "/" in target else f"{b.config.default_org}/{target}")
-                return f"{b.config.agent_address}/orgs/{c.organization_name or b.config.default_org}/clusters/{c.name}"
-            except bx.BeakerClusterNotFound:
-                pass
+            default_org = b.config.default_org
+            for c in b.cluster.list(org=self.conn.org()):  # names, aliases (bare or org/), ids
+                if "*" not in target and rs.matches(c, target, default_org):
+                    org = c.organization_name or default_org
+                    return f"{b.config.agent_address}/orgs/{org}/clusters/{c.name}"
             for kind in ("image", "dataset"):  # gantry's order: ..., image, dataset, group
                 try:
                     service = getattr(b, kind)
@@ -570,7 +686,7 @@ class BeakerBackend:
                 except (bx.BeakerImageNotFound, bx.BeakerDatasetNotFound, ValueError):
                     pass
             try:
-                return str(b.group.url(self._group(target)))
+                return str(b.group.url(self._find_group(target)))
             except NotFoundError:
                 pass
         raise NotFoundError(
@@ -589,7 +705,33 @@ class _JobWatch:
     def finalized(self) -> bool:
         self.job = self.conn.beaker.job.get(self.job.id)
         self.conn.renew()
-        return self.job.status.HasField("finalized")
+        return bool(self.job.status.HasField("finalized"))
+
+
+def _group(task: Any) -> str:
+    """The task a replica belongs to: its replica group (Beaker's replica task names are unknown:
+    the same name, or distinct ones), else its name."""
+    sd = task.system_details
+    if sd.HasField("replica_group_details") and sd.replica_group_details.id:
+        return str(sd.replica_group_details.id)
+    return str(task.name)
+
+
+def _unranked(task: Any) -> str:
+    """A replica task's name without a `-<rank>` suffix (in case Beaker names replicas that way)."""
+    rank = task.system_details.replica_group_details.rank
+    return str(task.name).removesuffix(f"-{rank}")
+
+
+def _lead(jobs: list[Any]) -> Any:
+    """The job whose state stands for the run: a failing replica's, else rank 0's."""
+    jobs = [j for j in jobs if j is not None]
+    failed = (j for j in jobs if job_status(j).finished and job_exit_code(j) != 0)
+    return next(failed, jobs[0] if jobs else None)
+
+
+def _workload_id(wl: Any) -> str:
+    return str(wl.experiment.id if wl.HasField("experiment") else wl.environment.id)
 
 
 def _epoch_ns(t: dt.datetime) -> int:
@@ -599,23 +741,32 @@ def _epoch_ns(t: dt.datetime) -> int:
     return (t - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1) * 1000
 
 
-def _beaker_statuses(statuses: Any) -> list[BeakerWorkloadStatus] | None:
+def status_filter(statuses: Any) -> tuple[list[BeakerWorkloadStatus] | None, set[RunStatus] | None]:
+    """(server-side workload statuses, statuses rows must show) for `list -s`. Takes launchkit's
+    words (what the STATUS column shows) and gantry's (Beaker's: uploading_results, ...)."""
     if not statuses:
-        return None
-    out = []
+        return None, None
+    server: list[BeakerWorkloadStatus] = []
+    shown: set[RunStatus] = set()
     for s in statuses:
         v = s.value if isinstance(s, RunStatus) else str(s).lower().replace("-", "_")
-        if v in STATUS_NAMES:
-            out.append(BeakerWorkloadStatus[v])
+        if v in STATUS_NAMES:  # gantry's vocabulary: Beaker's own status
+            server.append(BeakerWorkloadStatus[v])
+            shown.add(_STATUS[BeakerWorkloadStatus[v].as_pb2()])
+            continue
+        if v == RunStatus.preempted.value:  # canceled by a preemption: told apart by its job
+            server.append(BeakerWorkloadStatus.canceled)
+            shown.add(RunStatus.preempted)
             continue
         mapped = [k for k, rs_ in _STATUS.items() if rs_.value == v]
         if not mapped:
             raise UsageError(
                 f"unknown status {s!r}",
-                hint="one of: " + ", ".join(STATUS_NAMES + [r.value for r in RunStatus]),
+                hint="one of: " + ", ".join([r.value for r in RunStatus] + STATUS_NAMES),
             )
-        out += [BeakerWorkloadStatus(m) for m in mapped]
-    return list(dict.fromkeys(out))
+        server += [BeakerWorkloadStatus(m) for m in mapped]
+        shown.add(RunStatus(v))
+    return list(dict.fromkeys(server)), shown
 
 
 def _secrets_api(backend: BeakerBackend, workspace: str | None) -> tuple[Any, str]:

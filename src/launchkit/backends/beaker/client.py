@@ -3,12 +3,14 @@
 beaker-py retries UNAVAILABLE/RST_STREAM without limit (1-2 s apart) and has no per-call timeout, so
 an unreachable server hangs forever. We keep beaker-py's client and wrap its gRPC stub so that each call
 (1) refuses to start a call once the current operation's deadline has passed, (2) gives each unary
-call a timeout no longer than what is left. HTTP calls get a bounded urllib3 retry budget and a per-request timeout.
+call a timeout no longer than what is left. HTTP calls get a bounded urllib3 retry budget and a
+per-request timeout.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +22,7 @@ import grpc.experimental
 from beaker import Beaker
 from beaker import exceptions as bx
 
+from launchkit.backends import NoCredentials
 from launchkit.errors import BackendError, LaunchkitError, NotFoundError, PreconditionError, UsageError
 
 DEFAULT_TIMEOUT = 60.0  # seconds without an answer before a command gives up
@@ -32,31 +35,24 @@ class BeakerUnreachable(BackendError):
 def configured_timeout(explicit: float | None = None) -> float:
     """--beaker-timeout, else `beaker_timeout` from launchkit's config layers (LAUNCHKIT_BEAKER_TIMEOUT,
     [tool.launchkit] in pyproject.toml, the user config file), else 60 s."""
+    from launchkit.core.units import UnitError, positive_seconds
+
     if explicit is not None:
-        if explicit <= 0:
-            raise UsageError(
-                f"invalid --beaker-timeout {explicit:g}", hint="use a positive number of seconds"
-            )
-        return float(explicit)
+        try:
+            return positive_seconds(explicit)
+        except UnitError as e:
+            raise UsageError(f"--beaker-timeout {explicit!r}: {e.problem}", hint=e.hint) from None
     from launchkit.config import merge, read_layers
 
     config = merge(read_layers())
     raw = config.get("beaker_timeout")
     if raw is None:
         return DEFAULT_TIMEOUT
-    from launchkit.core.units import parse_duration
-
     try:
-        value = parse_duration(raw)
-    except Exception:  # noqa: BLE001 - report the bad value, whatever the parser raised
-        value = -1.0
-    if value <= 0:
-        layer = config.values["beaker_timeout"][1]
-        raise UsageError(
-            f"invalid Beaker timeout {layer.where('beaker_timeout')}: {raw!r}",
-            hint="use seconds or a duration like 90s, 2m",
-        )
-    return float(value)
+        return positive_seconds(raw)
+    except UnitError as e:
+        where = config.values["beaker_timeout"][1].where("beaker_timeout")
+        raise UsageError(f"{where} {raw!r}: {e.problem}", hint=e.hint) from None
 
 
 class _Guarded:
@@ -96,7 +92,7 @@ class _Beaker(Beaker):
     conn: Connection
 
     @property
-    def service(self):  # type: ignore[override]
+    def service(self) -> Any:  # a _GuardedStub in place of beaker-py's BeakerStub
         if self._service is None:
             from beaker import beaker_pb2_grpc
 
@@ -110,7 +106,8 @@ class _Beaker(Beaker):
                     (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
                 ],
             )
-            self._service = _GuardedStub(self.conn, beaker_pb2_grpc.BeakerStub(self._channel))
+            stub = beaker_pb2_grpc.BeakerStub(self._channel)  # type: ignore[no-untyped-call]
+            self._service = _GuardedStub(self.conn, stub)  # type: ignore[assignment]
         return self._service
 
 
@@ -126,17 +123,18 @@ class Connection:
         try:
             config = Config.from_env()
         except bx.BeakerConfigurationError:
-            raise PreconditionError(
+            raise NoCredentials(
                 "no Beaker credentials found",
                 hint="run `beaker account login`, or set BEAKER_TOKEN (token from https://beaker.org/user), "
-                "or point BEAKER_CONFIG at a config.yml; to try things without Beaker use --dry-run or --local",
+                "or point BEAKER_CONFIG at a config.yml; "
+                "to try things without Beaker use --dry-run or --local",
             ) from None
         client = _Beaker(config, check_for_upgrades=False, user_agent="launchkit (beaker-py)")
         client.conn = self
         # Bounded retries (beaker-py's class defaults are 5 retries, 120 s backoff cap).
         client.MAX_RETRIES = 3  # type: ignore[misc]
-        client.BACKOFF_FACTOR = 0.5  # type: ignore[misc]
-        client.BACKOFF_MAX = max(1.0, min(8.0, self.timeout / 4))  # type: ignore[misc]
+        client.BACKOFF_FACTOR = 0.5  # type: ignore[misc,assignment]
+        client.BACKOFF_MAX = max(1.0, min(8.0, self.timeout / 4))  # type: ignore[misc,assignment]
         client.TIMEOUT = self.call_timeout  # type: ignore[misc]
         self.beaker = client
         self.address = config.agent_address
@@ -216,46 +214,105 @@ class Connection:
         )
 
     def close(self) -> None:
-        self.beaker.close()
+        self.beaker.close()  # type: ignore[no-untyped-call]
 
     @contextmanager
     def errors(self) -> Iterator[None]:
-        """Translate beaker-py and gRPC exceptions into one-line launchkit errors."""
+        """Translate every beaker-py, gRPC and HTTP exception into a one-line launchkit error."""
         try:
             yield
-        except (LaunchkitError, BrokenPipeError):  # a closed stdout is the CLI's business
+        except (LaunchkitError, BrokenPipeError, KeyboardInterrupt):  # a closed stdout: the CLI's business
             raise
-        except bx.BeakerNotFoundError as e:
-            raise NotFoundError(
+        except Exception as e:  # noqa: BLE001 - every exception ends in one line, never a traceback
+            raise self.translate(e) from None
+
+    def translate(self, e: BaseException) -> LaunchkitError:
+        """The launchkit error for an exception raised by beaker-py, grpc or requests."""
+        if isinstance(e, LaunchkitError):
+            return e
+        code = e.code() if isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call) else None
+        http = http_status(e)
+        if code == grpc.StatusCode.UNAUTHENTICATED or http == 401 or _is_bad_token(e):
+            return self.bad_token()
+        if isinstance(e, bx.BeakerNotFoundError) or http == 404:
+            return NotFoundError(
                 f"not found on Beaker: {_what(e)}",
                 hint="check the spelling (names are user/name or org/name)",
-            ) from None
-        except bx.BeakerPermissionsError as e:
-            raise PreconditionError(
-                f"Beaker denied the request: {e}",
-                hint="check your token and that you are a member of the workspace",
-            ) from None
-        except (bx.BeakerOrganizationNotSet, bx.BeakerWorkspaceNotSet) as e:
-            raise UsageError(
+            )
+        if isinstance(e, bx.BeakerPermissionsError) or http == 403:
+            return PreconditionError(
+                f"Beaker denied the request: {_what(e)}",
+                hint="check that you are a member of the workspace and may do this",
+            )
+        if isinstance(e, (bx.BeakerOrganizationNotSet, bx.BeakerWorkspaceNotSet)):
+            return UsageError(
                 str(e),
                 hint="pass --workspace org/name or set default_workspace in your "
                 "Beaker config (`beaker config set default_workspace org/name`)",
-            ) from None
-        except bx.BeakerError as e:
-            raise BackendError(f"Beaker error: {e}") from None
-        except grpc.RpcError as e:
-            code = e.code() if isinstance(e, grpc.Call) else None
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED or code == grpc.StatusCode.UNAVAILABLE:
-                raise self.unreachable() from None
+            )
+        if isinstance(e, NotImplementedError) or code == grpc.StatusCode.UNIMPLEMENTED:
+            return BackendError(
+                f"this Beaker server does not support a request launchkit made: {_what(e)}",
+                hint="upgrade launchkit, or report it with the command you ran",
+            )
+        if http is not None and 400 <= http < 500:  # the server's own message, final (never retried)
+            return UsageError(f"Beaker refused the request: {server_message(e)}", hint=_hint_for(http))
+        if code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+            return self.unreachable()
+        if code is not None:
             details = e.details() if isinstance(e, grpc.Call) else str(e)
-            raise BackendError(f"Beaker error ({code.name if code else 'rpc'}): {details}") from None
-        except OSError as e:  # requests' ConnectionError and friends
-            raise BackendError(
-                f"cannot reach Beaker at {self.address}: {e}",
+            return BackendError(f"Beaker error ({code.name}): {details}")
+        if isinstance(e, bx.BeakerError):
+            return BackendError(f"Beaker error: {_what(e)}")
+        if isinstance(e, OSError):  # requests' ConnectionError and friends
+            return BackendError(
+                f"cannot reach Beaker at {self.address}: {_what(e)}",
                 hint="check your network, or raise --beaker-timeout",
-            ) from None
+            )
+        return BackendError(f"unexpected error talking to Beaker: {type(e).__name__}: {_what(e)}")
+
+    def bad_token(self) -> PreconditionError:
+        return PreconditionError(
+            "Beaker rejected your token (invalid or expired)",
+            hint="get a new one at https://beaker.org/user, then `beaker account login` or set BEAKER_TOKEN",
+        )
 
 
-def _what(e: Exception) -> str:
+HTTP_CODE = re.compile(r"^\[code=(\d{3})\]\s*")
+
+
+def http_status(e: BaseException) -> int | None:
+    """The HTTP status of a failed beaker-py HTTP call: plain BeakerError("[code=400] ...") for 4xx
+    answers with a JSON message (fact sheet 3.1), or a requests HTTPError."""
+    if isinstance(e, bx.BeakerError):
+        m = HTTP_CODE.match(str(e))
+        if m:
+            return int(m.group(1))
+    response = getattr(e, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def server_message(e: BaseException) -> str:
+    return _what(HTTP_CODE.sub("", str(e)))
+
+
+def _is_bad_token(e: BaseException) -> bool:
+    """PERMISSION_DENIED about the token itself (some servers answer a bad token that way)."""
+    text = str(e).lower()
+    return (
+        isinstance(e, bx.BeakerPermissionsError)
+        and "token" in text
+        and ("invalid" in text or "expired" in text or "missing" in text)
+    )
+
+
+def _hint_for(status: int) -> str:
+    if status == 409:
+        return "the name is taken; pass another --name"
+    return "fix the value the message names and run again (nothing was created)"
+
+
+def _what(e: BaseException | str) -> str:
     text = str(e)
     return text if len(text) < 200 else text[:200] + "..."

@@ -67,20 +67,22 @@ def stream_job(
 ) -> int:
     """Write the job's log lines (`prefix + message + \\n`) and return how many were written.
 
-    With `follow`, keeps re-requesting until `is_finalized()` says the job is done (Beaker's streams
-    may end early). Drops are retried with backoff until the connection's deadline passes without
-    progress.
+    With `follow`, keeps re-requesting until `is_finalized()` says the job is done (Beaker's follow
+    streams end early), then reads once more without following, so the lines the last stream had not
+    sent yet arrive too. Drops are retried with backoff until the connection's deadline passes
+    without progress.
     """
     if head == 0 or tail == 0:
         return 0
     client = conn.beaker.job
-    not_found = {grpc.StatusCode.NOT_FOUND: bx.BeakerJobNotFound(job_id)}
+    not_found: dict[Any, Exception] = {grpc.StatusCode.NOT_FOUND: bx.BeakerJobNotFound(job_id)}
     last_ts: int | None = None
     at_last = 0  # lines written with timestamp == last_ts
     written = 0
     failures = 0
+    live = follow  # False for the final drain after the job is finalized
     while True:
-        request = pb2.StreamJobLogsRequest(job_id=job_id, follow=follow or None)
+        request = pb2.StreamJobLogsRequest(job_id=job_id, follow=live)
         skip = 0
         if last_ts is not None:
             request.since.FromNanoseconds(last_ts)
@@ -135,10 +137,12 @@ def stream_job(
         written += got
         if got:
             conn.renew()
-        if not follow or is_finalized is None or is_finalized():
+        if not live or is_finalized is None:
             return written
-        if not got:
-            time.sleep(1.0)
+        if is_finalized():
+            live = False  # drain: everything logged up to the end, from where this stream stopped
+        elif not got:
+            time.sleep(0.2)
         failures = 0
 
 

@@ -14,7 +14,7 @@ from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
 
 from launchkit.backends.beaker.client import Connection
-from launchkit.core.contract import ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
+from launchkit.core.contract import DESCRIPTION_MARKER, ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
 # Added automatically when the workspace has them (`<user>_NAME` preferred over `NAME`).
@@ -28,7 +28,7 @@ WELL_KNOWN_SECRETS = (
     "ANTHROPIC_API_KEY",
     "SLACK_WEBHOOK_URL",
 )
-MARKER = "[launchkit]"  # in the description of every experiment launchkit creates (list recognises it)
+MARKER = DESCRIPTION_MARKER  # in the description of every experiment launchkit creates (list recognises it)
 # Cluster filters the spec carries as env vars, applied here when resolving clusters.
 ENV_GPU_TYPES, ENV_TAGS = ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
 
@@ -101,28 +101,48 @@ def node_gpu_types(conn: Connection, clusters: list[Any]) -> dict[str, list[str]
         return dict(pool.map(one, clusters))
 
 
+def cluster_names(cluster: Any) -> list[str]:
+    """Every spelling that names the cluster: org/name, org/alias, bare name, bare alias (lower case).
+    Aliases are bare on Beaker (the old long names such as jupiter-cirrascale-2, fact sheet 1.2-1.4)."""
+    org = cluster.organization_name
+    bare = [cluster.name.split("/")[-1], *cluster.aliases]
+    return [n.lower() for n in (*bare, *(f"{org}/{n}" for n in bare if org))]
+
+
+def matches(cluster: Any, pattern: str, default_org: str | None) -> bool:
+    """`pattern` (org/name, org/alias, name, alias, or a glob of any of them) names this cluster.
+    A pattern without an org matches the default org's clusters only (as gantry does)."""
+    pat = pattern.lower()
+    if (
+        "/" not in pat
+        and default_org
+        and cluster.organization_name
+        and (cluster.organization_name.lower() != default_org.lower())
+    ):
+        return False
+    return pat == cluster.id.lower() or any(fnmatch.fnmatchcase(n, pat) for n in cluster_names(cluster))
+
+
 def resolve_clusters(
     conn: Connection, patterns: list[str], gpu_types: list[str], tags: list[str]
 ) -> list[str]:
-    clusters = [c for c in conn.beaker.cluster.list(org=conn.org()) if takes_batch_jobs(c)]
+    """Canonical `org/name` of the clusters that take batch jobs and match (a cluster whose
+    max_task_timeout is 0 runs sessions only and is skipped, fact 1.7)."""
+    every = list(conn.beaker.cluster.list(org=conn.org()))
+    clusters = [c for c in every if takes_batch_jobs(c)]
+    default_org = conn.beaker.config.default_org
     chosen = clusters
     if patterns:
         chosen = []
         for pat in patterns:
-            default_org = conn.beaker.config.default_org
-            pats = {pat.lower()} | (
-                {f"{default_org}/{pat}".lower()} if default_org and "/" not in pat else set()
-            )
-            hits = [
-                c
-                for c in clusters
-                if any(
-                    fnmatch.fnmatchcase(n.lower(), p)
-                    for p in pats
-                    for n in (cluster_full_name(c), c.name, c.id, *c.aliases)
-                )
-            ]
+            hits = [c for c in clusters if matches(c, pat, default_org)]
             if not hits:
+                batchless = [cluster_full_name(c) for c in every if matches(c, pat, default_org)]
+                if batchless:
+                    raise UsageError(
+                        f"--cluster {pat!r}: {', '.join(batchless)} takes no batch jobs (sessions only)",
+                        hint="pick another --cluster; see `launchkit find-gpus --all`",
+                    )
                 known = ", ".join(sorted(cluster_full_name(c) for c in clusters)[:12]) or "none"
                 raise NotFoundError(
                     f"no cluster that takes batch jobs matches {pat!r}",
@@ -212,7 +232,9 @@ def resolve(
 
     # Secrets: every referenced one must exist; well-known ones are added when present.
     available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
-    missing = sorted(set(_referenced_secrets(spec)) - available)
+    # Beaker resolves a spec's secret names case-insensitively (fact sheet 2; gRPC GetSecret does not)
+    folded = {n.lower() for n in available}
+    missing = sorted({n for n in _referenced_secrets(spec) if n.lower() not in folded})
     if missing:
         raise PreconditionError(
             f"secret{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found in workspace {ws_label}",

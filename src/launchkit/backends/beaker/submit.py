@@ -27,7 +27,8 @@ def _run_id(spec: dict[str, Any]) -> str | None:
     for task in spec.get("tasks", []):
         for env in task.get("envVars") or []:
             if env.get("name") == ENV_RUN_ID:
-                return env.get("value")
+                value = env.get("value")
+                return str(value) if value is not None else None
     return None
 
 
@@ -63,10 +64,43 @@ def _parsed(spec: dict[str, Any]) -> BeakerExperimentSpec:
     return parsed
 
 
+parsed_spec = _parsed  # what create() sends is parsed_spec(json).to_json() (backends/beaker/prepare.py)
+
+TRANSIENT_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "ABORTED", "RESOURCE_EXHAUSTED"}
+CREATE_SECONDS_PER_JOB = 0.5  # Beaker creates jobs synchronously: ~0.2 s each (128 replicas > 30 s)
+
+
+def _final(e: Exception) -> bool:
+    """True when the server definitely refused the create (retrying cannot help and nothing was made):
+    HTTP 4xx (beaker-py raises plain BeakerError("[code=400] ...")), client/permission errors, a bad
+    token, or any non-transient gRPC status."""
+    import grpc
+
+    from launchkit.backends.beaker.client import http_status
+
+    status = http_status(e)
+    if status is not None:
+        return 400 <= status < 500
+    if isinstance(e, (bx.BeakerClientError, bx.BeakerPermissionsError, NotImplementedError)):
+        return True
+    if isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call):
+        return e.code().name not in TRANSIENT_GRPC
+    return not isinstance(e, (OSError, bx.BeakerError))  # an unexpected error: not worth retrying
+
+
+def _allow_for_replicas(conn: Connection, spec: dict[str, Any]) -> None:
+    """Give the create's HTTP request time that grows with the number of jobs it makes."""
+    jobs = sum(max(1, int(t.get("replicas") or 1)) for t in spec.get("tasks", []))
+    timeout = conn.call_timeout + CREATE_SECONDS_PER_JOB * jobs
+    conn.beaker.TIMEOUT = timeout  # type: ignore[misc]
+    conn.deadline = max(conn.deadline, time.monotonic() + timeout + conn.timeout)
+
+
 def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any], app: Application) -> Any:
     """Create the experiment (pb2.Workload), retrying ambiguous failures without duplicating it."""
     beaker_spec = _parsed(spec)
     started = time.time()
+    _allow_for_replicas(conn, spec)
     ambiguous = False
     renames = 0
     last_error: Exception | None = None
@@ -76,7 +110,9 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
             if found is not None and _ours(conn, found, spec, started):
                 return found
         try:
-            return conn.beaker.experiment.create(spec=beaker_spec, name=name, workspace=workspace)
+            created = conn.beaker.experiment.create(spec=beaker_spec, name=name, workspace=workspace)
+            conn.renew()
+            return created
         except bx.BeakerExperimentConflict:
             if ambiguous:
                 found = _lookup(conn, name)
@@ -89,17 +125,10 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
             app.info(f"experiment name {name!r} is taken; using {new!r}")
             name, ambiguous = new, False
             continue
-        except (bx.BeakerClientError, bx.BeakerPermissionsError):
-            raise
-        except (OSError, bx.BeakerError) as e:  # network errors, 5xx, UNAVAILABLE: maybe created, maybe not
-            last_error = e
-            ambiguous = True
         except Exception as e:
-            import grpc
-
-            if not isinstance(e, grpc.RpcError):
+            if _final(e):  # the server answered no: one attempt, its own message (Connection.errors)
                 raise
-            last_error = e
+            last_error = e  # network errors, timeouts, 5xx, UNAVAILABLE: maybe created, maybe not
             ambiguous = True
         delay = min(0.5 * 2**attempt, 8.0)
         if time.monotonic() + delay > conn.deadline:

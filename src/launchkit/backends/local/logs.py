@@ -6,9 +6,18 @@ without one (the record's final newline is then not part of the output). Bytes a
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Iterator
-from typing import IO
+
+TYPE_CHECKING = False  # the supervisor imports this module and starts without `typing`
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import IO
+
+
+def log_file(rdir: str | os.PathLike[str], rank: int) -> str:
+    """Replica `rank`'s log in run dir `rdir`."""
+    return os.path.join(rdir, "logs", f"replica-{rank}.log")
 
 
 def pump(stream: IO[bytes], path: str) -> None:

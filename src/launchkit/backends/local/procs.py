@@ -1,4 +1,11 @@
-"""Process-tree helpers (Linux /proc): find and end every descendant, so nothing is orphaned."""
+"""Finding and ending every process of a local run, portably (psutil; Linux and macOS).
+
+A run's processes are found three ways, so that nothing is orphaned even when its supervisor died:
+its replicas' process groups (recorded before each replica starts), every process that carries the
+run's marker variable in its environment (survives `setsid` and re-parenting to PID 1), and, while
+the supervisor lives, its descendants. psutil is imported only when processes must be searched
+(~60 ms), never on the supervisor's fast path.
+"""
 
 from __future__ import annotations
 
@@ -6,85 +13,145 @@ import os
 import signal
 import time
 
+TYPE_CHECKING = False  # the supervisor imports this module and starts without `typing`
+if TYPE_CHECKING:
+    from typing import Any
 
-def _parents() -> dict[int, int]:
-    parents = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
+RUN_MARKER = "LAUNCHKIT_LOCAL_RUN"  # set in every replica's environment to the run id
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any process of process group `pgid` exists."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _marked(run_id: str, groups: set[int]) -> list[Any]:
+    """Live processes of the run: those with its marker variable, and the members of `groups`
+    when a marked process shows the group is (still) the run's, not a reused id."""
+    import psutil
+
+    me = os.getpid()
+    found, others = [], []
+    for p in psutil.process_iter(["environ", "status"]):
+        if p.pid == me or p.info["status"] == psutil.STATUS_ZOMBIE:
             continue
+        if (p.info["environ"] or {}).get(RUN_MARKER) == run_id:
+            found.append(p)
+        else:
+            others.append(p)
+    ours = set()
+    for p in found:
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
+            ours.add(os.getpgid(p.pid))
         except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        parents[int(name)] = int(fields[1])
-    return parents
-
-
-def descendants(*roots: int) -> list[int]:
-    """All live descendants of `roots` (not the roots themselves)."""
-    parents = _parents()
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parents.items():
-        children.setdefault(ppid, []).append(pid)
-    found, todo = [], list(roots)
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
+            pass
+    for p in others:
+        try:
+            if os.getpgid(p.pid) in groups & ours:
+                found.append(p)
+        except OSError:
+            pass
     return found
 
 
-def alive(pid: int) -> bool:
-    """True if `pid` runs (zombies count as gone)."""
+def live_runs() -> set[str]:
+    """Ids of the local runs that still have a process (by their marker variable)."""
+    import psutil
+
+    found = set()
+    for p in psutil.process_iter(["environ"]):
+        run_id = (p.info["environ"] or {}).get(RUN_MARKER)
+        if run_id:
+            found.add(run_id)
+    return found
+
+
+def _descendants(root: int) -> list[Any]:
+    import psutil
+
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
+        return [p for p in psutil.Process(root).children(recursive=True) if p.pid != os.getpid()]
+    except psutil.Error:
+        return []
+
+
+def _signal(procs: list[Any], sig: int) -> None:
+    import psutil
+
+    for p in procs:
+        try:
+            p.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def end_run(run_id: str, groups: list[int], grace: float, *, root: int | None = None) -> int:
+    """End every process of run `run_id` (SIGTERM, then SIGKILL after `grace` s); how many there were.
+
+    `groups`: the replicas' process groups; `root`: a live ancestor (the supervisor itself) whose
+    descendants belong to the run too.
+    """
+
+    def find() -> list[Any]:
+        procs = {p.pid: p for p in _marked(run_id, set(groups))}
+        if root is not None:
+            procs.update((p.pid, p) for p in _descendants(root))
+        return list(procs.values())
+
+    procs = find()
+    count = len(procs)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        _signal(procs, sig)
+        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 5)
+        while procs and time.monotonic() < deadline:
+            time.sleep(0.02)
+            procs = [p for p in procs if _running(p)]  # zombies count as ended
+        procs = [p for p in {q.pid: q for q in [*procs, *find()]}.values() if _running(p)]
+        if not procs:
+            break
+    return count
+
+
+def _running(p: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
         return False
-    return stat[stat.rfind(b")") + 2 :][:1] != b"Z"
 
 
-def cmdline(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
+def which(name: str, path: str | None = None) -> str | None:
+    """shutil.which for plain names, without importing shutil (and its compression modules) into
+    the supervisor, whose start-up every local run waits for."""
+    for folder in (path if path is not None else os.environ.get("PATH", "")).split(os.pathsep):
+        candidate = os.path.join(folder, name)
+        if folder and os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
 
 
-def signal_tree(sig: int, groups: list[int], roots: list[int]) -> None:
-    """Send `sig` to process groups and to every descendant of `roots` (including escaped sessions)."""
-    pids = set(descendants(*roots)) | set(groups)
-    for pgid in groups:
+def reap_children() -> bool:
+    """Reap exited children; True if none is left (as subreaper: none of the job's processes is)."""
+    while True:
         try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return False
+        except ChildProcessError:
+            return True
 
 
-def end_tree(groups: list[int], roots: list[int], grace: float) -> None:
-    """SIGTERM, wait up to `grace` seconds, then SIGKILL whatever is left."""
-    signal_tree(signal.SIGTERM, groups, roots)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not any(alive(p) for p in [*groups, *descendants(*roots)]):
-            return
-        time.sleep(0.05)
-    signal_tree(signal.SIGKILL, groups, roots)
-
-
-def become_subreaper() -> None:
+def become_subreaper() -> bool:
     """Orphans of our children get re-parented to us (Linux), so we can find and end them."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except Exception:  # noqa: BLE001 - best effort outside Linux
-        pass
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:  # noqa: BLE001 - not Linux: processes are found by their marker instead
+        return False

@@ -1,8 +1,13 @@
-"""The detached process that runs one local job: `python -m launchkit.backends.local.supervisor RUN_ID`.
+"""The detached process that runs one local job: `python -m launchkit.backends.local.supervisor RUN_DIR`.
 
-It starts every replica (the spec's own `bash -c <entrypoint>` command, each replica in its own
-process group and runtime dir), writes their output to timestamped logs, records status and exit
-codes in SQLite, and on SIGTERM (`launchkit stop`) ends every replica's whole process tree.
+It starts every replica (the spec's own `bash -c <entrypoint>` command, each in its own session and
+process group, in its own runtime dir), writes their output to timestamped logs, and keeps the run's
+record (record.py) up to date. Each replica's process group is recorded *before* the replica runs:
+the replica first waits at a gate on its stdin, which the supervisor opens only once the record is
+written; if the supervisor dies before that, the gate closes and the replica exits unstarted.
+On SIGTERM (`launchkit stop`) it ends every process of the run.
+
+Standard library only (psutil only when leftovers must be searched): it starts in ~20 ms.
 """
 
 from __future__ import annotations
@@ -10,22 +15,38 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
-from launchkit.backends.local import logs, procs
-from launchkit.backends.local.store import Store, log_path, run_dir
+from launchkit.backends.local import logs, procs, record
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
 
-STOP_GRACE = float(os.environ.get("LAUNCHKIT_STOP_GRACE", "10"))
+TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
+if TYPE_CHECKING:
+    from typing import Any
+
+DEFAULT_STOP_GRACE = 10.0
+# The replica's first process: wait for the supervisor's go (a newline on stdin), then become the job.
+GATE = ["/bin/sh", "-c", 'read -r _ || exit 125; exec "$@" </dev/null', "launchkit-gate"]
+
+
+def stop_grace() -> float:
+    """LAUNCHKIT_STOP_GRACE seconds (checked by the CLI at launch; the default if unusable here)."""
+    try:
+        value = float(os.environ.get("LAUNCHKIT_STOP_GRACE", DEFAULT_STOP_GRACE))
+    except ValueError:
+        return DEFAULT_STOP_GRACE
+    return value if 0 <= value <= 86400 else DEFAULT_STOP_GRACE
 
 
 def gpu_count() -> int:
+    if procs.which("nvidia-smi") is None:
+        return 0
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+        r = subprocess.run(["nvidia-smi", "-L"], check=False, capture_output=True, text=True, timeout=20)
+        out = r.stdout
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
@@ -43,7 +64,7 @@ def gpu_share(total: int, per_replica: int | None, replicas: int, rank: int) -> 
     return total, None
 
 
-def base_env(run_id: str) -> dict[str, str]:
+def base_env(rdir: str) -> dict[str, str]:
     """The user's environment minus launchkit's own venv; uv stays reachable via the run's bin dir."""
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)
@@ -55,39 +76,43 @@ def base_env(run_id: str) -> dict[str, str]:
         for p in env.get("PATH", "").split(os.pathsep)
         if p and (sys.prefix == sys.base_prefix or p != own_bin)
     ]
-    bin_dir = run_dir(run_id) / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    try:
-        from uv import find_uv_bin
-
-        link = bin_dir / "uv"
-        if not link.exists():
-            link.symlink_to(find_uv_bin())
-    except Exception:  # noqa: BLE001 - the entrypoint installs uv itself if needed
-        pass
-    env["PATH"] = os.pathsep.join([*path, str(bin_dir)])
+    bin_dir = os.path.join(rdir, "bin")
+    os.makedirs(bin_dir, exist_ok=True)
+    uv = procs.which("uv", path=own_bin)
+    link = os.path.join(bin_dir, "uv")
+    if uv and not os.path.lexists(link):
+        os.symlink(uv, link)  # else the entrypoint installs uv itself if needed
+    env["PATH"] = os.pathsep.join([*path, bin_dir])
     return env
 
 
 def replica_env(
-    base: dict[str, str], spec_task: dict, meta: dict, run_id: str, rank: int, count: int, total_gpus: int
+    base: dict[str, str],
+    spec_task: dict[str, Any],
+    meta: dict[str, Any],
+    rdir: str,
+    rank: int,
+    count: int,
+    total_gpus: int,
 ) -> dict[str, str]:
+    run_id = os.path.basename(rdir)
     env = dict(base)
     for var in spec_task.get("envVars") or spec_task.get("env_vars") or []:
         if var.get("secret"):
             env[var["name"]] = os.environ[var["secret"]]  # checked at submit; never stored
         else:
             env[var["name"]] = var.get("value") or ""
-    rdir = run_dir(run_id) / f"replica-{rank}"
-    host = socket.gethostname()
+    replica_dir = os.path.join(rdir, f"replica-{rank}")
+    host = os.uname().nodename  # socket.gethostname(), without importing socket
     gpus, visible = gpu_share(total_gpus, (spec_task.get("resources") or {}).get("gpuCount"), count, rank)
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     env.update(
         {
-            ENV_RESULTS_DIR: str(rdir / "results"),
-            ENV_RUNTIME_DIR: str(rdir / "runtime"),
-            "LAUNCHKIT_TOOLS_DIR": str(run_dir(run_id).parent.parent / "tools"),
+            procs.RUN_MARKER: run_id,
+            ENV_RESULTS_DIR: os.path.join(replica_dir, "results"),
+            ENV_RUNTIME_DIR: os.path.join(replica_dir, "runtime"),
+            "LAUNCHKIT_TOOLS_DIR": os.path.join(os.path.dirname(os.path.dirname(rdir)), "tools"),
             "BEAKER_REPLICA_COUNT": str(count),
             "BEAKER_REPLICA_RANK": str(rank),
             "BEAKER_LEADER_REPLICA_HOSTNAME": "127.0.0.1",
@@ -112,118 +137,177 @@ def exit_code(status: int) -> int:
 
 
 class Supervisor:
-    def __init__(self, run_id: str):
-        self.run_id = run_id
-        self.store = Store()
+    def __init__(self, rdir: str):
+        self.rdir = rdir
+        rec = record.read(rdir)
+        if rec is None:
+            raise RuntimeError(f"{os.path.join(rdir, record.STATUS_FILE)} is missing or unreadable")
+        self.rec = rec
+        self.run_id: str = rec["id"]
+        self.grace = stop_grace()
         self.cancel = threading.Event()
-        self.procs: dict[int, int] = {}  # pid -> rank
+        self.stopper: threading.Thread | None = None
+        self.lock = threading.Lock()
+        self.procs: dict[int, int] = {}  # pid (= pgid) -> rank
         self.codes: dict[int, int] = {}  # rank -> exit code
         self.pumps: list[threading.Thread] = []
         self.failed_first: int | None = None  # rank whose failure ended the others
+        self.storage_error: str | None = None  # a log could not be written: the run is stopped
+        self.subreaper = False
+
+    # ---- the record
+    def read_json(self, name: str) -> Any:
+        with open(os.path.join(self.rdir, name), "rb") as f:
+            return json.loads(f.read())
+
+    def save(self, **fields: Any) -> None:
+        with self.lock:
+            self.rec.update(fields)
+            record.write(self.rdir, self.rec)
+
+    def save_rank(self, rank: int, **fields: Any) -> None:
+        with self.lock:
+            self.rec["ranks"].setdefault(str(rank), {}).update(fields)
+            record.write(self.rdir, self.rec)
+
+    # ---- stopping
+    def request_stop(self) -> None:
+        """End every replica (from a signal handler, a failed replica, or a failed log write)."""
+        self.cancel.set()
+        if self.stopper is None:
+            self.stopper = threading.Thread(target=self.stop_all, daemon=True)
+            self.stopper.start()
 
     def stop_all(self) -> None:
-        pids = list(self.procs)
-        procs.end_tree(pids, [os.getpid()], STOP_GRACE)
+        groups = list(self.procs)
+        for pgid in groups:
+            try:
+                os.killpg(pgid, signal.SIGTERM)
+            except OSError:
+                pass
+        deadline = time.monotonic() + self.grace
+        while time.monotonic() < deadline and any(procs.group_alive(g) for g in groups):
+            time.sleep(0.05)
+        procs.end_run(self.run_id, groups, 0, root=os.getpid())  # and whatever escaped the groups
 
+    def log_failed(self, path: str, err: OSError) -> None:
+        if self.storage_error is None:
+            self.storage_error = f"could not write its log {path} ({err.strerror or err})"
+            self.request_stop()
+
+    # ---- the job
     def start(self) -> None:
-        rdir = run_dir(self.run_id)
-        spec = json.loads((rdir / "spec.json").read_text())
-        meta = json.loads((rdir / "meta.json").read_text())
+        spec, meta = (self.read_json(name) for name in ("spec.json", "meta.json"))
         task = spec["tasks"][0]
         count = int(task.get("replicas") or 1)
         argv = [*task["command"], *(task.get("arguments") or [])]
-        base = base_env(self.run_id)
+        base = base_env(self.rdir)
         gpus = gpu_count()
-        (rdir / "logs").mkdir(exist_ok=True)
+        os.makedirs(os.path.join(self.rdir, "logs"), exist_ok=True)
+        self.save(supervisor_pid=os.getpid())
         for rank in range(count):
             if self.cancel.is_set():
                 break
-            (rdir / f"replica-{rank}").mkdir(exist_ok=True)
-            env = replica_env(base, task, meta, self.run_id, rank, count, gpus)
-            p = subprocess.Popen(
-                argv,
-                env=env,
-                cwd=rdir / f"replica-{rank}",
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            replica_dir = os.path.join(self.rdir, f"replica-{rank}")
+            os.makedirs(replica_dir, exist_ok=True)
+            env = replica_env(base, task, meta, self.rdir, rank, count, gpus)
+            gate_r, gate_w = os.pipe()
+            try:
+                p = subprocess.Popen(
+                    [*GATE, *argv],
+                    env=env,
+                    cwd=replica_dir,
+                    stdin=gate_r,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            finally:
+                os.close(gate_r)
+            p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping this one
             self.procs[p.pid] = rank
-            self.store.set_replica(self.run_id, rank, pid=p.pid, status="running", started=time.time())
-            t = threading.Thread(
-                target=logs.pump, args=(p.stdout, str(log_path(self.run_id, rank))), daemon=True
-            )
+            try:  # recorded before it runs: whoever finds this run can end the group
+                self.save_rank(rank, pgid=p.pid, status="running", started=time.time())
+                os.write(gate_w, b"go\n")
+            finally:
+                os.close(gate_w)
+            path = logs.log_file(self.rdir, rank)
+            t = threading.Thread(target=self.pump, args=(p.stdout, path), daemon=True)
             t.start()
             self.pumps.append(t)
-            p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping this one
         if not self.cancel.is_set():
-            self.store.update_run(self.run_id, status="running", started=time.time())
+            self.save(status="running", started=time.time())
+
+    def pump(self, stream: Any, path: str) -> None:
+        try:
+            logs.pump(stream, path)
+        except OSError as e:
+            self.log_failed(path, e)
+            while stream.read(65536):  # keep the job from blocking on a full pipe until it is ended
+                pass
 
     def wait(self) -> None:
         live = set(self.procs)
-        stopping = False
         while live:
-            if self.cancel.is_set() and not stopping:
-                stopping = True
-                threading.Thread(target=self.stop_all, daemon=True).start()
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, 0)
             except ChildProcessError:
                 break
-            if pid == 0:
-                time.sleep(0.05)
-                continue
             if pid not in live:
                 continue  # an orphan re-parented to us
             live.discard(pid)
             rank, code = self.procs[pid], exit_code(status)
             self.codes[rank] = code
             state = "canceled" if self.cancel.is_set() else ("succeeded" if code == 0 else "failed")
-            self.store.set_replica(self.run_id, rank, status=state, exit_code=code, finished=time.time())
+            self.save_rank(rank, status=state, exit_code=code, finished=time.time())
             if code != 0 and live and not self.cancel.is_set():  # propagate failure, like Beaker
                 self.failed_first = rank
-                self.cancel.set()
+                self.request_stop()
 
     def finish(self) -> None:
         # Nothing may outlive the job: end leftovers (daemons, escaped sessions), then drain the logs.
-        procs.end_tree(list(self.procs), [os.getpid()], 2)
+        groups = list(self.procs)
+        if not (self.subreaper and procs.reap_children() and not any(map(procs.group_alive, groups))):
+            procs.end_run(self.run_id, groups, 2, root=os.getpid())
+            procs.reap_children()
         for t in self.pumps:
             t.join(timeout=5)
-        while True:
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
-        first_failure = next((c for r, c in sorted(self.codes.items()) if c != 0), None)
-        if self.failed_first is not None:
-            first_failure = self.codes[self.failed_first]
-            self.store.finish_run(
-                self.run_id,
+        first_failure = next((c for _, c in sorted(self.codes.items()) if c != 0), None)
+        if self.storage_error is not None:
+            self.rec["state_error"] = True
+            self.end("failed", None, f"stopped because it {self.storage_error}")
+        elif self.failed_first is not None:
+            self.end(
                 "failed",
-                first_failure,
+                self.codes[self.failed_first],
                 f"replica {self.failed_first} failed; the others were stopped",
             )
         elif self.cancel.is_set():
-            self.store.finish_run(self.run_id, "canceled", first_failure, "stopped by user")
+            self.end("canceled", first_failure, "stopped by user")
         elif first_failure is not None:
-            self.store.finish_run(self.run_id, "failed", first_failure)
+            self.end("failed", first_failure)
         else:
-            self.store.finish_run(self.run_id, "succeeded", 0)
+            self.end("succeeded", 0)
+
+    def end(self, status: str, code: int | None, message: str | None = None) -> None:
+        if self.rec["status"] not in record.FINISHED:
+            fields = {"status": status, "exit_code": code, "finished": time.time()}
+            self.save(**fields, **({"message": message} if message else {}))
 
 
-def main(run_id: str) -> None:
-    sup = Supervisor(run_id)
+def main(rdir: str) -> None:
+    sup = Supervisor(rdir)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: sup.cancel.set())
-    procs.become_subreaper()
+        signal.signal(sig, lambda *_: sup.request_stop())
+    sup.subreaper = procs.become_subreaper()
     try:
         sup.start()
         sup.wait()
     except BaseException as e:  # record the failure rather than leave the run "running" forever
-        sup.store.finish_run(run_id, "failed", None, f"supervisor error: {e!r}")
-        sup.stop_all()
+        sup.request_stop()
+        if sup.stopper is not None:
+            sup.stopper.join()
+        sup.end("failed", None, f"supervisor error: {e!r}")
         raise
     finally:
         sup.finish()

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Local-run benchmark: `launchkit run --local --no-python --follow -- echo hi`, this tree against a
+baseline commit, interleaved in one run.
+
+Usage (from the repository root):  uv run python bench/bench_local.py [-n 15] [--baseline e38b743]
+
+- Extracts the baseline's src/ (`git archive`) into bench/results/, byte-compiles both trees, and
+  runs each through the same interpreter with PYTHONPATH pointing at its src/ (the supervisor a run
+  starts inherits it), each with its own LAUNCHKIT_LOCAL_HOME, in a small repository.
+- Reports median/min/max wall time in ms, with `run --local --dry-run` (no job at all) as the floor
+  of the CLI itself. Target (issue 11): the local follow run <= 200 ms median. Exit 1 if missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_startup import RESULTS, ROOT, compile_all, site_packages, small_repo, time_once
+
+TARGET_MS = 200.0
+RUN = ["run", "--local", "--no-python", "--follow", "--", "echo", "hi"]
+FLOOR = ["run", "--local", "--no-python", "--dry-run", "--", "echo", "hi"]
+
+
+def baseline_src(ref: str) -> Path:
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short=12", ref],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    dest = RESULTS / f"baseline-{sha}"
+    if not (dest / "src").is_dir():
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", sha, "src"], cwd=ROOT, capture_output=True, check=True, timeout=120
+        )
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True, timeout=120)
+    return dest / "src"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=15, help="runs per command (default 15)")
+    ap.add_argument(
+        "--baseline", default="e38b743", help="git ref to compare with (default: before issue 11)"
+    )
+    args = ap.parse_args()
+
+    python = Path(sys.executable)
+    trees = {"baseline": baseline_src(args.baseline), "current": ROOT / "src"}
+    compile_all(python, site_packages(python), *trees.values())
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHKIT_", "BEAKER_"))}
+    base_env.pop("PYTHONDONTWRITEBYTECODE", None)
+    base_env["NO_COLOR"] = "1"
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = small_repo(Path(tmp))
+        base_env["HOME"] = tmp
+        envs = {
+            name: {
+                **base_env,
+                "PYTHONPATH": str(src),
+                "LAUNCHKIT_LOCAL_HOME": str(Path(tmp) / f"state-{name}"),
+            }
+            for name, src in trees.items()
+        }
+        commands = {
+            f"{name} {label}": (cmd, envs[name])
+            for name in trees
+            for label, cmd in (("run --local --follow", RUN), ("run --local --dry-run", FLOOR))
+        }
+        lk = [str(python), "-m", "launchkit"]
+        for cmd, env in commands.values():  # warm the page cache (and uv's symlink in each run dir)
+            time_once([*lk, *cmd], repo, env)
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(args.n):
+            for name, (cmd, env) in commands.items():
+                samples[name].append(time_once([*lk, *cmd], repo, env)[0])
+
+    print(
+        f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs  (n={args.n}, baseline {args.baseline})"
+    )
+    print(f"{'command':<34} {'median':>8} {'min':>7} {'max':>7}")
+    for name, walls in samples.items():
+        print(f"{name:<34} {statistics.median(walls):7.0f}ms {min(walls):6.0f}ms {max(walls):6.0f}ms")
+    current = statistics.median(samples["current run --local --follow"])
+    ok = current <= TARGET_MS
+    print(f"target: current run --local --follow <= {TARGET_MS:.0f} ms median: {'ok' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

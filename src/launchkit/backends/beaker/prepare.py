@@ -1,0 +1,130 @@
+"""The spec exactly as it will be submitted: `resolve` (workspace, budget, image, clusters, secrets,
+groups, marker), then the workspace's budget written out, the GitHub token secret, and beaker-py's own
+JSON form. Read-only: `run --dry-run` prints this, `run --save-spec` writes it, `run` sends it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from beaker import beaker_pb2 as pb2
+from beaker import exceptions as bx
+
+from launchkit.application import Application
+from launchkit.backends.beaker import resolve as rs
+from launchkit.backends.beaker.client import Connection
+from launchkit.core.contract import ENV_GIT_REMOTE, ENV_GIT_TOKEN
+from launchkit.core.remoteurl import github_repo
+from launchkit.errors import PreconditionError
+
+GITHUB_TOKEN = "GITHUB_TOKEN"  # env var and default secret name (runtime/lib.sh reads it for github.com)
+SECRETS_ADDED = "secrets added: "  # resolve's note, which the GitHub token joins
+
+
+@dataclass
+class Prepared:
+    workspace: Any  # pb2.Workspace
+    workspace_name: str
+    spec: dict[str, Any]  # beaker-py's JSON of the spec, byte for byte what create() sends
+    notes: list[str] = field(default_factory=list)
+
+
+def prepare(
+    conn: Connection, spec: dict[str, Any], *, workspace: str | None, auto_secrets: bool, app: Application
+) -> Prepared:
+    from launchkit.backends.beaker.submit import parsed_spec
+
+    name = rs.workspace_name(conn, workspace)
+    resolved = rs.resolve(
+        conn,
+        spec,
+        workspace=name,
+        gpu_types=rs.spec_env_list(spec, rs.ENV_GPU_TYPES),
+        tags=rs.spec_env_list(spec, rs.ENV_TAGS),
+        auto_secrets=auto_secrets,
+    )
+    out = resolved.spec
+    ws = resolved.workspace
+    notes = list(resolved.notes)
+    if not out.get("budget") and ws.budget_id:
+        budget = workspace_budget(conn, ws.budget_id)
+        if budget:
+            out["budget"] = budget
+    if added := github_token(conn, out, ws, _label(ws, name), auto_secrets=auto_secrets, app=app):
+        i = next((i for i, n in enumerate(notes) if n.startswith(SECRETS_ADDED)), None)
+        if i is None:
+            notes.append(SECRETS_ADDED + added)
+        else:
+            notes[i] += ", " + added
+    # What create() sends is beaker-py's JSON of the parsed spec: normalise to exactly that.
+    return Prepared(ws, name, parsed_spec(out).to_json(), notes)
+
+
+def _label(ws: Any, name: str) -> str:
+    return f"{ws.owner_org.name}/{ws.name}" if ws.owner_org.name and "/" not in ws.name else name
+
+
+def workspace_budget(conn: Connection, budget_id: str) -> str | None:
+    """`org/name` of the workspace's default budget (what Beaker charges when the spec names none).
+    beaker-py 2.8.1 has no budget getter: the one private import here (`RpcMethod`) sends GetBudget
+    through its client, with its credentials, retries and error mapping."""
+    from beaker._service_client import RpcMethod
+
+    client = conn.beaker.workspace
+    try:
+        budget = client.rpc_request(
+            RpcMethod[pb2.GetBudgetResponse](client.service.GetBudget),
+            pb2.GetBudgetRequest(budget_id=budget_id),
+        ).budget
+    except (grpc.RpcError, bx.BeakerError):
+        return None  # the spec then names no budget and Beaker uses the workspace's
+    full: str = budget.full_name or (f"{budget.organization_name}/{budget.name}" if budget.name else "")
+    return full or None
+
+
+def _env(spec: dict[str, Any], name: str) -> str | None:
+    for task in spec.get("tasks", []):
+        for env in task.get("envVars") or []:
+            if env.get("name") == name:
+                return str(env.get("value") or env.get("secret") or "") or None
+    return None
+
+
+def github_token(
+    conn: Connection, spec: dict[str, Any], ws: Any, ws_label: str, *, auto_secrets: bool, app: Application
+) -> str | None:
+    """For a GitHub remote: add env GITHUB_TOKEN from the workspace secret `<user>_GITHUB_TOKEN` or
+    `GITHUB_TOKEN` (as gantry does). Without one, a private repository is refused (the job could not
+    clone it); when GitHub cannot be asked, warn and go on. Returns what was added, or None."""
+    repo = github_repo(_env(spec, ENV_GIT_REMOTE) or "")
+    if repo is None or _env(spec, GITHUB_TOKEN) or _env(spec, ENV_GIT_TOKEN):
+        return None  # not GitHub, or the user passed a token (--env-secret / --git-token-secret)
+    user = conn.me().name
+    available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
+    source = next((s for s in (f"{user}_{GITHUB_TOKEN}", GITHUB_TOKEN) if s in available), None)
+    if source and auto_secrets:
+        for task in spec.get("tasks", []):
+            task.setdefault("envVars", []).append({"name": GITHUB_TOKEN, "secret": source})
+        return GITHUB_TOKEN if source == GITHUB_TOKEN else f"{GITHUB_TOKEN} (from {source})"
+    from launchkit.backends.beaker.github import visibility
+
+    seen = visibility(repo)
+    if seen.private is None:
+        app.warn(
+            f"could not check whether GitHub repository {repo} is private ({seen.why}); "
+            "launching without a token"
+        )
+        return None
+    if not seen.private:
+        return None
+    fix = (
+        f"drop --no-auto-secrets or pass --git-token-secret {source}"
+        if source
+        else f"store a GitHub token once: `launchkit secret set {GITHUB_TOKEN} --workspace {ws_label}` "
+        "(reads it from stdin)"
+    )
+    raise PreconditionError(
+        f"GitHub repository {repo} is private (or missing) and the job gets no token to clone it", hint=fix
+    )

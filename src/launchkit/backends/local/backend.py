@@ -1,0 +1,483 @@
+"""The local backend: runs the job's own entrypoint on this machine, under a detached supervisor.
+
+State lives under the user state dir (platformdirs) or $LAUNCHKIT_LOCAL_HOME: `runs/<id>/` with the
+spec, the run's record (status.json), per-replica runtime/results dirs and timestamped logs, and
+`runs.db`, an index over those records (docs/local-backend.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from functools import cached_property
+from pathlib import Path
+from typing import IO, Any
+
+from launchkit.application import Application
+from launchkit.backends.local import logs, procs, record
+from launchkit.backends.local.store import Store, home, state_error
+from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
+from launchkit.backends.protocol import Capability, GpuRow, LogQuery, RunInfo, RunStatus, Submission
+from launchkit.core.contract import ENV_GIT_COMMIT
+from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
+
+# follow: look for new output (and the run's end) after a tenth of the time it has been quiet,
+# between MIN_POLL and MAX_POLL seconds: a few ms while things happen, at most 0.1 s when idle.
+MIN_POLL, MAX_POLL = 0.003, 0.1
+BASH_NEEDED = (5, 1)  # the entrypoint uses `wait -n -p` (bash 5.1)
+ENDED = ("succeeded", "failed", "canceled")  # final: the record never changes again
+INDEXED = ("status", "exit_code", "started", "finished", "message")  # what changes after creation
+
+
+def _ts(value: float | None) -> dt.datetime | None:
+    return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
+
+
+def _created(value: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(value, dt.UTC)
+
+
+def _has_commit(repo_root: str, sha: str) -> bool:
+    r = subprocess.run(
+        ["git", "-C", repo_root, "cat-file", "-e", f"{sha}^{{commit}}"],
+        check=False,
+        capture_output=True,
+        timeout=30,
+    )
+    return r.returncode == 0
+
+
+def stop_grace() -> float:
+    raw = os.environ.get("LAUNCHKIT_STOP_GRACE")
+    if raw is None:
+        return DEFAULT_STOP_GRACE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86400:  # also refuses nan and inf
+        raise UsageError(
+            f"LAUNCHKIT_STOP_GRACE={raw!r} is not a number of seconds",
+            hint="set it to e.g. 10 (0 to 86400), or unset it",
+        )
+    return value
+
+
+def check_bash() -> None:
+    """The entrypoint needs bash 5.1+; macOS ships 3.2. One line with the fix, before anything runs."""
+    bash = shutil.which("bash")
+    if bash is None:
+        raise PreconditionError("the local backend needs bash 5.1 or newer, and there is no bash on PATH")
+    try:
+        out = subprocess.run(
+            [bash, "-c", 'echo "${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]}"'],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.split()
+        version = (int(out[0]), int(out[1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        version = (0, 0)
+    if version < BASH_NEEDED:
+        found = f"{version[0]}.{version[1]}" if version > (0, 0) else "of unknown version"
+        raise PreconditionError(
+            f"the local backend needs bash 5.1 or newer, but {bash} is {found}",
+            hint="on macOS: `brew install bash`, with Homebrew's bin before /bin on PATH",
+        )
+
+
+def check_gpus(task: dict[str, Any]) -> None:
+    wanted = (task.get("resources") or {}).get("gpuCount") or 0
+    if wanted:
+        have = gpu_count()
+        if wanted > have:
+            raise UsageError(
+                f"--gpus {wanted}: this machine has {have} GPU{'s' if have != 1 else ''}",
+                hint=(f"use --gpus {have} or fewer" if have else "drop --gpus")
+                + " for a local run, or run it on Beaker (without --local)",
+            )
+
+
+class LocalBackend:
+    name = "local"
+    capabilities = frozenset({Capability.uploads, Capability.unpushed})
+
+    def __init__(self, app: Application | None = None) -> None:
+        self.app = app or Application()
+        self.root = home()
+
+    @cached_property
+    def store(self) -> Store:
+        """runs.db, opened (and rebuilt if need be) on first use: find-gpus never touches it."""
+        return Store(self.root, warn=self.app.warn)
+
+    def rdir(self, run_id: str) -> Path:
+        return self.root / "runs" / run_id
+
+    # ---- submit
+    def prepare(self, submission: Submission) -> Submission:
+        """Nothing to resolve: the local backend runs the spec as built."""
+        return submission
+
+    def submit(self, submission: Submission) -> RunInfo:
+        task = submission.spec["tasks"][0]
+        env_vars = task.get("envVars") or task.get("env_vars") or []
+        missing = [v["secret"] for v in env_vars if v.get("secret") and v["secret"] not in os.environ]
+        if missing:
+            raise PreconditionError(
+                f"local runs read secrets from your environment, and {', '.join(missing)} is not set",
+                hint=f"export {missing[0]}=... before launching (the value is never written to disk)",
+            )
+        stop_grace()
+        check_gpus(task)
+        check_bash()
+        env = {v["name"]: v.get("value") for v in env_vars if not v.get("secret")}
+        if task.get("datasets"):
+            self.app.warn(
+                f"local runs do not mount datasets, Weka or host paths: "
+                f"{len(task['datasets'])} mount(s) in the spec are ignored"
+            )
+        meta: dict[str, Any] = {"repo_root": submission.repo_root}
+        commit = env.get(ENV_GIT_COMMIT)
+        if submission.repo_root and commit and _has_commit(submission.repo_root, commit):
+            meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
+        run_id = f"local-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+        store = self.store  # the state dir and runs.db are usable before anything is written
+        rdir = self.rdir(run_id)
+        rec = record.new(run_id, submission.name, int(task.get("replicas") or 1))
+        lock = -1
+        try:  # the run dir and its record first (the truth), then the index; all or nothing
+            rdir.mkdir()
+            (rdir / "spec.json").write_text(json.dumps(submission.spec))
+            (rdir / "meta.json").write_text(json.dumps(meta))
+            lock = record.take_lock(rdir)  # held from now until the supervisor exits
+            record.write(rdir, rec)
+            store.upsert(rec)
+            log = open(rdir / "supervisor.log", "ab")
+        except (OSError, PreconditionError) as e:
+            if lock >= 0:
+                os.close(lock)
+            shutil.rmtree(rdir, ignore_errors=True)
+            try:
+                store.delete(run_id)
+            except PreconditionError:
+                pass  # never indexed
+            raise e if isinstance(e, PreconditionError) else state_error(str(rdir), e) from None
+        try:
+            with log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "launchkit.backends.local.supervisor", str(rdir)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                    pass_fds=(lock,),
+                )
+        except OSError as e:
+            raise BackendError(f"could not start the local supervisor: {e}") from None
+        finally:
+            os.close(lock)  # the supervisor holds the lock now
+        proc.returncode = 0  # detached: never waited for
+        self._index({**rec, "supervisor_pid": proc.pid})
+        return self.get(run_id)
+
+    # ---- state
+    def _index(self, rec: dict[str, Any], row: Any = None) -> None:
+        """Bring runs.db up to date with a record (unless `row`, its index entry, already is);
+        the record stays the truth when the disk is full."""
+        if row is not None and all(row[c] == rec.get(c) for c in INDEXED):
+            return
+        try:
+            self.store.upsert(rec)
+        except PreconditionError:
+            pass
+
+    def _current(self, run_id: str, row: Any = None) -> dict[str, Any] | None:
+        """The run's record, marked lost if its supervisor is gone before recording an end."""
+        rdir = self.rdir(run_id)
+        alive = record.supervisor_alive(rdir)  # before reading: a supervisor records its end, then exits
+        rec = record.read(rdir)
+        if rec is None:
+            return None
+        if rec["status"] not in record.FINISHED and not alive:
+            pid = rec.get("supervisor_pid")
+            rec.update(
+                status="lost",
+                finished=time.time(),
+                message=(
+                    f"its supervisor (pid {pid}) died before the run ended"
+                    if pid
+                    else "its supervisor never started"
+                )
+                + f"; anything it left running ends with `launchkit stop {run_id}`",
+            )
+            try:
+                record.write(rdir, rec)
+            except OSError:
+                pass  # still reported as lost; recorded next time
+        self._index(rec, row)
+        return rec
+
+    def _record(self, run_id: str) -> dict[str, Any]:
+        row = self.store.run(run_id)
+        if row is not None and row["status"] in ENDED:
+            return dict(row)
+        rec = self._current(run_id, row)
+        if rec is None:
+            if row is None:
+                raise NotFoundError(f"no local run {run_id!r}", hint="see `launchkit list --local`")
+            rec = dict(row)
+            if not self.rdir(run_id).exists() and rec["status"] not in record.FINISHED:
+                rec.update(status="lost", finished=time.time(), message="its run directory was removed")
+                self._index(rec)
+        return rec
+
+    def _info(self, rec: dict[str, Any]) -> RunInfo:
+        return RunInfo(
+            id=rec["id"],
+            name=rec["name"],
+            backend="local",
+            status=RunStatus(rec["status"]),
+            exit_code=rec["exit_code"],
+            created=_created(rec["created"]),
+            started=_ts(rec["started"]),
+            finished=_ts(rec["finished"]),
+            replicas=rec["replicas"],
+            author=os.environ.get("USER"),
+            message=rec.get("message"),
+        )
+
+    def get(self, run_ref: str) -> RunInfo:
+        return self._info(self._record(run_ref))
+
+    def latest(self, *, author: str | None = None) -> RunInfo | None:
+        _no_author(author)
+        rows = self.store.runs(limit=1)
+        return self.get(rows[0]["id"]) if rows else None
+
+    def list_runs(
+        self,
+        *,
+        limit: int = 20,
+        statuses: list[RunStatus] | None = None,
+        author: str | None = None,
+        text: str | None = None,
+        max_age: dt.timedelta | None = None,
+        include_all: bool = False,  # no Capability.others_runs: every local run is yours
+        mine: bool = False,
+    ) -> list[RunInfo]:
+        _no_author(author)
+        for row in self.store.runs(limit=None, statuses=["queued", "running"]):
+            self._current(row["id"], row)  # so that statuses are current before filtering on them
+        since = time.time() - max_age.total_seconds() if max_age else None
+        rows = self.store.runs(
+            limit=limit, statuses=[s.value for s in statuses or []], text=text, since=since
+        )
+        return [self._info(dict(r)) for r in rows]
+
+    # ---- logs
+    def _ranks(self, run: RunInfo, replica: int | None) -> list[int]:
+        if replica is None:
+            return list(range(run.replicas))
+        if not 0 <= replica < run.replicas:
+            raise NotFoundError(
+                f"run {run.id} has no replica {replica}", hint=f"replicas are 0..{run.replicas - 1}"
+            )
+        return [replica]
+
+    def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
+        ranks = self._ranks(run, query.replica)
+        since = int(query.since.timestamp() * 1e9) if query.since else None
+        merged: list[tuple[int, int, bytes]] = []
+        for rank in ranks:
+            merged += [
+                (ts, rank, line)
+                for ts, line in logs.read_records(str(logs.log_file(self.rdir(run.id), rank)))
+                if since is None or ts >= since
+            ]
+        merged.sort(key=lambda r: (r[0], r[1]))
+        if query.head is not None:
+            merged = merged[: query.head]
+        if query.tail is not None:
+            merged = merged[-query.tail :] if query.tail else []
+        prefix = len(ranks) > 1
+        for ts, rank, line in merged:
+            out.write(self._decorate(ts, rank, line, prefix, query.timestamps))
+        out.flush()
+
+    @staticmethod
+    def _decorate(ts: int, rank: int, line: bytes, prefix: bool, timestamps: bool) -> bytes:
+        head = b""
+        if timestamps:
+            head += dt.datetime.fromtimestamp(ts / 1e9, dt.UTC).isoformat().encode() + b" "
+        if prefix:
+            head += b"[%d] " % rank
+        return head + line
+
+    def follow(
+        self,
+        run: RunInfo,
+        out: IO[bytes],
+        *,
+        replica: int | None = None,
+        all_replicas: bool = False,
+        tail: int | None = None,
+    ) -> int:
+        ranks = self._ranks(run, replica)
+        tails = {rank: logs.Tail(str(logs.log_file(self.rdir(run.id), rank))) for rank in ranks}
+        quiet_since = time.monotonic()
+        skip = tail is not None  # --tail N: of the lines written so far, only the last N
+        while True:
+            rec = self._record(run.id)  # before reading the logs: an ended run's logs are complete
+            for rank, reader in tails.items():
+                records = list(reader.read())
+                if skip:
+                    records = records[-tail:] if tail else []
+                for ts, line in records:
+                    out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
+                    quiet_since = time.monotonic()
+            skip = False
+            out.flush()
+            if rec["status"] in record.FINISHED:
+                return self._outcome(rec)
+            time.sleep(min(max((time.monotonic() - quiet_since) / 10, MIN_POLL), MAX_POLL))
+
+    @staticmethod
+    def _outcome(rec: dict[str, Any]) -> int:
+        """follow's exit code; a run that could not be kept track of is an error of its own."""
+        if rec.get("state_error"):
+            raise PreconditionError(
+                f"{rec['id']} was {rec.get('message')}",
+                hint="free disk space under the local state dir, or set LAUNCHKIT_LOCAL_HOME elsewhere",
+            )
+        if rec["status"] == "lost":
+            raise BackendError(f"{rec['id']} is lost: {rec.get('message')}")
+        return 0 if rec["status"] == "succeeded" else (rec["exit_code"] or 1)
+
+    # ---- stop
+    def stop(self, run: RunInfo) -> RunInfo:
+        grace = stop_grace()
+        rec = self._record(run.id)
+        if rec["status"] in ENDED:
+            return self._info(rec)
+        rdir = self.rdir(run.id)
+        asked = record.supervisor_alive(rdir)  # then it ends as canceled, even if it dies doing so
+        if asked:
+            row = self.store.run(run.id)
+            pid = rec.get("supervisor_pid") or (row["supervisor_pid"] if row else None)
+            if pid:
+                _signal(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace + 15
+            while time.monotonic() < deadline and record.supervisor_alive(rdir):
+                time.sleep(0.02)
+            rec = self._record(run.id)
+            if rec["status"] in ENDED:
+                return self._info(rec)
+            if pid and record.supervisor_alive(rdir):  # hung: end it with the rest
+                _signal(pid, signal.SIGKILL)
+        # No supervisor (died, or hung): end every process of the run ourselves.
+        groups = [r["pgid"] for r in (rec.get("ranks") or {}).values() if r.get("pgid")]
+        ended = procs.end_run(run.id, groups, min(grace, 2))
+        rec = self._record(run.id)
+        if rec["status"] not in ENDED:
+            was_lost = rec["status"] == "lost" and not asked
+            if ended or not was_lost:
+                rec.update(
+                    status="canceled",
+                    finished=time.time(),
+                    message="stopped by user" + (" after its supervisor died" if was_lost else ""),
+                )
+            else:
+                rec["message"] = (rec.get("message") or "").split(";")[0] + "; nothing of it is left running"
+            try:
+                record.write(rdir, rec)
+            except OSError as e:
+                raise state_error(str(rdir), e) from None
+            self._index(rec)
+        return self._info(rec)
+
+    # ---- prune
+    def prunable(self, older_than: dt.timedelta) -> list[RunInfo]:
+        """Ended runs older than `older_than` (by end time), whose processes are all gone."""
+        self.list_runs(limit=1)  # marks runs whose supervisor died as lost
+        rows = self.store.runs(
+            limit=None, statuses=[*ENDED, "lost"], before=time.time() - older_than.total_seconds()
+        )
+        live = procs.live_runs() if any(r["status"] == "lost" for r in rows) else set()
+        return [self._info(dict(r)) for r in rows if r["id"] not in live]
+
+    def remove(self, run: RunInfo) -> None:
+        rdir = self.rdir(run.id)
+        if record.supervisor_alive(rdir):
+            raise PreconditionError(f"{run.id} is running", hint=f"stop it first: launchkit stop {run.id}")
+        shutil.rmtree(rdir, ignore_errors=True)
+        if rdir.exists():
+            raise PreconditionError(
+                f"could not remove all of {rdir}", hint="fix its permissions and prune again"
+            )
+        self.store.delete(run.id)
+
+    def size(self, run: RunInfo) -> int:
+        total = 0
+        for folder, _, files in os.walk(self.rdir(run.id)):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(folder, name)).st_size
+                except OSError:
+                    pass
+        return total
+
+    # ---- GPUs
+    def find_gpus(self, *, gpu_types: list[str] | None = None, include_all: bool = False) -> list[GpuRow]:
+        try:
+            r = subprocess.run(
+                [
+                    "nvidia-smi",
+                    "--query-gpu=index,name,memory.total,memory.used,utilization.gpu",
+                    "--format=csv,noheader,nounits",
+                ],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        except FileNotFoundError:
+            return []
+        except (OSError, subprocess.SubprocessError) as e:
+            raise BackendError(f"nvidia-smi failed: {e}") from None
+        gpus: list[GpuRow] = []
+        for line in r.stdout.splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) == 5:
+                gpus.append(
+                    {
+                        "index": int(parts[0]),
+                        "name": parts[1],
+                        "memory_total_mib": int(parts[2]),
+                        "memory_used_mib": int(parts[3]),
+                        "utilization_pct": int(parts[4]),
+                    }
+                )
+        return gpus
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass  # it just ended
+
+
+def _no_author(author: str | None) -> None:
+    if author:
+        raise UsageError(
+            f"--author {author}: local runs are all yours", hint="drop --author (it filters Beaker runs)"
+        )

@@ -1,0 +1,90 @@
+"""A run's own record, `runs/<id>/status.json`: the source of truth for its status.
+
+Written atomically (temp file + rename) by one writer at a time: the CLI when it creates the run,
+then the supervisor; the CLI again only once the supervisor is gone (lost, stopped). runs.db is an
+index over these files and can always be rebuilt from them. Standard library only: the supervisor
+imports this module.
+
+A run's supervisor holds an exclusive lock on `runs/<id>/supervisor.lock` for as long as it lives:
+the CLI takes it before starting the supervisor and hands the open file over, so "the lock is free"
+means "the supervisor is gone", without pids (which get reused) or /proc.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+
+TYPE_CHECKING = False  # the supervisor imports this module: no `typing`, no `pathlib` at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    Dir = str | os.PathLike[str]
+
+FINISHED = ("succeeded", "failed", "canceled", "lost")
+STATUS_FILE = "status.json"
+LOCK_FILE = "supervisor.lock"
+
+
+def read(rdir: Dir) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(rdir, STATUS_FILE), "rb") as f:
+            data = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "id" in data else None
+
+
+def write(rdir: Dir, data: dict[str, Any]) -> None:
+    """Replace the record atomically (raises OSError when the disk is full or read-only)."""
+    tmp = os.path.join(rdir, f".{STATUS_FILE}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data))
+        os.replace(tmp, os.path.join(rdir, STATUS_FILE))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def new(run_id: str, name: str, replicas: int) -> dict[str, Any]:
+    return {
+        "id": run_id,
+        "name": name,
+        "status": "queued",
+        "exit_code": None,
+        "created": time.time(),
+        "started": None,
+        "finished": None,
+        "replicas": replicas,
+        "supervisor_pid": None,
+        "message": None,
+        "ranks": {},  # rank -> {"pgid", "status", "exit_code", "started", "finished"}
+    }
+
+
+def take_lock(rdir: Dir) -> int:
+    """Open and lock the supervisor lock file; the fd goes to the supervisor."""
+    fd = os.open(os.path.join(rdir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def supervisor_alive(rdir: Dir) -> bool:
+    """True while the run's supervisor (or the CLI starting it) holds the lock."""
+    try:
+        fd = os.open(os.path.join(rdir, LOCK_FILE), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

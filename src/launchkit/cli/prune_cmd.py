@@ -1,0 +1,53 @@
+"""`launchkit prune [--older-than 7d] [--dry-run] [--yes]`: remove old local runs that have ended."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from launchkit.cli.context import get_app
+
+
+def prune(
+    ctx: typer.Context,
+    older_than: str = typer.Option(
+        "7d", "--older-than", metavar="DURATION", help="Only runs that ended longer ago (7d, 12h)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
+) -> None:
+    """Remove old local runs (their directories and logs). Running runs are never touched."""
+    import datetime as dt
+
+    from launchkit.backends.local import LocalBackend
+    from launchkit.core.units import parse_duration
+    from launchkit.errors import UsageError
+
+    app = get_app(ctx)
+    try:
+        age = dt.timedelta(seconds=parse_duration(older_than))
+    except (ValueError, OverflowError):
+        raise UsageError(
+            f"--older-than {older_than!r} is not a duration", hint="use e.g. 7d, 12h, 30m"
+        ) from None
+    backend = LocalBackend(app)
+    runs = backend.prunable(age)
+    if not runs:
+        app.info(f"no local run ended more than {older_than} ago")
+        return
+    sizes = {run.id: backend.size(run) for run in runs}
+    total = f"{sum(sizes.values()) / 2**20:.1f} MiB"
+    if dry_run:
+        for run in runs:
+            sys.stdout.write(f"{run.id}  {run.status.value}  {sizes[run.id] / 2**20:.1f} MiB\n")
+        app.info(f"would remove {len(runs)} runs ({total})")
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("prune needs confirmation, but stdin is not a terminal", hint="pass --yes")
+        if not typer.confirm(f"Remove {len(runs)} local runs ({total})?", default=False, err=True):
+            sys.exit(1)
+    for run in runs:
+        backend.remove(run)
+    app.info(f"removed {len(runs)} runs ({total})")

@@ -1,0 +1,233 @@
+"""uv caches across jobs (issue 13): the user's project is not rebuilt when its packaging is unchanged,
+and many jobs can share one uv cache directory. Real bash, git, uv and a local package index."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from lk_helpers import LocalIndex, entrypoint
+
+# A PEP 517/660 build backend inside the repository, so builds need no registry. Every editable
+# build appends a line to $LK_TEST_BUILDS: the count of builds is the evidence, not timing.
+BACKEND = """
+import base64, hashlib, os, tomllib, zipfile
+
+def _meta():
+    with open("pyproject.toml", "rb") as f:
+        p = tomllib.load(f)["project"]
+    return p["name"], p["version"], p.get("dependencies", [])
+
+def _wheel(directory, files):
+    name, version, _ = _meta()
+    dist = f"{name}-{version}.dist-info"
+    files = dict(files)
+    files[f"{dist}/WHEEL"] = "Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
+    files[f"{dist}/entry_points.txt"] = f"[console_scripts]\\n{name}-hello = {name}:hello\\n"
+    record = []
+    for path, text in files.items():
+        d = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={d},{len(text.encode())}")
+    files[f"{dist}/RECORD"] = "\\n".join(record + [f"{dist}/RECORD,,"]) + "\\n"
+    wheel = f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(directory, wheel), "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+    return wheel
+
+def _metadata():
+    name, version, deps = _meta()
+    return "".join([f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n"] + [f"Requires-Dist: {d}\\n" for d in deps])
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    raise RuntimeError("this test backend only builds editables")
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    with open(os.environ["LK_TEST_BUILDS"], "a") as f:
+        f.write(os.getcwd() + "\\n")
+    name, version, _ = _meta()
+    return _wheel(wheel_directory, {
+        f"{name}.pth": os.path.abspath("src") + "\\n",
+        f"{name}-{version}.dist-info/METADATA": _metadata(),
+    })
+"""
+
+PROBE = [
+    "bash",
+    "-c",
+    "python -c 'import demo, importlib.metadata as m; print(demo.VALUE, m.version(\"demo\"))' && demo-hello",
+]
+
+
+def pyproject(version: str = "0.1.0", deps: list[str] | None = None, index: str = "") -> str:
+    listed = ", ".join(f'"{d}"' for d in deps or [])
+    text = (
+        f'[project]\nname = "demo"\nversion = "{version}"\nrequires-python = ">=3.11"\n'
+        f"dependencies = [{listed}]\n\n"
+        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["_build"]\n'
+    )
+    if index:
+        text += f'\n[[tool.uv.index]]\nurl = "{index}"\ndefault = true\n'
+    return text
+
+
+def commit_locked(repo, files: dict[str, str], message: str, env: dict[str, str]) -> str:
+    """Commit `files`, lock the project (uv lock, local only) and commit the lock; returns the SHA."""
+    repo.commit(files, message)
+    subprocess.run(["uv", "lock", "-q"], cwd=repo.path, check=True, timeout=120, env={**os.environ, **env})
+    return repo.commit({}, f"{message}: lock")
+
+
+def project_files(value: str = "1", **kw) -> dict[str, str]:
+    return {
+        "pyproject.toml": pyproject(**kw),
+        "_build/backend.py": BACKEND,
+        "src/demo/__init__.py": f"VALUE = {value}\ndef hello():\n    print('hello', VALUE)\n",
+    }
+
+
+def builds(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def run_job(
+    tmp: Path, name: str, repo, sha: str, env: dict[str, str], argv=PROBE, runtime: Path | None = None
+):
+    """One job as on Beaker: a fresh checkout at the same runtime path every time."""
+    runtime = runtime or tmp / "runtime"
+    shutil.rmtree(runtime, ignore_errors=True)
+    return entrypoint(tmp / name, str(repo.remote), sha, argv, {**env, "LAUNCHKIT_RUNTIME_DIR": str(runtime)})
+
+
+def install_log(tmp: Path, name: str) -> str:
+    return next((tmp / name / "results/.launchkit/logs").glob("*_install.log")).read_text()
+
+
+def test_unchanged_project_is_not_rebuilt_across_jobs(repo, tmp_path):
+    counter = tmp_path / "builds.txt"
+    env = {"UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_OFFLINE": "1", "LK_TEST_BUILDS": str(counter)}
+    first = commit_locked(repo, project_files(), "project", env)
+
+    r = run_job(tmp_path, "job1", repo, first, env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "0.1.0", "hello", "1"]
+    assert builds(counter) == 1
+
+    # the same commit again, in a fresh clone: the build is reused
+    r = run_job(tmp_path, "job2", repo, first, env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "0.1.0", "hello", "1"]
+    assert builds(counter) == 1, install_log(tmp_path, "job2")
+    assert "installed its stored build" in install_log(tmp_path, "job2")
+
+    # a later commit that changes only code: still no build, and the new code runs (editable)
+    code_only = repo.commit(
+        {"src/demo/__init__.py": "VALUE = 2\ndef hello():\n    print('hello', VALUE)\n"}, "code"
+    )
+    r = run_job(tmp_path, "job3", repo, code_only, env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2", "0.1.0", "hello", "2"]
+    assert builds(counter) == 1, install_log(tmp_path, "job3")
+
+    # a commit that changes pyproject.toml: rebuilt, and the new metadata is installed
+    packaging = commit_locked(repo, {"pyproject.toml": pyproject(version="0.2.0")}, "bump", env)
+    r = run_job(tmp_path, "job4", repo, packaging, env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2", "0.2.0", "hello", "2"]
+    assert builds(counter) == 2
+
+    # a new package under src/: editable installs may list the packages they found, so rebuilt
+    added = repo.commit({"src/extra/__init__.py": "X = 1\n"}, "new package")
+    r = run_job(tmp_path, "job5", repo, added, env)
+    assert r.returncode == 0, r.stderr
+    assert builds(counter) == 3
+
+
+def test_dynamic_metadata_is_rebuilt_for_each_commit(repo, tmp_path):
+    """Dynamic metadata (a version from git, say) may change with any commit: reused only for the same one."""
+    counter = tmp_path / "builds.txt"
+    env = {"UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_OFFLINE": "1", "LK_TEST_BUILDS": str(counter)}
+    files = project_files()
+    files["pyproject.toml"] = files["pyproject.toml"].replace(
+        "dependencies", 'dynamic = ["description"]\ndependencies'
+    )
+    first = commit_locked(repo, files, "project", env)
+    for name in ("job1", "job2"):
+        r = run_job(tmp_path, name, repo, first, env)
+        assert r.returncode == 0, r.stderr
+    assert builds(counter) == 1
+    later = repo.commit({"src/demo/__init__.py": "VALUE = 3\ndef hello():\n    pass\n"}, "code only")
+    r = run_job(tmp_path, "job3", repo, later, env)
+    assert r.returncode == 0, r.stderr
+    assert builds(counter) == 2
+
+
+def test_jobs_share_one_uv_cache_concurrently(repo, tmp_path):
+    """8 jobs at once on an empty shared cache (as replicas on Weka): all correct, every wheel
+    downloaded once (uv's per-entry locks), the cache complete and the project's build kept."""
+    names = [f"dep{i:02d}" for i in range(12)]
+    counter = tmp_path / "builds.txt"
+    with LocalIndex(tmp_path / "index", names) as index:
+        lock_env = {"UV_CACHE_DIR": str(tmp_path / "lock-cache"), "LK_TEST_BUILDS": str(counter)}
+        sha = commit_locked(
+            repo, project_files(deps=names, index=index.url), "project", {**lock_env, "UV_OFFLINE": "false"}
+        )
+        index.log.write_text("")
+        shared = tmp_path / "shared-cache"
+        env = {
+            "UV_CACHE_DIR": str(shared),
+            "UV_LINK_MODE": "copy",
+            "UV_OFFLINE": "false",
+            "LK_TEST_BUILDS": str(counter),
+        }
+        check = [
+            "python",
+            "-c",
+            "import importlib, demo; print(sum(len(importlib.import_module(f'dep{i:02d}').VALUE) for i in range(12)), demo.VALUE)",
+        ]
+
+        def job(i: int):
+            return entrypoint(tmp_path / f"job{i}", str(repo.remote), sha, check, env, timeout=300)
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(job, range(8)))
+        for r in results:
+            assert r.returncode == 0, r.stderr
+            assert r.stdout.split() == ["60", "1"]
+        assert index.downloads() == {f"{n}-1.0.0-py3-none-any.whl": 1 for n in names}
+        # copy mode: the jobs' files are their own, not links into the shared cache
+        dep = next((tmp_path / "job0/runtime/.venv/lib").glob("python*/site-packages/dep00/__init__.py"))
+        assert dep.stat().st_nlink == 1 and not dep.is_symlink()
+
+    # the index is gone: a next job (at a path a job used before) installs from the shared cache
+    # alone, without a build
+    before = builds(counter)
+    r = run_job(tmp_path, "after", repo, sha, {**env, "UV_OFFLINE": "1"}, check, tmp_path / "job0/runtime")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["60", "1"]
+    assert builds(counter) == before
+
+
+def test_unusable_uv_cache_dir_falls_back_to_the_default(repo, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    sha = repo.commit({"requirements.txt": ""}, "empty reqs")
+    r = entrypoint(
+        tmp_path,
+        str(repo.remote),
+        sha,
+        ["bash", "-c", 'echo "cache=${UV_CACHE_DIR-unset}"'],
+        {"UV_CACHE_DIR": str(blocker / "uv")},
+    )
+    assert r.returncode == 0, r.stderr
+    assert "cache=unset" in r.stdout
+    assert f"UV_CACHE_DIR={blocker / 'uv'} is not a writable directory" in r.stderr
