@@ -475,6 +475,7 @@ def test_open_takes_several_targets_of_every_kind(fake_beaker):
     s = fake_beaker.state
     exp = s.add_experiment("ai2/launchkit", "to-open", author="alice", description="[launchkit]")
     g = s.add_group("ai2/launchkit", "grp")
+    s.schedule_job(exp)  # its result dataset comes with the assignment
     ds = next(iter(s.datasets.values()))
     targets = [exp.id, "ai2/launchkit", "ai2/jupiter-cirrascale-2", "alice/base", ds.id, g.id]
     r = run_cli("open", "--print", *targets)
