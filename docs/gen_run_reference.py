@@ -29,6 +29,7 @@ def render() -> str:
             import typer.main
 
             from launchkit.cli.app import app
+            from launchkit.cli.panels import shown_param
             from launchkit.core.run_options import CONFIG_KEYS
 
             group = typer.main.get_command(app)
@@ -36,7 +37,7 @@ def render() -> str:
             ctx = run.make_context("run", ["--", "x"], resilient_parsing=True)
             panels: dict[str, list[tuple[str, str, str]]] = {}
             for param in run.get_params(ctx):
-                record = param.get_help_record(ctx)
+                record = shown_param(param).get_help_record(ctx)  # gantry's aliases: docs/from-gantry.md
                 if record is None or param.name == "help":
                     continue
                 flags, text = record

@@ -424,7 +424,9 @@ def test_list_filters_on_the_server_and_costs_few_calls(fake, backend):
     assert len(rows) == 25 and all(r.launchkit for r in rows)
     assert rows[0].created >= rows[-1].created
     assert {r.author for r in rows} == {"alice", "bob"}
-    assert fake.total_calls <= 6, dict(fake.calls)  # org, workloads (1 page), GetUser per author
+    # org, workspace (list is scoped to the default workspace, as gantry's), workloads (1 page),
+    # GetUser per author
+    assert fake.total_calls <= 7, dict(fake.calls)
     assert len(backend.list_runs(limit=100, include_all=True)) == 65
     mine = backend.list_runs(limit=100, author="alice")
     assert len(mine) == 30 and {r.author for r in mine} == {"alice"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -172,16 +173,33 @@ def test_failing_pre_setup_hook_has_its_own_code(repo, tmp_path):
     assert r.returncode == 103 and "pre-setup hook failed" in r.stderr
 
 
+def _as_method(method: str, argv: list[str]) -> list[str]:
+    """The command line a user gives for `method`: argv as is (exec), or one quoted script (bash)."""
+    return argv if method == "exec" else [shlex.join(argv)]
+
+
 @pytest.mark.parametrize("method", ["exec", "bash"])
 def test_exit_code_is_the_commands(repo, tmp_path, method):
     r = entrypoint(
         tmp_path,
         str(repo.remote),
         git_head(repo),
-        ["bash", "-c", "exit 7"],
+        _as_method(method, ["bash", "-c", "exit 7"]),
         {**NO_PY, "LAUNCHKIT_EXEC_METHOD": method},
     )
     assert r.returncode == 7
+
+
+def test_bash_method_runs_the_words_as_a_script_like_gantry(repo, tmp_path):
+    """gantry's `--exec-method bash` is `bash -c "$*"`: variables, && and quotes work in the job."""
+    cmd = ["echo", "rank=$BEAKER_REPLICA_RANK", "&&", "echo", "'a  b'", "&&", "false", "||", "echo", "or"]
+    env = {**NO_PY, "BEAKER_REPLICA_RANK": "3"}
+    r = entrypoint(tmp_path, str(repo.remote), git_head(repo), cmd, {**env, "LAUNCHKIT_EXEC_METHOD": "bash"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-3:] == ["rank=3", "a  b", "or"]
+    # the default method keeps argv byte for byte: nothing expands
+    r = entrypoint(tmp_path / "x", str(repo.remote), git_head(repo), cmd[:2], env)
+    assert r.stdout.splitlines()[-1] == "rank=$BEAKER_REPLICA_RANK"
 
 
 def test_bash_method_keeps_bash_as_the_parent(repo, tmp_path):
@@ -190,7 +208,7 @@ def test_bash_method_keeps_bash_as_the_parent(repo, tmp_path):
         tmp_path,
         str(repo.remote),
         git_head(repo),
-        [sys.executable, "-c", probe],
+        _as_method("bash", [sys.executable, "-c", probe]),
         {**NO_PY, "LAUNCHKIT_EXEC_METHOD": "bash"},
     )
     assert r.returncode == 0 and r.stdout.strip() == "bash", r.stderr
@@ -215,7 +233,13 @@ def test_sigterm_reaches_the_user_process(repo, tmp_path, method):
         "LAUNCHKIT_EXEC_METHOD": method,
     }
     p = subprocess.Popen(
-        ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, sys.executable, "-c", script],
+        [
+            "bash",
+            "-c",
+            entrypoint_script(),
+            ENTRYPOINT_NAME,
+            *_as_method(method, [sys.executable, "-c", script]),
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -287,7 +311,7 @@ def test_argv_round_trip_through_the_entrypoint(repo, tmp_path_factory, method):
             tmp,
             str(repo.remote),
             sha,
-            [sys.executable, "-c", PRINT_ARGV, *args],
+            _as_method(method, [sys.executable, "-c", PRINT_ARGV, *args]),
             {**NO_PY, "LAUNCHKIT_EXEC_METHOD": method},
         )
         assert r.returncode == 0, r.stderr

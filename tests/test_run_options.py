@@ -21,7 +21,7 @@ def test_every_row_is_one_option_of_run_with_its_flags_panel_and_metavar():
     assert sorted(params) == sorted(o.name for o in RUN_OPTIONS)
     for opt in RUN_OPTIONS:
         param = params[opt.name]
-        declared = [f for flags in opt.flags for f in flags.split("/")]
+        declared = [f for flags in (*opt.flags, *opt.aliases) for f in flags.split("/")]
         assert sorted(param.opts + param.secondary_opts) == sorted(declared), opt.name
         assert param.rich_help_panel == opt.panel, opt.name
         assert param.metavar == opt.metavar, opt.name

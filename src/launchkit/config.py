@@ -15,7 +15,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from launchkit.core.configschema import ENV_PREFIX, KEYS, PROJECT_LABEL, USER_LABEL, Config, Layer
+from launchkit.core.configschema import (
+    ENV_PREFIX,
+    GANTRY_LABEL,
+    KEYS,
+    PROJECT_LABEL,
+    USER_LABEL,
+    Config,
+    Layer,
+)
 from launchkit.errors import UsageError
 
 __all__ = ["KEYS", "Config", "Layer", "help_defaults", "load_config", "merge", "read_layers"]
@@ -66,20 +74,24 @@ def find_pyproject(start: str | Path | None = None) -> Path | None:
     return None
 
 
-_toml_cache: dict[tuple[str, bool], dict[str, Any]] = {}
+_toml_cache: dict[tuple[str, bool, int, int], dict[str, Any]] = {}  # (path, flag, mtime, size)
 
 
 def _read_toml(path: Path, *, only_if_mentions_launchkit: bool = False) -> dict[str, Any]:
     """Parse a TOML file (cached per process). With `only_if_mentions_launchkit`, a file that never
     says "launchkit" cannot hold [tool.launchkit] and is not parsed at all (saves ~5 ms per start)."""
-    key = (str(path), only_if_mentions_launchkit)
+    try:
+        st = path.stat()
+    except OSError:
+        st = None
+    key = (str(path), only_if_mentions_launchkit, st.st_mtime_ns if st else 0, st.st_size if st else 0)
     if key in _toml_cache:
         return _toml_cache[key]
     try:
         data = path.read_bytes()
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}", hint="check the file's permissions") from None
-    if only_if_mentions_launchkit and b"launchkit" not in data:
+    if only_if_mentions_launchkit and b"launchkit" not in data and b"tool.gantry" not in data:
         result: dict[str, Any] = {}
     else:
         import tomllib
@@ -120,6 +132,8 @@ def read_layers(cwd: str | Path | None = None, environ: dict[str, str] | None = 
                     hint="write it as a [tool.launchkit] section with key = value lines",
                 )
             layers.append(Layer(PROJECT_LABEL, str(ppath), _normalise(table)))
+        elif isinstance(tool, dict) and isinstance(tool.get("gantry"), dict):
+            layers.append(Layer(GANTRY_LABEL, str(ppath), gantry_values(_normalise(tool["gantry"]))))
     env_values: dict[str, Any] = {}
     for key in ENV_KEYS:
         raw = environ.get(ENV_PREFIX + key.upper())
@@ -130,10 +144,53 @@ def read_layers(cwd: str | Path | None = None, environ: dict[str, str] | None = 
     return layers
 
 
+# gantry's own [tool.gantry] keys that launchkit has no setting for, and why
+GANTRY_ONLY_KEYS = {
+    "log_level": "use -v for more output",
+    "quiet": "use -q",
+    "callback_modules": "launchkit has no callbacks",
+}
+
+
+def gantry_keys() -> dict[str, str]:
+    """[tool.gantry] key -> launchkit config key: option names and gantry's spellings (run_options)."""
+    from launchkit.core.run_options import RUN_OPTIONS
+
+    out: dict[str, str] = {}
+    for opt in RUN_OPTIONS:
+        if opt.key:
+            for decl in (*opt.flags, *opt.aliases):
+                name = decl.split("/")[0]
+                if name.startswith("--"):
+                    out[name[2:].replace("-", "_")] = opt.key
+            out[opt.name] = opt.key
+    return out
+
+
+def gantry_values(table: dict[str, Any]) -> dict[str, Any]:
+    """[tool.gantry] as launchkit keys. gantry-only keys go to `_ignored` (launching reports them)."""
+    names = gantry_keys()
+    values: dict[str, Any] = {}
+    ignored: list[str] = []
+    for key, value in table.items():
+        if key in GANTRY_ONLY_KEYS:
+            ignored.append(key)
+        else:
+            values[names.get(key, key)] = value
+    if ignored:
+        values[IGNORED] = ignored
+    return values
+
+
+IGNORED = "_gantry_ignored"  # not a config key: [tool.gantry] keys launchkit does not read
+
+
 def merge(layers: list[Layer]) -> Config:
     cfg = Config(layers)
     for layer in layers:
         for key, value in layer.values.items():
+            if key == IGNORED:
+                continue
             if key in ("env", "env_secrets", "profiles") and key in cfg.values and isinstance(value, dict):
                 value = {**cfg.values[key][0], **value}  # per-name merge, higher layer wins
             cfg.values[key] = (value, layer)
@@ -163,4 +220,18 @@ def validate_layers(layers: list[Layer]) -> None:
     from launchkit.core.configmodel import check_layer
 
     for layer in layers:
+        if IGNORED in layer.values:
+            layer = Layer(layer.label, layer.path, {k: v for k, v in layer.values.items() if k != IGNORED})
         check_layer(layer)
+
+
+def gantry_notice(config: Config) -> str | None:
+    """The one-line notice `run` shows when the defaults come from [tool.gantry]."""
+    layer = next((x for x in config.layers if x.label == GANTRY_LABEL), None)
+    if layer is None:
+        return None
+    msg = f"using [tool.gantry] from {layer.path} (there is no [tool.launchkit]; see docs/from-gantry.md)"
+    ignored = layer.values.get(IGNORED) or []
+    if ignored:
+        msg += "; not used: " + ", ".join(f"{k} ({GANTRY_ONLY_KEYS[k]})" for k in ignored)
+    return msg

@@ -54,7 +54,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def get_backend(name: str, app: Application) -> Backend:
+def get_backend(name: str, app: Application, *, workspace: str | None = None) -> Backend:
+    """`workspace` (Capability.workspaces): where the backend's lists and --latest look."""
     if name == "local":
         from launchkit.backends.local import LocalBackend
 
@@ -62,7 +63,7 @@ def get_backend(name: str, app: Application) -> Backend:
     if name == "beaker":
         from launchkit.backends.beaker import BeakerBackend
 
-        return BeakerBackend(app)
+        return BeakerBackend(app, workspace=workspace)
     raise UsageError(f"unknown backend {name!r}", hint="use --backend beaker or --backend local")
 
 

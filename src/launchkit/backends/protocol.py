@@ -64,6 +64,7 @@ class Capability(str, Enum):
     uploads = "--upload"  # run: upload local files and mount them
     unpushed = "unpushed commits"  # run: launch a commit that is not on a remote
     several_tasks = "--multi/--sweep"  # run: several tasks in one run
+    workspaces = "--workspace/--group"  # runs scoped to a workspace or a group
 
 
 class LogQuery(BaseModel):
@@ -76,6 +77,7 @@ class LogQuery(BaseModel):
     head: int | None = None
     since: dt.datetime | None = None
     timestamps: bool = False
+    run: int | None = None  # the task's Nth run (1 = first); None: the latest. Needs Capability.tasks
 
 
 class Submission(BaseModel):
@@ -135,11 +137,17 @@ class Backend(Protocol):
         ...
 
     def follow(
-        self, run: RunInfo, out: IO[bytes], *, replica: int | None = None, all_replicas: bool = False
+        self,
+        run: RunInfo,
+        out: IO[bytes],
+        *,
+        replica: int | None = None,
+        all_replicas: bool = False,
+        tail: int | None = None,
     ) -> int:
         """Stream until the run finishes; return the job's exit code.
 
-        `all_replicas` needs Capability.all_replicas."""
+        `all_replicas` needs Capability.all_replicas; `tail`: start with the last N lines so far."""
         ...
 
     def stop(self, run: RunInfo) -> RunInfo: ...

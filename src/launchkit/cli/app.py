@@ -20,6 +20,7 @@ from typer.exceptions import TyperException
 from launchkit import __version__
 from launchkit.application import Application
 from launchkit.cli import (
+    completion_cmd,
     find_gpus_cmd,
     follow_cmd,
     list_cmd,
@@ -52,7 +53,18 @@ def root(
     verbose: int = typer.Option(
         0, "--verbose", "-v", count=True, show_default=False, help="More output (repeatable)."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors and the data you asked for."),
+    quiet: bool = typer.Option(
+        False, "--quiet/--not-quiet", "-q", help="Only errors and the data you asked for."
+    ),
+    log_level: str | None = typer.Option(
+        None, "--log-level", hidden=True, help="gantry's spelling: debug = -v, error = -q."
+    ),
+    check_for_upgrades: bool | None = typer.Option(
+        None,
+        "--check-for-upgrades/--no-check-for-upgrades",
+        hidden=True,
+        help="gantry's; see docs/from-gantry.md.",
+    ),
     beaker_timeout: float = typer.Option(
         None,
         "--beaker-timeout",
@@ -71,6 +83,22 @@ def root(
         except UnitError as e:
             raise UsageError(f"--beaker-timeout {beaker_timeout!r}: {e.problem}", hint=e.hint) from None
     app.beaker_timeout = beaker_timeout
+    if log_level is not None:  # gantry 3.7.0's global option
+        levels = {"debug": 1, "info": 0, "warning": 0, "error": -1}
+        if log_level.lower() not in levels:
+            from launchkit.errors import UsageError
+
+            raise UsageError(
+                f"--log-level {log_level!r}: unknown level", hint="use debug, info, warning or error"
+            )
+        app.verbosity = min(app.verbosity, -1) if quiet else max(verbose, levels[log_level.lower()])
+    if check_for_upgrades:
+        from launchkit.errors import UsageError
+
+        raise UsageError(
+            "--check-for-upgrades is not supported: launchkit never checks PyPI by itself",
+            hint="upgrade with your package manager (uv tool upgrade launchkit)",
+        )
 
 
 def build_app() -> typer.Typer:
@@ -80,7 +108,7 @@ def build_app() -> typer.Typer:
         cls=PanelGroup,
         help="Launch ML jobs from your git repository onto Beaker GPU clusters, or run them right here.",
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=True,  # Typer's --install-completion / --show-completion
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
         context_settings={"help_option_names": ["-h", "--help"]},
@@ -111,6 +139,8 @@ def build_app() -> typer.Typer:
         options_metavar="[OPTIONS] [-- COMMAND...]",
         short_help="Interactive Beaker session with the resources of run.",
     )(session_cmd.session_command())
+    cli.command("completion", cls=PanelCommand)(completion_cmd.completion)
+    cli.add_typer(secret_cmd.config_group(), name="config", cls=PanelGroup, hidden=True)  # gantry's
     return cli
 
 

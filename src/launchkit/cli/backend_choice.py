@@ -90,16 +90,37 @@ def backend_name(backend: str | None, local: bool, run_id: str | None = None, la
     return (latest and last_run_backend()) or default_backend()
 
 
+def workspace_option() -> Any:
+    return typer.Option(
+        None,
+        "--workspace",
+        "-w",
+        metavar="ORG/NAME",
+        help="Beaker workspace (default: `workspace` from config, else Beaker's default).",
+    )
+
+
 def choose(
-    app: Application, backend: str | None, local: bool, run_id: str | None = None, latest: bool = False
+    app: Application,
+    backend: str | None,
+    local: bool,
+    run_id: str | None = None,
+    latest: bool = False,
+    *,
+    workspace: str | None = None,
 ) -> Backend:
-    """The Backend instance for these options (and run id)."""
-    from launchkit.backends import get_backend
+    """The Backend instance for these options (and run id). `workspace` (-w) needs
+    Capability.workspaces; without it Beaker looks in the configured workspace."""
+    from launchkit.backends import Capability, get_backend, require
     from launchkit.errors import BackendError
 
     name = backend_name(backend, local, run_id, latest)
     try:
-        return get_backend(name, app)
+        from launchkit.config import load_config
+
+        b = get_backend(name, app, workspace=workspace or load_config().get("workspace"))
+        require(b, Capability.workspaces, workspace=workspace)
+        return b
     except ModuleNotFoundError as e:
         if not (e.name or "").startswith("launchkit.backends"):
             raise
@@ -116,6 +137,7 @@ def resolve_run(
     run_id: str | None,
     latest: bool,
     author: str | None = None,
+    workspace: str | None = None,
 ) -> tuple[Backend, RunInfo]:
     """(backend, RunInfo) for `ID` or `--latest`."""
     from launchkit.errors import NotFoundError, UsageError
@@ -124,7 +146,9 @@ def resolve_run(
         raise UsageError("give a run ID or --latest, not both", hint="drop one of them")
     if not run_id and not latest:
         raise UsageError("which run? give a run ID or --latest", hint="list runs with `launchkit list`")
-    b = choose(app, backend, local, run_id, latest)
+    if workspace and run_id:
+        raise UsageError("--workspace only applies with --latest", hint="drop it, or use --latest")
+    b = choose(app, backend, local, run_id, latest, workspace=workspace)
     if run_id:
         return b, b.get(run_id)
     run = b.latest(author=author) if author else b.latest()

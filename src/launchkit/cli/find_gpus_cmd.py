@@ -15,7 +15,7 @@ def find_gpus(
     gpu_type: list[str] | None = typer.Option(
         None, "--gpu-type", "-g", help="Beaker: only clusters with this GPU type (substring)."
     ),
-    show_all: bool = typer.Option(False, "--all", help="Beaker: also clusters with no free GPU."),
+    show_all: bool = typer.Option(False, "--all", "-a", help="Beaker: also clusters with no free GPU."),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
@@ -28,6 +28,9 @@ def find_gpus(
     b = choose(app, backend, local)
     require(b, Capability.gpu_filters, gpu_type=gpu_type, all=show_all)
     gpus = b.find_gpus(gpu_types=gpu_type, include_all=show_all)
+    from launchkit.cli.completing import remember_clusters
+
+    remember_clusters(str(g["cluster"]) for g in gpus if "cluster" in g)
     if app.json:
         app.print_json(gpus)
         return

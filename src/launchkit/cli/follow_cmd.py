@@ -6,14 +6,17 @@ import sys
 
 import typer
 
-from launchkit.cli.backend_choice import backend_option, local_option, resolve_run
+from launchkit.cli import completing
+from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, workspace_option
 from launchkit.cli.context import get_app
 from launchkit.core.units import MAX_COUNT
 
 
 def follow(
     ctx: typer.Context,
-    run_id: str | None = typer.Argument(None, metavar="[ID]", help="Run to follow."),
+    run_id: str | None = typer.Argument(
+        None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run to follow."
+    ),
     latest: bool = typer.Option(False, "--latest", "-l", help="Follow your newest run."),
     replica: int | None = typer.Option(
         None, "--replica", "-r", help="Only this replica (rank).", min=0, max=MAX_COUNT
@@ -22,8 +25,10 @@ def follow(
         False, "--all-replicas", help="Beaker: all replicas, lines prefixed [N]."
     ),
     author: str | None = typer.Option(
-        None, "--author", help="Beaker: with --latest, this user's newest run."
+        None, "--author", "-a", help="Beaker: with --latest, this user's newest run."
     ),
+    tail: bool = typer.Option(False, "--tail", "-t", help="Start with the last 10 lines, not the whole log."),
+    workspace: str | None = workspace_option(),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
@@ -32,7 +37,7 @@ def follow(
     from launchkit.cli.following import follow_run
 
     app = get_app(ctx)
-    b, run = resolve_run(app, backend, local, run_id, latest, author)
+    b, run = resolve_run(app, backend, local, run_id, latest, author, workspace)
     require(b, Capability.all_replicas, all_replicas=all_replicas)
     import os
 
@@ -41,4 +46,17 @@ def follow(
     url = url_from_env(os.environ)  # LAUNCHKIT_SLACK_WEBHOOK_URL (or gantry's GANTRY_SLACK_WEBHOOK_URL)
     notifier = SlackNotifier(app, url) if url else None
     # SystemExit, not typer.Exit: click returns (drops) Exit codes when standalone_mode=False
-    sys.exit(follow_run(app, b, run, replica=replica, all_replicas=all_replicas, notifier=notifier))
+    sys.exit(
+        follow_run(
+            app,
+            b,
+            run,
+            replica=replica,
+            all_replicas=all_replicas,
+            tail=TAIL_LINES if tail else None,
+            notifier=notifier,
+        )
+    )
+
+
+TAIL_LINES = 10  # gantry's `follow --tail`

@@ -1,9 +1,18 @@
-"""Following a run until it finishes: shared by `follow` and `run --follow`."""
+"""Following a run until it finishes: shared by `follow`, `logs -f` and `run --follow/--timeout`.
+
+gantry's waiting limits (`run --timeout`, `--start-timeout`, `--inactive-timeout`,
+`--inactive-soft-timeout`) are enforced here, for every backend: a watchdog thread looks at the
+clock, the run's status and the time of the last log byte, and stops the run when a limit passes;
+the backend's follow loop then ends as the run finishes.
+"""
 
 from __future__ import annotations
 
 import sys
-from typing import IO, TYPE_CHECKING, cast
+import threading
+import time
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from launchkit.application import Application
 from launchkit.backends import Backend, RunInfo, RunStatus
@@ -13,6 +22,106 @@ from launchkit.errors import EXIT_INTERRUPTED
 if TYPE_CHECKING:
     from launchkit.notify import SlackNotifier
 
+EXIT_TIMED_OUT = 124  # a waiting limit passed and launchkit stopped the run (as timeout(1) does)
+SOFT_REPEAT = 3600.0  # gantry warns again about inactivity at most once per max(soft, 1 h)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Seconds; None = no limit. `timeout` counts from the start of following."""
+
+    timeout: float | None = None
+    start: float | None = None
+    inactive: float | None = None
+    inactive_soft: float | None = None
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.timeout, self.start, self.inactive, self.inactive_soft))
+
+
+class _Sink:
+    """The output stream the backend writes logs to: records when bytes last arrived; discards them
+    when the logs are not shown (`run --no-follow --timeout N`)."""
+
+    def __init__(self, out: IO[bytes], show: bool):
+        self.out, self.show = out, show
+        self.last = time.monotonic()
+
+    def write(self, data: Any) -> int:
+        self.last = time.monotonic()
+        return self.out.write(data) if self.show else len(data)
+
+    def flush(self) -> None:
+        if self.show:
+            self.out.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.out, name)
+
+
+class _Watchdog:
+    """Runs in its own thread (`start`); `done` ends it."""
+
+    POLL = 0.2
+    STATUS_EVERY = 1.0  # seconds between status checks while waiting for the start
+
+    def __init__(self, app: Application, backend: Backend, run: RunInfo, sink: _Sink, limits: Limits):
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.app, self.backend, self.run_info, self.sink, self.limits = app, backend, run, sink, limits
+        self.done = threading.Event()
+        self.reason: str | None = None
+
+    def _job_started(self) -> bool:
+        status = self.backend.get(self.run_info.id).status
+        return status not in (RunStatus.queued, RunStatus.starting)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+
+    def _watch(self) -> None:
+        t0 = time.monotonic()
+        lim = self.limits
+        started_at: float | None = None
+        checked = 0.0
+        warned = 0.0
+        try:
+            while not self.done.wait(self.POLL):
+                now = time.monotonic()
+                if started_at is None and (lim.start or lim.inactive or lim.inactive_soft):
+                    if now - checked >= self.STATUS_EVERY:
+                        checked = now
+                        if self._job_started():
+                            started_at = now
+                            self.sink.last = max(self.sink.last, now)
+                if lim.timeout is not None and now - t0 >= lim.timeout:
+                    return self._stop_run(f"--timeout {_secs(lim.timeout)} passed")
+                if started_at is None:
+                    if lim.start is not None and now - t0 >= lim.start:
+                        return self._stop_run(f"it did not start within --start-timeout {_secs(lim.start)}")
+                    continue
+                quiet = now - self.sink.last
+                if lim.inactive is not None and quiet >= lim.inactive:
+                    return self._stop_run(f"no log output for --inactive-timeout {_secs(lim.inactive)}")
+                soft = lim.inactive_soft
+                if soft is not None and quiet >= soft and now - warned >= max(soft, SOFT_REPEAT):
+                    warned = now
+                    self.app.warn(f"{self.run_info.id}: no log output for {_secs(quiet)}")
+        except Exception as e:  # noqa: BLE001 - report; following goes on
+            self.app.error(f"watching {self.run_info.id} failed: {e}")
+
+    def _stop_run(self, why: str) -> None:
+        self.reason = why
+        self.app.warn(f"stopping {self.run_info.id}: {why}")
+        self.backend.stop(self.run_info)
+
+
+def _secs(seconds: float) -> str:
+    return f"{seconds:g}s"
+
 
 def follow_run(
     app: Application,
@@ -21,18 +130,31 @@ def follow_run(
     *,
     replica: int | None = None,
     all_replicas: bool = False,
+    tail: int | None = None,
+    limits: Limits | None = None,
+    show_logs: bool = True,
     notifier: SlackNotifier | None = None,
 ) -> int:
     """Follow until the run finishes. Ctrl-C detaches (the job keeps running) and says how to resume.
-    With a `notifier`, Slack hears when the job's first output arrives and how it ended."""
+
+    With `limits`, the run is stopped when one passes and the exit code is EXIT_TIMED_OUT. With a
+    `notifier`, Slack hears when the job's first output arrives and how it ended."""
     app.info(f"following {run.id} (Ctrl-C detaches; the job keeps running)")
+    limits = limits or Limits()
     out: IO[bytes] = sys.stdout.buffer
     if notifier is not None:
         from launchkit.notify import FirstOutput
 
         out = cast("IO[bytes]", FirstOutput(out, lambda: notifier.on_start(run)))
+    sink = _Sink(out, show_logs)
+    dog = _Watchdog(app, backend, run, sink, limits) if limits.any else None
+    kwargs: dict[str, Any] = {"replica": replica, "all_replicas": all_replicas}
+    if tail is not None:
+        kwargs["tail"] = tail
     try:
-        code = backend.follow(run, out, replica=replica, all_replicas=all_replicas)
+        if dog is not None:
+            dog.start()
+        code = backend.follow(run, sink, **kwargs)  # type: ignore[arg-type]
     except BrokenPipeError:
         return stdout_closed()
     except KeyboardInterrupt:
@@ -43,6 +165,14 @@ def follow_run(
             + (" --all-replicas" if all_replicas else "")
         )
         return EXIT_INTERRUPTED
+    finally:
+        if dog is not None:
+            dog.done.set()
+    if dog is not None:
+        dog.join(timeout=5)
+        if dog.reason:
+            app.error(f"{run.id} stopped: {dog.reason}")
+            return EXIT_TIMED_OUT
     final = backend.get(run.id)
     if notifier is not None:
         notifier.on_end(final)
@@ -58,3 +188,6 @@ def follow_run(
         )
     app.info(backend.results_location(final))
     return code
+
+
+__all__ = ["EXIT_TIMED_OUT", "Limits", "follow_run"]

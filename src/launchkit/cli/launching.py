@@ -45,11 +45,13 @@ def _no_pydantic_plugins() -> Iterator[None]:
 
 def launch(app: Application, given: dict[str, Any], *, extra: list[str], command: list[str] | None) -> None:
     with _no_pydantic_plugins():
-        from launchkit.config import load_config
+        from launchkit.config import gantry_notice, load_config
         from launchkit.core.parse import build_request
         from launchkit.core.spec import build_spec, spec_json_to_yaml
 
         config = load_config()
+        if notice := gantry_notice(config):
+            app.info(notice)
         for layer in config.layers:
             app.debug(
                 f"defaults from {layer.label}"
@@ -194,7 +196,7 @@ def save_spec(app: Application, path: str, text: str) -> None:
 
 def submit(app: Application, b: Backend, request: LaunchRequest, submission: Submission) -> None:
     from launchkit.backends import Capability
-    from launchkit.cli.following import follow_run
+    from launchkit.cli.following import Limits, follow_run
 
     if request.uploads and Capability.uploads not in b.capabilities:
         raise UsageError(
@@ -220,6 +222,8 @@ def submit(app: Application, b: Backend, request: LaunchRequest, submission: Sub
     for sub in subs:
         run = b.submit(sub)
         remember_last_run(b.name, run.id)
+        sys.stdout.write(run.id + "\n")  # for scripts: ID=$(launchkit -q run ...)
+        sys.stdout.flush()
         app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
     notifier = None
     if request.slack_webhook_url is not None:
@@ -235,6 +239,12 @@ def submit(app: Application, b: Backend, request: LaunchRequest, submission: Sub
     if request.follow:
         import typer
 
-        code = follow_run(app, b, run, notifier=notifier)
+        limits = Limits(
+            timeout=request.timeout,
+            start=request.start_timeout,
+            inactive=request.inactive_timeout,
+            inactive_soft=request.inactive_soft_timeout,
+        )
+        code = follow_run(app, b, run, limits=limits, show_logs=request.show_logs, notifier=notifier)
         app.fast_exit = True  # the job runs detached: nothing to tear down (saves ~50 ms)
         raise typer.Exit(code)

@@ -8,7 +8,8 @@ from typing import Any
 import typer
 
 from launchkit.application import OutputFormat
-from launchkit.cli.backend_choice import backend_option, choose, local_option
+from launchkit.cli import completing
+from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
 from launchkit.cli.context import get_app
 from launchkit.core.units import MAX_COUNT
 
@@ -37,16 +38,19 @@ def list_runs(
         "-s",
         help="Only runs with this status (repeatable): queued, starting, running, stopping, uploading, "
         "succeeded, failed, canceled, preempted; on Beaker also its own names (uploading_results...).",
+        autocompletion=completing.statuses,
     ),
-    limit: int = typer.Option(20, "--limit", "-n", min=1, max=MAX_COUNT, help="At most N runs."),
+    limit: int = typer.Option(20, "--limit", "-l", "-n", min=1, max=MAX_COUNT, help="At most N runs."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
     author: str | None = typer.Option(None, "--author", "-a", help="Only runs by this user."),
     me: bool = typer.Option(False, "--me", help="Beaker: only your runs."),
-    text: str | None = typer.Option(None, "--text", help="Name or description contains TEXT."),
+    text: str | None = typer.Option(None, "--text", "-t", help="Name or description contains TEXT."),
     max_age: str | None = typer.Option(
         None, "--max-age", help="Only runs younger than this (7 = 7 days; 12h, 30m)."
     ),
     show_all: bool = typer.Option(False, "--all", help="Beaker: also experiments not launched by launchkit."),
+    workspace: str | None = workspace_option(),
+    group: str | None = typer.Option(None, "--group", "-g", help="Beaker: only runs in this group."),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
@@ -73,13 +77,15 @@ def list_runs(
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
-    b = choose(app, backend, local)
+    b = choose(app, backend, local, workspace=workspace)
     if b.name != "beaker":  # Beaker also takes its own status names (gantry's vocabulary)
         try:
             statuses = [RunStatus(s) for s in statuses]
         except ValueError as e:
             raise UsageError(str(e), hint="statuses: " + ", ".join(s.value for s in RunStatus)) from None
     require(b, Capability.others_runs, me=me, all=show_all)
+    require(b, Capability.workspaces, group=group)
+    scope = {"group": group} if group else {}
     runs = b.list_runs(
         limit=limit,
         statuses=statuses or None,
@@ -88,6 +94,7 @@ def list_runs(
         max_age=age,
         include_all=show_all,
         mine=me,
+        **scope,
     )
     if app.json:
         app.print_json([r.model_dump(mode="json") for r in runs])

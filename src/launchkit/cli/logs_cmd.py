@@ -8,7 +8,14 @@ import sys
 
 import typer
 
-from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, stdout_closed
+from launchkit.cli import completing
+from launchkit.cli.backend_choice import (
+    backend_option,
+    local_option,
+    resolve_run,
+    stdout_closed,
+    workspace_option,
+)
 from launchkit.cli.context import get_app
 from launchkit.core.units import MAX_COUNT
 
@@ -31,20 +38,37 @@ def _since(value: str) -> dt.datetime:
 
 def logs(
     ctx: typer.Context,
-    run_id: str | None = typer.Argument(None, metavar="[ID]", help="Run whose logs to show."),
+    run_id: str | None = typer.Argument(
+        None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run whose logs to show."
+    ),
     latest: bool = typer.Option(False, "--latest", "-l", help="Your newest run."),
-    tail: int | None = typer.Option(None, "--tail", help="Only the last N lines.", min=0, max=MAX_COUNT),
-    head: int | None = typer.Option(None, "--head", help="Only the first N lines.", min=0, max=MAX_COUNT),
-    since: str | None = typer.Option(None, "--since", help="Lines since a duration ago (10m) or a time."),
+    tail: int | None = typer.Option(
+        None, "--tail", "-t", help="Only the last N lines.", min=0, max=MAX_COUNT
+    ),
+    head: int | None = typer.Option(
+        None, "--head", "-n", help="Only the first N lines.", min=0, max=MAX_COUNT
+    ),
+    since: str | None = typer.Option(
+        None, "--since", "-s", help="Lines since a duration ago (10m) or a time."
+    ),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep streaming until the run ends."),
+    run_number: int | None = typer.Option(
+        None,
+        "--run",
+        min=1,
+        max=MAX_COUNT,
+        help="Beaker: the task's Nth run (1 = first; default: the latest).",
+    ),
     replica: int | None = typer.Option(
         None, "--replica", "-r", help="Only this replica (rank).", min=0, max=MAX_COUNT
     ),
     task: str | None = typer.Option(None, "--task", help="Beaker: only this task."),
-    all_tasks: bool = typer.Option(False, "--all", help="Beaker: every task of the experiment."),
+    all_tasks: bool = typer.Option(False, "--all", "-a", help="Beaker: every task of the experiment."),
     timestamps: bool = typer.Option(False, "--timestamps", help="Prefix each line with its time."),
     output: str | None = typer.Option(
         None, "--output", "-o", help="Write to FILE, or to DIR/ with one file per replica."
     ),
+    workspace: str | None = workspace_option(),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
@@ -56,10 +80,25 @@ def logs(
 
     if head is not None and tail is not None:
         raise UsageError("--head and --tail cannot be combined", hint="pick one")
-    b, run = resolve_run(get_app(ctx), backend, local, run_id, latest)
+    app = get_app(ctx)
+    b, run = resolve_run(app, backend, local, run_id, latest, workspace=workspace)
     if task and all_tasks:
         raise UsageError("--task and --all cannot be combined", hint="pick one")
-    require(b, Capability.tasks, all_tasks=all_tasks, task=task)
+    require(b, Capability.tasks, all_tasks=all_tasks, task=task, run=run_number)
+    if follow:
+        for given, opt in (
+            (all_tasks, "--all"),
+            (head, "--head"),
+            (since, "--since"),
+            (output, "--output"),
+            (task, "--task"),
+            (run_number, "--run"),
+        ):
+            if given not in (None, False):
+                raise UsageError(f"--follow cannot be combined with {opt}", hint="drop one")
+        from launchkit.cli.following import follow_run
+
+        sys.exit(follow_run(app, b, run, replica=replica, tail=tail))
     query = LogQuery(
         replica=replica,
         task=task,
@@ -68,6 +107,7 @@ def logs(
         head=head,
         since=_since(since) if since else None,
         timestamps=timestamps,
+        run=run_number,
     )
     if output is None:
         try:

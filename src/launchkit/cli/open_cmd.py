@@ -1,4 +1,5 @@
-"""`launchkit open [TARGET]`: open an experiment, workspace or cluster page (or print its URL)."""
+"""`launchkit open [TARGET]...`: open Beaker pages (experiment, workspace, cluster, image, dataset,
+group), or print their URLs."""
 
 from __future__ import annotations
 
@@ -11,28 +12,35 @@ from launchkit.cli.context import get_app
 
 def open_page(
     ctx: typer.Context,
-    target: str | None = typer.Argument(
+    targets: list[str] | None = typer.Argument(
         None,
-        help="Experiment (id or user/name), workspace (org/name) or cluster; default: the workspace.",
+        metavar="[TARGET]...",
+        help="Experiment, workspace, cluster, image, dataset or group (id or name); default: the workspace.",
     ),
     latest: bool = typer.Option(False, "--latest", "-l", help="Your newest experiment."),
     workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
-    print_only: bool = typer.Option(False, "--print", "-p", help="Only print the URL."),
+    print_only: bool = typer.Option(False, "--print", "-p", help="Only print the URLs."),
 ) -> None:
-    """Open a Beaker page in the browser; the URL is printed when there is no browser or no TTY."""
+    """Open Beaker pages in the browser; the URLs are printed when there is no browser or no TTY."""
     from launchkit.backends.beaker import BeakerBackend
     from launchkit.errors import NotFoundError, UsageError
 
-    if latest and target:
-        raise UsageError("give a TARGET or --latest, not both")
+    if latest and targets:
+        raise UsageError("give TARGETs or --latest, not both")
     backend = BeakerBackend(get_app(ctx), workspace=workspace)
     if latest:
         run = backend.latest()
         if run is None:
             raise NotFoundError("you have no experiments yet", hint="launch one with `launchkit run`")
-        url = run.url or ""
+        urls = [run.url or ""]
     else:
-        url = backend.url_for(target)
+        wanted: list[str | None] = list(targets) if targets else [None]  # None: the workspace
+        urls = [backend.url_for(t) for t in wanted]  # all resolved before any opens
+    for url in urls:
+        _open(url, print_only)
+
+
+def _open(url: str, print_only: bool) -> None:
     from launchkit.core.redact import redact_url
 
     url = redact_url(url)  # printed below: never a credential from a URL
@@ -43,9 +51,6 @@ def open_page(
         try:
             opened = webbrowser.open(url)
         except Exception:  # noqa: BLE001 - no browser: print instead
-            from launchkit.core.redact import redact_url
-
-    url = redact_url(url)  # printed below: never a credential from a URL
-    opened = False
+            opened = False
     if not opened or not sys.stdout.isatty():
         sys.stdout.write(url + "\n")

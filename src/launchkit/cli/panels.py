@@ -9,12 +9,15 @@ is used of it and the context as `typer.Context` (hence the `ignore[override]`s)
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Any, Protocol
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+from launchkit.core.run_options import ALIAS_FLAGS
 
 
 class HelpFormatter(Protocol):
@@ -31,10 +34,22 @@ def _panels(
     """(panel, help rows) with the ungrouped "Options" first, then the panels in declaration order."""
     panels: dict[str, list[tuple[str, str]]] = {}
     for param in command.get_params(ctx):
-        record = param.get_help_record(ctx)
+        record = shown_param(param).get_help_record(ctx)
         if record is not None:
             panels.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(record)
     yield from sorted(panels.items(), key=lambda item: item[0] != "Options")
+
+
+def shown_param(param: Any) -> Any:
+    """The parameter as help shows it: gantry's alias spellings (run_options.ALIAS_FLAGS) left out."""
+    names = [*param.opts, *getattr(param, "secondary_opts", [])]
+    if not ALIAS_FLAGS.intersection(names):
+        return param
+    shown = copy.copy(param)
+    shown.opts = [o for o in param.opts if o not in ALIAS_FLAGS]
+    if hasattr(shown, "secondary_opts"):
+        shown.secondary_opts = [o for o in param.secondary_opts if o not in ALIAS_FLAGS]
+    return shown
 
 
 def _write_options(command: TyperCommand | TyperGroup, ctx: typer.Context, formatter: HelpFormatter) -> None:
@@ -60,6 +75,12 @@ class PanelCommand(TyperCommand):
 
 class PanelGroup(TyperGroup):
     """A group (the root app, `secret`) with the same plain-text panel help."""
+
+    LAST = ("completion",)  # set-up commands, listed after the everyday ones
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        names = super().list_commands(ctx)
+        return [n for n in names if n not in self.LAST] + [n for n in names if n in self.LAST]
 
     def format_options(self, ctx: typer.Context, formatter: HelpFormatter) -> None:  # type: ignore[override]
         _write_options(self, ctx, formatter)

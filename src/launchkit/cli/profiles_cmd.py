@@ -24,6 +24,9 @@ def profiles(
     skip_nccl_setup: bool = typer.Option(False, "--skip-nccl-setup", help="Leave out the NCCL setup."),
     preset: list[str] | None = typer.Option(None, "--preset", help="Env preset to turn on (e.g. vllm)."),
     list_all: bool = typer.Option(False, "--list", "-l", help="List every known profile and its parts."),
+    as_json: bool = typer.Option(
+        False, "--json", help="JSON output: the profiles (with --list) or the selection."
+    ),
 ) -> None:
     """Show what the cluster profile would add to a job on CLUSTER... and why."""
     from launchkit.config import load_config
@@ -45,6 +48,25 @@ def profiles(
     }
     request = build_request(given, ["true"], config=config)
     out: list[str] = []
+    if as_json:
+        import json
+
+        if list_all:
+            data: object = [
+                {**p.model_dump(mode="json"), "from_config": p.name in table}
+                for p in load_profiles(table).values()
+            ]
+        else:
+            sel = resolve_profiles(request, table)
+            data = {
+                "applied": sel.applied,
+                "forced": sel.forced,
+                "candidates": list(sel.candidates),
+                "reasons": list(sel.reasons),
+                "skipped": list(sel.skipped),
+            }
+        typer.echo(json.dumps(data, indent=2))
+        return
     if list_all:
         for p in load_profiles(table).values():
             out += _describe_profile(p, user=p.name in table)

@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from launchkit.cli.completing import RUN_COMPLETERS
 from launchkit.cli.context import get_app
 from launchkit.core.run_options import RUN_OPTIONS, Kind, Opt
 
@@ -57,6 +58,9 @@ def _parameter(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> inspect.Parame
     option = typer.Option(
         default,
         *opt.flags,
+        *opt.aliases,
+        hidden=opt.hidden,
+        autocompletion=RUN_COMPLETERS.get(opt.name),
         help=_help(opt, defaults),
         metavar=opt.metavar,
         rich_help_panel=opt.panel,

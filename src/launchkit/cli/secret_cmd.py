@@ -69,12 +69,47 @@ def set_secret(
 def list_secrets(
     ctx: typer.Context,
     workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON output (a list of names)."),
 ) -> None:
     """List the names of the workspace's secrets."""
     from launchkit.backends.beaker.backend import BeakerBackend, secret_names
 
-    for n in secret_names(BeakerBackend(get_app(ctx)), workspace):
+    app = get_app(ctx)
+    names = secret_names(BeakerBackend(app), workspace)
+    if as_json:
+        app.print_json(names)
+        return
+    for n in names:
         sys.stdout.write(n + "\n")
+
+
+def set_gh_token(
+    ctx: typer.Context,
+    token: str | None = typer.Argument(None, metavar="[TOKEN]", help="Refused: pipe the token in instead."),
+    workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+    secret: str | None = typer.Option(
+        None, "--secret", "-s", help="Secret name (default: git_token_secret from config, else GITHUB_TOKEN)."
+    ),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Accepted: launchkit does not prompt here."),
+) -> None:
+    """gantry's `config set-gh-token`: store a GitHub token for cloning private repositories."""
+    from launchkit.config import load_config
+    from launchkit.errors import UsageError
+
+    if token is not None:
+        raise UsageError(
+            "a token on the command line ends up in your shell history",
+            hint="pipe it in: `gh auth token | launchkit config set-gh-token`",
+        )
+    name = secret or load_config().get("git_token_secret") or "GITHUB_TOKEN"
+    set_secret(ctx, name, workspace)
+
+
+def config_group() -> typer.Typer:
+    """`launchkit config`: gantry's command group (hidden from help; `secret` is launchkit's)."""
+    group = typer.Typer(help="gantry's `config` commands.", no_args_is_help=True)
+    group.command("set-gh-token")(set_gh_token)
+    return group
 
 
 def secret_group() -> typer.Typer:

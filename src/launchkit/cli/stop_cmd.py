@@ -6,16 +6,21 @@ import sys
 
 import typer
 
-from launchkit.cli.backend_choice import backend_option, choose, local_option, resolve_run
+from launchkit.cli import completing
+from launchkit.cli.backend_choice import backend_option, choose, local_option, resolve_run, workspace_option
 from launchkit.cli.context import get_app
 
 
 def stop(
     ctx: typer.Context,
-    run_ids: list[str] | None = typer.Argument(None, metavar="[ID]...", help="Runs to stop."),
+    run_ids: list[str] | None = typer.Argument(
+        None, metavar="[ID]...", autocompletion=completing.local_run_ids, help="Runs to stop."
+    ),
     latest: bool = typer.Option(False, "--latest", "-l", help="Stop your newest run."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only show what would be stopped."),
+    as_json: bool = typer.Option(False, "--json", help="With --dry-run: JSON output."),
+    workspace: str | None = workspace_option(),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
@@ -25,11 +30,18 @@ def stop(
     app = get_app(ctx)
     if run_ids and latest:
         raise UsageError("give run IDs or --latest, not both", hint="drop one of them")
+    if run_ids and workspace:
+        raise UsageError("--workspace only applies with --latest", hint="drop it, or use --latest")
     if run_ids:
         targets = [(choose(app, backend, local, rid), rid) for rid in run_ids]
         runs = [(b, b.get(rid)) for b, rid in targets]
     else:
-        runs = [resolve_run(app, backend, local, None, latest)]
+        runs = [resolve_run(app, backend, local, None, latest, workspace=workspace)]
+    if as_json and not dry_run:
+        raise UsageError("--json only applies with --dry-run", hint="add --dry-run")
+    if dry_run and as_json:
+        app.print_json([run.model_dump(mode="json") for _, run in runs])
+        return
     if dry_run:
         for _, run in runs:
             sys.stdout.write(f"would stop {run.id} ({run.name}, {run.status.value})\n")

@@ -42,6 +42,7 @@ KEYS: dict[str, str] = {
     "profile": "str",
     "presets": "list",
     "exec_method": "str",
+    "runtime_dir": "str",
     "pre_setup": "str",
     "post_setup": "str",
     "install": "str",
@@ -63,6 +64,7 @@ KEYS: dict[str, str] = {
 
 ENV_PREFIX = "LAUNCHKIT_"
 PROJECT_LABEL = "pyproject.toml"
+GANTRY_LABEL = "pyproject.toml [tool.gantry]"  # gantry's table, read when there is no [tool.launchkit]
 USER_LABEL = "user config"
 
 
@@ -75,6 +77,8 @@ class Layer:
     values: dict[str, Any] = field(default_factory=dict)
 
     def where(self, key: str) -> str:
+        if self.label == GANTRY_LABEL:
+            return f"{key!r} in {self.path} [tool.gantry]"
         return (
             f"{key!r} in {self.path} [tool.launchkit]"
             if self.label == PROJECT_LABEL

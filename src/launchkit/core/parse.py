@@ -34,7 +34,7 @@ from launchkit.core.request import (
     Upload,
     WekaMount,
 )
-from launchkit.core.run_options import TRISTATE_OPTIONS, config_key
+from launchkit.core.run_options import RUN_OPTIONS, TRISTATE_OPTIONS, config_key
 from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, split_commands
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
@@ -48,6 +48,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
 SECRET = re.compile(r"[A-Za-z0-9_.-]+")
 PY_VERSION = re.compile(r"3(\.\d+){1,2}")
 TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
+GITHUB_SHORTHAND = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+")  # gantry's --remote acct/repo
 MODES: dict[str, MountMode] = {
     "ro": "readonly",
     "readonly": "readonly",
@@ -310,6 +311,9 @@ def build_request(
     checked by one function below, which fills `f`, the LaunchRequest fields.
     """
     environ = dict(os.environ if environ is None else environ)
+    for opt in RUN_OPTIONS:  # gantry options launchkit does not do: never accepted and ignored
+        if opt.refuse and given.get(opt.name):
+            raise UsageError(f"{opt.flag} is not supported: {opt.refuse}")
     f: dict[str, Any] = {"command": _command(list(given.get("extra") or []), command)}
     opts = _Options(given, config)
     _workload(opts, f)
@@ -521,6 +525,8 @@ def _git(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
             "is empty",
             f"give a value to {flag(opt)} or omit it",
         )
+    if f["remote"] and GITHUB_SHORTHAND.fullmatch(f["remote"]):
+        f["remote"] = f"https://github.com/{f['remote'].removesuffix('.git')}.git"
     f["allow_dirty"] = bool(given.get("allow_dirty"))
 
 
@@ -621,6 +627,13 @@ def _multinode(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None
 
 def _runtime(opts: _Options, f: dict[str, Any]) -> None:
     f["exec_method"] = ExecMethod(_choice(opts, "exec_method", [m.value for m in ExecMethod]) or "exec")
+    f["runtime_dir"] = _checked(
+        opts,
+        "runtime_dir",
+        lambda v: isinstance(v, str) and v.startswith("/") and len(v) > 1,
+        "is not an absolute path",
+        "give an absolute path in the job, e.g. /launchkit-runtime",
+    )
     f["pre_setup"] = opts.value("pre_setup")
     f["post_setup"] = opts.value("post_setup")
     runtime_dir = _checked(
@@ -639,12 +652,13 @@ def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: d
     if given.get("local") and given.get("backend") not in (None, "local"):
         raise UsageError(f"--local cannot be combined with --backend {given['backend']!r}", hint="keep one")
     f["backend"] = BackendName(backend or "beaker")
-    for opt in ("dry_run", "offline", "follow", "yes"):
+    for opt in ("dry_run", "offline", "yes"):
         f[opt] = bool(given.get(opt))
     if f["offline"] and not f["dry_run"]:
         raise UsageError("--offline only applies to --dry-run", hint="add --dry-run, or drop --offline")
     f["save_spec"] = given.get("save_spec")
     f["slack_webhook_url"] = _slack_webhook_url(opts, environ)
+    _waiting(opts, given, f)
 
 
 def _slack_webhook_url(opts: _Options, environ: dict[str, str]) -> str | None:
@@ -739,6 +753,30 @@ def _python_manager(opts: _Options, f: dict[str, Any]) -> None:
         )
 
 
+def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
+    """Whether `run` waits for the job, and for how long (gantry's --show-logs/--timeout semantics)."""
+    follow = given.get("follow")  # True, False (--no-follow / --no-logs) or None
+    raw, where = opts.get("timeout")
+    timeout: float | None = None
+    if raw is not None:
+        if str(raw).strip() == "-1":
+            timeout = -1
+        else:
+            timeout = _duration(opts, "timeout", allow_zero=True)
+    if follow and timeout == 0:
+        raise _fail(where, raw, "0 means don't wait, but --follow waits", "drop one of them")
+    f["follow"] = bool(follow) or (timeout is not None and timeout != 0)
+    f["show_logs"] = follow is not False
+    f["timeout"] = timeout if timeout is not None and timeout > 0 else None
+    for opt in ("start_timeout", "inactive_timeout", "inactive_soft_timeout"):
+        f[opt] = _duration(opts, opt, allow_zero=False)
+        if f[opt] is not None and not f["follow"]:
+            raise UsageError(
+                f"{flag(opt)} only applies while run waits for the job",
+                hint="add --follow (or --no-follow to wait without logs, or --timeout N)",
+            )
+
+
 def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["install"] = opts.value("install")
     f["no_python"] = bool(opts.value("no_python"))
@@ -773,6 +811,8 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
             f"--uv-all-extras cannot be combined with --uv-extra {f['uv_extras'][0]!r}",
             hint="all extras already include it: keep one",
         )
+    # gantry's default: no --uv-extra and no --uv-no-extras installs all extras
+    default_all = not (f["uv_extras"] or f["uv_no_extras"] or opts.value("no_python") or f["install"])
     if f["no_python"]:
         for opt, key in (
             ("--system-python", "system_python"),
@@ -788,6 +828,9 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
                     hint="drop --no-python to set up Python, or drop the Python option",
                 )
     _python_manager(opts, f)
+    config_off = opts.config is not None and opts.config.get(config_key("uv_all_extras")) is False
+    if default_all and not config_off and f["python_manager"] is PythonManager.uv:
+        f["uv_all_extras"] = True
     if f["uv_cache_dir"] and any(e.name == "UV_CACHE_DIR" for e in f["env"]):
         raise UsageError("--uv-cache-dir cannot be combined with --env UV_CACHE_DIR", hint="keep one")
     if f["torch_backend"] and any(e.name == "UV_TORCH_BACKEND" for e in f["env"]):

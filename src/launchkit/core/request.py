@@ -205,7 +205,12 @@ class LaunchRequest(_Model):
     dry_run: bool = False
     offline: bool = False  # --dry-run without asking Beaker
     save_spec: str | None = None
-    follow: bool = False
+    follow: bool = False  # wait for the job (--follow, --timeout N, gantry's --show-logs)
+    show_logs: bool = True  # while waiting, stream the logs (--no-follow/--no-logs: wait silently)
+    timeout: float | None = None  # seconds to wait before stopping the job; None: until it ends
+    start_timeout: float | None = None  # while waiting: stop the job if not started by then
+    inactive_timeout: float | None = None  # while waiting: stop the job after this long without output
+    inactive_soft_timeout: float | None = None  # while waiting: warn after this long without output
     yes: bool = False
     slack_webhook_url: SecretStr | None = None  # a credential: never shown (SecretStr masks it)
 

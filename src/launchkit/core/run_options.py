@@ -45,6 +45,14 @@ class Opt:
     metavar: str | None = None
     key: str | None = None  # config key ([tool.launchkit], LAUNCHKIT_*): a configurable default
     help: str = ""
+    # gantry 3.7.0's spellings launchkit has a better name for: accepted, hidden from help
+    aliases: tuple[str, ...] = ()
+    # a gantry option launchkit does not do: given, it is refused with this reason (exit 2)
+    refuse: str | None = None
+
+    @property
+    def hidden(self) -> bool:
+        return self.refuse is not None
 
     @property
     def flag(self) -> str:
@@ -123,7 +131,46 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         metavar="FILE",
         help="Also write the spec (YAML) to FILE, on real runs too.",
     ),
-    Opt("follow", FLAG, ("--follow", "-f"), P_LAUNCH, help="Follow the job's logs after submitting."),
+    Opt(
+        "follow",
+        TRISTATE,
+        ("--follow/--no-follow", "-f"),
+        P_LAUNCH,
+        aliases=("--show-logs/--no-logs",),
+        help="Wait for the job, streaming its logs (--no-follow: wait silently with --timeout).",
+    ),
+    Opt(
+        "timeout",
+        STR,
+        ("--timeout",),
+        P_LAUNCH,
+        metavar="DURATION",
+        help="Wait up to this long, then stop the job (0: don't wait, -1: wait until it ends).",
+    ),
+    Opt(
+        "start_timeout",
+        STR,
+        ("--start-timeout",),
+        P_LAUNCH,
+        metavar="DURATION",
+        help="While waiting: stop the job if it has not started within this long.",
+    ),
+    Opt(
+        "inactive_timeout",
+        STR,
+        ("--inactive-timeout",),
+        P_LAUNCH,
+        metavar="DURATION",
+        help="While waiting: stop the job after this long without a log line.",
+    ),
+    Opt(
+        "inactive_soft_timeout",
+        STR,
+        ("--inactive-soft-timeout",),
+        P_LAUNCH,
+        metavar="DURATION",
+        help="While waiting: warn after this long without a log line.",
+    ),
     Opt(
         "allow_dirty",
         FLAG,
@@ -132,6 +179,20 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         help="Launch the last commit despite uncommitted changes to tracked files.",
     ),
     Opt("yes", FLAG, ("--yes", "-y"), P_LAUNCH, help="Never prompt."),
+    *(
+        Opt(
+            name,
+            LIST,
+            (flag_,),
+            P_LAUNCH,
+            refuse="launchkit has no callbacks (gantry ran them only while it followed the job); "
+            "use --follow and act on launchkit's exit code",
+        )
+        for name, flag_ in (
+            ("callback_module", "--callback-module"),
+            ("callback", "--callback"),
+        )
+    ),
     Opt(
         "slack_webhook_url",
         STR,
@@ -260,6 +321,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         LIST,
         ("--env-secret",),
         P_INPUTS,
+        aliases=("--secret-env",),
         metavar="NAME[=SECRET]",
         key="env_secrets",
         help="Set a variable from a Beaker secret (by name only).",
@@ -276,6 +338,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         STR,
         ("--git-token-secret",),
         P_INPUTS,
+        aliases=("--gh-token-secret",),
         metavar="SECRET",
         key="git_token_secret",
         help="Secret holding a token to clone a private repository.",
@@ -500,6 +563,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         FLAG,
         ("--skip-nccl-setup",),
         P_MULTINODE,
+        aliases=("--skip-tcpxo-setup",),
         help="Don't set NCCL variables in the job.",
     ),
     Opt(
@@ -517,6 +581,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--runtime-dir",),
         P_RUNTIME,
         metavar="/PATH",
+        key="runtime_dir",
         help="Where the job clones the repository.  [default: /launchkit-runtime]",
     ),
     Opt(
@@ -596,6 +661,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         STR,
         ("--python-version",),
         P_PYTHON,
+        aliases=("--default-python-version",),
         metavar="X.Y",
         key="python_version",
         help="Python version for the environment.",
@@ -615,7 +681,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--uv-all-extras",),
         P_PYTHON,
         key="uv_all_extras",
-        help="Install all extras of the project.",
+        help="Install all extras of the project (the default without --uv-extra).",
     ),
     Opt(
         "uv_no_extras", FLAG, ("--uv-no-extras",), P_PYTHON, help="Install no extras (overrides the config)."
@@ -625,6 +691,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         STR,
         ("--torch-backend",),
         P_PYTHON,
+        aliases=("--uv-torch-backend",),
         metavar="NAME",
         key="torch_backend",
         help="uv's torch backend, e.g. cu128, cpu, auto.",
@@ -643,6 +710,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
 BY_NAME: dict[str, Opt] = {o.name: o for o in RUN_OPTIONS}
 CONFIG_KEYS: dict[str, str] = {o.flag: o.key for o in RUN_OPTIONS if o.key}  # long flag -> config key
 TRISTATE_OPTIONS = frozenset(o.name for o in RUN_OPTIONS if o.kind is Kind.TRISTATE)
+# gantry spellings hidden from `run --help` (each an alias of a launchkit name)
+ALIAS_FLAGS = frozenset(f for o in RUN_OPTIONS for decl in o.aliases for f in decl.split("/"))
 
 
 def config_key(name: str) -> str:

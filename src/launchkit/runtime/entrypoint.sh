@@ -425,9 +425,10 @@ lk_timing_line
 if [[ $LAUNCHKIT_EXEC_METHOD == exec ]]; then
     exec "${LK_CMD[@]}"
 fi
-# bash method: bash stays the parent (reaps orphans, forwards signals); the command starts via
-# `bash -c` (so BASH_ENV applies) with its argv intact. A signal that arrives while the child is
-# being started is forwarded right after.
+# bash method (gantry's): the words are joined and run as a script, `bash -c "$*"`, so
+# `$BEAKER_REPLICA_RANK`, `a && b` and globs expand in the job. bash stays the parent (reaps
+# orphans, forwards signals). A signal that arrives while the child is being started is forwarded
+# right after.
 LK_CHILD='' LK_PENDING=''
 lk_forward() {
     if [[ -z $LK_CHILD ]]; then LK_PENDING=$1; return; fi
@@ -437,7 +438,7 @@ for sig in TERM INT HUP USR1 USR2; do
     # shellcheck disable=SC2064
     trap "lk_forward $sig" "$sig"
 done
-bash -c 'exec "$@"' "${LK_CMD[0]}" "${LK_CMD[@]}" <&0 &
+bash -c "${LK_CMD[*]}" "${LK_CMD[0]}" <&0 &
 LK_CHILD=$!
 [[ -z $LK_PENDING ]] || kill -s "$LK_PENDING" "$LK_CHILD" 2>/dev/null || true
 if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501)); then

@@ -244,6 +244,7 @@ class BeakerBackend:
             for wl in self.beaker.workload.list(
                 org=self.conn.org(),
                 author=user,
+                workspace=self._scope(),
                 workload_type=BeakerWorkloadType.experiment,
                 sort_order=BeakerSortOrder.descending,
                 limit=1,
@@ -252,6 +253,30 @@ class BeakerBackend:
                     continue
                 return self._info(wl, author=user.name)
         return None
+
+    def _scope(self, workspace: str | None = None) -> str | None:
+        """The workspace `list` and `--latest` look in: given (-w, config), else Beaker's default
+        workspace; None (no default at all): the whole organization."""
+        return workspace or self._workspace or self.beaker.config.default_workspace or None
+
+    def _find_group(self, ref: str) -> Any:
+        """A group by id, or by name (NAME or owner/NAME) among the groups whose name contains it."""
+        try:
+            return self.beaker.group.get(ref)
+        except (bx.BeakerGroupNotFound, ValueError):
+            pass
+        short = ref.split("/")[-1]
+        for g in self.beaker.group.list(org=self.conn.org(), name_or_description=short):
+            if ref in (g.name, g.full_name, g.id):
+                return g
+        raise NotFoundError(f"no Beaker group {ref!r}", hint="give the group's id or name")
+
+    def _group_runs(self, group: str) -> list[Any]:
+        """The group's experiments (ListGroupTaskMetrics, then GetWorkload each), newest first."""
+        g = self._find_group(group)
+        ids = dict.fromkeys(m.experiment_id for m in self.beaker.group.list_task_metrics(g))
+        wls = [self._workload(eid) for eid in ids]
+        return sorted(wls, key=lambda wl: wl.experiment.created.ToNanoseconds(), reverse=True)
 
     def _user(self, name: str | None) -> Any:
         if name is None or name == self.conn.me().name:
@@ -272,13 +297,17 @@ class BeakerBackend:
         include_all: bool = False,
         mine: bool = False,
         workspace: str | None = None,
+        group: str | None = None,
     ) -> list[RunInfo]:
-        """One ListWorkloads query (paged by the server) + one GetUser per unseen author."""
+        """One ListWorkloads query (paged by the server) + one GetUser per unseen author.
+        With `group`: the group's experiments, filtered here (as gantry's `list -g` does)."""
+        if group is not None:
+            return self._list_group(group, limit, statuses, author, text, max_age, include_all, mine)
         beaker_statuses, shown = status_filter(statuses)
         preempted = RunStatus.preempted in (shown or ())  # canceled rows, filtered by their jobs
         with self._errors():
             user = self._user(author) if (author or mine) else None
-            ws = workspace or self._workspace
+            ws = self._scope(workspace)
             # Without --all, the server filters on the launchkit marker; --text then filters locally.
             server_text = text if (include_all or text) else rs.MARKER
             created_after = dt.datetime.now(dt.UTC) - max_age if max_age else None
@@ -336,10 +365,45 @@ class BeakerBackend:
             by_exp.setdefault(want[task_id], []).append(job)
         return {eid: _lead(jobs) for eid, jobs in by_exp.items()}
 
+    def _list_group(
+        self,
+        group: str,
+        limit: int,
+        statuses: list[RunStatus] | list[str] | None,
+        author: str | None,
+        text: str | None,
+        max_age: dt.timedelta | None,
+        include_all: bool,
+        mine: bool,
+    ) -> list[RunInfo]:
+        _, shown = status_filter(statuses)
+        wanted = set(shown or ())
+        with self._errors():
+            user = self._user(author) if (author or mine) else None
+            oldest = dt.datetime.now(dt.UTC) - max_age if max_age else None
+            rows = []
+            for wl in self._group_runs(group):
+                e = wl.experiment
+                if not include_all and rs.MARKER not in e.description:
+                    continue
+                if user is not None and e.author_id != user.id:
+                    continue
+                if text and text not in e.name and text not in e.description:
+                    continue
+                if oldest and (_time(e.created) or oldest) < oldest:
+                    continue
+                rows.append(wl)
+            names = self.conn.user_names([wl.experiment.author_id for wl in rows])
+            infos = [self._info(wl, author=names[wl.experiment.author_id]) for wl in rows]
+        return [r for r in infos if not wanted or r.status in wanted][:limit]
+
     # -- jobs and logs --------------------------------------------------------------------------
-    def _latest_jobs(self, wl: Any, task: str | None = None) -> list[tuple[int, Any, Any]]:
+    def _latest_jobs(
+        self, wl: Any, task: str | None = None, run: int | None = None
+    ) -> list[tuple[int, Any, Any]]:
         """[(replica rank, task, latest job or None)] sorted by rank; the tasks' ListJobs run at once.
-        `task` selects a task and its replicas, whatever Beaker names replica tasks (unknown)."""
+        `task` selects a task and its replicas, whatever Beaker names replica tasks (unknown).
+        `run` N (logs --run): the task's Nth job (1 = its first) instead of the latest."""
         if not wl.HasField("experiment"):
             raise UsageError(
                 f"{_workload_id(wl)} is a session, not an experiment", hint="launchkit follows experiments"
@@ -354,6 +418,14 @@ class BeakerBackend:
         org = self.conn.org()
 
         def latest(t: Any) -> Any:
+            if run is not None:  # newest first from the server (ascending is not implemented there)
+                every = list(self.beaker.job.list(org=org, task=t))[::-1]
+                if not 1 <= run <= len(every):
+                    raise NotFoundError(
+                        f"task {t.name} has no run {run}",
+                        hint=f"it has {len(every)} run(s): --run 1..{len(every)}",
+                    )
+                return every[run - 1]
             jobs = list(self.beaker.job.list(org=org, task=t, limit=1))
             return jobs[0] if jobs else None
 
@@ -372,8 +444,10 @@ class BeakerBackend:
             out.append((rank, t, job))
         return sorted(out, key=lambda r: r[0])
 
-    def _select(self, wl: Any, replica: int | None, task: str | None) -> list[tuple[int, Any, Any]]:
-        return self._pick(wl, self._latest_jobs(wl, task), replica)
+    def _select(
+        self, wl: Any, replica: int | None, task: str | None, run: int | None = None
+    ) -> list[tuple[int, Any, Any]]:
+        return self._pick(wl, self._latest_jobs(wl, task, run), replica)
 
     def _pick(
         self, wl: Any, rows: list[tuple[int, Any, Any]], replica: int | None
@@ -402,7 +476,7 @@ class BeakerBackend:
                 others = len({_group(t) for t in wl.experiment.tasks}) - 1
                 if others:
                     self.app.info(f"logs of task {task}; {others} more task(s): --all for all, --task NAME")
-            rows = self._select(wl, query.replica, task)
+            rows = self._select(wl, query.replica, task, query.run)
             since_ns = _epoch_ns(query.since) if query.since else None
             labels = self._labels(wl, rows)
             for rank, t, job in rows:
@@ -685,9 +759,19 @@ class BeakerBackend:
                 if "*" not in target and rs.matches(c, target, default_org):
                     org = c.organization_name or default_org
                     return f"{b.config.agent_address}/orgs/{org}/clusters/{c.name}"
+            for kind in ("image", "dataset"):  # gantry's order: ..., image, dataset, group
+                try:
+                    service = getattr(b, kind)
+                    return str(service.url(service.get(target)))
+                except (bx.BeakerImageNotFound, bx.BeakerDatasetNotFound, ValueError):
+                    pass
+            try:
+                return str(b.group.url(self._find_group(target)))
+            except NotFoundError:
+                pass
         raise NotFoundError(
-            f"{target!r} is not an experiment, workspace or cluster on Beaker",
-            hint="use an experiment id or user/name, org/workspace, or org/cluster",
+            f"{target!r} is not an experiment, workspace, cluster, image, dataset or group on Beaker",
+            hint="use an id or name, e.g. an experiment id, org/workspace or org/cluster",
         )
 
 

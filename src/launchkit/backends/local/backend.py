@@ -328,17 +328,28 @@ class LocalBackend:
         return head + line
 
     def follow(
-        self, run: RunInfo, out: IO[bytes], *, replica: int | None = None, all_replicas: bool = False
+        self,
+        run: RunInfo,
+        out: IO[bytes],
+        *,
+        replica: int | None = None,
+        all_replicas: bool = False,
+        tail: int | None = None,
     ) -> int:
         ranks = self._ranks(run, replica)
         tails = {rank: logs.Tail(str(logs.log_file(self.rdir(run.id), rank))) for rank in ranks}
         quiet_since = time.monotonic()
+        skip = tail is not None  # --tail N: of the lines written so far, only the last N
         while True:
             rec = self._record(run.id)  # before reading the logs: an ended run's logs are complete
-            for rank, tail in tails.items():
-                for ts, line in tail.read():
+            for rank, reader in tails.items():
+                records = list(reader.read())
+                if skip:
+                    records = records[-tail:] if tail else []
+                for ts, line in records:
                     out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
                     quiet_since = time.monotonic()
+            skip = False
             out.flush()
             if rec["status"] in record.FINISHED:
                 return self._outcome(rec)

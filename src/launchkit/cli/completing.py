@@ -1,0 +1,97 @@
+"""Shell completion of option values launchkit knows without the network: profiles, cluster names
+cached by the last `find-gpus`, local run ids, run statuses, option choices.
+
+Each completer is cheap (no beaker-py, no git): shells call them on every TAB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+RUN_STATUSES = ("queued", "starting", "running", "succeeded", "failed", "canceled", "preempted")
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.expanduser("~/.cache")
+    return Path(base) / "launchkit"
+
+
+def clusters_cache() -> Path:
+    """Cluster names `find-gpus` last saw (Beaker), for completing --cluster."""
+    return cache_dir() / "clusters.json"
+
+
+def remember_clusters(names: Iterable[str]) -> None:
+    """Called by `find-gpus`; never fails the command."""
+    try:
+        path = clusters_cache()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(sorted(set(names))))
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
+def _matching(values: Iterable[str], incomplete: str) -> list[str]:
+    return [v for v in values if v.startswith(incomplete)]
+
+
+def clusters(incomplete: str) -> list[str]:
+    try:
+        names = json.loads(clusters_cache().read_text())
+    except (OSError, ValueError):
+        return []
+    # complete both org/name and the bare name
+    return _matching(dict.fromkeys([*names, *(n.split("/", 1)[-1] for n in names)]), incomplete)
+
+
+def profiles(incomplete: str) -> list[str]:
+    from launchkit.config import help_defaults
+    from launchkit.core.profiles import BUILTIN_PROFILES
+
+    user = help_defaults().get("profiles", ({}, ""))[0]
+    return _matching([*BUILTIN_PROFILES, *(user if isinstance(user, dict) else {})], incomplete)
+
+
+def local_run_ids(incomplete: str) -> list[str]:
+    """Ids of local runs, newest first (read from the local backend's SQLite store, read-only)."""
+    import sqlite3
+
+    from launchkit.backends.local.store import home
+
+    db = home() / "runs.db"
+    if not db.is_file():
+        return []
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+            rows = conn.execute("SELECT id FROM runs ORDER BY created DESC LIMIT 50").fetchall()
+    except sqlite3.Error:
+        return []
+    return _matching([r[0] for r in rows], incomplete)
+
+
+def statuses(incomplete: str) -> list[str]:
+    return _matching(RUN_STATUSES, incomplete)
+
+
+def choices(*values: str) -> Callable[[str], list[str]]:
+    def complete(incomplete: str) -> list[str]:
+        return _matching(values, incomplete)
+
+    return complete
+
+
+# run options (core/run_options.py names) whose values can be completed
+RUN_COMPLETERS: dict[str, Callable[[str], list[str]]] = {
+    "cluster": clusters,
+    "profile": profiles,
+    "priority": choices("low", "normal", "high", "urgent", "immediate"),
+    "interconnect": choices("ib", "tcpxo"),
+    "exec_method": choices("exec", "bash"),
+    "backend": choices("beaker", "local"),
+    "python_manager": choices("uv"),
+}
