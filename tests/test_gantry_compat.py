@@ -115,18 +115,9 @@ RUN_SPELLINGS: list[tuple[list[str], Callable[[Spec], bool]]] = [
     (["--branch", "main"], env_is("LAUNCHKIT_GIT_BRANCH", "main")),
     (["--remote", "origin"], lambda s: _env(s)["LAUNCHKIT_GIT_REMOTE"].endswith("remote.git")),
     (["--gh-token-secret", "PAT"], env_is("LAUNCHKIT_GIT_TOKEN", {"secret": "PAT"})),
-    (
-        ["--aws-config-secret", "awsc"],
-        lambda s: _mounts(s)[_env(s)["AWS_CONFIG_FILE"]] == {"secret": "awsc"},
-    ),
-    (
-        ["--aws-credentials-secret", "awsk"],
-        lambda s: _mounts(s)[_env(s)["AWS_SHARED_CREDENTIALS_FILE"]] == {"secret": "awsk"},
-    ),
-    (
-        ["--google-credentials-secret", "gcp"],
-        lambda s: _mounts(s)[_env(s)["GOOGLE_APPLICATION_CREDENTIALS"]] == {"secret": "gcp"},
-    ),
+    (["--aws-config-secret", "awsc"], env_is("LAUNCHKIT_AWS_CONFIG", {"secret": "awsc"})),
+    (["--aws-credentials-secret", "awsk"], env_is("LAUNCHKIT_AWS_CREDENTIALS", {"secret": "awsk"})),
+    (["--google-credentials-secret", "gcp"], env_is("LAUNCHKIT_GOOGLE_CREDENTIALS", {"secret": "gcp"})),
     # Outputs
     (["--results", "/out"], task_field("result", "path", value="/out")),
     # Task
@@ -165,6 +156,10 @@ RUN_SPELLINGS: list[tuple[list[str], Callable[[Spec], bool]]] = [
     (["--post-setup", "echo post"], env_is("LAUNCHKIT_POST_SETUP", "echo post")),
     # Python
     (["--python-manager", "uv"], env_is("LAUNCHKIT_UV_ALL_EXTRAS", "1")),
+    (["--python-manager", "conda"], env_is("LAUNCHKIT_PYTHON_MANAGER", "conda")),
+    (["--conda-env", "base"], env_is("LAUNCHKIT_CONDA_ENV", "base")),
+    (["--conda-file", "environment.yml"], env_is("LAUNCHKIT_CONDA_FILE", "environment.yml")),
+    (["--slack-webhook-url", "https://hooks.example/x"], lambda s: "hooks.example" not in repr(s)),
     (["--default-python-version", "3.11"], env_is("LAUNCHKIT_PYTHON_VERSION", "3.11")),
     (["--system-python"], env_is("LAUNCHKIT_SYSTEM_PYTHON", "1")),
     (["--install", "pip install ."], env_is("LAUNCHKIT_INSTALL_CMD", "pip install .")),
@@ -183,10 +178,6 @@ RUN_SPELLINGS: list[tuple[list[str], Callable[[Spec], bool]]] = [
 REFUSED: list[tuple[list[str], str]] = [
     (["--callback-module", "my.callbacks"], "no callbacks"),
     (["--callback", "{type: slack}"], "no callbacks"),
-    (["--slack-webhook-url", "https://hooks.example/x"], "no callbacks"),
-    (["--python-manager", "conda"], "uv only"),
-    (["--conda-file", "environment.yml"], "uv only"),
-    (["--conda-env", "base"], "uv only"),
     (["--show-logs", "--timeout", "0"], "0 means don't wait"),
     (["--start-timeout", "5m"], "only applies while run waits"),
 ]
@@ -203,6 +194,8 @@ def _dry_run(repo, *args: str, cwd: Path | None = None) -> tuple[Result, Spec | 
 def test_every_gantry_run_spelling_sets_its_spec_field(repo, args, check):
     if "--allow-dirty" in args:
         (repo.path / "train.py").write_text("print('edited')\n")
+    if "--conda-file" in args:
+        repo.commit({"environment.yml": "name: job\ndependencies: [python=3.11]\n"})
     r, spec = _dry_run(repo, *args)
     assert r.code == 0, r.stderr
     assert spec is not None and check(spec), r.stdout
