@@ -29,31 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_startup import GANTRY_VENV, gantry_bin  # one gantry 3.7.0 venv for every bench
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-GANTRY_VENV = RESULTS / "gantry-venv"
 MARKER = "[launchkit]"
-
-
-def ensure_gantry() -> Path:
-    gantry = GANTRY_VENV / "bin" / "gantry"
-    if not gantry.exists():
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(GANTRY_VENV)], check=True, timeout=600)
-        subprocess.run(
-            [
-                "uv",
-                "pip",
-                "install",
-                "-q",
-                "--python",
-                str(GANTRY_VENV / "bin" / "python"),
-                "beaker-gantry==3.7.0",
-            ],
-            check=True,
-            timeout=900,
-        )
-    return gantry
 
 
 def compile_all(python: Path | str) -> None:
@@ -208,7 +188,7 @@ def main() -> int:
     ap.add_argument("--only", default="find-gpus,list,follow,first-line")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    gantry = str(ensure_gantry())
+    gantry = str(gantry_bin())
     compile_all(GANTRY_VENV / "bin" / "python")
     compile_all(sys.executable)
     lk = [sys.executable, "-m", "launchkit"]

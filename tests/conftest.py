@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +99,20 @@ def run_cli(
         input=input if input is not None else "",
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def marker():
+    """A unique word for a test's processes; whatever still carries it afterwards is killed."""
+    from lk_helpers import processes_with
+
+    word = f"lkmarker-{uuid.uuid4().hex}"
+    yield word
+    for pid in processes_with(word):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
 
 
 def pytest_addoption(parser):

@@ -180,3 +180,19 @@ class LocalIndex:
         for m in re.finditer(r'"GET /files/(\S+\.whl) HTTP/[\d.]+" 200 ', self.log.read_text()):
             counts[m.group(1)] = counts.get(m.group(1), 0) + 1
         return counts
+
+
+def unreachable_beaker_config(tmp_path: Path) -> Path:
+    """A Beaker config pointing at a loopback port nothing listens on."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    cfg = tmp_path / "config.yml"
+    cfg.write_text(
+        f"user_token: t\nagent_address: https://127.0.0.1:{port}\nrpc_address: 127.0.0.1:{port}\n"
+        "default_workspace: ai2/x\n"
+    )
+    return cfg

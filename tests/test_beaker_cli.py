@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import time
 from conftest import run_cli
 from fakebeaker.scenarios import BASIC_SECRETS
 from fakebeaker.state import AutoRun
+from lk_helpers import unreachable_beaker_config
 
 WS = "ai2/launchkit"
 
@@ -139,15 +139,7 @@ def test_run_follow_exits_with_the_job_exit_code(repo, fake_beaker):
 
 
 def test_unreachable_server_fails_within_the_deadline(tmp_path, repo):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    cfg = tmp_path / "config.yml"
-    cfg.write_text(
-        f"user_token: t\nagent_address: https://127.0.0.1:{port}\nrpc_address: 127.0.0.1:{port}\n"
-        "default_workspace: ai2/x\n"
-    )
+    cfg = unreachable_beaker_config(tmp_path)
     t = time.monotonic()
     r = run_cli(
         "--beaker-timeout",
@@ -349,12 +341,7 @@ def test_find_gpus(fake_beaker):
 
 
 def test_beaker_timeout_from_config_file(tmp_path):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    cfg = tmp_path / "config.yml"
-    cfg.write_text(f"user_token: t\nagent_address: https://127.0.0.1:{port}\nrpc_address: 127.0.0.1:{port}\n")
+    cfg = unreachable_beaker_config(tmp_path)
     user_cfg = tmp_path / "launchkit.toml"
     user_cfg.write_text('beaker_timeout = "2s"\n')
     env = {"BEAKER_CONFIG": str(cfg), "LAUNCHKIT_CONFIG": str(user_cfg)}

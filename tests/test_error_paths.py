@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import math
 import os
-import socket
 import subprocess
 import sys
 
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 from conftest import run_cli
 from inproc import run_main
+from lk_helpers import unreachable_beaker_config
 
 CMD = ["--", "python", "train.py"]
 HF = "hf_" + "a1B2c3D4e5" * 3  # token-shaped values (fake)
@@ -295,15 +295,7 @@ def test_verbose_keeps_the_exit_code(repo, args, code):
 
 
 def test_verbose_keeps_the_unreachable_exit_code(tmp_path):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    cfg = tmp_path / "config.yml"
-    cfg.write_text(
-        f"user_token: t\nagent_address: https://127.0.0.1:{port}\nrpc_address: 127.0.0.1:{port}\n"
-        "default_workspace: ai2/x\n"
-    )
+    cfg = unreachable_beaker_config(tmp_path)
     r = run_cli("-v", "--beaker-timeout", "2", "list", env={"BEAKER_CONFIG": str(cfg)}, timeout=60)
     assert r.code == 5, r.stderr
     assert "Traceback" not in r.stderr and "did not answer" in r.stderr

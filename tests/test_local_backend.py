@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -149,18 +148,6 @@ def test_logs_are_raw_bytes_with_head_tail_since(repo, env, tmp_path):
     assert f.read_bytes() == raw
     assert run_cli("logs", run_id, "--since", "2999-01-01T00:00:00", env=env).stdout == ""
     assert run_cli("logs", run_id, "--since", "soon", env=env).code == 2
-
-
-@pytest.fixture
-def marker():
-    """A unique word for a test's processes; whatever still carries it afterwards is killed."""
-    word = f"lkmarker-{uuid.uuid4().hex}"
-    yield word
-    for pid in processes_with(word):
-        try:
-            os.kill(pid, 9)
-        except OSError:
-            pass
 
 
 def test_stop_ends_the_whole_process_tree(repo, env, marker):

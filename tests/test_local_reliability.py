@@ -12,7 +12,6 @@ import stat
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -31,17 +30,6 @@ def state(tmp_path) -> Path:
 @pytest.fixture
 def env(state) -> dict[str, str]:
     return {**FAST_ENV, "LAUNCHKIT_LOCAL_HOME": str(state)}
-
-
-@pytest.fixture
-def marker():
-    word = f"lkmarker-{uuid.uuid4().hex}"
-    yield word
-    for pid in processes_with(word):
-        try:
-            os.kill(pid, 9)
-        except OSError:
-            pass
 
 
 def sleeper_job(marker: str) -> list[str]:
