@@ -207,3 +207,11 @@ def test_bells_of_killed_followers_are_cleaned_up(repo, env, short_home, deep, m
     r = run_cli("prune", "--older-than", "0s", "--yes", env=env)
     assert r.code == 0 and "removed 1 runs" in r.stderr, r.stderr
     assert not (state / "runs" / run_id).exists() and not os.path.exists(sock)
+
+
+def test_run_follow_gets_a_burst_exactly_once_and_ends(repo, env):
+    # follow starts before the supervisor rings anything; 20,000 lines come in one burst
+    r = run_cli("run", *NO_PY, "--follow", "--", "seq", "20000", cwd=repo.path, env=env, timeout=120)
+    assert r.code == 0, r.stderr
+    numbers = [line for line in r.stdout.splitlines() if line.isdigit()]
+    assert numbers == [str(i) for i in range(1, 20001)]
