@@ -27,15 +27,18 @@ if TYPE_CHECKING:
 BELLS = "bells"
 RING_INTERVAL = 0.001  # seconds between two rounds of rings: bursts of output coalesce
 MAX_PATH = 100  # AF_UNIX path limit: 108 bytes on Linux, 104 on macOS, with the final NUL
+TEMP_PREFIX = "lkb-"  # a bell's own temp dir, when the run dir's path is too long
 GONE = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK)  # nobody listens there any more
 
 
 def _remove(entry: str) -> None:
     """Remove a bell: its entry, and for a symlinked one the socket and the temp dir it is in."""
     try:
-        target = os.readlink(entry)
+        target: str | None = os.readlink(entry)
     except OSError:
         target = None
+    if target is not None and not os.path.basename(os.path.dirname(target)).startswith(TEMP_PREFIX):
+        target = None  # not one of ours: leave it alone
     for path in (entry, target):
         if path is not None:
             try:
@@ -70,7 +73,10 @@ class Doorbell:
         self.sock: socket.socket | None = None
         folder = os.path.join(rdir, BELLS)
         entry = os.path.join(folder, f"{os.getpid()}-{os.urandom(4).hex()}")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        except OSError:
+            return
         try:
             try:
                 os.mkdir(folder)  # not makedirs: never re-create a removed run dir
@@ -81,10 +87,10 @@ class Doorbell:
             else:  # bind where the path is short enough, and point to it from the run dir
                 import tempfile
 
-                short = tempfile.mkdtemp(prefix="lkb-")
+                short = tempfile.mkdtemp(prefix=TEMP_PREFIX)
                 if len(os.fsencode(short)) + 2 >= MAX_PATH:
                     os.rmdir(short)
-                    short = tempfile.mkdtemp(prefix="lkb-", dir="/tmp")
+                    short = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir="/tmp")
                 target = os.path.join(short, "s")
                 try:
                     sock.bind(target)
