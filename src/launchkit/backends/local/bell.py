@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     Dir = str | os.PathLike[str]
 
 BELLS = "bells"
-RING_INTERVAL = 0.001  # seconds between two rounds of rings: bursts of output coalesce
+# Seconds from one round of rings to the next, so that bursts coalesce: RING_INTERVAL after a quiet
+# spell, BUSY_INTERVAL while output keeps coming, IDLE_INTERVAL while nobody follows (a follower
+# that comes hears its first ring by then).
+RING_INTERVAL, BUSY_INTERVAL, IDLE_INTERVAL = 0.002, 0.005, 0.02
 MAX_PATH = 100  # AF_UNIX path limit: 108 bytes on Linux, 104 on macOS, with the final NUL
 TEMP_PREFIX = "lkb-"  # a bell's own temp dir, when the run dir's path is too long
 GONE = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK)  # nobody listens there any more
@@ -156,20 +159,25 @@ class Ringer:
         self.thread.join(timeout=2)
 
     def _notify(self) -> None:
+        previous = 0.0
         while True:
             self.wanted.wait()
             self.wanted.clear()
             last = self.closing  # read after clear(): close()'s own set() is never lost
-            self._ring_all()
+            heard = self._ring_all()
             if last:
                 return
-            time.sleep(RING_INTERVAL)
+            now = time.monotonic()
+            busy = now - previous < 2 * BUSY_INTERVAL
+            previous = now
+            time.sleep(IDLE_INTERVAL if not heard else BUSY_INTERVAL if busy else RING_INTERVAL)
 
-    def _ring_all(self) -> None:
+    def _ring_all(self) -> bool:
+        """Ring every bell; False when there is none."""
         try:
             names = os.listdir(self.folder)
         except OSError:
-            return
+            return False
         if names and self.sock is None:
             import socket
 
@@ -184,3 +192,4 @@ class Ringer:
                 if e.errno in GONE:  # a follower killed before it could remove its bell
                     _remove(entry)
                 # else full (EAGAIN, ENOBUFS): it has a ring waiting already
+        return bool(names)
