@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from conftest import run_cli
@@ -62,7 +63,7 @@ def entrypoint(
     remote: str,
     commit: str,
     argv: list[str],
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     timeout: float = 120,
     **kw,
 ) -> subprocess.CompletedProcess:
@@ -79,6 +80,7 @@ def entrypoint(
         "LAUNCHKIT_TOOLS_DIR": str(tmp / "tools"),
         **(env or {}),
     }
+    full = {k: v for k, v in full.items() if v is not None}  # None in `env`: unset it
     full.pop("VIRTUAL_ENV", None)
     if "PATH" not in (env or {}):  # like a job: not inside launchkit's venv, but with uv reachable
         from uv import find_uv_bin

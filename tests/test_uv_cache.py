@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -80,10 +83,11 @@ def pyproject(version: str = "0.1.0", deps: list[str] | None = None, index: str 
     return text
 
 
-def commit_locked(repo, files: dict[str, str], message: str, env: dict[str, str]) -> str:
+def commit_locked(repo, files: dict[str, str], message: str, env: Mapping[str, str | None]) -> str:
     """Commit `files`, lock the project (uv lock, local only) and commit the lock; returns the SHA."""
     repo.commit(files, message)
-    subprocess.run(["uv", "lock", "-q"], cwd=repo.path, check=True, timeout=120, env={**os.environ, **env})
+    given = {k: v for k, v in env.items() if v is not None}
+    subprocess.run(["uv", "lock", "-q"], cwd=repo.path, check=True, timeout=120, env={**os.environ, **given})
     return repo.commit({}, f"{message}: lock")
 
 
@@ -100,7 +104,13 @@ def builds(path: Path) -> int:
 
 
 def run_job(
-    tmp: Path, name: str, repo, sha: str, env: dict[str, str], argv=PROBE, runtime: Path | None = None
+    tmp: Path,
+    name: str,
+    repo,
+    sha: str,
+    env: Mapping[str, str | None],
+    argv=PROBE,
+    runtime: Path | None = None,
 ):
     """One job as on Beaker: a fresh checkout at the same runtime path every time."""
     runtime = runtime or tmp / "runtime"
@@ -231,3 +241,121 @@ def test_unusable_uv_cache_dir_falls_back_to_the_default(repo, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "cache=unset" in r.stdout
     assert f"UV_CACHE_DIR={blocker / 'uv'} is not a writable directory" in r.stderr
+
+
+# the developer's or CI's own setting would turn the bytecode cache off
+NO_BYTECODE_OPT_OUT: dict[str, str | None] = {"PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": None}
+
+
+def bytecode_tree(cache: Path) -> Path:
+    trees = list((cache / "launchkit-bytecode-v1").iterdir())
+    assert len(trees) == 1, trees
+    return trees[0]
+
+
+def wait_seeded(tree: Path, timeout: float = 60) -> None:
+    """The first job seeds site-packages in the background, after its command started."""
+    deadline = time.monotonic() + timeout
+    while not (tree / ".seeded").exists():
+        assert time.monotonic() < deadline, f"{tree} was not seeded within {timeout}s"
+        time.sleep(0.05)
+
+
+def test_bytecode_is_shared_between_jobs_on_a_shared_cache(repo, tmp_path):
+    """Copy mode gives every job new file times; the hash-checked .pyc files of the shared tree are
+    used anyway (python -v says "matches"), and a changed file of the same size is not mistaken."""
+    names = ["dep00", "dep01"]
+    with LocalIndex(tmp_path / "index", names) as index:
+        env: dict[str, str | None] = {
+            "UV_CACHE_DIR": str(tmp_path / "shared"),
+            "UV_LINK_MODE": "copy",
+            "UV_OFFLINE": "false",
+            "LK_TEST_BUILDS": str(tmp_path / "builds.txt"),
+        }
+        sha = commit_locked(repo, project_files(deps=names, index=index.url), "project", env)
+        env |= NO_BYTECODE_OPT_OUT
+        probe = ["python", "-v", "-c", "import dep00, dep01, demo; print('value', demo.VALUE)"]
+        r = run_job(tmp_path, "job1", repo, sha, env, probe)
+        assert r.returncode == 0, r.stderr
+        tree = bytecode_tree(tmp_path / "shared")
+        log = next((tmp_path / "job1/results/.launchkit/logs").glob("*_bytecode.log"))
+        assert f"bytecode cache: {tree}" in log.read_text()
+        wait_seeded(tree)
+
+        r = run_job(tmp_path, "job2", repo, sha, env, probe)
+        assert r.returncode == 0, r.stderr
+        assert "value 1" in r.stdout
+        runtime = tmp_path / "runtime"
+        for src in (
+            next(runtime.glob(".venv/lib/python3*/site-packages/dep00/__init__.py")),
+            runtime / "src/demo/__init__.py",
+        ):
+            assert f"matches {src}" in r.stderr, f"{src} was compiled again"
+        assert ", bytecode " in r.stderr  # its own entry in the timing line
+
+        # same size, same path: the hash tells them apart
+        same_size = repo.commit(
+            {"src/demo/__init__.py": project_files(value="2")["src/demo/__init__.py"]}, "v2"
+        )
+        r = run_job(tmp_path, "job3", repo, same_size, env, probe)
+        assert r.returncode == 0, r.stderr
+        assert "value 2" in r.stdout
+
+
+def test_hash_checked_bytecode_is_not_fooled_by_equal_size_and_time(tmp_path):
+    """Why the checkout is seeded before the command: a time-checked .pyc of another commit's file
+    (same path, size and second) would be used; the seeded hash-checked one is not."""
+    from launchkit.runtime import entrypoint_script
+
+    mod = tmp_path / "src" / "mod.py"
+    mod.parent.mkdir()
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path / "prefix")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    read = [sys.executable, "-c", "import mod; print(mod.VALUE)"]
+
+    def swap(seed: bool) -> str:
+        mod.write_text("VALUE = 1\n")
+        os.utime(mod, (1_700_000_000, 1_700_000_000))
+        if seed:
+            subprocess.run(
+                [
+                    "bash",
+                    "-c",
+                    entrypoint_script().split("# ---- entrypoint.sh")[0]
+                    + "\n"
+                    + 'python3 -c "$LK_SEED_BYTECODE" "$1"',
+                    "seed",
+                    str(tmp_path / "src"),
+                ],
+                env=env,
+                check=True,
+                timeout=60,
+            )
+        subprocess.run(read, cwd=mod.parent, env=env, check=True, timeout=60, capture_output=True)
+        mod.write_text("VALUE = 2\n")
+        os.utime(mod, (1_700_000_000, 1_700_000_000))
+        return subprocess.run(
+            read, cwd=mod.parent, env=env, check=True, timeout=60, capture_output=True, text=True
+        ).stdout
+
+    assert swap(seed=False) == "1\n"  # the hazard: Python's own time-checked .pyc
+    shutil.rmtree(tmp_path / "prefix")
+    assert swap(seed=True) == "2\n"
+
+
+def test_bytecode_cache_stays_off_when_it_cannot_help(repo, tmp_path):
+    sha = repo.commit({"requirements.txt": ""}, "empty reqs")
+    show = ["bash", "-c", 'echo "prefix=${PYTHONPYCACHEPREFIX-unset}"']
+    cache = str(tmp_path / "uv")
+    for name, extra, want in (
+        ("default-cache", {"UV_CACHE_DIR": None}, "prefix=unset"),  # no shared cache: nothing to share
+        ("off", {"LAUNCHKIT_BYTECODE_CACHE": "0"}, "prefix=unset"),
+        ("local-run", {"LAUNCHKIT_LOCAL_RUN": "x"}, "prefix=unset"),  # a new venv path every run
+        ("no-writes", {"PYTHONDONTWRITEBYTECODE": "1"}, "prefix=unset"),
+        ("users", {"PYTHONPYCACHEPREFIX": "/mine"}, "prefix=/mine"),
+        ("on", {}, f"prefix={cache}/launchkit-bytecode-v1/"),
+    ):
+        env = {"UV_CACHE_DIR": cache, **NO_BYTECODE_OPT_OUT, **extra}
+        r = run_job(tmp_path, name, repo, sha, env, show)
+        assert r.returncode == 0, r.stderr
+        assert want in r.stdout, (name, r.stdout)
