@@ -244,7 +244,11 @@ def test_unusable_uv_cache_dir_falls_back_to_the_default(repo, tmp_path):
 
 
 # the developer's or CI's own setting would turn the bytecode cache off
-NO_BYTECODE_OPT_OUT: dict[str, str | None] = {"PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": None}
+NO_BYTECODE_OPT_OUT: dict[str, str | None] = {
+    "PYTHONDONTWRITEBYTECODE": None,
+    "PYTHONPYCACHEPREFIX": None,
+    "LAUNCHKIT_BYTECODE_SEED_DELAY": "0",
+}
 
 
 def bytecode_tree(cache: Path) -> Path:

@@ -57,10 +57,12 @@ lk_bytecode_cache() {
     export PYTHONPYCACHEPREFIX=$dir
     LK_BYTECODE=1
     echo "[launchkit] bytecode cache: $dir" >>"$log"
-    # Off the critical path, and nothing waits for them: site-packages once per tree, and trees
-    # no job used for 14 days removed (a job whose tree goes meanwhile just compiles again).
+    # Off the critical path, and nothing waits for them: site-packages once per tree, after the
+    # command's own start-up (which compiles what it imports meanwhile), and trees no job used for
+    # 14 days removed (a job whose tree goes meanwhile just compiles again).
     if [[ ! -e $dir/.seeded ]]; then
-        (nice -n 19 "$LK_VENV/bin/python" -S -c "$LK_SEED_BYTECODE" "$sp" && touch "$dir/.seeded") \
+        (sleep "${LAUNCHKIT_BYTECODE_SEED_DELAY:-20}" &&
+            nice -n 19 "$LK_VENV/bin/python" -S -c "$LK_SEED_BYTECODE" "$sp" && touch "$dir/.seeded") \
             >>"$log" 2>&1 </dev/null &
     fi
     (find "${dir%/*}" -mindepth 1 -maxdepth 1 -type d -mtime +14 -exec rm -rf {} + >/dev/null 2>&1 </dev/null &)
