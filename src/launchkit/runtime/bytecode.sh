@@ -1,20 +1,24 @@
 # Bytecode shared between jobs (docs/runtime.md "Bytecode cache"): functions only.
 #
 # Every job starts with a fresh venv without .pyc files, so Python compiles everything the command
-# imports again (0.4 s for numpy and pydantic here, seconds for torch). With a shared uv cache the
-# entrypoint points PYTHONPYCACHEPREFIX at a tree in that cache, one per set of installed packages,
-# and fills it with hash-checked .pyc files: valid whatever the files' times (copy mode gives new
-# ones every job) and ignored, then rewritten, for any file whose content differs. The checkout is
-# checked synchronously (two commits may put different files of the same size at the same path in the
-# same second, which a time-checked .pyc cannot tell apart); site-packages in the background, once.
+# imports again (0.4 s for numpy and pydantic here, seconds for torch). With a uv cache directory the
+# first job of a set of installed packages compiles them, with the standard library, into a tree in
+# that cache, in the background; later jobs point PYTHONPYCACHEPREFIX at the tree. Its .pyc files are
+# hash-checked: valid whatever the files' times (copy mode gives new ones every job) and ignored, then
+# rewritten, for any file whose content differs. The checkout is checked before the command starts:
+# two commits may put different files of the same size at the same path in the same second, which a
+# time-checked .pyc cannot tell apart.
 
-# lk_seed_bytecode DIR...: hash-checked .pyc files for every .py under DIR (skipping .git, .venv and
-# __pycache__) whose cached one is missing, time-checked or stale. Run with the venv's python.
+# python -S -c "$LK_SEED_BYTECODE" DIR|stdlib...: hash-checked .pyc files for every .py under each
+# DIR (`stdlib`: this Python's standard library) whose cached one is missing, time-checked or stale.
 LK_SEED_BYTECODE='
-import importlib.util as iu, os, py_compile, sys
-mode, skip = py_compile.PycInvalidationMode.CHECKED_HASH, {".git", ".venv", "__pycache__"}
+import importlib.util as iu, os, py_compile, sys, sysconfig
+mode = py_compile.PycInvalidationMode.CHECKED_HASH
 for top in sys.argv[1:]:
-    for d, dirs, files in os.walk(top):
+    skip = {".git", ".venv", "__pycache__"}
+    if top == "stdlib" or top.endswith("-packages"):  # a library: its tests are not imported
+        skip |= {"site-packages", "dist-packages", "test", "tests", "idlelib"}
+    for d, dirs, files in os.walk(sysconfig.get_path("stdlib") if top == "stdlib" else top):
         dirs[:] = [x for x in dirs if x not in skip]
         for f in files:
             if not f.endswith(".py"):
@@ -34,8 +38,8 @@ for top in sys.argv[1:]:
                 pass
 '
 
-# lk_bytecode_cache LOG: after the install, export PYTHONPYCACHEPREFIX for this venv's packages
-# (or leave everything as it is: see the conditions below and in docs/runtime.md).
+# lk_bytecode_cache LOG: after the install, use this package set's tree (PYTHONPYCACHEPREFIX) when
+# it is complete, or start filling it (or leave everything as it is: see docs/runtime.md).
 lk_bytecode_cache() {
     local log=$1 sp key dir
     [[ ${LAUNCHKIT_BYTECODE_CACHE:-1} != 0 && -n ${UV_CACHE_DIR:-} ]] || return 0
@@ -52,18 +56,20 @@ lk_bytecode_cache() {
     } | sha256sum)
     dir="$UV_CACHE_DIR/launchkit-bytecode-v1/${key:0:32}"
     mkdir -p "$dir" 2>/dev/null && touch "$dir" 2>/dev/null || return 0 # touched: in use (pruning below)
-    PYTHONPYCACHEPREFIX=$dir "$LK_VENV/bin/python" -S -c "$LK_SEED_BYTECODE" "$LAUNCHKIT_RUNTIME_DIR" >>"$log" 2>&1 ||
-        return 0
-    export PYTHONPYCACHEPREFIX=$dir
-    LK_BYTECODE=1
-    echo "[launchkit] bytecode cache: $dir" >>"$log"
-    # Off the critical path, and nothing waits for them: site-packages once per tree, after the
-    # command's own start-up (which compiles what it imports meanwhile), and trees no job used for
-    # 14 days removed (a job whose tree goes meanwhile just compiles again).
-    if [[ ! -e $dir/.seeded ]]; then
+    if [[ -e $dir/.seeded ]]; then
+        PYTHONPYCACHEPREFIX=$dir "$LK_VENV/bin/python" -S -c "$LK_SEED_BYTECODE" "$LAUNCHKIT_RUNTIME_DIR" \
+            >>"$log" 2>&1 || return 0
+        export PYTHONPYCACHEPREFIX=$dir
+        LK_BYTECODE=1
+        echo "[launchkit] bytecode cache: $dir" >>"$log"
+    else
+        # Off the critical path, and nothing waits for it: after the command's own start-up (which
+        # compiles what it imports meanwhile), niced. A job that ends first leaves it to the next.
+        echo "[launchkit] bytecode cache: filling $dir for later jobs" >>"$log"
         (sleep "${LAUNCHKIT_BYTECODE_SEED_DELAY:-20}" &&
-            nice -n 19 "$LK_VENV/bin/python" -S -c "$LK_SEED_BYTECODE" "$sp" && touch "$dir/.seeded") \
-            >>"$log" 2>&1 </dev/null &
+            PYTHONPYCACHEPREFIX=$dir nice -n 19 "$LK_VENV/bin/python" -S -c "$LK_SEED_BYTECODE" stdlib "$sp" &&
+            touch "$dir/.seeded") >>"$log" 2>&1 </dev/null &
     fi
+    # trees no job used for 14 days (a job whose tree goes meanwhile just compiles again)
     (find "${dir%/*}" -mindepth 1 -maxdepth 1 -type d -mtime +14 -exec rm -rf {} + >/dev/null 2>&1 </dev/null &)
 }
