@@ -313,7 +313,6 @@ def shared_case(root: Path, base: dict, gantry: Path, rounds: int, cold: int) ->
         if i < cold:
             gy.append(r.gantry_run(root / f"cold-gy40-{i}")[0])
     packages = len(re.findall(r"^name = ", (repo / "uv.lock").read_text(), re.M))
-    floor = copy_floor(root / "node" / "launchkit-runtime" / ".venv")
     return {
         "deps": len(DEPS40),
         "packages_in_lock": packages,
@@ -321,23 +320,7 @@ def shared_case(root: Path, base: dict, gantry: Path, rounds: int, cold: int) ->
         "second_job_copy_vs_gantry_cold_s": ratio(copy, gy),
         "second_job_hardlink_vs_gantry_cold_s": ratio(auto, gy),
         "launchkit_breakdown_second_job": detail,
-        # what copy mode costs on this disk whoever copies: `cp -r` of the venv, vs gantry cold
-        "copy_floor_cp_r_s": {**floor, "vs_gantry_cold": round(floor["seconds"] / statistics.median(gy), 3)},
     }
-
-
-def copy_floor(venv: Path, runs: int = 3) -> dict:
-    """`cp -r` of a job's venv (page cache warm), median of `runs`: the disk's price of copy mode."""
-    files = sum(1 for p in venv.rglob("*") if p.is_file())
-    size = sum(p.stat().st_size for p in venv.rglob("*") if p.is_file())
-    times = []
-    for i in range(runs):
-        dest = venv.parent / f".copy-floor-{i}"
-        t0 = time.perf_counter()
-        subprocess.run(["cp", "-r", str(venv), str(dest)], check=True, timeout=600)
-        times.append(time.perf_counter() - t0)
-        shutil.rmtree(dest)
-    return {"seconds": round(statistics.median(times), 3), "files": files, "mb": round(size / 1e6, 1)}
 
 
 def replicas_case(root: Path, base: dict, gantry: Path, count: int = 4) -> dict:
