@@ -16,7 +16,13 @@ from pathlib import Path
 
 from conftest import run_cli
 
-FAST_ENV = {"LAUNCHKIT_RETRY_DELAY": "0.05", "UV_OFFLINE": "1", "LAUNCHKIT_STOP_GRACE": "3"}
+FAST_ENV = {
+    "LAUNCHKIT_RETRY_DELAY": "0.05",
+    "UV_OFFLINE": "1",
+    "LAUNCHKIT_STOP_GRACE": "3",
+    # each test's venv is new: its bytecode tree would be filled in the background for nobody
+    "LAUNCHKIT_BYTECODE_CACHE": "0",
+}
 
 
 def make_wheel(folder: Path, name: str = "tinydep", version: str = "0.1.0", value: str = "42") -> Path:

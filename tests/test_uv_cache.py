@@ -249,6 +249,7 @@ NO_BYTECODE_OPT_OUT: dict[str, str | None] = {
     "PYTHONDONTWRITEBYTECODE": None,
     "PYTHONPYCACHEPREFIX": None,
     "LAUNCHKIT_BYTECODE_SEED_DELAY": "0",
+    "LAUNCHKIT_BYTECODE_CACHE": "1",  # FAST_ENV turns it off for the other tests
 }
 
 
