@@ -430,6 +430,7 @@ class LocalBackend:
             except OSError as e:
                 raise state_error(str(rdir), e) from None
             self._index(rec)
+        _unlink_uploads(rdir)  # its processes are ended; the supervisor that would have done this is gone
         return self._info(rec)
 
     # ---- prune
@@ -446,6 +447,7 @@ class LocalBackend:
         rdir = self.rdir(run.id)
         if record.supervisor_alive(rdir):
             raise PreconditionError(f"{run.id} is running", hint=f"stop it first: launchkit stop {run.id}")
+        _unlink_uploads(rdir)  # a lost run's links: its supervisor never removed them
         shutil.rmtree(rdir, ignore_errors=True)
         if rdir.exists():
             raise PreconditionError(
@@ -495,6 +497,12 @@ class LocalBackend:
                     }
                 )
         return gpus
+
+
+def _unlink_uploads(rdir: Path) -> None:
+    from launchkit.backends.local.uploads import unlink_uploads
+
+    unlink_uploads(str(rdir))
 
 
 def _signal(pid: int, sig: int) -> None:
