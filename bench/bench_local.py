@@ -8,7 +8,8 @@ Usage (from the repository root):  uv run python bench/bench_local.py [-n 15] [-
   runs each through the same interpreter with PYTHONPATH pointing at its src/ (the supervisor a run
   starts inherits it), each with its own LAUNCHKIT_LOCAL_HOME, in a small repository.
 - Reports median/min/max wall time in ms, with `run --local --dry-run` (no job at all) as the floor
-  of the CLI itself. Target (issue 11): the local follow run <= 200 ms median. Exit 1 if missed.
+  of the CLI itself, and below it `python -c pass`, the bare import of the libraries `run` uses and
+  the job alone (the entrypoint, run directly). Target (issue 11): the local follow run <= 200 ms median. Exit 1 if missed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from bench_startup import RESULTS, ROOT, compile_all, site_packages, small_repo,
 TARGET_MS = 200.0
 RUN = ["run", "--local", "--no-python", "--follow", "--", "echo", "hi"]
 FLOOR = ["run", "--local", "--no-python", "--dry-run", "--", "echo", "hi"]
+# typer (its option parsing builds pydantic adapters), launchkit's pydantic models, GitPython for the
+# repository's state, beaker-py's spec types: each is what the developers' guide names for its job
+LIBRARIES = "import typer, pydantic, git; from launchkit.core.beaker_types import spec_types; spec_types()"
 
 
 def baseline_src(ref: str) -> Path:
@@ -45,6 +49,27 @@ def baseline_src(ref: str) -> Path:
         )
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True, timeout=120)
     return dest / "src"
+
+
+def job_alone(repo: Path, where: Path, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The entrypoint a local run starts, run directly: clone the checkout, `echo hi`. (The runtime
+    dir is reused, as a checkout that is already there costs git no less than a fresh one.)"""
+    sys.path.insert(0, str(ROOT / "src"))
+    from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
+
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+    job_env = {
+        **env,
+        "LAUNCHKIT_GIT_REMOTE": str(repo),
+        "LAUNCHKIT_GIT_COMMIT": sha,
+        "LAUNCHKIT_NO_PYTHON": "1",
+        "RESULTS_DIR": str(where / "results"),
+        "LAUNCHKIT_RUNTIME_DIR": str(where / "runtime"),
+        "LAUNCHKIT_TOOLS_DIR": str(where / "tools"),
+    }
+    return ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, "echo", "hi"], job_env
 
 
 def main() -> int:
@@ -72,18 +97,22 @@ def main() -> int:
             }
             for name, src in trees.items()
         }
+        lk = [str(python), "-m", "launchkit"]
         commands = {
-            f"{name} {label}": (cmd, envs[name])
+            f"{name} {label}": ([*lk, *cmd], envs[name])
             for name in trees
             for label, cmd in (("run --local --follow", RUN), ("run --local --dry-run", FLOOR))
         }
-        lk = [str(python), "-m", "launchkit"]
+        # What `run` cannot go below: the interpreter, and importing the libraries it must use
+        commands["python -c pass"] = ([str(python), "-c", "pass"], envs["current"])
+        commands["import of run's libraries"] = ([str(python), "-c", LIBRARIES], envs["current"])
+        commands["the job alone (entrypoint)"] = job_alone(repo, Path(tmp) / "job", base_env)
         for cmd, env in commands.values():  # warm the page cache (and uv's symlink in each run dir)
-            time_once([*lk, *cmd], repo, env)
+            time_once(cmd, repo, env)
         samples: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.n):
             for name, (cmd, env) in commands.items():
-                samples[name].append(time_once([*lk, *cmd], repo, env)[0])
+                samples[name].append(time_once(cmd, repo, env)[0])
 
     print(
         f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs  (n={args.n}, baseline {args.baseline})"

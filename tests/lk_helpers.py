@@ -11,11 +11,18 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from conftest import run_cli
 
-FAST_ENV = {"LAUNCHKIT_RETRY_DELAY": "0.05", "UV_OFFLINE": "1", "LAUNCHKIT_STOP_GRACE": "3"}
+FAST_ENV = {
+    "LAUNCHKIT_RETRY_DELAY": "0.05",
+    "UV_OFFLINE": "1",
+    "LAUNCHKIT_STOP_GRACE": "3",
+    # each test's venv is new: its bytecode tree would be filled in the background for nobody
+    "LAUNCHKIT_BYTECODE_CACHE": "0",
+}
 
 
 def make_wheel(folder: Path, name: str = "tinydep", version: str = "0.1.0", value: str = "42") -> Path:
@@ -62,7 +69,7 @@ def entrypoint(
     remote: str,
     commit: str,
     argv: list[str],
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     timeout: float = 120,
     **kw,
 ) -> subprocess.CompletedProcess:
@@ -79,6 +86,7 @@ def entrypoint(
         "LAUNCHKIT_TOOLS_DIR": str(tmp / "tools"),
         **(env or {}),
     }
+    full = {k: v for k, v in full.items() if v is not None}  # None in `env`: unset it
     full.pop("VIRTUAL_ENV", None)
     if "PATH" not in (env or {}):  # like a job: not inside launchkit's venv, but with uv reachable
         from uv import find_uv_bin

@@ -44,6 +44,7 @@ NUMERIC = [
     ("cpus-overflow-to-inf", ["--cpus", "1e400"], "--cpus"),
     ("cpus-nan", ["--cpus", "nan"], "--cpus"),
     ("cpus-huge", ["--cpus", "1e300"], "--cpus"),
+    ("cpus-tiny", ["--cpus", "1e-300"], "--cpus 1e-300: is too small (at least 0.001)"),
     ("gpus-huge", ["--gpus", "99999999999999999999999"], "--gpus"),
     ("gpus-float-notation", ["--gpus", "1e23"], "--gpus"),
     ("replicas-huge", ["--replicas", "99999999999"], "--replicas"),
@@ -172,6 +173,7 @@ def test_counts_fit_beaker_or_are_refused(value):
             continue
         got = getattr(req, opt)
         assert math.isfinite(got) and 0 <= got < 2**32
+        assert opt != "cpus" or got >= 0.001  # Beaker counts thousandths of a CPU
 
 
 NUMERIC_OPTIONS = [

@@ -356,3 +356,36 @@ def test_latest_follows_the_backend_of_the_last_run(repo, env):
     # told otherwise, it goes to Beaker (which has no credentials here)
     r = run_cli("follow", "--latest", "--backend", "beaker", env=env)
     assert r.code != 0 and "Beaker" in r.stderr
+
+
+def test_upload_links_of_a_lost_run_go_with_stop_and_prune(repo, env, state, marker, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    links = [tmp_path / "mnt" / "a", tmp_path / "mnt" / "b"]
+    ids = []
+    for link in links:
+        ids.append(
+            launch(
+                repo,
+                env,
+                *NO_PY,
+                "--upload",
+                f"{data}:{link}",
+                cmd=["bash", "-c", f"exec -a {marker} sleep 300"],
+            )
+        )
+        wait_for(link.is_symlink)
+    wait_for(lambda: named(marker) == 2)
+    for pid in [supervisor_pid(state, run_id) for run_id in ids]:
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda pid=pid: gone(pid))
+    # stop: the job ends and its link goes with it (its supervisor would have removed it)
+    assert run_cli("stop", "--yes", ids[0], env=env).code == 0
+    assert not links[0].is_symlink() and links[1].is_symlink()
+    # prune of a lost run whose processes are gone (killed outside launchkit)
+    for pid in processes_with(marker):
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: named(marker) == 0)
+    r = run_cli("prune", "--older-than", "0s", "--yes", env=env)
+    assert r.code == 0, r.stderr
+    assert not links[1].is_symlink() and data.is_dir()

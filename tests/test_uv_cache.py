@@ -4,8 +4,12 @@ and many jobs can share one uv cache directory. Real bash, git, uv and a local p
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import sys
+import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -80,10 +84,11 @@ def pyproject(version: str = "0.1.0", deps: list[str] | None = None, index: str 
     return text
 
 
-def commit_locked(repo, files: dict[str, str], message: str, env: dict[str, str]) -> str:
+def commit_locked(repo, files: dict[str, str], message: str, env: Mapping[str, str | None]) -> str:
     """Commit `files`, lock the project (uv lock, local only) and commit the lock; returns the SHA."""
     repo.commit(files, message)
-    subprocess.run(["uv", "lock", "-q"], cwd=repo.path, check=True, timeout=120, env={**os.environ, **env})
+    given = {k: v for k, v in env.items() if v is not None}
+    subprocess.run(["uv", "lock", "-q"], cwd=repo.path, check=True, timeout=120, env={**os.environ, **given})
     return repo.commit({}, f"{message}: lock")
 
 
@@ -100,7 +105,13 @@ def builds(path: Path) -> int:
 
 
 def run_job(
-    tmp: Path, name: str, repo, sha: str, env: dict[str, str], argv=PROBE, runtime: Path | None = None
+    tmp: Path,
+    name: str,
+    repo,
+    sha: str,
+    env: Mapping[str, str | None],
+    argv=PROBE,
+    runtime: Path | None = None,
 ):
     """One job as on Beaker: a fresh checkout at the same runtime path every time."""
     runtime = runtime or tmp / "runtime"
@@ -231,3 +242,134 @@ def test_unusable_uv_cache_dir_falls_back_to_the_default(repo, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "cache=unset" in r.stdout
     assert f"UV_CACHE_DIR={blocker / 'uv'} is not a writable directory" in r.stderr
+
+
+# the developer's or CI's own setting would turn the bytecode cache off
+NO_BYTECODE_OPT_OUT: dict[str, str | None] = {
+    "PYTHONDONTWRITEBYTECODE": None,
+    "PYTHONPYCACHEPREFIX": None,
+    "LAUNCHKIT_BYTECODE_SEED_DELAY": "0",
+    "LAUNCHKIT_BYTECODE_CACHE": "1",  # FAST_ENV turns it off for the other tests
+}
+
+
+def bytecode_tree(cache: Path) -> Path:
+    trees = list((cache / "launchkit-bytecode-v1").iterdir())
+    assert len(trees) == 1, trees
+    return trees[0]
+
+
+def wait_seeded(tree: Path, timeout: float = 60) -> None:
+    """The first job seeds site-packages in the background, after its command started."""
+    deadline = time.monotonic() + timeout
+    while not (tree / ".seeded").exists():
+        assert time.monotonic() < deadline, f"{tree} was not seeded within {timeout}s"
+        time.sleep(0.05)
+
+
+def test_bytecode_is_shared_between_jobs_on_a_shared_cache(repo, tmp_path):
+    """The first job fills the package set's tree (in the background); later jobs read their .pyc
+    there although copy mode gives their files new times (python -v says "matches"), and a changed
+    file of the same size is not mistaken for the old one."""
+    names = ["dep00", "dep01"]
+    with LocalIndex(tmp_path / "index", names) as index:
+        env: dict[str, str | None] = {
+            "UV_CACHE_DIR": str(tmp_path / "shared"),
+            "UV_LINK_MODE": "copy",
+            "UV_OFFLINE": "false",
+            "LK_TEST_BUILDS": str(tmp_path / "builds.txt"),
+        }
+        sha = commit_locked(repo, project_files(deps=names, index=index.url), "project", env)
+        env |= NO_BYTECODE_OPT_OUT
+        probe = ["python", "-v", "-c", "import json, dep00, dep01, demo; print('value', demo.VALUE)"]
+        r = run_job(tmp_path, "job1", repo, sha, env, probe)
+        assert r.returncode == 0, r.stderr
+        assert "launchkit-bytecode-v1" not in r.stderr  # as before: a first job compiles for itself
+        tree = bytecode_tree(tmp_path / "shared")
+        log = next((tmp_path / "job1/results/.launchkit/logs").glob("*_bytecode.log"))
+        assert f"filling {tree}" in log.read_text()
+        wait_seeded(tree)
+
+        r = run_job(tmp_path, "job2", repo, sha, env, probe)
+        assert r.returncode == 0, r.stderr
+        assert "value 1" in r.stdout
+        runtime = tmp_path / "runtime"
+        from_tree = rf"# {re.escape(str(tree))}/\S+\.pyc matches "
+        for src in (
+            next(runtime.glob(".venv/lib/python3*/site-packages/dep00/__init__.py")),
+            runtime / "src/demo/__init__.py",
+        ):
+            assert re.search(from_tree + re.escape(str(src)) + "\n", r.stderr), f"{src} was compiled again"
+        assert re.search(from_tree + r"\S+/json/__init__\.py\n", r.stderr), (
+            "the standard library was compiled"
+        )
+        assert ", bytecode " in r.stderr  # the checkout's check has its own entry in the timing line
+
+        # same size, same path: the hash tells them apart
+        same_size = repo.commit(
+            {"src/demo/__init__.py": project_files(value="2")["src/demo/__init__.py"]}, "v2"
+        )
+        r = run_job(tmp_path, "job3", repo, same_size, env, probe)
+        assert r.returncode == 0, r.stderr
+        assert "value 2" in r.stdout
+
+
+def test_hash_checked_bytecode_is_not_fooled_by_equal_size_and_time(tmp_path):
+    """Why the checkout is seeded before the command: a time-checked .pyc of another commit's file
+    (same path, size and second) would be used; the seeded hash-checked one is not."""
+    from launchkit.runtime import entrypoint_script
+
+    mod = tmp_path / "src" / "mod.py"
+    mod.parent.mkdir()
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path / "prefix")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    read = [sys.executable, "-c", "import mod; print(mod.VALUE)"]
+
+    def swap(seed: bool) -> str:
+        mod.write_text("VALUE = 1\n")
+        os.utime(mod, (1_700_000_000, 1_700_000_000))
+        if seed:
+            subprocess.run(
+                [
+                    "bash",
+                    "-c",
+                    entrypoint_script().split("# ---- entrypoint.sh")[0]
+                    + "\n"
+                    + 'python3 -c "$LK_SEED_BYTECODE" "$1"',
+                    "seed",
+                    str(tmp_path / "src"),
+                ],
+                env=env,
+                check=True,
+                timeout=60,
+            )
+        subprocess.run(read, cwd=mod.parent, env=env, check=True, timeout=60, capture_output=True)
+        mod.write_text("VALUE = 2\n")
+        os.utime(mod, (1_700_000_000, 1_700_000_000))
+        return subprocess.run(
+            read, cwd=mod.parent, env=env, check=True, timeout=60, capture_output=True, text=True
+        ).stdout
+
+    assert swap(seed=False) == "1\n"  # the hazard: Python's own time-checked .pyc
+    shutil.rmtree(tmp_path / "prefix")
+    assert swap(seed=True) == "2\n"
+
+
+def test_bytecode_cache_stays_off_when_it_cannot_help(repo, tmp_path):
+    sha = repo.commit({"requirements.txt": ""}, "empty reqs")
+    show = ["bash", "-c", 'echo "prefix=${PYTHONPYCACHEPREFIX-unset}"']
+    cache = tmp_path / "uv"
+    env: dict[str, str | None] = {"UV_CACHE_DIR": str(cache), **NO_BYTECODE_OPT_OUT}
+    assert run_job(tmp_path, "fill", repo, sha, env, show).stdout.strip() == "prefix=unset"
+    wait_seeded(bytecode_tree(cache))
+    for name, extra, want in (
+        ("on", {}, f"prefix={cache}/launchkit-bytecode-v1/"),
+        ("default-cache", {"UV_CACHE_DIR": None}, "prefix=unset"),  # no shared cache: nothing to share
+        ("off", {"LAUNCHKIT_BYTECODE_CACHE": "0"}, "prefix=unset"),
+        ("local-run", {"LAUNCHKIT_LOCAL_RUN": "x"}, "prefix=unset"),  # a new venv path every run
+        ("no-writes", {"PYTHONDONTWRITEBYTECODE": "1"}, "prefix=unset"),
+        ("users", {"PYTHONPYCACHEPREFIX": "/mine"}, "prefix=/mine"),
+    ):
+        r = run_job(tmp_path, name, repo, sha, {**env, **extra}, show)
+        assert r.returncode == 0, r.stderr
+        assert want in r.stdout, (name, r.stdout)

@@ -153,7 +153,14 @@ def _size(opts: _Options, opt: str) -> int | None:
 
 
 def _positive(
-    opts: _Options, opt: str, kind: type, hint: str, *, maximum: int, allow_zero: bool = False
+    opts: _Options,
+    opt: str,
+    kind: type,
+    hint: str,
+    *,
+    maximum: int,
+    allow_zero: bool = False,
+    minimum: float = 0,
 ) -> Any:
     value, where = opts.get(opt)
     if value is None:
@@ -171,6 +178,8 @@ def _positive(
         )
     if value > maximum:
         raise _fail(where, value, f"is too large (at most {maximum})", hint)
+    if 0 < value < minimum:
+        raise _fail(where, value, f"is too small (at least {minimum})", hint)
     return kind(value)
 
 
@@ -398,7 +407,9 @@ def _constraints(opts: _Options, f: dict[str, Any]) -> None:
 
 
 def _resources(opts: _Options, f: dict[str, Any]) -> None:
-    f["cpus"] = _positive(opts, "cpus", float, "give a number of CPUs such as 8 or 0.5", maximum=MAX_UINT32)
+    f["cpus"] = _positive(  # Beaker (Kubernetes) counts CPUs in thousandths
+        opts, "cpus", float, "give a number of CPUs such as 8 or 0.5", maximum=MAX_UINT32, minimum=0.001
+    )
     f["gpus"] = _positive(
         opts,
         "gpus",

@@ -388,6 +388,10 @@ elif [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
     t=$(lk_now_ms)
     lk_install
     lk_timed "install[$LK_INSTALL_KIND]" "$t"
+    t=$(lk_now_ms)
+    lk_log_file log bytecode
+    lk_bytecode_cache "$log"
+    [[ -n ${LK_BYTECODE:-} ]] && lk_timed bytecode "$t"
 fi
 
 # ---- 7. post-setup hook

@@ -434,6 +434,7 @@ class LocalBackend:
             except OSError as e:
                 raise state_error(str(rdir), e) from None
             self._index(rec)
+        _unlink_uploads(rdir)  # its processes are ended; the supervisor that would have done this is gone
         return self._info(rec)
 
     # ---- prune
@@ -451,6 +452,7 @@ class LocalBackend:
         if record.supervisor_alive(rdir):
             raise PreconditionError(f"{run.id} is running", hint=f"stop it first: launchkit stop {run.id}")
         bell.clear(rdir)  # and the sockets of followers killed while it ran, kept outside it
+        _unlink_uploads(rdir)  # a lost run's links: its supervisor never removed them
         shutil.rmtree(rdir, ignore_errors=True)
         if rdir.exists():
             raise PreconditionError(
@@ -500,6 +502,12 @@ class LocalBackend:
                     }
                 )
         return gpus
+
+
+def _unlink_uploads(rdir: Path) -> None:
+    from launchkit.backends.local.uploads import unlink_uploads
+
+    unlink_uploads(str(rdir))
 
 
 def _signal(pid: int, sig: int) -> None:
