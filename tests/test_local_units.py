@@ -1,8 +1,12 @@
-"""Local backend units: the log record format (raw bytes in, same bytes out) and GPU shares."""
+"""Local backend units: the log record format (raw bytes in, same bytes out), GPU shares, doorbells."""
 
 from __future__ import annotations
 
 import io
+import os
+import time
+
+import pytest
 
 from launchkit.backends.local import logs
 
@@ -37,3 +41,51 @@ def test_gpu_share_gives_each_replica_its_own_gpus():
     assert gpu_share(8, 4, 2, 1) == (4, "4,5,6,7")
     assert gpu_share(2, 4, 2, 1) == (2, None)  # not enough for disjoint shares: all share all
     assert gpu_share(2, None, 1, 0) == (2, None)
+
+
+def rung(door, timeout: float = 5) -> bool:
+    start = time.monotonic()
+    door.wait(timeout)
+    return time.monotonic() - start < timeout / 2
+
+
+@pytest.mark.parametrize("depth", [1, 120], ids=["short-path", "too-long-for-af-unix"])
+def test_ringer_rings_every_bell_and_removes_stale_ones(tmp_path, depth):
+    from launchkit.backends.local.bell import BELLS, Doorbell, Ringer
+
+    rdir = tmp_path / ("d" * depth)
+    rdir.mkdir()
+    ringer = Ringer(str(rdir))
+    try:
+        with Doorbell(rdir) as a, Doorbell(rdir) as b:
+            assert a.sock is not None and b.sock is not None
+            assert os.path.islink(a.entry) == (depth > 1)  # bound in a short temp dir, linked here
+            sockets = [os.path.realpath(a.entry), os.path.realpath(b.entry)]
+            ringer.ring()
+            assert rung(a) and rung(b)
+            assert not rung(a, 0.2)  # every ring taken: the next wait sleeps
+            b.sock.close()  # a follower killed before it could remove its bell
+            for _ in range(50):
+                ringer.ring()
+            assert rung(a)
+            time.sleep(0.1)
+            assert os.listdir(rdir / BELLS) == [os.path.basename(a.entry)]
+        assert os.listdir(rdir / BELLS) == []  # a follower removes its own bell
+        for path in sockets:  # with their temp dirs, if any
+            assert not os.path.exists(path) and (depth == 1 or not os.path.exists(os.path.dirname(path)))
+    finally:
+        ringer.close()
+    assert not ringer.thread.is_alive()
+
+
+def test_doorbell_without_a_bell_dir_still_waits(tmp_path):
+    from launchkit.backends.local.bell import BELLS, Doorbell
+
+    (tmp_path / BELLS).write_text("not a directory")
+    with Doorbell(tmp_path) as door:
+        assert door.sock is None
+        start = time.monotonic()
+        door.wait(0.05)
+        assert time.monotonic() - start >= 0.05
+    with Doorbell(tmp_path / "removed-run") as door:  # never re-creates a removed run dir
+        assert door.sock is None and not (tmp_path / "removed-run").exists()

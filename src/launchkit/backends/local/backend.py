@@ -21,15 +21,17 @@ from pathlib import Path
 from typing import IO, Any
 
 from launchkit.application import Application
-from launchkit.backends.local import logs, procs, record
+from launchkit.backends.local import bell, logs, procs, record
 from launchkit.backends.local.store import Store, home, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.protocol import Capability, GpuRow, LogQuery, RunInfo, RunStatus, Submission
 from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
-# follow: look for new output (and the run's end) after a tenth of the time it has been quiet,
-# between MIN_POLL and MAX_POLL seconds: a few ms while things happen, at most 0.1 s when idle.
+# follow: look again when the supervisor rings (bell.py), and at least every WAKE_FALLBACK seconds
+# (a dead supervisor, a lost ring). Without a bell, after a tenth of the time the run has been quiet,
+# between MIN_POLL and MAX_POLL seconds.
+WAKE_FALLBACK = 0.25
 MIN_POLL, MAX_POLL = 0.003, 0.1
 BASH_NEEDED = (5, 1)  # the entrypoint uses `wait -n -p` (bash 5.1)
 ENDED = ("succeeded", "failed", "canceled")  # final: the record never changes again
@@ -340,20 +342,22 @@ class LocalBackend:
         tails = {rank: logs.Tail(str(logs.log_file(self.rdir(run.id), rank))) for rank in ranks}
         quiet_since = time.monotonic()
         skip = tail is not None  # --tail N: of the lines written so far, only the last N
-        while True:
-            rec = self._record(run.id)  # before reading the logs: an ended run's logs are complete
-            for rank, reader in tails.items():
-                records = list(reader.read())
-                if skip:
-                    records = records[-tail:] if tail else []
-                for ts, line in records:
-                    out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
-                    quiet_since = time.monotonic()
-            skip = False
-            out.flush()
-            if rec["status"] in record.FINISHED:
-                return self._outcome(rec)
-            time.sleep(min(max((time.monotonic() - quiet_since) / 10, MIN_POLL), MAX_POLL))
+        with bell.Doorbell(self.rdir(run.id)) as door:  # before the first read: no ring is missed
+            while True:
+                rec = self._record(run.id)  # before reading the logs: an ended run's logs are complete
+                for rank, reader in tails.items():
+                    records = list(reader.read())
+                    if skip:
+                        records = records[-tail:] if tail else []
+                    for ts, line in records:
+                        out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
+                        quiet_since = time.monotonic()
+                skip = False
+                out.flush()
+                if rec["status"] in record.FINISHED:
+                    return self._outcome(rec)
+                quiet = time.monotonic() - quiet_since
+                door.wait(WAKE_FALLBACK if door.sock else min(max(quiet / 10, MIN_POLL), MAX_POLL))
 
     @staticmethod
     def _outcome(rec: dict[str, Any]) -> int:
@@ -447,6 +451,7 @@ class LocalBackend:
         rdir = self.rdir(run.id)
         if record.supervisor_alive(rdir):
             raise PreconditionError(f"{run.id} is running", hint=f"stop it first: launchkit stop {run.id}")
+        bell.clear(rdir)  # and the sockets of followers killed while it ran, kept outside it
         _unlink_uploads(rdir)  # a lost run's links: its supervisor never removed them
         shutil.rmtree(rdir, ignore_errors=True)
         if rdir.exists():

@@ -11,7 +11,7 @@ import time
 
 TYPE_CHECKING = False  # the supervisor imports this module and starts without `typing`
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import IO
 
 
@@ -20,8 +20,9 @@ def log_file(rdir: str | os.PathLike[str], rank: int) -> str:
     return os.path.join(rdir, "logs", f"replica-{rank}.log")
 
 
-def pump(stream: IO[bytes], path: str) -> None:
-    """Copy a child's output into a log file, one timestamped record per line, unbuffered."""
+def pump(stream: IO[bytes], path: str, wrote: Callable[[], None] = lambda: None) -> None:
+    """Copy a child's output into a log file, one timestamped record per line, unbuffered;
+    `wrote()` after each."""
     with open(path, "ab", buffering=0) as f:
         for line in iter(stream.readline, b""):
             ts = time.time_ns()
@@ -29,6 +30,7 @@ def pump(stream: IO[bytes], path: str) -> None:
                 f.write(b"%d %s" % (ts, line))
             else:
                 f.write(b"%d~%s\n" % (ts, line))
+            wrote()
 
 
 def parse(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from launchkit.backends.local import logs, procs, record
+from launchkit.backends.local import bell, logs, procs, record
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
 
 TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
@@ -154,6 +154,7 @@ class Supervisor:
         self.failed_first: int | None = None  # rank whose failure ended the others
         self.storage_error: str | None = None  # a log could not be written: the run is stopped
         self.subreaper = False
+        self.bells = bell.Ringer(rdir)  # followers hear of every output line and record change
 
     # ---- the record
     def read_json(self, name: str) -> Any:
@@ -164,11 +165,13 @@ class Supervisor:
         with self.lock:
             self.rec.update(fields)
             record.write(self.rdir, self.rec)
+        self.bells.ring()
 
     def save_rank(self, rank: int, **fields: Any) -> None:
         with self.lock:
             self.rec["ranks"].setdefault(str(rank), {}).update(fields)
             record.write(self.rdir, self.rec)
+        self.bells.ring()
 
     # ---- stopping
     def request_stop(self) -> None:
@@ -240,7 +243,7 @@ class Supervisor:
 
     def pump(self, stream: Any, path: str) -> None:
         try:
-            logs.pump(stream, path)
+            logs.pump(stream, path, self.bells.ring)
         except OSError as e:
             self.log_failed(path, e)
             while stream.read(65536):  # keep the job from blocking on a full pipe until it is ended
@@ -313,7 +316,10 @@ def main(rdir: str) -> None:
         sup.end("failed", None, f"supervisor error: {e!r}")
         raise
     finally:
-        sup.finish()
+        try:
+            sup.finish()
+        finally:
+            sup.bells.close()  # the last ring, after the final record
 
 
 if __name__ == "__main__":
