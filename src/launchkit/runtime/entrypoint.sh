@@ -388,10 +388,6 @@ elif [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
     t=$(lk_now_ms)
     lk_install
     lk_timed "install[$LK_INSTALL_KIND]" "$t"
-    t=$(lk_now_ms)
-    lk_log_file log bytecode
-    lk_bytecode_cache "$log"
-    [[ -n ${LK_BYTECODE:-} ]] && lk_timed bytecode "$t"
 fi
 
 # ---- 7. post-setup hook
@@ -400,6 +396,13 @@ if [[ -n ${LAUNCHKIT_POST_SETUP:-} ]]; then
     lk_step "post-setup hook" "$LK_EXIT_POST_SETUP"
     lk_run_hook "$LAUNCHKIT_POST_SETUP"
     lk_timed post-setup "$t"
+fi
+# ---- 7b. bytecode shared between jobs (bytecode.sh): after the hook, which may install more
+if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA ]]; then
+    t=$(lk_now_ms)
+    lk_log_file log bytecode
+    lk_bytecode_cache "$log"
+    [[ -n ${LK_BYTECODE:-} ]] && lk_timed bytecode "$t"
 fi
 if [[ ${BEAKER_ASSIGNED_GPU_COUNT:-0} != 0 ]] && command -v nvidia-smi >/dev/null 2>&1; then
     lk_log_file log nvidia-smi
