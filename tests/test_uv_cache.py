@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import launchkit.runtime
 from lk_helpers import LocalIndex, entrypoint
 
 # A PEP 517/660 build backend inside the repository, so builds need no registry. Every editable
@@ -253,6 +254,9 @@ NO_BYTECODE_OPT_OUT: dict[str, str | None] = {
 }
 
 
+BYTECODE_SH = Path(launchkit.runtime.__file__).with_name("bytecode.sh")
+
+
 def bytecode_tree(cache: Path) -> Path:
     trees = list((cache / "launchkit-bytecode-v1").iterdir())
     assert len(trees) == 1, trees
@@ -317,8 +321,6 @@ def test_bytecode_is_shared_between_jobs_on_a_shared_cache(repo, tmp_path):
 def test_hash_checked_bytecode_is_not_fooled_by_equal_size_and_time(tmp_path):
     """Why the checkout is seeded before the command: a time-checked .pyc of another commit's file
     (same path, size and second) would be used; the seeded hash-checked one is not."""
-    from launchkit.runtime import entrypoint_script
-
     mod = tmp_path / "src" / "mod.py"
     mod.parent.mkdir()
     env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path / "prefix")}
@@ -329,20 +331,9 @@ def test_hash_checked_bytecode_is_not_fooled_by_equal_size_and_time(tmp_path):
         mod.write_text("VALUE = 1\n")
         os.utime(mod, (1_700_000_000, 1_700_000_000))
         if seed:
-            subprocess.run(
-                [
-                    "bash",
-                    "-c",
-                    entrypoint_script().split("# ---- entrypoint.sh")[0]
-                    + "\n"
-                    + 'python3 -c "$LK_SEED_BYTECODE" "$1"',
-                    "seed",
-                    str(tmp_path / "src"),
-                ],
-                env=env,
-                check=True,
-                timeout=60,
-            )
+            seed_with = 'source "$1" && "$2" -S -c "$LK_SEED_BYTECODE" "$3"'  # the job's own Python
+            args = [str(BYTECODE_SH), sys.executable, str(mod.parent)]
+            subprocess.run(["bash", "-c", seed_with, "seed", *args], env=env, check=True, timeout=60)
         subprocess.run(read, cwd=mod.parent, env=env, check=True, timeout=60, capture_output=True)
         mod.write_text("VALUE = 2\n")
         os.utime(mod, (1_700_000_000, 1_700_000_000))
