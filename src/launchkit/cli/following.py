@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 EXIT_TIMED_OUT = 124  # a waiting limit passed and launchkit stopped the run (as timeout(1) does)
 SOFT_REPEAT = 3600.0  # gantry warns again about inactivity at most once per max(soft, 1 h)
+
+Clock = Callable[[], float]  # seconds from an arbitrary origin (time.monotonic counts from boot)
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,12 @@ class _Sink:
     """The output stream the backend writes logs to: records when bytes last arrived; discards them
     when the logs are not shown (`run --no-follow --timeout N`)."""
 
-    def __init__(self, out: IO[bytes], show: bool):
-        self.out, self.show = out, show
-        self.last = time.monotonic()
+    def __init__(self, out: IO[bytes], show: bool, clock: Clock = time.monotonic):
+        self.out, self.show, self.clock = out, show, clock
+        self.last = clock()
 
     def write(self, data: Any) -> int:
-        self.last = time.monotonic()
+        self.last = self.clock()
         return self.out.write(data) if self.show else len(data)
 
     def flush(self) -> None:
@@ -61,7 +64,10 @@ class _Sink:
 
 
 class _Watchdog:
-    """Runs in its own thread (`start`); `done` ends it."""
+    """Runs in its own thread (`start`), or step by step (`check`) with the sink's clock; `done` ends it.
+
+    Times are compared only with times read from the same clock: never with zero, since a monotonic
+    clock's origin is arbitrary (Linux counts from boot, so a freshly started machine reads ~0)."""
 
     POLL = 0.2
     STATUS_EVERY = 1.0  # seconds between status checks while waiting for the start
@@ -69,6 +75,11 @@ class _Watchdog:
     def __init__(self, app: Application, backend: Backend, run: RunInfo, sink: _Sink, limits: Limits):
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.app, self.backend, self.run_info, self.sink, self.limits = app, backend, run, sink, limits
+        self.clock = sink.clock
+        self.t0 = self.clock()
+        self.started_at: float | None = None
+        self.checked: float | None = None  # last status check
+        self.warned: float | None = None  # last soft-inactivity warning
         self.done = threading.Event()
         self.reason: str | None = None
 
@@ -83,40 +94,44 @@ class _Watchdog:
         self.thread.join(timeout)
 
     def _watch(self) -> None:
-        t0 = time.monotonic()
-        lim = self.limits
-        started_at: float | None = None
-        checked = 0.0
-        warned = 0.0
         try:
             while not self.done.wait(self.POLL):
-                now = time.monotonic()
-                if started_at is None and (lim.start or lim.inactive or lim.inactive_soft):
-                    if now - checked >= self.STATUS_EVERY:
-                        checked = now
-                        if self._job_started():
-                            started_at = now
-                            self.sink.last = max(self.sink.last, now)
-                if lim.timeout is not None and now - t0 >= lim.timeout:
-                    return self._stop_run(f"--timeout {_secs(lim.timeout)} passed")
-                if started_at is None:
-                    if lim.start is not None and now - t0 >= lim.start:
-                        return self._stop_run(f"it did not start within --start-timeout {_secs(lim.start)}")
-                    continue
-                quiet = now - self.sink.last
-                if lim.inactive is not None and quiet >= lim.inactive:
-                    return self._stop_run(f"no log output for --inactive-timeout {_secs(lim.inactive)}")
-                soft = lim.inactive_soft
-                if soft is not None and quiet >= soft and now - warned >= max(soft, SOFT_REPEAT):
-                    warned = now
-                    self.app.warn(f"{self.run_info.id}: no log output for {_secs(quiet)}")
+                if self.check():
+                    return
         except Exception as e:  # noqa: BLE001 - report; following goes on
             self.app.error(f"watching {self.run_info.id} failed: {e}")
 
-    def _stop_run(self, why: str) -> None:
+    def check(self) -> bool:
+        """One look at the clock and the run; True once a limit passed and the run was stopped."""
+        now = self.clock()
+        lim = self.limits
+        if self.started_at is None and (lim.start or lim.inactive or lim.inactive_soft):
+            if self.checked is None or now - self.checked >= self.STATUS_EVERY:
+                self.checked = now
+                if self._job_started():
+                    self.started_at = now
+                    self.sink.last = max(self.sink.last, now)
+        if lim.timeout is not None and now - self.t0 >= lim.timeout:
+            return self._stop_run(f"--timeout {_secs(lim.timeout)} passed")
+        if self.started_at is None:
+            if lim.start is not None and now - self.t0 >= lim.start:
+                return self._stop_run(f"it did not start within --start-timeout {_secs(lim.start)}")
+            return False
+        quiet = now - self.sink.last
+        if lim.inactive is not None and quiet >= lim.inactive:
+            return self._stop_run(f"no log output for --inactive-timeout {_secs(lim.inactive)}")
+        soft = lim.inactive_soft
+        if soft is not None and quiet >= soft:
+            if self.warned is None or now - self.warned >= max(soft, SOFT_REPEAT):
+                self.warned = now
+                self.app.warn(f"{self.run_info.id}: no log output for {_secs(quiet)}")
+        return False
+
+    def _stop_run(self, why: str) -> bool:
         self.reason = why
         self.app.warn(f"stopping {self.run_info.id}: {why}")
         self.backend.stop(self.run_info)
+        return True
 
 
 def _secs(seconds: float) -> str:
@@ -134,6 +149,7 @@ def follow_run(
     limits: Limits | None = None,
     show_logs: bool = True,
     notifier: SlackNotifier | None = None,
+    clock: Clock = time.monotonic,
 ) -> int:
     """Follow until the run finishes. Ctrl-C detaches (the job keeps running) and says how to resume.
 
@@ -146,7 +162,7 @@ def follow_run(
         from launchkit.notify import FirstOutput
 
         out = cast("IO[bytes]", FirstOutput(out, lambda: notifier.on_start(run)))
-    sink = _Sink(out, show_logs)
+    sink = _Sink(out, show_logs, clock)
     dog = _Watchdog(app, backend, run, sink, limits) if limits.any else None
     kwargs: dict[str, Any] = {"replica": replica, "all_replicas": all_replicas}
     if tail is not None:

@@ -159,7 +159,7 @@ class Ringer:
         self.thread.join(timeout=2)
 
     def _notify(self) -> None:
-        previous = 0.0
+        previous: float | None = None
         while True:
             self.wanted.wait()
             self.wanted.clear()
@@ -168,7 +168,7 @@ class Ringer:
             if last:
                 return
             now = time.monotonic()
-            busy = now - previous < 2 * BUSY_INTERVAL
+            busy = previous is not None and now - previous < 2 * BUSY_INTERVAL
             previous = now
             self.closing.wait(IDLE_INTERVAL if not heard else BUSY_INTERVAL if busy else RING_INTERVAL)
 
