@@ -3,6 +3,7 @@ and a session venv with the CPU PyTorch wheel, Ray and Accelerate for real multi
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -117,33 +118,40 @@ def mn_bin() -> Path:
     key = hashlib.sha256(" ".join([sys.version, *torch, *OTHERS]).encode()).hexdigest()[:12]
     venv = VENV_DIR
     marker = venv / f".launchkit-ready-{key}"
-    if not marker.exists():
-        env = {**os.environ, "HOME": REAL_HOME, "VIRTUAL_ENV": str(venv)}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        py = f"{sys.version_info.major}.{sys.version_info.minor}"
-        subprocess.run(
-            ["uv", "venv", "-q", "--clear", "--python", py, str(venv)], env=env, check=True, timeout=300
-        )
-        subprocess.run(
-            ["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *torch, *OTHERS],
-            env=env,
-            check=True,
-            timeout=1200,
-        )
-        # PYTHONDONTWRITEBYTECODE is set here: without .pyc files every replica recompiles torch.
-        subprocess.run(
-            [
-                str(venv / "bin" / "python"),
-                "-m",
-                "compileall",
-                "-q",
-                "-j",
-                "0",
-                str(next((venv / "lib").glob("python3*/site-packages"))),
-            ],
-            env=env,
-            capture_output=True,
-            timeout=1200,
-        )
-        marker.touch()
+    VENV_DIR.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{VENV_DIR}.lock", "w") as lock:  # pytest-xdist workers build it once, one at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            _build_venv(venv, torch, marker)
     return venv / "bin"
+
+
+def _build_venv(venv: Path, torch: list[str], marker: Path) -> None:
+    env = {**os.environ, "HOME": REAL_HOME, "VIRTUAL_ENV": str(venv)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    subprocess.run(
+        ["uv", "venv", "-q", "--clear", "--python", py, str(venv)], env=env, check=True, timeout=300
+    )
+    subprocess.run(
+        ["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *torch, *OTHERS],
+        env=env,
+        check=True,
+        timeout=1200,
+    )
+    # PYTHONDONTWRITEBYTECODE is set here: without .pyc files every replica recompiles torch.
+    subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "compileall",
+            "-q",
+            "-j",
+            "0",
+            str(next((venv / "lib").glob("python3*/site-packages"))),
+        ],
+        env=env,
+        capture_output=True,
+        timeout=1200,
+    )
+    marker.touch()

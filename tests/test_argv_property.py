@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -73,6 +74,7 @@ def _arguments(stdout: str) -> list[str]:
     return yaml.safe_load(stdout)["tasks"][0]["arguments"]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=ARGV)
 def test_argv_arrives_unchanged_in_process(repo, argv):
@@ -81,6 +83,7 @@ def test_argv_arrives_unchanged_in_process(repo, argv):
     assert _arguments(r.stdout) == argv
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=ARGV)
 def test_argv_arrives_unchanged_through_a_real_process(repo, argv):

@@ -101,6 +101,7 @@ def test_at_least_40_cases():
     assert len(CASES) >= 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args,expected",
     [

@@ -179,6 +179,7 @@ def test_ambiguous_create_failure_creates_exactly_one(fake, backend, mode):
     assert run.id == exp.id and exp.name == "idem"
 
 
+@pytest.mark.slow
 def test_unavailable_on_create_then_success(fake, backend):
     fake.faults.unavailable(2, "CreateExperiment")
     backend.submit(Submission(name="retry", spec=spec()))
@@ -206,6 +207,7 @@ def _exp_with_job(fake, name="job", author="alice", replicas=1, description="x [
     return exp, [t.latest_job for t in exp.tasks]
 
 
+@pytest.mark.slow
 def test_logs_cut_every_few_hundred_lines_arrive_exactly_once(fake, backend):
     exp, (job,) = _exp_with_job(fake)
     fake.state.append_synthetic_logs(job, 100_000, fmt="line {i:06d}")
@@ -312,6 +314,7 @@ def _in_thread(fn):
     return th, result
 
 
+@pytest.mark.slow
 def test_follow_events_then_logs_then_exit_code(fake, backend, capsys):
     exp, (job,) = _exp_with_job(fake)
     out = io.BytesIO()
@@ -333,6 +336,7 @@ def test_follow_events_then_logs_then_exit_code(fake, backend, capsys):
     assert "Pulling image" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_follow_live_job_through_cuts_and_early_ends_exactly_once(fake, backend):
     exp, (job,) = _exp_with_job(fake)
     fake.state.start_job(job)
@@ -467,6 +471,7 @@ def test_find_gpus_node_lookups_are_concurrent(fake, backend):
 
 
 # ---------------------------------------------------------------------------------------------- deadline
+@pytest.mark.slow
 def test_unreachable_server_fails_within_the_deadline(tmp_path, monkeypatch):
     import socket
 

@@ -9,10 +9,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import run_cli
 from fakebeaker.scenarios import BASIC_SECRETS
 from fakebeaker.state import AutoRun
 from lk_helpers import unreachable_beaker_config
+
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
 
 WS = "ai2/launchkit"
 

@@ -49,6 +49,7 @@ def test_cluster_by_name_alias_bare_or_glob_becomes_the_canonical_name(fake_beak
         b.close()
 
 
+@pytest.mark.slow
 def test_run_with_an_alias_writes_the_canonical_name(repo, fake_beaker):
     r = _run(repo, "--name", "by-alias", "--cluster", "ai2/jupiter-cirrascale-2")
     assert r.code == 0, r.stderr
@@ -57,6 +58,7 @@ def test_run_with_an_alias_writes_the_canonical_name(repo, fake_beaker):
 
 
 # -- creates the server refuses -------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_create_the_server_rejects_is_final(repo, fake_beaker):
     t0 = time.monotonic()
     r = _run(repo, "--name", "urgent", "--priority", "urgent", "--cluster", "ai2/jupiter")
@@ -68,6 +70,7 @@ def test_a_create_the_server_rejects_is_final(repo, fake_beaker):
     assert took < 10  # seconds, subprocess start-up included (the create itself: one round trip)
 
 
+@pytest.mark.slow
 def test_transient_create_failures_still_retry_to_exactly_one_experiment(repo, fake_beaker):
     fake_beaker.faults.fail_create_after_record(1, mode="503")
     fake_beaker.faults.retryable_conflicts(1)
@@ -76,6 +79,7 @@ def test_transient_create_failures_still_retry_to_exactly_one_experiment(repo, f
     assert [e.name for e in fake_beaker.state.experiments_of(author="alice")] == ["once"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_128_replicas_get_a_create_timeout_that_grows(repo, fake_beaker):
     """The fake needs 0.25 s per job: 128 replicas answer after ~32 s, past the 30 s HTTP timeout."""
@@ -87,6 +91,7 @@ def test_128_replicas_get_a_create_timeout_that_grows(repo, fake_beaker):
 
 
 # -- bad token, odd answers ------------------------------------------------------------------------
+@pytest.mark.slow
 @both_ways("auth_error", ("unauthenticated", "permission_denied"))
 def test_a_bad_token_is_one_line_with_the_fix_and_no_retry(fake_beaker):
     env = {**fake_beaker.env, "BEAKER_TOKEN": "expired"}
@@ -111,6 +116,7 @@ def test_a_bad_token_on_the_http_create_is_the_same_line(fake_beaker):
         conn.close()
 
 
+@pytest.mark.slow
 def test_unimplemented_and_any_grpc_error_end_in_one_line(fake_beaker):
     # the fake answers UNIMPLEMENTED for what it lacks; make ListWorkloads one of those
     from fakebeaker.servicer import Impl
@@ -126,6 +132,7 @@ def test_unimplemented_and_any_grpc_error_end_in_one_line(fake_beaker):
 
 
 # -- statuses --------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_stop_reports_stopping_and_follow_canceled(fake_beaker):
     st = fake_beaker.state
     st.options.stopping_seconds = 60.0  # finalized below, by hand
@@ -140,6 +147,7 @@ def test_stop_reports_stopping_and_follow_canceled(fake_beaker):
     assert "was canceled" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_list_statuses_match_what_is_shown_and_exit_is_filled(fake_beaker):
     st = fake_beaker.state
     made = {}
@@ -174,6 +182,7 @@ def test_list_statuses_match_what_is_shown_and_exit_is_filled(fake_beaker):
         assert {x["name"] for x in json.loads(r.stdout)} == want, word
 
 
+@pytest.mark.slow
 def test_max_age_bare_number_is_days(fake_beaker):
     st = fake_beaker.state
     st.add_experiment(
@@ -209,6 +218,7 @@ def test_a_clean_stream_end_then_finalize_still_delivers_every_line(fake_beaker)
     assert out == [b"line %d\n" % i for i in range(1001)]
 
 
+@pytest.mark.slow
 @both_ways("tie_timestamps")
 def test_follow_delivers_every_line_exactly_once_with_early_ends(fake_beaker):
     st = fake_beaker.state
@@ -237,6 +247,7 @@ def test_follow_delivers_every_line_exactly_once_with_early_ends(fake_beaker):
     assert out.getvalue() == b"".join(b"l%d\n" % i for i in range(n))
 
 
+@pytest.mark.slow
 @both_ways("replica_task_names", ("same", "distinct"))
 def test_replica_logs_whatever_the_replica_task_names(fake_beaker, tmp_path):
     st = fake_beaker.state
@@ -251,6 +262,7 @@ def test_replica_logs_whatever_the_replica_task_names(fake_beaker, tmp_path):
     assert sorted(r.stdout.splitlines()) == ["[0] from 0", "[1] from 1"], r.stderr
 
 
+@pytest.mark.slow
 @both_ways("job_creation_delay", (0.0, 0.4))
 def test_run_follow_waits_for_the_first_job(repo, fake_beaker):
     fake_beaker.state.set_auto(AutoRun(start_after=0.1, run_for=0.2, lines=["hi"]))

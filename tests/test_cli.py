@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import run_cli
 from inproc import run_main
 from ptyrun import run_in_pty
@@ -40,6 +42,7 @@ def test_quiet_hides_messages_but_not_data(repo):
     assert loud.stdout == quiet.stdout and "dry run" in loud.stderr and quiet.stderr == ""
 
 
+@pytest.mark.slow
 def test_errors_are_red_on_a_terminal_and_plain_with_no_color(repo):
     code, shown = run_in_pty("run", "--gpus", "0", *CMD, cwd=repo.path, unset=("NO_COLOR",))
     assert code == 2 and shown.startswith("\x1b[1;31merror: \x1b[0m--gpus 0: "), shown

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from conftest import run_cli
+
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
 
 
 def test_find_gpus_knows_b300(fake_beaker):

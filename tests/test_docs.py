@@ -2,6 +2,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 
 
@@ -45,6 +47,7 @@ def test_hello_example_runs(tmp_path):
     assert (Path(tmp_path) / "metrics.json").exists()
 
 
+@pytest.mark.slow
 def test_readme_main_job_works_as_written(tmp_path):
     """The README's main-job line, run as written (launchkit via this interpreter) in a fresh clone."""
     import shlex

@@ -299,6 +299,7 @@ def test_ssh_remote_becomes_https_with_a_token():
 argv_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["exec", "bash"])
 def test_argv_round_trip_through_the_entrypoint(repo, tmp_path_factory, method):
     sha = git_head(repo)
@@ -320,6 +321,7 @@ def test_argv_round_trip_through_the_entrypoint(repo, tmp_path_factory, method):
     check()
 
 
+@pytest.mark.slow
 def test_extras_are_off_by_default_and_selectable(repo, tmp_path, uv_cache):
     env = {"UV_CACHE_DIR": uv_cache, "UV_OFFLINE": "1"}
     make_wheel(repo.path / "wheels")

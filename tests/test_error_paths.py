@@ -129,6 +129,7 @@ def test_beaker_timeout_from_config_must_be_finite(tmp_path, raw):
 # -- numeric parsers: properties -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(), st.text(max_size=30)))
 def test_durations_fit_beaker_or_are_refused(value):
@@ -194,6 +195,7 @@ NUMBER_TEXT = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(opt=st.sampled_from(NUMERIC_OPTIONS), value=NUMBER_TEXT)
 def test_any_number_is_accepted_or_one_line(repo, opt, value):
@@ -221,6 +223,7 @@ def _to_dev_full(*args: str, cwd=None, env=None) -> tuple[int, str]:
     return p.returncode, p.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize(
     "args",
@@ -296,6 +299,7 @@ def test_verbose_keeps_the_exit_code(repo, args, code):
     assert loud.stderr.splitlines()[0] == quiet.stderr.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_verbose_keeps_the_unreachable_exit_code(tmp_path):
     cfg = unreachable_beaker_config(tmp_path)
     r = run_cli("-v", "--beaker-timeout", "2", "list", env={"BEAKER_CONFIG": str(cfg)}, timeout=60)

@@ -164,6 +164,7 @@ def test_10_secret_names_case(fake_beaker):
     beaker.experiment.create(spec=s, name="secret-any-case")  # spec resolution: any case (inferred)
 
 
+@pytest.mark.slow
 @both_ways("tie_timestamps")
 def test_11_streams_end_early_get_cut_and_may_share_timestamps(fake_beaker):
     st = fake_beaker.state
@@ -267,6 +268,7 @@ def test_19_queued_forever_with_slot_limit_events(fake_beaker):
     assert exp.tasks[0].latest_job.canceled_code == pb2.CANCELATION_CODE_IMPOSSIBLE_TO_SCHEDULE
 
 
+@pytest.mark.filterwarnings("ignore:The 'preemptible' field:DeprecationWarning")  # sent on purpose
 def test_20_batchless_clusters_and_old_plus_new_preemption_fields_are_400(fake_beaker):
     with pytest.raises(BeakerError, match="does not accept batch jobs"):
         fake_beaker.client().experiment.create(spec=spec(cluster="ai2/interactive"), name="session-only")

@@ -68,6 +68,7 @@ def run_py(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.Co
     )
 
 
+@pytest.mark.slow
 def test_fake_as_a_process_with_admin_api(tmp_path):
     fp = FakeProcess("--scenario", "basic", "--dir", str(tmp_path / "fb"), cwd=tmp_path)
     try:
@@ -108,6 +109,7 @@ def test_fake_as_a_process_with_admin_api(tmp_path):
         assert fp.close() == 0
 
 
+@pytest.mark.slow
 def test_fake_process_from_a_scenario_file(tmp_path):
     (tmp_path / "s.yaml").write_text(
         textwrap.dedent("""
@@ -364,6 +366,7 @@ def _gantry_invocations(ids: dict[str, str], tmp: Path) -> list[tuple[str, list[
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not Path(GANTRY).is_file(),
     reason="gantry 3.7.0 not installed (.ci/install-gantry; tests/fakebeaker/README.md)",

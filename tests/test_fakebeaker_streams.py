@@ -152,6 +152,7 @@ def test_preemption_creates_the_next_job(fake_beaker):
     assert beaker.workload.get(exp.id).status == BeakerWorkloadStatus.succeeded
 
 
+@pytest.mark.slow
 def test_large_synthetic_log_is_lazy_and_tail_is_cheap(fake_beaker):
     _exp, job = new_job(fake_beaker)
     s = fake_beaker.state
@@ -203,6 +204,7 @@ def test_synthetic_spec_through_beaker_py_creates_replicas(fake_beaker):
     assert ranks == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_idle_follow_stream_ended_by_time_is_resumed(fake_beaker):
     _exp, job = new_job(fake_beaker)
     s = fake_beaker.state

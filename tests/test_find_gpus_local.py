@@ -7,7 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
+
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
 
 NVIDIA_SMI = """#!/bin/sh
 cat <<'CSV'

@@ -335,6 +335,7 @@ def _pty_answer(args: list[str], answer: bytes, env: dict[str, str]) -> subproce
         os.close(master)
 
 
+@pytest.mark.slow
 def test_skill_monitoring_lines_against_the_fake_beaker(fake_beaker, tmp_path):
     """The skill's 14 monitoring command lines, as written (with real ids)."""
     from fakebeaker.state import AutoRun
@@ -387,6 +388,7 @@ def test_skill_monitoring_lines_against_the_fake_beaker(fake_beaker, tmp_path):
 # ---- the other commands' gantry flags against the fake Beaker
 
 
+@pytest.mark.slow
 def test_list_flags(fake_beaker):
     from fakebeaker.state import AutoRun
 
@@ -418,6 +420,7 @@ def test_list_flags(fake_beaker):
     assert r.code == 2 and "--workspace" in r.stderr
 
 
+@pytest.mark.slow
 def test_logs_follow_stop_find_gpus_flags(fake_beaker, tmp_path):
     import json
 
@@ -464,6 +467,7 @@ def test_logs_follow_stop_find_gpus_flags(fake_beaker, tmp_path):
     assert r.code == 0 and "HF_TOKEN" in json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_open_takes_several_targets_of_every_kind(fake_beaker):
     s = fake_beaker.state
     exp = s.add_experiment("ai2/launchkit", "to-open", author="alice", description="[launchkit]")
@@ -488,6 +492,7 @@ def _local_run(repo, *args: str, timeout: float = 120) -> Result:
     return run_cli("run", "--local", "--no-python", *args, cwd=repo.path, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_run_prints_the_run_id_alone_with_q(repo):
     r = run_cli("-q", "run", "--local", "--no-python", "--", "true", cwd=repo.path, timeout=120)
     assert r.code == 0, r.stderr
@@ -496,6 +501,7 @@ def test_run_prints_the_run_id_alone_with_q(repo):
     wait_finished(run_id, {})
 
 
+@pytest.mark.slow
 def test_timeout_stops_the_job_and_exits_124(repo):
     r = _local_run(repo, "--timeout", "3", "--", "bash", "-c", "echo started; sleep 60")
     assert r.code == 124, r.stderr
@@ -504,12 +510,14 @@ def test_timeout_stops_the_job_and_exits_124(repo):
     assert row["status"] == "canceled"
 
 
+@pytest.mark.slow
 def test_no_logs_timeout_waits_silently(repo):
     r = _local_run(repo, "--no-logs", "--timeout", "60", "--", "bash", "-c", "echo hidden")
     assert r.code == 0, r.stderr
     assert "hidden" not in r.stdout and r.stdout.strip().startswith("local-")
 
 
+@pytest.mark.slow
 def test_inactive_timeout_stops_a_silent_job(repo):
     r = _local_run(
         repo, "--follow", "--inactive-timeout", "3", "--", "bash", "-c", "echo one; sleep 60", timeout=120
@@ -517,6 +525,7 @@ def test_inactive_timeout_stops_a_silent_job(repo):
     assert r.code == 124 and "no log output" in r.stderr and "one" in r.stdout, r.stderr
 
 
+@pytest.mark.slow
 def test_soft_inactive_timeout_only_warns(repo):
     r = _local_run(
         repo, "--follow", "--inactive-soft-timeout", "2", "--", "bash", "-c", "echo a; sleep 4; echo b"
@@ -524,6 +533,7 @@ def test_soft_inactive_timeout_only_warns(repo):
     assert r.code == 0 and "no log output" in r.stderr and "b" in r.stdout, r.stderr
 
 
+@pytest.mark.slow
 def test_start_timeout_does_not_fire_once_started(repo):
     r = _local_run(repo, "--follow", "--start-timeout", "30", "--", "bash", "-c", "sleep 2; echo done")
     assert r.code == 0 and "done" in r.stdout, r.stderr
@@ -553,6 +563,7 @@ def _complete(words: str, env: dict[str, str] | None = None) -> list[str]:
     return r.stdout.split()
 
 
+@pytest.mark.slow
 def test_completion_scripts_and_values(tmp_path):
     for shell, marker in (
         ("bash", "complete -o default"),

@@ -297,6 +297,7 @@ def test_ref_and_branch_must_agree_outside_a_repository(repo, tmp_path):
     assert read_git_state(str(tmp_path), remote=url, ref=feat, branch="feat").branch == "feat"
 
 
+@pytest.mark.slow
 def test_missing_git_is_one_line(repo):
     r = run_cli("run", "--dry-run", *CMD, cwd=repo.path, env={"PATH": "/nonexistent"})
     assert r.code == 3 and r.stderr.strip() == "error: git is not installed (install git and try again)"

@@ -14,6 +14,8 @@ import pytest
 
 from conftest import git, run_cli
 
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
+
 WS = "ai2/launchkit"
 COMMAND = ("--", "python", "train.py")
 

@@ -35,6 +35,7 @@ def launch(repo, env, *args: str, cmd: list[str]) -> str:
     return launched_id(r.stderr)
 
 
+@pytest.mark.slow
 def test_run_follow_prints_output_and_succeeds(repo, env):
     r = run_cli("run", *NO_PY, "--follow", "--", PY, "train.py", "a b", "$HOME", cwd=repo.path, env=env)
     assert r.code == 0, r.stderr
@@ -43,6 +44,7 @@ def test_run_follow_prints_output_and_succeeds(repo, env):
     assert "succeeded" in r.stderr
 
 
+@pytest.mark.slow
 def test_runs_commit_without_push(repo, env):
     repo.commit({"train.py": "print('unpushed version')\n"}, "not pushed", push=False)
     r = run_cli("run", *NO_PY, "--follow", "--", PY, "train.py", cwd=repo.path, env=env)
@@ -50,6 +52,7 @@ def test_runs_commit_without_push(repo, env):
     assert "unpushed version" in r.stdout
 
 
+@pytest.mark.slow
 def test_runs_a_repository_without_remote(repo, env):
     subprocess.run(["git", "remote", "remove", "origin"], cwd=repo.path, check=True, timeout=30)
     r = run_cli("run", *NO_PY, "--follow", "--", PY, "train.py", "x", cwd=repo.path, env=env)
@@ -60,6 +63,7 @@ def test_runs_a_repository_without_remote(repo, env):
     assert r.code == 2 and "no remote" in r.stderr
 
 
+@pytest.mark.slow
 def test_exit_code_7_propagates_to_follow(repo, env):
     run_id = launch(repo, env, *NO_PY, cmd=[PY, "-c", "import sys; print('bye'); sys.exit(7)"])
     r = run_cli("follow", run_id, env=env)
@@ -71,6 +75,7 @@ def test_exit_code_7_propagates_to_follow(repo, env):
     assert r.code == 7
 
 
+@pytest.mark.slow
 def test_multi_replica_env_and_per_replica_logs(repo, env, tmp_path):
     script = (
         "import os; e = os.environ; print('rank', e['BEAKER_REPLICA_RANK'], 'of', e['BEAKER_REPLICA_COUNT'], "
@@ -94,6 +99,7 @@ def test_multi_replica_env_and_per_replica_logs(repo, env, tmp_path):
     assert "[0] rank 0 of 2" in r.stdout and "[1] rank 1 of 2" in r.stdout
 
 
+@pytest.mark.slow
 def test_uv_lock_project_runs_locally(repo, env):
     uv_lock_project(repo, env)
     r = run_cli(
@@ -111,6 +117,7 @@ def test_uv_lock_project_runs_locally(repo, env):
     assert "dep 42" in r.stdout and "install[uv.lock]" in r.stdout
 
 
+@pytest.mark.slow
 def test_install_failure_fails_the_local_job(repo, env):
     repo.commit({"requirements.txt": "./wheels/missing-0.1-py3-none-any.whl\n"}, "broken")
     r = run_cli(
@@ -120,6 +127,7 @@ def test_install_failure_fails_the_local_job(repo, env):
     assert "SHOULD NOT RUN" not in r.stdout.replace("print('SHOULD NOT RUN')", "")
 
 
+@pytest.mark.slow
 def test_logs_are_raw_bytes_with_head_tail_since(repo, env, tmp_path):
     script = (
         "import sys; w = sys.stdout.buffer.write\n"
@@ -150,6 +158,7 @@ def test_logs_are_raw_bytes_with_head_tail_since(repo, env, tmp_path):
     assert run_cli("logs", run_id, "--since", "soon", env=env).code == 2
 
 
+@pytest.mark.slow
 def test_stop_ends_the_whole_process_tree(repo, env, marker):
     sleeper = f"{PY} -c 'import time; time.sleep(300)' {marker}"
     script = (
@@ -172,12 +181,14 @@ def test_stop_ends_the_whole_process_tree(repo, env, marker):
     assert info["status"] == "canceled"
 
 
+@pytest.mark.slow
 def test_job_outlives_the_cli_and_can_be_followed_later(repo, env):
     launch(repo, env, *NO_PY, cmd=[PY, "-c", "import time; time.sleep(1.5); print('late line')"])
     r = run_cli("follow", "--local", "--latest", env=env)
     assert r.code == 0 and "late line" in r.stdout
 
 
+@pytest.mark.slow
 def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env):
     import signal
 
@@ -254,6 +265,7 @@ def test_ten_concurrent_runs_are_all_recorded(repo, env):
     assert table[0].split() == ["ID", "NAME", "STATUS", "EXIT", "CREATED"] and len(table) == 4
 
 
+@pytest.mark.slow
 def test_bad_references_are_one_line_errors(env):
     r = run_cli("logs", "local-nope", env=env)
     assert r.code == 4 and r.stderr.startswith("error: no local run")
@@ -261,6 +273,7 @@ def test_bad_references_are_one_line_errors(env):
     assert run_cli("list", "--local", "--status", "bogus", env=env).code == 2
 
 
+@pytest.mark.slow
 def test_local_secret_comes_from_the_environment(repo, env):
     missing = run_cli(
         "run", *NO_PY, "--env-secret", "TOKEN=LK_TEST_SECRET", "--", "true", cwd=repo.path, env=env

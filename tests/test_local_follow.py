@@ -20,6 +20,8 @@ import pytest
 from conftest import run_cli
 from lk_helpers import FAST_ENV, launched_id, processes_with
 
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
+
 NO_PY = ("--local", "--no-python")
 # a line, then another a second later, then the end half a second after that
 TWO_LINES = ["bash", "-c", "sleep 1; echo one; sleep 1; echo two; sleep 0.5"]

@@ -107,6 +107,7 @@ def one_line(stderr: str) -> bool:
 # ---- 1. the local backend survives its own death
 
 
+@pytest.mark.slow
 def test_killed_supervisor_is_lost_and_stop_ends_its_processes(repo, env, state, marker):
     run_id = launch(repo, env, *NO_PY, cmd=["bash", "-c", f"exec -a {marker} sleep 300"])
     wait_for(lambda: named(marker) == 1)
@@ -129,6 +130,7 @@ def test_killed_supervisor_is_lost_and_stop_ends_its_processes(repo, env, state,
     assert run_id in run_cli("prune", "--older-than", "0s", "--dry-run", env=env).stdout
 
 
+@pytest.mark.slow
 def test_fault_kill_the_supervisor_at_random_moments(repo, env, state, marker):
     """kill -9 the supervisor of a 2-replica job at 20 random moments: each time `list` says lost
     and `stop` leaves no process of the job (including ones that escaped with setsid)."""
@@ -182,6 +184,7 @@ def test_supervisor_does_not_load_pydantic_or_sqlite():
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_too_old_bash_is_refused_with_the_fix(repo, env, tmp_path):
     fake = tmp_path / "oldbash"
     fake.mkdir()
@@ -194,6 +197,7 @@ def test_too_old_bash_is_refused_with_the_fix(repo, env, tmp_path):
     assert "bash 5.1" in r.stderr and "3.2" in r.stderr and "brew install bash" in r.stderr
 
 
+@pytest.mark.slow
 def test_more_gpus_than_this_machine_has_are_refused(repo, env, tmp_path):
     fake = tmp_path / "gpu"
     fake.mkdir()
@@ -208,6 +212,7 @@ def test_more_gpus_than_this_machine_has_are_refused(repo, env, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_bad_stop_grace_is_one_line(repo, env):
     r = run_cli("run", *NO_PY, "--", "true", cwd=repo.path, env={**env, "LAUNCHKIT_STOP_GRACE": "soon"})
     assert r.code == 2 and one_line(r.stderr) and "LAUNCHKIT_STOP_GRACE='soon'" in r.stderr
@@ -216,6 +221,7 @@ def test_bad_stop_grace_is_one_line(repo, env):
 # ---- 2. state that can't be lost
 
 
+@pytest.mark.slow
 def test_corrupt_runs_db_is_rebuilt_from_the_run_dirs(repo, env, state):
     done = launch(repo, env, *NO_PY, cmd=["bash", "-c", "exit 3"])
     wait_finished(done, env)
@@ -241,6 +247,7 @@ def test_corrupt_runs_db_is_rebuilt_from_the_run_dirs(repo, env, state):
     assert [x["id"] for x in json.loads(r.stdout)] == [done]
 
 
+@pytest.mark.slow
 def test_deleting_runs_db_while_a_job_runs_loses_nothing(repo, env, state, marker):
     earlier = [launch(repo, env, *NO_PY, cmd=["true"]) for _ in range(3)]
     for run_id in earlier:
@@ -259,6 +266,7 @@ def test_deleting_runs_db_while_a_job_runs_loses_nothing(repo, env, state, marke
     assert listed(env)[running]["status"] == "canceled"
 
 
+@pytest.mark.slow
 def test_state_dir_that_is_a_file_is_one_line(repo, env, tmp_path):
     f = tmp_path / "afile"
     f.write_text("x")
@@ -293,6 +301,7 @@ def limited(args: list[str], kib: int, env, cwd=None, timeout=120) -> subprocess
     )
 
 
+@pytest.mark.slow
 def test_full_disk_at_launch_fails_cleanly(repo, env, state):
     first = launch(repo, env, *NO_PY, cmd=["true"])
     wait_finished(first, env)
@@ -303,6 +312,7 @@ def test_full_disk_at_launch_fails_cleanly(repo, env, state):
     assert list(listed(env)) == [first]
 
 
+@pytest.mark.slow
 def test_full_disk_while_following_stops_the_run_with_one_line(repo, env, state):
     job = ["python3", "-c", "import sys\nfor i in range(200000): print('line', i)"]
     r = limited(["run", *NO_PY, "--follow", "--", *job], 512, env, cwd=repo.path)
@@ -319,6 +329,7 @@ def test_full_disk_while_following_stops_the_run_with_one_line(repo, env, state)
 # ---- prune
 
 
+@pytest.mark.slow
 def test_prune_removes_old_ended_runs_only(repo, env, state, marker):
     old = [launch(repo, env, *NO_PY, cmd=["true"]) for _ in range(2)]
     for run_id in old:
@@ -345,6 +356,7 @@ def test_prune_removes_old_ended_runs_only(repo, env, state, marker):
 # ---- 5. the new user's path
 
 
+@pytest.mark.slow
 def test_latest_follows_the_backend_of_the_last_run(repo, env):
     run_id = launch(repo, env, *NO_PY, cmd=["bash", "-c", "echo from-the-local-job"])
     r = run_cli("follow", "--latest", env=env)  # no --local: the last run was local
@@ -358,6 +370,7 @@ def test_latest_follows_the_backend_of_the_last_run(repo, env):
     assert r.code != 0 and "Beaker" in r.stderr
 
 
+@pytest.mark.slow
 def test_upload_links_of_a_lost_run_go_with_stop_and_prune(repo, env, state, marker, tmp_path):
     data = tmp_path / "data"
     data.mkdir()

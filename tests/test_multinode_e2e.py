@@ -13,6 +13,8 @@ import pytest
 from conftest import run_cli
 from mn_helpers import mn_bin, this_machine_torch_plan  # noqa: F401 - a fixture
 
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
+
 pytestmark = pytest.mark.slow
 _, WHY = this_machine_torch_plan()
 if WHY:

@@ -19,6 +19,7 @@ def one_line_usage_error(r, *needles):
         assert n in lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args,needles",
     [
@@ -33,6 +34,7 @@ def test_bad_combinations(repo, args, needles):
     one_line_usage_error(r, *needles)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["--torchrun", "--accelerate", "--ray"])
 def test_launchers_work_with_either_exec_method(repo, launcher):
     r = run_cli(
@@ -41,6 +43,7 @@ def test_launchers_work_with_either_exec_method(repo, launcher):
     assert r.code == 0, r.stderr
 
 
+@pytest.mark.slow
 def test_profiles_explains_the_choice():
     r = run_cli("profiles", "ai2/jupiter", "--replicas", "2")
     assert r.code == 0, r.stderr
@@ -52,6 +55,7 @@ def test_profiles_explains_the_choice():
     assert "left out: ai2-weka: env and mounts not applied" in mixed.stdout
 
 
+@pytest.mark.slow
 def test_profiles_list_and_user_profiles_from_pyproject(repo):
     repo.commit(
         {
@@ -71,6 +75,7 @@ def test_profiles_list_and_user_profiles_from_pyproject(repo):
     assert task["datasets"] == [{"source": {"hostPath": "/mnt/scratch"}, "mountPath": "/scratch"}]
 
 
+@pytest.mark.slow
 def test_bad_user_profile_is_one_line(repo):
     repo.commit(
         {"pyproject.toml": '[tool.launchkit.profiles.lab]\nenv = {LD_LIBRARY_PATH = "/x:$LD_LIBRARY_PATH"}\n'}
@@ -80,6 +85,7 @@ def test_bad_user_profile_is_one_line(repo):
     )
 
 
+@pytest.mark.slow
 def test_multi_node_dry_run_defaults(repo):
     r = run_cli(
         "run",
@@ -122,6 +128,7 @@ def readme_commands():
             yield pytest.param(shlex.split(line)[1:], id=f"{readme.parent.name}: {line[14:60]}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", list(readme_commands()))
 def test_example_commands_dry_run(repo, argv):
     cut = argv.index("--")
@@ -139,6 +146,7 @@ def test_example_commands_dry_run(repo, argv):
         )
 
 
+@pytest.mark.slow
 def test_profiles_shows_presets(repo):
     r = run_cli("profiles", "ai2/jupiter", "--preset", "vllm", cwd=repo.path)
     assert r.code == 0, r.stderr

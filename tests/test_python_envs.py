@@ -30,6 +30,7 @@ def _install_log(tmp: Path) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- uv
+@pytest.mark.slow
 def test_tool_only_pyproject_installs_the_requirements(repo, tmp_path, uv_cache):
     """A pyproject.toml with only [tool.ruff] is not a project: `uv pip install .` failed (exit 106)."""
     make_wheel(repo.path / "wheels", value="5")
@@ -60,6 +61,7 @@ def _image_venv(path: Path, uv_cache: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_uv_venv_installs_into_the_images_venv_and_keeps_its_packages(repo, tmp_path, uv_cache):
     env = {"UV_CACHE_DIR": uv_cache, "UV_OFFLINE": "1"}
     sha = uv_lock_project(repo, env)
@@ -137,6 +139,7 @@ CONDA_SHOW = [
 ]
 
 
+@pytest.mark.slow
 def test_conda_file_creates_an_env_and_installs_the_requirements(repo, tmp_path, conda):
     bin_dir, log, _ = conda
     make_wheel(repo.path / "wheels", value="9")
@@ -164,6 +167,7 @@ def test_conda_file_creates_an_env_and_installs_the_requirements(repo, tmp_path,
     assert not (tmp_path / "job/runtime/.venv").exists()  # no uv venv on the conda path
 
 
+@pytest.mark.slow
 def test_conda_env_by_name_is_updated_from_the_file(repo, tmp_path, conda):
     bin_dir, log, base = conda
     subprocess.run([sys.executable, "-m", "venv", str(base / "envs/train")], check=True, timeout=120)
@@ -192,6 +196,7 @@ def test_conda_without_conda_in_the_image_says_so(repo, tmp_path):
     assert "the image has no conda" in r.stderr
 
 
+@pytest.mark.slow
 def test_conda_options_in_the_spec(repo):
     repo.commit({"envs/environment.yml": "dependencies: [pip]\n", "sub/x.txt": "x"}, "env file")
     r = run_cli(
@@ -212,6 +217,7 @@ def test_conda_options_in_the_spec(repo):
         assert r.code == 2 and message in r.stderr, (args, r.stderr)
 
 
+@pytest.mark.slow
 def test_runtime_dir_and_uv_venv_in_the_spec(repo):
     r = run_cli(
         "run", "--dry-run", "--runtime-dir", "/workspace/", "--uv-venv", "/opt/venv", "--", "t", cwd=repo.path
@@ -222,6 +228,7 @@ def test_runtime_dir_and_uv_venv_in_the_spec(repo):
 
 
 # ---------------------------------------------------------------------------------------------- uv.lock
+@pytest.mark.slow
 def test_a_stale_uv_lock_is_refused_at_launch(repo, uv_cache):
     env = {"UV_CACHE_DIR": uv_cache, "UV_OFFLINE": "1"}
     uv_lock_project(repo, env)
@@ -257,6 +264,7 @@ def _wandb_id(tmp: Path, repo, sha: str, **env: str) -> str:
     return run_id
 
 
+@pytest.mark.slow
 def test_resumable_wandb_id_is_stable_per_experiment_and_task(repo, tmp_path):
     sha = repo.commit({"same.txt": "x"}, "same")
     a = _wandb_id(tmp_path / "1", repo, sha, BEAKER_EXPERIMENT_ID="01EXPA", LAUNCHKIT_TASK_NAME="main")
@@ -270,6 +278,7 @@ def test_resumable_wandb_id_is_stable_per_experiment_and_task(repo, tmp_path):
     assert given == "mine"
 
 
+@pytest.mark.slow
 def test_two_local_launches_of_the_same_command_get_two_wandb_ids(repo):
     ids = []
     for _ in range(2):

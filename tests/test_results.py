@@ -12,6 +12,8 @@ from conftest import run_cli
 from fakebeaker.state import AutoRun
 from lk_helpers import FAST_ENV, launched_id, wait_finished
 
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
+
 WS = "ai2/launchkit"
 PY = sys.executable
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import stat
 
+import pytest
 import yaml
 
 from conftest import run_cli
 from fakebeaker.scenarios import BASIC_SECRETS
 from lk_helpers import entrypoint
+
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
 
 NO_PY = {"LAUNCHKIT_NO_PYTHON": "1"}
 SHOW = (

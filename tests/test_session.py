@@ -12,6 +12,8 @@ import pytest
 from conftest import run_cli
 from fakebeaker.scenarios import BASIC_SECRETS
 
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
+
 WS = "ai2/launchkit"
 
 

@@ -94,6 +94,7 @@ def _bytes(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_sweep_launches_one_experiment_with_four_tasks_and_follow_labels_them(repo, fake_beaker):
     r = run_cli(
         "run",
@@ -141,6 +142,7 @@ def test_sweep_launches_one_experiment_with_four_tasks_and_follow_labels_them(re
     assert next(x for x in listed if x["id"] == exp.id)["tasks"] == 4
 
 
+@pytest.mark.slow
 def test_stop_cancels_every_task(repo, fake_beaker):
     r = run_cli(
         "run", "--workspace", WS, "--name", "multi", "--multi", "--", "echo", "a", "--", "echo", "b",
@@ -154,6 +156,7 @@ def test_stop_cancels_every_task(repo, fake_beaker):
     assert all(t.latest_job.finalized is not None for t in exp.tasks)
 
 
+@pytest.mark.slow
 def test_sweep_experiments_launch_one_experiment_each(repo, fake_beaker):
     r = run_cli(
         "run", "--workspace", WS, "--name", "sep", "--sweep", "seed=1,2", "--sweep-experiments",
@@ -171,12 +174,14 @@ def test_sweep_experiments_launch_one_experiment_each(repo, fake_beaker):
     assert r.stderr.count("launched ") == 2
 
 
+@pytest.mark.slow
 def test_a_local_run_refuses_several_tasks(repo):
     r = run_cli("run", "--local", "--no-python", "--multi", "--", "true", "--", "true", cwd=repo.path)
     assert r.code == 2 and "2 tasks in one run: local runs have one task" in r.stderr, r.stderr
     assert "--sweep-experiments" in r.stderr
 
 
+@pytest.mark.slow
 def test_local_sweep_experiments_are_separate_runs(repo):
     from lk_helpers import wait_finished
 

@@ -12,6 +12,8 @@ import pytest
 from conftest import run_cli
 from fakebeaker.state import AutoRun
 
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
+
 WS = "ai2/launchkit"
 SECRET_PART = "T000/B000/xoxb-do-not-print"
 

@@ -1,3 +1,4 @@
+import pytest
 import yaml
 
 from conftest import run_cli
@@ -32,6 +33,7 @@ def test_help_lists_commands():
     assert listed[: len(CORE_COMMANDS)] == CORE_COMMANDS  # the everyday commands first, in this order
 
 
+@pytest.mark.slow
 def test_dry_run_emits_spec(repo):
     r = run_cli("run", "--dry-run", "--", "python", "train.py", "a b", cwd=repo.path)
     assert r.code == 0, r.stderr
@@ -39,6 +41,7 @@ def test_dry_run_emits_spec(repo):
     assert spec["tasks"][0]["arguments"] == ["python", "train.py", "a b"]
 
 
+@pytest.mark.slow
 def test_missing_separator_is_usage_error(repo):
     r = run_cli("run", "--dry-run", cwd=repo.path)
     assert r.code == 2

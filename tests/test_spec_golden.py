@@ -264,6 +264,9 @@ def test_golden(case, golden_repo, request):
     assert text == path.read_text(), f"{case}: spec changed (pytest --update-goldens if intended)"
 
 
+@pytest.mark.filterwarnings(
+    "ignore:The 'preemptible' field is deprecated:DeprecationWarning"
+)  # beaker-py's parser
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_round_trips_through_beaker_py(case, golden_repo):
     cwd = golden_repo["config" if case == "config" else "plain"]
@@ -306,6 +309,7 @@ def test_argv_arrives_unchanged(golden_repo):
     assert data["tasks"][0]["arguments"] == CASES["tricky-argv"][1:]
 
 
+@pytest.mark.slow
 def test_byte_identical_across_processes(golden_repo):
     from conftest import run_cli
 
@@ -315,6 +319,7 @@ def test_byte_identical_across_processes(golden_repo):
     assert "LAUNCHKIT_RDZV_PORT" in first.stdout
 
 
+@pytest.mark.slow
 def test_dry_run_stdout_is_only_yaml_and_save_spec_matches(golden_repo, tmp_path):
     from conftest import run_cli
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 from beaker.types import BeakerExperimentSpec
 
 from conftest import run_cli
+
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
 
 WS = "ai2/launchkit"
 # Filters that used to reach the spec only as env vars: GPU type, a tag, the interconnect, Weka.

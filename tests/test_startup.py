@@ -27,6 +27,7 @@ def imported_modules(*args: str, cwd=None) -> set[str]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["--version"]])
 def test_help_imports_nothing_heavy(args, repo):
     (repo.path / "pyproject.toml").write_text('[tool.launchkit]\nworkspace = "ai2/x"\n')
@@ -38,6 +39,7 @@ def test_help_imports_nothing_heavy(args, repo):
     assert not heavy, heavy
 
 
+@pytest.mark.slow
 def test_dry_run_does_not_load_the_beaker_client(repo):
     """The dry run needs beaker-py's spec types and GitPython only: no gRPC client, requests or PyYAML."""
     mods = imported_modules("run", "--dry-run", "--", "python", "train.py", cwd=repo.path)

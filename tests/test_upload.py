@@ -13,6 +13,8 @@ import pytest
 
 from conftest import run_cli
 
+pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
+
 WS = "ai2/launchkit"
 BIG = 100 * 1000 * 1000
 

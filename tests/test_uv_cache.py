@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 import launchkit.runtime
 from lk_helpers import LocalIndex, entrypoint
 
@@ -124,6 +126,7 @@ def install_log(tmp: Path, name: str) -> str:
     return next((tmp / name / "results/.launchkit/logs").glob("*_install.log")).read_text()
 
 
+@pytest.mark.slow
 def test_unchanged_project_is_not_rebuilt_across_jobs(repo, tmp_path):
     counter = tmp_path / "builds.txt"
     env = {"UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_OFFLINE": "1", "LK_TEST_BUILDS": str(counter)}
@@ -164,6 +167,7 @@ def test_unchanged_project_is_not_rebuilt_across_jobs(repo, tmp_path):
     assert builds(counter) == 3
 
 
+@pytest.mark.slow
 def test_dynamic_metadata_is_rebuilt_for_each_commit(repo, tmp_path):
     """Dynamic metadata (a version from git, say) may change with any commit: reused only for the same one."""
     counter = tmp_path / "builds.txt"
@@ -183,6 +187,7 @@ def test_dynamic_metadata_is_rebuilt_for_each_commit(repo, tmp_path):
     assert builds(counter) == 2
 
 
+@pytest.mark.slow
 def test_jobs_share_one_uv_cache_concurrently(repo, tmp_path):
     """8 jobs at once on an empty shared cache (as replicas on Weka): all correct, every wheel
     downloaded once (uv's per-entry locks), the cache complete and the project's build kept."""
@@ -229,6 +234,7 @@ def test_jobs_share_one_uv_cache_concurrently(repo, tmp_path):
     assert builds(counter) == before
 
 
+@pytest.mark.slow
 def test_unusable_uv_cache_dir_falls_back_to_the_default(repo, tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
@@ -271,6 +277,7 @@ def wait_seeded(tree: Path, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_bytecode_is_shared_between_jobs_on_a_shared_cache(repo, tmp_path):
     """The first job fills the package set's tree (in the background); later jobs read their .pyc
     there although copy mode gives their files new times (python -v says "matches"), and a changed
@@ -346,6 +353,7 @@ def test_hash_checked_bytecode_is_not_fooled_by_equal_size_and_time(tmp_path):
     assert swap(seed=True) == "2\n"
 
 
+@pytest.mark.slow
 def test_bytecode_cache_stays_off_when_it_cannot_help(repo, tmp_path):
     sha = repo.commit({"requirements.txt": ""}, "empty reqs")
     show = ["bash", "-c", 'echo "prefix=${PYTHONPYCACHEPREFIX-unset}"']

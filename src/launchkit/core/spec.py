@@ -256,10 +256,12 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
     # --- the task
     context = t.BeakerTaskContext(
         priority=request.priority.value if request.priority else None,
-        preemptible=request.preemptible,
         min_runtime=to_nanoseconds(request.min_runtime) if request.min_runtime is not None else None,
         auto_resume=False if request.no_auto_resume else None,
     )
+    # Beaker still takes `preemptible` (gantry 3.7.0 sends it too); beaker-py serialises it but warns
+    # when it is passed to the constructor, so it is set afterwards.
+    context.preemptible = request.preemptible
     constraints = None
     if request.clusters or request.hostnames:
         constraints = t.BeakerConstraints(

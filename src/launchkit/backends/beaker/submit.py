@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import time
+import warnings
 from typing import Any
 
 from beaker import exceptions as bx
@@ -21,6 +22,7 @@ from launchkit.errors import BackendError
 MAX_ATTEMPTS = 5
 CLOCK_SKEW = 120  # seconds
 RENAME_ATTEMPTS = 5
+PREEMPTIBLE_WARNING = "The 'preemptible' field is deprecated"
 
 
 def _run_id(spec: dict[str, Any]) -> str | None:
@@ -55,8 +57,11 @@ def _lookup(conn: Connection, name: str) -> Any | None:
 
 def _parsed(spec: dict[str, Any]) -> BeakerExperimentSpec:
     """from_json, plus a fix for beaker-py 2.8.1 leaving each mount's `source` a dict (snake_case keys),
-    which breaks submitting any spec with mounts (see tests/test_spec_golden.py host_path bug)."""
-    parsed = BeakerExperimentSpec.from_json(spec)
+    which breaks submitting any spec with mounts (see tests/test_spec_golden.py host_path bug).
+    beaker-py warns about `preemptible` while parsing though it sends it (core/spec.py): not the user's."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", PREEMPTIBLE_WARNING, DeprecationWarning)
+        parsed = BeakerExperimentSpec.from_json(spec)
     for task in parsed.tasks:
         for mount in task.datasets or []:
             if isinstance(mount.source, dict):
