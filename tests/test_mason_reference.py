@@ -3,6 +3,7 @@ and `mason_meaning` reads every spec. With $OPEN_INSTRUCT_DIR, re-recording thre
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -259,8 +260,10 @@ def test_rerecording_three_lines_gives_the_same_meaning(tmp_path):
     oi = os.environ.get("OPEN_INSTRUCT_DIR")
     if not oi or not (Path(oi) / "mason.py").is_file():
         pytest.skip("set OPEN_INSTRUCT_DIR to an open-instruct checkout to re-record mason.py lines")
-    sys.path.insert(0, str(mr.DATA))
-    import record
+    spec = importlib.util.spec_from_file_location("mason_record", mr.DATA / "record.py")
+    assert spec is not None and spec.loader is not None
+    record = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record)
 
     python = os.environ.get("MASON_PYTHON", sys.executable)
     new = {r["id"]: r for r in record.record(Path(oi), tmp_path, python=python, only=list(RERECORD))}

@@ -52,7 +52,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parents[1]
-sys.path.insert(0, str(TESTS))
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
 
 import yaml
 
