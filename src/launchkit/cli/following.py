@@ -171,7 +171,9 @@ def follow_run(
     if dog is not None:
         dog.join(timeout=5)
         if dog.reason:
-            app.error(f"{run.id} stopped: {dog.reason}")
+            from launchkit.backends.ending import timed_out
+
+            app.error(f"{run.id} {timed_out(dog.reason, 'raise that limit, or drop it').text()}")
             return EXIT_TIMED_OUT
     final = backend.get(run.id)
     if notifier is not None:
