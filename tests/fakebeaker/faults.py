@@ -1,4 +1,5 @@
-"""Fault injection: UNAVAILABLE, latency, stream cuts (RST_STREAM), early stream ends, ambiguous creates."""
+"""Fault injection: UNAVAILABLE, rate limits (RESOURCE_EXHAUSTED / HTTP 429), latency, stream cuts
+(RST_STREAM), early stream ends, ambiguous creates."""
 
 from __future__ import annotations
 
@@ -45,12 +46,29 @@ class Faults:
             self._streams: list[tuple[_Counted, StreamFault]] = []
             self._create_failures: list[tuple[_Counted, str]] = []
             self._retryable: list[_Counted] = []
+            self._rate_limits: list[tuple[_Counted, float]] = []
 
     # ---- arrange
     def unavailable(self, n: int = 1, method: str | None = None) -> None:
         """The next `n` calls (of `method`, or of any method) fail with UNAVAILABLE (HTTP 503)."""
         with self._lock:
             self._unavailable.append(_Counted(n, method))
+
+    def rate_limit(self, n: int | None = 1, method: str | None = None, *, retry_after: float = 0.0) -> None:
+        """The next `n` calls (None: every call) of `method` (or of anything) are rate limited: gRPC
+        RESOURCE_EXHAUSTED with trailing metadata `retry-after` (seconds) / HTTP 429 with a Retry-After
+        header (fact 9.2: "The HTTP 429 answer is recoverable"). Nothing is done. beaker-py 2.8.1 raises
+        a raw grpc.RpcError for RESOURCE_EXHAUSTED and BeakerError("[code=429] ...") for the 429."""
+        with self._lock:
+            self._rate_limits.append((_Counted(n, method), retry_after))
+
+    def take_rate_limit(self, method: str) -> float | None:
+        """Seconds to put in Retry-After when this call is rate limited, else None."""
+        with self._lock:
+            for counted, after in self._rate_limits:
+                if counted.matches(method) and counted.take():
+                    return after
+            return None
 
     def latency(self, seconds: float, method: str | None = None) -> None:
         """Add `seconds` to every call (of `method`, or of all methods; 0 removes it)."""

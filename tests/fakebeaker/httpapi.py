@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import socketserver
 import ssl
@@ -50,16 +51,24 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-        def _send(self, code: int, body: bytes | dict | list, content_type: str = "application/json") -> None:
+        def _send(
+            self,
+            code: int,
+            body: bytes | dict | list,
+            content_type: str = "application/json",
+            headers: dict[str, str] | None = None,
+        ) -> None:
             data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
             self.send_response(code)
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
-        def _error(self, code: int, message: str) -> None:
-            self._send(code, {"code": code, "message": message})
+        def _error(self, code: int, message: str, headers: dict[str, str] | None = None) -> None:
+            self._send(code, {"code": code, "message": message}, headers=headers)
 
         def _body(self) -> bytes:
             n = int(self.headers.get("Content-Length") or 0)
@@ -89,6 +98,9 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
                 time.sleep(delay)
             if fake.faults.take_unavailable(name):
                 return self._error(503, "fakebeaker: injected UNAVAILABLE")
+            after = fake.faults.take_rate_limit(name)
+            if after is not None:
+                return self._error(429, "too many requests", headers={"Retry-After": str(math.ceil(after))})
             token = self.headers.get("Authorization", "").split(" ", 1)[-1]
             if name in STORAGE_ROUTES:
                 user = next((d for d in fake.state.datasets.values() if d.storage_token == token), None)

@@ -71,4 +71,5 @@ UNKNOWN = {  # the switches for behaviour the fact sheet calls unknown, with bot
     "tie_timestamps": (False, True),
     "replica_task_names": ("same", "distinct"),
     "job_creation_delay": (0.0, 0.4),
+    "oom_report": ("message", "exit_code"),
 }

@@ -246,10 +246,10 @@ class Convert:
     def container_spec(self, spec: dict[str, Any]) -> pb2.ContainerSpec:
         image = spec.get("image") or {}
         res = spec.get("resources") or {}
-        envs = [
-            pb2.EnvironmentVariable(
-                name=e["name"], literal=e.get("value") or "", secret_reference=e.get("secret") or ""
-            )
+        envs = [  # `literal` and `secret_reference` are a oneof: set only the one the spec has
+            pb2.EnvironmentVariable(name=e["name"], secret_reference=e["secret"])
+            if e.get("secret")
+            else pb2.EnvironmentVariable(name=e["name"], literal=str(e.get("value") or ""))
             for e in spec.get("envVars") or []
         ]
         return pb2.ContainerSpec(
@@ -701,7 +701,10 @@ class Impl:
         sub = o.name_or_description_substring.lower() if o.HasField("name_or_description_substring") else None
         after = ts_ns(o.created_after) if o.HasField("created_after") else None
         before = ts_ns(o.created_before) if o.HasField("created_before") else None
+        now = time.monotonic()
         for e in self.s.experiments.values():
+            if e.listed_from > now:  # options.list_lag: the listing has not caught up with the create
+                continue
             if org is not None and self.s.workspaces[e.workspace_id].org_id != org:
                 continue
             if o.HasField("workspace_id") and e.workspace_id != self._id("workspace", o.workspace_id).id:
@@ -744,7 +747,7 @@ class Impl:
                 ids.append(wid)
                 continue
             e = self._id("experiment", wid)
-            self.s.cancel_experiment(e, stopping=True)  # running jobs pass through STOPPING
+            self.s.cancel_experiment(e, stopping=True, by=caller.name)  # running jobs pass STOPPING
             ids.append(e.id)
         return pb2.CancelWorkloadsResponse(workload_ids=ids)
 
@@ -983,6 +986,10 @@ class FakeServicer(beaker_pb2_grpc.BeakerServicer):
         fake._record_call(name)
         if fake.faults.take_unavailable(name):
             return None, (grpc.StatusCode.UNAVAILABLE, "fakebeaker: injected UNAVAILABLE")
+        after = fake.faults.take_rate_limit(name)
+        if after is not None:
+            context.set_trailing_metadata((("retry-after", f"{after:g}"),))
+            return None, (grpc.StatusCode.RESOURCE_EXHAUSTED, "fakebeaker: rate limit exceeded, retry later")
         token = ""
         for k, v in context.invocation_metadata() or ():
             if k == "authorization":

@@ -66,6 +66,17 @@ class Options:
     no_cluster_needs_preemptible: bool = False
     # 4.6: seconds a canceled job that had started stays STOPPING before it is finalized.
     stopping_seconds: float = 0.3
+    # issue 22: the server's clock minus the client's, in seconds (e.g. -300: 5 minutes behind). Every
+    # time the server stamps (created, started, log lines, ...) is off by this much.
+    clock_skew: float = 0.0
+    # 9.3 "Lists may lag": ListWorkloads leaves out experiments for this many (real) seconds after their
+    # create. GetWorkload sees them at once (read-after-write).
+    list_lag: float = 0.0
+    # *unknown*: how Beaker reports an OOM kill. "message": exit code 137 and a status message saying
+    # so; "exit_code": exit code 137 alone (what a container's SIGKILL leaves).
+    oom_report: str = "message"
+    # issue 22: Beaker refuses experiment names longer than this (HTTP 400).
+    max_name_length: int = 128
 
     @classmethod
     def parse(cls, items: dict[str, Any] | None) -> Options:
@@ -333,6 +344,7 @@ class Experiment:
     budget_id: str = ""
     canceled: int | None = None
     tasks: list[Task] = field(default_factory=list)
+    listed_from: float = 0.0  # time.monotonic() from which ListWorkloads shows it (options.list_lag)
 
     @property
     def jobs(self) -> list[Job]:
@@ -361,7 +373,10 @@ class Experiment:
 CANCEL_MANUAL = 4
 CANCEL_SYSTEM_PREEMPTION = 1
 CANCEL_USER_PREEMPTION = 2
+CANCEL_TIMEOUT = 5
+CANCEL_NODE_UNAVAILABLE = 6
 CANCEL_IMPOSSIBLE_TO_SCHEDULE = 7
+CANCEL_NODE_UNHEALTHY = 12
 PRIORITIES = ["low", "normal", "high", "urgent"]
 
 
@@ -413,7 +428,7 @@ class State:
     def now(self) -> int:
         """Current time in ns, strictly increasing between calls (so log lines never tie)."""
         with self.lock:
-            t = max(self.clock(), self._last_ts + 1)
+            t = max(self.clock() + int(self.options.clock_skew * NS), self._last_ts + 1)
             self._last_ts = t
             return t
 
@@ -743,6 +758,10 @@ class State:
                 raise Invalid("invalid experiment spec: no tasks")
             if name is None:
                 name = f"exp-{next(self._ids)}"
+            if len(name) > self.options.max_name_length:
+                raise Invalid(
+                    f"experiment name is {len(name)} characters; the maximum is {self.options.max_name_length}"
+                )
             for e in self.experiments.values():
                 if e.name == name and e.author_id == user.id:
                     raise Conflict(f"experiment name {name!r} is already in use")
@@ -820,6 +839,7 @@ class State:
             for gid in parsed.groups or []:
                 if gid in self.groups:
                     self.groups[gid].experiment_ids.append(exp.id)
+            exp.listed_from = time.monotonic() + opts.list_lag
             self.experiments[exp.id] = exp
             if opts.job_creation_delay > 0:
                 self._timer(opts.job_creation_delay, lambda: self._first_jobs(exp))
@@ -1061,12 +1081,47 @@ class State:
             self._touch()
             return j
 
-    def cancel_experiment(self, exp: str | Experiment, *, stopping: bool = False) -> Experiment:
+    def lose_node(self, job, *, unhealthy: bool = False) -> Job:
+        """The job's node went away (NODE_UNAVAILABLE) or turned unhealthy (NODE_UNHEALTHY): Beaker
+        cancels the job (fact 4.6 codes; the texts are the fake's own)."""
+        return self.cancel_job(
+            job,
+            code=CANCEL_NODE_UNHEALTHY if unhealthy else CANCEL_NODE_UNAVAILABLE,
+            message="Node unhealthy" if unhealthy else "Node became unavailable",
+            canceled_for="The node running this job became "
+            + ("unhealthy." if unhealthy else "unavailable."),
+        )
+
+    def time_out_job(self, job) -> Job:
+        """The job ran past its task timeout: canceled with CANCELATION_CODE_TIMEOUT (fact 4.6)."""
+        return self.cancel_job(
+            job, code=CANCEL_TIMEOUT, message="Job timed out", canceled_for="The job exceeded its timeout."
+        )
+
+    def oom_kill(self, job, *, finalize: bool = True) -> Job:
+        """The kernel killed the job for exceeding its memory: exit code 137, plus (options.oom_report
+        "message") a status message saying so. How real Beaker words it is unknown."""
+        with self.lock:
+            j = self.finish_job(job, 137, finalize=False)
+            if self.options.oom_report == "message":
+                j.message = "OOMKilled: the container exceeded its memory limit"
+            if finalize:
+                self.finalize_job(j)
+            return j
+
+    def cancel_experiment(
+        self, exp: str | Experiment, *, stopping: bool = False, by: str | None = None
+    ) -> Experiment:
         with self.lock:
             e = exp if isinstance(exp, Experiment) else self.find_experiment(exp)
             for t in e.tasks:
                 if t.latest_job is not None:
-                    self.cancel_job(t.latest_job, stopping=stopping)
+                    self.cancel_job(
+                        t.latest_job,
+                        stopping=stopping,
+                        message="canceled",
+                        canceled_for=f"Canceled by {by}" if by else "",
+                    )
             e.canceled = e.canceled or self.now()
             self._touch()
             return e

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from launchkit.backends.protocol import (
         Backend,
         Capability,
+        EndKind,
+        EndReason,
         GpuRow,
         LogQuery,
         NoCredentials,
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Backend",
     "Capability",
+    "EndKind",
+    "EndReason",
     "GpuRow",
     "LogQuery",
     "NoCredentials",

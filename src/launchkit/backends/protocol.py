@@ -33,6 +33,41 @@ class RunStatus(str, Enum):
         return self in (RunStatus.succeeded, RunStatus.failed, RunStatus.canceled, RunStatus.lost)
 
 
+class EndKind(str, Enum):
+    """Why a run ended (backends/ending.py turns each into one line with its fix)."""
+
+    succeeded = "succeeded"
+    exit_code = "exit_code"  # your command exited non-zero
+    oom = "oom"  # killed for memory (exit 137 / the OOM killer)
+    setup = "setup"  # a launchkit setup step failed (entrypoint exit codes 100-109, docs/runtime.md)
+    image_pull = "image_pull"  # the image could not be pulled: no exit code at all
+    failed = "failed"  # failed without an exit code, for another reason the backend names
+    preempted = "preempted"
+    canceled = "canceled"  # by a user (who, when known)
+    timeout = "timeout"  # by a timeout (which one)
+    node_lost = "node_lost"  # its node went away or failed its health checks
+    unschedulable = "unschedulable"  # never scheduled (slot limit, no matching cluster, ...)
+    lost = "lost"  # local: its supervisor died
+
+
+class EndReason(BaseModel):
+    """Why a finished run ended, from the backend's own fields and events. `line` is one sentence
+    (no run id); `fix` what to do about it (None: nothing to fix). Never an invented exit code:
+    `exit_code` is None when the job had none (e.g. its image could not be pulled)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: EndKind
+    line: str
+    fix: str | None = None
+    exit_code: int | None = None
+    by: str | None = None  # canceled/preempted: by whom or by what, when known
+    will_retry: bool | None = None  # preempted: whether Beaker starts the task again
+
+    def text(self) -> str:
+        return self.line + (f"; {self.fix}" if self.fix else "")
+
+
 class RunInfo(BaseModel):
     """One run (a Beaker experiment, or a local run) as the CLI shows it."""
 
@@ -52,6 +87,7 @@ class RunInfo(BaseModel):
     url: str | None = None
     launchkit: bool = True  # launched by launchkit (vs. any other Beaker workload)
     message: str | None = None  # why it ended that way, when the backend knows (e.g. why it was lost)
+    end: EndReason | None = None  # why it ended (finished runs), one line with its fix
 
 
 class Capability(str, Enum):

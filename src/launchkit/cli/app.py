@@ -33,6 +33,7 @@ from launchkit.cli import (
     secret_cmd,
     session_cmd,
     stop_cmd,
+    why_cmd,
 )
 from launchkit.cli.backend_choice import stdout_closed
 from launchkit.cli.context import get_app
@@ -129,6 +130,7 @@ def build_app() -> typer.Typer:
         ("open", open_cmd.open_page),
         ("profiles", profiles_cmd.profiles),
         ("prune", prune_cmd.prune),
+        ("why", why_cmd.why),
     ):
         cli.command(name, cls=PanelCommand)(command)
     cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)

@@ -187,21 +187,23 @@ def follow_run(
     if dog is not None:
         dog.join(timeout=5)
         if dog.reason:
-            app.error(f"{run.id} stopped: {dog.reason}")
+            from launchkit.backends.ending import timed_out
+
+            app.error(f"{run.id} {timed_out(dog.reason, 'raise that limit, or drop it').text()}")
             return EXIT_TIMED_OUT
     final = backend.get(run.id)
     if notifier is not None:
         notifier.on_end(final)
+    from launchkit.backends import EndKind
+    from launchkit.backends.ending import describe
+
+    why = describe(final)  # one line from the backend's own fields: how it ended, and the fix
     if final.status == RunStatus.succeeded:
-        app.info(f"{run.id} succeeded")
-    elif final.status == RunStatus.canceled:
-        app.info(f"{run.id} was canceled")
+        app.info(f"{run.id} {why}")
+    elif final.end is not None and final.end.kind == EndKind.canceled:
+        app.info(f"{run.id} {why}")
     else:
-        app.error(
-            f"{run.id} failed with exit code {final.exit_code if final.exit_code is not None else '?'}"
-            + (f": {final.message}" if final.message else "")
-            + f" (full logs: launchkit logs {run.id})"
-        )
+        app.error(f"{run.id} {why}")
     app.info(backend.results_location(final))
     return code
 

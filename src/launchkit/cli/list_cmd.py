@@ -1,4 +1,4 @@
-"""`launchkit list`: runs, newest first, with status and exit code."""
+"""`launchkit list`: runs, newest first, with status, exit code and why they ended (`--json`: `end`)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,14 @@ def _age(created: dt.datetime) -> str:
         if s >= n:
             return f"{s // n}{unit} ago"
     return f"{s}s ago"
+
+
+def _reason(run: Any) -> str:
+    """Why it ended, short (the line without its fix; `launchkit why ID` gives the fix)."""
+    if run.end is None or run.end.kind.value == "succeeded":
+        return ""
+    line: str = run.end.line
+    return line if len(line) <= 60 else line[:59] + "…"
 
 
 def _is_number(text: str) -> bool:
@@ -101,9 +109,16 @@ def list_runs(
         return
     from launchkit.cli.table import print_table
 
-    header = ["ID", "NAME", "STATUS", "EXIT", "CREATED"]
+    header = ["ID", "NAME", "STATUS", "EXIT", "CREATED", "REASON"]
     rows = [
-        [r.id, r.name, r.status.value, "" if r.exit_code is None else str(r.exit_code), _age(r.created)]
+        [
+            r.id,
+            r.name,
+            r.status.value,
+            "" if r.exit_code is None else str(r.exit_code),  # Beaker's own: none after an image pull failure
+            _age(r.created),
+            _reason(r),
+        ]
         for r in runs
     ]
     if any(r.tasks > 1 for r in runs):

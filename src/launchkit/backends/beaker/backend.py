@@ -17,8 +17,10 @@ from beaker.types import BeakerCancelationCode, BeakerSortOrder, BeakerWorkloadS
 
 from launchkit.application import Application
 from launchkit.backends import Capability, LogQuery, RunInfo, RunStatus, Submission
+from launchkit.backends.beaker import launches
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker.client import Connection
+from launchkit.backends.beaker.ending import job_end
 from launchkit.backends.beaker.logs import Flusher, stream_job
 from launchkit.core.tasks import ENV_TASK_LABEL
 from launchkit.errors import (
@@ -131,18 +133,25 @@ class BeakerBackend:
             f"no Beaker experiment {ref!r}", hint="use an experiment id or user/name; see `launchkit list`"
         )
 
-    def _info(self, wl: Any, *, author: str | None = None, job: Any = None) -> RunInfo:
+    def _info(
+        self, wl: Any, *, author: str | None = None, job: Any = None, events: list[str] | None = None
+    ) -> RunInfo:
         ex = wl.experiment
         status = _STATUS.get(wl.status, RunStatus.queued)
         exit_code = None
         started = finished = None
+        end = None
         if job is not None:
             started, finished = _time(job.status.started), _time(job.status.finalized)
             js = job_status(job)
             if status == RunStatus.canceled and js == RunStatus.preempted:
                 status = js  # canceled by a preemption (and not resumed)
-            if status.finished or js.finished:
-                exit_code = job_exit_code(job)
+            if status.finished or js.finished or status == RunStatus.preempted:
+                # Beaker's own exit code, or none (an image pull failure has none): never invented
+                exit_code = job.status.exit_code if job.status.HasField("exit_code") else None
+                if exit_code is None and js == RunStatus.succeeded:
+                    exit_code = 0
+                end = job_end(job, ex.id, events=events)
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -157,14 +166,17 @@ class BeakerBackend:
             tasks=max(1, len({t.name for t in ex.tasks})),
             url=self.beaker.workload.url(wl),
             launchkit=rs.MARKER in ex.description,
+            end=end,
         )
 
     # -- submit ---------------------------------------------------------------------------------
     def prepare(self, submission: Submission) -> Submission:
         from launchkit.backends.beaker.prepare import prepare
+        from launchkit.backends.beaker.submit import check_name
 
         if submission.prepared:
             return submission
+        check_name(submission.name)  # Beaker's limit, before anything is asked or sent
         with self._errors():
             p = prepare(
                 self.conn,
@@ -186,7 +198,9 @@ class BeakerBackend:
             ws = self._prepared_ws(submission)
             spec = self._upload(submission, ws)
             wl = create_once(self.conn, ws, submission.name, spec, self.app)
-            return self._info(wl, author=self.conn.me().name)
+            me = self.conn.me().name
+            launches.record(self.conn.address, me, wl.experiment.id, wl.experiment.name, submission.workspace)
+            return self._info(wl, author=me)
 
     def session_spec(self, submission: Submission) -> tuple[str, dict[str, Any]]:
         """What `launchkit session` hands the `beaker` CLI: the workspace's full name and the spec as
@@ -235,12 +249,31 @@ class BeakerBackend:
                 rows = self._latest_jobs(wl)
                 author = names.result()[author_id]
             self._seen[wl.experiment.id] = (wl, rows)
-            return self._info(wl, author=author, job=_lead([job for _, _, job in rows]))
+            lead = _lead([job for _, _, job in rows])
+            return self._info(wl, author=author, job=lead, events=self._never_scheduled_events(lead))
+
+    def _never_scheduled_events(self, job: Any) -> list[str] | None:
+        """A canceled job that never got a node: its scheduling events (why it never fit)."""
+        if job is None or not job.status.HasField("canceled") or job.status.HasField("scheduled"):
+            return None
+        return [
+            ev.latest_message or ev.status
+            for ev in self.beaker.job.list_summarized_events(job, sort_order=BeakerSortOrder.ascending)
+        ]
 
     def latest(self, *, author: str | None = None) -> RunInfo | None:
-        """The newest experiment of `author` (default: the current user). Never someone else's."""
+        """Yours: the run launchkit launched last (its own record, launches.py), checked against the
+        server (GetWorkload reads what was just written; a listing may lag a create). Without a record
+        (another machine), or for another `author`: their newest experiment, from the listing."""
         with self._errors():
             user = self._user(author)
+            if user.id == self.conn.me().id:
+                for entry in launches.recent(self.conn.address, user.name, self._workspace):
+                    try:
+                        wl = self.beaker.workload.get(entry["id"])
+                    except bx.BeakerWorkloadNotFound:
+                        continue  # deleted since
+                    return self._info(wl, author=user.name)
             for wl in self.beaker.workload.list(
                 org=self.conn.org(),
                 author=user,
@@ -532,10 +565,8 @@ class BeakerBackend:
                     code, finals = self._follow_many(rows, self._labels(wl, rows), out, tail)
             lead = _lead(finals)
             if lead is not None:  # the final state, so the caller's get() needs no round trip
-                info = self._info(wl, author=run.author, job=lead)
-                self._final[run.id] = info.model_copy(
-                    update={"status": job_status(lead), "exit_code": job_exit_code(lead)}
-                )
+                info = self._info(wl, author=run.author, job=lead, events=self._never_scheduled_events(lead))
+                self._final[run.id] = info.model_copy(update={"status": job_status(lead)})
             return code
 
     def _labels(self, wl: Any, rows: list[tuple[int, Any, Any]]) -> dict[tuple[str, int], str]:
@@ -629,8 +660,6 @@ class BeakerBackend:
                 seen_preempted.add(job.id)
                 job, tail = None, None
                 continue
-            if job_status(job) == RunStatus.failed and job.status.message:
-                self.app.info(f"{prefix.decode()}job {job.id}: {job.status.message}")
             return job_exit_code(job), job
 
     def _wait_for_job(self, task: Any, job: Any, seen: set[str], org: Any) -> Any:

@@ -1,24 +1,29 @@
-"""A beaker-py client with bounded retries and an overall deadline.
+"""A beaker-py client with one retry policy and an overall deadline.
 
-beaker-py retries UNAVAILABLE/RST_STREAM without limit (1-2 s apart) and has no per-call timeout, so
-an unreachable server hangs forever. We keep beaker-py's client and wrap its gRPC stub so that each call
-(1) refuses to start a call once the current operation's deadline has passed, (2) gives each unary
-call a timeout no longer than what is left. HTTP calls get a bounded urllib3 retry budget and a
-per-request timeout.
+beaker-py retries UNAVAILABLE/RST_STREAM without limit (1-2 s apart), leaves RESOURCE_EXHAUSTED raw
+(not retried), has no per-call timeout, and answers an HTTP 429 on a POST with a plain
+BeakerError("[code=429] ..."). We keep beaker-py's client and wrap its gRPC stub and HTTP session so
+that every call of every command goes through `RetryPolicy`: transient failures (rate limits, an
+unavailable server, a dropped connection) are retried with exponential backoff and jitter, at least
+as long as the server's Retry-After asks, and never past the operation's deadline (--beaker-timeout);
+final answers (4xx, NOT_FOUND, ...) are never retried. A unary call also gets a timeout no longer than
+what is left. Log streams (logs.py) use the same policy between reconnects.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import grpc
 import grpc.experimental
+import requests
 from beaker import Beaker
 from beaker import exceptions as bx
 
@@ -55,8 +60,79 @@ def configured_timeout(explicit: float | None = None) -> float:
         raise UsageError(f"{where} {raw!r}: {e.problem}", hint=e.hint) from None
 
 
+class RetryPolicy:
+    """The one retry policy of every Beaker call: exponential backoff with full jitter (`base` * 2^n,
+    at most `cap`), at least the server's Retry-After. The deadline is the Connection's."""
+
+    def __init__(
+        self,
+        *,
+        base: float = 0.25,
+        cap: float = 8.0,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+    ):
+        self.base, self.cap, self.sleep, self.rand = base, cap, sleep, rand
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        wait = float(self.rand()) * min(self.cap, self.base * 2**attempt)
+        return float(max(wait, retry_after)) if retry_after is not None else wait
+
+
+TRANSIENT_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED"})  # maybe done: idempotent calls
+TRANSIENT_HTTP = frozenset({502, 503, 504})
+
+
+def _grpc_code(e: BaseException) -> Any:
+    return e.code() if isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call) else None
+
+
+def rate_limited(e: BaseException) -> bool:
+    """The server refused for load, before doing anything (always safe to retry)."""
+    return _grpc_code(e) == grpc.StatusCode.RESOURCE_EXHAUSTED or http_status(e) == 429
+
+
+def transient(e: BaseException, *, idempotent: bool = True) -> bool:
+    """Worth retrying: a rate limit (always), or, for calls that may be repeated, an unavailable
+    server, a dropped stream or connection, or a per-call timeout."""
+    if rate_limited(e):
+        return True
+    if not idempotent:
+        return False
+    code = _grpc_code(e)
+    if code is not None:
+        return code.name in TRANSIENT_CODES or (
+            code == grpc.StatusCode.INTERNAL and "RST_STREAM" in (e.details() or "")  # type: ignore[attr-defined]
+        )
+    if isinstance(e, (bx.BeakerStreamConnectionClosedError, bx.BeakerServerUnavailableError)):
+        return True
+    return http_status(e) in TRANSIENT_HTTP or isinstance(e, (requests.ConnectionError, requests.Timeout))
+
+
+def retry_after(e: BaseException | requests.Response) -> float | None:
+    """Seconds the server asked to wait: gRPC trailing metadata `retry-after`, HTTP `Retry-After`."""
+    raw: Any = None
+    if isinstance(e, requests.Response):
+        raw = e.headers.get("Retry-After")
+    elif isinstance(e, grpc.Call):
+        for k, v in e.trailing_metadata() or ():
+            if k.lower() == "retry-after":
+                raw = v
+    else:
+        response = getattr(e, "response", None)
+        raw = response.headers.get("Retry-After") if response is not None else None
+    try:
+        return max(0.0, float(raw)) if raw is not None else None
+    except (TypeError, ValueError):
+        return None  # an HTTP date: fall back to the backoff
+
+
+def _idempotent(method: str) -> bool:
+    return not method.startswith(("Create", "Update", "Add", "Set"))
+
+
 class _Guarded:
-    """One stub method: count the call, refuse it after the deadline, bound a unary call's time."""
+    """One stub method: refuse it after the deadline, bound a unary call's time, retry it (RetryPolicy)."""
 
     def __init__(self, conn: Connection, inner: Any, name: str):
         self._conn = conn
@@ -64,15 +140,59 @@ class _Guarded:
         self._method = inner._method  # beaker-py reads it for log messages
         self._name = name
         self._stream = isinstance(inner, grpc.UnaryStreamMultiCallable)
+        self._idempotent = _idempotent(name)
 
     def __call__(self, request: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         conn = self._conn
-        left = conn.deadline - time.monotonic()
-        if left <= 0:
-            raise conn.unreachable()
-        if not self._stream:
-            timeout = min(timeout or left, left, conn.call_timeout)
-        return self._inner(request, timeout=timeout, **kwargs)
+        attempt = 0
+        while True:
+            left = conn.deadline - conn.clock()
+            if left <= 0:
+                raise conn.unreachable()
+            if self._stream:  # errors arrive while reading: logs.stream_job retries them
+                return self._inner(request, timeout=timeout, **kwargs)
+            try:
+                return self._inner(request, timeout=min(timeout or left, left, conn.call_timeout), **kwargs)
+            except grpc.RpcError as e:
+                if not transient(e, idempotent=self._idempotent):
+                    raise
+                conn.backoff(attempt, e, what=self._name)
+                attempt += 1
+
+
+class _RetryingSession(requests.Session):
+    """beaker-py's HTTP session, retrying through the RetryPolicy: a 429 on any method (nothing was
+    done), 502/503/504 and dropped connections on methods that may be repeated. A POST that may have
+    been done is not retried here (submit.create_once looks for it first)."""
+
+    conn: Connection
+
+    def request(self, method: str, url: str | bytes, *args: Any, **kwargs: Any) -> Any:
+        verb = method.upper()
+        idempotent = verb in ("GET", "HEAD", "PUT", "DELETE", "OPTIONS")
+        body: Any = kwargs.get("data")
+        start = body.tell() if hasattr(body, "seek") and hasattr(body, "tell") else None
+        if hasattr(body, "read") and start is None:
+            idempotent = False  # a one-shot stream cannot be sent twice
+        attempt = 0
+        while True:
+            if attempt and start is not None:
+                body.seek(start)
+            try:
+                response = super().request(method, url, *args, **kwargs)
+            except (requests.ConnectionError, requests.Timeout) as e:
+                if not idempotent or not self.conn.backoff(attempt, e, what=f"{verb} {url!s}", quiet=True):
+                    raise
+                attempt += 1
+                continue
+            status = response.status_code
+            if (status == 429 or (idempotent and status in TRANSIENT_HTTP)) and (
+                self.conn.backoff(attempt, response, what=f"{verb} {url!s}", quiet=True)
+            ):
+                response.close()
+                attempt += 1
+                continue
+            return response
 
 
 class _GuardedStub:
@@ -110,14 +230,34 @@ class _Beaker(Beaker):
             self._service = _GuardedStub(self.conn, stub)  # type: ignore[assignment]
         return self._service
 
+    def _init_http_session(self) -> requests.Session:
+        """Our RetryPolicy for status answers; urllib3 only retries connecting (nothing was sent)."""
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
+
+        session = _RetryingSession()
+        session.conn = self.conn
+        retries = Retry(total=None, connect=3, read=0, status=0, other=0, backoff_factor=0.2)
+        session.mount("https://", HTTPAdapter(max_retries=retries, pool_maxsize=self.POOL_MAXSIZE))
+        return session
+
 
 class Connection:
     """One Beaker client plus the deadline bookkeeping. Use `renew()` when progress was made."""
 
-    def __init__(self, timeout: float | None = None):
+    def __init__(
+        self,
+        timeout: float | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        policy: RetryPolicy | None = None,
+    ):
         self.timeout = configured_timeout(timeout)
         self.call_timeout = min(30.0, self.timeout)
-        self.deadline = time.monotonic() + self.timeout
+        self.clock = clock
+        self.policy = policy or RetryPolicy()
+        self.deadline = clock() + self.timeout
+        self.rate_limited = False  # the last retried failure was a rate limit (for the message)
         from beaker.config import Config
 
         try:
@@ -205,9 +345,36 @@ class Connection:
             pass  # a cache only
 
     def renew(self) -> None:
-        self.deadline = time.monotonic() + self.timeout
+        self.deadline = self.clock() + self.timeout
+
+    def backoff(
+        self, attempt: int, error: BaseException | requests.Response, *, what: str = "", quiet: bool = False
+    ) -> bool:
+        """Wait before retry number `attempt` + 1 of a transient failure. When the wait would pass the
+        deadline: False with `quiet`, else raise (the error, translated)."""
+        self.rate_limited = (isinstance(error, requests.Response) and error.status_code == 429) or (
+            isinstance(error, BaseException) and rate_limited(error)
+        )
+        wait = self.policy.delay(attempt, retry_after(error))
+        if self.clock() + wait > self.deadline:
+            if quiet:
+                return False
+            if isinstance(error, BaseException):
+                raise self.translate(error) from None
+            raise self.unreachable()
+        import logging
+
+        name = error.status_code if isinstance(error, requests.Response) else type(error).__name__
+        logging.getLogger("launchkit").debug("%s: %s; retrying in %.2fs", what, name, wait)
+        self.policy.sleep(wait)
+        return True
 
     def unreachable(self) -> BeakerUnreachable:
+        if self.rate_limited:
+            return BeakerUnreachable(
+                f"Beaker kept rate limiting launchkit's requests for {self.timeout:g}s",
+                hint="wait a minute and run the command again, or raise --beaker-timeout",
+            )
         return BeakerUnreachable(
             f"Beaker at {self.beaker.config.rpc_address} did not answer within {self.timeout:g}s",
             hint="check your network/VPN and https://status.beaker.org, or raise --beaker-timeout",
@@ -255,6 +422,9 @@ class Connection:
                 f"this Beaker server does not support a request launchkit made: {_what(e)}",
                 hint="upgrade launchkit, or report it with the command you ran",
             )
+        if rate_limited(e):  # retried until the deadline: transient, not the user's request
+            self.rate_limited = True
+            return self.unreachable()
         if http is not None and 400 <= http < 500:  # the server's own message, final (never retried)
             return UsageError(f"Beaker refused the request: {server_message(e)}", hint=_hint_for(http))
         if code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):

@@ -17,7 +17,7 @@ from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
 from beaker._service_client import coerce_rpc_error
 
-from launchkit.backends.beaker.client import Connection
+from launchkit.backends.beaker.client import Connection, transient
 
 _RECONNECTABLE = (bx.BeakerStreamConnectionClosedError, bx.BeakerServerUnavailableError, bx.BeakerServerError)
 
@@ -121,15 +121,13 @@ def stream_job(
         except grpc.RpcError as e:
             err = coerce_rpc_error(e, not_found)
             written += got
-            if not isinstance(err, _RECONNECTABLE):
+            if not (isinstance(err, _RECONNECTABLE) or transient(e)):
                 raise err from None
             if got:  # the stream made progress before it dropped: resume at once
                 conn.renew()
                 failures = 0
                 continue
-            if time.monotonic() > conn.deadline:
-                raise conn.unreachable() from None
-            time.sleep(min(0.1 * 2**failures, 2.0))
+            conn.backoff(failures, e, what="StreamJobLogs")  # the one retry policy; raises at the deadline
             failures += 1
             continue
         finally:

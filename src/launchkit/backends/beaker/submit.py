@@ -1,13 +1,15 @@
-"""Idempotent experiment creation: bounded retries, exponential backoff, never two experiments.
+"""Exactly-once experiment creation: bounded retries with the connection's RetryPolicy, never two
+experiments, and no trust in clocks.
 
-After an ambiguous failure (the request may or may not have reached Beaker) we look the experiment
-up by name before creating again; if it is there and carries our run id, that is our experiment.
+Each submission carries a launch token (env var LAUNCHKIT_LAUNCH_TOKEN in every task, made here, at
+submit: a dry run cannot show it). After an ambiguous failure (the request may or may not have reached
+Beaker) we read the experiment of that name (GetWorkload: read-after-write, never a lagging listing);
+it is ours exactly when it carries our token.
 """
 
 from __future__ import annotations
 
 import secrets
-import time
 import warnings
 from typing import Any
 
@@ -15,37 +17,57 @@ from beaker import exceptions as bx
 from beaker.types import BeakerDataSource, BeakerExperimentSpec
 
 from launchkit.application import Application
-from launchkit.backends.beaker.client import Connection
-from launchkit.core.contract import ENV_RUN_ID
-from launchkit.errors import BackendError
+from launchkit.backends.beaker.client import Connection, rate_limited
+from launchkit.errors import BackendError, UsageError
 
 MAX_ATTEMPTS = 5
-CLOCK_SKEW = 120  # seconds
 RENAME_ATTEMPTS = 5
 PREEMPTIBLE_WARNING = "The 'preemptible' field is deprecated"
+ENV_LAUNCH_TOKEN = "LAUNCHKIT_LAUNCH_TOKEN"
+MAX_NAME = 128  # Beaker refuses longer experiment names (HTTP 400)
+SUFFIX = 5  # "-" + 4 hex digits, added when the name is taken
 
 
-def _run_id(spec: dict[str, Any]) -> str | None:
+def check_name(name: str) -> None:
+    """A usage error for a name Beaker would refuse for its length (before anything is sent)."""
+    if len(name) > MAX_NAME:
+        raise UsageError(
+            f"--name is {len(name)} characters; Beaker allows at most {MAX_NAME}",
+            hint=f"shorten it (e.g. {name[: MAX_NAME - 8]!r}...)",
+        )
+
+
+def renamed(name: str) -> str:
+    """`name` with a random `-xxxx` suffix, shortened so that the whole stays within MAX_NAME."""
+    return f"{name[: MAX_NAME - SUFFIX].rstrip('-_.') or name[:1]}-{secrets.token_hex(2)}"
+
+
+def with_token(spec: dict[str, Any], token: str) -> dict[str, Any]:
+    """The spec with LAUNCHKIT_LAUNCH_TOKEN=token in every task (a copy)."""
+    tasks = []
     for task in spec.get("tasks", []):
+        env = [e for e in task.get("envVars") or [] if e.get("name") != ENV_LAUNCH_TOKEN]
+        tasks.append({**task, "envVars": [*env, {"name": ENV_LAUNCH_TOKEN, "value": token}]})
+    return {**spec, "tasks": tasks}
+
+
+def _token_of(conn: Connection, wl: Any) -> str | None:
+    """The launch token an experiment carries: from its tasks' env (when the server includes it in the
+    workload), else from its spec (GetExperimentYamlSpec)."""
+    for task in wl.experiment.tasks:
+        for env in task.container_spec.environment_variables:
+            if env.name == ENV_LAUNCH_TOKEN:
+                return str(env.literal)
+    for task in conn.beaker.experiment.get_spec(wl).to_json().get("tasks", []):
         for env in task.get("envVars") or []:
-            if env.get("name") == ENV_RUN_ID:
-                value = env.get("value")
-                return str(value) if value is not None else None
+            if env.get("name") == ENV_LAUNCH_TOKEN:
+                return str(env.get("value"))
     return None
 
 
-def _ours(conn: Connection, wl: Any, spec: dict[str, Any], started: float) -> bool:
-    """Created by this submission: made after it started (clock skew allowed) and, when the spec has
-    one, with our run id (run ids repeat for identical invocations, so the time check stays)."""
-    if wl.experiment.created.seconds < int(started) - CLOCK_SKEW:
-        return False
-    want = _run_id(spec)
-    if want is None:
-        return True
-    try:
-        return _run_id(conn.beaker.experiment.get_spec(wl).to_json()) == want
-    except bx.BeakerError:
-        return True  # made within this submission's window under our name: ours
+def _ours(conn: Connection, wl: Any, token: str) -> bool:
+    """Made by this submission: it carries our launch token (whatever the server's clock says)."""
+    return _token_of(conn, wl) == token
 
 
 def _lookup(conn: Connection, name: str) -> Any | None:
@@ -83,6 +105,8 @@ def _final(e: Exception) -> bool:
 
     from launchkit.backends.beaker.client import http_status
 
+    if rate_limited(e):  # HTTP 429 / RESOURCE_EXHAUSTED: nothing was done; transient
+        return False
     status = http_status(e)
     if status is not None:
         return 400 <= status < 500
@@ -98,13 +122,15 @@ def _allow_for_replicas(conn: Connection, spec: dict[str, Any]) -> None:
     jobs = sum(max(1, int(t.get("replicas") or 1)) for t in spec.get("tasks", []))
     timeout = conn.call_timeout + CREATE_SECONDS_PER_JOB * jobs
     conn.beaker.TIMEOUT = timeout  # type: ignore[misc]
-    conn.deadline = max(conn.deadline, time.monotonic() + timeout + conn.timeout)
+    conn.deadline = max(conn.deadline, conn.clock() + timeout + conn.timeout)
 
 
 def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any], app: Application) -> Any:
     """Create the experiment (pb2.Workload), retrying ambiguous failures without duplicating it."""
+    check_name(name)
+    token = secrets.token_hex(8)
+    spec = with_token(spec, token)
     beaker_spec = _parsed(spec)
-    started = time.time()
     _allow_for_replicas(conn, spec)
     ambiguous = False
     renames = 0
@@ -112,7 +138,7 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
     for attempt in range(MAX_ATTEMPTS):
         if ambiguous:
             found = _lookup(conn, name)
-            if found is not None and _ours(conn, found, spec, started):
+            if found is not None and _ours(conn, found, token):
                 return found
         try:
             created = conn.beaker.experiment.create(spec=beaker_spec, name=name, workspace=workspace)
@@ -121,12 +147,12 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
         except bx.BeakerExperimentConflict:
             if ambiguous:
                 found = _lookup(conn, name)
-                if found is not None and _ours(conn, found, spec, started):
+                if found is not None and _ours(conn, found, token):
                     return found
             renames += 1
             if renames > RENAME_ATTEMPTS:
                 raise BackendError(f"experiment name {name!r} is taken", hint="pass another --name") from None
-            new = f"{name}-{secrets.token_hex(2)}"
+            new = renamed(name)
             app.info(f"experiment name {name!r} is taken; using {new!r}")
             name, ambiguous = new, False
             continue
@@ -134,17 +160,17 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
             if _final(e):  # the server answered no: one attempt, its own message (Connection.errors)
                 raise
             last_error = e  # network errors, timeouts, 5xx, UNAVAILABLE: maybe created, maybe not
-            ambiguous = True
-        delay = min(0.5 * 2**attempt, 8.0)
-        if time.monotonic() + delay > conn.deadline:
+            ambiguous = ambiguous or not rate_limited(e)  # a rate limit did nothing
+        app.debug(f"creating the experiment failed ({type(last_error).__name__}); retrying")
+        if not conn.backoff(attempt, last_error, what="CreateExperiment", quiet=True):
             break
-        app.debug(f"creating the experiment failed ({type(last_error).__name__}); retrying in {delay:g}s")
-        time.sleep(delay)
     found = _lookup(conn, name) if ambiguous else None
-    if found is not None and _ours(conn, found, spec, started):
+    if found is not None and _ours(conn, found, token):
         return found
     if last_error is None:  # every attempt hit a taken name
         raise BackendError(f"experiment name {name!r} is taken", hint="pass another --name")
+    if rate_limited(last_error) and not ambiguous:
+        raise conn.translate(last_error)
     raise BackendError(
         f"could not create the experiment on Beaker: {last_error}",
         hint="nothing was created; try again later or raise --beaker-timeout",

@@ -24,7 +24,16 @@ from launchkit.application import Application
 from launchkit.backends.local import bell, logs, procs, record
 from launchkit.backends.local.store import Store, home, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
-from launchkit.backends.protocol import Capability, GpuRow, LogQuery, RunInfo, RunStatus, Submission
+from launchkit.backends.protocol import (
+    Capability,
+    EndKind,
+    EndReason,
+    GpuRow,
+    LogQuery,
+    RunInfo,
+    RunStatus,
+    Submission,
+)
 from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
@@ -260,6 +269,7 @@ class LocalBackend:
             replicas=rec["replicas"],
             author=os.environ.get("USER"),
             message=rec.get("message"),
+            end=_end(rec),
         )
 
     def get(self, run_ref: str) -> RunInfo:
@@ -502,6 +512,28 @@ class LocalBackend:
                     }
                 )
         return gpus
+
+
+def _end(rec: dict[str, Any]) -> EndReason | None:
+    """Why a finished local run ended, from its record (exit code, stop, lost supervisor)."""
+    from launchkit.backends import ending
+
+    status, code, message = rec["status"], rec.get("exit_code"), rec.get("message") or ""
+    if status == "lost":
+        return EndReason(
+            kind=EndKind.lost,
+            line=f"is lost: {message}",
+            fix=f"`launchkit stop {rec['id']}` ends what it left",
+        )
+    if status == "canceled":
+        if "timeout" in message:
+            return ending.timed_out(message, "raise the timeout, or drop it")
+        return ending.canceled("you (`launchkit stop`)" if "stopped by user" in message else None)
+    if status not in ("succeeded", "failed"):
+        return None
+    if code is None:
+        return EndReason(kind=EndKind.failed, line="failed" + (f": {message}" if message else ""))
+    return ending.from_exit_code(code, rec["id"])
 
 
 def _unlink_uploads(rdir: Path) -> None:

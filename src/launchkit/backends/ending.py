@@ -1,0 +1,98 @@
+"""Why a run ended, in one line with its fix: shared by both backends (exit codes, the entrypoint's
+setup steps, OOM kills). Beaker's own cancelation codes are read in backends/beaker/ending.py."""
+
+from __future__ import annotations
+
+from launchkit.backends.protocol import EndKind, EndReason, RunInfo, RunStatus
+
+OOM_EXIT = 137  # 128 + SIGKILL: what the kernel's out-of-memory killer leaves
+
+# runtime/entrypoint.sh exit codes (docs/runtime.md, "Steps"): what failed and what to do
+SETUP_STEPS: dict[int, tuple[str, str]] = {
+    100: (
+        "a job input is missing or malformed (e.g. a secret that is not set)",
+        "the job log names it: `launchkit logs {id}`; set the secret with `launchkit secret set`",
+    ),
+    101: (
+        "cloning the repository failed (commit not pushed, or no access)",
+        "push the commit, and for a private repository give a GitHub token (the GITHUB_TOKEN secret)",
+    ),
+    102: (
+        "updating git submodules failed",
+        "check the submodules' URLs and access (the GITHUB_TOKEN secret)",
+    ),
+    103: (
+        "the --pre-setup hook failed",
+        "fix the --pre-setup command (its output is in `launchkit logs {id}`)",
+    ),
+    104: ("installing uv failed", "use an image with uv, or one that can download it"),
+    105: (
+        "creating the Python environment failed",
+        "check --python / --conda-file / --venv (details in `launchkit logs {id}`)",
+    ),
+    106: (
+        "installing the project's dependencies failed",
+        "check uv.lock / pyproject.toml or --install (details in `launchkit logs {id}`)",
+    ),
+    107: (
+        "the --post-setup hook failed",
+        "fix the --post-setup command (its output is in `launchkit logs {id}`)",
+    ),
+    108: ("cluster setup (NCCL, caches) failed", "see `launchkit logs {id}`; try another --cluster"),
+    109: ("setting up the multi-node launcher failed", "check --launcher and the replica settings"),
+}
+
+
+def from_exit_code(code: int, run_id: str, *, memory: str | None = None, oom: bool = False) -> EndReason:
+    """A finished run's reason from its exit code (0: succeeded). `oom`: the backend saw an OOM kill;
+    a bare 137 is reported as most likely one. `memory`: the run's memory limit, if it had one."""
+    if code == 0:
+        return EndReason(kind=EndKind.succeeded, line="succeeded", exit_code=0)
+    if oom or code == OOM_EXIT:
+        limit = f" (limit {memory})" if memory else ""
+        what = (
+            "killed for using too much memory"
+            if oom
+            else "killed (exit 137, SIGKILL), most likely out of memory"
+        )
+        return EndReason(
+            kind=EndKind.oom,
+            line=f"{what}{limit}",
+            fix="give it more with --memory (e.g. --memory 64GiB), or use less"
+            if memory
+            else "set a larger --memory (e.g. --memory 64GiB), or use less",
+            exit_code=code,
+        )
+    if code in SETUP_STEPS:
+        what, fix = SETUP_STEPS[code]
+        return EndReason(
+            kind=EndKind.setup,
+            line=f"setup failed before your command ran: {what} (exit {code})",
+            fix=fix.format(id=run_id),
+            exit_code=code,
+        )
+    return EndReason(
+        kind=EndKind.exit_code,
+        line=f"failed with exit code {code}",
+        fix=f"see the end of its log: `launchkit logs {run_id} --tail 50`",
+        exit_code=code,
+    )
+
+
+def canceled(by: str | None = None) -> EndReason:
+    who = f" by {by}" if by else ""
+    return EndReason(kind=EndKind.canceled, line=f"was canceled{who}", by=by)
+
+
+def timed_out(which: str, fix: str) -> EndReason:
+    return EndReason(kind=EndKind.timeout, line=f"was stopped by a timeout: {which}", fix=fix, by=which)
+
+
+def describe(run: RunInfo) -> str:
+    """One line (without the run id) saying how the run ended and what to do, or where it stands."""
+    if run.end is not None:
+        return run.end.text()
+    if run.status.finished or run.status == RunStatus.preempted:  # a backend that gave no reason
+        code = f" with exit code {run.exit_code}" if run.exit_code not in (None, 0) else ""
+        return f"{run.status.value}{code}" + (f": {run.message}" if run.message else "")
+    return f"is {run.status.value}" + (f" ({run.message})" if run.message else "")

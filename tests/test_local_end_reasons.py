@@ -1,0 +1,55 @@
+"""Why a local run ended (issue 22, item 4), for the reasons that exist locally: exit code, a kill
+for memory (SIGKILL, exit 137), canceled, timeout. Real processes: slow tier."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import run_cli
+from lk_helpers import FAST_ENV, launched_id, wait_finished
+
+PY = sys.executable
+NO_PY = ("--local", "--no-python")
+pytestmark = pytest.mark.slow
+
+
+def _launch(repo, *code: str, extra: tuple[str, ...] = ()) -> str:
+    r = run_cli("run", *NO_PY, *extra, "--", PY, "-c", "\n".join(code), cwd=repo.path, env=FAST_ENV)
+    assert r.code == 0, r.stderr
+    return launched_id(r.stderr)
+
+
+def _why(run_id: str) -> str:
+    r = run_cli("why", run_id, env=FAST_ENV, timeout=60)
+    assert r.code == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_local_exit_code_and_memory_kill(repo):
+    bad = _launch(repo, "import sys; sys.exit(7)")
+    oom = _launch(repo, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    r = run_cli("follow", bad, env=FAST_ENV, timeout=60)
+    assert r.code == 7 and f"{bad} failed with exit code 7" in r.stderr, r.stderr
+    assert wait_finished(oom, FAST_ENV)["exit_code"] == 137
+    assert _why(bad).startswith(f"{bad} failed with exit code 7")
+    line = _why(oom)
+    assert "out of memory" in line and "--memory" in line, line
+    r = run_cli("list", "--local", env=FAST_ENV, timeout=60)
+    assert "out of memory" in next(x for x in r.stdout.splitlines() if oom in x)
+
+
+def test_local_canceled_and_timeout(repo):
+    run_id = _launch(repo, "import time; time.sleep(60)")
+    r = run_cli("stop", run_id, "--yes", env=FAST_ENV, timeout=60)
+    assert r.code == 0, r.stderr
+    assert "canceled by you" in _why(run_id)
+    r = run_cli(
+        "run", *NO_PY, "--timeout", "1", "--", PY, "-c", "import time; time.sleep(60)",
+        cwd=repo.path, env=FAST_ENV, timeout=90,
+    )  # fmt: skip
+    assert r.code == 124, r.stderr
+    assert "stopped by a timeout: --timeout 1s passed" in r.stderr and "raise that limit" in r.stderr, (
+        r.stderr
+    )
