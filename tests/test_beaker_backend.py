@@ -99,6 +99,8 @@ def only_experiment(fake, name=None):
 def test_submit_resolves_everything(fake, backend):
     s = spec(image={"beaker": "alice/img"}, constraints={"cluster": ["jup", "ai2/*e*"]})
     s["tasks"][0]["envVars"].append({"name": "X", "secret": "MY_SECRET"})
+    preset = "HF_TOKEN=HF_TOKEN,WANDB_API_KEY=WANDB_API_KEY,OPENAI_API_KEY=OPENAI_API_KEY"
+    s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_PRESET_SECRETS", "value": preset})
     s["groups"] = ["sweep"]
     run = backend.submit(Submission(name="exp1", spec=s))
     assert run.url and run.id in run.url
@@ -109,14 +111,23 @@ def test_submit_resolves_everything(fake, backend):
     env = {e["name"]: e for e in task["envVars"]}
     assert env["HF_TOKEN"]["secret"] == "HF_TOKEN"
     assert env["WANDB_API_KEY"]["secret"] == "alice_WANDB_API_KEY"  # <user>_NAME preferred
+    assert "OPENAI_API_KEY" not in env  # a preset secret the workspace lacks is left out
     assert "[launchkit]" in exp.description
     assert exp.spec["groups"] == [next(iter(fake.state.groups))]
     assert not any(v in repr(exp.spec) for v in SECRET_VALUES)
 
 
+def test_no_secret_is_added_unless_a_preset_asks_for_it(fake, backend):
+    """The workspace has HF_TOKEN and WANDB_API_KEY: a job without a preset gets neither (issue 19)."""
+    backend.submit(Submission(name="plain", spec=spec()))
+    task = only_experiment(fake, "plain").spec["tasks"][0]
+    assert not any(e.get("secret") for e in task["envVars"])
+
+
 def test_submit_no_auto_secrets_and_gpu_type_filter(fake, backend):
     s = spec(constraints={"cluster": ["ai2/*"]})
     s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_CONSTRAINT_GPU_TYPES", "value": "a100"})
+    s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_PRESET_SECRETS", "value": "HF_TOKEN=HF_TOKEN"})
     backend.submit(Submission(name="exp2", spec=s, auto_secrets=False))
     task = only_experiment(fake, "exp2").spec["tasks"][0]
     # A100 80GB sits on the second node of the mixed cluster; the full cluster still takes jobs.

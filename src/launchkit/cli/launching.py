@@ -90,9 +90,12 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     request = check_python_files(app, request, git)
     with _no_pydantic_plugins():
         from launchkit.backends import Submission
+        from launchkit.core.multinode import added_line
         from launchkit.core.spec import upload_dataset_name
 
         spec = build_spec(request, git, user_profiles=config.get("profiles"))
+        if added := added_line(request, config.get("profiles")):
+            app.info(added)
         submission = Submission(
             name=request.name or f"launchkit-{git.commit[:8]}",
             spec=spec.to_json(),
@@ -117,7 +120,7 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
         if why_offline:
             from launchkit.core.spec import decided_at_submit
 
-            parts = decided_at_submit(request, git)
+            parts = decided_at_submit(request, git, submission.spec)
             app.info(
                 f"offline spec ({why_offline}): "
                 + ("decided at submit: " + "; ".join(parts) if parts else "complete")

@@ -40,6 +40,7 @@ class TaskAdditions(BaseModel):
     env: list[tuple[str, str]] = []
     mounts: list[HostMount] = []
     weka: list[WekaMount] = []
+    secrets: dict[str, str] = {}  # presets' env name -> secret name, added at submit if it exists
     task_fields: dict[str, Any] = {}  # BeakerTaskSpec keyword arguments
     selection: ProfileSelection
 
@@ -89,14 +90,54 @@ def task_additions(
         {m.mount_path for m in request.mounts}
         | {w.mount_path for w in request.weka}
         | {d.mount_path for d in request.datasets}
+        | {u.mount_path for u in request.uploads}
+        | {s.mount_path for s in request.secret_mounts}
     )
+    preset = selection.preset
+    # a preset's mount wins over the profile's at the same path; the user's own wins over both
+    mounts = {m.mount_path: m for m in [*selection.mounts, *preset.mounts]}
+    weka = {w.mount_path: w for w in [*selection.weka, *preset.weka] if w.mount_path not in mounts}
     return TaskAdditions(
         env=env,
-        mounts=[m for m in selection.mounts if m.mount_path not in taken],
-        weka=[w for w in selection.weka if w.mount_path not in taken],
+        mounts=[m for p, m in mounts.items() if p not in taken],
+        weka=[w for p, w in weka.items() if p not in taken],
+        secrets={n: s for n, s in preset.secrets.items() if n not in user_names},
         task_fields=replica_fields(request),
         selection=selection,
     )
+
+
+def added_line(request: LaunchRequest, user_profiles: dict[str, Any] | None = None) -> str | None:
+    """One line naming everything launchkit adds to the job beyond what the user typed: the cluster
+    profile (its env, mounts and runtime setup) and each preset's parts. None when nothing is added."""
+    extra = task_additions(request, "", user_profiles)
+    sel = extra.selection
+    names = {n for n, _ in extra.env}
+    paths = {m.mount_path for m in extra.mounts} | {w.mount_path for w in extra.weka}
+    parts = []
+    profile_items = [f"{k}={v}" for k, v in sel.env.items() if k in names and k not in sel.preset.env]
+    profile_items += [f"mount {m.host_path}:{m.mount_path}" for m in sel.mounts if m.mount_path in paths]
+    profile_items += [f"weka {w.bucket}:{w.mount_path}" for w in sel.weka if w.mount_path in paths]
+    runtime = sel.runtime_summary()
+    if sel.applied and (profile_items or runtime):
+        parts.append(
+            f"profile {sel.applied}"
+            + (f" ({runtime})" if runtime else "")
+            + (": " + ", ".join(profile_items) if profile_items else "")
+        )
+    elif runtime:
+        parts.append(f"profile chosen on the node among {', '.join(sel.candidates)} ({runtime})")
+    for name, part in sel.preset_parts.items():
+        kept = part.model_copy(
+            update={
+                "env": {k: v for k, v in part.env.items() if k in names and sel.preset.env[k] == v},
+                "mounts": [m for m in part.mounts if m.mount_path in paths],
+                "weka": [w for w in part.weka if w.mount_path in paths],
+                "secrets": {k: v for k, v in part.secrets.items() if k in extra.secrets},
+            }
+        )
+        parts.append(f"preset {name}" + (": " + ", ".join(kept.items()) if kept else " (nothing here)"))
+    return "launchkit added: " + "; ".join(parts) if parts else None
 
 
 def check_combinations(request: LaunchRequest) -> None:

@@ -331,7 +331,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         FLAG,
         ("--no-auto-secrets",),
         P_INPUTS,
-        help="Don't add well-known secrets (HF_TOKEN, ...).",
+        help="Don't add secrets a preset asks for (HF_TOKEN, ...) or GITHUB_TOKEN.",
     ),
     Opt(
         "git_token_secret",
@@ -546,7 +546,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         P_MULTINODE,
         metavar="NAME",
         key="presets",
-        help="Turn on a named env preset (repeatable), e.g. vllm; see `launchkit profiles`.",
+        help="Turn on a preset (repeatable), e.g. ai2-oe or vllm; see `launchkit profiles --list`.",
     ),
     Opt(
         "profile",

@@ -15,19 +15,9 @@ from beaker import exceptions as bx
 
 from launchkit.backends.beaker.client import Connection
 from launchkit.core.contract import DESCRIPTION_MARKER, ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
+from launchkit.core.presets import ENV_PRESET_SECRETS
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
-# Added automatically when the workspace has them (`<user>_NAME` preferred over `NAME`).
-WELL_KNOWN_SECRETS = (
-    "HF_TOKEN",
-    "WANDB_API_KEY",
-    "BEAKER_TOKEN",
-    "OPENAI_API_KEY",
-    "AZURE_API_KEY",
-    "AZURE_API_BASE",
-    "ANTHROPIC_API_KEY",
-    "SLACK_WEBHOOK_URL",
-)
 MARKER = DESCRIPTION_MARKER  # in the description of every experiment launchkit creates (list recognises it)
 # Cluster filters the spec carries as env vars, applied here when resolving clusters.
 ENV_GPU_TYPES, ENV_TAGS = ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
@@ -230,7 +220,7 @@ def resolve(
             task["constraints"] = constraints
             out.notes.append("clusters: " + ", ".join(constraints["cluster"]))
 
-    # Secrets: every referenced one must exist; well-known ones are added when present.
+    # Secrets: every referenced one must exist; the presets' ones are added when present.
     available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
     # Beaker resolves a spec's secret names case-insensitively (fact sheet 2; gRPC GetSecret does not)
     folded = {n.lower() for n in available}
@@ -241,16 +231,17 @@ def resolve(
             hint=f"create {'them' if len(missing) > 1 else 'it'} with `launchkit secret set NAME --workspace "
             f"{ws_label}` (reads the value from stdin)",
         )
-    if auto_secrets:
+    wanted = [p.partition("=") for p in spec_env_list(spec, ENV_PRESET_SECRETS)]
+    if auto_secrets and wanted:
         user = conn.me().name
         added = []
         for task in spec.get("tasks", []):
             env = task.setdefault("envVars", [])
             have = {e.get("name") for e in env}
-            for name in WELL_KNOWN_SECRETS:
+            for name, _, secret in wanted:
                 if name in have:
                     continue
-                source = next((s for s in (f"{user}_{name}", name) if s in available), None)
+                source = next((s for s in (f"{user}_{secret}", secret) if s in available), None)
                 if source:
                     env.append({"name": name, "secret": source})
                     added.append(name if source == name else f"{name} (from {source})")
