@@ -166,6 +166,7 @@ def test_hooks_run_in_the_job_shell(repo, tmp_path):
     assert r.stdout.strip() == "pre/post"
 
 
+@pytest.mark.slow
 def test_no_python_still_runs_the_install_command(repo, tmp_path):
     """gantry 3.0+: `--no-python --install CMD` runs CMD (in the job shell) and sets up no Python."""
     r = entrypoint(
