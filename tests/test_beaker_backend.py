@@ -99,6 +99,8 @@ def only_experiment(fake, name=None):
 def test_submit_resolves_everything(fake, backend):
     s = spec(image={"beaker": "alice/img"}, constraints={"cluster": ["jup", "ai2/*e*"]})
     s["tasks"][0]["envVars"].append({"name": "X", "secret": "MY_SECRET"})
+    preset = "HF_TOKEN=HF_TOKEN,WANDB_API_KEY=WANDB_API_KEY,OPENAI_API_KEY=OPENAI_API_KEY"
+    s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_PRESET_SECRETS", "value": preset})
     s["groups"] = ["sweep"]
     run = backend.submit(Submission(name="exp1", spec=s))
     assert run.url and run.id in run.url
@@ -109,14 +111,23 @@ def test_submit_resolves_everything(fake, backend):
     env = {e["name"]: e for e in task["envVars"]}
     assert env["HF_TOKEN"]["secret"] == "HF_TOKEN"
     assert env["WANDB_API_KEY"]["secret"] == "alice_WANDB_API_KEY"  # <user>_NAME preferred
+    assert "OPENAI_API_KEY" not in env  # a preset secret the workspace lacks is left out
     assert "[launchkit]" in exp.description
     assert exp.spec["groups"] == [next(iter(fake.state.groups))]
     assert not any(v in repr(exp.spec) for v in SECRET_VALUES)
 
 
+def test_no_secret_is_added_unless_a_preset_asks_for_it(fake, backend):
+    """The workspace has HF_TOKEN and WANDB_API_KEY: a job without a preset gets neither (issue 19)."""
+    backend.submit(Submission(name="plain", spec=spec()))
+    task = only_experiment(fake, "plain").spec["tasks"][0]
+    assert not any(e.get("secret") for e in task["envVars"])
+
+
 def test_submit_no_auto_secrets_and_gpu_type_filter(fake, backend):
     s = spec(constraints={"cluster": ["ai2/*"]})
     s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_CONSTRAINT_GPU_TYPES", "value": "a100"})
+    s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_PRESET_SECRETS", "value": "HF_TOKEN=HF_TOKEN"})
     backend.submit(Submission(name="exp2", spec=s, auto_secrets=False))
     task = only_experiment(fake, "exp2").spec["tasks"][0]
     # A100 80GB sits on the second node of the mixed cluster; the full cluster still takes jobs.
@@ -144,7 +155,7 @@ def test_submit_no_auto_secrets_and_gpu_type_filter(fake, backend):
         ),
         (lambda s: s["tasks"][0].update(image={"beaker": "alice/missing"}), NotFoundError, ["alice/missing"]),
         (lambda s: s.update(budget="ai2/nobudget"), NotFoundError, ["ai2/nobudget"]),
-        (lambda s: s.update(groups=["nogroup"]), NotFoundError, ["nogroup"]),
+        (lambda s: s.update(groups=["bob/nogroup"]), NotFoundError, ["bob/nogroup"]),  # not alice's
         (
             lambda s: s["tasks"][0]["envVars"].append(
                 {"name": "LAUNCHKIT_CONSTRAINT_TAGS", "value": "storage:weka"}
@@ -162,6 +173,25 @@ def test_submit_says_what_is_wrong(fake, backend, mutate, error, words):
     for w in words:
         assert w in e.value.one_line()
     assert not fake.state.experiments
+
+
+def test_a_missing_group_is_created_at_submit_and_never_by_prepare(fake, backend):
+    """gantry 3.7.0 creates a missing --group (after a prompt); launchkit creates it without one."""
+    s = spec()
+    s["groups"] = ["new-sweep", "alice/other", "sweep"]
+    prepared = backend.prepare(Submission(name="g", spec=s))
+    assert prepared.spec["groups"][:2] == ["new-sweep", "alice/other"]  # a dry run creates nothing
+    assert {g.name for g in fake.state.groups.values()} == {"sweep"}
+    backend.submit(Submission(name="g", spec=s))
+    by_name = {g.name: g.id for g in fake.state.groups.values()}
+    assert set(by_name) == {"sweep", "new-sweep", "other"}
+    assert only_experiment(fake, "g").spec["groups"] == [
+        by_name["new-sweep"],
+        by_name["other"],
+        by_name["sweep"],
+    ]
+    backend.submit(Submission(name="g2", spec=s))  # the second time it exists: not created again
+    assert len(fake.state.groups) == 3
 
 
 def test_submit_workspace_checks(fake, backend):
@@ -428,8 +458,7 @@ def test_list_filters_on_the_server_and_costs_few_calls(fake, backend):
     assert len(rows) == 25 and all(r.launchkit for r in rows)
     assert rows[0].created >= rows[-1].created
     assert {r.author for r in rows} == {"alice", "bob"}
-    # org, workspace (list is scoped to the default workspace, as gantry's), workloads (1 page),
-    # GetUser per author
+    # org, workloads (1 page), GetUser per author
     assert fake.total_calls <= 7, dict(fake.calls)
     assert len(backend.list_runs(limit=100, include_all=True)) == 65
     mine = backend.list_runs(limit=100, author="alice")
@@ -441,6 +470,15 @@ def test_list_filters_on_the_server_and_costs_few_calls(fake, backend):
     assert [r.id for r in running] == [rows[0].id]
     with pytest.raises(UsageError):
         backend.list_runs(statuses=["bogus"])
+
+
+def test_list_without_a_configured_workspace_covers_the_org_as_gantry(fake, backend):
+    """gantry 3.7.0's `list`: [tool.gantry].workspace, else no workspace filter (not Beaker's default)."""
+    fake.state.add_workspace("ai2/elsewhere", budget="ai2/b")
+    fake.state.add_experiment("ai2/ws", "here", author="alice", description="[launchkit]")
+    fake.state.add_experiment("ai2/elsewhere", "there", author="alice", description="[launchkit]")
+    assert {r.name for r in backend.list_runs(limit=10)} == {"here", "there"}
+    assert {r.name for r in backend.list_runs(limit=10, workspace="ai2/ws")} == {"here"}
 
 
 # ---------------------------------------------------------------------------------------------- find-gpus

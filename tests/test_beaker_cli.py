@@ -62,7 +62,8 @@ def test_run_submits_once_with_url_and_no_secret_values(repo, fake_beaker):
     task = exp.spec["tasks"][0]
     assert task["constraints"]["cluster"] == ["ai2/jupiter"]  # canonical: short name
     env = {e["name"]: e for e in task["envVars"]}
-    assert env["GH"]["secret"] == "GITHUB_TOKEN" and env["WANDB_API_KEY"]["secret"] == "alice_WANDB_API_KEY"
+    assert env["GH"]["secret"] == "GITHUB_TOKEN"
+    assert "WANDB_API_KEY" not in env and "BEAKER_TOKEN" not in env  # no preset asked for them (issue 19)
     _no_secret_values(r.stdout, r.stderr, repr(exp.spec))
 
 

@@ -34,8 +34,10 @@ def sel(user=None, **given):
 def test_weka_clusters_by_name_alias_or_glob(cluster):
     s = sel(cluster=[cluster])
     assert s.applied == "ai2-weka"
-    assert s.env["HF_HUB_CACHE"] == "/weka/oe-adapt-default/allennlp/.cache/hub"
-    assert [(w.bucket, w.mount_path) for w in s.weka] == [
+    assert s.env == {} and not s.weka and not s.mounts  # cluster facts only: team parts are a preset
+    s = sel(cluster=[cluster], preset=["ai2-oe"])
+    assert s.preset.env["HF_HUB_CACHE"] == "/weka/oe-adapt-default/allennlp/.cache/hub"
+    assert [(w.bucket, w.mount_path) for w in s.preset.weka] == [
         ("oe-adapt-default", "/weka/oe-adapt-default"),
         ("oe-training-default", "/weka/oe-training-default"),
     ]
@@ -86,7 +88,9 @@ def test_mixed_families_carry_only_guarded_runtime_parts():
     assert s.candidates == ["ai2-weka", "gcp-tcpxo"]
     assert "profile ai2-weka\nmatch host jupiter*" in s.setup_program
     assert "match always" not in s.setup_program
-    assert any("env and mounts not applied" in x for x in s.skipped)
+    s = sel(cluster=["ai2/jupiter", "ai2/new-gcp"], replicas=2, preset=["ai2-oe"])
+    assert not s.preset.env and not s.preset.weka  # the job may land off Weka
+    assert "preset ai2-oe: ai2-weka parts not applied (profile ai2-weka not applied)" in s.skipped
 
 
 def test_unknown_cluster_next_to_a_weka_one_is_mixed():
@@ -149,20 +153,41 @@ def test_bad_user_profiles_are_usage_errors(table, msg):
 
 
 def test_replica_defaults_and_overrides():
-    assert replica_fields(req()) == {}
-    assert replica_fields(req(replicas=2)) == {
+    off = {"leader_selection": False, "host_networking": False}
+    assert replica_fields(req()) == off
+    assert replica_fields(req(replicas=2)) == off  # gantry 3.7.0: replicas alone turn nothing on
+    wired = {
         "leader_selection": True,
         "host_networking": True,
         "propagate_failure": True,
         "propagate_preemption": True,
         "synchronized_start_timeout": 300_000_000_000,
     }
+    assert replica_fields(req(replicas=2, gpus=8, torchrun=True)) == wired
+    assert replica_fields(req(replicas=2, ray=True)) == wired  # launchkit's launchers: the same wiring
     f = replica_fields(
-        req(replicas=2, host_networking=False, synchronized_start_timeout="1h", propagate_preemption=False)
+        req(replicas=2, torchrun=True, synchronized_start_timeout="1h", propagate_preemption=False)
     )
-    assert f["host_networking"] is False and f["propagate_preemption"] is False
+    assert f["host_networking"] is True and f["propagate_preemption"] is False
     assert f["synchronized_start_timeout"] == 3600 * 10**9
-    assert replica_fields(req(host_networking=True)) == {"host_networking": True}
+    assert replica_fields(req(host_networking=True)) == {"leader_selection": False, "host_networking": True}
+    # --replicas with --leader-selection: host networking follows; no propagation without a launcher
+    assert replica_fields(req(replicas=2, leader_selection=True)) == {
+        "leader_selection": True,
+        "host_networking": True,
+    }
+    # --torchrun --no-host-networking / --no-leader-selection: everything off, as gantry
+    for given in ({"host_networking": False}, {"leader_selection": False}):
+        assert replica_fields(req(replicas=2, gpus=8, torchrun=True, **given)) == off
+    # --no-propagate-failure keeps preemption propagation off too (gantry's rule)
+    f = replica_fields(req(replicas=2, torchrun=True, propagate_failure=False))
+    assert f["propagate_failure"] is False and "propagate_preemption" not in f
+
+
+def test_ray_and_accelerate_across_replicas_need_leader_selection():
+    with pytest.raises(UsageError, match="--ray with --replicas 2 and no leader selection"):
+        req(replicas=2, ray=True, host_networking=False)
+    req(replicas=2, gpus=8, torchrun=True, leader_selection=False)  # gantry's: accepted
 
 
 def test_launcher_env_port_and_resume():
@@ -191,7 +216,12 @@ def test_derive_port_is_stable_and_in_range():
 
 def test_user_env_and_mounts_win_over_the_profile():
     r = build_request(
-        {"cluster": ["ai2/jupiter"], "env": ["HF_HOME=/mine"], "weka": ["other:/weka/oe-adapt-default"]},
+        {
+            "cluster": ["ai2/jupiter"],
+            "preset": ["ai2-oe"],
+            "env": ["HF_HOME=/mine"],
+            "weka": ["other:/weka/oe-adapt-default"],
+        },
         ["x"],
     )
     extra = task_additions(r, "r")
@@ -214,16 +244,18 @@ def test_beaker_submit_keeps_profile_mounts():
     ]
 
 
-def test_weka_profile_shares_a_uv_cache_and_the_users_choice_wins():
-    s = sel(cluster=["ai2/jupiter"])
-    assert s.env["UV_CACHE_DIR"] == "/weka/oe-adapt-default/allennlp/.cache/uv"
-    assert s.env["UV_LINK_MODE"] == "copy"  # the venv is on another file system than Weka
-    assert "UV_CACHE_DIR" not in sel(interconnect="tcpxo").env
-    assert "UV_CACHE_DIR" not in sel(cluster=["ai2/jupiter", "ai2/new-gcp"]).env  # mixed: no spec env
-    env = dict(task_additions(req(cluster=["ai2/jupiter"]), "r").env)
+def test_ai2_oe_preset_shares_a_uv_cache_on_weka_and_the_users_choice_wins():
+    oe = ["ai2-oe"]
+    s = sel(cluster=["ai2/jupiter"], preset=oe)
+    assert s.preset.env["UV_CACHE_DIR"] == "/weka/oe-adapt-default/allennlp/.cache/uv"
+    assert s.preset.env["UV_LINK_MODE"] == "copy"  # the venv is on another file system than Weka
+    assert "UV_CACHE_DIR" not in sel(cluster=["ai2/jupiter"]).preset.env  # not asked for: no cache
+    assert "UV_CACHE_DIR" not in sel(interconnect="tcpxo", preset=oe).preset.env
+    assert "UV_CACHE_DIR" not in sel(cluster=["ai2/jupiter", "ai2/new-gcp"], preset=oe).preset.env
+    env = dict(task_additions(req(cluster=["ai2/jupiter"], preset=oe), "r").env)
     assert env["UV_CACHE_DIR"] == "/weka/oe-adapt-default/allennlp/.cache/uv"
     for given in ({"uv_cache_dir": "/mine"}, {"env": ["UV_CACHE_DIR=/mine"]}):
-        env = dict(task_additions(req(cluster=["ai2/jupiter"], **given), "r").env)
+        env = dict(task_additions(req(cluster=["ai2/jupiter"], preset=oe, **given), "r").env)
         assert "UV_CACHE_DIR" not in env and "UV_LINK_MODE" not in env  # uv picks the mode for theirs
 
 
@@ -236,7 +268,7 @@ def test_uv_cache_dir_flag_wins_in_the_spec():
         ({}, "/weka/oe-adapt-default/allennlp/.cache/uv"),
         ({"uv_cache_dir": "/weka/mine/uv"}, "/weka/mine/uv"),
     ):
-        spec = build_spec(req(cluster=["ai2/jupiter"], **given), git).to_json()
+        spec = build_spec(req(cluster=["ai2/jupiter"], preset=["ai2-oe"], **given), git).to_json()
         env = {e["name"]: e.get("value") for e in spec["tasks"][0]["envVars"]}
         assert env["UV_CACHE_DIR"] == expected
 

@@ -48,11 +48,12 @@ def test_profiles_explains_the_choice():
     r = run_cli("profiles", "ai2/jupiter", "--replicas", "2")
     assert r.code == 0, r.stderr
     assert "profile: ai2-weka" in r.stdout and "because cluster ai2/jupiter -> ai2-weka" in r.stdout
-    assert "mount weka oe-adapt-default -> /weka/oe-adapt-default" in r.stdout
+    assert "oe-adapt-default" not in r.stdout  # team buckets: --preset ai2-oe
     assert "multi-node GPU setup: export NCCL_IB_HCA=^=mlx5_bond_0" in r.stdout
-    mixed = run_cli("profiles", "ai2/jupiter", "ai2/new-gcp", "--replicas", "2")
+    assert "launchkit added: profile ai2-weka (NCCL InfiniBand setup for multi-node)" in r.stdout
+    mixed = run_cli("profiles", "ai2/jupiter", "ai2/new-gcp", "--replicas", "2", "--preset", "ai2-oe")
     assert "decided on each node among ai2-weka, gcp-tcpxo" in mixed.stdout
-    assert "left out: ai2-weka: env and mounts not applied" in mixed.stdout
+    assert "left out: preset ai2-oe: ai2-weka parts not applied" in mixed.stdout
 
 
 @pytest.mark.slow
@@ -150,8 +151,8 @@ def test_example_commands_dry_run(repo, argv):
 def test_profiles_shows_presets(repo):
     r = run_cli("profiles", "ai2/jupiter", "--preset", "vllm", cwd=repo.path)
     assert r.code == 0, r.stderr
-    assert "presets (vllm):" in r.stdout and "env RAY_CGRAPH_get_timeout=300" in r.stdout
+    assert "preset vllm:" in r.stdout and "  RAY_CGRAPH_get_timeout=300" in r.stdout
     r = run_cli("profiles", "--list", cwd=repo.path)
-    assert "preset vllm:" in r.stdout
+    assert "preset vllm:" in r.stdout and "with profile ai2-weka: weka oe-adapt-default:" in r.stdout
     r = run_cli("run", "--dry-run", "--preset", "nope", "--", "python", "t.py", cwd=repo.path)
     one_line_usage_error(r, "--preset 'nope': unknown preset")

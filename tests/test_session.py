@@ -45,7 +45,7 @@ def test_session_hands_runs_resources_to_the_beaker_cli(repo, fake_beaker, beake
         "session", "--workspace", WS, "--name", "dev", "--cluster", "jup*", "--gpus", "2", "--memory", "64GiB",
         "--env", "MODE=debug", "--env-secret", "GH=GITHUB_TOKEN", "--aws-credentials-secret", "HF_TOKEN",
         "--dataset-secret", "GITHUB_TOKEN:/etc/gh-token", "--weka", "oe-data:/data", "--upload", f"{data}:/code",
-        "--port", "8888", "--detach",
+        "--port", "8888", "--detach", "--preset", "ai2-oe",
         "--", "bash", "-l",
         cwd=repo.path, env=env, timeout=120,
     )  # fmt: skip
@@ -57,8 +57,8 @@ def test_session_hands_runs_resources_to_the_beaker_cli(repo, fake_beaker, beake
     assert _pairs(argv, "--cluster") == ["ai2/jupiter"]  # resolved like run
     envs, secrets, mounts = _pairs(argv, "--env"), _pairs(argv, "--secret-env"), _pairs(argv, "--mount")
     assert "MODE=debug" in envs
-    assert any(e.startswith("HF_HOME=/weka/") for e in envs), envs  # the cluster profile's env
-    assert "GH=GITHUB_TOKEN" in secrets and "WANDB_API_KEY=alice_WANDB_API_KEY" in secrets  # auto secrets
+    assert any(e.startswith("HF_HOME=/weka/") for e in envs), envs  # the ai2-oe preset's env
+    assert "GH=GITHUB_TOKEN" in secrets and "WANDB_API_KEY=alice_WANDB_API_KEY" in secrets  # its secrets
     assert "AWS_SHARED_CREDENTIALS_FILE=/launchkit-credentials/aws-credentials" in envs
     assert "src=secret,ref=HF_TOKEN,dst=/launchkit-credentials/aws-credentials" in mounts
     assert "src=secret,ref=GITHUB_TOKEN,dst=/etc/gh-token" in mounts

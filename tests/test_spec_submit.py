@@ -42,7 +42,8 @@ def _experiment(fake, name: str):
 def test_dry_run_prints_the_resolved_spec_that_run_submits(repo, fake_beaker, tmp_path):
     saved = tmp_path / "spec.yaml"
     secrets_before = {n: s.value for n, s in fake_beaker.state.find_workspace(WS).secrets.items()}
-    args = ("--name", "by-launchkit", *FILTERED, *COMMAND)  # the name is an input of the run id
+    # the name is an input of the run id; the preset asks for the well-known secrets the workspace has
+    args = ("--name", "by-launchkit", "--preset", "ai2-oe", *FILTERED, *COMMAND)
     dry = run_cli("run", "--dry-run", "--save-spec", str(saved), *args, cwd=repo.path, timeout=90)
     assert dry.code == 0, dry.stderr
     assert not fake_beaker.state.experiments  # read-only: nothing created...
@@ -89,13 +90,21 @@ def test_save_spec_on_a_real_run_is_what_was_submitted(repo, fake_beaker, tmp_pa
 
 
 def test_offline_dry_run_says_in_one_line_what_is_decided_at_submit(repo, fake_beaker):
-    r = run_cli("run", "--dry-run", "--offline", *FILTERED, *COMMAND, cwd=repo.path, timeout=60)
+    r = run_cli(
+        "run", "--dry-run", "--offline", "--preset", "ai2-oe", *FILTERED, *COMMAND, cwd=repo.path, timeout=60
+    )
     assert r.code == 0, r.stderr
     notes = [line for line in r.stderr.splitlines() if "decided at submit" in line]
     assert len(notes) == 1, r.stderr
     note = notes[0]
     assert note.startswith("offline spec (--offline): decided at submit: cluster constraint (")
-    for part in ("--gpu-type h100", "tag interconnect:ib", "tag storage:weka", "budget", "auto-secrets"):
+    for part in (
+        "--gpu-type h100",
+        "tag interconnect:ib",
+        "tag storage:weka",
+        "budget",
+        "which preset secrets",
+    ):
         assert part in note, note
     spec = yaml.safe_load(r.stdout)
     assert "[launchkit]" in spec["description"]  # the marker needs no Beaker

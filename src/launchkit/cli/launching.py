@@ -60,6 +60,17 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
                 + ", ".join(sorted(layer.values))
             )
         request = build_request({**given, "extra": extra}, command, config=config)
+        from launchkit.core.run_options import RUN_OPTIONS
+
+        for opt in RUN_OPTIONS:
+            if opt.deprecated and given.get(opt.name):
+                app.warn(f"{opt.flag} is a spelling gantry removed before 3.7: {opt.deprecated}")
+        limits = ("--start-timeout", "--inactive-timeout", "--inactive-soft-timeout")
+        if ignored := [o for o in limits if given.get(o[2:].replace("-", "_")) and not request.follow]:
+            app.warn(
+                f"{', '.join(ignored)} ha{'ve' if len(ignored) > 1 else 's'} no effect: run does not wait "
+                "for the job (add --follow, or --timeout N)"
+            )
         if request.preemptible is not None:
             app.warn(
                 "--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "
@@ -90,9 +101,12 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     request = check_python_files(app, request, git)
     with _no_pydantic_plugins():
         from launchkit.backends import Submission
+        from launchkit.core.multinode import added_line
         from launchkit.core.spec import upload_dataset_name
 
         spec = build_spec(request, git, user_profiles=config.get("profiles"))
+        if added := added_line(request, config.get("profiles")):
+            app.info(added)
         submission = Submission(
             name=request.name or f"launchkit-{git.commit[:8]}",
             spec=spec.to_json(),
@@ -117,7 +131,7 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
         if why_offline:
             from launchkit.core.spec import decided_at_submit
 
-            parts = decided_at_submit(request, git)
+            parts = decided_at_submit(request, git, submission.spec)
             app.info(
                 f"offline spec ({why_offline}): "
                 + ("decided at submit: " + "; ".join(parts) if parts else "complete")

@@ -22,7 +22,9 @@ def profiles(
     profile: str | None = typer.Option(None, "--profile", help="Force this profile."),
     no_profile: bool = typer.Option(False, "--no-profile", help="No profile at all."),
     skip_nccl_setup: bool = typer.Option(False, "--skip-nccl-setup", help="Leave out the NCCL setup."),
-    preset: list[str] | None = typer.Option(None, "--preset", help="Env preset to turn on (e.g. vllm)."),
+    preset: list[str] | None = typer.Option(
+        None, "--preset", help="Preset to turn on (repeatable), e.g. ai2-oe or vllm."
+    ),
     list_all: bool = typer.Option(False, "--list", "-l", help="List every known profile and its parts."),
     as_json: bool = typer.Option(
         False, "--json", help="JSON output: the profiles (with --list) or the selection."
@@ -30,8 +32,10 @@ def profiles(
 ) -> None:
     """Show what the cluster profile would add to a job on CLUSTER... and why."""
     from launchkit.config import load_config
+    from launchkit.core.multinode import added_line
     from launchkit.core.parse import build_request
-    from launchkit.core.profiles import PRESETS, load_profiles, resolve_profiles
+    from launchkit.core.presets import PRESETS
+    from launchkit.core.profiles import load_profiles, resolve_profiles
 
     config = load_config()  # defaults (clusters, profile, ...) and [tool.launchkit.profiles]
     table = config.get("profiles") or {}
@@ -64,6 +68,8 @@ def profiles(
                 "candidates": list(sel.candidates),
                 "reasons": list(sel.reasons),
                 "skipped": list(sel.skipped),
+                "presets": {n: p.model_dump(mode="json") for n, p in sel.preset_parts.items()},
+                "added": added_line(request, table),
             }
         typer.echo(json.dumps(data, indent=2))
         return
@@ -71,13 +77,16 @@ def profiles(
         for p in load_profiles(table).values():
             out += _describe_profile(p, user=p.name in table)
         for pr in PRESETS.values():
-            out += (
-                [f"preset {pr.name}: {pr.description}"] + [f"  env {k}={v}" for k, v in pr.env.items()] + [""]
-            )
+            out.append(f"preset {pr.name}: {pr.description}")
+            out += [f"  {item}" for item in pr.part_for(None).items()]
+            for name, part in pr.by_profile.items():
+                out += [f"  with profile {name}: {item}" for item in part.items()]
+            out.append("")
         typer.echo("\n".join(out))
         return
     selection = resolve_profiles(request, table)
     out += _describe_selection(selection, request)
+    out.append(added_line(request, table) or "launchkit added: nothing")
     typer.echo("\n".join(out))
 
 
@@ -129,10 +138,8 @@ def _describe_selection(sel: ProfileSelection, request: LaunchRequest) -> list[s
         lines += ["spec parts (in the Beaker spec):"] + (
             [ln for ln in spec_lines if not ln.startswith("  setup")] or ["  (none)"]
         )
-    if sel.presets:
-        lines += [f"presets ({', '.join(sel.presets)}):"] + [
-            f"  env {k}={v}" for k, v in sel.preset_env.items()
-        ]
+    for name, part in sel.preset_parts.items():
+        lines += [f"preset {name}:"] + ([f"  {item}" for item in part.items()] or ["  (nothing here)"])
     for name in sel.candidates:
         p = sel.profiles[name]
         if sel.forced or not p.detectable:

@@ -40,28 +40,44 @@ class TaskAdditions(BaseModel):
     env: list[tuple[str, str]] = []
     mounts: list[HostMount] = []
     weka: list[WekaMount] = []
+    secrets: dict[str, str] = {}  # presets' env name -> secret name, added at submit if it exists
     task_fields: dict[str, Any] = {}  # BeakerTaskSpec keyword arguments
     selection: ProfileSelection
 
 
 def replica_fields(request: LaunchRequest) -> dict[str, Any]:
-    """`--replicas N>1` turns on leader selection, host networking, failure/preemption propagation and
-    a synchronized start timeout, unless the user said otherwise. Single replica: only what was asked."""
+    """The replica settings as gantry 3.7.0 sets them (launch.py), a launcher standing for --torchrun:
+
+    - leader selection: on for replicas with a launcher, unless host networking is turned off;
+    - host networking: on for replicas with leader selection;
+    - failure/preemption propagation and a 5m synchronized start: on for replicas with a launcher and
+      leader selection.
+    So `--replicas N` alone turns none of them on. What the user says always wins."""
     multi = request.replicas > 1
-
-    def pick(value: Any, default: Any) -> Any:
-        return value if value is not None else (default if multi else None)
-
-    fields = {
-        "leader_selection": pick(request.leader_selection, True),
-        "host_networking": pick(request.host_networking, True),
-        "propagate_failure": pick(request.propagate_failure, True),
-        "propagate_preemption": pick(request.propagate_preemption, True),
-    }
-    timeout = pick(request.synchronized_start_timeout, DEFAULT_SYNC_START_TIMEOUT)
+    launcher = request.launcher is not Launcher.none
+    leader = request.leader_selection
+    if leader is None:
+        leader = multi and launcher and request.host_networking is not False
+    host = request.host_networking
+    if host is None:
+        host = multi and leader
+    fields: dict[str, Any] = {"leader_selection": leader, "host_networking": host}
+    failure, preemption, timeout = (
+        request.propagate_failure,
+        request.propagate_preemption,
+        request.synchronized_start_timeout,
+    )
+    if multi and launcher and leader:
+        failure = True if failure is None else failure
+        preemption = True if preemption is None and failure else preemption
+        timeout = DEFAULT_SYNC_START_TIMEOUT if timeout is None else timeout
+    if failure is not None:
+        fields["propagate_failure"] = failure
+    if preemption is not None:
+        fields["propagate_preemption"] = preemption
     if timeout is not None:
         fields["synchronized_start_timeout"] = to_nanoseconds(timeout)
-    return {k: v for k, v in fields.items() if v is not None}
+    return fields
 
 
 def launcher_env(request: LaunchRequest, run_id: str) -> list[tuple[str, str]]:
@@ -89,28 +105,71 @@ def task_additions(
         {m.mount_path for m in request.mounts}
         | {w.mount_path for w in request.weka}
         | {d.mount_path for d in request.datasets}
+        | {u.mount_path for u in request.uploads}
+        | {s.mount_path for s in request.secret_mounts}
     )
+    preset = selection.preset
+    # a preset's mount wins over the profile's at the same path; the user's own wins over both
+    mounts = {m.mount_path: m for m in [*selection.mounts, *preset.mounts]}
+    weka = {w.mount_path: w for w in [*selection.weka, *preset.weka] if w.mount_path not in mounts}
     return TaskAdditions(
         env=env,
-        mounts=[m for m in selection.mounts if m.mount_path not in taken],
-        weka=[w for w in selection.weka if w.mount_path not in taken],
+        mounts=[m for p, m in mounts.items() if p not in taken],
+        weka=[w for p, w in weka.items() if p not in taken],
+        secrets={n: s for n, s in preset.secrets.items() if n not in user_names},
         task_fields=replica_fields(request),
         selection=selection,
     )
 
 
+def added_line(request: LaunchRequest, user_profiles: dict[str, Any] | None = None) -> str | None:
+    """One line naming everything launchkit adds to the job beyond what the user typed: the cluster
+    profile (its env, mounts and runtime setup) and each preset's parts. None when nothing is added."""
+    extra = task_additions(request, "", user_profiles)
+    sel = extra.selection
+    names = {n for n, _ in extra.env}
+    paths = {m.mount_path for m in extra.mounts} | {w.mount_path for w in extra.weka}
+    parts = []
+    profile_items = [f"{k}={v}" for k, v in sel.env.items() if k in names and k not in sel.preset.env]
+    profile_items += [f"mount {m.host_path}:{m.mount_path}" for m in sel.mounts if m.mount_path in paths]
+    profile_items += [f"weka {w.bucket}:{w.mount_path}" for w in sel.weka if w.mount_path in paths]
+    runtime = sel.runtime_summary()
+    if sel.applied and (profile_items or runtime):
+        parts.append(
+            f"profile {sel.applied}"
+            + (f" ({runtime})" if runtime else "")
+            + (": " + ", ".join(profile_items) if profile_items else "")
+        )
+    elif runtime:
+        parts.append(f"profile chosen on the node among {', '.join(sel.candidates)} ({runtime})")
+    for name, part in sel.preset_parts.items():
+        kept = part.model_copy(
+            update={
+                "env": {k: v for k, v in part.env.items() if k in names and sel.preset.env[k] == v},
+                "mounts": [m for m in part.mounts if m.mount_path in paths],
+                "weka": [w for w in part.weka if w.mount_path in paths],
+                "secrets": {k: v for k, v in part.secrets.items() if k in extra.secrets},
+            }
+        )
+        parts.append(f"preset {name}" + (": " + ", ".join(kept.items()) if kept else " (nothing here)"))
+    return "launchkit added: " + "; ".join(parts) if parts else None
+
+
 def check_combinations(request: LaunchRequest) -> None:
     """Reject launcher/replica combinations that cannot work (one-line usage errors, exit 2).
 
-    Every launcher works with both exec methods: the entrypoint's bash method keeps the argv intact."""
+    Every launcher works with both exec methods: the entrypoint's bash method keeps the argv intact.
+    `--torchrun` across replicas without leader selection is gantry's: each replica runs its own
+    single-node torchrun. Ray and accelerate (launchkit's) need a head to join."""
     launcher = request.launcher
     if launcher is Launcher.none:
         return
-    if request.replicas > 1 and request.leader_selection is False:
+    leader = replica_fields(request)["leader_selection"]
+    if request.replicas > 1 and launcher is not Launcher.torchrun and not leader:
         role = (
             "workers cannot find the head" if launcher is Launcher.ray else "replicas cannot find the leader"
         )
         raise UsageError(
-            f"--{launcher.value} with --replicas {request.replicas} and --no-leader-selection: {role}",
-            hint="drop --no-leader-selection",
+            f"--{launcher.value} with --replicas {request.replicas} and no leader selection: {role}",
+            hint="drop --no-leader-selection/--no-host-networking",
         )

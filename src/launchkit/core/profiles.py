@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
+from launchkit.core.presets import PresetPart, apply_presets, check_env, mount_list
 from launchkit.core.redact import looks_secret_name, token_kind
 from launchkit.core.request import HostMount, LaunchRequest, WekaMount
 from launchkit.errors import UsageError
@@ -34,11 +34,13 @@ TCPXO_DIR = "/var/lib/tcpxo/lib64"  # runtime override: LAUNCHKIT_TCPXO_DIR
 IB_SYSFS = "/sys/class/infiniband"  # runtime override: LAUNCHKIT_IB_SYSFS
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _single_line(value: str, what: str) -> str:
@@ -81,22 +83,6 @@ class Step(_Model):
         return [f"source {self.source}"]
 
 
-def _mounts(value: Any, model: type) -> Any:
-    """Accept `"SRC:/DST"` strings (the CLI syntax) besides full tables."""
-    if not isinstance(value, list):
-        return value
-    out = []
-    for item in value:
-        if isinstance(item, str):
-            src, sep, dst = item.rpartition(":")
-            if not sep or not src or not dst.startswith("/"):
-                raise ValueError(f"mount {item!r} must look like SOURCE:/absolute/path")
-            key = "bucket" if model is WekaMount else "host_path"
-            item = {key: src, "mount_path": dst}
-        out.append(item)
-    return out
-
-
 class Profile(_Model):
     """A named cluster profile (built in, or from `[tool.launchkit.profiles.NAME]`)."""
 
@@ -115,7 +101,8 @@ class Profile(_Model):
     # runtime parts
     setup: list[Step] = []
     multi_node_setup: list[Step] = []
-    presets: list[str] = []  # env presets (PRESETS) this profile turns on
+    runtime_summary: str = ""  # the runtime parts in a few words (the `launchkit added:` line)
+    presets: list[str] = []  # presets (core/presets.py) this profile turns on: user tables only
     disabled: bool = False
 
     @field_validator("name")
@@ -128,25 +115,17 @@ class Profile(_Model):
     @field_validator("mounts", mode="before")
     @classmethod
     def _host_mounts(cls, v: Any) -> Any:
-        return _mounts(v, HostMount)
+        return mount_list(v, HostMount)
 
     @field_validator("weka", mode="before")
     @classmethod
     def _weka_mounts(cls, v: Any) -> Any:
-        return _mounts(v, WekaMount)
+        return mount_list(v, WekaMount)
 
     @field_validator("env")
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
-        for name, value in v.items():
-            if not _ENV_NAME.match(name):
-                raise ValueError(f"{name!r} is not a valid environment variable name")
-            if "$" in value:  # Beaker never expands env values: this would arrive literally
-                raise ValueError(
-                    f"env {name}={value!r}: values are not shell-expanded; "
-                    "use a setup step (prepend/source) to build it inside the job"
-                )
-        return v
+        return check_env(v)
 
     @field_validator("hostnames", "detect_paths", "clusters", "tags")
     @classmethod
@@ -165,31 +144,20 @@ class Profile(_Model):
         return bool(self.hostnames or self.detect_paths)
 
 
-# A uv cache on Weka, shared by every job and replica (docs/profiles.md "Shared uv cache"). Copy
-# mode: the venv is on the container's disk, another file system (no hard links across them), and
-# stays whole whatever happens to the cache afterwards. The user's own uv cache replaces both.
-SHARED_UV_CACHE = {ENV_UV_CACHE_DIR: "/weka/oe-adapt-default/allennlp/.cache/uv", ENV_UV_LINK_MODE: "copy"}
-
 _WEKA_CLUSTERS = ("jupiter", "titan", "ceres", "holmes", "saturn", "neptune", "triton", "rhea", "prometheus")
-_HF_WEKA = "/weka/oe-adapt-default/allennlp/.cache"
 
 BUILTIN_PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
         Profile(
             name="ai2-weka",
-            description="AI2 Weka clusters; InfiniBand NCCL settings for multi-node GPU jobs",
+            description="AI2 Weka clusters; InfiniBand NCCL settings for multi-node GPU jobs "
+            "(team caches and buckets: --preset ai2-oe)",
             clusters=[f"ai2/{c}*" for c in _WEKA_CLUSTERS],
             tags=["storage:weka", "interconnect:ib"],
             hostnames=[f"{c}*" for c in ("jupiter", "titan", "ceres", "holmes")],
             detect_paths=[IB_SYSFS],
-            env={
-                "HF_HOME": f"{_HF_WEKA}/huggingface",
-                "HF_DATASETS_CACHE": f"{_HF_WEKA}/huggingface",
-                "HF_HUB_CACHE": f"{_HF_WEKA}/hub",
-                **SHARED_UV_CACHE,
-            },
-            weka=["oe-adapt-default:/weka/oe-adapt-default", "oe-training-default:/weka/oe-training-default"],  # type: ignore[list-item]  # parsed by a before-validator
+            runtime_summary="NCCL InfiniBand setup for multi-node",
             multi_node_setup=[Step(export={"NCCL_SOCKET_IFNAME": "ib", "NCCL_IB_HCA": "^=mlx5_bond_0"})],
         ),
         # GPUDirect-TCPXO on GCP (A3 Mega). Keyed by the cluster tag and by the host's TCPXO directory,
@@ -200,6 +168,7 @@ BUILTIN_PROFILES: dict[str, Profile] = {
             description="GCP clusters with GPUDirect-TCPXO (tag interconnect:tcpxo); host NCCL profile",
             tags=["interconnect:tcpxo"],
             detect_paths=[TCPXO_DIR],
+            runtime_summary="GPUDirect-TCPXO NCCL setup for multi-node",
             multi_node_setup=[
                 Step(export={"NCCL_LIB_DIR": TCPXO_DIR}),
                 Step(prepend={"LD_LIBRARY_PATH": TCPXO_DIR}),
@@ -218,46 +187,6 @@ BUILTIN_PROFILES: dict[str, Profile] = {
         Profile(name="generic", description="Any other cluster: nothing cluster-specific"),
     )
 }
-
-
-class Preset(_Model):
-    """A named set of env vars for a kind of workload, turned on by `--preset NAME` or a profile."""
-
-    name: str
-    description: str = ""
-    env: dict[str, str]
-
-
-# open-instruct's mason.py DEFAULT_ENV_VARS (HEAD; VLLM_USE_V1 and VLLM_ATTENTION_BACKEND were dropped
-# upstream), for vLLM generation under Ray: see docs/multi-node.md.
-PRESETS: dict[str, Preset] = {
-    p.name: p
-    for p in (
-        Preset(
-            name="vllm",
-            description="vLLM/Ray jobs (open-instruct's mason.py defaults)",
-            env={
-                "RAY_CGRAPH_get_timeout": "300",
-                "VLLM_DISABLE_COMPILE_CACHE": "1",
-                "NCCL_DEBUG": "ERROR",
-                "VLLM_LOGGING_LEVEL": "WARNING",
-                "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
-            },
-        ),
-    )
-}
-
-
-def preset_env(names: list[str], where: str = "--preset") -> dict[str, str]:
-    """The env of the named presets, in order (a later one wins). Unknown names are usage errors."""
-    env: dict[str, str] = {}
-    for name in names:
-        if name not in PRESETS:
-            raise UsageError(
-                f"{where} {name!r}: unknown preset", hint="known presets: " + ", ".join(sorted(PRESETS))
-            )
-        env.update(PRESETS[name].env)
-    return env
 
 
 def load_profiles(user_profiles: dict[str, Any] | None) -> dict[str, Profile]:
@@ -296,13 +225,25 @@ class ProfileSelection(_Model):
     mounts: list[HostMount] = []
     weka: list[WekaMount] = []
     setup_program: str = ""  # value of LAUNCHKIT_PROFILE_SETUP
-    presets: list[str] = []  # --preset names, then the applied profile's
-    preset_env: dict[str, str] = {}
+    presets: list[str] = []  # the applied profile's presets, then --preset/config ones
+    preset_parts: dict[str, PresetPart] = {}  # preset name -> what it adds to this job
     profiles: dict[str, Profile] = Field(default_factory=dict, exclude=True)
+
+    @property
+    def preset(self) -> PresetPart:
+        """Everything the presets add, merged in order (a later preset wins)."""
+        out = PresetPart()
+        for part in self.preset_parts.values():
+            out = out.plus(part)
+        return out
+
+    @property
+    def preset_env(self) -> dict[str, str]:
+        return self.preset.env
 
     def spec_env(self) -> list[tuple[str, str]]:
         """Env vars for the spec: the applied profile's env, the presets' env, then the runtime contract."""
-        merged = {**self.env, **self.preset_env}
+        merged = {**self.env, **self.preset.env}
         out = list(merged.items())
         if self.applied:
             out.append((ENV_PROFILE, self.applied))
@@ -310,6 +251,13 @@ class ProfileSelection(_Model):
             out.append((ENV_PROFILES, " ".join(self.candidates)))
             out.append((ENV_PROFILE_SETUP, self.setup_program))
         return out
+
+    def runtime_summary(self) -> str:
+        """The runtime setup that rides along, in a few words ('' when none)."""
+        if not self.setup_program:
+            return ""
+        words = [self.profiles[n].runtime_summary or "in-container setup" for n in self.candidates]
+        return " or ".join(dict.fromkeys(words))
 
 
 def _cluster_matches(requested: str, pattern: str) -> bool:
@@ -357,20 +305,24 @@ def setup_program(profiles: list[Profile], *, forced: bool, multi_node: bool) ->
 
 def resolve_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | None = None) -> ProfileSelection:
     """Decide which profile parts a job gets, from the clusters/tags/hostnames it targets, plus the
-    env presets asked for (`--preset`) or turned on by the applied profile."""
+    presets asked for (`--preset`, config, a command) or turned on by the applied profile's table."""
     selection = _select_profiles(request, user_profiles)
-    own: list[str] = []
+    asked: list[tuple[str, str]] = []
     if selection.applied:
-        own = [n for n in selection.profiles[selection.applied].presets if n not in request.presets]
-    env = preset_env(own, where=f"profile {selection.applied}: preset")  # --preset wins over these
-    env.update(preset_env(list(request.presets)))
-    names = own + list(request.presets)
-    if not names:
+        where = f"profile {selection.applied}: preset"
+        asked = [
+            (n, where) for n in selection.profiles[selection.applied].presets if n not in request.presets
+        ]
+    asked += [(n, "--preset") for n in request.presets]  # --preset wins over the profile's
+    if not asked:
         return selection
+    applied = apply_presets(asked, selection.applied)
+    names = [n for n, _ in asked]
     return selection.model_copy(
         update={
             "presets": names,
-            "preset_env": env,
+            "preset_parts": applied.parts,
+            "skipped": [*selection.skipped, *applied.skipped],
             "reasons": [*selection.reasons, "presets: " + ", ".join(names)],
         }
     )

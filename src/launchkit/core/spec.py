@@ -53,6 +53,7 @@ from launchkit.core.contract import (
 )
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import ENV_RDZV_PORT, derive_port, task_additions
+from launchkit.core.presets import ENV_PRESET_SECRETS
 from launchkit.core.profiles import job_tags
 from launchkit.core.request import Launcher, LaunchRequest, PythonManager
 from launchkit.core.tasks import expand_tasks
@@ -98,8 +99,8 @@ def with_marker(description: str | None) -> str:
     return text if DESCRIPTION_MARKER in text else f"{text} {DESCRIPTION_MARKER}".strip()
 
 
-def decided_at_submit(request: LaunchRequest, git: GitState) -> list[str]:
-    """What the Beaker backend settles when it submits, which an offline spec cannot show."""
+def decided_at_submit(request: LaunchRequest, git: GitState, spec: dict[str, Any] | None = None) -> list[str]:
+    """What the Beaker backend settles when it submits, which an offline spec (JSON: `spec`) cannot show."""
     parts = []
     filters = [f"--cluster {c}" for c in request.clusters] + [f"--gpu-type {g}" for g in request.gpu_types]
     filters += [f"tag {t}" for t in cluster_tags(request)]
@@ -109,8 +110,9 @@ def decided_at_submit(request: LaunchRequest, git: GitState) -> list[str]:
         parts.append(f"Beaker image id of {request.beaker_image}")
     if not request.budget:
         parts.append("budget (the workspace's)")
-    if request.auto_secrets:
-        parts.append("auto-secrets")
+    envs = [e for t in (spec or {}).get("tasks", []) for e in t.get("envVars") or []]
+    if request.auto_secrets and any(e.get("name") == ENV_PRESET_SECRETS for e in envs):
+        parts.append("which preset secrets the workspace has")
     if git.github_repo and not request.git_token_secret:
         parts.append(f"GITHUB_TOKEN secret for {git.github_repo}")
     if request.groups:
@@ -157,8 +159,9 @@ class TaskParts:
 
 
 def _python_env(request: LaunchRequest, parts: TaskParts) -> None:
-    if request.no_python:
+    if request.no_python:  # --install still runs (gantry 3.0+), in place of the Python setup
         parts.set_env(ENV_NO_PYTHON, "1")
+        parts.set_env(ENV_INSTALL_CMD, request.install)
         return
     if request.system_python:
         parts.set_env(ENV_SYSTEM_PYTHON, "1")
@@ -336,6 +339,8 @@ def apply_profiles_and_multinode(
     extra = task_additions(request, rid, user_profiles)
     for name, value in extra.env:
         parts.set_env(name, value)
+    if extra.secrets:
+        parts.set_env(ENV_PRESET_SECRETS, ",".join(f"{n}={s}" for n, s in extra.secrets.items()))
     mounts = [
         t.BeakerDataMount(source=t.BeakerDataSource(host_path=m.host_path), mount_path=m.mount_path)
         for m in extra.mounts

@@ -15,19 +15,9 @@ from beaker import exceptions as bx
 
 from launchkit.backends.beaker.client import Connection
 from launchkit.core.contract import DESCRIPTION_MARKER, ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
+from launchkit.core.presets import ENV_PRESET_SECRETS
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
-# Added automatically when the workspace has them (`<user>_NAME` preferred over `NAME`).
-WELL_KNOWN_SECRETS = (
-    "HF_TOKEN",
-    "WANDB_API_KEY",
-    "BEAKER_TOKEN",
-    "OPENAI_API_KEY",
-    "AZURE_API_KEY",
-    "AZURE_API_BASE",
-    "ANTHROPIC_API_KEY",
-    "SLACK_WEBHOOK_URL",
-)
 MARKER = DESCRIPTION_MARKER  # in the description of every experiment launchkit creates (list recognises it)
 # Cluster filters the spec carries as env vars, applied here when resolving clusters.
 ENV_GPU_TYPES, ENV_TAGS = ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
@@ -230,7 +220,7 @@ def resolve(
             task["constraints"] = constraints
             out.notes.append("clusters: " + ", ".join(constraints["cluster"]))
 
-    # Secrets: every referenced one must exist; well-known ones are added when present.
+    # Secrets: every referenced one must exist; the presets' ones are added when present.
     available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
     # Beaker resolves a spec's secret names case-insensitively (fact sheet 2; gRPC GetSecret does not)
     folded = {n.lower() for n in available}
@@ -241,25 +231,26 @@ def resolve(
             hint=f"create {'them' if len(missing) > 1 else 'it'} with `launchkit secret set NAME --workspace "
             f"{ws_label}` (reads the value from stdin)",
         )
-    if auto_secrets:
+    wanted = [p.partition("=") for p in spec_env_list(spec, ENV_PRESET_SECRETS)]
+    if auto_secrets and wanted:
         user = conn.me().name
         added = []
         for task in spec.get("tasks", []):
             env = task.setdefault("envVars", [])
             have = {e.get("name") for e in env}
-            for name in WELL_KNOWN_SECRETS:
+            for name, _, secret in wanted:
                 if name in have:
                     continue
-                source = next((s for s in (f"{user}_{name}", name) if s in available), None)
+                source = next((s for s in (f"{user}_{secret}", secret) if s in available), None)
                 if source:
                     env.append({"name": name, "secret": source})
                     added.append(name if source == name else f"{name} (from {source})")
         if added:
             out.notes.append("secrets added: " + ", ".join(dict.fromkeys(added)))
 
-    # Groups: names (or ids) -> ids.
+    # Groups: names (or ids) -> ids; a missing one of yours is created at submit (as gantry, no prompt)
     if spec.get("groups"):
-        spec["groups"] = [_group_id(conn, ws, g) for g in spec["groups"]]
+        spec["groups"] = [_group_id(conn, ws, g, out.notes) for g in spec["groups"]]
 
     description = spec.get("description") or ""
     if MARKER not in description:
@@ -267,15 +258,37 @@ def resolve(
     return out
 
 
-def _group_id(conn: Connection, ws: Any, ref: str) -> str:
+def _find_group(conn: Connection, ws: Any, ref: str) -> Any | None:
     name = ref.split("/", 1)[-1]
     for g in conn.beaker.group.list(workspace=ws, name_or_description=name):
         if ref in (g.id, g.name, g.full_name):
-            return g.id
+            return g
     try:
-        return conn.beaker.group.get(ref).id
+        return conn.beaker.group.get(ref)
     except (bx.BeakerGroupNotFound, ValueError):
+        return None
+
+
+def _group_id(conn: Connection, ws: Any, ref: str, notes: list[str]) -> str:
+    """The group's id; a group that does not exist stays a name, to be created at submit
+    (`create_groups`). Another user's `owner/NAME` that does not exist is an error, as in gantry."""
+    g = _find_group(conn, ws, ref)
+    if g is not None:
+        return str(g.id)
+    if "/" in ref and not ref.startswith(f"{conn.me().name}/"):
         raise NotFoundError(
-            f"group {ref!r} not found in workspace {ws.name}",
-            hint="create it in the Beaker UI or drop --group",
-        ) from None
+            f"group {ref!r} not found in workspace {ws.name}", hint="check the name, or give one of yours"
+        )
+    notes.append(f"group {ref.split('/', 1)[-1]!r} does not exist: it will be created at submit")
+    return ref
+
+
+def create_groups(conn: Connection, ws: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """At submit: create the groups `resolve` left as names (in the job's workspace), ids in the spec."""
+    ids = []
+    for ref in spec.get("groups") or []:
+        g = _find_group(conn, ws, ref)
+        if g is None:
+            g = conn.beaker.group.create(ref.split("/", 1)[-1], workspace=ws)
+        ids.append(str(g.id))
+    return {**spec, "groups": ids} if ids else spec
