@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
-from launchkit.core.redact import looks_secret_name, token_kind
+from launchkit.core.redact import secret_value_kind
 from launchkit.core.request import HostMount, LaunchRequest, WekaMount
 from launchkit.errors import UsageError
 
@@ -47,6 +47,13 @@ def _single_line(value: str, what: str) -> str:
     return value
 
 
+def _refuse_secret(name: str, value: str) -> None:
+    """Profiles are written into the spec: a value that is itself a secret is refused (never quoted)."""
+    kind = secret_value_kind(value, name)
+    if kind:
+        raise ValueError(f"{name!r}: its value looks like {kind}: pass it with --env-secret {name}")
+
+
 class Step(_Model):
     """One in-container setup step. Exactly one of the fields is set; steps run in order."""
 
@@ -63,8 +70,7 @@ class Step(_Model):
             for name, value in (table or {}).items():
                 if not _ENV_NAME.match(name):
                     raise ValueError(f"{name!r} is not a valid environment variable name")
-                if looks_secret_name(name) or token_kind(value):  # profiles are written into the spec
-                    raise ValueError(f"{name!r} looks like a secret: pass it with --env-secret {name}")
+                _refuse_secret(name, value)
                 _single_line(value, name)
         if self.source is not None:
             _single_line(self.source, "source")
@@ -141,6 +147,7 @@ class Profile(_Model):
         for name, value in v.items():
             if not _ENV_NAME.match(name):
                 raise ValueError(f"{name!r} is not a valid environment variable name")
+            _refuse_secret(name, value)
             if "$" in value:  # Beaker never expands env values: this would arrive literally
                 raise ValueError(
                     f"env {name}={value!r}: values are not shell-expanded; "
