@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Bytecode shared between jobs (docs/runtime.md "Bytecode cache"): functions only.
 #
 # Every job starts with a fresh venv without .pyc files, so Python compiles everything the command
@@ -54,7 +55,7 @@ lk_private_tree() {
 # lk_bytecode_cache LOG: after the install, use this package set's tree (PYTHONPYCACHEPREFIX) when
 # it is complete, or start filling it (or leave everything as it is: see docs/runtime.md).
 lk_bytecode_cache() {
-    local log=$1 sp key dir base mine
+    local log=$1 sp key dir base mine f
     [[ ${LAUNCHKIT_BYTECODE_CACHE:-1} != 0 && -n ${UV_CACHE_DIR:-} ]] || return 0
     # the user's own choice; a local run (its venv path is new every run: nothing to share)
     [[ -z ${PYTHONPYCACHEPREFIX:-}${PYTHONDONTWRITEBYTECODE:-}${LAUNCHKIT_LOCAL_RUN:-} ]] || return 0
@@ -65,24 +66,25 @@ lk_bytecode_cache() {
     key=$({
         printf 'launchkit-bytecode-v1\n%s\n' "$LK_VENV"
         grep -m1 '^version_info' "$LK_VENV/pyvenv.cfg" || true
-        ls "$sp" | grep '\.dist-info$' || true
+        for f in "$sp"/*.dist-info; do [[ -e $f ]] && printf '%s\n' "${f##*/}"; done
     } | sha256sum)
     # launchkit-bytecode-v1 is shared (sticky, like /tmp: nobody moves another user's tree); under it,
     # this user's private tree, made 0700 before anything goes in
     base="$UV_CACHE_DIR/launchkit-bytecode-v1"
     mine="$base/u$EUID"
-    [[ -d $base ]] || { mkdir -p "$base" && chmod 1777 "$base"; } 2>/dev/null || return 0
+    [[ -d $base ]] || { mkdir -p -- "$base" && chmod 1777 -- "$base"; } 2>/dev/null || return 0
     [[ -e $mine || -L $mine ]] || (umask 077 && mkdir "$mine") 2>/dev/null || return 0
     if ! lk_private_tree "$mine"; then
         echo "[launchkit] bytecode cache: $mine is not this user's private directory (owner $EUID, mode 0700); not used" >>"$log"
         return 0
     fi
     dir="$mine/${key:0:32}"
-    mkdir -p "$dir" 2>/dev/null && touch "$dir" 2>/dev/null || return 0 # touched: in use (pruning below)
+    mkdir -p -- "$dir" 2>/dev/null && touch -- "$dir" 2>/dev/null || return 0 # touched: in use (pruning below)
     if [[ -e $dir/.seeded ]]; then
         PYTHONPYCACHEPREFIX=$dir "$LK_VENV/bin/python" -S -c "$LK_SEED_BYTECODE" "$LAUNCHKIT_RUNTIME_DIR" \
             >>"$log" 2>&1 || return 0
         export PYTHONPYCACHEPREFIX=$dir
+        # shellcheck disable=SC2034 # read by entrypoint.sh (the parts are one script)
         LK_BYTECODE=1
         echo "[launchkit] bytecode cache: $dir" >>"$log"
     else

@@ -1,4 +1,7 @@
 # Shared helpers for the launchkit entrypoint: functions and constants only (nothing runs at source time).
+# shellcheck shell=bash
+# The parts are joined into one script (runtime/__init__.py): names set here are read by the others.
+# shellcheck disable=SC2034
 
 # Exit codes of the setup steps (docs/runtime.md). The user command's own code is the job's code.
 LK_EXIT_INPUTS=100
@@ -93,9 +96,9 @@ lk_retry() {
         rc=0
         lk_run_logged "$attempt" "$@" || rc=$?
         cat "$attempt" >>"$log"
-        if ((rc == 0)); then rm -f "$attempt"; return 0; fi
-        if [[ -n ${LK_RETRY_STOP:-} ]] && "$LK_RETRY_STOP" "$attempt"; then rm -f "$attempt"; return 2; fi
-        rm -f "$attempt"
+        if ((rc == 0)); then rm -f -- "$attempt"; return 0; fi
+        if [[ -n ${LK_RETRY_STOP:-} ]] && "$LK_RETRY_STOP" "$attempt"; then rm -f -- "$attempt"; return 2; fi
+        rm -f -- "$attempt"
         if ((n >= tries)); then return 1; fi
         printf '[launchkit] attempt %d/%d failed (exit %d); retrying in %ss\n' "$n" "$tries" "$rc" "$delay" >>"$log"
         sleep "$delay"
@@ -175,12 +178,12 @@ lk_auth_failed() { grep -qiE "authentication failed|could not read (username|pas
 lk_secret_file() { # lk_secret_file VALUE_VAR FILE_NAME EXPORT_VAR HOME_PATH
     local var=$1 file="$LAUNCHKIT_RUNTIME_DIR/credentials/$2" export_var=$3 home_path=$4
     [[ -n ${!var:-} ]] || return 0
-    mkdir -p "$LAUNCHKIT_RUNTIME_DIR/credentials"
+    mkdir -p -- "$LAUNCHKIT_RUNTIME_DIR/credentials"
     (umask 077 && printf '%s\n' "${!var}" >"$file")
     export "$export_var=$file"
     unset "$var"
     if [[ -n ${BEAKER_JOB_KIND:-} && -n ${HOME:-} && ! -e $HOME/$home_path ]]; then
-        mkdir -p "$(dirname "$HOME/$home_path")" && ln -s "$file" "$HOME/$home_path" || true
+        { mkdir -p -- "$(dirname -- "$HOME/$home_path")" && ln -s -- "$file" "$HOME/$home_path"; } || true
     fi
 }
 lk_write_credentials() {
