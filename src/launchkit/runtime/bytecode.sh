@@ -66,7 +66,7 @@ lk_bytecode_cache() {
     key=$({
         printf 'launchkit-bytecode-v1\n%s\n' "$LK_VENV"
         grep -m1 '^version_info' "$LK_VENV/pyvenv.cfg" || true
-        for f in "$sp"/*.dist-info; do [[ -e $f ]] && printf '%s\n' "${f##*/}"; done
+        for f in "$sp"/*.dist-info; do if [[ -e $f ]]; then printf '%s\n' "${f##*/}"; fi; done
     } | sha256sum)
     # launchkit-bytecode-v1 is shared (sticky, like /tmp: nobody moves another user's tree); under it,
     # this user's private tree, made 0700 before anything goes in
