@@ -237,7 +237,7 @@ def wait_seeded(cache: Path, timeout: float = 300) -> None:
     """A first job seeds its bytecode tree in the background after its command started; on a real
     cluster that job runs for hours, so later jobs find the tree complete: wait for it here too."""
     deadline = time.monotonic() + timeout
-    for tree in (cache / "launchkit-bytecode-v1").glob("*/"):
+    for tree in (cache / "launchkit-bytecode-v1").glob("*/*/"):  # u<uid>/KEY
         while not (tree / ".seeded").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
 

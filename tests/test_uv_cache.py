@@ -264,7 +264,7 @@ BYTECODE_SH = Path(launchkit.runtime.__file__).with_name("bytecode.sh")
 
 
 def bytecode_tree(cache: Path) -> Path:
-    trees = list((cache / "launchkit-bytecode-v1").iterdir())
+    trees = list((cache / "launchkit-bytecode-v1" / f"u{os.geteuid()}").iterdir())  # this user's own
     assert len(trees) == 1, trees
     return trees[0]
 

@@ -8,6 +8,10 @@ import typer
 
 from launchkit.cli.context import get_app
 
+# Extra arguments and unknown options reach the command (ctx.args), which refuses them without
+# quoting them: Click's own usage error would print them, and they may be the secret's value.
+_EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
 
 def _read_value(name: str) -> str:
     if sys.stdin is None:
@@ -46,17 +50,40 @@ def _usage(msg: str) -> Exception:
     )
 
 
+def _check_name(name: str, extra: list[str] | None) -> None:
+    """NAME is valid and no value came with it; no message quotes what may be the value."""
+    from launchkit.core.parse import SECRET
+    from launchkit.errors import UsageError
+
+    key, sep, _ = name.partition("=")
+    if sep or extra:  # `secret set NAME VALUE` or `NAME=VALUE`: never echoed, never stored
+        shown = key if SECRET.fullmatch(key) else "NAME"
+        raise UsageError(
+            f"secret set {shown}: {len(extra or []) or 1} word(s) after the name, not shown (a value on the "
+            "command line ends up in your shell history), nothing was stored",
+            hint=f"pipe it in (`launchkit secret set {shown} < file`) or type it at the hidden prompt",
+        )
+    from launchkit.core.redact import secret_value_kind
+
+    if secret_value_kind(name):  # `secret set hf_...`: the value given as the name
+        raise UsageError(
+            "secret set: the name looks like a secret value itself (not shown), nothing was stored",
+            hint="give the name, the value on stdin: `launchkit secret set HF_TOKEN < file`",
+        )
+    bad = next((i for i, c in enumerate(name) if not SECRET.fullmatch(c)), None)
+    if not name or bad is not None:  # the same rule as `run --env-secret NAME=SECRET`
+        where = f"character {bad + 1} of {len(name)}" if bad is not None else "it is empty"
+        raise UsageError(f"invalid secret name ({where})", hint="use letters, digits, _ . - only")
+
+
 def set_secret(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="Secret name, e.g. HF_TOKEN or <user>_HF_TOKEN."),
     workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
 ) -> None:
     """Set secret NAME from stdin or a hidden prompt (never from the command line)."""
-    from launchkit.core.parse import SECRET
-    from launchkit.errors import UsageError
-
-    if not SECRET.fullmatch(name):  # the same rule as `run --env-secret NAME=SECRET`
-        raise UsageError(f"invalid secret name {name!r}", hint="letters, digits, _ . - only")
+    # extra words (a value?) are collected, not echoed by the parser; so are words after `--`
+    _check_name(name, [*ctx.args, *(get_app(ctx).user_command or [])])
     value = _read_value(name)
     from launchkit.backends.beaker.backend import BeakerBackend
     from launchkit.backends.beaker.backend import set_secret as store_secret
@@ -96,7 +123,7 @@ def set_gh_token(
     from launchkit.config import load_config
     from launchkit.errors import UsageError
 
-    if token is not None:
+    if token is not None or ctx.args or get_app(ctx).user_command:
         raise UsageError(
             "a token on the command line ends up in your shell history",
             hint="pipe it in: `gh auth token | launchkit config set-gh-token`",
@@ -108,13 +135,13 @@ def set_gh_token(
 def config_group() -> typer.Typer:
     """`launchkit config`: gantry's command group (hidden from help; `secret` is launchkit's)."""
     group = typer.Typer(help="gantry's `config` commands.", no_args_is_help=True)
-    group.command("set-gh-token")(set_gh_token)
+    group.command("set-gh-token", context_settings=_EXTRA_ARGS)(set_gh_token)
     return group
 
 
 def secret_group() -> typer.Typer:
     """`launchkit secret ...`, a sub-app with its own commands."""
     group = typer.Typer(help="Beaker workspace secrets (values are never printed).", no_args_is_help=True)
-    group.command("set")(set_secret)
+    group.command("set", context_settings=_EXTRA_ARGS)(set_secret)
     group.command("list")(list_secrets)
     return group

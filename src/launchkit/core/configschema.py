@@ -29,6 +29,7 @@ KEYS: dict[str, str] = {
     "docker_image": "str",
     "env": "dict",
     "env_secrets": "dict",
+    "env_not_secret": "list",
     "auto_secrets": "bool",
     "git_token_secret": "str",
     "results": "str",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from launchkit.core.multinode import check_combinations
-from launchkit.core.redact import looks_secret_name, token_kind
+from launchkit.core.redact import secret_value_kind
 from launchkit.core.request import (
     BackendName,
     DatasetMount,
@@ -205,8 +205,31 @@ def _split_target(flag_: str, item: str, what: str) -> tuple[str, str, MountMode
     return source, target, mode
 
 
+def _refuse_secret_value(where: str, name: str, value: str, not_secret: set[str]) -> None:
+    """--env values go into the spec: one that is itself a secret is refused (named, never quoted)."""
+    kind = None if name in not_secret else secret_value_kind(value, name)
+    if kind:
+        raise _fail(
+            where,
+            name,
+            f"its value looks like {kind}, and --env values are written into the spec",
+            f"store it with `launchkit secret set {name}` and pass --env-secret {name} "
+            f"(not a secret? --env-not-secret {name})",
+        )
+
+
+def _env_not_secret(opts: _Options) -> tuple[set[str], str]:
+    value, where = opts.get("env_not_secret")
+    names = [str(v) for v in (value or [])]
+    for n in names:
+        if not ENV_NAME.fullmatch(n):
+            raise _fail(where, n, "is not a valid variable name", "use --env-not-secret NAME (a --env name)")
+    return set(names), where
+
+
 def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
     out: dict[str, EnvVar] = {}
+    not_secret, not_secret_where = _env_not_secret(opts)
     value, where = opts.get("env")
     if isinstance(value, dict):  # from config: {NAME: VALUE}
         items = [(str(k), str(v), True) for k, v in value.items()]
@@ -251,16 +274,12 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
             raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if name in out:
             raise _fail(where, name, "is given twice", "pass each variable once")
-        kind = token_kind(val)
-        if looks_secret_name(name) or kind:  # the message names the variable, never its value
-            raise _fail(
-                where,
-                name,
-                (f"its value looks like a {kind}" if kind else "looks like a secret")
-                + ", and --env values are written into the spec",
-                f"store it with `launchkit secret set {name}` and pass --env-secret {name}",
-            )
+        _refuse_secret_value(where, name, val, not_secret)
         out[name] = EnvVar(name=name, value=val)
+    unused = sorted(not_secret - set(out))
+    if unused:
+        n = unused[0]
+        raise _fail(not_secret_where, n, "is not set with --env", f"pass --env {n}=VALUE, or drop it")
     return list(out.values())
 
 

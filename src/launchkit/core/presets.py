@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
+from launchkit.core.redact import secret_value_kind
 from launchkit.core.request import HostMount, WekaMount
 from launchkit.errors import UsageError
 
@@ -50,10 +51,18 @@ def mount_list(value: Any, model: type) -> Any:
     return out
 
 
+def refuse_secret(name: str, value: str) -> None:
+    """Profiles and presets are written into the spec: a value that is itself a secret is refused."""
+    kind = secret_value_kind(value, name)
+    if kind:
+        raise ValueError(f"{name!r}: its value looks like {kind}: pass it with --env-secret {name}")
+
+
 def check_env(env: dict[str, str]) -> dict[str, str]:
     for name, value in env.items():
         if not ENV_NAME.match(name):
             raise ValueError(f"{name!r} is not a valid environment variable name")
+        refuse_secret(name, value)
         if "$" in value:  # Beaker never expands env values: this would arrive literally
             raise ValueError(
                 f"env {name}={value!r}: values are not shell-expanded; "

@@ -20,8 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from launchkit.core.presets import PresetPart, apply_presets, check_env, mount_list
-from launchkit.core.redact import looks_secret_name, token_kind
+from launchkit.core.presets import PresetPart, apply_presets, check_env, mount_list, refuse_secret
 from launchkit.core.request import HostMount, LaunchRequest, WekaMount
 from launchkit.errors import UsageError
 
@@ -65,8 +64,7 @@ class Step(_Model):
             for name, value in (table or {}).items():
                 if not _ENV_NAME.match(name):
                     raise ValueError(f"{name!r} is not a valid environment variable name")
-                if looks_secret_name(name) or token_kind(value):  # profiles are written into the spec
-                    raise ValueError(f"{name!r} looks like a secret: pass it with --env-secret {name}")
+                refuse_secret(name, value)
                 _single_line(value, name)
         if self.source is not None:
             _single_line(self.source, "source")

@@ -3,13 +3,18 @@
 
 - `looks_secret_name`: environment variable names whose values must go through `--env-secret`.
 - `token_kind`: a value shaped like a known service token (by its documented prefix).
+- `secret_value_kind`: why a value is itself a secret (token, credentials in a URL, JWT, PEM private
+  key, a long random string; for a secret-looking name, any word that is not a path, number or URL).
 - `redact_url` / `redact_text`: URL user-info and credential query parameters replaced by `***`.
 - `url_host_only`: a URL that is itself a credential (a Slack webhook) shown as scheme and host.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
+from itertools import pairwise
 
 # Parts of a name that mark a secret anywhere in it (`*TOKEN*`, `*SECRET*`, `*PASSW*`, ...) or at its
 # end (`*KEY`, `*PAT`, `*_PWD`). Whole-name matches: AZURE_API_BASE carries a key in its URL.
@@ -39,6 +44,15 @@ _CREDENTIAL_PARAM = re.compile(
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]]+")
 MASK = "***"
 
+_JWT = re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
+# PEM blocks that hold a secret (certificates and public keys are public: not refused)
+_PEM = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*(?:PRIVATE KEY|PRIVATE KEY BLOCK|PGP MESSAGE))-----")
+# Runs of base64/base64url characters; a random one is long, mixes cases and digits (letter case
+# switching often, few separators), unlike model names, paths, ULIDs, git SHAs and run names.
+_RUN = re.compile(r"[A-Za-z0-9+/_=-]{24,}")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_BOOL = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null"})
+
 
 def looks_secret_name(name: str) -> bool:
     """A variable name whose value must never land in a spec (it goes through --env-secret)."""
@@ -55,12 +69,92 @@ def token_kind(value: str) -> str | None:
     return next((kind for kind, pattern in _TOKENS if pattern.search(value)), None)
 
 
+def _entropy(s: str) -> float:
+    return -sum(n / len(s) * math.log2(n / len(s)) for n in Counter(s).values())
+
+
+def _random_run(value: str) -> bool:
+    """A long base64-ish run that looks random (tuned on real names and ids: tests/test_creds_values.py)."""
+    for run in _RUN.findall(value):
+        t = run.rstrip("=")
+        if len(t) < 24 or not (re.search("[a-z]", t) and re.search("[A-Z]", t) and re.search("[0-9]", t)):
+            continue
+        seps = sum(c in "+/_-" for c in t)
+        pairs = [(a, b) for a, b in pairwise(t) if a.isalpha() and b.isalpha()]
+        case_switches = sum(a.isupper() != b.isupper() for a, b in pairs) / max(1, len(pairs))
+        if seps <= max(2, len(t) * 0.1) and case_switches >= 0.25 and _entropy(t) >= 3.8:
+            return True
+    return False
+
+
+def url_credential(value: str) -> str | None:
+    """What credential a URL in `value` carries (user-info, or a secret query/fragment parameter)."""
+    if "://" not in value:
+        return None
+    from urllib.parse import parse_qsl, urlsplit
+
+    for m in _URL.finditer(value):
+        try:
+            parts = urlsplit(m.group(0))
+            user, password = parts.username, parts.password
+        except ValueError:
+            continue
+        if password:
+            return "a URL with a password"
+        if user and parts.scheme.lower() in ("http", "https"):
+            return "a URL with a user name (a token, on http)"
+        for section in (parts.query, parts.fragment):
+            for k, v in parse_qsl(section, keep_blank_values=True):
+                if _CREDENTIAL_PARAM.search(k) and v and v.lower() not in _BOOL and not _NUMBER.fullmatch(v):
+                    return f"a URL with a credential parameter ({k}=)"
+    return None
+
+
+def _plain(value: str) -> bool:
+    """A value that is not a secret whatever the name: a path, number, boolean or URL (checked apart)."""
+    v = value.strip()
+    return (
+        not v
+        or v.lower() in _BOOL
+        or bool(_NUMBER.fullmatch(v))
+        or v.startswith(("/", "~", "./", "../", "$"))
+        or "://" in v
+        or bool(re.fullmatch(r"[\w.-]+(?:/[\w.-]+)*\.(?:json|ya?ml|toml|txt|cfg|ini|env|pem|key|crt)", v))
+    )
+
+
+def secret_value_kind(value: str, name: str = "") -> str | None:
+    """Why `value` (of the variable `name`) is itself a secret, else None. The answer never quotes it.
+
+    Any name: a known token prefix, credentials in a URL, a JWT, a PEM private key, a long random
+    run. A secret-looking `name` (`*_TOKEN`, `*_KEY`, `*PASSWORD*`, ...) also refuses any other single
+    word (a W&B key is hex, like a git SHA; passwords are short) but accepts what a secret never is:
+    a path, number, boolean or credential-free URL.
+    """
+    kind = token_kind(value)
+    if kind:
+        return f"a {kind}"
+    kind = url_credential(value)
+    if kind:
+        return kind
+    if _JWT.search(value):
+        return "a JWT"
+    m = _PEM.search(value)
+    if m:
+        return f"a PEM block ({m.group(1)})"
+    if _random_run(value):
+        return "a long random string (a key or token)"
+    if name and looks_secret_name(name) and not _plain(value) and not re.search(r"\s", value.strip()):
+        return f"a password or key (not a path, number or URL), and {name} is named like a secret"
+    return None
+
+
 def redact_url(url: str, mask: str | None = MASK) -> str:
     """`url` with its password, an http(s) user name (often a token) and credential query values
     replaced by `mask`; with `mask=None` they are removed. Anything that is not a URL is unchanged."""
     if "://" not in url:
         return url
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+    from urllib.parse import urlsplit, urlunsplit
 
     try:
         parts = urlsplit(url)
@@ -78,18 +172,27 @@ def redact_url(url: str, mask: str | None = MASK) -> str:
             netloc = f"{user}:{mask}@{host}"
         else:
             netloc = f"{mask}@{host}"
-    query = parts.query
-    if query and _CREDENTIAL_PARAM.search(query):
-        pairs = parse_qsl(query, keep_blank_values=True)
-        kept = [
-            (k, v if not _CREDENTIAL_PARAM.search(k) else mask)
-            for k, v in pairs
-            if mask is not None or not _CREDENTIAL_PARAM.search(k)
-        ]
-        query = urlencode(kept, safe="*/:")
-    if netloc == parts.netloc and query == parts.query:
+    query = _mask_params(parts.query, mask)
+    fragment = parts.fragment  # `#access_token=` (OAuth's implicit flow)
+    fragment = _mask_params(fragment, mask) if "=" in fragment else fragment
+    if netloc == parts.netloc and query == parts.query and fragment == parts.fragment:
         return url
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    return urlunsplit(parts._replace(netloc=netloc, query=query, fragment=fragment))
+
+
+def _mask_params(section: str, mask: str | None) -> str:
+    """A query (or fragment) with credential parameters' values masked, or removed (`mask=None`)."""
+    if not section or not _CREDENTIAL_PARAM.search(section):
+        return section
+    from urllib.parse import parse_qsl, urlencode
+
+    pairs = parse_qsl(section, keep_blank_values=True)
+    kept = [
+        (k, v if not _CREDENTIAL_PARAM.search(k) else mask)
+        for k, v in pairs
+        if mask is not None or not _CREDENTIAL_PARAM.search(k)
+    ]
+    return urlencode(kept, safe="*/:")
 
 
 def redact_text(text: str) -> str:

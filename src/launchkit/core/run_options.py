@@ -331,6 +331,15 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         help="Set a variable from a Beaker secret (by name only).",
     ),
     Opt(
+        "env_not_secret",
+        LIST,
+        ("--env-not-secret",),
+        P_INPUTS,
+        metavar="NAME",
+        key="env_not_secret",
+        help="Keep --env NAME's value although it looks like a secret (a false positive; repeatable).",
+    ),
+    Opt(
         "no_auto_secrets",
         FLAG,
         ("--no-auto-secrets",),

@@ -1,6 +1,8 @@
+# shellcheck shell=bash
 # Main flow of the launchkit entrypoint: clone the exact commit, set up Python, exec the command.
 # Inputs: LAUNCHKIT_* environment variables (see docs/runtime.md) and the user's argv as "$@".
 set -euo pipefail
+# shellcheck disable=SC2034 # read by lk_timing_line (lib.sh; the parts are one script)
 LK_T0=$(lk_now_ms)
 
 # ---- 1. inputs: report everything that is missing at once
@@ -47,9 +49,9 @@ LK_CONDA=''
 [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && ${LAUNCHKIT_PYTHON_MANAGER:-uv} == conda ]] && LK_CONDA=1
 export RESULTS_DIR LAUNCHKIT_RUNTIME_DIR PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-1}
 export PATH="$PATH:$LK_TOOLS/bin"
-mkdir -p "$RESULTS_DIR" "$LK_LOG_DIR" "$LAUNCHKIT_RUNTIME_DIR" "$LK_TOOLS/bin" ||
+mkdir -p -- "$RESULTS_DIR" "$LK_LOG_DIR" "$LAUNCHKIT_RUNTIME_DIR" "$LK_TOOLS/bin" ||
     lk_die "$LK_EXIT_INPUTS" "cannot create RESULTS_DIR=$RESULTS_DIR or LAUNCHKIT_RUNTIME_DIR=$LAUNCHKIT_RUNTIME_DIR"
-cd "$LAUNCHKIT_RUNTIME_DIR"
+cd -- "$LAUNCHKIT_RUNTIME_DIR"
 lk_write_credentials
 
 # Setup failures: the EXIT trap names the failed step, shows its log and exits with its code.
@@ -81,6 +83,7 @@ lk_ensure_uv() {
     command -v uv >/dev/null 2>&1 && return 0
     local py
     py=$(command -v python3 || command -v python || true)
+    # shellcheck disable=SC2153 # LK_PREP_LOG is set by lk_log_file (printf -v) before this runs
     if [[ -n $py ]] && lk_retry 3 "$LK_PREP_LOG.uv" "$py" -m pip install -q --disable-pip-version-check \
         --target "$LK_TOOLS/uv-pkg" uv && [[ -x $LK_TOOLS/uv-pkg/bin/uv ]]; then
         ln -sf "$LK_TOOLS/uv-pkg/bin/uv" "$LK_TOOLS/bin/uv"
@@ -95,7 +98,7 @@ lk_ensure_uv() {
     return 1
 }
 lk_prepare_python() { # background: exit code says which step failed
-    cd "$LK_TOOLS" # not the runtime dir: the clone may add a .python-version meanwhile
+    cd -- "$LK_TOOLS" # not the runtime dir: the clone may add a .python-version meanwhile
     lk_ensure_uv || exit "$LK_EXIT_UV"
     [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]] && return 0
     if [[ -n ${LAUNCHKIT_UV_VENV:-} ]]; then
@@ -103,13 +106,13 @@ lk_prepare_python() { # background: exit code says which step failed
         echo "LAUNCHKIT_UV_VENV=$LK_VENV is not a virtual environment (no pyvenv.cfg or bin/python)"
         exit "$LK_EXIT_VENV"
     fi
-    uv venv -q --allow-existing ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"} "$LK_VENV" ||
+    uv venv -q --allow-existing ${LAUNCHKIT_PYTHON_VERSION:+"--python=$LAUNCHKIT_PYTHON_VERSION"} -- "$LK_VENV" ||
         exit "$LK_EXIT_VENV"
 }
 if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA ]]; then
     # A shared uv cache (--uv-cache-dir, or the cluster profile's) that is not there is not worth
     # failing the job for: uv's default cache works, only slower.
-    if [[ -n ${UV_CACHE_DIR:-} ]] && ! { mkdir -p "$UV_CACHE_DIR" && [[ -w $UV_CACHE_DIR ]]; } 2>/dev/null; then
+    if [[ -n ${UV_CACHE_DIR:-} ]] && ! { mkdir -p -- "$UV_CACHE_DIR" && [[ -w $UV_CACHE_DIR ]]; } 2>/dev/null; then
         lk_log "warning: UV_CACHE_DIR=$UV_CACHE_DIR is not a writable directory; using uv's default cache"
         unset UV_CACHE_DIR
     fi
@@ -132,7 +135,7 @@ lk_clone() {
     remote=$(lk_https_remote "$LAUNCHKIT_GIT_REMOTE")
     lk_run_logged "$log" lk_git init -q .
     lk_git remote remove origin >/dev/null 2>&1 || true
-    lk_run_logged "$log" lk_git remote add origin "$remote"
+    lk_run_logged "$log" lk_git remote add -- origin "$remote"
     LK_RETRY_STOP=lk_clone_permanent lk_retry "${LAUNCHKIT_GIT_RETRIES:-5}" "$log" \
         lk_git fetch -q --no-tags --depth 1 origin "$sha" || rc=$?
     if ((rc == 2)) && lk_auth_failed "$log"; then
@@ -162,7 +165,7 @@ lk_clone() {
 }
 lk_clone_permanent() { lk_auth_failed "$1" || lk_fetch_refused "$1"; }
 t=$(lk_now_ms)
-cd "$LAUNCHKIT_RUNTIME_DIR" # (a pre-setup hook may have changed directory)
+cd -- "$LAUNCHKIT_RUNTIME_DIR" # (a pre-setup hook may have changed directory)
 lk_clone
 lk_timed clone "$t"
 
@@ -219,12 +222,12 @@ lk_store_project() { # lk_store_project FILE: keep the editable install of the p
     ((${#files[@]})) || return 0
     mapfile -t files < <(realpath -m -s --relative-to="$LK_VENV" -- "${files[@]}")
     for f in "${files[@]}"; do [[ $f == ../* ]] && return 0; done
-    mkdir -p "${1%/*}" 2>/dev/null || return 0
+    mkdir -p -- "${1%/*}" 2>/dev/null || return 0
     tmp=$(mktemp "$1.XXXXXX" 2>/dev/null) || return 0  # unique even among nodes sharing the cache
     if tar -cf "$tmp" -C "$LK_VENV" -- "${files[@]}" 2>/dev/null && chmod 644 "$tmp" && mv -f "$tmp" "$1"; then
         echo "[launchkit] project: stored its build as ${1##*/}"
     else
-        rm -f "$tmp"
+        rm -f -- "$tmp"
     fi
 }
 # A project to install: setup.py/setup.cfg, or a pyproject.toml with a [project] or [build-system]
@@ -254,14 +257,14 @@ lk_conda_env() {
         fi
         [[ -d $prefix ]] || lk_die "$LK_EXIT_VENV" "conda environment ${LAUNCHKIT_CONDA_ENV} not found (no $prefix)"
         if [[ -n ${LAUNCHKIT_CONDA_FILE:-} ]]; then
-            lk_run_logged "$log" conda env update -p "$prefix" -f "$LAUNCHKIT_CONDA_FILE"
+            lk_run_logged "$log" conda env update "--prefix=$prefix" "--file=$LAUNCHKIT_CONDA_FILE"
         fi
     else
         prefix="$LAUNCHKIT_RUNTIME_DIR/.conda-env"
         if [[ -n ${LAUNCHKIT_CONDA_FILE:-} ]]; then
-            lk_run_logged "$log" conda env create -p "$prefix" -f "$LAUNCHKIT_CONDA_FILE"
+            lk_run_logged "$log" conda env create "--prefix=$prefix" "--file=$LAUNCHKIT_CONDA_FILE"
         else
-            lk_run_logged "$log" conda create -y -p "$prefix" "python${LAUNCHKIT_PYTHON_VERSION:+=$LAUNCHKIT_PYTHON_VERSION}" pip
+            lk_run_logged "$log" conda create -y "--prefix=$prefix" "python${LAUNCHKIT_PYTHON_VERSION:+=$LAUNCHKIT_PYTHON_VERSION}" pip
         fi
     fi
     local activate=''
@@ -306,7 +309,10 @@ lk_install() {
         extras=(--all-extras)
     else
         local e
-        for e in ${LAUNCHKIT_UV_EXTRAS:-}; do extras+=(--extra "$e"); done
+        local -a names=()
+        # space-separated names, split without glob expansion; `--extra=NAME`: a leading dash stays a value
+        IFS=' ' read -r -a names <<<"${LAUNCHKIT_UV_EXTRAS:-}"
+        for e in "${names[@]}"; do extras+=("--extra=$e"); done
         extras_spec=${LAUNCHKIT_UV_EXTRAS:-}
         extras_spec=${extras_spec// /,}
     fi
@@ -324,7 +330,7 @@ lk_install() {
         else
             # Everything is pinned, so try the cache alone first: no index round-trips (build
             # requirements would otherwise be re-validated online); anything missing -> online.
-            local -a sync=(uv sync --frozen "${extras[@]}" ${LAUNCHKIT_PYTHON_VERSION:+--python "$LAUNCHKIT_PYTHON_VERSION"})
+            local -a sync=(uv sync --frozen "${extras[@]}" ${LAUNCHKIT_PYTHON_VERSION:+"--python=$LAUNCHKIT_PYTHON_VERSION"})
             [[ -n ${LAUNCHKIT_UV_VENV:-} ]] && sync+=(--inexact) # keep what the image's venv already has
             local cache key='' stored=''
             cache=$(uv cache dir 2>/dev/null || true)
@@ -432,7 +438,7 @@ lk_step "launcher setup" "$LK_EXIT_EXEC"
 lk_wrap_command "$@"
 LK_STEP=''
 trap - EXIT TERM INT
-cd "$LAUNCHKIT_RUNTIME_DIR"
+cd -- "$LAUNCHKIT_RUNTIME_DIR"
 lk_timing_line
 if [[ $LAUNCHKIT_EXEC_METHOD == exec ]]; then
     exec "${LK_CMD[@]}"

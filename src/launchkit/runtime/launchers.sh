@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Multi-node launchers (torchrun, accelerate, ray). See docs/multi-node.md.
 # Contract: lk_wrap_command "$@" fills the global array LK_CMD with the final argv to exec.
 # Inputs: LAUNCHKIT_LAUNCHER (torchrun|accelerate|ray; empty: run the command as is),
@@ -193,6 +194,7 @@ lk__wrap_ray() {
 
 lk__ray_reachable() { # lk__ray_reachable IP PORT: is something listening there?
     if command -v timeout >/dev/null 2>&1; then
+        # shellcheck disable=SC2016 # $0 and $1 are the inner bash's arguments, expanded there
         timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
     else
         bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null

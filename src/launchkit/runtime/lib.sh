@@ -1,4 +1,7 @@
 # Shared helpers for the launchkit entrypoint: functions and constants only (nothing runs at source time).
+# shellcheck shell=bash
+# The parts are joined into one script (runtime/__init__.py): names set here are read by the others.
+# shellcheck disable=SC2034
 
 # Exit codes of the setup steps (docs/runtime.md). The user command's own code is the job's code.
 LK_EXIT_INPUTS=100
@@ -93,9 +96,9 @@ lk_retry() {
         rc=0
         lk_run_logged "$attempt" "$@" || rc=$?
         cat "$attempt" >>"$log"
-        if ((rc == 0)); then rm -f "$attempt"; return 0; fi
-        if [[ -n ${LK_RETRY_STOP:-} ]] && "$LK_RETRY_STOP" "$attempt"; then rm -f "$attempt"; return 2; fi
-        rm -f "$attempt"
+        if ((rc == 0)); then rm -f -- "$attempt"; return 0; fi
+        if [[ -n ${LK_RETRY_STOP:-} ]] && "$LK_RETRY_STOP" "$attempt"; then rm -f -- "$attempt"; return 2; fi
+        rm -f -- "$attempt"
         if ((n >= tries)); then return 1; fi
         printf '[launchkit] attempt %d/%d failed (exit %d); retrying in %ss\n' "$n" "$tries" "$rc" "$delay" >>"$log"
         sleep "$delay"
@@ -119,19 +122,35 @@ lk_run_hook() {
 # Remote URL with any userinfo stripped, for messages.
 lk_redact_url() { printf '%s\n' "$1" | sed -E 's#(://)[^/@]*@#\1#'; }
 
-# git with a credential helper that reads the token from the environment at call time,
-# so the token is never in argv, in logs or on disk.
+# git with credential helpers that read the token from the environment at call time, so the token is
+# never in argv, in logs or on disk. Each helper is scoped to one https origin (git matches scheme, host
+# and port exactly): GITHUB_TOKEN to https://github.com, LAUNCHKIT_GIT_TOKEN to the job's own remote.
+# A submodule or redirect on another host, or anything over plain http, is never offered a token.
 lk_git() {
+    local origin
     local -a cfg=(-c advice.detachedHead=false -c init.defaultBranch=main)
     if [[ -n ${GITHUB_TOKEN:-} ]]; then
-        # shellcheck disable=SC2016
+        # shellcheck disable=SC2016 # expanded by the helper's shell when git calls it, not here
         cfg+=(-c 'credential.https://github.com.helper=' -c 'credential.https://github.com.helper=!f() { echo username=x-access-token; echo "password=$GITHUB_TOKEN"; }; f')
     fi
     if [[ -n ${LAUNCHKIT_GIT_TOKEN:-} ]]; then
-        # shellcheck disable=SC2016
-        cfg+=(-c 'credential.helper=' -c 'credential.helper=!f() { echo "username=${LAUNCHKIT_GIT_USERNAME:-x-access-token}"; echo "password=$LAUNCHKIT_GIT_TOKEN"; }; f')
+        cfg+=(-c credential.helper=) # no helper of the image answers for any host meanwhile
+        origin=$(lk_token_origin)
+        if [[ -n $origin ]]; then
+            # shellcheck disable=SC2016 # expanded by the helper's shell when git calls it, not here
+            cfg+=(-c "credential.$origin.helper=" -c "credential.$origin.helper="'!f() { echo "username=${LAUNCHKIT_GIT_USERNAME:-x-access-token}"; echo "password=$LAUNCHKIT_GIT_TOKEN"; }; f')
+        fi
     fi
     GIT_TERMINAL_PROMPT=0 git "${cfg[@]}" "$@"
+}
+
+# The https origin (https://host[:port], host lower-cased) of the job's remote, or nothing when the
+# remote is not https (a token is never sent over http, nor to a local path).
+lk_token_origin() {
+    local url
+    url=$(lk_https_remote "${LAUNCHKIT_GIT_REMOTE:-}")
+    [[ $url =~ ^[Hh][Tt][Tt][Pp][Ss]://([^/@?#]*@)?([A-Za-z0-9.:_-]+)([/?#]|$) ]] || return 0
+    printf 'https://%s\n' "${BASH_REMATCH[2],,}"
 }
 
 # SSH-style remotes become https when a token is given (jobs have no SSH keys).
@@ -159,12 +178,12 @@ lk_auth_failed() { grep -qiE "authentication failed|could not read (username|pas
 lk_secret_file() { # lk_secret_file VALUE_VAR FILE_NAME EXPORT_VAR HOME_PATH
     local var=$1 file="$LAUNCHKIT_RUNTIME_DIR/credentials/$2" export_var=$3 home_path=$4
     [[ -n ${!var:-} ]] || return 0
-    mkdir -p "$LAUNCHKIT_RUNTIME_DIR/credentials"
+    mkdir -p -- "$LAUNCHKIT_RUNTIME_DIR/credentials"
     (umask 077 && printf '%s\n' "${!var}" >"$file")
     export "$export_var=$file"
     unset "$var"
     if [[ -n ${BEAKER_JOB_KIND:-} && -n ${HOME:-} && ! -e $HOME/$home_path ]]; then
-        mkdir -p "$(dirname "$HOME/$home_path")" && ln -s "$file" "$HOME/$home_path" || true
+        { mkdir -p -- "$(dirname -- "$HOME/$home_path")" && ln -s -- "$file" "$HOME/$home_path"; } || true
     fi
 }
 lk_write_credentials() {

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Cluster setup: the cluster profile's in-container steps (NCCL InfiniBand / TCPXO, ...).
 # Contract: lk_cluster_setup is called once, after the clone and before the Python setup,
 # in the entrypoint's shell (so exports reach the user command). See docs/profiles.md.
@@ -18,7 +19,9 @@ lk__node_matches() { # lk__node_matches KIND ARG: does this node match a profile
     local host=${BEAKER_NODE_HOSTNAME:-${HOSTNAME:-}} path
     case $1 in
         always) return 0 ;;
-        host) [[ ${host,,} == ${2,,} ]] ;;  # glob match
+        host)
+            # shellcheck disable=SC2053 # the profile's hostname rule is a glob on purpose
+            [[ ${host,,} == ${2,,} ]] ;;
         path)
             path=$(lk__host_paths "$2")
             [[ -e $path ]] || return 1
