@@ -164,3 +164,105 @@ def test_same_meaning_as_mason(line_id, mason_fake, repo, monkeypatch):
         for key in w:
             assert g[key] == w[key], (i, key)
     assert got == want
+
+
+# --------------------------------------------------------------------------- refused and external lines
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line_id", REFUSED)
+def test_lines_mason_refuses(line_id, mason_fake, repo, monkeypatch):
+    """mason refuses an option it no longer has (launchkit too, naming it), and a multi-node job outside
+    its InfiniBand clusters answered `n` at its prompt (launchkit warns and launches: "aliases")."""
+    line = LINES[line_id]
+    r = _launch(line, repo, monkeypatch)
+    head, _ = mr.split_argv(line.argv)
+    unknown = next((w for w in head if w.startswith("--") and w in ("--gs_model_name", "--resumable")), None)
+    if unknown:
+        assert r.code == 2 and f"'{unknown}' is not a mason option" in r.stderr
+        assert not mason_fake.state.experiments
+    else:
+        assert RESULTS[line_id]["prompted"] and line.stdin.strip() == "n"
+        assert r.code == 0 and "mason wants InfiniBand clusters" in r.stderr
+
+
+def test_without_credentials_it_prints_what_mason_prints_for_external_users(tmp_path, monkeypatch):
+    for k in ("BEAKER_TOKEN", "BEAKER_CONFIG", "WANDB_ENTITY", "WANDB_PROJECT", "WANDB_TAGS"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    checked = 0
+    for line in LINES.values():
+        ext = RESULTS[line.id]["external"]
+        r = run_main("mason", *line.argv, cwd=tmp_path)
+        if ext["exit_code"] != 0:
+            assert r.code == 2, line.id
+            continue
+        assert r.code == 0, (line.id, r.stderr)
+        assert "nothing launched" in r.stderr
+        want = [mr.split_command(c)["command"] for c in ext["commands"]]  # "setup", "inline_env"
+        assert r.stdout.splitlines() == want, line.id
+        checked += 1
+    assert checked >= 30
+
+
+# --------------------------------------------------------------------------- issue 20's "done when"
+
+DONE_WHEN = ("--cluster", "ai2/jupiter", "--budget", "ai2/oe-adapt", "--gpus", "8")
+DONE_CMD = ("--", "python", "open_instruct/finetune.py", "--output_dir", "/output/x")
+
+
+def test_done_when_offline_dry_run(repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("BEAKER_TOKEN", raising=False)
+    monkeypatch.delenv("BEAKER_CONFIG", raising=False)
+    import yaml
+
+    r = run_main("mason", *DONE_WHEN, "--dry-run", *DONE_CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    task = yaml.safe_load(r.stdout)["tasks"][0]
+    env = {e["name"]: e.get("value") for e in task["envVars"]}
+    assert task["result"]["path"] == "/output" and env["RESULTS_DIR"] == "/output"
+    assert env["CHECKPOINT_OUTPUT_DIR"].startswith(f"{WEKA_DIR}/deletable_checkpoint_states/")
+    assert "offline: assuming Beaker user" in r.stderr and "offline spec (no Beaker credentials)" in r.stderr
+    assert f"--output_dir {WEKA_DIR}/deletable_checkpoint/" in task["arguments"][0]
+
+
+@pytest.mark.slow
+def test_done_when_submits_to_the_fake(make_fake_beaker, repo):
+    fake = make_fake_beaker(user="alice")
+    fake.state.add_budget("ai2/oe-adapt")
+    fake.state.add_user("ai2")
+    fake.state.add_image(mr.MASON_DEFAULT_IMAGE)
+    r = run_main("mason", *DONE_WHEN, *DONE_CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    (experiment,) = fake.state.experiments.values()
+    task = experiment.spec["tasks"][0]
+    env = {e["name"]: e for e in task["envVars"]}
+    assert task["result"]["path"] == "/output"
+    assert env["CHECKPOINT_OUTPUT_DIR"]["value"].startswith(f"{WEKA_DIR}/deletable_checkpoint_states/")
+    assert f"--output_dir {WEKA_DIR}/deletable_checkpoint/alice/" in task["arguments"][0]
+    assert env["WANDB_API_KEY"]["secret"] == "alice_WANDB_API_KEY"  # <user>_NAME first
+    assert "mason would `cd " in r.stderr and "dataset cache skipped" in r.stderr
+
+
+@pytest.mark.slow
+def test_dataset_cache_runs_locally_first_and_stops_the_launch_when_it_fails(make_fake_beaker, repo):
+    fake = make_fake_beaker(user="alice")
+    fake.state.add_budget("ai2/oe-adapt")
+    fake.state.add_user("ai2")
+    fake.state.add_image(mr.MASON_DEFAULT_IMAGE)
+    script = "import sys, pathlib\npathlib.Path('argv.txt').write_text(' '.join(sys.argv[1:]))\n"
+    repo.commit({"open_instruct/finetune.py": script, ".gitignore": "argv.txt\n"})
+    args = (*DONE_WHEN, "--", "python", "open_instruct/finetune.py", "--with_tracking", "--lr", "1")
+    r = run_main("mason", *args, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    ran = (repo.path / "argv.txt").read_text()
+    assert ran == "--lr 1 --hf_entity allenai --wandb_entity ai2-llm --cache_dataset_only"
+    assert len(fake.state.experiments) == 1
+    (repo.path / "argv.txt").unlink()
+    assert run_main("mason", "--no_auto_dataset_cache", *args, cwd=repo.path).code == 0
+    assert not (repo.path / "argv.txt").exists()
+    repo.commit({"open_instruct/finetune.py": "raise SystemExit(7)\n"})
+    r = run_main("mason", *args, cwd=repo.path)
+    assert r.code == 3 and "the dataset cache command exited with 7" in r.stderr
+    assert len(fake.state.experiments) == 2

@@ -270,12 +270,8 @@ class Launch:
 def render_command(command: list[str], args: MasonArgs, launch: Launch) -> str:
     """mason's `make_internal_command`, minus what launchkit does otherwise: no `cd <launching dir>`
     (the job runs in the clone of the pushed commit) and W&B variables as task env, not inline."""
-    command = [f"'{w}'" if "</" in w else w for w in command]
+    command = _with_entities(command)
     if is_training(command):
-        if not any("hf_entity" in w for w in command):
-            command += ["--hf_entity", "allenai"]
-        if not any("wandb_entity" in w for w in command):
-            command += ["--wandb_entity", "ai2-llm"]
         command = _checkpoint_state_dir(command, args, launch)
         command = _output_dir(command, args, launch)
     command = [f"'{w}'" if "{" in w else w for w in command]
@@ -297,6 +293,18 @@ def render_command(command: list[str], args: MasonArgs, launch: Launch) -> str:
             joined,
         )
     return joined
+
+
+def _with_entities(command: list[str]) -> list[str]:
+    """mason's first steps: `</` words single-quoted; `--hf_entity allenai` / `--wandb_entity ai2-llm`
+    appended to open-instruct training commands that mention neither."""
+    command = [f"'{w}'" if "</" in w else w for w in command]
+    if is_training(command):
+        if not any("hf_entity" in w for w in command):
+            command += ["--hf_entity", "allenai"]
+        if not any("wandb_entity" in w for w in command):
+            command += ["--wandb_entity", "ai2-llm"]
+    return command
 
 
 def checkpoint_state_dir(args: MasonArgs, launch: Launch) -> str:
@@ -344,7 +352,7 @@ def cache_commands(commands: list[list[str]], args: MasonArgs) -> list[list[str]
     if args.no_auto_dataset_cache:
         return []
     out = []
-    for command in commands:
+    for command in map(_with_entities, commands):
         if not is_training(command):
             continue
         for script in OPEN_INSTRUCT_COMMANDS:
