@@ -26,7 +26,6 @@ CASES: list[tuple[str, list[str], str]] = [
     ("size-zero", ["run", "--memory", "0", *CMD], "'0'"),
     ("size-negative", ["run", "--memory", "-1GiB", *CMD], "'-1GiB'"),
     ("size-word", ["run", "--shared-memory", "lots", *CMD], "'lots'"),
-    ("gpus-zero", ["run", "--gpus", "0", *CMD], "--gpus 0"),
     ("gpus-negative", ["run", "--gpus", "-1", *CMD], "--gpus -1"),
     ("gpus-not-int", ["run", "--gpus", "two", *CMD], "'two'"),
     ("replicas-zero", ["run", "--replicas", "0", *CMD], "--replicas 0"),

@@ -155,7 +155,7 @@ def test_submit_no_auto_secrets_and_gpu_type_filter(fake, backend):
         ),
         (lambda s: s["tasks"][0].update(image={"beaker": "alice/missing"}), NotFoundError, ["alice/missing"]),
         (lambda s: s.update(budget="ai2/nobudget"), NotFoundError, ["ai2/nobudget"]),
-        (lambda s: s.update(groups=["nogroup"]), NotFoundError, ["nogroup"]),
+        (lambda s: s.update(groups=["bob/nogroup"]), NotFoundError, ["bob/nogroup"]),  # not alice's
         (
             lambda s: s["tasks"][0]["envVars"].append(
                 {"name": "LAUNCHKIT_CONSTRAINT_TAGS", "value": "storage:weka"}
@@ -173,6 +173,25 @@ def test_submit_says_what_is_wrong(fake, backend, mutate, error, words):
     for w in words:
         assert w in e.value.one_line()
     assert not fake.state.experiments
+
+
+def test_a_missing_group_is_created_at_submit_and_never_by_prepare(fake, backend):
+    """gantry 3.7.0 creates a missing --group (after a prompt); launchkit creates it without one."""
+    s = spec()
+    s["groups"] = ["new-sweep", "alice/other", "sweep"]
+    prepared = backend.prepare(Submission(name="g", spec=s))
+    assert prepared.spec["groups"][:2] == ["new-sweep", "alice/other"]  # a dry run creates nothing
+    assert {g.name for g in fake.state.groups.values()} == {"sweep"}
+    backend.submit(Submission(name="g", spec=s))
+    by_name = {g.name: g.id for g in fake.state.groups.values()}
+    assert set(by_name) == {"sweep", "new-sweep", "other"}
+    assert only_experiment(fake, "g").spec["groups"] == [
+        by_name["new-sweep"],
+        by_name["other"],
+        by_name["sweep"],
+    ]
+    backend.submit(Submission(name="g2", spec=s))  # the second time it exists: not created again
+    assert len(fake.state.groups) == 3
 
 
 def test_submit_workspace_checks(fake, backend):
@@ -435,8 +454,7 @@ def test_list_filters_on_the_server_and_costs_few_calls(fake, backend):
     assert len(rows) == 25 and all(r.launchkit for r in rows)
     assert rows[0].created >= rows[-1].created
     assert {r.author for r in rows} == {"alice", "bob"}
-    # org, workspace (list is scoped to the default workspace, as gantry's), workloads (1 page),
-    # GetUser per author
+    # org, workloads (1 page), GetUser per author
     assert fake.total_calls <= 7, dict(fake.calls)
     assert len(backend.list_runs(limit=100, include_all=True)) == 65
     mine = backend.list_runs(limit=100, author="alice")
@@ -448,6 +466,15 @@ def test_list_filters_on_the_server_and_costs_few_calls(fake, backend):
     assert [r.id for r in running] == [rows[0].id]
     with pytest.raises(UsageError):
         backend.list_runs(statuses=["bogus"])
+
+
+def test_list_without_a_configured_workspace_covers_the_org_as_gantry(fake, backend):
+    """gantry 3.7.0's `list`: [tool.gantry].workspace, else no workspace filter (not Beaker's default)."""
+    fake.state.add_workspace("ai2/elsewhere", budget="ai2/b")
+    fake.state.add_experiment("ai2/ws", "here", author="alice", description="[launchkit]")
+    fake.state.add_experiment("ai2/elsewhere", "there", author="alice", description="[launchkit]")
+    assert {r.name for r in backend.list_runs(limit=10)} == {"here", "there"}
+    assert {r.name for r in backend.list_runs(limit=10, workspace="ai2/ws")} == {"here"}
 
 
 # ---------------------------------------------------------------------------------------------- find-gpus

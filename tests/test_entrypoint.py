@@ -166,6 +166,27 @@ def test_hooks_run_in_the_job_shell(repo, tmp_path):
     assert r.stdout.strip() == "pre/post"
 
 
+def test_no_python_still_runs_the_install_command(repo, tmp_path):
+    """gantry 3.0+: `--no-python --install CMD` runs CMD (in the job shell) and sets up no Python."""
+    r = entrypoint(
+        tmp_path,
+        str(repo.remote),
+        git_head(repo),
+        ["bash", "-c", 'echo "installed=$INSTALLED venv=${VIRTUAL_ENV:-none}"'],
+        {**NO_PY, "LAUNCHKIT_INSTALL_CMD": "export INSTALLED=yes"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "installed=yes venv=none"
+    r = entrypoint(
+        tmp_path / "2",
+        str(repo.remote),
+        git_head(repo),
+        ["true"],
+        {**NO_PY, "LAUNCHKIT_INSTALL_CMD": "exit 4"},
+    )
+    assert r.returncode == 106, r.stderr
+
+
 def test_failing_pre_setup_hook_has_its_own_code(repo, tmp_path):
     r = entrypoint(
         tmp_path, str(repo.remote), git_head(repo), ["true"], {**NO_PY, "LAUNCHKIT_PRE_SETUP": "exit 3"}

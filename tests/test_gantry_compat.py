@@ -80,6 +80,7 @@ RUN_SPELLINGS: list[tuple[list[str], Callable[[Spec], bool]]] = [
     (["--timeout", "5m"], accepted),
     (["--timeout", "-1"], accepted),
     (["--show-logs", "--start-timeout", "10m"], accepted),
+    (["--start-timeout", "10m"], accepted),  # not waiting: a warning (tests/test_gantry_semantics.py)
     (["--show-logs", "--inactive-timeout", "30m"], accepted),
     (["--show-logs", "--inactive-soft-timeout", "15m"], accepted),
     (["--allow-dirty"], accepted),
@@ -179,7 +180,6 @@ REFUSED: list[tuple[list[str], str]] = [
     (["--callback-module", "my.callbacks"], "no callbacks"),
     (["--callback", "{type: slack}"], "no callbacks"),
     (["--show-logs", "--timeout", "0"], "0 means don't wait"),
-    (["--start-timeout", "5m"], "only applies while run waits"),
 ]
 
 

@@ -172,10 +172,18 @@ def test_no_launcher_runs_the_command_as_is(stubs):
 def test_multi_node_without_leader_is_a_clear_error(stubs):
     r = run_node(
         ["python", "train.py"],
-        {"LAUNCHKIT_LAUNCHER": "torchrun", "BEAKER_REPLICA_COUNT": "2"},
+        {"LAUNCHKIT_LAUNCHER": "accelerate", "BEAKER_REPLICA_COUNT": "2"},
         path_prepend=[stubs],
     )
     assert r.returncode == 109 and "needs BEAKER_LEADER_REPLICA_HOSTNAME" in r.stderr
+
+
+def test_torchrun_replicas_without_leader_run_on_their_own_as_gantry(stubs):
+    """gantry 3.7.0's --torchrun --replicas N --no-leader-selection (or --no-host-networking)."""
+    out, _ = wrap(
+        stubs, "torchrun", ["python", "train.py"], assigned_gpu_count=8, replica_count=2, replica_rank=1
+    )
+    assert out["argv"] == ["torchrun", "--nproc-per-node=8", "--standalone", "train.py"]
 
 
 def test_missing_tool_is_named(tmp_path):

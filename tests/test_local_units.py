@@ -37,6 +37,7 @@ def test_gpu_share_gives_each_replica_its_own_gpus():
     from launchkit.backends.local.supervisor import gpu_share
 
     assert gpu_share(0, 4, 2, 1) == (0, None)
+    assert gpu_share(8, 0, 1, 0) == (0, "")  # --gpus 0: none visible
     assert gpu_share(8, 4, 2, 0) == (4, "0,1,2,3")
     assert gpu_share(8, 4, 2, 1) == (4, "4,5,6,7")
     assert gpu_share(2, 4, 2, 1) == (2, None)  # not enough for disjoint shares: all share all

@@ -153,20 +153,41 @@ def test_bad_user_profiles_are_usage_errors(table, msg):
 
 
 def test_replica_defaults_and_overrides():
-    assert replica_fields(req()) == {}
-    assert replica_fields(req(replicas=2)) == {
+    off = {"leader_selection": False, "host_networking": False}
+    assert replica_fields(req()) == off
+    assert replica_fields(req(replicas=2)) == off  # gantry 3.7.0: replicas alone turn nothing on
+    wired = {
         "leader_selection": True,
         "host_networking": True,
         "propagate_failure": True,
         "propagate_preemption": True,
         "synchronized_start_timeout": 300_000_000_000,
     }
+    assert replica_fields(req(replicas=2, gpus=8, torchrun=True)) == wired
+    assert replica_fields(req(replicas=2, ray=True)) == wired  # launchkit's launchers: the same wiring
     f = replica_fields(
-        req(replicas=2, host_networking=False, synchronized_start_timeout="1h", propagate_preemption=False)
+        req(replicas=2, torchrun=True, synchronized_start_timeout="1h", propagate_preemption=False)
     )
-    assert f["host_networking"] is False and f["propagate_preemption"] is False
+    assert f["host_networking"] is True and f["propagate_preemption"] is False
     assert f["synchronized_start_timeout"] == 3600 * 10**9
-    assert replica_fields(req(host_networking=True)) == {"host_networking": True}
+    assert replica_fields(req(host_networking=True)) == {"leader_selection": False, "host_networking": True}
+    # --replicas with --leader-selection: host networking follows; no propagation without a launcher
+    assert replica_fields(req(replicas=2, leader_selection=True)) == {
+        "leader_selection": True,
+        "host_networking": True,
+    }
+    # --torchrun --no-host-networking / --no-leader-selection: everything off, as gantry
+    for given in ({"host_networking": False}, {"leader_selection": False}):
+        assert replica_fields(req(replicas=2, gpus=8, torchrun=True, **given)) == off
+    # --no-propagate-failure keeps preemption propagation off too (gantry's rule)
+    f = replica_fields(req(replicas=2, torchrun=True, propagate_failure=False))
+    assert f["propagate_failure"] is False and "propagate_preemption" not in f
+
+
+def test_ray_and_accelerate_across_replicas_need_leader_selection():
+    with pytest.raises(UsageError, match="--ray with --replicas 2 and no leader selection"):
+        req(replicas=2, ray=True, host_networking=False)
+    req(replicas=2, gpus=8, torchrun=True, leader_selection=False)  # gantry's: accepted
 
 
 def test_launcher_env_port_and_resume():

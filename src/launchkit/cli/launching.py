@@ -59,6 +59,17 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
                 + ", ".join(sorted(layer.values))
             )
         request = build_request({**given, "extra": extra}, command, config=config)
+        from launchkit.core.run_options import RUN_OPTIONS
+
+        for opt in RUN_OPTIONS:
+            if opt.deprecated and given.get(opt.name):
+                app.warn(f"{opt.flag} is a spelling gantry removed before 3.7: {opt.deprecated}")
+        limits = ("--start-timeout", "--inactive-timeout", "--inactive-soft-timeout")
+        if ignored := [o for o in limits if given.get(o[2:].replace("-", "_")) and not request.follow]:
+            app.warn(
+                f"{', '.join(ignored)} ha{'ve' if len(ignored) > 1 else 's'} no effect: run does not wait "
+                "for the job (add --follow, or --timeout N)"
+            )
         if request.preemptible is not None:
             app.warn(
                 "--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "

@@ -46,23 +46,38 @@ class TaskAdditions(BaseModel):
 
 
 def replica_fields(request: LaunchRequest) -> dict[str, Any]:
-    """`--replicas N>1` turns on leader selection, host networking, failure/preemption propagation and
-    a synchronized start timeout, unless the user said otherwise. Single replica: only what was asked."""
+    """The replica settings as gantry 3.7.0 sets them (launch.py), a launcher standing for --torchrun:
+
+    - leader selection: on for replicas with a launcher, unless host networking is turned off;
+    - host networking: on for replicas with leader selection;
+    - failure/preemption propagation and a 5m synchronized start: on for replicas with a launcher and
+      leader selection.
+    So `--replicas N` alone turns none of them on. What the user says always wins."""
     multi = request.replicas > 1
-
-    def pick(value: Any, default: Any) -> Any:
-        return value if value is not None else (default if multi else None)
-
-    fields = {
-        "leader_selection": pick(request.leader_selection, True),
-        "host_networking": pick(request.host_networking, True),
-        "propagate_failure": pick(request.propagate_failure, True),
-        "propagate_preemption": pick(request.propagate_preemption, True),
-    }
-    timeout = pick(request.synchronized_start_timeout, DEFAULT_SYNC_START_TIMEOUT)
+    launcher = request.launcher is not Launcher.none
+    leader = request.leader_selection
+    if leader is None:
+        leader = multi and launcher and request.host_networking is not False
+    host = request.host_networking
+    if host is None:
+        host = multi and leader
+    fields: dict[str, Any] = {"leader_selection": leader, "host_networking": host}
+    failure, preemption, timeout = (
+        request.propagate_failure,
+        request.propagate_preemption,
+        request.synchronized_start_timeout,
+    )
+    if multi and launcher and leader:
+        failure = True if failure is None else failure
+        preemption = True if preemption is None and failure else preemption
+        timeout = DEFAULT_SYNC_START_TIMEOUT if timeout is None else timeout
+    if failure is not None:
+        fields["propagate_failure"] = failure
+    if preemption is not None:
+        fields["propagate_preemption"] = preemption
     if timeout is not None:
         fields["synchronized_start_timeout"] = to_nanoseconds(timeout)
-    return {k: v for k, v in fields.items() if v is not None}
+    return fields
 
 
 def launcher_env(request: LaunchRequest, run_id: str) -> list[tuple[str, str]]:
@@ -143,15 +158,18 @@ def added_line(request: LaunchRequest, user_profiles: dict[str, Any] | None = No
 def check_combinations(request: LaunchRequest) -> None:
     """Reject launcher/replica combinations that cannot work (one-line usage errors, exit 2).
 
-    Every launcher works with both exec methods: the entrypoint's bash method keeps the argv intact."""
+    Every launcher works with both exec methods: the entrypoint's bash method keeps the argv intact.
+    `--torchrun` across replicas without leader selection is gantry's: each replica runs its own
+    single-node torchrun. Ray and accelerate (launchkit's) need a head to join."""
     launcher = request.launcher
     if launcher is Launcher.none:
         return
-    if request.replicas > 1 and request.leader_selection is False:
+    leader = replica_fields(request)["leader_selection"]
+    if request.replicas > 1 and launcher is not Launcher.torchrun and not leader:
         role = (
             "workers cannot find the head" if launcher is Launcher.ray else "replicas cannot find the leader"
         )
         raise UsageError(
-            f"--{launcher.value} with --replicas {request.replicas} and --no-leader-selection: {role}",
-            hint="drop --no-leader-selection",
+            f"--{launcher.value} with --replicas {request.replicas} and no leader selection: {role}",
+            hint="drop --no-leader-selection/--no-host-networking",
         )

@@ -34,6 +34,7 @@ from launchkit.core.request import (
     Upload,
     WekaMount,
 )
+from launchkit.core.run_options import BY_NAME as RUN_OPTIONS_BY_NAME
 from launchkit.core.run_options import RUN_OPTIONS, TRISTATE_OPTIONS, config_key
 from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, split_commands
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
@@ -320,9 +321,15 @@ def build_request(
     checked by one function below, which fills `f`, the LaunchRequest fields.
     """
     environ = dict(os.environ if environ is None else environ)
+    given = dict(given)
     for opt in RUN_OPTIONS:  # gantry options launchkit does not do: never accepted and ignored
         if opt.refuse and given.get(opt.name):
             raise UsageError(f"{opt.flag} is not supported: {opt.refuse}")
+        if opt.deprecated and given.get(opt.name) and opt.means:  # pre-3.7 spelling: its 3.7 meaning
+            new = RUN_OPTIONS_BY_NAME[opt.means]
+            if given.get(new.name) not in (None, False):
+                raise UsageError(f"{opt.flag} and {new.flag} mean the same: keep {new.flag}")
+            given[new.name] = given[opt.name]
     f: dict[str, Any] = {"command": _command(list(given.get("extra") or []), command)}
     opts = _Options(given, config)
     _workload(opts, f)
@@ -410,12 +417,13 @@ def _resources(opts: _Options, f: dict[str, Any]) -> None:
     f["cpus"] = _positive(  # Beaker (Kubernetes) counts CPUs in thousandths
         opts, "cpus", float, "give a number of CPUs such as 8 or 0.5", maximum=MAX_UINT32, minimum=0.001
     )
-    f["gpus"] = _positive(
+    f["gpus"] = _positive(  # 0 is gantry's "no GPUs" (written to the spec as gpuCount: 0)
         opts,
         "gpus",
         int,
-        "give a positive GPU count, or omit --gpus for a CPU-only job",
+        "give a GPU count (0 for none), or omit --gpus for a CPU-only job",
         maximum=MAX_UINT32,
+        allow_zero=True,
     )
     f["memory"] = _size(opts, "memory")
     f["shared_memory"] = _size(opts, "shared_memory")
@@ -731,7 +739,6 @@ def _python_manager(opts: _Options, f: dict[str, Any]) -> None:
             ("--uv-venv", "uv_venv"),
             ("--system-python", "system_python"),
             ("--python-version", "python_version"),
-            ("--install", "install"),
         )
         if f[k]
     ]
@@ -781,11 +788,8 @@ def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["timeout"] = timeout if timeout is not None and timeout > 0 else None
     for opt in ("start_timeout", "inactive_timeout", "inactive_soft_timeout"):
         f[opt] = _duration(opts, opt, allow_zero=False)
-        if f[opt] is not None and not f["follow"]:
-            raise UsageError(
-                f"{flag(opt)} only applies while run waits for the job",
-                hint="add --follow (or --no-follow to wait without logs, or --timeout N)",
-            )
+    if not f["follow"]:  # gantry ignores them when it does not wait (cli/launching.py says so)
+        f["start_timeout"] = f["inactive_timeout"] = f["inactive_soft_timeout"] = None
 
 
 def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
@@ -828,7 +832,6 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
         for opt, key in (
             ("--system-python", "system_python"),
             ("--python-version", "python_version"),
-            ("--install", "install"),
             ("--uv-extra", "uv_extras"),
             ("--uv-all-extras", "uv_all_extras"),
             ("--torch-backend", "torch_backend"),

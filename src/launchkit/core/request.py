@@ -127,7 +127,7 @@ class LaunchRequest(_Model):
 
     # --- resources (per replica)
     cpus: float | None = Field(default=None, gt=0)
-    gpus: int | None = Field(default=None, gt=0)
+    gpus: int | None = Field(default=None, ge=0)  # 0: no GPUs (gantry)
     memory: int | None = Field(default=None, gt=0)  # bytes
     shared_memory: int | None = Field(default=None, gt=0)  # bytes
 

@@ -49,10 +49,14 @@ class Opt:
     aliases: tuple[str, ...] = ()
     # a gantry option launchkit does not do: given, it is refused with this reason (exit 2)
     refuse: str | None = None
+    # a spelling gantry removed before 3.7: given, it means the option named here (None: nothing),
+    # with one deprecation line naming the 3.7 spelling (cli/launching.py)
+    deprecated: str | None = None
+    means: str | None = None  # the RUN_OPTIONS name it stands for
 
     @property
     def hidden(self) -> bool:
-        return self.refuse is not None
+        return self.refuse is not None or self.deprecated is not None
 
     @property
     def flag(self) -> str:
@@ -704,6 +708,56 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         metavar="/PATH",
         key="uv_cache_dir",
         help="uv cache directory in the job.",
+    ),
+    # Spellings gantry removed before 3.7 (its CHANGELOG), still in scripts: where 3.7 has the meaning,
+    # accepted with a deprecation line; where it has none, refused with the migration.
+    Opt("old_venv", STR, ("--venv",), P_PYTHON, deprecated="use --conda-env (gantry 3.0)", means="conda_env"),
+    Opt(
+        "old_conda",
+        STR,
+        ("--conda",),
+        P_PYTHON,
+        deprecated="use --conda-file (gantry 3.0)",
+        means="conda_file",
+    ),
+    Opt(
+        "old_no_conda",
+        FLAG,
+        ("--no-conda",),
+        P_PYTHON,
+        deprecated="use --system-python (gantry 3.0 replaced it)",
+        means="system_python",
+    ),
+    Opt(
+        "old_no_nfs",
+        FLAG,
+        ("--no-nfs",),
+        P_INPUTS,
+        deprecated="drop it: gantry 1.12.2 removed NFS, nothing mounts it any more",
+    ),
+    Opt(
+        "old_nfs",
+        FLAG,
+        ("--nfs",),
+        P_INPUTS,
+        refuse="gantry 1.12.2 removed the NFS mount and the cirrascale NFS is gone; "
+        "mount storage with --weka BUCKET:/PATH or --mount HOST_PATH:/PATH",
+    ),
+    Opt(
+        "old_pip",
+        STR,
+        ("--pip",),
+        P_PYTHON,
+        refuse='gantry 3.0 removed it; install a requirements file with --install "pip install -r FILE" '
+        "(or list it in your project's dependencies)",
+    ),
+    Opt(
+        "old_stop_preemptible",
+        FLAG,
+        ("--stop-preemptible",),
+        P_TASK,
+        refuse="gantry removed it before 3.7 and nothing replaces it; drop it "
+        "(--priority high or urgent gets a job scheduled sooner)",
     ),
 )
 

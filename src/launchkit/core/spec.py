@@ -159,8 +159,9 @@ class TaskParts:
 
 
 def _python_env(request: LaunchRequest, parts: TaskParts) -> None:
-    if request.no_python:
+    if request.no_python:  # --install still runs (gantry 3.0+), in place of the Python setup
         parts.set_env(ENV_NO_PYTHON, "1")
+        parts.set_env(ENV_INSTALL_CMD, request.install)
         return
     if request.system_python:
         parts.set_env(ENV_SYSTEM_PYTHON, "1")

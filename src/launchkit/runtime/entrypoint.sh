@@ -388,6 +388,11 @@ elif [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
     t=$(lk_now_ms)
     lk_install
     lk_timed "install[$LK_INSTALL_KIND]" "$t"
+elif [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then # --no-python --install: only the command (as gantry)
+    t=$(lk_now_ms)
+    lk_step install "$LK_EXIT_INSTALL"
+    lk_run_hook "$LAUNCHKIT_INSTALL_CMD"
+    lk_timed "install[custom]" "$t"
 fi
 
 # ---- 7. post-setup hook

@@ -31,6 +31,11 @@ lk__topology() {
         LK_NPROC=1
         lk_log "$1: no GPUs assigned, one CPU process per replica"
     fi
+    if ((LK_NNODES > 1)) && [[ -z ${BEAKER_LEADER_REPLICA_HOSTNAME:-} && $1 == torchrun ]]; then
+        # as gantry: without leader selection each replica runs its own single-node torchrun
+        lk_log "$1: no leader selection: each of the $LK_NNODES replicas runs on its own"
+        LK_NNODES=1 LK_RANK=0
+    fi
     if ((LK_NNODES > 1)); then
         [[ -n ${BEAKER_LEADER_REPLICA_HOSTNAME:-} ]] ||
             lk_die "${LK_EXIT_EXEC:-109}" "$1 across $LK_NNODES replicas needs BEAKER_LEADER_REPLICA_HOSTNAME (is leader selection on?)"

@@ -185,6 +185,7 @@ class BeakerBackend:
         with self._errors():
             ws = self._prepared_ws(submission)
             spec = self._upload(submission, ws)
+            spec = rs.create_groups(self.conn, ws, spec)  # a missing --group is created (as gantry)
             wl = create_once(self.conn, ws, submission.name, spec, self.app)
             return self._info(wl, author=self.conn.me().name)
 
@@ -307,7 +308,7 @@ class BeakerBackend:
         preempted = RunStatus.preempted in (shown or ())  # canceled rows, filtered by their jobs
         with self._errors():
             user = self._user(author) if (author or mine) else None
-            ws = self._scope(workspace)
+            ws = workspace or self._workspace or None  # gantry's scope: configured, else the org
             # Without --all, the server filters on the launchkit marker; --text then filters locally.
             server_text = text if (include_all or text) else rs.MARKER
             created_after = dt.datetime.now(dt.UTC) - max_age if max_age else None

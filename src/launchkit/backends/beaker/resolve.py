@@ -248,9 +248,9 @@ def resolve(
         if added:
             out.notes.append("secrets added: " + ", ".join(dict.fromkeys(added)))
 
-    # Groups: names (or ids) -> ids.
+    # Groups: names (or ids) -> ids; a missing one of yours is created at submit (as gantry, no prompt)
     if spec.get("groups"):
-        spec["groups"] = [_group_id(conn, ws, g) for g in spec["groups"]]
+        spec["groups"] = [_group_id(conn, ws, g, out.notes) for g in spec["groups"]]
 
     description = spec.get("description") or ""
     if MARKER not in description:
@@ -258,15 +258,37 @@ def resolve(
     return out
 
 
-def _group_id(conn: Connection, ws: Any, ref: str) -> str:
+def _find_group(conn: Connection, ws: Any, ref: str) -> Any | None:
     name = ref.split("/", 1)[-1]
     for g in conn.beaker.group.list(workspace=ws, name_or_description=name):
         if ref in (g.id, g.name, g.full_name):
-            return g.id
+            return g
     try:
-        return conn.beaker.group.get(ref).id
+        return conn.beaker.group.get(ref)
     except (bx.BeakerGroupNotFound, ValueError):
+        return None
+
+
+def _group_id(conn: Connection, ws: Any, ref: str, notes: list[str]) -> str:
+    """The group's id; a group that does not exist stays a name, to be created at submit
+    (`create_groups`). Another user's `owner/NAME` that does not exist is an error, as in gantry."""
+    g = _find_group(conn, ws, ref)
+    if g is not None:
+        return str(g.id)
+    if "/" in ref and not ref.startswith(f"{conn.me().name}/"):
         raise NotFoundError(
-            f"group {ref!r} not found in workspace {ws.name}",
-            hint="create it in the Beaker UI or drop --group",
-        ) from None
+            f"group {ref!r} not found in workspace {ws.name}", hint="check the name, or give one of yours"
+        )
+    notes.append(f"group {ref.split('/', 1)[-1]!r} does not exist: it will be created at submit")
+    return ref
+
+
+def create_groups(conn: Connection, ws: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """At submit: create the groups `resolve` left as names (in the job's workspace), ids in the spec."""
+    ids = []
+    for ref in spec.get("groups") or []:
+        g = _find_group(conn, ws, ref)
+        if g is None:
+            g = conn.beaker.group.create(ref.split("/", 1)[-1], workspace=ws)
+        ids.append(str(g.id))
+    return {**spec, "groups": ids} if ids else spec

@@ -59,6 +59,8 @@ def gpu_share(total: int, per_replica: int | None, replicas: int, rank: int) -> 
     """
     if total == 0:
         return 0, None
+    if per_replica == 0:  # --gpus 0 (gantry's "no GPUs"): hide them all
+        return 0, ""
     if per_replica and per_replica * replicas <= total:
         return per_replica, ",".join(str(i) for i in range(rank * per_replica, (rank + 1) * per_replica))
     return total, None
