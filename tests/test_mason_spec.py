@@ -17,7 +17,6 @@ LINES = {ln.id: ln for ln in mr.load_lines()}
 RESULTS = mr.load_results()
 ACCEPTED = sorted(i for i, r in RESULTS.items() if r["accepted"])
 REFUSED = sorted(i for i, r in RESULTS.items() if not r["accepted"])
-SYNC_START_NS = 300 * 10**9
 
 # Each remaining difference, and its reason (the same table is in docs/from-mason.md).
 DIFFERENCES = {
@@ -28,7 +27,6 @@ DIFFERENCES = {
     "them inline, where they reach only the first command of an `&&` chain)",
     "ib_env": "NCCL_SOCKET_IFNAME/NCCL_IB_HCA on multi-node Weka jobs: set by launchkit's ai2-weka profile "
     "inside the job, on InfiniBand nodes only",
-    "sync_start": "multi-node: launchkit sets a 5m synchronized start timeout (mason none)",
     "uv_cache": "UV_CACHE_DIR/UV_LINK_MODE: launchkit builds the repository's uv environment, with the shared "
     "uv cache on Weka",
     "aliases": "old cluster names (ai2/jupiter-cirrascale-2): the same cluster to launchkit, so Weka "
@@ -112,7 +110,6 @@ def expected(line: mr.MasonLine, doc: dict[str, Any]) -> dict[str, Any]:
             for name in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"):  # "ib_env"
                 if name not in user_env:
                     t["env"].pop(name, None)
-            t["synchronized_start_timeout"] = SYNC_START_NS  # "sync_start"
         if "HF_HOME" in t["env"]:  # "uv_cache"
             t["env"]["UV_CACHE_DIR"] = "/weka/oe-adapt-default/allennlp/.cache/uv"
             t["env"]["UV_LINK_MODE"] = "copy"
