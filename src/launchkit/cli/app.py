@@ -25,6 +25,7 @@ from launchkit.cli import (
     follow_cmd,
     list_cmd,
     logs_cmd,
+    mason_cmd,
     open_cmd,
     profiles_cmd,
     prune_cmd,
@@ -141,6 +142,12 @@ def build_app() -> typer.Typer:
         options_metavar="[OPTIONS] [-- COMMAND...]",
         short_help="Interactive Beaker session with the resources of run.",
     )(session_cmd.session_command())
+    cli.command(
+        "mason",
+        options_metavar="[MASON OPTIONS] -- COMMAND [-- COMMAND...]",
+        short_help="Launch like open-instruct's mason.py, with its command line as it is.",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+    )(mason_cmd.mason)
     cli.command("completion", cls=PanelCommand)(completion_cmd.completion)
     cli.add_typer(secret_cmd.config_group(), name="config", cls=PanelGroup, hidden=True)  # gantry's
     return cli

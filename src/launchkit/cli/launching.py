@@ -47,7 +47,6 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     with _no_pydantic_plugins():
         from launchkit.config import gantry_notice, load_config
         from launchkit.core.parse import build_request
-        from launchkit.core.spec import build_spec, spec_json_to_yaml
 
         config = load_config()
         if notice := gantry_notice(config):
@@ -78,11 +77,17 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
             )
 
     from launchkit.cli.backend_choice import choose
-    from launchkit.git import read_git_state
 
     why_offline = offline_reason(request)
     local_dry_run = request.dry_run and request.backend.value == "local"  # nothing to resolve
     backend = None if why_offline or local_dry_run else choose(app, request.backend.value, False)
+    launch_request(app, request, config, backend=backend, why_offline=why_offline)
+
+
+def read_state(app: Application, request: LaunchRequest, backend: Backend | None) -> GitState:
+    """The commit to launch: clean and pushed unless the backend runs unpushed commits."""
+    from launchkit.git import read_git_state
+
     require_pushed = request.backend.value != "local"
     if backend is not None:
         from launchkit.backends import Capability
@@ -98,6 +103,24 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
     app.debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
     if untracked := git.untracked_warning():
         app.warn(untracked)
+    return git
+
+
+def launch_request(
+    app: Application,
+    request: LaunchRequest,
+    config: Any,
+    *,
+    backend: Backend | None,
+    why_offline: str | None,
+    git: GitState | None = None,
+) -> None:
+    """Steps 2-6 for a built request (`run`, `mason`): git state (unless given), spec, prepare, emit
+    or submit. `backend` is None for an offline dry run (`why_offline` says why)."""
+    from launchkit.core.spec import build_spec, spec_json_to_yaml
+
+    if git is None:
+        git = read_state(app, request, backend)
     request = check_python_files(app, request, git)
     with _no_pydantic_plugins():
         from launchkit.backends import Submission

@@ -198,6 +198,16 @@ PRESETS: dict[str, Preset] = {
     )
 }
 
+# open-instruct's mason.py conventions (`launchkit mason`, docs/from-mason.md): its DEFAULT_ENV_VARS (the
+# vllm preset), the well-known secrets, and on Weka clusters the HF caches and team buckets (ai2-oe's).
+PRESETS["open-instruct"] = Preset(
+    name="open-instruct",
+    description="open-instruct's mason.py conventions: vllm env, well-known secrets, ai2-oe's Weka parts",
+    env=PRESETS["vllm"].env,
+    secrets=PRESETS["ai2-oe"].secrets,
+    by_profile=PRESETS["ai2-oe"].by_profile,
+)
+
 
 class AppliedPresets(Model):
     """What the presets turned on for one job add, preset by preset (in the order turned on)."""
