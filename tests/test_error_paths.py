@@ -287,7 +287,7 @@ def test_verbose_keeps_the_dirty_tree_exit_code(repo):
     [
         (["follow", "local-does-not-exist"], 4),
         (["logs", "--local", "local-does-not-exist"], 4),
-        (["run", "--gpus", "0", *CMD], 2),
+        (["run", "--gpus", "-1", *CMD], 2),
         (["list"], 3),  # no Beaker credentials
     ],
 )

@@ -132,10 +132,11 @@ def test_tcpxo_without_ld_library_path_adds_no_empty_entry(tcpxo):
 
 
 def test_skip_nccl_setup_is_logged(tcpxo):
-    env = program_env(cluster=["ai2/jupiter"], replicas=2, skip_nccl_setup=True)
+    env = program_env(cluster=["ai2/jupiter"], replicas=2, skip_nccl_setup=True, preset=["ai2-oe"])
     seen, log = node(
         {**env, **MULTI_GPU, "LAUNCHKIT_SKIP_NCCL_SETUP": "1", "BEAKER_NODE_HOSTNAME": "jupiter-1"}
     )
+    # only the NCCL part is skipped: the rest of the job's env (a preset's HF cache here) stays
     assert "NCCL_SOCKET_IFNAME" not in seen and seen["HF_HOME"].startswith("/weka/")
     assert "multi-node NCCL setup skipped (--skip-nccl-setup)" in log
 

@@ -145,7 +145,7 @@ def build_app() -> typer.Typer:
     cli.command(
         "mason",
         options_metavar="[MASON OPTIONS] -- COMMAND [-- COMMAND...]",
-        short_help="Launch like open-instruct's mason.py, with its command line as it is.",
+        short_help="Launch with open-instruct's mason.py command line, as it is.",
         context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
     )(mason_cmd.mason)
     cli.command("completion", cls=PanelCommand)(completion_cmd.completion)
