@@ -214,13 +214,12 @@ def build_state(lines: Iterable[Line]) -> Any:
             users.add(name)
 
     for img in sorted(names["images"]):
-        if "/" in img:
-            author, _ = img.split("/", 1)
-            user(author)
-            try:
-                st.add_image(img)
-            except Exception:
-                pass
+        full = img if "/" in img else f"alice/{img}"  # a bare name is the user's own image
+        user(full.split("/", 1)[0])
+        try:
+            st.add_image(full)
+        except Exception:
+            pass
     for ds in sorted(names["datasets"]):
         if "/" in ds:
             author, dname = ds.split("/", 1)
@@ -385,7 +384,7 @@ def meaning(
             "skip_nccl_setup": g("SKIP_NCCL_SETUP") == "1",
             "pre_setup": g("PRE_SETUP"),
             "post_setup": g("POST_SETUP"),
-            "runtime_dir": None if g("RUNTIME_DIR") in (None, "/gantry-runtime") else g("RUNTIME_DIR"),
+            "runtime_dir": None if g("RUNTIME_DIR") in (None, "/launchkit-runtime") else g("RUNTIME_DIR"),
         }
     image = dict(task.get("image") or {})
     if "beaker" in image:
@@ -497,7 +496,7 @@ def report(rows: list[tuple[str, str, dict[str, tuple[Any, Any]]]]) -> str:
     return "\n".join(out)
 
 
-def replay_all() -> list[tuple[str, str, dict[str, tuple[Any, Any]]]]:
+def replay_all(records_path: Path = RECORDS) -> list[tuple[str, str, dict[str, tuple[Any, Any]]]]:
     """Replay every recorded line through `launchkit run --dry-run` against one fake (script mode)."""
     import os
     import tempfile
@@ -505,7 +504,7 @@ def replay_all() -> list[tuple[str, str, dict[str, tuple[Any, Any]]]]:
     from fakebeaker import FakeBeaker
 
     lines = load_lines()
-    records = load_records()
+    records = load_records(records_path)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         repo = make_repo(Path(tmp) / "repo", corpus_files(lines))

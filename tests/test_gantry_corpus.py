@@ -140,6 +140,7 @@ def corpus_env(tmp_path_factory):
         yield fake, repo, gc.state_maps(fake.state)
 
 
+@pytest.mark.slow  # about 1 s a line in-process (launchkit's prepare against the fake)
 @pytest.mark.parametrize("line", RECORDED, ids=[ln["id"] for ln in RECORDED])
 def test_launchkit_means_what_gantry_means(line, corpus_env, monkeypatch):
     fake, repo, maps = corpus_env
@@ -176,7 +177,7 @@ def test_recordings_match_what_gantry_produces_now(tmp_path):
         env = record.gantry_env(fake, home)
         maps = gc.state_maps(fake.state)
         for ln in sample:
-            rec = record.run_gantry(GANTRY, ln, repo, env, out)
+            rec = record.run_gantry(GANTRY, ln, repo, env, out, fake.state)
             old = RECORDS[ln["id"]]
             assert rec["exit"] == old["exit"], (ln["id"], rec)
             if rec["exit"] == 0:

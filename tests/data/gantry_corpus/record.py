@@ -48,8 +48,18 @@ def gantry_env(fake: Any, home: Path) -> dict[str, str]:
     return env
 
 
-def run_gantry(gantry: str, line: gc.Line, repo: Path, env: dict[str, str], out: Path) -> dict[str, Any]:
-    """One line through gantry; the spec lands in out/ID.yaml."""
+def by_name(text: str, maps: dict[str, dict[str, str]]) -> str:
+    """Beaker IDs in a saved spec replaced by names (the fake's IDs differ from run to run)."""
+    for table in ("datasets", "images"):
+        for id_, name in maps[table].items():
+            text = text.replace(id_, name)
+    return re.sub(r"(gantry-v[\d.]+)-[0-9A-Z]{26}-[0-9a-f]+", r"\1-ENTRYPOINT", text)  # per workspace
+
+
+def run_gantry(
+    gantry: str, line: gc.Line, repo: Path, env: dict[str, str], out: Path, state: Any
+) -> dict[str, Any]:
+    """One line through gantry; the spec lands in out/ID.yaml, with dataset and image IDs as names."""
     spec = out / f"{line['id']}.yaml"
     spec.unlink(missing_ok=True)
     try:
@@ -75,6 +85,8 @@ def run_gantry(gantry: str, line: gc.Line, repo: Path, env: dict[str, str], out:
         lines = [ln.rstrip() for ln in (stderr or stdout).strip().splitlines() if ln.strip()]
         rec["stderr_tail"] = lines[-3:]
         spec.unlink(missing_ok=True)
+    else:
+        spec.write_text(by_name(spec.read_text(), gc.state_maps(state)))  # after: uploads add datasets
     return rec
 
 
@@ -100,7 +112,9 @@ def main() -> int:
         with FakeBeaker(gc.build_state(lines), directory=Path(tmp) / "fb") as fake:
             env = gantry_env(fake, home)
             with ThreadPoolExecutor(max_workers=a.jobs) as pool:
-                for rec in pool.map(lambda ln: run_gantry(a.gantry, ln, repo, env, gc.SPECS), todo):
+                for rec in pool.map(
+                    lambda ln: run_gantry(a.gantry, ln, repo, env, gc.SPECS, fake.state), todo
+                ):
                     records[rec["id"]] = rec
                     print(rec["id"], rec["exit"], (rec.get("stderr_tail") or [""])[-1][:100], flush=True)
     order = {ln["id"]: i for i, ln in enumerate(lines)}
