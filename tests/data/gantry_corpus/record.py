@@ -52,7 +52,8 @@ def by_name(text: str, maps: dict[str, dict[str, str]]) -> str:
     """Beaker IDs in a saved spec replaced by names (the fake's IDs differ from run to run)."""
     for table in ("datasets", "images"):
         for id_, name in maps[table].items():
-            text = text.replace(id_, name)
+            if re.fullmatch(r"[0-9A-Z]{26}", id_):  # Beaker IDs only, never a word of the command
+                text = re.sub(rf"\b{id_}\b", name, text)
     return re.sub(r"(gantry-v[\d.]+)-[0-9A-Z]{26}-[0-9a-f]+", r"\1-ENTRYPOINT", text)  # per workspace
 
 
