@@ -160,7 +160,7 @@ def test_a_dataset_is_committed_only_after_every_file_is_verified(repo, fake_bea
     conn = Connection(60)
     ws = conn.beaker.workspace.get(WS)
     monkeypatch.setattr(upload.Uploader, "_upload_missing", drop_b)
-    with pytest.raises(BackendError, match="b.txt"):
+    with pytest.raises(BackendError, match=r"b\.txt"):
         upload.Uploader(conn, Application(verbosity=-1), ws).ensure(tree)
     [ds] = datasets(fake_beaker)
     assert ds.committed is None

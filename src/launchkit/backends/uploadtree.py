@@ -18,8 +18,12 @@ from pathlib import Path
 
 from launchkit.errors import PreconditionError, UsageError
 
-SPECIAL = ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"))
-SPECIAL += ((stat.S_ISBLK, "block device"),)
+SPECIAL = (
+    (stat.S_ISFIFO, "fifo"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
 
 
 def _refuse(source: str, what: str, hint: str) -> PreconditionError:

@@ -43,8 +43,8 @@ def link_uploads(root: Path, spec: dict[str, Any], uploads: dict[str, str]) -> l
     [mount path, local path] pairs this run uses. `root`: the local backend's state dir."""
     from launchkit.backends.uploadtree import files
 
-    for local in uploads.values():
-        files(local)  # what a Beaker upload would refuse (links out, special files) is refused here too
+    for path in uploads.values():
+        files(path)  # what a Beaker upload would refuse (links out, special files) is refused here too
     used: list[list[str]] = []
     for task in spec.get("tasks", []):
         keep = []
