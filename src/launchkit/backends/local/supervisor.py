@@ -184,14 +184,26 @@ class Supervisor:
     def save(self, **fields: Any) -> None:
         with self.lock:
             self.rec.update(fields)
-            record.write(self.rdir, self.rec)
+            self.write()
         self.bells.ring()
 
     def save_rank(self, rank: int, **fields: Any) -> None:
         with self.lock:
             self.rec["ranks"].setdefault(str(rank), {}).update(fields)
-            record.write(self.rdir, self.rec)
+            self.write()
         self.bells.ring()
+
+    def write(self) -> None:
+        """Write the record; once the job runs, a failed write (even after the reserve was given up)
+        stops the run rather than the supervisor, whose later writes may still get through."""
+        try:
+            record.write(self.rdir, self.rec)
+        except OSError as e:
+            if not self.procs:
+                raise
+            if self.storage_error is None:
+                self.storage_error = f"could not write its record ({e.strerror or e})"
+                self.request_stop()
 
     # ---- stopping
     def request_stop(self) -> None:
@@ -258,6 +270,7 @@ class Supervisor:
         base = base_env(self.rdir)
         gpus = gpu_count()
         os.makedirs(os.path.join(self.rdir, "logs"), exist_ok=True)
+        record.reserve(self.rdir)
         self.cgroup = procs.make_cgroup(self.run_id)
         self.save(supervisor_pid=os.getpid(), cgroup=self.cgroup)
         for rank in range(count):
@@ -345,6 +358,10 @@ class Supervisor:
             self.run_procs().end(2)
             procs.reap_children()
         procs.remove_cgroup(self.cgroup)
+        try:
+            os.unlink(os.path.join(self.rdir, record.RESERVE_FILE))
+        except OSError:
+            pass
         from launchkit.backends.local.cleanup import remove_credentials  # the supervisor starts light
 
         remove_credentials(self.rdir)  # nothing of the job is left to read them
