@@ -110,7 +110,7 @@ def test_a_sweep_that_fails_midway_names_what_was_created_and_a_relaunch_adds_on
     assert f"part-main__seed_1: launched before as {first.id}" in r.stderr
     assert r.stdout.count("\n") == 2, r.stdout  # the two new ids
     r = sweep()  # complete: launching it again launches it again
-    assert r.code == 0 and len([n for n in ours()]) == 6, r.stderr
+    assert r.code == 0 and len(ours()) == 6, r.stderr
 
 
 @pytest.fixture

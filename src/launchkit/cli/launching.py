@@ -258,7 +258,6 @@ def submit(app: Application, b: Backend, request: LaunchRequest, submission: Sub
             f"{len(tasks)} tasks in one run: {b.name} runs have one task",
             hint="with --sweep add --sweep-experiments (one run each), or launch on Beaker",
         )
-    from launchkit.cli.backend_choice import remember_last_run
     from launchkit.core.spec import split_experiments
 
     # --sweep-experiments: one experiment per --sweep combination, named after its task
