@@ -229,7 +229,8 @@ def _submit_sweep(app: Application, b: Backend, whole: Submission, subs: list[Su
             missing = [s.name for s in subs if s.name not in created]
             kept = record.save(created)
             done = ", ".join(f"{n} ({i})" for n, i in created.items())
-            e.message += f"; created {len(created)} of {len(subs)} experiments: {done}; not created: {', '.join(missing)}"
+            e.message += f"; created {len(created)} of {len(subs)} experiments: {done}"
+            e.message += f"; not created: {', '.join(missing)}"
             e.hint = (
                 "run the same command again: it creates only the missing ones"
                 if kept
