@@ -5,10 +5,12 @@ empty files included), so an unchanged directory is found and reused instead of 
 two launches racing to upload the same content end up with one dataset: whoever loses the create
 (409, or 400 "already in use") adopts the winner's dataset. Because every file's content is fixed by
 the name, adopting an uncommitted dataset (another launcher still uploading, or one killed midway) is
-safe: upload what is missing (the same bytes), commit (idempotent), and verify.
+safe: upload what is missing (the same bytes), verify, and commit (idempotent).
 
-Nothing is mounted until `list_files` shows every path with its size (and SHA-256 when Beaker reports
-one), allowing for listing lag with a few short retries (fact sheet 7.6).
+Nothing is committed (and so nothing mounted) until `list_files` shows every path with its size (and
+SHA-256 when Beaker reports one), allowing for listing lag with a few short retries (fact sheet 7.6):
+a dataset missing a file stays uncommitted, and the next launch of the same content completes it.
+What is read is exactly the directory named (backends/uploadtree.py).
 """
 
 from __future__ import annotations
