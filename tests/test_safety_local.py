@@ -197,3 +197,74 @@ def test_a_local_job_inherits_no_credentials_from_the_shell(repo, env):
     for name, value in SHELL_CREDENTIALS.items():
         if name != "GITHUB_TOKEN":
             assert value not in out, name
+
+
+# ---- fast: the rules themselves
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "dropped"),
+    [
+        ("BEAKER_TOKEN", "x", True),
+        ("GITHUB_TOKEN", "x", True),
+        ("AWS_ACCESS_KEY_ID", "x", True),
+        ("AWS_SECRET_ACCESS_KEY", "x", True),
+        ("NOTIFY", "https://hooks.slack.com/services/T0/B0/x", True),
+        ("DB", "postgres://u:pw@db/x", True),
+        ("ANYTHING", "hf_" + "a" * 30, True),
+        ("PATH", "/usr/bin", False),
+        ("HF_HOME", "/cache/hf", False),
+        ("MAX_TOKENS", "4096", False),
+        ("UV_INDEX_URL", "https://pypi.org/simple", False),
+    ],
+)
+def test_which_variables_of_the_shell_a_local_job_does_not_get(name, value, dropped):
+    from launchkit.backends.local.supervisor import is_credential
+
+    assert is_credential(name, value) is dropped
+
+
+def test_a_recorded_cgroup_is_used_only_if_it_is_the_runs_own(tmp_path):
+    """status.json is writable by the job: a `cgroup` pointing at any other cgroup (the root, the
+    user's session) must never be what `stop` kills."""
+    from launchkit.backends.local import procs
+
+    own = procs.own_cgroup()
+    run_id = "local-20260101-000000-abcdef"
+    assert procs.run_cgroup(run_id, None) is None
+    assert procs.run_cgroup(run_id, 5) is None
+    assert procs.run_cgroup(run_id, str(tmp_path / f"launchkit-{run_id}")) is None  # not a cgroup fs
+    if own is not None:
+        assert procs.run_cgroup(run_id, own) is None  # the supervisor's own (or the root) cgroup
+        assert procs.run_cgroup(run_id, os.path.join(own, "launchkit-local-other")) is None
+        rec = {"id": run_id, "cgroup": own, "ranks": {"0": {"pgid": "1; rm"}}}
+        assert procs.RunProcs.of(tmp_path, rec).cgroup is None
+
+
+def test_a_recorded_pid_counts_only_with_its_start_time(tmp_path):
+    import psutil
+
+    from launchkit.backends.local import procs
+
+    me = psutil.Process()
+    procs.write_tree(str(tmp_path), [(me.pid, me.create_time()), (me.ppid(), 1.0)])
+    found = [p.pid for p in procs._recorded(procs.read_tree(tmp_path))]
+    assert found == [me.pid]  # the parent's recorded start time is wrong: a reused pid, not ours
+
+
+def test_credential_cleanup_never_follows_a_planted_link(tmp_path):
+    from launchkit.backends.local.cleanup import remove_credentials
+
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("mine\n")
+    runtime = tmp_path / "run" / "replica-0" / "runtime"
+    runtime.mkdir(parents=True)
+    (runtime / "credentials").symlink_to(precious)
+    real = tmp_path / "run" / "replica-1" / "runtime" / "credentials"
+    real.mkdir(parents=True)
+    (real / "aws-credentials").write_text("s3cr3t\n")
+    (real / "link").symlink_to(precious / "keep.txt")
+    remove_credentials(tmp_path / "run")
+    assert (precious / "keep.txt").read_text() == "mine\n"
+    assert not (runtime / "credentials").is_symlink() and not real.exists()
