@@ -238,7 +238,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
 
         def _DownloadDatasetFile(self, user, args, query, body) -> None:
             d = self._dataset(args[0])
-            path = urllib.parse.unquote(args[1])
+            path = args[1]  # decoded once, in _dispatch (as an HTTP server does)
             if path not in d.files:
                 raise NotFound(f"file {path!r} not found in dataset {d.id}")
             data = d.files[path]
@@ -251,7 +251,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
         def _UploadDatasetFile(self, dataset, args, query, body) -> None:
             if dataset.committed is not None:
                 return self._error(403, "dataset is committed")
-            path = urllib.parse.unquote(args[1])
+            path = args[1]  # decoded once, in _dispatch (as an HTTP server does)
             digest = self.headers.get("Digest")
             if digest and not body:
                 body = fake.uploads.pop(digest, b"")

@@ -32,8 +32,15 @@ class Prepared:
 
 
 def prepare(
-    conn: Connection, spec: dict[str, Any], *, workspace: str | None, auto_secrets: bool, app: Application
+    conn: Connection,
+    spec: dict[str, Any],
+    *,
+    workspace: str | None,
+    auto_secrets: bool,
+    app: Application,
+    session: bool = False,
 ) -> Prepared:
+    """`session`: for `launchkit session` (sessions-only clusters allowed)."""
     from launchkit.backends.beaker.submit import parsed_spec
 
     name = rs.workspace_name(conn, workspace)
@@ -44,6 +51,7 @@ def prepare(
         gpu_types=rs.spec_env_list(spec, rs.ENV_GPU_TYPES),
         tags=rs.spec_env_list(spec, rs.ENV_TAGS),
         auto_secrets=auto_secrets,
+        session=session,
     )
     out = resolved.spec
     ws = resolved.workspace
