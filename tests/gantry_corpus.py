@@ -22,12 +22,12 @@ Meaning (`meaning(spec, tool)`): the same normalised dict from a gantry spec and
 | mounts | datasets by mountPath (not gantry's /gantry entrypoint): weka, hostPath, secret, beaker (ids mapped to names; uploads as "upload") | the same |
 | multinode | replicas (1 = none), leaderSelection, hostNetworking, propagateFailure, propagatePreemption, synchronizedStartTimeout | the same |
 | priority, preemptible, min_runtime, auto_resume | task.context | the same |
-| budget, retries, timeout | spec.budget, spec.retry.allowedTaskRetries, task.timeout | the same |
+| budget, retries, timeout | spec.budget (else the workspace's, which Beaker charges), spec.retry.allowedTaskRetries, task.timeout | the same |
 | workspace | dry-run header `Workspace:` (not in the spec) | a `workspace: ORG/NAME` stderr line if launchkit prints one; else the one given, else the config's |
 | image | task.image (beaker ids mapped to names) | the same |
 | command | task.arguments (task.command is bash /gantry/entrypoint.sh) | task.arguments (task.command is the entrypoint script) |
 | results, task_name | task.result.path, task.name | the same |
-| python | GANTRY_NO_PYTHON, _PYTHON_MANAGER, _USE_SYSTEM_PYTHON, _UV_VENV, _CONDA_ENV, _CONDA_FILE, _DEFAULT_PYTHON_VERSION (None when it is gantry's local default), _INSTALL_CMD, _UV_ALL_EXTRAS, _UV_EXTRAS, UV_TORCH_BACKEND | LAUNCHKIT_NO_PYTHON, _PYTHON_MANAGER, _SYSTEM_PYTHON, _UV_VENV, _CONDA_ENV, _CONDA_FILE, _PYTHON_VERSION, _INSTALL_CMD, _UV_ALL_EXTRAS, _UV_EXTRAS, UV_TORCH_BACKEND |
+| python | GANTRY_NO_PYTHON, _PYTHON_MANAGER, _USE_SYSTEM_PYTHON, _UV_VENV, _CONDA_ENV, _CONDA_FILE, _DEFAULT_PYTHON_VERSION (None when it is gantry's local default), _INSTALL_CMD, _UV_ALL_EXTRAS (not compared with an install command, which replaces the uv install it is for), _UV_EXTRAS, UV_TORCH_BACKEND | LAUNCHKIT_NO_PYTHON, _PYTHON_MANAGER, _SYSTEM_PYTHON, _UV_VENV, _CONDA_ENV, _CONDA_FILE, _PYTHON_VERSION, _INSTALL_CMD, _UV_ALL_EXTRAS, _UV_EXTRAS, UV_TORCH_BACKEND |
 | runtime | GANTRY_EXEC_METHOD, GANTRY_USE_TORCHRUN, GANTRY_SKIP_NCCL_SETUP, GANTRY_PRE/POST_SETUP_CMD, GANTRY_RUNTIME_DIR (None at the default) | LAUNCHKIT_EXEC_METHOD, LAUNCHKIT_LAUNCHER=torchrun, LAUNCHKIT_SKIP_NCCL_SETUP, LAUNCHKIT_PRE/POST_SETUP, LAUNCHKIT_RUNTIME_DIR |
 
 Differences are allowed only where `ADDED_ENV` lists a cluster fact launchkit adds on purpose.
@@ -291,9 +291,11 @@ def meaning(
     clusters: dict[str, str] | None = None,
     datasets: dict[str, str] | None = None,
     images: dict[str, str] | None = None,
+    budgets: dict[str, str] | None = None,
 ) -> Meaning:
     """The normalised meaning of a gantry (`tool="gantry"`) or launchkit spec (see the module docstring).
-    `clusters`, `datasets`, `images` map IDs and aliases to canonical names."""
+    `clusters`, `datasets`, `images` map IDs and aliases to canonical names; `budgets` maps a workspace
+    to its budget (a spec without one is charged to the workspace's, as Beaker does)."""
     clusters, datasets, images = clusters or {}, datasets or {}, images or {}
     task = spec["tasks"][0]
     ctx = task.get("context") or {}
@@ -357,6 +359,8 @@ def meaning(
             "uv_extras": g("UV_EXTRAS"),
             "torch_backend": values.get("UV_TORCH_BACKEND"),
         }
+        if python["manager"] == "conda" and python["system_python"]:  # gantry: the base environment
+            python.update(system_python=False, conda_env=python["conda_env"] or "base")
         runtime = {
             "exec_method": None if g("EXEC_METHOD") in (None, "exec") else g("EXEC_METHOD"),
             "torchrun": g("USE_TORCHRUN") == "1",
@@ -387,6 +391,8 @@ def meaning(
             "post_setup": g("POST_SETUP"),
             "runtime_dir": None if g("RUNTIME_DIR") in (None, "/launchkit-runtime") else g("RUNTIME_DIR"),
         }
+    if python["install"]:  # both entrypoints hand extras only to their own uv install, which this replaces
+        python["uv_all_extras"] = None
     image = dict(task.get("image") or {})
     if "beaker" in image:
         image["beaker"] = images.get(image["beaker"], image["beaker"])
@@ -416,7 +422,7 @@ def meaning(
         "preemptible": ctx.get("preemptible"),
         "min_runtime": ctx.get("minRuntime"),
         "auto_resume": ctx.get("autoResume"),
-        "budget": spec.get("budget"),
+        "budget": spec.get("budget") or (budgets or {}).get(workspace or ""),
         "workspace": workspace,
         "retries": (spec.get("retry") or {}).get("allowedTaskRetries"),
         "timeout": task.get("timeout"),
@@ -479,9 +485,19 @@ def state_maps(state: Any) -> dict[str, dict[str, str]]:
             clusters[f"{org}/{a}"] = f"{org}/{c.name}"
     datasets = {d.id: f"{users.get(d.author_id, '?')}/{d.name}" for d in state.datasets.values()}
     images = {i.id: f"{users.get(i.author_id, '?')}/{i.name}" for i in state.images.values()}
-    return {"clusters": clusters, "datasets": datasets, "images": images}
+    orgs = {o.id: o.name for o in state.orgs.values()}
+    budget_names = {b.id: f"{orgs.get(b.org_id, 'ai2')}/{b.name}" for b in state.budgets.values()}
+    budgets = {
+        f"{orgs.get(w.org_id, 'ai2')}/{w.name}": budget_names[w.budget_id]
+        for w in state.workspaces.values()
+        if w.budget_id in budget_names
+    }
+    return {"clusters": clusters, "datasets": datasets, "images": images, "budgets": budgets}
 
 
+# gantry refusals that say nothing about the line: gantry needed the GitHub CLI to find `--remote`'s
+# newest commit, and neither the CLI nor github.com is on this machine.
+MACHINE_REFUSALS = ("GitHub CLI",)
 DEPRECATED = ("--venv", "--nfs", "--no-nfs", "--no-conda", "--pip", "--conda", "--python-version")
 
 
@@ -556,6 +572,11 @@ def replay_line(
         one = r.stderr.strip().splitlines()
         # refused with the migration: one line, exit 2, more than click's generic "No such option"
         if r.code == 2 and len(one) == 1 and "no such option" not in one[0].lower():
+            return "refused-ok", {}
+        # gantry refused for want of something on this machine (the GitHub CLI, the network): launchkit
+        # must also stop, in one line, as a usage error or a precondition the user can fix
+        machine = any(m in " ".join(rec.get("stderr_tail", [])) for m in MACHINE_REFUSALS)
+        if machine and r.code in (2, 3) and len(one) == 1 and "Traceback" not in r.stderr:
             return "refused-ok", {}
         tail = (r.stderr.strip().splitlines() or ["(no output)"])[-1][:120]
         return "fails", {"refusal": (rec.get("stderr_tail", [""])[-1:], f"exit {r.code}: {tail}")}

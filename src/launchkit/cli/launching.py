@@ -63,7 +63,7 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
 
         for opt in RUN_OPTIONS:
             if opt.deprecated and given.get(opt.name):
-                app.warn(f"{opt.flag} is a spelling gantry removed before 3.7: {opt.deprecated}")
+                app.warn(f"{opt.flag} is deprecated (gantry removed it before 3.7): {opt.deprecated}")
         limits = ("--start-timeout", "--inactive-timeout", "--inactive-soft-timeout")
         if ignored := [o for o in limits if given.get(o[2:].replace("-", "_")) and not request.follow]:
             app.warn(

@@ -103,12 +103,19 @@ def _env(spec: dict[str, Any], name: str) -> str | None:
 def github_token(
     conn: Connection, spec: dict[str, Any], ws: Any, ws_label: str, *, auto_secrets: bool, app: Application
 ) -> str | None:
-    """For a GitHub remote: add env GITHUB_TOKEN from the workspace secret `<user>_GITHUB_TOKEN` or
-    `GITHUB_TOKEN` (as gantry does). Without one, a private repository is refused (the job could not
-    clone it); when GitHub cannot be asked, warn and go on. Returns what was added, or None."""
+    """For a GitHub remote that is private (or whose visibility GitHub would not tell), add env
+    GITHUB_TOKEN from the workspace secret `<user>_GITHUB_TOKEN` or `GITHUB_TOKEN`, as gantry does: a
+    public repository's job gets no token. Without one, a private repository is refused (the job could
+    not clone it); when GitHub cannot be asked and there is no token, warn and go on. Returns what was
+    added, or None."""
     repo = github_repo(_env(spec, ENV_GIT_REMOTE) or "")
     if repo is None or _env(spec, GITHUB_TOKEN) or _env(spec, ENV_GIT_TOKEN):
         return None  # not GitHub, or the user passed a token (--env-secret / --git-token-secret)
+    from launchkit.backends.beaker.github import visibility
+
+    seen = visibility(repo)
+    if seen.private is False:
+        return None
     user = conn.me().name
     available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
     source = next((s for s in (f"{user}_{GITHUB_TOKEN}", GITHUB_TOKEN) if s in available), None)
@@ -116,9 +123,6 @@ def github_token(
         for task in spec.get("tasks", []):
             task.setdefault("envVars", []).append({"name": GITHUB_TOKEN, "secret": source})
         return GITHUB_TOKEN if source == GITHUB_TOKEN else f"{GITHUB_TOKEN} (from {source})"
-    from launchkit.backends.beaker.github import visibility
-
-    seen = visibility(repo)
     if seen.private is None:
         app.warn(
             f"could not check whether GitHub repository {repo} is private ({seen.why}); "
