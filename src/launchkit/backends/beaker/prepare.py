@@ -5,6 +5,7 @@ JSON form. Read-only: `run --dry-run` prints this, `run --save-spec` writes it, 
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,7 @@ def prepare(
     session: bool = False,
 ) -> Prepared:
     """`session`: for `launchkit session` (sessions-only clusters allowed)."""
-    from launchkit.backends.beaker.submit import parsed_spec
+    from launchkit.backends.beaker.submit import parsed_spec, with_token
 
     name = rs.workspace_name(conn, workspace)
     resolved = rs.resolve(
@@ -66,6 +67,9 @@ def prepare(
             notes.append(SECRETS_ADDED + added)
         else:
             notes[i] += ", " + added
+    # A nonce per prepared launch (create_once finds its own experiment by it), in the spec the dry
+    # run prints and --save-spec writes, so what they show is what is submitted.
+    out = with_token(out, secrets.token_hex(8))
     # What create() sends is beaker-py's JSON of the parsed spec: normalise to exactly that.
     return Prepared(ws, name, parsed_spec(out).to_json(), notes)
 
