@@ -10,8 +10,8 @@ import fnmatch
 import itertools
 import random
 import threading
-import warnings
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
