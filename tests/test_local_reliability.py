@@ -375,6 +375,7 @@ def test_latest_follows_the_backend_of_the_last_run(repo, env):
 def test_upload_links_of_a_lost_run_go_with_stop_and_prune(repo, env, state, marker, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
+    (data / "x.txt").write_text("x\n")  # an empty directory is refused
     links = [tmp_path / "mnt" / "a", tmp_path / "mnt" / "b"]
     ids = []
     for link in links:
