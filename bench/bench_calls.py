@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Round trips per command against the fake Beaker, guarded: exit 1 when a count goes above its ceiling.
+
+Usage (from the repository root):  uv run python bench/bench_calls.py [--gantry] [--json FILE]
+
+Each command runs as users run it (the console entry point in a subprocess, this tree's src/) against
+the fake Beaker (tests/fakebeaker, in this process), which counts every gRPC method and HTTP route.
+Counts are not timings: they do not depend on the machine's load, so the ceilings are exact.
+
+- list:    `launchkit list` of 20 launchkit runs (10 finished, 2 authors) in the workspace.
+- submit:  `launchkit run -- python train.py` (no --upload), twice from the same commit: the second
+           launch must not have its create rejected for a taken name.
+- upload:  the first `launchkit run --upload DIR:/data` of 1,000 small files (plus an empty one); the
+           dataset calls and the whole launch's calls. And the second launch of the same directory.
+--gantry also runs gantry 3.7.0's `gantry run --upload` of the same directory against the same fake
+(bench/results/gantry-venv) and prints its counts for comparison (issue 25: no more calls than gantry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_startup import ROOT, small_repo
+
+sys.path.insert(0, str(ROOT / "tests"))
+WS = "ai2/launchkit"
+FILES = 1000
+# command -> ceiling of the fake's total calls (issue 25: list <= 5; the rest: what this tree makes,
+# so any extra round trip fails the bench)
+CEILINGS = {
+    "list": 5,
+    "submit": 9,
+    "submit again (same commit)": 9,
+    "upload: dataset calls": FILES + 1 + 6,
+    "upload: whole launch": FILES + 1 + 6 + 9,
+    "upload again: dataset calls": 2,
+}
+DATASET_CALLS = ("Dataset", "StartUpload", "UploadChunk")
+
+
+def lk_cmd() -> list[str]:
+    return [sys.executable, "-m", "launchkit"]
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+
+
+def counted(fake, cmd: list[str], cwd: Path, env: dict[str, str]) -> dict[str, int]:
+    fake.reset_calls()
+    run(cmd, cwd, env)
+    return dict(fake.calls)
+
+
+def data_dir(tmp: Path) -> Path:
+    d = tmp / "data"
+    (d / "pkg").mkdir(parents=True)
+    (d / "pkg" / "__init__.py").write_bytes(b"")  # empty: must be uploaded too
+    for i in range(FILES):
+        (d / f"f{i:04d}.txt").write_text(f"file {i}\n")
+    return d
+
+
+def populate(fake) -> None:
+    now = time.time_ns()
+    for i in range(20):
+        exp = fake.state.add_experiment(
+            WS,
+            f"lk{i}",
+            author="alice" if i % 2 else "bob",
+            description="run [launchkit]",
+            created=now - (20 - i) * 60_000_000_000,
+        )
+        if i < 10:
+            fake.state.finish_job(exp.tasks[0].latest_job or fake.state.schedule_job(exp), i % 3)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gantry", action="store_true", help="also count gantry 3.7.0's upload launch")
+    ap.add_argument("--json", type=Path, help="write the counts here")
+    args = ap.parse_args()
+    from fakebeaker import FakeBeaker, State, scenarios
+
+    results: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        repo = small_repo(tmp)
+        fake = FakeBeaker(scenarios.basic(State()), directory=tmp / "fb").start()
+        try:
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHKIT_", "BEAKER_"))}
+            env.update(fake.env, HOME=str(tmp), NO_COLOR="1", PYTHONPATH=str(ROOT / "src"))
+            env.update(LAUNCHKIT_WORKSPACE=WS)
+            populate(fake)
+            lk = lk_cmd()
+            run([*lk, "list"], repo, env)  # warm launchkit's user-name cache, as a user's second list
+            results["list"] = counted(fake, [*lk, "list"], repo, env)
+            launch = [*lk, "run", "--yes", "--", "python", "train.py"]
+            results["submit"] = counted(fake, launch, repo, env)
+            results["submit again (same commit)"] = counted(fake, launch, repo, env)
+            data = data_dir(tmp)
+            up = [*lk, "run", "--yes", "--upload", f"{data}:/data", "--", "python", "train.py"]
+            whole = counted(fake, up, repo, env)
+            results["upload: whole launch"] = whole
+            results["upload: dataset calls"] = {
+                k: n for k, n in whole.items() if any(s in k for s in DATASET_CALLS)
+            }
+            again = counted(fake, up, repo, env)
+            results["upload again: dataset calls"] = {
+                k: n for k, n in again.items() if any(s in k for s in DATASET_CALLS)
+            }
+            if args.gantry:
+                results.update(gantry_counts(fake, repo, env, data))
+        finally:
+            fake.stop()
+
+    ok = True
+    print(f"{'command':<34} {'calls':>6} {'ceiling':>8}")
+    for name, calls in results.items():
+        total = sum(calls.values())
+        ceiling = CEILINGS.get(name)
+        line = f"{name:<34} {total:6d} {'' if ceiling is None else ceiling:>8}"
+        if ceiling is not None:
+            ok &= total <= ceiling
+            line += "  ok" if total <= ceiling else "  REGRESSED"
+        top = sorted(calls.items(), key=lambda kv: -kv[1])[:12]
+        print(line + "   " + ", ".join(f"{k}={n}" for k, n in top))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0 if ok else 1
+
+
+def gantry_counts(fake, repo: Path, env: dict[str, str], data: Path) -> dict[str, dict[str, int]]:
+    from bench_startup import gantry_bin
+
+    gantry = str(gantry_bin())
+    genv = {
+        **env,
+        "HTTPS_PROXY": fake.github_proxy,
+        "GANTRY_CHECK_FOR_UPGRADES": "0",
+        "BEAKER_DEFAULT_WORKSPACE": WS,
+    }
+    genv.pop("PYTHONPATH", None)
+    cmd = [gantry, "run", "--yes", "--budget", "ai2/oe-default", "--workspace", WS, "--allow-dirty"]
+    cmd += ["--upload", f"{data}:/data", "--", "python", "train.py"]
+    whole = counted(fake, cmd, repo, genv)
+    return {
+        "gantry upload: whole launch": whole,
+        "gantry upload: dataset calls": {
+            k: n for k, n in whole.items() if any(s in k for s in DATASET_CALLS)
+        },
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

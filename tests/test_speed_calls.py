@@ -1,0 +1,54 @@
+"""Round trips of `list`, submit and upload against the fake Beaker (issue 25): call counts, not timings."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+WS = "ai2/launchkit"
+
+
+@pytest.fixture
+def backend(fake_beaker, tmp_path, monkeypatch):
+    from launchkit.backends.beaker import BeakerBackend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    b = BeakerBackend(timeout=30, workspace=WS)
+    yield b
+    b.close()
+
+
+def _runs(fake, n: int, finished: int) -> None:
+    now = time.time_ns()
+    for i in range(n):
+        exp = fake.state.add_experiment(
+            WS,
+            f"lk{i}",
+            author="alice",
+            description="run [launchkit]",
+            created=now - (n - i) * 60_000_000_000,
+        )
+        if i < finished:
+            fake.state.finish_job(exp.tasks[0].latest_job, i % 3)
+
+
+def test_list_costs_four_calls(fake_beaker, backend):
+    """org, workspace, one page of workloads, one of finished jobs (bench/bench_calls.py: the rounds)."""
+    _runs(fake_beaker, 20, 10)
+    from launchkit.backends.beaker import BeakerBackend
+
+    backend.list_runs(limit=20)  # the author's name cached on disk, as in a user's second list
+    fake_beaker.reset_calls()
+    fresh = BeakerBackend(timeout=30, workspace=WS)  # a new process: nothing resolved yet
+    rows = fresh.list_runs(limit=20)
+    fresh.close()
+    assert len(rows) == 20 and {r.exit_code for r in rows[10:]} == {0, 1, 2}
+    assert fake_beaker.total_calls <= 4, dict(fake_beaker.calls)
+
+
+def test_list_without_finished_statuses_reads_no_jobs(fake_beaker, backend):
+    _runs(fake_beaker, 5, 2)
+    fake_beaker.reset_calls()
+    assert len(backend.list_runs(statuses=["running", "queued"])) == 3
+    assert fake_beaker.calls["ListJobs"] == 0, dict(fake_beaker.calls)
