@@ -52,3 +52,37 @@ def test_list_without_finished_statuses_reads_no_jobs(fake_beaker, backend):
     fake_beaker.reset_calls()
     assert len(backend.list_runs(statuses=["running", "queued"])) == 3
     assert fake_beaker.calls["ListJobs"] == 0, dict(fake_beaker.calls)
+
+
+def _spec() -> dict:
+    task = {
+        "name": "main",
+        "image": {"docker": "python:3.11"},
+        "context": {},
+        "command": ["python", "-c", "print(1)"],
+        "result": {"path": "/results"},
+    }
+    return {"version": "v2", "description": "x [launchkit]", "tasks": [task]}
+
+
+def test_default_names_are_free_up_front():
+    from launchkit.cli.launching import default_name
+
+    names = {default_name("0123456789abcdef") for _ in range(50)}
+    assert len(names) > 40 and all(n.startswith("launchkit-01234567-") and len(n) == 23 for n in names)
+
+
+def test_submit_asks_nothing_after_the_create(fake_beaker, backend):
+    """No GetUser after CreateExperiment (the author's name is cached), and one create per launch."""
+    from launchkit.backends import Submission
+    from launchkit.backends.beaker import BeakerBackend
+
+    backend.submit(Submission(name="first", spec=_spec(), workspace=WS))
+    fake_beaker.reset_calls()
+    fresh = BeakerBackend(timeout=30, workspace=WS)  # a new process: only the on-disk caches
+    run = fresh.submit(Submission(name="second", spec=_spec(), workspace=WS))
+    fresh.close()
+    assert run.author == "alice" and run.name == "second"
+    assert fake_beaker.calls["CreateExperiment"] == 1 and fake_beaker.calls["GetUser"] == 0, dict(
+        fake_beaker.calls
+    )

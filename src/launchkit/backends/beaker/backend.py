@@ -201,7 +201,8 @@ class BeakerBackend:
             spec = self._upload(submission, ws)
             spec = rs.create_groups(self.conn, ws, spec)  # a missing --group is created (as gantry)
             wl = create_once(self.conn, ws, submission.name, spec, self.app)
-            me = self.conn.me().name
+            author = wl.experiment.author_id  # its name from the cache: no GetUser after the create
+            me = self.conn.user_names([author])[author]
             launches.record(self.conn.address, me, wl.experiment.id, wl.experiment.name, submission.workspace)
             return self._info(wl, author=me)
 
