@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-GANTRY_VENV = RESULTS / "gantry-venv"
+GANTRY_VENV = Path(os.environ.get("LK_BENCH_GANTRY_VENV") or RESULTS / "gantry-venv")  # or an existing venv
 # command -> (target ratio, the gantry command it is compared with)
 TARGETS = {
     "launchkit --help": (0.4, "gantry --help"),

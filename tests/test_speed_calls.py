@@ -86,3 +86,26 @@ def test_submit_asks_nothing_after_the_create(fake_beaker, backend):
     assert fake_beaker.calls["CreateExperiment"] == 1 and fake_beaker.calls["GetUser"] == 0, dict(
         fake_beaker.calls
     )
+
+
+def test_first_upload_takes_one_call_a_file(fake_beaker, tmp_path):
+    """A fresh dataset: its storage asked once, one PUT a file (the empty one too), no listing before."""
+    from launchkit.application import Application
+    from launchkit.backends.beaker.client import Connection
+    from launchkit.backends.beaker.upload import Uploader, scan
+
+    d = tmp_path / "d"
+    (d / "pkg").mkdir(parents=True)
+    (d / "pkg" / "__init__.py").write_bytes(b"")
+    for i in range(40):
+        (d / f"{i}.txt").write_text(str(i))
+    tree = scan(str(d))
+    conn = Connection(60)
+    ws = conn.beaker.workspace.get(WS)
+    fake_beaker.reset_calls()
+    ds_id = Uploader(conn, Application(verbosity=-1), ws).ensure(tree)
+    conn.close()
+    calls = fake_beaker.calls
+    assert len(fake_beaker.state.datasets[ds_id].files) == 41
+    assert calls["UploadDatasetFile"] == 41 and calls["GetDatasetStorage"] == 1, dict(calls)
+    assert calls["ListDatasetFiles"] == 1, dict(calls)  # the check after the commit only
