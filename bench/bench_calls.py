@@ -7,7 +7,9 @@ Each command runs as users run it (the console entry point in a subprocess, this
 the fake Beaker (tests/fakebeaker, in this process), which counts every gRPC method and HTTP route.
 Counts are not timings: they do not depend on the machine's load, so the ceilings are exact.
 
-- list:    `launchkit list` of 20 launchkit runs (10 finished, 2 authors) in the workspace.
+- list:    `launchkit list` (20 rows) and `list --limit 200` of 200 launchkit runs in the workspace (every
+           other one finished, 2 authors). Beaker pages hold 50 rows, so 200 rows take 4 ListWorkloads
+           and, for the EXIT column, 2 ListJobs in series.
 - submit:  `launchkit run -- python train.py` (no --upload), twice from the same commit: the second
            launch must not have its create rejected for a taken name.
 - upload:  the first `launchkit run --upload DIR:/data` of 1,000 small files (plus an empty one); the
@@ -28,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_startup import ROOT, small_repo
+from bench_startup import ROOT, baseline_src, small_repo
 
 sys.path.insert(0, str(ROOT / "tests"))
 WS = "ai2/launchkit"
@@ -37,11 +39,13 @@ FILES = 1000
 # round trip fails the bench. ListDatasetFiles pages hold 100 files in the fake: 10 pages for 1,000.
 CEILINGS = {
     "list": 5,
-    "submit": 6,
-    "submit again (same commit)": 6,  # no create refused for a taken name
-    "upload: whole launch": FILES + 24,
+    "list --limit 200": 8,  # org, workspace, 4 pages of workloads, 2 of finished jobs
+    # workspace 2, image 2 (gantry's default image, by id), secrets 1, budget 1, create 1 (+ GetWorkload)
+    "submit": 8,
+    "submit again (same commit)": 8,  # no create refused for a taken name
+    "upload: whole launch": FILES + 26,
     "upload: dataset calls": FILES + 16,  # find 2, create 2, storage 1, PUT 1,000, commit 2, verify 10
-    "upload with an empty file: whole launch": FILES + 1 + 25,
+    "upload with an empty file: whole launch": FILES + 1 + 27,
     "upload with an empty file: dataset calls": FILES + 1 + 17,
     "upload again: dataset calls": 13,  # find 2, verify 11
 }
@@ -79,15 +83,15 @@ def data_dir(tmp: Path, name: str, *, empty: bool) -> Path:
 
 def populate(fake) -> None:
     now = time.time_ns()
-    for i in range(20):
+    for i in range(200):
         exp = fake.state.add_experiment(
             WS,
             f"lk{i}",
-            author="alice" if i % 2 else "bob",
+            author="alice" if i % 3 else "bob",
             description="run [launchkit]",
-            created=now - (20 - i) * 60_000_000_000,
+            created=now - (200 - i) * 60_000_000_000,
         )
-        if i < 10:
+        if i % 2:
             fake.state.finish_job(exp.tasks[0].latest_job or fake.state.schedule_job(exp), i % 3)
 
 
@@ -95,6 +99,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gantry", action="store_true", help="also count gantry 3.7.0's upload launch")
     ap.add_argument("--json", type=Path, help="write the counts here")
+    ap.add_argument("--baseline", default="095abbc", help="git ref whose `list` rounds are shown alongside")
     args = ap.parse_args()
     from fakebeaker import FakeBeaker, State, scenarios
 
@@ -111,6 +116,7 @@ def main() -> int:
             lk = lk_cmd()
             run([*lk, "list"], repo, env)  # warm launchkit's user-name cache, as a user's second list
             results["list"] = counted(fake, [*lk, "list"], repo, env)
+            results["list --limit 200"] = counted(fake, [*lk, "list", "--limit", "200"], repo, env)
             launch = [*lk, "run", "--yes", "--", "python", "train.py"]
             results["submit"] = counted(fake, launch, repo, env)
             results["submit again (same commit)"] = counted(fake, launch, repo, env)
@@ -124,6 +130,7 @@ def main() -> int:
             results["upload again: dataset calls"] = _dataset_calls(counted(fake, up, repo, env))
             if args.gantry:
                 results.update(gantry_counts(fake, repo, env, plain))
+            rounds = list_rounds(fake, repo, env, baseline_src(args.baseline) if args.baseline else None)
         finally:
             fake.stop()
 
@@ -139,9 +146,39 @@ def main() -> int:
             line += "  ok" if total <= ceiling else "  REGRESSED"
         top = sorted(calls.items(), key=lambda kv: -kv[1])[:12]
         print(line + "   " + ", ".join(f"{k}={n}" for k, n in top))
+    for name, (wall, calls) in rounds.items():
+        print(f"{name:<34} {calls:6d}   {wall * 1000:6.0f} ms at {LATENCY * 1000:.0f} ms a call")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0 if ok else 1
+
+
+LATENCY = 0.1
+
+
+def list_rounds(fake, repo: Path, env: dict[str, str], base: Path | None) -> dict[str, tuple[float, int]]:
+    """Wall time of `list` with LATENCY added to every call (median of 3): calls in series show as
+    LATENCY each. The baseline's src/ runs with the same interpreter (a timing: printed, not guarded)."""
+    import statistics
+
+    trees = {
+        "list (this tree)": ROOT / "src",
+        **({f"list (baseline {base.parent.name})": base} if base else {}),
+    }
+    fake.faults.latency(LATENCY)
+    out = {}
+    try:
+        for name, src in trees.items():
+            walls = []
+            for _ in range(3):
+                fake.reset_calls()
+                t = time.perf_counter()
+                run([*lk_cmd(), "list"], repo, {**env, "PYTHONPATH": str(src)})
+                walls.append(time.perf_counter() - t)
+            out[name] = (statistics.median(walls), fake.total_calls)
+    finally:
+        fake.faults.latency(0)
+    return out
 
 
 def _dataset_calls(calls: dict[str, int]) -> dict[str, int]:

@@ -10,32 +10,17 @@ Each gets the invocation's `Application` with `get_app(ctx)` (launchkit.cli.cont
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
+from typing import Any
 
 import typer
 from typer.exceptions import TyperException
 
 from launchkit import __version__
 from launchkit.application import Application
-from launchkit.cli import (
-    completion_cmd,
-    find_gpus_cmd,
-    follow_cmd,
-    list_cmd,
-    logs_cmd,
-    mason_cmd,
-    open_cmd,
-    profiles_cmd,
-    prune_cmd,
-    results_cmd,
-    run_cmd,
-    secret_cmd,
-    session_cmd,
-    stop_cmd,
-    why_cmd,
-)
 from launchkit.cli.backend_choice import stdout_closed
 from launchkit.cli.context import get_app
 from launchkit.cli.panels import PanelCommand, PanelGroup
@@ -122,37 +107,40 @@ def build_app(only: str | None = None) -> typer.Typer:
     def wanted(name: str) -> bool:
         return only is None or name == only
 
+    def cmd(module: str) -> Any:  # launchkit.cli.<module>, imported only for a command that is built
+        return importlib.import_module(f"launchkit.cli.{module}")
+
     if wanted("run"):
         cli.command(
             "run",
             cls=PanelCommand,
             options_metavar="[OPTIONS] -- COMMAND...",
             short_help="Launch the committed, pushed state of this repository as a job.",
-        )(run_cmd.run_command())
-    for name, command in (
-        ("follow", follow_cmd.follow),
-        ("logs", logs_cmd.logs),
-        ("stop", stop_cmd.stop),
-        ("list", list_cmd.list_runs),
-        ("why", why_cmd.why),
-        ("find-gpus", find_gpus_cmd.find_gpus),
-        ("open", open_cmd.open_page),
-        ("profiles", profiles_cmd.profiles),
-        ("prune", prune_cmd.prune),
+        )(cmd("run_cmd").run_command())
+    for name, module, function in (
+        ("follow", "follow_cmd", "follow"),
+        ("logs", "logs_cmd", "logs"),
+        ("stop", "stop_cmd", "stop"),
+        ("list", "list_cmd", "list_runs"),
+        ("why", "why_cmd", "why"),
+        ("find-gpus", "find_gpus_cmd", "find_gpus"),
+        ("open", "open_cmd", "open_page"),
+        ("profiles", "profiles_cmd", "profiles"),
+        ("prune", "prune_cmd", "prune"),
     ):
         if wanted(name):
-            cli.command(name, cls=PanelCommand)(command)
+            cli.command(name, cls=PanelCommand)(getattr(cmd(module), function))
     if wanted("secret"):
-        cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)
+        cli.add_typer(cmd("secret_cmd").secret_group(), name="secret", cls=PanelGroup)
     if wanted("results"):
-        cli.command("results", cls=PanelCommand)(results_cmd.results)
+        cli.command("results", cls=PanelCommand)(cmd("results_cmd").results)
     if wanted("session"):
         cli.command(
             "session",
             cls=PanelCommand,
             options_metavar="[OPTIONS] [-- COMMAND...]",
             short_help="Interactive Beaker session with the resources of run.",
-        )(session_cmd.session_command())
+        )(cmd("session_cmd").session_command())
     if wanted("mason"):
         cli.command(
             "mason",
@@ -163,11 +151,12 @@ def build_app(only: str | None = None) -> typer.Typer:
                 "allow_extra_args": True,
                 "help_option_names": [],
             },
-        )(mason_cmd.mason)
+        )(cmd("mason_cmd").mason)
     if wanted("completion"):
-        cli.command("completion", cls=PanelCommand)(completion_cmd.completion)
+        cli.command("completion", cls=PanelCommand)(cmd("completion_cmd").completion)
     if wanted("config"):
-        cli.add_typer(secret_cmd.config_group(), name="config", cls=PanelGroup, hidden=True)  # gantry's
+        config = cmd("secret_cmd").config_group()
+        cli.add_typer(config, name="config", cls=PanelGroup, hidden=True)  # gantry's
     return cli
 
 
