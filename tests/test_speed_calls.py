@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from test_beaker_backend import spec
+
 WS = "ai2/launchkit"
 
 
@@ -54,17 +56,6 @@ def test_list_without_finished_statuses_reads_no_jobs(fake_beaker, backend):
     assert fake_beaker.calls["ListJobs"] == 0, dict(fake_beaker.calls)
 
 
-def _spec() -> dict:
-    task = {
-        "name": "main",
-        "image": {"docker": "python:3.11"},
-        "context": {},
-        "command": ["python", "-c", "print(1)"],
-        "result": {"path": "/results"},
-    }
-    return {"version": "v2", "description": "x [launchkit]", "tasks": [task]}
-
-
 def test_default_names_are_free_up_front():
     from launchkit.cli.launching import default_name
 
@@ -77,10 +68,10 @@ def test_submit_asks_nothing_after_the_create(fake_beaker, backend):
     from launchkit.backends import Submission
     from launchkit.backends.beaker import BeakerBackend
 
-    backend.submit(Submission(name="first", spec=_spec(), workspace=WS))
+    backend.submit(Submission(name="first", spec=spec(), workspace=WS))
     fake_beaker.reset_calls()
     fresh = BeakerBackend(timeout=30, workspace=WS)  # a new process: only the on-disk caches
-    run = fresh.submit(Submission(name="second", spec=_spec(), workspace=WS))
+    run = fresh.submit(Submission(name="second", spec=spec(), workspace=WS))
     fresh.close()
     assert run.author == "alice" and run.name == "second"
     assert fake_beaker.calls["CreateExperiment"] == 1 and fake_beaker.calls["GetUser"] == 0, dict(
