@@ -79,8 +79,7 @@ def test_submit_asks_nothing_after_the_create(fake_beaker, backend):
     )
 
 
-def test_first_upload_takes_one_call_a_file(fake_beaker, tmp_path):
-    """A fresh dataset: its storage asked once, one PUT a file (the empty one too), no listing before."""
+def _upload_41(fake_beaker, tmp_path) -> dict[str, int]:
     from launchkit.application import Application
     from launchkit.backends.beaker.client import Connection
     from launchkit.backends.beaker.upload import Uploader, scan
@@ -96,7 +95,26 @@ def test_first_upload_takes_one_call_a_file(fake_beaker, tmp_path):
     fake_beaker.reset_calls()
     ds_id = Uploader(conn, Application(verbosity=-1), ws).ensure(tree)
     conn.close()
-    calls = fake_beaker.calls
     assert len(fake_beaker.state.datasets[ds_id].files) == 41
+    return dict(fake_beaker.calls)
+
+
+def test_first_upload_takes_one_call_a_file(fake_beaker, tmp_path):
+    """A fresh dataset: its storage asked once, one PUT a file (the empty one too), no listing before."""
+    calls = _upload_41(fake_beaker, tmp_path)
     assert calls["UploadDatasetFile"] == 41 and calls["GetDatasetStorage"] == 1, dict(calls)
-    assert calls["ListDatasetFiles"] == 1, dict(calls)  # the check after the commit only
+    assert calls["ListDatasetFiles"] == 1, dict(calls)  # the check before the commit only
+
+
+def test_upload_without_beaker_pys_helper_uses_the_public_upload(fake_beaker, tmp_path, monkeypatch):
+    """Another beaker-py whose private per-file helper differs: the public `dataset.upload` (2 calls)."""
+    from beaker._dataset import DatasetClient
+
+    original = DatasetClient._upload_file
+
+    def changed(self, dataset, **kw):  # still what `dataset.upload` calls, with another signature
+        return original(self, dataset, **kw)
+
+    monkeypatch.setattr(DatasetClient, "_upload_file", changed)
+    calls = _upload_41(fake_beaker, tmp_path)
+    assert calls["UploadDatasetFile"] == 41 and calls["GetDatasetStorage"] == 41, dict(calls)

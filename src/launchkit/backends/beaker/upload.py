@@ -215,7 +215,7 @@ class Uploader:
         upload_file = getattr(dataset, "_upload_file", None)
         # beaker-py puts the target in the URL unquoted (`#`, `?` and `%` would cut or change it);
         # quoted here, the server decodes it back (fact sheet 7.2)
-        if get_storage is None or upload_file is None:
+        if get_storage is None or upload_file is None or not _takes(upload_file, "storage", "size", "source"):
             return lambda f: dataset.upload(ds, f.path, quote(f.target, safe="/"))
         storage = get_storage(ds)
         return lambda f: upload_file(
@@ -237,6 +237,15 @@ class Uploader:
             f"files missing or different (first: {missing[0]})",
             hint=f"delete it (`beaker dataset delete {ds.id}`) and launch again",
         )
+
+
+def _takes(function: Any, *names: str) -> bool:
+    import inspect
+
+    try:
+        return set(names) <= set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return False
 
 
 def _matches(remote: Any, local: LocalFile) -> bool:
