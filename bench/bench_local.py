@@ -9,7 +9,7 @@ Usage (from the repository root):  uv run python bench/bench_local.py [-n 15] [-
   starts inherits it), each with its own LAUNCHKIT_LOCAL_HOME, in a small repository.
 - Reports median/min/max wall time in ms, with `run --local --dry-run` (no job at all) as the floor
   of the CLI itself, and below it `python -c pass`, the bare import of the libraries `run` uses and
-  the job alone (the entrypoint, run directly). Target (issue 11): the local follow run <= 200 ms median. Exit 1 if missed.
+  the job alone (the entrypoint, run directly). Target (issue 25): the local follow run < 250 ms median. Exit 1 if missed.
 """
 
 from __future__ import annotations
@@ -22,33 +22,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_startup import RESULTS, ROOT, compile_all, site_packages, small_repo, time_once
+from bench_startup import ROOT, baseline_src, compile_all, site_packages, small_repo, time_once
 
-TARGET_MS = 200.0
+TARGET_MS = 250.0  # issue 25 (issue 11 had 200 ms on a quieter machine)
 RUN = ["run", "--local", "--no-python", "--follow", "--", "echo", "hi"]
 FLOOR = ["run", "--local", "--no-python", "--dry-run", "--", "echo", "hi"]
-# typer (its option parsing builds pydantic adapters), launchkit's pydantic models, GitPython for the
-# repository's state, beaker-py's spec types: each is what the developers' guide names for its job
-LIBRARIES = "import typer, pydantic, git; from launchkit.core.beaker_types import spec_types; spec_types()"
-
-
-def baseline_src(ref: str) -> Path:
-    sha = subprocess.run(
-        ["git", "rev-parse", "--short=12", ref],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.strip()
-    dest = RESULTS / f"baseline-{sha}"
-    if not (dest / "src").is_dir():
-        dest.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "archive", sha, "src"], cwd=ROOT, capture_output=True, check=True, timeout=120
-        )
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True, timeout=120)
-    return dest / "src"
+# typer (its option parsing builds pydantic adapters), launchkit's pydantic models, beaker-py's spec
+# types: each is what the developers' guide names for its job (the repository is read with plain git)
+LIBRARIES = "import typer, pydantic; from launchkit.core.beaker_types import spec_types; spec_types()"
 
 
 def job_alone(repo: Path, where: Path, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
@@ -76,7 +57,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=15, help="runs per command (default 15)")
     ap.add_argument(
-        "--baseline", default="e38b743", help="git ref to compare with (default: before issue 11)"
+        "--baseline", default="095abbc", help="git ref to compare with (default: before issue 25)"
     )
     args = ap.parse_args()
 
@@ -115,14 +96,15 @@ def main() -> int:
                 samples[name].append(time_once(cmd, repo, env)[0])
 
     print(
-        f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs  (n={args.n}, baseline {args.baseline})"
+        f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+        f"  (n={args.n}, baseline {args.baseline})"
     )
     print(f"{'command':<34} {'median':>8} {'min':>7} {'max':>7}")
     for name, walls in samples.items():
         print(f"{name:<34} {statistics.median(walls):7.0f}ms {min(walls):6.0f}ms {max(walls):6.0f}ms")
     current = statistics.median(samples["current run --local --follow"])
-    ok = current <= TARGET_MS
-    print(f"target: current run --local --follow <= {TARGET_MS:.0f} ms median: {'ok' if ok else 'MISSED'}")
+    ok = current < TARGET_MS
+    print(f"target: current run --local --follow < {TARGET_MS:.0f} ms median: {'ok' if ok else 'MISSED'}")
     return 0 if ok else 1
 
 

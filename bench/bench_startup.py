@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Start-up benchmark: `launchkit --help` and `launchkit run --dry-run` against gantry 3.7.0.
+"""Start-up benchmark: `launchkit --help`, `run --help` and `run --dry-run` against gantry 3.7.0.
 
-Usage (from the repository root):  uv run python bench/bench_startup.py [-n 15]
+Usage (from the repository root):  uv run python bench/bench_startup.py [-n 15] [--baseline REF]
 
 - Installs beaker-gantry==3.7.0 into its own venv (bench/results/gantry-venv) with uv.
 - Byte-compiles both environments and src/ (PYTHONDONTWRITEBYTECODE would otherwise make every
@@ -10,8 +10,11 @@ Usage (from the repository root):  uv run python bench/bench_startup.py [-n 15]
 - `gantry run --dry-run` talks to Beaker (it is not offline): it runs against the fake Beaker
   (tests/fakebeaker) answering every call after 20 ms, github.com served by the fake's proxy.
   `launchkit run --dry-run` runs offline (no Beaker credentials), as a user's dry run does.
-- Targets (issue 14): `launchkit --help` <= 0.4x `gantry --help`; `launchkit run --dry-run`
-  <= 0.4x `gantry run --dry-run`. Exit 1 if missed.
+- Targets: `launchkit --help` <= 0.4x `gantry --help` (issue 14); `launchkit run --help` <= 0.30x
+  `gantry run --help` and the offline `launchkit run --dry-run` <= 0.25x gantry's online one (issue 25).
+  Exit 1 if missed.
+- --baseline REF (default 095abbc, before issue 25) also runs that commit's src/ (`git archive`, same
+  interpreter, PYTHONPATH) in the same batches, so before and after are measured side by side.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-GANTRY_VENV = RESULTS / "gantry-venv"
+GANTRY_VENV = Path(os.environ.get("LK_BENCH_GANTRY_VENV") or RESULTS / "gantry-venv")  # or an existing venv
 # command -> (target ratio, the gantry command it is compared with)
 TARGETS = {
     "launchkit --help": (0.4, "gantry --help"),
-    "launchkit run --dry-run": (0.4, "gantry run --dry-run"),
+    "launchkit run --help": (0.30, "gantry run --help"),
+    "launchkit run --dry-run": (0.25, "gantry run --dry-run"),
 }
 FAKE_LATENCY = 0.02
 
@@ -111,6 +115,26 @@ def start_fake(tmp: Path):  # -> fakebeaker.FakeBeaker
     return fake
 
 
+def baseline_src(ref: str) -> Path:
+    """`ref`'s src/ extracted (once) into bench/results/baseline-<sha>/."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short=12", ref],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    dest = RESULTS / f"baseline-{sha}"
+    if not (dest / "src").is_dir():
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", sha, "src"], cwd=ROOT, capture_output=True, check=True, timeout=120
+        )
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True, timeout=120)
+    return dest / "src"
+
+
 def time_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
     """(wall ms, CPU ms of the process and its children). CPU time is less sensitive to machine load."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -129,12 +153,14 @@ def time_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, fl
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=15, help="runs per command (default 15)")
+    ap.add_argument("--baseline", default="095abbc", help="git ref run alongside ('' for none)")
     args = ap.parse_args()
 
     launchkit_python = Path(sys.executable)
     gantry = gantry_bin()
+    base = baseline_src(args.baseline) if args.baseline else None
     compile_all(gantry.parent / "python", site_packages(gantry.parent / "python"))
-    compile_all(launchkit_python, site_packages(launchkit_python), ROOT / "src")
+    compile_all(launchkit_python, site_packages(launchkit_python), ROOT / "src", *([base] if base else []))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHKIT_", "BEAKER_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["NO_COLOR"] = "1"
@@ -148,18 +174,25 @@ def main() -> int:
             "HTTPS_PROXY": fake.github_proxy,
             "GANTRY_CHECK_FOR_UPGRADES": "0",
         }
-        script = launchkit_python.parent / "launchkit"  # the console script users run
-        lk = [str(script)] if script.exists() else [str(launchkit_python), "-m", "launchkit"]
+        # `python -m launchkit` for this tree and the baseline alike (the console script adds ~nothing)
+        lk = [str(launchkit_python), "-m", "launchkit"]
+        env["PYTHONPATH"] = str(ROOT / "src")
         gantry_run = [str(gantry), "run", "--yes", "--budget", "ai2/oe-default", "--dry-run", "--gpus", "1"]
+        dry = ["run", "--dry-run", "--gpus", "1", "--", "python", "train.py"]
         commands = {
             "gantry --help": ([str(gantry), "--help"], env),
+            "gantry run --help": ([str(gantry), "run", "--help"], env),
             "gantry run --dry-run": ([*gantry_run, "--", "python", "train.py"], gantry_env),
             "launchkit --help": ([*lk, "--help"], env),
-            "launchkit run --dry-run": (
-                [*lk, "run", "--dry-run", "--gpus", "1", "--", "python", "train.py"],
-                env,
-            ),
+            "launchkit run --help": ([*lk, "run", "--help"], env),
+            "launchkit run --dry-run": ([*lk, *dry], env),
         }
+        if base is not None:  # the same interpreter and libraries, the baseline's src/
+            old = [str(launchkit_python), "-m", "launchkit"]
+            old_env = {**env, "PYTHONPATH": str(base)}
+            commands["baseline --help"] = ([*old, "--help"], old_env)
+            commands["baseline run --help"] = ([*old, "run", "--help"], old_env)
+            commands["baseline run --dry-run"] = ([*old, *dry], old_env)
         try:
             for cmd, cmd_env in commands.values():  # warm the page cache
                 time_once(cmd, repo, cmd_env)
@@ -174,7 +207,8 @@ def main() -> int:
     cpu_medians = {name: statistics.median(c for _, c in pairs) for name, pairs in samples.items()}
     ok = True
     print(
-        f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; wall time is what the targets use;"
+        f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs;"
+        f" baseline {args.baseline or '-'}; wall time is what the targets use;"
         f" fake Beaker latency {FAKE_LATENCY * 1000:.0f} ms per call"
     )
     print(

@@ -1,10 +1,11 @@
-"""Read the local repository's state with GitPython. I/O lives here, not in launchkit.core.
+"""Read the local repository's state. I/O lives here, not in launchkit.core.
 
-GitPython is imported inside the functions (35-70 ms, incl. the two `git version` calls of its
-own import; `--help` never loads it). Root, HEAD, branch, upstream, remotes and refs are read
-from the repository's files by GitPython without running git. The fast path, from a branch
-whose upstream is at HEAD, runs git twice more: the remote's URL (GitPython's `Remote.urls`,
-which applies insteadOf) and one `git status`.
+The common launch (a branch with an upstream, no --remote/--ref/--branch) asks plain git: three
+calls at once (`rev-parse` for the root, `status --porcelain=v2 --branch` for HEAD, the branch, its
+upstream, ahead/behind and the changes; `for-each-ref` for the upstream's remote), then the remote's
+URL with insteadOf applied (`ls-remote --get-url`, no network). Anything else (no upstream, a
+detached HEAD, --ref, errors) goes through GitPython, imported only then (35-70 ms, incl. the two
+`git version` calls of its own import; `--help` never loads it).
 Offline: the pushed check trusts the remote-tracking refs from your last push or fetch.
 """
 
@@ -101,6 +102,10 @@ def read_git_state(
     repository without a remote, a commit the remote does not have, and SSH remotes of any host.
     """
     path = path or os.getcwd()
+    if remote is None and ref is None and branch is None and os.path.isdir(path):
+        fast = _read_plain(path, allow_dirty=allow_dirty, require_pushed=require_pushed)
+        if fast is not None:
+            return fast
     repo = _open_repo(path) if os.path.isdir(path) else None
     if repo is None:
         if remote and is_url(remote) and (ref or branch):
@@ -198,6 +203,90 @@ def _read(
     if require_pushed and remote_name is not None:
         _require_on_remote(root, commit, remote_name, None)
     return _state(commit=commit, branch=branch, **state)
+
+
+def _git_at_once(cwd: str, *commands: tuple[str, ...], timeout: float = 60) -> list[str] | None:
+    """Run git commands in parallel; their outputs, or None when git is missing or any one fails."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+    try:
+        procs = [
+            subprocess.Popen(
+                ["git", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            )
+            for args in commands
+        ]
+    except OSError:
+        return None
+    outs = []
+    for proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return None
+        outs.append(out if proc.returncode == 0 else None)
+    return None if None in outs else outs  # type: ignore[return-value]
+
+
+def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitState | None:
+    """The common case with plain git calls (see the module's docstring); None: ask GitPython."""
+    outs = _git_at_once(
+        path,
+        ("rev-parse", "--is-bare-repository", "--show-toplevel"),
+        (
+            "status",
+            "--porcelain=v2",
+            "--branch",
+            "-z",
+            "--no-renames",
+            "--untracked-files=normal",
+            "--ignore-submodules=dirty",
+        ),
+        ("for-each-ref", "--format=%(refname:short)%00%(upstream:remotename)", "refs/heads/"),
+    )
+    if outs is None:
+        return None
+    top, status, heads = outs
+    lines = top.splitlines()
+    if len(lines) != 2 or lines[0] != "false":
+        return None
+    root = lines[1]
+    info: dict[str, str] = {}
+    dirty: list[str] = []
+    untracked: list[str] = []
+    for entry in status.split("\0"):
+        if entry.startswith("# "):
+            key, _, value = entry[2:].partition(" ")
+            info[key] = value
+        elif entry.startswith("? "):
+            untracked.append(entry[2:])
+        elif entry[:2] in ("1 ", "u "):  # changed tracked file: its path is the last field
+            dirty.append(entry.split(" ", 8 if entry[0] == "1" else 10)[-1])
+        elif entry:
+            return None  # a kind of entry this reader does not know: GitPython decides
+    head, name, upstream = info.get("branch.oid"), info.get("branch.head"), info.get("branch.upstream")
+    if head is None or not FULL_SHA.fullmatch(head) or not name or name == "(detached)" or not upstream:
+        return None
+    remote_of = dict(line.split("\0", 1) for line in heads.splitlines() if "\0" in line)
+    remote_name = remote_of.get(name)
+    if not remote_name or not upstream.startswith(remote_name + "/"):
+        return None  # no remote-tracking upstream (e.g. a local branch): GitPython decides
+    up_branch = upstream[len(remote_name) + 1 :]
+    url = _git("ls-remote", "--get-url", remote_name, cwd=root).strip()
+    if not url or url == remote_name:  # not a configured remote after all
+        return None
+    state: dict[str, object] = {"repo_root": root, "remote_name": remote_name}
+    state.update(_job_remote(url, remote_name, root, require_pushed))
+    if dirty and not allow_dirty:
+        raise PreconditionError(
+            f"you have uncommitted changes to tracked files ({_some(dirty)})",
+            hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
+        )
+    pushed = info.get("branch.ab") == "+0 -0"  # the upstream is at HEAD
+    if require_pushed and not pushed:
+        _require_on_remote(root, head, remote_name, name)
+    return _state(commit=head, branch=up_branch, untracked=tuple(untracked), **state)
 
 
 def _state(**fields: object) -> GitState:

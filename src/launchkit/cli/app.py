@@ -10,32 +10,17 @@ Each gets the invocation's `Application` with `get_app(ctx)` (launchkit.cli.cont
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
+from typing import Any
 
 import typer
 from typer.exceptions import TyperException
 
 from launchkit import __version__
 from launchkit.application import Application
-from launchkit.cli import (
-    completion_cmd,
-    find_gpus_cmd,
-    follow_cmd,
-    list_cmd,
-    logs_cmd,
-    mason_cmd,
-    open_cmd,
-    profiles_cmd,
-    prune_cmd,
-    results_cmd,
-    run_cmd,
-    secret_cmd,
-    session_cmd,
-    stop_cmd,
-    why_cmd,
-)
 from launchkit.cli.backend_choice import stdout_closed
 from launchkit.cli.context import get_app
 from launchkit.cli.panels import PanelCommand, PanelGroup
@@ -103,8 +88,10 @@ def root(
         )
 
 
-def build_app() -> typer.Typer:
-    """The `launchkit` command tree."""
+def build_app(only: str | None = None) -> typer.Typer:
+    """The `launchkit` command tree; with `only`, the root and that one command (what an invocation
+    of it needs: Typer turns every registered command into a click command on each call, and `run`
+    and `session` have a hundred options each)."""
     cli = typer.Typer(
         name="launchkit",
         cls=PanelGroup,
@@ -116,44 +103,94 @@ def build_app() -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     cli.callback()(root)
-    cli.command(
-        "run",
-        cls=PanelCommand,
-        options_metavar="[OPTIONS] -- COMMAND...",
-        short_help="Launch the committed, pushed state of this repository as a job.",
-    )(run_cmd.run_command())
-    for name, command in (
-        ("follow", follow_cmd.follow),
-        ("logs", logs_cmd.logs),
-        ("stop", stop_cmd.stop),
-        ("list", list_cmd.list_runs),
-        ("why", why_cmd.why),
-        ("find-gpus", find_gpus_cmd.find_gpus),
-        ("open", open_cmd.open_page),
-        ("profiles", profiles_cmd.profiles),
-        ("prune", prune_cmd.prune),
+
+    def wanted(name: str) -> bool:
+        return only is None or name == only
+
+    def cmd(module: str) -> Any:  # launchkit.cli.<module>, imported only for a command that is built
+        return importlib.import_module(f"launchkit.cli.{module}")
+
+    if wanted("run"):
+        cli.command(
+            "run",
+            cls=PanelCommand,
+            options_metavar="[OPTIONS] -- COMMAND...",
+            short_help="Launch the committed, pushed state of this repository as a job.",
+        )(cmd("run_cmd").run_command())
+    for name, module, function in (
+        ("follow", "follow_cmd", "follow"),
+        ("logs", "logs_cmd", "logs"),
+        ("stop", "stop_cmd", "stop"),
+        ("list", "list_cmd", "list_runs"),
+        ("why", "why_cmd", "why"),
+        ("find-gpus", "find_gpus_cmd", "find_gpus"),
+        ("open", "open_cmd", "open_page"),
+        ("profiles", "profiles_cmd", "profiles"),
+        ("prune", "prune_cmd", "prune"),
     ):
-        cli.command(name, cls=PanelCommand)(command)
-    cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)
-    cli.command("results", cls=PanelCommand)(results_cmd.results)
-    cli.command(
-        "session",
-        cls=PanelCommand,
-        options_metavar="[OPTIONS] [-- COMMAND...]",
-        short_help="Interactive Beaker session with the resources of run.",
-    )(session_cmd.session_command())
-    cli.command(
-        "mason",
-        options_metavar="[MASON OPTIONS] -- COMMAND [-- COMMAND...]",
-        short_help="Launch with open-instruct's mason.py command line, as it is.",
-        context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
-    )(mason_cmd.mason)
-    cli.command("completion", cls=PanelCommand)(completion_cmd.completion)
-    cli.add_typer(secret_cmd.config_group(), name="config", cls=PanelGroup, hidden=True)  # gantry's
+        if wanted(name):
+            cli.command(name, cls=PanelCommand)(getattr(cmd(module), function))
+    if wanted("secret"):
+        cli.add_typer(cmd("secret_cmd").secret_group(), name="secret", cls=PanelGroup)
+    if wanted("results"):
+        cli.command("results", cls=PanelCommand)(cmd("results_cmd").results)
+    if wanted("session"):
+        cli.command(
+            "session",
+            cls=PanelCommand,
+            options_metavar="[OPTIONS] [-- COMMAND...]",
+            short_help="Interactive Beaker session with the resources of run.",
+        )(cmd("session_cmd").session_command())
+    if wanted("mason"):
+        cli.command(
+            "mason",
+            options_metavar="[MASON OPTIONS] -- COMMAND [-- COMMAND...]",
+            short_help="Launch with open-instruct's mason.py command line, as it is.",
+            context_settings={
+                "ignore_unknown_options": True,
+                "allow_extra_args": True,
+                "help_option_names": [],
+            },
+        )(cmd("mason_cmd").mason)
+    if wanted("completion"):
+        cli.command("completion", cls=PanelCommand)(cmd("completion_cmd").completion)
+    if wanted("config"):
+        config = cmd("secret_cmd").config_group()
+        cli.add_typer(config, name="config", cls=PanelGroup, hidden=True)  # gantry's
     return cli
 
 
-app = build_app()
+COMMANDS = frozenset(
+    {"run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "prune", "why", "secret"}
+    | {"results", "session", "mason", "completion", "config"}
+)
+ROOT_VALUE_OPTIONS = frozenset({"--beaker-timeout", "--log-level"})  # root options that take a value
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The command an argv invokes (after the root's options), or None (root help, a typo, completion)."""
+    if any(k.endswith("_COMPLETE") and k.startswith("_") for k in os.environ):
+        return None  # shell completion walks the whole tree
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if not token.startswith("-"):
+            return token if token in COMMANDS else None
+        i += 2 if token in ROOT_VALUE_OPTIONS else 1
+    return None
+
+
+_app: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`launchkit.cli.app.app`: the whole tree, built on first use (an invocation builds only its command)."""
+    global _app
+    if name != "app":
+        raise AttributeError(name)
+    if _app is None:
+        _app = build_app()
+    return _app
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -165,7 +202,12 @@ def main(argv: list[str] | None = None) -> None:
         args, application.user_command = args[:cut], args[cut + 1 :]
     code = 0
     try:
-        returned = app(args=args, prog_name="launchkit", standalone_mode=False, obj=application)
+        command = _command_of(args)
+        if _subcommand_help(args, application):
+            returned = None
+        else:
+            cli = build_app(only=command)  # None: the whole tree
+            returned = cli(args=args, prog_name="launchkit", standalone_mode=False, obj=application)
         if isinstance(returned, int):  # typer.Exit(code) comes back as a value without standalone mode
             code = returned
         sys.stdout.flush()  # a write error (full disk, /dev/full) belongs inside the boundary
@@ -195,6 +237,21 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
+
+
+def _subcommand_help(args: list[str], application: Application) -> bool:
+    """`launchkit CMD --help`: the command's help without processing the root's options first. Typer
+    coerces every processed option value through a pydantic TypeAdapter, so going through the root
+    group costs importing pydantic (~50 ms) for nothing the help needs. False when `args` is not that."""
+    if len(args) != 2 or args[1] not in ("--help", "-h") or args[0].startswith("-"):
+        return False
+    group = typer.main.get_command(build_app(only=args[0] if args[0] in COMMANDS else None))
+    with typer.Context(group, info_name="launchkit", obj=application, **group.context_settings) as parent:
+        command = group.get_command(parent, args[0])  # type: ignore[attr-defined]
+        if command is None or command.context_settings.get("help_option_names") == []:
+            return False  # an unknown command (the usual error), or `mason` (its own --help)
+        command.make_context(args[0], [args[1]], parent=parent)  # prints the help, raises typer.Exit
+    return True
 
 
 def _flushed(application: Application, code: int) -> int:

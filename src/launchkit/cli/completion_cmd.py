@@ -22,11 +22,11 @@ def completion(
 
     if shell not in ("bash", "zsh", "fish"):
         raise UsageError(f"unknown shell {shell!r}", hint="use bash, zsh or fish")
-    from launchkit.cli.app import app
+    from launchkit.cli.app import build_app
 
     # As gantry does: re-enter the CLI in click's "source" mode, which prints the script and exits.
     os.environ[COMPLETE_VAR] = f"source_{shell}"  # Typer keeps the pre-click-8 order
     try:
-        app(args=[], prog_name="launchkit", standalone_mode=False)
+        build_app()(args=[], prog_name="launchkit", standalone_mode=False)
     finally:
         os.environ.pop(COMPLETE_VAR, None)

@@ -131,7 +131,7 @@ def launch_request(
         if added := added_line(request, config.get("profiles")):
             app.info(added)
         submission = Submission(
-            name=request.name or f"launchkit-{git.commit[:8]}",
+            name=request.name or default_name(git.commit),
             spec=spec.to_json(),
             workspace=request.workspace,
             repo_root=git.repo_root,
@@ -171,6 +171,13 @@ def launch_request(
         app.fast_exit = True
         return
     submit(app, backend, request, submission)
+
+
+def default_name(commit: str) -> str:
+    """`launchkit-<commit>-<4 hex>`: free up front, so relaunching a commit is not refused (issue 25)."""
+    import secrets
+
+    return f"launchkit-{commit[:8]}-{secrets.token_hex(2)}"
 
 
 def offline_reason(request: LaunchRequest) -> str | None:

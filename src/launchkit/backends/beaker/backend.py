@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import itertools
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import IO, Any
@@ -201,7 +203,8 @@ class BeakerBackend:
             spec = self._upload(submission, ws)
             spec = rs.create_groups(self.conn, ws, spec)  # a missing --group is created (as gantry)
             wl = create_once(self.conn, ws, submission.name, spec, self.app)
-            me = self.conn.me().name
+            author = wl.experiment.author_id  # its name from the cache: no GetUser after the create
+            me = self.conn.user_names([author])[author]
             launches.record(self.conn.address, me, wl.experiment.id, wl.experiment.name, submission.workspace)
             return self._info(wl, author=me)
 
@@ -337,21 +340,30 @@ class BeakerBackend:
         workspace: str | None = None,
         group: str | None = None,
     ) -> list[RunInfo]:
-        """One ListWorkloads query (paged by the server) + one GetUser per unseen author.
+        """One ListWorkloads query (paged by the server) + one GetUser per unseen author. The lookups it
+        needs (organization, workspace, author) run at once, and the first page of finished jobs (for
+        the EXIT column) is read alongside the workloads: two round trips in series for a page of rows.
         With `group`: the group's experiments, filtered here (as gantry's `list -g` does)."""
         if group is not None:
             return self._list_group(group, limit, statuses, author, text, max_age, include_all, mine)
         beaker_statuses, shown = status_filter(statuses)
         preempted = RunStatus.preempted in (shown or ())  # canceled rows, filtered by their jobs
-        with self._errors():
+        ws_name = workspace or self._workspace or None  # gantry's scope: configured, else the org
+        with self._errors(), ThreadPoolExecutor(max_workers=3) as pool:
+            _ = self.beaker.service  # one channel, made before the threads use it
+            org_f = pool.submit(self.conn.org)
+            ws_f = pool.submit(self._workspace_ref, ws_name) if ws_name else None
             user = self._user(author) if (author or mine) else None
-            ws = workspace or self._workspace or None  # gantry's scope: configured, else the org
+            org, ws = org_f.result(), ws_f.result() if ws_f else None
+            # finished rows are possible: read the newest finished jobs while the workloads come
+            may_finish = beaker_statuses is None or any(s.as_pb2() in self.FINISHED for s in beaker_statuses)
+            jobs_f = pool.submit(_JobPages, self.beaker, org) if may_finish else None
             # Without --all, the server filters on the launchkit marker; --text then filters locally.
             server_text = text if (include_all or text) else rs.MARKER
             created_after = dt.datetime.now(dt.UTC) - max_age if max_age else None
             rows = []
             for wl in self.beaker.workload.list(
-                org=self.conn.org(),
+                org=org,
                 author=user,
                 workspace=ws,
                 created_after=created_after,
@@ -366,10 +378,9 @@ class BeakerBackend:
                 rows.append(wl)
                 if len(rows) >= (limit * 10 if preempted else limit):
                     break
-            with ThreadPoolExecutor(max_workers=2) as pool:
-                names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
-                jobs = self._finished_jobs(rows)
-                names = names_f.result()
+            names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
+            jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
+            names = names_f.result()
             infos = [
                 self._info(wl, author=names[wl.experiment.author_id], job=jobs.get(wl.experiment.id))
                 for wl in rows
@@ -378,10 +389,14 @@ class BeakerBackend:
                 infos = [i for i in infos if i.status in shown]
             return infos[:limit]
 
+    def _workspace_ref(self, name: str) -> Any:
+        """pb2.Workspace(id=...) for a name (one ResolveWorkspaceName; ids pass through)."""
+        return pb2.Workspace(id=self.beaker.workspace.resolve_workspace_id(name))
+
     FINISHED = frozenset({W.STATUS_SUCCEEDED, W.STATUS_FAILED, W.STATUS_CANCELED})
     JOB_PAGES = 10  # pages of 50 finished jobs read at most for the EXIT column
 
-    def _finished_jobs(self, rows: list[Any]) -> dict[str, Any]:
+    def _finished_jobs(self, rows: list[Any], pages: _JobPages | None = None) -> dict[str, Any]:
         """Experiment id -> the job that stands for it (a failing replica's, else rank 0's), for the
         finished rows, from ONE newest-first listing of the org's finalized jobs (not a call per row):
         it stops once every wanted task is seen or the jobs are older than the oldest finished row."""
@@ -391,7 +406,8 @@ class BeakerBackend:
         want = {t.id: wl.experiment.id for wl in done for t in wl.experiment.tasks}
         oldest = min(wl.experiment.created.ToNanoseconds() for wl in done)
         found: dict[str, Any] = {}
-        for i, job in enumerate(self.beaker.job.list(org=self.conn.org(), finalized=True)):
+        pages = pages or _JobPages(self.beaker, self.conn.org())
+        for i, job in enumerate(pages.jobs()):
             if job.task_id in want and job.task_id not in found:
                 found[job.task_id] = job
             if len(found) == len(want) or job.status.created.ToNanoseconds() < oldest:
@@ -807,6 +823,22 @@ class BeakerBackend:
             f"{target!r} is not an experiment, workspace, cluster, image, dataset or group on Beaker",
             hint="use an id or name, e.g. an experiment id, org/workspace or org/cluster",
         )
+
+
+class _JobPages:
+    """The org's finalized jobs, newest first: the first page read on construction (in a thread, while
+    the workloads are listed), the rest on demand from the same listing."""
+
+    PAGE = 50  # beaker-py's page size
+
+    def __init__(self, beaker: Any, org: Any) -> None:
+        self._it = iter(beaker.job.list(org=org, finalized=True))
+        self.first = list(itertools.islice(self._it, self.PAGE))
+
+    def jobs(self) -> Iterator[Any]:
+        yield from self.first
+        if len(self.first) == self.PAGE:
+            yield from self._it
 
 
 class _JobWatch:

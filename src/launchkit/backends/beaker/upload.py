@@ -101,6 +101,7 @@ class Uploader:
             self._verify(ds, tree)
             self.app.info(f"upload {tree.source}: unchanged, reusing dataset {tree.name} ({ds.id})")
             return str(ds.id)
+        fresh = False  # created here: it holds nothing yet (no listing before the upload)
         if ds is None:
             try:
                 ds = self.beaker.dataset.create(
@@ -110,6 +111,7 @@ class Uploader:
                     budget=self.budget,  # the run's --budget; otherwise the workspace's
                     commit=False,
                 )
+                fresh = True
             except bx.BeakerDatasetConflict:
                 ds = self._adopt(tree.name)
             except bx.BeakerError as e:
@@ -120,7 +122,7 @@ class Uploader:
                 self._verify(ds, tree)
                 self.app.info(f"upload {tree.source}: uploaded by another launch; using dataset {ds.id}")
                 return str(ds.id)
-        self._upload_missing(ds, tree)
+        self._upload_missing(ds, tree, fresh=fresh)
         self._verify(ds, tree)  # before the commit: a dataset with a missing file is never committed
         ds = self.beaker.dataset.commit(ds)
         return str(ds.id)
@@ -147,8 +149,8 @@ class Uploader:
     def _remote_files(self, ds: Any) -> dict[str, Any]:
         return {f.path: f for f in self.beaker.dataset.list_files(ds)}
 
-    def _upload_missing(self, ds: Any, tree: LocalTree) -> None:
-        have = self._remote_files(ds)  # an adopted dataset may hold some files already
+    def _upload_missing(self, ds: Any, tree: LocalTree, *, fresh: bool = False) -> None:
+        have = {} if fresh else self._remote_files(ds)  # an adopted dataset may hold some files already
         todo = [f for f in tree.files if not _matches(have.get(f.target), f)]
         if not todo:
             return
@@ -158,6 +160,7 @@ class Uploader:
         pending = iter(todo)
         lock = threading.Lock()
         errors: list[BaseException] = []
+        put = self._file_writer(ds)
 
         def worker(bar: Any) -> None:
             # one HTTP session per thread (requests.Session is not thread-safe; beaker-py keeps it per thread)
@@ -168,13 +171,7 @@ class Uploader:
                     if f is None:
                         return
                     try:
-                        # beaker-py's directory upload (`dataset.create(name, dir)` / its `_sync`) skips
-                        # zero-byte files, so a package's empty __init__.py would be missing in the job
-                        # (gantry's --upload fails on such directories). Uploading file by file with the
-                        # public `dataset.upload` sends empty files too: this loop is that workaround.
-                        # beaker-py puts the target in the URL unquoted (`#`, `?` and `%` would
-                        # cut or change it); quoted here, the server decodes it back (fact sheet 7.2)
-                        self.beaker.dataset.upload(ds, f.path, quote(f.target, safe="/"))
+                        put(f)
                     except bx.BeakerDatasetWriteError:
                         return  # committed meanwhile by a racing launch: _verify decides
                     except OSError as e:
@@ -206,6 +203,25 @@ class Uploader:
             raise errors[0]
         self.conn.renew()
 
+    def _file_writer(self, ds: Any) -> Any:
+        """A function uploading one file. beaker-py's directory upload (`dataset.create(name, dir)`)
+        skips zero-byte files, so a package's empty __init__.py would be missing in the job (gantry's
+        --upload fails on such directories); its public `dataset.upload` sends any file but asks for the
+        dataset's storage on every call (two round trips a file). So: the storage once, then per file
+        the PUT that beaker-py's own directory upload makes (`_upload_file`, beaker-py 2.8). Without
+        those helpers (another beaker-py): `dataset.upload`, two calls a file."""
+        dataset = self.beaker.dataset
+        get_storage = getattr(dataset, "_get_storage", None)
+        upload_file = getattr(dataset, "_upload_file", None)
+        # beaker-py puts the target in the URL unquoted (`#`, `?` and `%` would cut or change it);
+        # quoted here, the server decodes it back (fact sheet 7.2)
+        if get_storage is None or upload_file is None or not _takes(upload_file, "storage", "size", "source"):
+            return lambda f: dataset.upload(ds, f.path, quote(f.target, safe="/"))
+        storage = get_storage(ds)
+        return lambda f: upload_file(
+            ds, storage=storage, size=f.size, source=f.path, target=quote(f.target, safe="/")
+        )
+
     def _verify(self, ds: Any, tree: LocalTree) -> None:
         """Every local file is in the dataset with its size (and SHA-256 when given)."""
         missing: list[str] = []
@@ -221,6 +237,15 @@ class Uploader:
             f"files missing or different (first: {missing[0]})",
             hint=f"delete it (`beaker dataset delete {ds.id}`) and launch again",
         )
+
+
+def _takes(function: Any, *names: str) -> bool:
+    import inspect
+
+    try:
+        return set(names) <= set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return False
 
 
 def _matches(remote: Any, local: LocalFile) -> bool:
