@@ -149,8 +149,8 @@ def test_a_dataset_is_committed_only_after_every_file_is_verified(repo, fake_bea
     monkeypatch.setattr(upload, "VERIFY_ATTEMPTS", 1)
     original = upload.Uploader._upload_missing
 
-    def drop_b(self, ds, tree):
-        original(self, ds, tree)
+    def drop_b(self, ds, tree, **kw):
+        original(self, ds, tree, **kw)
         del fake_beaker.state.datasets[ds.id].files[lost.target]
 
     from launchkit.application import Application
