@@ -70,6 +70,11 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
                 f"{', '.join(ignored)} ha{'ve' if len(ignored) > 1 else 's'} no effect: run does not wait "
                 "for the job (add --follow, or --timeout N)"
             )
+        if request.groups and request.backend.value == "local":
+            app.warn(
+                "--group has no effect with --local: it names a Beaker group "
+                "(for a dependency group of the project use --uv-group NAME)"
+            )
         if request.preemptible is not None:
             app.warn(
                 "--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "

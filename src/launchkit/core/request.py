@@ -197,6 +197,9 @@ class LaunchRequest(_Model):
     uv_extras: list[str] = []
     uv_all_extras: bool = False
     uv_no_extras: bool = False
+    uv_groups: list[str] = []  # PEP 735 dependency groups
+    uv_all_groups: bool = False
+    uv_no_default_groups: bool = False
     torch_backend: str | None = None
     uv_cache_dir: str | None = None
 

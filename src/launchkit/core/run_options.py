@@ -700,6 +700,31 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         "uv_no_extras", FLAG, ("--uv-no-extras",), P_PYTHON, help="Install no extras (overrides the config)."
     ),
     Opt(
+        "uv_group",
+        LIST,
+        ("--uv-group",),
+        P_PYTHON,
+        metavar="GROUP",
+        key="uv_groups",
+        help="Install this dependency group ([dependency-groups], PEP 735) too (repeatable).",
+    ),
+    Opt(
+        "uv_all_groups",
+        FLAG,
+        ("--uv-all-groups",),
+        P_PYTHON,
+        key="uv_all_groups",
+        help="Install all dependency groups of the project.",
+    ),
+    Opt(
+        "uv_no_default_groups",
+        FLAG,
+        ("--uv-no-default-groups",),
+        P_PYTHON,
+        key="uv_no_default_groups",
+        help="Skip the default groups (dev, or [tool.uv] default-groups); only --uv-group ones.",
+    ),
+    Opt(
         "torch_backend",
         STR,
         ("--torch-backend",),

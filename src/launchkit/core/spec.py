@@ -45,8 +45,11 @@ from launchkit.core.contract import (
     ENV_SYSTEM_PYTHON,
     ENV_TASK_NAME,
     ENV_UV_ALL_EXTRAS,
+    ENV_UV_ALL_GROUPS,
     ENV_UV_CACHE_DIR,
     ENV_UV_EXTRAS,
+    ENV_UV_GROUPS,
+    ENV_UV_NO_DEFAULT_GROUPS,
     ENV_UV_TORCH_BACKEND,
     ENV_UV_VENV,
     ENV_VERSION,
@@ -177,6 +180,12 @@ def _python_env(request: LaunchRequest, parts: TaskParts) -> None:
         parts.set_env(ENV_UV_EXTRAS, " ".join(request.uv_extras))
     if request.uv_all_extras:
         parts.set_env(ENV_UV_ALL_EXTRAS, "1")
+    if request.uv_groups:
+        parts.set_env(ENV_UV_GROUPS, " ".join(request.uv_groups))
+    if request.uv_all_groups:
+        parts.set_env(ENV_UV_ALL_GROUPS, "1")
+    if request.uv_no_default_groups:
+        parts.set_env(ENV_UV_NO_DEFAULT_GROUPS, "1")
     parts.set_env(ENV_UV_TORCH_BACKEND, request.torch_backend)
     parts.set_env(ENV_UV_CACHE_DIR, request.uv_cache_dir)
 

@@ -300,11 +300,50 @@ lk_conda_install() { # pip into the active conda env: the project, or requiremen
     ( python -m pip freeze >"$RESULTS_DIR/.launchkit/requirements.txt" 2>/dev/null </dev/null & )
 }
 
+# Dependency groups (PEP 735) for `uv pip`, which has --group but neither default nor all groups:
+# the names as `uv sync` would pick them (--uv-group ones; [tool.uv] default-groups, else `dev`,
+# unless --uv-no-default-groups; every group with --uv-all-groups), one per line.
+lk_pip_groups() {
+    [[ -f pyproject.toml ]] || return 0
+    if ! grep -qE '^[[:space:]]*\[dependency-groups\]' pyproject.toml; then
+        tr ' ' '\n' <<<"${LAUNCHKIT_UV_GROUPS:-}" # uv names a missing group
+        return 0
+    fi
+    # shellcheck disable=SC2016
+    python -c '
+import os, sys
+names = os.environ.get("LAUNCHKIT_UV_GROUPS", "").split()
+try:
+    import tomllib
+except ImportError:
+    print("\n".join(names))
+    sys.exit("[launchkit] reading pyproject.toml needs Python 3.11+: default and all groups skipped")
+with open("pyproject.toml", "rb") as f:
+    data = tomllib.load(f)
+groups = list(data.get("dependency-groups", {}))
+if os.environ.get("LAUNCHKIT_UV_ALL_GROUPS") == "1":
+    names += groups
+elif os.environ.get("LAUNCHKIT_UV_NO_DEFAULT_GROUPS") != "1":
+    default = data.get("tool", {}).get("uv", {}).get("default-groups", ["dev"])
+    names += groups if default == "all" else [g for g in default if g in groups]
+print("\n".join(dict.fromkeys(names)))
+'
+}
+
 lk_install() {
     local log kind='' extras_spec=''
-    local -a target=() extras=()
+    local -a target=() extras=() groups=() pip_groups=()
     lk_log_file log install
     lk_step install "$LK_EXIT_INSTALL" "$log"
+    if [[ ${LAUNCHKIT_UV_ALL_GROUPS:-} == 1 ]]; then
+        groups=(--all-groups)
+    else
+        local g
+        local -a gnames=()
+        IFS=' ' read -r -a gnames <<<"${LAUNCHKIT_UV_GROUPS:-}" # split without glob expansion
+        for g in "${gnames[@]}"; do groups+=("--group=$g"); done
+    fi
+    [[ ${LAUNCHKIT_UV_NO_DEFAULT_GROUPS:-} == 1 ]] && groups+=(--no-default-groups)
     if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 ]]; then
         extras=(--all-extras)
     else
@@ -326,11 +365,11 @@ lk_install() {
         kind=uv.lock
         if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]]; then # sync into the image's environment, keep its packages
             UV_PROJECT_ENVIRONMENT=$(python3 -c 'import sys; print(sys.prefix)') \
-                lk_run_logged "$log" uv sync --frozen --inexact "${extras[@]}"
+                lk_run_logged "$log" uv sync --frozen --inexact "${extras[@]}" "${groups[@]}"
         else
             # Everything is pinned, so try the cache alone first: no index round-trips (build
             # requirements would otherwise be re-validated online); anything missing -> online.
-            local -a sync=(uv sync --frozen "${extras[@]}" ${LAUNCHKIT_PYTHON_VERSION:+"--python=$LAUNCHKIT_PYTHON_VERSION"})
+            local -a sync=(uv sync --frozen "${extras[@]}" "${groups[@]}" ${LAUNCHKIT_PYTHON_VERSION:+"--python=$LAUNCHKIT_PYTHON_VERSION"})
             [[ -n ${LAUNCHKIT_UV_VENV:-} ]] && sync+=(--inexact) # keep what the image's venv already has
             local cache key='' stored=''
             cache=$(uv cache dir 2>/dev/null || true)
@@ -354,16 +393,29 @@ lk_install() {
                 lk_store_project "$stored" >>"$log" 2>&1 || true
             fi
         fi
+    else
+        local line
+        while IFS= read -r line; do [[ -n $line ]] && pip_groups+=("--group=$line"); done \
+            < <(lk_pip_groups 2>>"$log")
+        if ((${#pip_groups[@]})); then
+            printf '[launchkit] dependency groups: %s\n' "${pip_groups[*]#--group=}" >>"$log"
+        fi
+    fi
+    if [[ -n $kind ]]; then
+        :
     elif lk_is_project; then
         kind=project
         if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 && -f pyproject.toml ]]; then
-            lk_run_logged "$log" uv pip install "${target[@]}" --all-extras -r pyproject.toml .
+            lk_run_logged "$log" uv pip install "${target[@]}" --all-extras -r pyproject.toml . "${pip_groups[@]}"
         else
-            lk_run_logged "$log" uv pip install "${target[@]}" ".${extras_spec:+[$extras_spec]}"
+            lk_run_logged "$log" uv pip install "${target[@]}" ".${extras_spec:+[$extras_spec]}" "${pip_groups[@]}"
         fi
     elif [[ -f requirements.txt ]]; then
         kind=requirements.txt
-        lk_run_logged "$log" uv pip install "${target[@]}" -r requirements.txt
+        lk_run_logged "$log" uv pip install "${target[@]}" -r requirements.txt "${pip_groups[@]}"
+    elif ((${#pip_groups[@]})); then
+        kind=groups
+        lk_run_logged "$log" uv pip install "${target[@]}" "${pip_groups[@]}"
     fi
     LK_INSTALL_KIND=${kind:-nothing to install}
     # record what got installed, off the critical path (double fork: nothing waits for it)
