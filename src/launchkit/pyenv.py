@@ -3,6 +3,7 @@
 - `check_uv_lock`: a committed uv.lock that no longer matches pyproject.toml is refused before
   anything is submitted (the job would otherwise install the stale lock with `uv sync --frozen`).
 - `repo_relative`: `--conda-file` as a path inside the repository (the job runs from the clone).
+- `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix.
 """
 
 from __future__ import annotations
@@ -58,6 +59,37 @@ def check_uv_lock(app: Application, root: str, commit: str, *, network: bool) ->
         )
     last = next((line for line in reversed(out.strip().splitlines()) if line.strip()), "no output")
     app.warn(f"could not check that uv.lock matches pyproject.toml ({last.strip()}); launching anyway")
+
+
+# Locks of other tools that launchkit does not install from, and how to turn each into one it does.
+FOREIGN_LOCKS = {
+    "poetry.lock": "`poetry export -o requirements.txt` (hashed: installed as pinned) or `uvx migrate-to-uv`",
+    "pdm.lock": "`pdm export -f pylock -o pylock.toml` (or `pdm export -o requirements.txt`)",
+}
+
+
+def foreign_lock_line(root: str) -> str | None:
+    """One line when root has a poetry.lock or pdm.lock but no lock the job installs from (uv.lock,
+    pylock.toml, a requirements.txt with hashes): the job would resolve the versions anew."""
+    if any(os.path.isfile(os.path.join(root, f)) for f in ("uv.lock", "pylock.toml")) or _hashed(
+        os.path.join(root, "requirements.txt")
+    ):
+        return None
+    for name, fix in FOREIGN_LOCKS.items():
+        if os.path.isfile(os.path.join(root, name)):
+            return (
+                f"{name} is not installed from: the job resolves pyproject.toml afresh and may get other "
+                f"versions; to pin them commit {fix}, or pass --install"
+            )
+    return None
+
+
+def _hashed(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return any("--hash" in line.split("#", 1)[0] for line in f)
+    except OSError:
+        return False
 
 
 def repo_relative(flag: str, path: str, root: str, cwd: str | None = None) -> str:

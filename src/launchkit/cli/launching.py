@@ -210,9 +210,9 @@ def prepare(
 
 
 def check_python_files(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
-    """--conda-file as a repository path; a stale uv.lock refused (launchkit.pyenv)."""
+    """--conda-file as a repo path; a stale uv.lock refused; a poetry/pdm lock named (launchkit.pyenv)."""
     from launchkit.core.request import PythonManager
-    from launchkit.pyenv import check_uv_lock, repo_relative
+    from launchkit.pyenv import check_uv_lock, foreign_lock_line, repo_relative
 
     if not git.repo_root or request.no_python:
         return request
@@ -224,6 +224,8 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
             app.debug("uv.lock check skipped: --ref/--branch launches another commit than the checkout")
         else:
             check_uv_lock(app, git.repo_root, git.commit, network=not request.dry_run)
+            if line := foreign_lock_line(git.repo_root):
+                app.warn(line)
     return request
 
 

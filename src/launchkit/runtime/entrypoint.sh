@@ -331,7 +331,7 @@ print("\n".join(dict.fromkeys(names)))
 }
 
 lk_install() {
-    local log kind='' extras_spec=''
+    local log kind='' extras_spec='' pins=''
     local -a target=() extras=() groups=() pip_groups=()
     lk_log_file log install
     lk_step install "$LK_EXIT_INSTALL" "$log"
@@ -395,27 +395,43 @@ lk_install() {
         fi
     else
         local line
-        while IFS= read -r line; do [[ -n $line ]] && pip_groups+=("--group=$line"); done \
+        # pyproject.toml: named, so that uv never reads the groups from a pylock.toml next to it
+        while IFS= read -r line; do [[ -n $line ]] && pip_groups+=("--group=pyproject.toml:$line"); done \
             < <(lk_pip_groups 2>>"$log")
         if ((${#pip_groups[@]})); then
-            printf '[launchkit] dependency groups: %s\n' "${pip_groups[*]#--group=}" >>"$log"
+            printf '[launchkit] dependency groups: %s\n' "${pip_groups[*]#--group=pyproject.toml:}" >>"$log"
+        fi
+        # A lock uv pip can install (pylock.toml, PEP 751; a requirements.txt with hashes): its pins
+        # first, then the project on top (uv keeps the pinned versions that satisfy it).
+        if [[ -f pylock.toml ]]; then
+            pins=pylock.toml
+            lk_run_logged "$log" uv pip install "${target[@]}" --preview-features pylock -r pylock.toml "${extras[@]}"
+        elif [[ -f requirements.txt ]] && grep -qE '^[^#]*--hash[= ]' requirements.txt; then
+            pins=requirements.txt
+            local -a verify=(--require-hashes)
+            # the project's own line (`-e .` from `uv export`) has no hash: uv still checks those given
+            grep -qE '^(-e[[:space:]]+)?\.[[:space:]]*$' requirements.txt && verify=()
+            lk_run_logged "$log" uv pip install "${target[@]}" "${verify[@]}" -r requirements.txt
         fi
     fi
     if [[ -n $kind ]]; then
         :
     elif lk_is_project; then
-        kind=project
+        kind=project${pins:++$pins}
         if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 && -f pyproject.toml ]]; then
             lk_run_logged "$log" uv pip install "${target[@]}" --all-extras -r pyproject.toml . "${pip_groups[@]}"
         else
             lk_run_logged "$log" uv pip install "${target[@]}" ".${extras_spec:+[$extras_spec]}" "${pip_groups[@]}"
         fi
-    elif [[ -f requirements.txt ]]; then
+    elif [[ -z $pins && -f requirements.txt ]]; then
         kind=requirements.txt
         lk_run_logged "$log" uv pip install "${target[@]}" -r requirements.txt "${pip_groups[@]}"
-    elif ((${#pip_groups[@]})); then
-        kind=groups
-        lk_run_logged "$log" uv pip install "${target[@]}" "${pip_groups[@]}"
+    else
+        kind=$pins
+        if ((${#pip_groups[@]})); then
+            kind=${kind:+$kind+}groups
+            lk_run_logged "$log" uv pip install "${target[@]}" "${pip_groups[@]}"
+        fi
     fi
     LK_INSTALL_KIND=${kind:-nothing to install}
     # record what got installed, off the critical path (double fork: nothing waits for it)
