@@ -3,6 +3,7 @@
 - `check_uv_lock`: a committed uv.lock that no longer matches pyproject.toml is refused before
   anything is submitted (the job would otherwise install the stale lock with `uv sync --frozen`).
 - `repo_relative`: `--conda-file` as a path inside the repository (the job runs from the clone).
+- `version_tag`: the commit's nearest version tag, recreated in the job's clone for `git describe`.
 - `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix.
 """
 
@@ -90,6 +91,31 @@ def _hashed(path: str) -> bool:
             return any("--hash" in line.split("#", 1)[0] for line in f)
     except OSError:
         return False
+
+
+def version_tag(root: str, commit: str, timeout: float = 10) -> tuple[str, str, int] | None:
+    """The nearest version tag of `commit` as `git describe --tags --match '*[0-9]*'` (setuptools-scm's,
+    hatch-vcs's and versioneer's question) finds it: (tag, tagged commit, commits since), or None."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+
+    def git(*args: str) -> str | None:
+        try:
+            cmd = ["git", *args]
+            r = subprocess.run(
+                cmd, cwd=root, capture_output=True, text=True, timeout=timeout, env=env, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    described = git("describe", "--tags", "--long", "--match", "*[0-9]*", commit)
+    if not described or described.count("-") < 2:
+        return None
+    tag, distance, _ = described.rsplit("-", 2)
+    tagged = git("rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}")
+    if not tagged or not distance.isdigit():
+        return None
+    return tag, tagged, int(distance)
 
 
 def repo_relative(flag: str, path: str, root: str, cwd: str | None = None) -> str:

@@ -126,6 +126,12 @@ def launch_request(
 
     if git is None:
         git = read_state(app, request, backend)
+    if git.repo_root and git.version_tag is None:
+        from launchkit.pyenv import version_tag
+
+        if tag := version_tag(git.repo_root, git.commit):
+            git = git.model_copy(update={"version_tag": tag})
+            app.debug(f"version tag: {tag[0]} ({tag[2]} commit(s) before {git.commit[:12]})")
     request = check_python_files(app, request, git)
     with _no_pydantic_plugins():
         from launchkit.backends import Submission

@@ -11,6 +11,11 @@ ENV_RUN_ID = "LAUNCHKIT_RUN_ID"
 ENV_GIT_REMOTE = "LAUNCHKIT_GIT_REMOTE"
 ENV_GIT_COMMIT = "LAUNCHKIT_GIT_COMMIT"
 ENV_GIT_BRANCH = "LAUNCHKIT_GIT_BRANCH"
+# The nearest version tag of the commit: the job recreates it, so `git describe` (setuptools-scm,
+# hatch-vcs, versioneer) gives the version it gives at launch without fetching every tag.
+ENV_GIT_TAG = "LAUNCHKIT_GIT_TAG"
+ENV_GIT_TAG_COMMIT = "LAUNCHKIT_GIT_TAG_COMMIT"
+ENV_GIT_TAG_DISTANCE = "LAUNCHKIT_GIT_TAG_DISTANCE"
 ENV_TASK_NAME = "LAUNCHKIT_TASK_NAME"
 ENV_RUNTIME_DIR = "LAUNCHKIT_RUNTIME_DIR"
 ENV_EXEC_METHOD = "LAUNCHKIT_EXEC_METHOD"

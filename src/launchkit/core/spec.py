@@ -28,6 +28,9 @@ from launchkit.core.contract import (
     ENV_GIT_BRANCH,
     ENV_GIT_COMMIT,
     ENV_GIT_REMOTE,
+    ENV_GIT_TAG,
+    ENV_GIT_TAG_COMMIT,
+    ENV_GIT_TAG_DISTANCE,
     ENV_GIT_TOKEN,
     ENV_GOOGLE_CREDENTIALS,
     ENV_INSTALL_CMD,
@@ -238,6 +241,11 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
     parts.set_env(ENV_GIT_REMOTE, git.remote_url)
     parts.set_env(ENV_GIT_COMMIT, git.commit)
     parts.set_env(ENV_GIT_BRANCH, git.branch)
+    if git.version_tag:
+        tag, tagged, distance = git.version_tag
+        parts.set_env(ENV_GIT_TAG, tag)
+        parts.set_env(ENV_GIT_TAG_COMMIT, tagged)
+        parts.set_env(ENV_GIT_TAG_DISTANCE, str(distance))
     parts.set_env(ENV_TASK_NAME, request.task_name)
     parts.set_env(ENV_RESULTS_DIR, request.results_dir)
     parts.set_env(ENV_RUNTIME_DIR, request.runtime_dir)

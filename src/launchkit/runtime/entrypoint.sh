@@ -157,10 +157,30 @@ lk_clone() {
         lk_die "$LK_EXIT_CLONE" "commit $sha is not in $(lk_redact_url "$remote") (was it pushed?)"
     fi
     lk_run_logged "$log" lk_git checkout -q -f "$sha"
+    [[ -n ${LAUNCHKIT_GIT_TAG:-} && -n ${LAUNCHKIT_GIT_TAG_COMMIT:-} ]] && lk_version_tag "$log"
     if [[ -f .gitmodules ]]; then
         lk_step submodules "$LK_EXIT_SUBMODULES" "$log"
         lk_retry 3 "$log" lk_git submodule update -q --init --recursive --depth 1 --jobs 4 ||
             lk_retry 2 "$log" lk_git submodule update -q --init --recursive --jobs 4
+    fi
+}
+# The commit's nearest version tag as launch-time `git describe` found it, recreated here (a local
+# lightweight tag) so setuptools-scm, hatch-vcs and versioneer see the same version: the history
+# back to the tagged commit is fetched (--depth distance+1), not every tag and branch.
+lk_version_tag() {
+    local log=$1 tag=$LAUNCHKIT_GIT_TAG tagged=$LAUNCHKIT_GIT_TAG_COMMIT n=${LAUNCHKIT_GIT_TAG_DISTANCE:-0}
+    local max=${LAUNCHKIT_GIT_TAG_MAX_DEPTH:-5000}
+    [[ $n =~ ^[0-9]+$ && $tagged =~ ^[0-9a-fA-F]{40}$ ]] || return 0
+    if ! git rev-parse -q --verify "$tagged^{commit}" >/dev/null 2>&1; then
+        if ((n > max)); then
+            lk_log "warning: $n commits since tag $tag (more than $max): not fetched, so a version from git tags is wrong"
+            return 0
+        fi
+        lk_retry 3 "$log" lk_git fetch -q --no-tags --depth "$((n + 1))" origin "$LAUNCHKIT_GIT_COMMIT" ||
+            { lk_log "warning: could not fetch the history back to tag $tag: a version from git tags is wrong"; return 0; }
+    fi
+    if git rev-parse -q --verify "$tagged^{commit}" >/dev/null 2>&1; then
+        lk_run_logged "$log" git tag -f -- "$tag" "$tagged" || true
     fi
 }
 lk_clone_permanent() { lk_auth_failed "$1" || lk_fetch_refused "$1"; }
