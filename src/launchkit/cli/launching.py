@@ -126,6 +126,7 @@ def launch_request(
 
     if git is None:
         git = read_state(app, request, backend)
+    check_job_start(app, request, git, backend)
     if git.repo_root and git.version_tag is None:
         from launchkit.pyenv import version_tag
 
@@ -213,6 +214,37 @@ def prepare(
         if not dry_run:
             raise
         return submission, "no Beaker credentials"
+
+
+def check_job_start(app: Application, request: LaunchRequest, git: GitState, backend: Backend | None) -> None:
+    """What would fail only in the job, refused now (launchkit.jobchecks): a path relative to the
+    subdirectory run was started from, one command word with spaces, a remote nodes cannot clone."""
+    from launchkit.errors import PreconditionError
+    from launchkit.jobchecks import beaker_address, check_command, check_remote_reachable
+
+    if git.repo_root:
+        commands = request.commands or [request.command]
+        check_command(
+            commands,
+            exec_method=request.exec_method.value,
+            root=git.repo_root,
+            commit=git.commit,
+            cwd=os.getcwd(),
+        )
+    if backend is not None:
+        from launchkit.backends import Capability
+
+        runs_here = Capability.unpushed in backend.capabilities  # clones this checkout, as the local backend
+    else:
+        runs_here = request.backend.value == "local"
+    if runs_here:
+        return
+    try:
+        check_remote_reachable(git.remote_url, beaker_addr=beaker_address())
+    except PreconditionError as e:
+        if not request.dry_run:
+            raise
+        app.debug(f"{e}; submitting it would be refused ({e.hint})")  # the dry run's last line names it
 
 
 def check_python_files(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
