@@ -3,6 +3,7 @@
 - `check_command`: a path that exists only relative to the subdirectory `run` was started from (the
   job starts at the repository root), and one command word with spaces that is not a file (exec
   would look for a program of that name).
+- `has_gpu`: whether a local job could use a CUDA or ROCm GPU (else `--local` picks CPU torch).
 - `check_remote_reachable`: a Beaker job clones `origin` on a node, which cannot reach a local path
   or a `file://` URL of this machine.
 """
@@ -118,3 +119,24 @@ def check_remote_reachable(url: str, *, beaker_addr: str | None) -> None:
         hint="push to a host nodes can reach (git remote set-url origin https://HOST/ORG/REPO.git; "
         "or --remote URL), or run here with --local",
     )
+
+
+def has_gpu(root: str = "/") -> bool:
+    """An NVIDIA driver (/dev/nvidiactl, /proc/driver/nvidia) or ROCm (/dev/kfd) on this machine; a
+    Mac counts as one (uv's default torch there already is the right build)."""
+    import sys
+
+    if sys.platform != "linux":
+        return True
+    return any(
+        os.path.exists(os.path.join(root, p)) for p in ("dev/nvidiactl", "proc/driver/nvidia", "dev/kfd")
+    )
+
+
+def lock_pins_torch(root: str) -> bool:
+    """Whether root/uv.lock has a torch package (its build is fixed by the lock)."""
+    try:
+        with open(os.path.join(root, "uv.lock"), encoding="utf-8") as f:
+            return any(line.strip() == 'name = "torch"' for line in f)
+    except OSError:
+        return False

@@ -134,6 +134,7 @@ def launch_request(
             git = git.model_copy(update={"version_tag": tag})
             app.debug(f"version tag: {tag[0]} ({tag[2]} commit(s) before {git.commit[:12]})")
     request = check_python_files(app, request, git)
+    request = local_torch_backend(app, request, git, backend)
     with _no_pydantic_plugins():
         from launchkit.backends import Submission
         from launchkit.core.multinode import added_line
@@ -216,6 +217,15 @@ def prepare(
         return submission, "no Beaker credentials"
 
 
+def runs_here(request: LaunchRequest, backend: Backend | None) -> bool:
+    """Whether the job runs on this machine, cloning this checkout (the local backend)."""
+    if backend is None:
+        return request.backend.value == "local"
+    from launchkit.backends import Capability
+
+    return Capability.unpushed in backend.capabilities
+
+
 def check_job_start(app: Application, request: LaunchRequest, git: GitState, backend: Backend | None) -> None:
     """What would fail only in the job, refused now (launchkit.jobchecks): a path relative to the
     subdirectory run was started from, one command word with spaces, a remote nodes cannot clone."""
@@ -231,13 +241,7 @@ def check_job_start(app: Application, request: LaunchRequest, git: GitState, bac
             commit=git.commit,
             cwd=os.getcwd(),
         )
-    if backend is not None:
-        from launchkit.backends import Capability
-
-        runs_here = Capability.unpushed in backend.capabilities  # clones this checkout, as the local backend
-    else:
-        runs_here = request.backend.value == "local"
-    if runs_here:
+    if runs_here(request, backend):
         return
     try:
         check_remote_reachable(git.remote_url, beaker_addr=beaker_address())
@@ -245,6 +249,41 @@ def check_job_start(app: Application, request: LaunchRequest, git: GitState, bac
         if not request.dry_run:
             raise
         app.debug(f"{e}; submitting it would be refused ({e.hint})")  # the dry run's last line names it
+
+
+def local_torch_backend(
+    app: Application,
+    request: LaunchRequest,
+    git: GitState,
+    backend: Backend | None,
+    *,
+    gpu: bool | None = None,
+) -> LaunchRequest:
+    """A local run on a machine without a GPU installs torch from the CPU index (UV_TORCH_BACKEND=cpu:
+    uv pip, not several GB of CUDA wheels), unless a torch backend is chosen. A uv.lock fixes the
+    build: said in one line. `gpu`: whether this machine has one (default: launchkit.jobchecks)."""
+    from launchkit.core.request import PythonManager
+    from launchkit.jobchecks import has_gpu, lock_pins_torch
+
+    if (
+        not runs_here(request, backend)
+        or request.no_python
+        or request.install
+        or request.python_manager is not PythonManager.uv
+    ):
+        return request
+    if request.torch_backend or any(e.name == "UV_TORCH_BACKEND" for e in request.env):
+        return request
+    if has_gpu() if gpu is None else gpu:
+        return request
+    if git.repo_root and lock_pins_torch(git.repo_root):
+        app.info(
+            "no GPU here, but uv.lock fixes which torch build is installed (a lock is not re-resolved "
+            "per machine): for CPU torch, lock it from the pytorch-cpu index ([tool.uv.sources])"
+        )
+        return request
+    app.debug("no GPU here: torch from the CPU index (UV_TORCH_BACKEND=cpu; --torch-backend to choose)")
+    return request.model_copy(update={"torch_backend": "cpu"})
 
 
 def check_python_files(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:

@@ -55,11 +55,12 @@ cd -- "$LAUNCHKIT_RUNTIME_DIR"
 lk_write_credentials
 
 # Setup failures: the EXIT trap names the failed step, shows its log and exits with its code.
-LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID=''
+LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID='' LK_PROGRESS_PID=''
 lk_step() { LK_STEP=$1 LK_STEP_CODE=$2 LK_STEP_LOG=${3:-}; }
 lk_on_exit() {
     local rc=$?
     [[ -n $LK_PREP_PID ]] && lk_kill_tree "$LK_PREP_PID"
+    [[ -n $LK_PROGRESS_PID ]] && kill "$LK_PROGRESS_PID" 2>/dev/null # no function call here: see lk_progress_start
     if [[ -n $LK_STEP && $rc -ne 0 ]]; then
         [[ -n $LK_STEP_LOG ]] && lk_show_log "$LK_STEP_LOG"
         printf '[launchkit] error: %s failed (exit %d); the command was not started\n' "$LK_STEP" "$rc" >&2
@@ -350,11 +351,42 @@ print("\n".join(dict.fromkeys(names)))
 '
 }
 
+# Long installs are not silent: while uv works (its output goes to the step's log), one line every
+# LAUNCHKIT_PROGRESS_SECONDS (default 10; 0: none) with the time so far and the log's last line.
+lk_progress_start() { # lk_progress_start LABEL LOG
+    local every=${LAUNCHKIT_PROGRESS_SECONDS:-10}
+    [[ $every =~ ^[0-9]+$ ]] && ((every > 0)) || return 0
+    # One process, no `sleep` child (the builtin `read -t` waits): a plain `kill` of it ends it at
+    # once and leaves nothing holding stderr. The EXIT trap must not call functions (bash loses its
+    # function context when a hook's `exit` or error runs the trap from inside one).
+    (
+        trap - EXIT INT
+        trap 'exit 0' TERM
+        SECONDS=0
+        local fifo="$LK_LOG_DIR/.progress.$BASHPID" fd
+        mkfifo -- "$fifo" && exec {fd}<>"$fifo" && rm -f -- "$fifo" || exit 0
+        while :; do
+            read -r -t "$every" -u "$fd" _ || true
+            last=$(tail -n 1 -- "$2" 2>/dev/null | tr -d '\r' | cut -c1-120)
+            [[ $last == '$ '* ]] && last="running ${last#\$ }"
+            printf '[launchkit] %s: %ds so far%s\n' "$1" "$SECONDS" "${last:+ ($last)}" >&2
+        done
+    ) &
+    LK_PROGRESS_PID=$!
+}
+lk_progress_stop() {
+    [[ -n $LK_PROGRESS_PID ]] || return 0
+    kill "$LK_PROGRESS_PID" 2>/dev/null || true
+    wait "$LK_PROGRESS_PID" 2>/dev/null || true
+    LK_PROGRESS_PID=''
+}
+
 lk_install() {
     local log kind='' extras_spec='' pins=''
     local -a target=() extras=() groups=() pip_groups=()
     lk_log_file log install
     lk_step install "$LK_EXIT_INSTALL" "$log"
+    lk_progress_start install "$log"
     if [[ ${LAUNCHKIT_UV_ALL_GROUPS:-} == 1 ]]; then
         groups=(--all-groups)
     else
@@ -453,6 +485,7 @@ lk_install() {
             lk_run_logged "$log" uv pip install "${target[@]}" "${pip_groups[@]}"
         fi
     fi
+    lk_progress_stop
     LK_INSTALL_KIND=${kind:-nothing to install}
     # record what got installed, off the critical path (double fork: nothing waits for it)
     ( uv pip freeze "${target[@]}" >"$RESULTS_DIR/.launchkit/requirements.txt" 2>/dev/null </dev/null & )
