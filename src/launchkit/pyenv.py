@@ -4,6 +4,8 @@
   anything is submitted (the job would otherwise install the stale lock with `uv sync --frozen`).
 - `repo_relative`: `--conda-file` as a path inside the repository (the job runs from the clone).
 - `version_tag`: the commit's nearest version tag, recreated in the job's clone for `git describe`.
+- `preflight`: the job's environment resolved for Linux x86_64 before a Beaker submit (exit 3 when
+  uv cannot resolve it, with uv's reason).
 - `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix.
 """
 
@@ -132,3 +134,106 @@ def repo_relative(flag: str, path: str, root: str, cwd: str | None = None) -> st
             hint="the job only has the repository's files: commit the file into it",
         )
     return os.path.relpath(full, real_root)
+
+
+PLATFORM = "x86_64-manylinux_2_28"  # AI2's Beaker nodes: x86_64 Linux, glibc 2.28 or newer
+NETWORK_ERRORS = ("error sending request", "failed to fetch", "dns error", "connection refused", "timed out")
+
+
+def preflight_inputs(
+    root: str, *, extras: list[str], all_extras: bool, groups: list[str]
+) -> list[str] | None:
+    """The `uv pip compile` inputs that describe what the job installs (as the entrypoint picks it:
+    docs/runtime.md), or None when there is nothing to resolve (uv.lock and pylock.toml are checked
+    elsewhere or are already resolved)."""
+
+    def has(name: str) -> bool:
+        return os.path.isfile(os.path.join(root, name))
+
+    if has("uv.lock") or has("pylock.toml"):
+        return None
+    inputs: list[str] = []
+    if has("pyproject.toml"):
+        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        if "[project]" in text:
+            inputs += ["pyproject.toml"] + (
+                ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
+            )
+        if "[dependency-groups]" in text:
+            inputs += [f"--group=pyproject.toml:{g}" for g in groups]
+    if not inputs and has("requirements.txt"):
+        inputs = ["-r", "requirements.txt"]
+    return inputs or None
+
+
+def _compile(root: str, args: list[str], offline: bool, timeout: float) -> tuple[int, str]:
+    from uv import find_uv_bin
+
+    cmd = [
+        find_uv_bin(),
+        "pip",
+        "compile",
+        "--quiet",
+        "--no-progress",
+        "--no-header",
+        "-o",
+        os.devnull,
+        *args,
+    ]
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    env.pop("VIRTUAL_ENV", None)
+    try:
+        r = subprocess.run(
+            cmd + (["--offline"] if offline else []),
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return -1, f"uv pip compile took longer than {timeout:.0f}s"
+    except OSError as e:
+        return -1, str(e)
+    return r.returncode, r.stdout + r.stderr
+
+
+def preflight(
+    app: Application, root: str, inputs: list[str], python: str | None, *, timeout: float = 30
+) -> None:
+    """Resolve the job's requirements for the node's platform; refuse (exit 3) with uv's explanation
+    when they cannot be; one line and go on when the index cannot be reached."""
+    args = [*inputs, "--python-platform", PLATFORM, *(["--python-version", python] if python else [])]
+    code, out = _compile(root, args, offline=True, timeout=timeout)
+    if code != 0 and OFFLINE_UNDECIDED in out:
+        code, out = _compile(root, args, offline=False, timeout=timeout)
+        if code != 0 and (code == -1 or any(e in out.lower() for e in NETWORK_ERRORS)):
+            app.info(f"preflight skipped: the package index cannot be reached ({_last(out)})")
+            return
+    if code == 0:
+        app.debug(
+            f"preflight: the environment resolves for {PLATFORM}" + (f", python {python}" if python else "")
+        )
+        return
+    where = f"Linux x86_64{f', python {python}' if python else ''}"
+    raise PreconditionError(
+        f"the job's environment cannot be resolved for {where}: {_explanation(out)}",
+        hint="fix the requirements and push, or pass --no-preflight to submit anyway",
+    )
+
+
+def _last(out: str) -> str:
+    return next((line.strip() for line in reversed(out.strip().splitlines()) if line.strip()), "no output")
+
+
+def _explanation(out: str) -> str:
+    """uv's reason in one line: the lines after `No solution found...` (or its error), joined."""
+    lines = [line.strip() for line in out.splitlines() if line.strip() and not line.startswith("warning:")]
+    reason = [
+        line.removeprefix("╰─▶ ").removeprefix("error: ").removeprefix("hint: ").removeprefix("cause: ")
+        for line in lines
+    ]
+    return " ".join(reason)[:600] or "uv gave no reason"

@@ -135,6 +135,7 @@ def launch_request(
             app.debug(f"version tag: {tag[0]} ({tag[2]} commit(s) before {git.commit[:12]})")
     request = check_python_files(app, request, git)
     request = local_torch_backend(app, request, git, backend)
+    check_environment(app, request, git, backend)
     with _no_pydantic_plugins():
         from launchkit.backends import Submission
         from launchkit.core.multinode import added_line
@@ -304,6 +305,40 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
             if line := foreign_lock_line(git.repo_root):
                 app.warn(line)
     return request
+
+
+def check_environment(
+    app: Application, request: LaunchRequest, git: GitState, backend: Backend | None
+) -> None:
+    """Preflight before a Beaker submit (launchkit.pyenv.preflight): the job's requirements resolved for
+    the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda, --no-python."""
+    from launchkit.core.request import PythonManager
+    from launchkit.pyenv import preflight, preflight_inputs
+
+    if (
+        request.dry_run
+        or request.no_preflight
+        or runs_here(request, backend)
+        or not git.repo_root
+        or request.no_python
+        or request.install
+        or request.python_manager is not PythonManager.uv
+        or request.ref
+        or request.branch
+    ):
+        return
+    inputs = preflight_inputs(
+        git.repo_root, extras=request.uv_extras, all_extras=request.uv_all_extras, groups=request.uv_groups
+    )
+    if inputs:
+        python = request.python_version
+        if not python and os.path.isfile(pv := os.path.join(git.repo_root, ".python-version")):
+            python = Path(pv).read_text(encoding="utf-8").strip().splitlines()[0] or None
+        if not python and not (request.docker_image or request.beaker_image):
+            from launchkit.core.spec import DEFAULT_DOCKER_IMAGE
+
+            python = DEFAULT_DOCKER_IMAGE.partition(":")[2]  # the default image's Python (python:3.12)
+        preflight(app, git.repo_root, inputs, python)
 
 
 def save_spec(app: Application, path: str, text: str) -> None:

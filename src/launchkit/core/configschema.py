@@ -52,6 +52,7 @@ KEYS: dict[str, str] = {
     "conda_env": "str",
     "uv_venv": "str",
     "no_python": "bool",
+    "no_preflight": "bool",
     "system_python": "bool",
     "python_version": "str",
     "uv_extras": "list",

@@ -834,6 +834,7 @@ def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
 def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["install"] = opts.value("install")
     f["no_python"] = bool(opts.value("no_python"))
+    f["no_preflight"] = bool(opts.value("no_preflight"))
     f["system_python"] = bool(opts.value("system_python"))
     f["python_version"] = _checked(
         opts,

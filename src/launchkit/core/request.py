@@ -192,6 +192,7 @@ class LaunchRequest(_Model):
     conda_env: str | None = None  # name or absolute prefix of an existing conda env in the image
     uv_venv: str | None = None  # absolute path of an existing venv in the image
     no_python: bool = False
+    no_preflight: bool = False  # launch-time only: skip the Linux resolution before a Beaker submit
     system_python: bool = False
     python_version: str | None = None
     uv_extras: list[str] = []

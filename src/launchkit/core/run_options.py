@@ -662,6 +662,14 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     ),
     Opt("no_python", FLAG, ("--no-python",), P_PYTHON, key="no_python", help="Skip the Python setup."),
     Opt(
+        "no_preflight",
+        FLAG,
+        ("--no-preflight",),
+        P_PYTHON,
+        key="no_preflight",
+        help="Do not resolve the job's environment for Linux before submitting to Beaker.",
+    ),
+    Opt(
         "system_python",
         FLAG,
         ("--system-python",),
