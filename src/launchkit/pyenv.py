@@ -21,15 +21,16 @@ STALE = "needs to be updated"
 OFFLINE_UNDECIDED = "network was disabled"
 
 
-def _uv_lock_check(root: str, offline: bool, timeout: float) -> tuple[int, str]:
+def _uv(args: list[str], *, offline: bool, timeout: float, cwd: str | None = None) -> tuple[int, str]:
+    """Run uv (the one launchkit ships with) for a check: exit code and output; -1 when it could not run."""
     from uv import find_uv_bin
 
-    cmd = [find_uv_bin(), "lock", "--check", "--directory", root, "--no-progress"]
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}  # a check: never fetch an interpreter
     env.pop("VIRTUAL_ENV", None)
     try:
         r = subprocess.run(
-            cmd + (["--offline"] if offline else []),
+            [find_uv_bin(), *args, "--no-progress", *(["--offline"] if offline else [])],
+            cwd=cwd,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -37,9 +38,15 @@ def _uv_lock_check(root: str, offline: bool, timeout: float) -> tuple[int, str]:
             stdin=subprocess.DEVNULL,
             check=False,
         )
-    except (OSError, subprocess.TimeoutExpired) as e:
+    except subprocess.TimeoutExpired:
+        return -1, f"uv {args[0]} took longer than {timeout:.0f}s"
+    except OSError as e:
         return -1, str(e)
     return r.returncode, r.stdout + r.stderr
+
+
+def _uv_lock_check(root: str, offline: bool, timeout: float) -> tuple[int, str]:
+    return _uv(["lock", "--check", "--directory", root], offline=offline, timeout=timeout)
 
 
 def check_uv_lock(app: Application, root: str, commit: str, *, network: bool) -> None:
@@ -168,37 +175,8 @@ def preflight_inputs(
 
 
 def _compile(root: str, args: list[str], offline: bool, timeout: float) -> tuple[int, str]:
-    from uv import find_uv_bin
-
-    cmd = [
-        find_uv_bin(),
-        "pip",
-        "compile",
-        "--quiet",
-        "--no-progress",
-        "--no-header",
-        "-o",
-        os.devnull,
-        *args,
-    ]
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-    env.pop("VIRTUAL_ENV", None)
-    try:
-        r = subprocess.run(
-            cmd + (["--offline"] if offline else []),
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return -1, f"uv pip compile took longer than {timeout:.0f}s"
-    except OSError as e:
-        return -1, str(e)
-    return r.returncode, r.stdout + r.stderr
+    cmd = ["pip", "compile", "--quiet", "--no-header", "-o", os.devnull, *args]
+    return _uv(cmd, offline=offline, timeout=timeout, cwd=root)
 
 
 def preflight(
