@@ -44,10 +44,10 @@ def test_quiet_hides_messages_but_not_data(repo):
 
 @pytest.mark.slow
 def test_errors_are_red_on_a_terminal_and_plain_with_no_color(repo):
-    code, shown = run_in_pty("run", "--gpus", "0", *CMD, cwd=repo.path, unset=("NO_COLOR",))
-    assert code == 2 and shown.startswith("\x1b[1;31merror: \x1b[0m--gpus 0: "), shown
-    code, shown = run_in_pty("run", "--gpus", "0", *CMD, cwd=repo.path, env={"NO_COLOR": "1"})
-    assert code == 2 and shown.startswith("error: --gpus 0: ") and "\x1b[" not in shown, shown
+    code, shown = run_in_pty("run", "--gpus", "-1", *CMD, cwd=repo.path, unset=("NO_COLOR",))
+    assert code == 2 and shown.startswith("\x1b[1;31merror: \x1b[0m--gpus -1: "), shown
+    code, shown = run_in_pty("run", "--gpus", "-1", *CMD, cwd=repo.path, env={"NO_COLOR": "1"})
+    assert code == 2 and shown.startswith("error: --gpus -1: ") and "\x1b[" not in shown, shown
 
 
 def test_bare_invocation_shows_help():

@@ -9,6 +9,7 @@ the fake Beaker (subprocesses); the waiting limits run against real local proces
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -407,7 +408,11 @@ def test_list_flags(fake_beaker):
 
         return {row["name"] for row in json.loads(r.stdout)}
 
-    assert names() == {"alpha-run", "beta-run"}  # the configured (default) workspace only
+    # gantry's scope: the workspace configured for launchkit (or gantry), else the whole organization
+    # (Beaker's own default workspace is not used)
+    assert names() == {"alpha-run", "beta-run", "gamma-run"}
+    r = run_cli("list", "--json", env={"LAUNCHKIT_WORKSPACE": "ai2/launchkit"})
+    assert r.code == 0 and {row["name"] for row in json.loads(r.stdout)} == {"alpha-run", "beta-run"}
     assert names("-w", "ai2/no-budget") == {"gamma-run"}
     assert names("--workspace", "ai2/no-budget") == {"gamma-run"}
     assert names("-g", "sweep") == {"alpha-run"}
@@ -415,7 +420,7 @@ def test_list_flags(fake_beaker):
     assert len(names("-l", "1")) == len(names("--limit", "1")) == 1
     assert names("-t", "beta") == names("--text", "beta") == {"beta-run"}
     assert names("-a", "bob") == names("--author", "bob") == {"beta-run"}
-    assert names("-s", "running") == names("--status", "running") == {"alpha-run", "beta-run"}
+    assert names("-s", "running") == names("--status", "running") == {"alpha-run", "beta-run", "gamma-run"}
     r = run_cli("list", "--local", "-w", "ai2/x")
     assert r.code == 2 and "--workspace" in r.stderr
 

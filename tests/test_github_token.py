@@ -73,7 +73,7 @@ def test_github_remote_gets_the_workspace_token_secret(repo, fake_beaker, github
     env = {e["name"]: e for e in exp.spec["tasks"][0]["envVars"]}
     assert env["GITHUB_TOKEN"] == {"name": "GITHUB_TOKEN", "secret": "GITHUB_TOKEN"}
     assert env["LAUNCHKIT_GIT_REMOTE"]["value"] == "https://github.com/acme/private.git"
-    assert github_api.asked == []  # a token is there: no need to ask GitHub
+    assert github_api.asked == ["/repos/acme/private"]  # asked first, as gantry: a public one gets none
     # the user's own secret wins over the shared one
     fake_beaker.state.put_secret(WS, "alice_GITHUB_TOKEN", "ghp_alice")
     r = run_cli("run", "--workspace", WS, "--dry-run", *COMMAND, cwd=repo.path, timeout=90)
@@ -94,9 +94,9 @@ def test_private_repository_without_a_token_is_refused_before_submitting(repo, f
     assert not _submitted(fake_beaker)
 
 
-def test_public_repository_needs_no_token(repo, fake_beaker, github_api):
+def test_public_repository_gets_no_token(repo, fake_beaker, github_api):
+    """As gantry: the workspace has GITHUB_TOKEN, but a public repository's job is not given it."""
     _on_github(repo, "public")
-    _drop_secret(fake_beaker, "GITHUB_TOKEN")
     r = run_cli("run", "--workspace", WS, "--name", "pub", *COMMAND, cwd=repo.path, timeout=90)
     assert r.code == 0, r.stderr
     (exp,) = _submitted(fake_beaker)

@@ -262,7 +262,7 @@ def test_ten_concurrent_runs_are_all_recorded(repo, env):
     failed = json.loads(run_cli("list", "--local", "--json", "--status", "failed", env=env).stdout)
     assert {x["id"] for x in failed} == {k for k, i in ids.items() if i % 3}
     table = run_cli("list", "--local", "--limit", "3", env=env).stdout.splitlines()
-    assert table[0].split() == ["ID", "NAME", "STATUS", "EXIT", "CREATED"] and len(table) == 4
+    assert table[0].split() == ["ID", "NAME", "STATUS", "EXIT", "CREATED", "REASON"] and len(table) == 4
 
 
 @pytest.mark.slow

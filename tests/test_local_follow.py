@@ -178,7 +178,9 @@ def test_bells_of_killed_followers_are_cleaned_up(repo, env, short_home, deep, m
     state = short_home / ("d" * 90 if deep else "s")
     env = {**env, "LAUNCHKIT_LOCAL_HOME": str(state)}
     monkeypatch.setenv("LAUNCHKIT_LOCAL_HOME", str(state))
-    job = ["bash", "-c", "for i in $(seq 30); do echo line $i; sleep 0.1; done"]
+    go = short_home / "go"  # the job waits for it: the follower registers its bell however slow it starts
+    loop = "for i in $(seq 30); do echo line $i; sleep 0.1; done"
+    job = ["bash", "-c", f"echo line 0; until [ -e {go} ]; do sleep 0.05; done; {loop}"]
     run_id = launch(repo, env, job)
     p = follower(run_id, env)
     try:
@@ -190,6 +192,7 @@ def test_bells_of_killed_followers_are_cleaned_up(repo, env, short_home, deep, m
         p.communicate(timeout=30)
     finally:
         p.kill()
+        go.touch()
     code, out, _ = follow_here(run_id)  # rings go on: the supervisor drops the dead bell
     assert code == 0 and b"line 30\n" in out.data
     assert bells(state, run_id) == [] and not os.path.exists(sock)

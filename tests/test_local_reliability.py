@@ -131,6 +131,7 @@ def test_killed_supervisor_is_lost_and_stop_ends_its_processes(repo, env, state,
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 30 launches, each killed at a random moment: minutes under a loaded machine
 def test_fault_kill_the_supervisor_at_random_moments(repo, env, state, marker):
     """kill -9 the supervisor of a 2-replica job at 20 random moments: each time `list` says lost
     and `stop` leaves no process of the job (including ones that escaped with setsid)."""
@@ -374,6 +375,7 @@ def test_latest_follows_the_backend_of_the_last_run(repo, env):
 def test_upload_links_of_a_lost_run_go_with_stop_and_prune(repo, env, state, marker, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
+    (data / "x.txt").write_text("x\n")  # an empty directory is refused
     links = [tmp_path / "mnt" / "a", tmp_path / "mnt" / "b"]
     ids = []
     for link in links:

@@ -103,9 +103,10 @@ def test_multi_node_dry_run_defaults(repo):
         cwd=repo.path,
     )
     task = yaml.safe_load(r.stdout)["tasks"][0]
-    assert task["replicas"] == 2 and task["leaderSelection"] is True and task["hostNetworking"] is False
-    assert task["propagateFailure"] and task["propagatePreemption"]
-    assert task["synchronizedStartTimeout"] == 300_000_000_000
+    # gantry 3.7.0: without host networking there is no leader; each replica runs its own torchrun
+    assert task["replicas"] == 2 and not task.get("leaderSelection") and not task.get("hostNetworking")
+    assert not task.get("propagateFailure") and not task.get("propagatePreemption")
+    assert "synchronizedStartTimeout" not in task
 
 
 def test_profiles_cmd_keeps_cli_import_light():

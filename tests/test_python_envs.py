@@ -95,7 +95,8 @@ CONDA = textwrap.dedent(
         f.write(json.dumps(sys.argv[1:]) + "\\n")
     args = sys.argv[1:]
     def prefix():
-        return args[args.index("-p") + 1]
+        given = [a.split("=", 1)[1] for a in args if a.startswith("--prefix=")]
+        return given[0] if given else args[args.index("-p") + 1]
     if args[:2] == ["info", "--base"]:
         print(base)
     elif args[:1] == ["shell.bash"] and args[1] == "activate":
@@ -161,7 +162,7 @@ def test_conda_file_creates_an_env_and_installs_the_requirements(repo, tmp_path,
     prefix = str(tmp_path / "job/runtime/.conda-env")
     assert r.stdout.split() == ["9", prefix, prefix]
     calls = _calls(log)
-    assert ["env", "create", "-p", prefix, "-f", "environment.yml"] in calls
+    assert ["env", "create", f"--prefix={prefix}", "--file=environment.yml"] in calls
     assert ["shell.bash", "activate", prefix] in calls
     assert "install[requirements.txt]" in r.stderr and "conda " in r.stderr  # the timing line
     assert not (tmp_path / "job/runtime/.venv").exists()  # no uv venv on the conda path
@@ -183,7 +184,7 @@ def test_conda_env_by_name_is_updated_from_the_file(repo, tmp_path, conda):
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(base / "envs/train")
-    assert ["env", "update", "-p", str(base / "envs/train"), "-f", "environment.yml"] in _calls(log)
+    assert ["env", "update", f"--prefix={base / 'envs/train'}", "--file=environment.yml"] in _calls(log)
     env["LAUNCHKIT_CONDA_ENV"] = "missing"
     r = entrypoint(tmp_path / "job2", str(repo.remote), sha, ["true"], env)
     assert r.returncode == 105 and "conda environment missing not found" in r.stderr, r.stderr

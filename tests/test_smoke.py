@@ -5,8 +5,8 @@ from conftest import run_cli
 
 # (command groups such as `secret` come after plain commands: Typer lists them last)
 CORE_COMMANDS = [
-    "run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "prune", "results", "session",
-    "secret",
+    "run", "follow", "logs", "stop", "list", "why", "find-gpus", "open", "profiles", "prune", "results",
+    "session", "mason", "secret",
 ]  # fmt: skip
 
 

@@ -39,6 +39,21 @@ def _experiment(fake, name: str):
     return found[0]
 
 
+def _token(spec: dict) -> str:
+    (token,) = {
+        e["value"] for t in spec["tasks"] for e in t["envVars"] if e["name"] == "LAUNCHKIT_LAUNCH_TOKEN"
+    }
+    return token
+
+
+def _without_token(spec: dict) -> dict:
+    tasks = [
+        {**t, "envVars": [e for e in t["envVars"] if e["name"] != "LAUNCHKIT_LAUNCH_TOKEN"]}
+        for t in spec["tasks"]
+    ]
+    return {**spec, "tasks": tasks}
+
+
 def test_dry_run_prints_the_resolved_spec_that_run_submits(repo, fake_beaker, tmp_path):
     saved = tmp_path / "spec.yaml"
     secrets_before = {n: s.value for n, s in fake_beaker.state.find_workspace(WS).secrets.items()}
@@ -66,8 +81,12 @@ def test_dry_run_prints_the_resolved_spec_that_run_submits(repo, fake_beaker, tm
         )
     real = run_cli("run", *args, cwd=repo.path, timeout=90)
     assert real.code == 0, real.stderr
-    assert _experiment(fake_beaker, "from-file").spec == _experiment(fake_beaker, "by-launchkit").spec
-    assert spec == _experiment(fake_beaker, "by-launchkit").spec  # the dry run showed what run sent
+    # the dry run showed what run sent, but for the launch token: a nonce each launch draws anew
+    assert _without_token(_experiment(fake_beaker, "from-file").spec) == _without_token(
+        _experiment(fake_beaker, "by-launchkit").spec
+    )
+    assert _without_token(spec) == _without_token(_experiment(fake_beaker, "by-launchkit").spec)
+    assert _token(spec) != _token(_experiment(fake_beaker, "by-launchkit").spec)
 
     listed = run_cli("list", "--json", timeout=60)
     assert listed.code == 0, listed.stderr

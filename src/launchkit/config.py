@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,7 @@ def read_layers(cwd: str | Path | None = None, environ: dict[str, str] | None = 
                 )
             layers.append(Layer(PROJECT_LABEL, str(ppath), _normalise(table)))
         elif isinstance(tool, dict) and isinstance(tool.get("gantry"), dict):
-            layers.append(Layer(GANTRY_LABEL, str(ppath), gantry_values(_normalise(tool["gantry"]))))
+            layers.append(GantryLayer(GANTRY_LABEL, str(ppath), *gantry_values(_normalise(tool["gantry"]))))
     env_values: dict[str, Any] = {}
     for key in ENV_KEYS:
         raw = environ.get(ENV_PREFIX + key.upper())
@@ -167,8 +168,8 @@ def gantry_keys() -> dict[str, str]:
     return out
 
 
-def gantry_values(table: dict[str, Any]) -> dict[str, Any]:
-    """[tool.gantry] as launchkit keys. gantry-only keys go to `_ignored` (launching reports them)."""
+def gantry_values(table: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """[tool.gantry] as launchkit keys, and the gantry-only keys (launching reports them)."""
     names = gantry_keys()
     values: dict[str, Any] = {}
     ignored: list[str] = []
@@ -177,20 +178,21 @@ def gantry_values(table: dict[str, Any]) -> dict[str, Any]:
             ignored.append(key)
         else:
             values[names.get(key, key)] = value
-    if ignored:
-        values[IGNORED] = ignored
-    return values
+    return values, ignored
 
 
-IGNORED = "_gantry_ignored"  # not a config key: [tool.gantry] keys launchkit does not read
+@dataclass
+class GantryLayer(Layer):
+    """[tool.gantry]: its gantry-only keys kept beside the values, never among them (where a user's
+    key of the same name would be taken for them)."""
+
+    ignored: list[str] = field(default_factory=list)
 
 
 def merge(layers: list[Layer]) -> Config:
     cfg = Config(layers)
     for layer in layers:
         for key, value in layer.values.items():
-            if key == IGNORED:
-                continue
             if key in ("env", "env_secrets", "profiles") and key in cfg.values and isinstance(value, dict):
                 value = {**cfg.values[key][0], **value}  # per-name merge, higher layer wins
             cfg.values[key] = (value, layer)
@@ -220,8 +222,6 @@ def validate_layers(layers: list[Layer]) -> None:
     from launchkit.core.configmodel import check_layer
 
     for layer in layers:
-        if IGNORED in layer.values:
-            layer = Layer(layer.label, layer.path, {k: v for k, v in layer.values.items() if k != IGNORED})
         check_layer(layer)
 
 
@@ -231,7 +231,7 @@ def gantry_notice(config: Config) -> str | None:
     if layer is None:
         return None
     msg = f"using [tool.gantry] from {layer.path} (there is no [tool.launchkit]; see docs/from-gantry.md)"
-    ignored = layer.values.get(IGNORED) or []
+    ignored = layer.ignored if isinstance(layer, GantryLayer) else []
     if ignored:
         msg += "; not used: " + ", ".join(f"{k} ({GANTRY_ONLY_KEYS[k]})" for k in ignored)
     return msg

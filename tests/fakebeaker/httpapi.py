@@ -238,7 +238,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
 
         def _DownloadDatasetFile(self, user, args, query, body) -> None:
             d = self._dataset(args[0])
-            path = urllib.parse.unquote(args[1])
+            path = args[1]  # decoded once, in _dispatch (as an HTTP server does)
             if path not in d.files:
                 raise NotFound(f"file {path!r} not found in dataset {d.id}")
             data = d.files[path]
@@ -251,7 +251,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
         def _UploadDatasetFile(self, dataset, args, query, body) -> None:
             if dataset.committed is not None:
                 return self._error(403, "dataset is committed")
-            path = urllib.parse.unquote(args[1])
+            path = args[1]  # decoded once, in _dispatch (as an HTTP server does)
             digest = self.headers.get("Digest")
             if digest and not body:
                 body = fake.uploads.pop(digest, b"")
@@ -383,11 +383,46 @@ def start_github_proxy(fake: FakeBeaker, context: ssl.SSLContext) -> socketserve
     return server
 
 
+def start_github_api(fake: FakeBeaker) -> ThreadingHTTPServer:
+    """GitHub's REST API as launchkit asks it (`GET /repos/OWNER/REPO`, unauthenticated), in plain HTTP
+    on 127.0.0.1: 200 `{"private": false}` for a public repository, 404 for one in `state.private_repos`
+    (as GitHub answers for private or missing ones). launchkit reads its base URL from
+    LAUNCHKIT_GITHUB_API (`FakeBeaker.env`)."""
+
+    class API(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fake._record_call("api.github.com GET")
+            parts = self.path.strip("/").split("/")
+            if len(parts) == 3 and parts[0] == "repos":
+                repo = f"{parts[1]}/{parts[2]}"
+                private = repo in fake.state.private_repos
+                body = b'{"message": "Not Found"}' if private else json.dumps({"private": False}).encode()
+                self.send_response(404 if private else 200)
+            else:
+                body = b'{"message": "Not Found"}'
+                self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), API)
+    server.daemon_threads = True
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakebeaker-github-api", daemon=True
+    ).start()
+    return server
+
+
 def start_https(fake: FakeBeaker, cert_file: str, key_file: str) -> tuple[_TLSServer, threading.Thread]:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert_file, key_file)
     server = _TLSServer(("127.0.0.1", 0), make_handler(fake), ctx)
     fake._github_proxy = start_github_proxy(fake, ctx)
+    fake._github_api = start_github_api(fake)
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakebeaker-https", daemon=True
     )

@@ -59,6 +59,7 @@ class FakeBeaker:
         self._grpc = None
         self._https = None
         self._github_proxy = None
+        self._github_api = None
         self.rpc_port = 0
         self.http_port = 0
 
@@ -132,10 +133,11 @@ class FakeBeaker:
             self._loop.call_soon_threadsafe(self._stopped.set)
             self._loop_thread.join(10)
             self._grpc = None
-        if self._github_proxy is not None:
-            self._github_proxy.shutdown()
-            self._github_proxy.server_close()
-            self._github_proxy = None
+        for server in (self._github_proxy, self._github_api):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+        self._github_proxy = self._github_api = None
         if self._https is not None:
             self._https.shutdown()
             self._https.server_close()
@@ -162,6 +164,11 @@ class FakeBeaker:
     def github_proxy(self) -> str:
         """`http://127.0.0.1:PORT`: as HTTPS_PROXY, github.com answers from the fake (see httpapi)."""
         return f"http://127.0.0.1:{self._github_proxy.server_address[1]}"
+
+    @property
+    def github_api(self) -> str:
+        """`http://127.0.0.1:PORT`: GitHub's REST API for launchkit (LAUNCHKIT_GITHUB_API; see httpapi)."""
+        return f"http://127.0.0.1:{self._github_api.server_address[1]}"
 
     @property
     def admin_url(self) -> str:
@@ -238,6 +245,7 @@ class FakeBeaker:
             "BEAKER_ADDR": self.agent_address,
             "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(self.tls.ca_file),
             "REQUESTS_CA_BUNDLE": str(self.tls.ca_file),
+            "LAUNCHKIT_GITHUB_API": self.github_api,  # launchkit asks whether a repository is private
             "NO_PROXY": NO_PROXY,
             "no_proxy": NO_PROXY,
             "no_grpc_proxy": NO_PROXY,

@@ -11,6 +11,7 @@ import itertools
 import random
 import threading
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -745,7 +746,9 @@ class State:
             user = self.find_user(author)
             raw_tasks = spec.get("tasks", [])
             try:
-                parsed = BeakerExperimentSpec.from_json(spec)
+                with warnings.catch_warnings():  # the server reads `preemptible` as Beaker does, silently
+                    warnings.filterwarnings("ignore", "The 'preemptible' field", DeprecationWarning)
+                    parsed = BeakerExperimentSpec.from_json(spec)
                 for task in parsed.tasks:  # beaker-py 2.8.1 from_json leaves mount sources as dicts
                     for mount in task.datasets or []:
                         if isinstance(mount.source, dict):

@@ -127,11 +127,11 @@ def build_app() -> typer.Typer:
         ("logs", logs_cmd.logs),
         ("stop", stop_cmd.stop),
         ("list", list_cmd.list_runs),
+        ("why", why_cmd.why),
         ("find-gpus", find_gpus_cmd.find_gpus),
         ("open", open_cmd.open_page),
         ("profiles", profiles_cmd.profiles),
         ("prune", prune_cmd.prune),
-        ("why", why_cmd.why),
     ):
         cli.command(name, cls=PanelCommand)(command)
     cli.add_typer(secret_cmd.secret_group(), name="secret", cls=PanelGroup)

@@ -23,7 +23,7 @@ from launchkit.application import Application
 from launchkit.errors import UsageError
 
 if TYPE_CHECKING:
-    from launchkit.backends import Backend, Submission
+    from launchkit.backends import Backend, RunInfo, Submission
     from launchkit.core.gitstate import GitState
     from launchkit.core.request import LaunchRequest
 
@@ -63,7 +63,7 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
 
         for opt in RUN_OPTIONS:
             if opt.deprecated and given.get(opt.name):
-                app.warn(f"{opt.flag} is a spelling gantry removed before 3.7: {opt.deprecated}")
+                app.warn(f"{opt.flag} is deprecated (gantry removed it before 3.7): {opt.deprecated}")
         limits = ("--start-timeout", "--inactive-timeout", "--inactive-soft-timeout")
         if ignored := [o for o in limits if given.get(o[2:].replace("-", "_")) and not request.follow]:
             app.warn(
@@ -350,6 +350,55 @@ def save_spec(app: Application, path: str, text: str) -> None:
     app.info(f"spec saved to {path}")
 
 
+def _launched(app: Application, b: Backend, run: RunInfo) -> None:
+    from launchkit.cli.backend_choice import remember_last_run
+
+    remember_last_run(b.name, run.id)
+    sys.stdout.write(run.id + "\n")  # for scripts: ID=$(launchkit -q run ...)
+    sys.stdout.flush()
+    app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
+
+
+def _submit_sweep(app: Application, b: Backend, whole: Submission, subs: list[Submission]) -> RunInfo:
+    """One run per combination. A launch that fails midway says what it created and what not, and
+    the same command again creates only the missing ones (cli/sweeps.py)."""
+    from launchkit.cli.sweeps import SweepRecord
+    from launchkit.errors import LaunchkitError, NotFoundError
+
+    record = SweepRecord(b.name, whole.spec)
+    created: dict[str, str] = {}
+    for name, run_id in record.load().items():
+        try:
+            created[name] = b.get(run_id).id  # still there (not deleted meanwhile)
+        except NotFoundError:
+            pass
+    run: RunInfo | None = None
+    for sub in subs:
+        if sub.name in created:
+            app.info(f"{sub.name}: launched before as {created[sub.name]} (a launch that failed midway)")
+            continue
+        try:
+            run = b.submit(sub)
+        except LaunchkitError as e:
+            if not created:
+                raise
+            missing = [s.name for s in subs if s.name not in created]
+            kept = record.save(created)
+            done = ", ".join(f"{n} ({i})" for n, i in created.items())
+            e.message += f"; created {len(created)} of {len(subs)} experiments: {done}"
+            e.message += f"; not created: {', '.join(missing)}"
+            e.hint = (
+                "run the same command again: it creates only the missing ones"
+                if kept
+                else "launch the missing ones again (the record of this launch could not be written)"
+            )
+            raise
+        created[sub.name] = run.id
+        _launched(app, b, run)
+    record.clear()
+    return run if run is not None else b.get(created[subs[-1].name])
+
+
 def submit(app: Application, b: Backend, request: LaunchRequest, submission: Submission) -> None:
     from launchkit.backends import Capability
     from launchkit.cli.following import Limits, follow_run
@@ -366,7 +415,6 @@ def submit(app: Application, b: Backend, request: LaunchRequest, submission: Sub
             f"{len(tasks)} tasks in one run: {b.name} runs have one task",
             hint="with --sweep add --sweep-experiments (one run each), or launch on Beaker",
         )
-    from launchkit.cli.backend_choice import remember_last_run
     from launchkit.core.spec import split_experiments
 
     # --sweep-experiments: one experiment per --sweep combination, named after its task
@@ -375,12 +423,11 @@ def submit(app: Application, b: Backend, request: LaunchRequest, submission: Sub
         if request.sweep_experiments
         else [submission]
     )
-    for sub in subs:
+    if request.sweep_experiments:
+        run = _submit_sweep(app, b, submission, subs)
+    for sub in [] if request.sweep_experiments else subs:
         run = b.submit(sub)
-        remember_last_run(b.name, run.id)
-        sys.stdout.write(run.id + "\n")  # for scripts: ID=$(launchkit -q run ...)
-        sys.stdout.flush()
-        app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
+        _launched(app, b, run)
     notifier = None
     if request.slack_webhook_url is not None:
         from launchkit.notify import SlackNotifier

@@ -773,6 +773,9 @@ def _python_manager(opts: _Options, f: dict[str, Any]) -> None:
             hint="use --python-manager conda, or drop the conda option",
         )
     if manager == "conda":
+        if f["system_python"]:  # gantry: with conda, the image's Python is its base environment
+            f["conda_env"] = f["conda_env"] or "base"
+            f["system_python"] = False
         for opt, key in (
             ("--uv-venv", "uv_venv"),
             ("--uv-extra", "uv_extras"),
@@ -781,7 +784,6 @@ def _python_manager(opts: _Options, f: dict[str, Any]) -> None:
             ("--uv-all-groups", "uv_all_groups"),
             ("--uv-no-default-groups", "uv_no_default_groups"),
             ("--torch-backend", "torch_backend"),
-            ("--system-python", "system_python"),
         ):
             if f[key]:
                 raise UsageError(

@@ -268,7 +268,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         P_INPUTS,
         metavar="IMAGE",
         key="beaker_image",
-        help="Beaker image name or id.",
+        help="Beaker image name or id.  [default: beaker-py/gantry, as gantry]",
     ),
     Opt(
         "docker_image",
@@ -277,7 +277,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         P_INPUTS,
         metavar="IMAGE",
         key="docker_image",
-        help="Docker image.  [default: python:3.12]",
+        help="Docker image (instead of a Beaker image).",
     ),
     Opt(
         "dataset",

@@ -55,6 +55,9 @@ def session_argv(
     task = tasks[0]
     if len(tasks) > 1 or int(task.get("replicas") or 1) > 1:
         raise UsageError("a session is one container on one node", hint="drop --replicas for sessions")
+    for port in ports:
+        if not 1 <= port <= 65535:
+            raise UsageError(f"--port {port} is not a port number", hint="give a port from 1 to 65535")
     argv = ["beaker", "session", "create"]
     if workspace:
         argv += ["--workspace", workspace]

@@ -66,9 +66,10 @@ from launchkit.core.tasks import expand_tasks
 from launchkit.core.units import format_size, to_nanoseconds
 from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
 
-# The image used when neither the command line nor a config names one: Debian with Python, git,
-# bash and curl (the entrypoint needs bash + git; uv brings CUDA wheels for GPU jobs).
-DEFAULT_DOCKER_IMAGE = "python:3.12"
+# The image used when neither the command line nor a config names one: gantry 3.7.0's default, so a
+# gantry line means the same job. CUDA base with uv, conda, git and the MLNX OFED user-space drivers
+# that InfiniBand NCCL needs on multi-node jobs (a plain python image has none of them).
+DEFAULT_BEAKER_IMAGE = "beaker-py/gantry"
 
 _NOT_SPEC = {
     "dry_run",
@@ -290,7 +291,7 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
     if request.beaker_image or request.docker_image:
         image = t.BeakerImageSource(beaker=request.beaker_image, docker=request.docker_image)
     else:
-        image = t.BeakerImageSource(docker=DEFAULT_DOCKER_IMAGE)
+        image = t.BeakerImageSource(beaker=DEFAULT_BEAKER_IMAGE)
     resources = None
     if any(v is not None for v in (request.cpus, request.gpus, request.memory, request.shared_memory)):
         resources = t.BeakerTaskResources(

@@ -97,6 +97,7 @@ class BeakerBackend:
         self._workspace = workspace
         self._conn: Connection | None = None
         self._prepared_workspace: tuple[str, Any] | None = None  # (name, pb2.Workspace) from prepare()
+        self._session = False  # preparing for `launchkit session`: sessions-only clusters allowed
         self._seen: dict[str, tuple[Any, list[tuple[int, Any, Any]]]] = {}  # get() -> follow()
         self._final: dict[str, RunInfo] = {}  # runs follow() saw finish
 
@@ -184,6 +185,7 @@ class BeakerBackend:
                 workspace=submission.workspace or self._workspace,
                 auto_secrets=submission.auto_secrets,
                 app=self.app,
+                session=self._session,
             )
         for note in p.notes:
             self.app.info(note)
@@ -205,7 +207,9 @@ class BeakerBackend:
 
     def session_spec(self, submission: Submission) -> tuple[str, dict[str, Any]]:
         """What `launchkit session` hands the `beaker` CLI: the workspace's full name and the spec as
-        submit() would send it, `--upload` datasets made (or reused) and mounted by id."""
+        submit() would send it, `--upload` datasets made (or reused) and mounted by id. Sessions-only
+        clusters (max task timeout 0) are allowed here."""
+        self._session = True
         submission = self.prepare(submission)
         with self._errors():
             ws = self._prepared_ws(submission)

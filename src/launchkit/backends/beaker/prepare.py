@@ -5,6 +5,7 @@ JSON form. Read-only: `run --dry-run` prints this, `run --save-spec` writes it, 
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,9 +33,16 @@ class Prepared:
 
 
 def prepare(
-    conn: Connection, spec: dict[str, Any], *, workspace: str | None, auto_secrets: bool, app: Application
+    conn: Connection,
+    spec: dict[str, Any],
+    *,
+    workspace: str | None,
+    auto_secrets: bool,
+    app: Application,
+    session: bool = False,
 ) -> Prepared:
-    from launchkit.backends.beaker.submit import parsed_spec
+    """`session`: for `launchkit session` (sessions-only clusters allowed)."""
+    from launchkit.backends.beaker.submit import parsed_spec, with_token
 
     name = rs.workspace_name(conn, workspace)
     resolved = rs.resolve(
@@ -44,6 +52,7 @@ def prepare(
         gpu_types=rs.spec_env_list(spec, rs.ENV_GPU_TYPES),
         tags=rs.spec_env_list(spec, rs.ENV_TAGS),
         auto_secrets=auto_secrets,
+        session=session,
     )
     out = resolved.spec
     ws = resolved.workspace
@@ -58,6 +67,9 @@ def prepare(
             notes.append(SECRETS_ADDED + added)
         else:
             notes[i] += ", " + added
+    # A nonce per prepared launch (create_once finds its own experiment by it), in the spec the dry
+    # run prints and --save-spec writes, so what they show is what is submitted.
+    out = with_token(out, secrets.token_hex(8))
     # What create() sends is beaker-py's JSON of the parsed spec: normalise to exactly that.
     return Prepared(ws, name, parsed_spec(out).to_json(), notes)
 
@@ -95,12 +107,19 @@ def _env(spec: dict[str, Any], name: str) -> str | None:
 def github_token(
     conn: Connection, spec: dict[str, Any], ws: Any, ws_label: str, *, auto_secrets: bool, app: Application
 ) -> str | None:
-    """For a GitHub remote: add env GITHUB_TOKEN from the workspace secret `<user>_GITHUB_TOKEN` or
-    `GITHUB_TOKEN` (as gantry does). Without one, a private repository is refused (the job could not
-    clone it); when GitHub cannot be asked, warn and go on. Returns what was added, or None."""
+    """For a GitHub remote that is private (or whose visibility GitHub would not tell), add env
+    GITHUB_TOKEN from the workspace secret `<user>_GITHUB_TOKEN` or `GITHUB_TOKEN`, as gantry does: a
+    public repository's job gets no token. Without one, a private repository is refused (the job could
+    not clone it); when GitHub cannot be asked and there is no token, warn and go on. Returns what was
+    added, or None."""
     repo = github_repo(_env(spec, ENV_GIT_REMOTE) or "")
     if repo is None or _env(spec, GITHUB_TOKEN) or _env(spec, ENV_GIT_TOKEN):
         return None  # not GitHub, or the user passed a token (--env-secret / --git-token-secret)
+    from launchkit.backends.beaker.github import visibility
+
+    seen = visibility(repo)
+    if seen.private is False:
+        return None
     user = conn.me().name
     available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
     source = next((s for s in (f"{user}_{GITHUB_TOKEN}", GITHUB_TOKEN) if s in available), None)
@@ -108,9 +127,6 @@ def github_token(
         for task in spec.get("tasks", []):
             task.setdefault("envVars", []).append({"name": GITHUB_TOKEN, "secret": source})
         return GITHUB_TOKEN if source == GITHUB_TOKEN else f"{GITHUB_TOKEN} (from {source})"
-    from launchkit.backends.beaker.github import visibility
-
-    seen = visibility(repo)
     if seen.private is None:
         app.warn(
             f"could not check whether GitHub repository {repo} is private ({seen.why}); "

@@ -114,12 +114,12 @@ def matches(cluster: Any, pattern: str, default_org: str | None) -> bool:
 
 
 def resolve_clusters(
-    conn: Connection, patterns: list[str], gpu_types: list[str], tags: list[str]
+    conn: Connection, patterns: list[str], gpu_types: list[str], tags: list[str], *, session: bool = False
 ) -> list[str]:
     """Canonical `org/name` of the clusters that take batch jobs and match (a cluster whose
-    max_task_timeout is 0 runs sessions only and is skipped, fact 1.7)."""
+    max_task_timeout is 0 runs sessions only and is skipped, fact 1.7, unless for a `session`)."""
     every = list(conn.beaker.cluster.list(org=conn.org()))
-    clusters = [c for c in every if takes_batch_jobs(c)]
+    clusters = [c for c in every if session or takes_batch_jobs(c)]
     default_org = conn.beaker.config.default_org
     chosen = clusters
     if patterns:
@@ -177,6 +177,7 @@ def resolve(
     gpu_types: list[str],
     tags: list[str],
     auto_secrets: bool,
+    session: bool = False,
 ) -> Resolved:
     import copy
 
@@ -216,7 +217,7 @@ def resolve(
         constraints = task.get("constraints") or {}
         patterns = list(constraints.get("cluster") or [])
         if patterns or gpu_types or tags:
-            constraints["cluster"] = resolve_clusters(conn, patterns, gpu_types, tags)
+            constraints["cluster"] = resolve_clusters(conn, patterns, gpu_types, tags, session=session)
             task["constraints"] = constraints
             out.notes.append("clusters: " + ", ".join(constraints["cluster"]))
 

@@ -51,6 +51,14 @@ def with_token(spec: dict[str, Any], token: str) -> dict[str, Any]:
     return {**spec, "tasks": tasks}
 
 
+def launch_token(spec: dict[str, Any]) -> str | None:
+    for task in spec.get("tasks", []):
+        for env in task.get("envVars") or []:
+            if env.get("name") == ENV_LAUNCH_TOKEN and env.get("value"):
+                return str(env["value"])
+    return None
+
+
 def _token_of(conn: Connection, wl: Any) -> str | None:
     """The launch token an experiment carries: from its tasks' env (when the server includes it in the
     workload), else from its spec (GetExperimentYamlSpec)."""
@@ -128,7 +136,7 @@ def _allow_for_replicas(conn: Connection, spec: dict[str, Any]) -> None:
 def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any], app: Application) -> Any:
     """Create the experiment (pb2.Workload), retrying ambiguous failures without duplicating it."""
     check_name(name)
-    token = secrets.token_hex(8)
+    token = launch_token(spec) or secrets.token_hex(8)  # prepare() puts one in; a spec file may not
     spec = with_token(spec, token)
     beaker_spec = _parsed(spec)
     _allow_for_replicas(conn, spec)

@@ -5,10 +5,12 @@ empty files included), so an unchanged directory is found and reused instead of 
 two launches racing to upload the same content end up with one dataset: whoever loses the create
 (409, or 400 "already in use") adopts the winner's dataset. Because every file's content is fixed by
 the name, adopting an uncommitted dataset (another launcher still uploading, or one killed midway) is
-safe: upload what is missing (the same bytes), commit (idempotent), and verify.
+safe: upload what is missing (the same bytes), verify, and commit (idempotent).
 
-Nothing is mounted until `list_files` shows every path with its size (and SHA-256 when Beaker reports
-one), allowing for listing lag with a few short retries (fact sheet 7.6).
+Nothing is committed (and so nothing mounted) until `list_files` shows every path with its size (and
+SHA-256 when Beaker reports one), allowing for listing lag with a few short retries (fact sheet 7.6):
+a dataset missing a file stays uncommitted, and the next launch of the same content completes it.
+What is read is exactly the directory named (backends/uploadtree.py).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+import requests
 from beaker import exceptions as bx
 
 from launchkit.application import Application
 from launchkit.backends.beaker.client import Connection
-from launchkit.errors import BackendError, UsageError
+from launchkit.errors import BackendError, PreconditionError
 
 NAME_PREFIX = "launchkit-upload-"
 WORKERS = 8
@@ -64,30 +68,24 @@ def _hash_file(path: Path) -> bytes:
 
 
 def scan(local_path: str) -> LocalTree:
-    """The files under `local_path` (a file: that one file, under its name) and the content digest.
-    Symlinks to files are followed; directories are walked without following links."""
-    root = Path(local_path)
-    if root.is_file():
-        pairs = [(root, root.name)]
-    elif root.is_dir():
-        pairs = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames.sort()
-            for fn in sorted(filenames):
-                p = Path(dirpath) / fn
-                if p.is_file():  # skips sockets, fifos and broken links
-                    pairs.append((p, p.relative_to(root).as_posix()))
-    else:
-        raise UsageError(f"--upload {local_path!r} does not exist", hint="give an existing file or directory")
-    if not pairs:
-        raise UsageError(
-            f"--upload {local_path!r} holds no files", hint="upload a directory with files in it"
-        )
-    files = tuple(LocalFile(p, t, p.stat().st_size, _hash_file(p)) for p, t in pairs)
+    """The files under `local_path` (uploadtree.files: exactly that directory; links out of it,
+    special files and unreadable files refused) and the content digest."""
+    from launchkit.backends.uploadtree import files as tree_files
+
+    pairs = tree_files(local_path)
+    files = []
+    for p, t in pairs:
+        try:
+            files.append(LocalFile(p, t, p.stat().st_size, _hash_file(p)))
+        except OSError as e:
+            raise PreconditionError(
+                f"--upload {local_path}: cannot read {p}: {e.strerror or e}",
+                hint="fix its permissions or move it out",
+            ) from None
     h = hashlib.sha256()
     for f in files:
         h.update(f"{f.target}\0{f.size}\0".encode() + f.sha256)
-    return LocalTree(local_path, files, h.hexdigest())
+    return LocalTree(local_path, tuple(files), h.hexdigest())
 
 
 class Uploader:
@@ -123,8 +121,8 @@ class Uploader:
                 self.app.info(f"upload {tree.source}: uploaded by another launch; using dataset {ds.id}")
                 return str(ds.id)
         self._upload_missing(ds, tree)
+        self._verify(ds, tree)  # before the commit: a dataset with a missing file is never committed
         ds = self.beaker.dataset.commit(ds)
-        self._verify(ds, tree)
         return str(ds.id)
 
     # -- steps --------------------------------------------------------------------------------------
@@ -174,9 +172,22 @@ class Uploader:
                         # zero-byte files, so a package's empty __init__.py would be missing in the job
                         # (gantry's --upload fails on such directories). Uploading file by file with the
                         # public `dataset.upload` sends empty files too: this loop is that workaround.
-                        self.beaker.dataset.upload(ds, f.path, f.target)
+                        # beaker-py puts the target in the URL unquoted (`#`, `?` and `%` would
+                        # cut or change it); quoted here, the server decodes it back (fact sheet 7.2)
+                        self.beaker.dataset.upload(ds, f.path, quote(f.target, safe="/"))
                     except bx.BeakerDatasetWriteError:
                         return  # committed meanwhile by a racing launch: _verify decides
+                    except OSError as e:
+                        if isinstance(e, requests.RequestException) or e.filename is None:
+                            errors.append(e)
+                        else:  # the file itself (changed or removed since it was hashed)
+                            errors.append(
+                                PreconditionError(
+                                    f"--upload {tree.source}: cannot read {e.filename}: {e.strerror or e}",
+                                    hint="keep the directory unchanged while launching",
+                                )
+                            )
+                        return
                     except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
                         errors.append(e)
                         return
@@ -227,11 +238,11 @@ def upload_all(
 ) -> dict[str, str]:
     """placeholder dataset name -> local path  =>  placeholder -> dataset id."""
     up = Uploader(conn, app, workspace, budget)
+    trees = {placeholder: scan(local) for placeholder, local in uploads.items()}  # all refusals first
     out = {}
-    for placeholder, local in uploads.items():
-        tree = scan(local)
+    for placeholder, tree in trees.items():
         conn.renew()  # hashing a large tree takes a while without talking to Beaker
-        app.debug(f"upload {local}: {len(tree.files)} files, {tree.size} bytes, dataset {tree.name}")
+        app.debug(f"upload {tree.source}: {len(tree.files)} files, {tree.size} bytes, dataset {tree.name}")
         out[placeholder] = up.ensure(tree)
     return out
 

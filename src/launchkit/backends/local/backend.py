@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from launchkit.application import Application
 from launchkit.backends.local import bell, logs, procs, record
+from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.store import Store, home, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.protocol import (
@@ -225,16 +226,12 @@ class LocalBackend:
             return None
         if rec["status"] not in record.FINISHED and not alive:
             pid = rec.get("supervisor_pid")
-            rec.update(
-                status="lost",
-                finished=time.time(),
-                message=(
-                    f"its supervisor (pid {pid}) died before the run ended"
-                    if pid
-                    else "its supervisor never started"
-                )
-                + f"; anything it left running ends with `launchkit stop {run_id}`",
+            died = (
+                f"its supervisor (pid {pid}) died before the run ended"
+                if pid
+                else "its supervisor never started"
             )
+            rec.update(status="lost", finished=time.time(), message=f"{died}; {_leftovers(rdir, rec)}")
             try:
                 record.write(rdir, rec)
             except OSError:
@@ -425,10 +422,16 @@ class LocalBackend:
                 return self._info(rec)
             if pid and record.supervisor_alive(rdir):  # hung: end it with the rest
                 _signal(pid, signal.SIGKILL)
-        # No supervisor (died, or hung): end every process of the run ourselves.
-        groups = [r["pgid"] for r in (rec.get("ranks") or {}).values() if r.get("pgid")]
-        ended = procs.end_run(run.id, groups, min(grace, 2))
+        # No supervisor (died, or hung): end every process of the run ourselves, and check.
+        ended, left = procs.RunProcs.of(rdir, rec).end(min(grace, 2))
         rec = self._record(run.id)
+        if left:
+            rec["message"] = f"{(rec.get('message') or '').split(';')[0]}; {_leftovers(rdir, rec, left)}"
+            self._save(rdir, rec)
+            raise PreconditionError(
+                f"could not end {len(left)} process(es) of {run.id}: pid {', '.join(map(str, left))}",
+                hint="they belong to another user or ignore signals; end them with `sudo kill -9`",
+            )
         if rec["status"] not in ENDED:
             was_lost = rec["status"] == "lost" and not asked
             if ended or not was_lost:
@@ -439,30 +442,50 @@ class LocalBackend:
                 )
             else:
                 rec["message"] = (rec.get("message") or "").split(";")[0] + "; nothing of it is left running"
-            try:
-                record.write(rdir, rec)
-            except OSError as e:
-                raise state_error(str(rdir), e) from None
-            self._index(rec)
+            self._save(rdir, rec)
         _unlink_uploads(rdir)  # its processes are ended; the supervisor that would have done this is gone
+        remove_credentials(rdir)
         return self._info(rec)
+
+    def _save(self, rdir: Path, rec: dict[str, Any]) -> None:
+        try:
+            record.write(rdir, rec)
+        except OSError as e:
+            raise state_error(str(rdir), e) from None
+        self._index(rec)
 
     # ---- prune
     def prunable(self, older_than: dt.timedelta) -> list[RunInfo]:
-        """Ended runs older than `older_than` (by end time), whose processes are all gone."""
+        """Ended runs older than `older_than` (by end time), of which no process is left."""
         self.list_runs(limit=1)  # marks runs whose supervisor died as lost
         rows = self.store.runs(
             limit=None, statuses=[*ENDED, "lost"], before=time.time() - older_than.total_seconds()
         )
-        live = procs.live_runs() if any(r["status"] == "lost" for r in rows) else set()
-        return [self._info(dict(r)) for r in rows if r["id"] not in live]
+        return [self._info(dict(r)) for r in rows if not self._alive(r["id"], scan=r["status"] == "lost")]
+
+    def _alive(self, run_id: str, *, scan: bool = True) -> list[int]:
+        """Pids of the run's live processes (its cgroup, recorded tree and process groups; with
+        `scan`, also every process's marker variable, the slow part)."""
+        rdir = self.rdir(run_id)
+        rec = record.read(rdir)
+        if rec is None:
+            return []
+        return procs.RunProcs.of(rdir, rec).alive(scan=scan)
 
     def remove(self, run: RunInfo) -> None:
         rdir = self.rdir(run.id)
         if record.supervisor_alive(rdir):
             raise PreconditionError(f"{run.id} is running", hint=f"stop it first: launchkit stop {run.id}")
+        left = self._alive(run.id)
+        if left:
+            raise PreconditionError(
+                f"{run.id} still has {len(left)} process(es) running (pid {', '.join(map(str, left))})",
+                hint=f"end them first: launchkit stop {run.id}",
+            )
         bell.clear(rdir)  # and the sockets of followers killed while it ran, kept outside it
         _unlink_uploads(rdir)  # a lost run's links: its supervisor never removed them
+        rec = record.read(rdir) or {}
+        procs.remove_cgroup(procs.run_cgroup(run.id, rec.get("cgroup")))
         shutil.rmtree(rdir, ignore_errors=True)
         if rdir.exists():
             raise PreconditionError(
@@ -534,6 +557,19 @@ def _end(rec: dict[str, Any]) -> EndReason | None:
     if code is None:
         return EndReason(kind=EndKind.failed, line="failed" + (f": {message}" if message else ""))
     return ending.from_exit_code(code, rec["id"])
+
+
+def _leftovers(rdir: Path, rec: dict[str, Any], left: list[int] | None = None) -> str:
+    """What is left of a run whose supervisor is gone, as checked now (credentials go when nothing is)."""
+    left = procs.RunProcs.of(rdir, rec).alive() if left is None else left
+    if not left:
+        remove_credentials(rdir)
+        return "nothing of it is left running"
+    n = len(left)
+    return (
+        f"{n} of its process{'es are' if n != 1 else ' is'} still running (pid {', '.join(map(str, left))}); "
+        f"`launchkit stop {rec['id']}` ends them"
+    )
 
 
 def _unlink_uploads(rdir: Path) -> None:

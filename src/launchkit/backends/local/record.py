@@ -12,6 +12,7 @@ means "the supervisor is gone", without pids (which get reused) or /proc.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 FINISHED = ("succeeded", "failed", "canceled", "lost")
 STATUS_FILE = "status.json"
 LOCK_FILE = "supervisor.lock"
+RESERVE_FILE = "reserve"  # space kept for the record: freed when the disk is full, so the end is told
+RESERVE_BYTES = 256 * 1024
 
 
 def read(rdir: Dir) -> dict[str, Any] | None:
@@ -37,8 +40,40 @@ def read(rdir: Dir) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and "id" in data else None
 
 
+def reserve(rdir: Dir) -> None:
+    """Set space aside for the record's last writes (a job that fills the disk must not keep its run
+    from being recorded failed, with the reason)."""
+    try:
+        fd = os.open(os.path.join(rdir, RESERVE_FILE), os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError:
+        return
+    try:
+        os.posix_fallocate(fd, 0, RESERVE_BYTES)
+    except (OSError, AttributeError):  # macOS has no posix_fallocate; tmpfs and ext4 do
+        try:
+            os.write(fd, bytes(RESERVE_BYTES))
+        except OSError:
+            pass
+    finally:
+        os.close(fd)
+
+
 def write(rdir: Dir, data: dict[str, Any]) -> None:
-    """Replace the record atomically (raises OSError when the disk is full or read-only)."""
+    """Replace the record atomically (raises OSError when the disk is full or read-only). On a full
+    disk, the run's reserve is given up and the write tried again."""
+    try:
+        _write(rdir, data)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        try:
+            os.unlink(os.path.join(rdir, RESERVE_FILE))
+        except OSError:
+            raise e from None
+        _write(rdir, data)
+
+
+def _write(rdir: Dir, data: dict[str, Any]) -> None:
     tmp = os.path.join(rdir, f".{STATUS_FILE}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:

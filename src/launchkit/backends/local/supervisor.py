@@ -66,9 +66,25 @@ def gpu_share(total: int, per_replica: int | None, replicas: int, rank: int) -> 
     return total, None
 
 
+# Credentials by name that the name checks of core/redact.py don't catch (e.g. no TOKEN/KEY suffix).
+CREDENTIAL_NAMES = frozenset({"AWS_ACCESS_KEY_ID", "GH_ENTERPRISE_TOKEN", "NETRC", "PGPASSFILE"})
+
+
+def is_credential(name: str, value: str) -> bool:
+    """A variable of the user's shell that a Beaker job would not have: a credential by its name
+    (BEAKER_TOKEN, GITHUB_TOKEN, *_SECRET, *_KEY, *WEBHOOK*, ...) or by its value (a known token
+    format, a URL carrying user-info or credential parameters, a Slack webhook)."""
+    from launchkit.core.redact import looks_secret_name, redact_url, token_kind
+
+    if name in CREDENTIAL_NAMES or looks_secret_name(name) or token_kind(value):
+        return True
+    return "://" in value and (redact_url(value) != value or "hooks.slack.com/" in value)
+
+
 def base_env(rdir: str) -> dict[str, str]:
-    """The user's environment minus launchkit's own venv; uv stays reachable via the run's bin dir."""
-    env = dict(os.environ)
+    """The user's environment minus its credentials (the job gets those only through the spec,
+    as on Beaker) and launchkit's own venv; uv stays reachable via the run's bin dir."""
+    env = {name: value for name, value in os.environ.items() if not is_credential(name, value)}
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONHOME", None)
     env.pop("UV_PROJECT_ENVIRONMENT", None)
@@ -148,6 +164,7 @@ class Supervisor:
         self.run_id: str = rec["id"]
         self.grace = stop_grace()
         self.cancel = threading.Event()
+        self.done = threading.Event()
         self.stopper: threading.Thread | None = None
         self.lock = threading.Lock()
         self.procs: dict[int, int] = {}  # pid (= pgid) -> rank
@@ -156,6 +173,9 @@ class Supervisor:
         self.failed_first: int | None = None  # rank whose failure ended the others
         self.storage_error: str | None = None  # a log could not be written: the run is stopped
         self.subreaper = False
+        self.cgroup: str | None = None  # the run's cgroup; without one, the process tree is recorded
+        self.tree: dict[int, float] = {}  # pid -> start time (procs.json), without a cgroup
+        self.watcher: threading.Thread | None = None
         self.bells = bell.Ringer(rdir)  # followers hear of every output line and record change
 
     # ---- the record
@@ -166,14 +186,26 @@ class Supervisor:
     def save(self, **fields: Any) -> None:
         with self.lock:
             self.rec.update(fields)
-            record.write(self.rdir, self.rec)
+            self.write()
         self.bells.ring()
 
     def save_rank(self, rank: int, **fields: Any) -> None:
         with self.lock:
             self.rec["ranks"].setdefault(str(rank), {}).update(fields)
-            record.write(self.rdir, self.rec)
+            self.write()
         self.bells.ring()
+
+    def write(self) -> None:
+        """Write the record; once the job runs, a failed write (even after the reserve was given up)
+        stops the run rather than the supervisor, whose later writes may still get through."""
+        try:
+            record.write(self.rdir, self.rec)
+        except OSError as e:
+            if not self.procs:
+                raise
+            if self.storage_error is None:
+                self.storage_error = f"could not write its record ({e.strerror or e})"
+                self.request_stop()
 
     # ---- stopping
     def request_stop(self) -> None:
@@ -193,7 +225,38 @@ class Supervisor:
         deadline = time.monotonic() + self.grace
         while time.monotonic() < deadline and any(procs.group_alive(g) for g in groups):
             time.sleep(0.05)
-        procs.end_run(self.run_id, groups, 0, root=os.getpid())  # and whatever escaped the groups
+        self.run_procs().end(0)  # and whatever escaped the groups
+
+    def run_procs(self) -> procs.RunProcs:
+        return procs.RunProcs(
+            self.run_id, list(self.procs), cgroup=self.cgroup, rdir=self.rdir, root=os.getpid()
+        )
+
+    # ---- tracking (without a cgroup): every descendant with its start time, on disk for `stop`
+    def record_tree(self) -> None:
+        import psutil
+
+        with self.lock:
+            alive = {}
+            for pid, started in self.tree.items():  # gone from our tree (not a subreaper)? still ours
+                try:
+                    if abs(psutil.Process(pid).create_time() - started) < 0.01:
+                        alive[pid] = started
+                except psutil.Error:
+                    pass
+            alive.update(procs.descendants_now(os.getpid()))
+            if alive != self.tree:
+                self.tree = alive
+                procs.write_tree(self.rdir, list(alive.items()))
+
+    def watch_tree(self) -> None:
+        while True:
+            try:
+                self.record_tree()
+            except OSError:
+                pass  # a full disk: the last record stands
+            if self.done.wait(0.25):
+                return
 
     def log_failed(self, path: str, err: OSError) -> None:
         if self.storage_error is None:
@@ -209,7 +272,9 @@ class Supervisor:
         base = base_env(self.rdir)
         gpus = gpu_count()
         os.makedirs(os.path.join(self.rdir, "logs"), exist_ok=True)
-        self.save(supervisor_pid=os.getpid())
+        record.reserve(self.rdir)
+        self.cgroup = procs.make_cgroup(self.run_id)
+        self.save(supervisor_pid=os.getpid(), cgroup=self.cgroup)
         for rank in range(count):
             if self.cancel.is_set():
                 break
@@ -232,6 +297,7 @@ class Supervisor:
             p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping this one
             self.procs[p.pid] = rank
             try:  # recorded before it runs: whoever finds this run can end the group
+                self.track(p.pid)
                 self.save_rank(rank, pgid=p.pid, status="running", started=time.time())
                 os.write(gate_w, b"go\n")
             finally:
@@ -242,6 +308,20 @@ class Supervisor:
             self.pumps.append(t)
         if not self.cancel.is_set():
             self.save(status="running", started=time.time())
+
+    def track(self, pid: int) -> None:
+        """Put a replica (still at its gate) where its processes can be found: in the run's cgroup,
+        else in the recorded tree, watched from now on."""
+        if self.cgroup and procs.join_cgroup(self.cgroup, pid):
+            return
+        if self.cgroup:  # the cgroup refuses it: fall back to the tree for the whole run
+            procs.remove_cgroup(self.cgroup)
+            self.cgroup = None
+            self.save(cgroup=None)
+        self.record_tree()
+        if self.watcher is None:
+            self.watcher = threading.Thread(target=self.watch_tree, daemon=True)
+            self.watcher.start()
 
     def pump(self, stream: Any, path: str) -> None:
         try:
@@ -272,9 +352,21 @@ class Supervisor:
     def finish(self) -> None:
         # Nothing may outlive the job: end leftovers (daemons, escaped sessions), then drain the logs.
         groups = list(self.procs)
-        if not (self.subreaper and procs.reap_children() and not any(map(procs.group_alive, groups))):
-            procs.end_run(self.run_id, groups, 2, root=os.getpid())
+        self.done.set()
+        if self.watcher is not None:
+            self.watcher.join()
+        clean = self.subreaper and procs.reap_children() and not any(map(procs.group_alive, groups))
+        if not (clean and not (self.cgroup and procs.cgroup_pids(self.cgroup))):
+            self.run_procs().end(2)
             procs.reap_children()
+        procs.remove_cgroup(self.cgroup)
+        try:
+            os.unlink(os.path.join(self.rdir, record.RESERVE_FILE))
+        except OSError:
+            pass
+        from launchkit.backends.local.cleanup import remove_credentials  # the supervisor starts light
+
+        remove_credentials(self.rdir)  # nothing of the job is left to read them
         for t in self.pumps:
             t.join(timeout=5)
         first_failure = next((c for _, c in sorted(self.codes.items()) if c != 0), None)
@@ -293,7 +385,7 @@ class Supervisor:
             self.end("failed", first_failure)
         else:
             self.end("succeeded", 0)
-        from launchkit.backends.local.uploads import unlink_uploads  # only now: the supervisor starts light
+        from launchkit.backends.local.uploads import unlink_uploads
 
         unlink_uploads(self.rdir)  # after end(): this run no longer counts as a user of its links
 

@@ -1,0 +1,24 @@
+"""What a local run leaves that must not outlive it: the credential files its entrypoint wrote
+(`--aws-credentials-secret` and the like, under replica-N/runtime/credentials/)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+CREDENTIALS = os.path.join("runtime", "credentials")
+
+
+def remove_credentials(rdir: str | os.PathLike[str]) -> None:
+    """Remove every replica's credential files (called once nothing of the run is left running)."""
+    try:
+        names = os.listdir(rdir)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith("replica-"):
+            path = os.path.join(rdir, name, CREDENTIALS)
+            if os.path.islink(path):
+                os.unlink(path)  # a link the job planted: its target is not ours to delete
+            elif os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
