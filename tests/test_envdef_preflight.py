@@ -128,7 +128,7 @@ def test_unreachable_index_skips_with_one_line(tmp_path, monkeypatch, capsys):
 def test_beaker_submit_is_refused_and_no_preflight_submits(repo, fake_beaker, index):
     repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"tinydep==9.9"', more="")})
     r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
-    assert r.code == 3 and "cannot be resolved for Linux x86_64, python 3.12" in r.stderr, r.stderr
+    assert r.code == 3 and "cannot be resolved for Linux x86_64" in r.stderr, r.stderr
     assert "launched" not in r.stderr
     r = run_cli("run", "--no-preflight", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0 and "launched" in r.stderr, r.stderr

@@ -334,10 +334,6 @@ def check_environment(
         python = request.python_version
         if not python and os.path.isfile(pv := os.path.join(git.repo_root, ".python-version")):
             python = Path(pv).read_text(encoding="utf-8").strip().splitlines()[0] or None
-        if not python and not (request.docker_image or request.beaker_image):
-            from launchkit.core.spec import DEFAULT_DOCKER_IMAGE
-
-            python = DEFAULT_DOCKER_IMAGE.partition(":")[2]  # the default image's Python (python:3.12)
         preflight(app, git.repo_root, inputs, python)
 
 
