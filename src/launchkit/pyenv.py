@@ -3,6 +3,10 @@
 - `check_uv_lock`: a committed uv.lock that no longer matches pyproject.toml is refused before
   anything is submitted (the job would otherwise install the stale lock with `uv sync --frozen`).
 - `repo_relative`: `--conda-file` as a path inside the repository (the job runs from the clone).
+- `version_tag`: the commit's nearest version tag, recreated in the job's clone for `git describe`.
+- `preflight`: the job's environment resolved for Linux x86_64 before a Beaker submit (exit 3 when
+  uv cannot resolve it, with uv's reason).
+- `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix.
 """
 
 from __future__ import annotations
@@ -17,15 +21,16 @@ STALE = "needs to be updated"
 OFFLINE_UNDECIDED = "network was disabled"
 
 
-def _uv_lock_check(root: str, offline: bool, timeout: float) -> tuple[int, str]:
+def _uv(args: list[str], *, offline: bool, timeout: float, cwd: str | None = None) -> tuple[int, str]:
+    """Run uv (the one launchkit ships with) for a check: exit code and output; -1 when it could not run."""
     from uv import find_uv_bin
 
-    cmd = [find_uv_bin(), "lock", "--check", "--directory", root, "--no-progress"]
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}  # a check: never fetch an interpreter
     env.pop("VIRTUAL_ENV", None)
     try:
         r = subprocess.run(
-            cmd + (["--offline"] if offline else []),
+            [find_uv_bin(), *args, "--no-progress", *(["--offline"] if offline else [])],
+            cwd=cwd,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -33,9 +38,15 @@ def _uv_lock_check(root: str, offline: bool, timeout: float) -> tuple[int, str]:
             stdin=subprocess.DEVNULL,
             check=False,
         )
-    except (OSError, subprocess.TimeoutExpired) as e:
+    except subprocess.TimeoutExpired:
+        return -1, f"uv {args[0]} took longer than {timeout:.0f}s"
+    except OSError as e:
         return -1, str(e)
     return r.returncode, r.stdout + r.stderr
+
+
+def _uv_lock_check(root: str, offline: bool, timeout: float) -> tuple[int, str]:
+    return _uv(["lock", "--check", "--directory", root], offline=offline, timeout=timeout)
 
 
 def check_uv_lock(app: Application, root: str, commit: str, *, network: bool) -> None:
@@ -60,6 +71,62 @@ def check_uv_lock(app: Application, root: str, commit: str, *, network: bool) ->
     app.warn(f"could not check that uv.lock matches pyproject.toml ({last.strip()}); launching anyway")
 
 
+# Locks of other tools that launchkit does not install from, and how to turn each into one it does.
+FOREIGN_LOCKS = {
+    "poetry.lock": "`poetry export -o requirements.txt` (hashed: installed as pinned) or `uvx migrate-to-uv`",
+    "pdm.lock": "`pdm export -f pylock -o pylock.toml` (or `pdm export -o requirements.txt`)",
+}
+
+
+def foreign_lock_line(root: str) -> str | None:
+    """One line when root has a poetry.lock or pdm.lock but no lock the job installs from (uv.lock,
+    pylock.toml, a requirements.txt with hashes): the job would resolve the versions anew."""
+    if any(os.path.isfile(os.path.join(root, f)) for f in ("uv.lock", "pylock.toml")) or _hashed(
+        os.path.join(root, "requirements.txt")
+    ):
+        return None
+    for name, fix in FOREIGN_LOCKS.items():
+        if os.path.isfile(os.path.join(root, name)):
+            return (
+                f"{name} is not installed from: the job resolves pyproject.toml afresh and may get other "
+                f"versions; to pin them commit {fix}, or pass --install"
+            )
+    return None
+
+
+def _hashed(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return any("--hash" in line.split("#", 1)[0] for line in f)
+    except OSError:
+        return False
+
+
+def version_tag(root: str, commit: str, timeout: float = 10) -> tuple[str, str, int] | None:
+    """The nearest version tag of `commit` as `git describe --tags --match '*[0-9]*'` (setuptools-scm's,
+    hatch-vcs's and versioneer's question) finds it: (tag, tagged commit, commits since), or None."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+
+    def git(*args: str) -> str | None:
+        try:
+            cmd = ["git", *args]
+            r = subprocess.run(
+                cmd, cwd=root, capture_output=True, text=True, timeout=timeout, env=env, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    described = git("describe", "--tags", "--long", "--match", "*[0-9]*", commit)
+    if not described or described.count("-") < 2:
+        return None
+    tag, distance, _ = described.rsplit("-", 2)
+    tagged = git("rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}")
+    if not tagged or not distance.isdigit():
+        return None
+    return tag, tagged, int(distance)
+
+
 def repo_relative(flag: str, path: str, root: str, cwd: str | None = None) -> str:
     """`path` (relative to cwd, or absolute) as a path inside the repository at `root`; it must exist."""
     full = os.path.realpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(path)))
@@ -74,3 +141,77 @@ def repo_relative(flag: str, path: str, root: str, cwd: str | None = None) -> st
             hint="the job only has the repository's files: commit the file into it",
         )
     return os.path.relpath(full, real_root)
+
+
+PLATFORM = "x86_64-manylinux_2_28"  # AI2's Beaker nodes: x86_64 Linux, glibc 2.28 or newer
+NETWORK_ERRORS = ("error sending request", "failed to fetch", "dns error", "connection refused", "timed out")
+
+
+def preflight_inputs(
+    root: str, *, extras: list[str], all_extras: bool, groups: list[str]
+) -> list[str] | None:
+    """The `uv pip compile` inputs that describe what the job installs (as the entrypoint picks it:
+    docs/runtime.md), or None when there is nothing to resolve (uv.lock and pylock.toml are checked
+    elsewhere or are already resolved)."""
+
+    def has(name: str) -> bool:
+        return os.path.isfile(os.path.join(root, name))
+
+    if has("uv.lock") or has("pylock.toml"):
+        return None
+    inputs: list[str] = []
+    if has("pyproject.toml"):
+        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        if "[project]" in text:
+            inputs += ["pyproject.toml"] + (
+                ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
+            )
+        if "[dependency-groups]" in text:
+            inputs += [f"--group=pyproject.toml:{g}" for g in groups]
+    if not inputs and has("requirements.txt"):
+        inputs = ["-r", "requirements.txt"]
+    return inputs or None
+
+
+def _compile(root: str, args: list[str], offline: bool, timeout: float) -> tuple[int, str]:
+    cmd = ["pip", "compile", "--quiet", "--no-header", "-o", os.devnull, *args]
+    return _uv(cmd, offline=offline, timeout=timeout, cwd=root)
+
+
+def preflight(
+    app: Application, root: str, inputs: list[str], python: str | None, *, timeout: float = 30
+) -> None:
+    """Resolve the job's requirements for the node's platform; refuse (exit 3) with uv's explanation
+    when they cannot be; one line and go on when the index cannot be reached."""
+    args = [*inputs, "--python-platform", PLATFORM, *(["--python-version", python] if python else [])]
+    code, out = _compile(root, args, offline=True, timeout=timeout)
+    if code != 0 and OFFLINE_UNDECIDED in out:
+        code, out = _compile(root, args, offline=False, timeout=timeout)
+        if code != 0 and (code == -1 or any(e in out.lower() for e in NETWORK_ERRORS)):
+            app.info(f"preflight skipped: the package index cannot be reached ({_last(out)})")
+            return
+    if code == 0:
+        app.debug(
+            f"preflight: the environment resolves for {PLATFORM}" + (f", python {python}" if python else "")
+        )
+        return
+    where = f"Linux x86_64{f', python {python}' if python else ''}"
+    raise PreconditionError(
+        f"the job's environment cannot be resolved for {where}: {_explanation(out)}",
+        hint="fix the requirements and push, or pass --no-preflight to submit anyway",
+    )
+
+
+def _last(out: str) -> str:
+    return next((line.strip() for line in reversed(out.strip().splitlines()) if line.strip()), "no output")
+
+
+def _explanation(out: str) -> str:
+    """uv's reason in one line: the lines after `No solution found...` (or its error), joined."""
+    lines = [line.strip() for line in out.splitlines() if line.strip() and not line.startswith("warning:")]
+    reason = [
+        line.removeprefix("╰─▶ ").removeprefix("error: ").removeprefix("hint: ").removeprefix("cause: ")
+        for line in lines
+    ]
+    return " ".join(reason)[:600] or "uv gave no reason"

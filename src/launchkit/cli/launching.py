@@ -70,6 +70,11 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
                 f"{', '.join(ignored)} ha{'ve' if len(ignored) > 1 else 's'} no effect: run does not wait "
                 "for the job (add --follow, or --timeout N)"
             )
+        if request.groups and request.backend.value == "local":
+            app.warn(
+                "--group has no effect with --local: it names a Beaker group "
+                "(for a dependency group of the project use --uv-group NAME)"
+            )
         if request.preemptible is not None:
             app.warn(
                 "--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "
@@ -121,7 +126,16 @@ def launch_request(
 
     if git is None:
         git = read_state(app, request, backend)
+    check_job_start(app, request, git, backend)
+    if git.repo_root and git.version_tag is None:
+        from launchkit.pyenv import version_tag
+
+        if tag := version_tag(git.repo_root, git.commit):
+            git = git.model_copy(update={"version_tag": tag})
+            app.debug(f"version tag: {tag[0]} ({tag[2]} commit(s) before {git.commit[:12]})")
     request = check_python_files(app, request, git)
+    request = local_torch_backend(app, request, git, backend)
+    check_environment(app, request, git, backend)
     with _no_pydantic_plugins():
         from launchkit.backends import Submission
         from launchkit.core.multinode import added_line
@@ -211,10 +225,79 @@ def prepare(
         return submission, "no Beaker credentials"
 
 
-def check_python_files(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
-    """--conda-file as a repository path; a stale uv.lock refused (launchkit.pyenv)."""
+def runs_here(request: LaunchRequest, backend: Backend | None) -> bool:
+    """Whether the job runs on this machine, cloning this checkout (the local backend)."""
+    if backend is None:
+        return request.backend.value == "local"
+    from launchkit.backends import Capability
+
+    return Capability.unpushed in backend.capabilities
+
+
+def check_job_start(app: Application, request: LaunchRequest, git: GitState, backend: Backend | None) -> None:
+    """What would fail only in the job, refused now (launchkit.jobchecks): a path relative to the
+    subdirectory run was started from, one command word with spaces, a remote nodes cannot clone."""
+    from launchkit.errors import PreconditionError
+    from launchkit.jobchecks import beaker_address, check_command, check_remote_reachable
+
+    if git.repo_root:
+        commands = request.commands or [request.command]
+        check_command(
+            commands,
+            exec_method=request.exec_method.value,
+            root=git.repo_root,
+            commit=git.commit,
+            cwd=os.getcwd(),
+        )
+    if runs_here(request, backend):
+        return
+    try:
+        check_remote_reachable(git.remote_url, beaker_addr=beaker_address())
+    except PreconditionError as e:
+        if not request.dry_run:
+            raise
+        app.debug(f"{e}; submitting it would be refused ({e.hint})")  # the dry run's last line names it
+
+
+def local_torch_backend(
+    app: Application,
+    request: LaunchRequest,
+    git: GitState,
+    backend: Backend | None,
+    *,
+    gpu: bool | None = None,
+) -> LaunchRequest:
+    """A local run on a machine without a GPU installs torch from the CPU index (UV_TORCH_BACKEND=cpu:
+    uv pip, not several GB of CUDA wheels), unless a torch backend is chosen. A uv.lock fixes the
+    build: said in one line. `gpu`: whether this machine has one (default: launchkit.jobchecks)."""
     from launchkit.core.request import PythonManager
-    from launchkit.pyenv import check_uv_lock, repo_relative
+    from launchkit.jobchecks import has_gpu, lock_pins_torch
+
+    if (
+        not runs_here(request, backend)
+        or request.no_python
+        or request.install
+        or request.python_manager is not PythonManager.uv
+    ):
+        return request
+    if request.torch_backend or any(e.name == "UV_TORCH_BACKEND" for e in request.env):
+        return request
+    if has_gpu() if gpu is None else gpu:
+        return request
+    if git.repo_root and lock_pins_torch(git.repo_root):
+        app.info(
+            "no GPU here, but uv.lock fixes which torch build is installed (a lock is not re-resolved "
+            "per machine): for CPU torch, lock it from the pytorch-cpu index ([tool.uv.sources])"
+        )
+        return request
+    app.debug("no GPU here: torch from the CPU index (UV_TORCH_BACKEND=cpu; --torch-backend to choose)")
+    return request.model_copy(update={"torch_backend": "cpu"})
+
+
+def check_python_files(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
+    """--conda-file as a repo path; a stale uv.lock refused; a poetry/pdm lock named (launchkit.pyenv)."""
+    from launchkit.core.request import PythonManager
+    from launchkit.pyenv import check_uv_lock, foreign_lock_line, repo_relative
 
     if not git.repo_root or request.no_python:
         return request
@@ -226,7 +309,39 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
             app.debug("uv.lock check skipped: --ref/--branch launches another commit than the checkout")
         else:
             check_uv_lock(app, git.repo_root, git.commit, network=not request.dry_run)
+            if line := foreign_lock_line(git.repo_root):
+                app.warn(line)
     return request
+
+
+def check_environment(
+    app: Application, request: LaunchRequest, git: GitState, backend: Backend | None
+) -> None:
+    """Preflight before a Beaker submit (launchkit.pyenv.preflight): the job's requirements resolved for
+    the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda, --no-python."""
+    from launchkit.core.request import PythonManager
+    from launchkit.pyenv import preflight, preflight_inputs
+
+    if (
+        request.dry_run
+        or request.no_preflight
+        or runs_here(request, backend)
+        or not git.repo_root
+        or request.no_python
+        or request.install
+        or request.python_manager is not PythonManager.uv
+        or request.ref
+        or request.branch
+    ):
+        return
+    inputs = preflight_inputs(
+        git.repo_root, extras=request.uv_extras, all_extras=request.uv_all_extras, groups=request.uv_groups
+    )
+    if inputs:
+        python = request.python_version
+        if not python and os.path.isfile(pv := os.path.join(git.repo_root, ".python-version")):
+            python = Path(pv).read_text(encoding="utf-8").strip().splitlines()[0] or None
+        preflight(app, git.repo_root, inputs, python)
 
 
 def save_spec(app: Application, path: str, text: str) -> None:

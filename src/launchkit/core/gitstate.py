@@ -15,6 +15,8 @@ class GitState(BaseModel):
     remote_name: str | None = None
     github_repo: str | None = None  # "org/repo" when the job clones from GitHub (token secret applies)
     untracked: tuple[str, ...] = ()  # untracked, not ignored paths (launching HEAD of a checkout)
+    # the nearest version tag of the commit (name, tagged commit, commits since): `git describe` in the job
+    version_tag: tuple[str, str, int] | None = None
 
     def untracked_warning(self, shown: int = 3) -> str | None:
         """One line naming the untracked files the job will not have, or None."""

@@ -48,6 +48,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
 SECRET = re.compile(r"[A-Za-z0-9_.-]+")
 PY_VERSION = re.compile(r"3(\.\d+){1,2}")
+GROUP_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")  # PEP 735 / PEP 508 names
 TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
 GITHUB_SHORTHAND = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+")  # gantry's --remote acct/repo
 MODES: dict[str, MountMode] = {
@@ -779,6 +780,9 @@ def _python_manager(opts: _Options, f: dict[str, Any]) -> None:
             ("--uv-venv", "uv_venv"),
             ("--uv-extra", "uv_extras"),
             ("--uv-all-extras", "uv_all_extras"),
+            ("--uv-group", "uv_groups"),
+            ("--uv-all-groups", "uv_all_groups"),
+            ("--uv-no-default-groups", "uv_no_default_groups"),
             ("--torch-backend", "torch_backend"),
         ):
             if f[key]:
@@ -789,6 +793,22 @@ def _python_manager(opts: _Options, f: dict[str, Any]) -> None:
     if f["uv_venv"] and f["system_python"]:
         raise UsageError(
             "--uv-venv cannot be combined with --system-python", hint="pick the venv or the image's Python"
+        )
+
+
+def _groups(opts: _Options, f: dict[str, Any]) -> None:
+    """--uv-group NAME (repeatable), --uv-all-groups, --uv-no-default-groups: uv's dependency groups."""
+    f["uv_groups"] = _list(opts, "uv_group", "dependency group name")
+    for name in f["uv_groups"]:
+        if not GROUP_NAME.fullmatch(name):
+            where = opts.get("uv_group")[1]
+            raise _fail(where, name, "is not a dependency group name", "use its name in [dependency-groups]")
+    f["uv_all_groups"] = bool(opts.value("uv_all_groups"))
+    f["uv_no_default_groups"] = bool(opts.value("uv_no_default_groups"))
+    if f["uv_all_groups"] and f["uv_groups"]:
+        raise UsageError(
+            f"--uv-all-groups cannot be combined with --uv-group {f['uv_groups'][0]!r}",
+            hint="all groups already include it: keep one",
         )
 
 
@@ -816,6 +836,7 @@ def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
 def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["install"] = opts.value("install")
     f["no_python"] = bool(opts.value("no_python"))
+    f["no_preflight"] = bool(opts.value("no_preflight"))
     f["system_python"] = bool(opts.value("system_python"))
     f["python_version"] = _checked(
         opts,
@@ -827,6 +848,7 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["uv_extras"] = _list(opts, "uv_extra", "extra name")
     f["uv_all_extras"] = bool(opts.value("uv_all_extras"))
     f["uv_no_extras"] = bool(given.get("uv_no_extras"))
+    _groups(opts, f)
     f["torch_backend"] = _pattern(
         opts, "torch_backend", TORCH_BACKEND, "torch backend (e.g. cu128, cpu, auto)"
     )
@@ -855,6 +877,9 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
             ("--python-version", "python_version"),
             ("--uv-extra", "uv_extras"),
             ("--uv-all-extras", "uv_all_extras"),
+            ("--uv-group", "uv_groups"),
+            ("--uv-all-groups", "uv_all_groups"),
+            ("--uv-no-default-groups", "uv_no_default_groups"),
             ("--torch-backend", "torch_backend"),
         ):
             if f[key]:

@@ -192,11 +192,15 @@ class LaunchRequest(_Model):
     conda_env: str | None = None  # name or absolute prefix of an existing conda env in the image
     uv_venv: str | None = None  # absolute path of an existing venv in the image
     no_python: bool = False
+    no_preflight: bool = False  # launch-time only: skip the Linux resolution before a Beaker submit
     system_python: bool = False
     python_version: str | None = None
     uv_extras: list[str] = []
     uv_all_extras: bool = False
     uv_no_extras: bool = False
+    uv_groups: list[str] = []  # PEP 735 dependency groups
+    uv_all_groups: bool = False
+    uv_no_default_groups: bool = False
     torch_backend: str | None = None
     uv_cache_dir: str | None = None
 

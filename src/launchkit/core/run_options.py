@@ -662,6 +662,14 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     ),
     Opt("no_python", FLAG, ("--no-python",), P_PYTHON, key="no_python", help="Skip the Python setup."),
     Opt(
+        "no_preflight",
+        FLAG,
+        ("--no-preflight",),
+        P_PYTHON,
+        key="no_preflight",
+        help="Do not resolve the job's environment for Linux before submitting to Beaker.",
+    ),
+    Opt(
         "system_python",
         FLAG,
         ("--system-python",),
@@ -698,6 +706,31 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     ),
     Opt(
         "uv_no_extras", FLAG, ("--uv-no-extras",), P_PYTHON, help="Install no extras (overrides the config)."
+    ),
+    Opt(
+        "uv_group",
+        LIST,
+        ("--uv-group",),
+        P_PYTHON,
+        metavar="GROUP",
+        key="uv_groups",
+        help="Install this dependency group ([dependency-groups], PEP 735) too (repeatable).",
+    ),
+    Opt(
+        "uv_all_groups",
+        FLAG,
+        ("--uv-all-groups",),
+        P_PYTHON,
+        key="uv_all_groups",
+        help="Install all dependency groups of the project.",
+    ),
+    Opt(
+        "uv_no_default_groups",
+        FLAG,
+        ("--uv-no-default-groups",),
+        P_PYTHON,
+        key="uv_no_default_groups",
+        help="Skip the default groups (dev, or [tool.uv] default-groups); only --uv-group ones.",
     ),
     Opt(
         "torch_backend",

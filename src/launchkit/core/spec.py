@@ -28,6 +28,9 @@ from launchkit.core.contract import (
     ENV_GIT_BRANCH,
     ENV_GIT_COMMIT,
     ENV_GIT_REMOTE,
+    ENV_GIT_TAG,
+    ENV_GIT_TAG_COMMIT,
+    ENV_GIT_TAG_DISTANCE,
     ENV_GIT_TOKEN,
     ENV_GOOGLE_CREDENTIALS,
     ENV_INSTALL_CMD,
@@ -45,8 +48,11 @@ from launchkit.core.contract import (
     ENV_SYSTEM_PYTHON,
     ENV_TASK_NAME,
     ENV_UV_ALL_EXTRAS,
+    ENV_UV_ALL_GROUPS,
     ENV_UV_CACHE_DIR,
     ENV_UV_EXTRAS,
+    ENV_UV_GROUPS,
+    ENV_UV_NO_DEFAULT_GROUPS,
     ENV_UV_TORCH_BACKEND,
     ENV_UV_VENV,
     ENV_VERSION,
@@ -178,6 +184,12 @@ def _python_env(request: LaunchRequest, parts: TaskParts) -> None:
         parts.set_env(ENV_UV_EXTRAS, " ".join(request.uv_extras))
     if request.uv_all_extras:
         parts.set_env(ENV_UV_ALL_EXTRAS, "1")
+    if request.uv_groups:
+        parts.set_env(ENV_UV_GROUPS, " ".join(request.uv_groups))
+    if request.uv_all_groups:
+        parts.set_env(ENV_UV_ALL_GROUPS, "1")
+    if request.uv_no_default_groups:
+        parts.set_env(ENV_UV_NO_DEFAULT_GROUPS, "1")
     parts.set_env(ENV_UV_TORCH_BACKEND, request.torch_backend)
     parts.set_env(ENV_UV_CACHE_DIR, request.uv_cache_dir)
 
@@ -230,6 +242,11 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
     parts.set_env(ENV_GIT_REMOTE, git.remote_url)
     parts.set_env(ENV_GIT_COMMIT, git.commit)
     parts.set_env(ENV_GIT_BRANCH, git.branch)
+    if git.version_tag:
+        tag, tagged, distance = git.version_tag
+        parts.set_env(ENV_GIT_TAG, tag)
+        parts.set_env(ENV_GIT_TAG_COMMIT, tagged)
+        parts.set_env(ENV_GIT_TAG_DISTANCE, str(distance))
     parts.set_env(ENV_TASK_NAME, request.task_name)
     parts.set_env(ENV_RESULTS_DIR, request.results_dir)
     parts.set_env(ENV_RUNTIME_DIR, request.runtime_dir)

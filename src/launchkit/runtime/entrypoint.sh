@@ -55,11 +55,12 @@ cd -- "$LAUNCHKIT_RUNTIME_DIR"
 lk_write_credentials
 
 # Setup failures: the EXIT trap names the failed step, shows its log and exits with its code.
-LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID=''
+LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID='' LK_PROGRESS_PID=''
 lk_step() { LK_STEP=$1 LK_STEP_CODE=$2 LK_STEP_LOG=${3:-}; }
 lk_on_exit() {
     local rc=$?
     [[ -n $LK_PREP_PID ]] && lk_kill_tree "$LK_PREP_PID"
+    [[ -n $LK_PROGRESS_PID ]] && kill "$LK_PROGRESS_PID" 2>/dev/null # no function call here: see lk_progress_start
     if [[ -n $LK_STEP && $rc -ne 0 ]]; then
         [[ -n $LK_STEP_LOG ]] && lk_show_log "$LK_STEP_LOG"
         printf '[launchkit] error: %s failed (exit %d); the command was not started\n' "$LK_STEP" "$rc" >&2
@@ -157,10 +158,30 @@ lk_clone() {
         lk_die "$LK_EXIT_CLONE" "commit $sha is not in $(lk_redact_url "$remote") (was it pushed?)"
     fi
     lk_run_logged "$log" lk_git checkout -q -f "$sha"
+    [[ -n ${LAUNCHKIT_GIT_TAG:-} && -n ${LAUNCHKIT_GIT_TAG_COMMIT:-} ]] && lk_version_tag "$log"
     if [[ -f .gitmodules ]]; then
         lk_step submodules "$LK_EXIT_SUBMODULES" "$log"
         lk_retry 3 "$log" lk_git submodule update -q --init --recursive --depth 1 --jobs 4 ||
             lk_retry 2 "$log" lk_git submodule update -q --init --recursive --jobs 4
+    fi
+}
+# The commit's nearest version tag as launch-time `git describe` found it, recreated here (a local
+# lightweight tag) so setuptools-scm, hatch-vcs and versioneer see the same version: the history
+# back to the tagged commit is fetched (--depth distance+1), not every tag and branch.
+lk_version_tag() {
+    local log=$1 tag=$LAUNCHKIT_GIT_TAG tagged=$LAUNCHKIT_GIT_TAG_COMMIT n=${LAUNCHKIT_GIT_TAG_DISTANCE:-0}
+    local max=${LAUNCHKIT_GIT_TAG_MAX_DEPTH:-5000}
+    [[ $n =~ ^[0-9]+$ && $tagged =~ ^[0-9a-fA-F]{40}$ ]] || return 0
+    if ! git rev-parse -q --verify "$tagged^{commit}" >/dev/null 2>&1; then
+        if ((n > max)); then
+            lk_log "warning: $n commits since tag $tag (more than $max): not fetched, so a version from git tags is wrong"
+            return 0
+        fi
+        lk_retry 3 "$log" lk_git fetch -q --no-tags --depth "$((n + 1))" origin "$LAUNCHKIT_GIT_COMMIT" ||
+            { lk_log "warning: could not fetch the history back to tag $tag: a version from git tags is wrong"; return 0; }
+    fi
+    if git rev-parse -q --verify "$tagged^{commit}" >/dev/null 2>&1; then
+        lk_run_logged "$log" git tag -f -- "$tag" "$tagged" || true
     fi
 }
 lk_clone_permanent() { lk_auth_failed "$1" || lk_fetch_refused "$1"; }
@@ -300,11 +321,81 @@ lk_conda_install() { # pip into the active conda env: the project, or requiremen
     ( python -m pip freeze >"$RESULTS_DIR/.launchkit/requirements.txt" 2>/dev/null </dev/null & )
 }
 
+# Dependency groups (PEP 735) for `uv pip`, which has --group but neither default nor all groups:
+# the names as `uv sync` would pick them (--uv-group ones; [tool.uv] default-groups, else `dev`,
+# unless --uv-no-default-groups; every group with --uv-all-groups), one per line.
+lk_pip_groups() {
+    [[ -f pyproject.toml ]] || return 0
+    if ! grep -qE '^[[:space:]]*\[dependency-groups\]' pyproject.toml; then
+        tr ' ' '\n' <<<"${LAUNCHKIT_UV_GROUPS:-}" # uv names a missing group
+        return 0
+    fi
+    # shellcheck disable=SC2016
+    python -c '
+import os, sys
+names = os.environ.get("LAUNCHKIT_UV_GROUPS", "").split()
+try:
+    import tomllib
+except ImportError:
+    print("\n".join(names))
+    sys.exit("[launchkit] reading pyproject.toml needs Python 3.11+: default and all groups skipped")
+with open("pyproject.toml", "rb") as f:
+    data = tomllib.load(f)
+groups = list(data.get("dependency-groups", {}))
+if os.environ.get("LAUNCHKIT_UV_ALL_GROUPS") == "1":
+    names += groups
+elif os.environ.get("LAUNCHKIT_UV_NO_DEFAULT_GROUPS") != "1":
+    default = data.get("tool", {}).get("uv", {}).get("default-groups", ["dev"])
+    names += groups if default == "all" else [g for g in default if g in groups]
+print("\n".join(dict.fromkeys(names)))
+'
+}
+
+# Long installs are not silent: while uv works (its output goes to the step's log), one line every
+# LAUNCHKIT_PROGRESS_SECONDS (default 10; 0: none) with the time so far and the log's last line.
+lk_progress_start() { # lk_progress_start LABEL LOG
+    local every=${LAUNCHKIT_PROGRESS_SECONDS:-10}
+    [[ $every =~ ^[0-9]+$ ]] && ((every > 0)) || return 0
+    # One process, no `sleep` child (the builtin `read -t` waits): a plain `kill` of it ends it at
+    # once and leaves nothing holding stderr. The EXIT trap must not call functions (bash loses its
+    # function context when a hook's `exit` or error runs the trap from inside one).
+    (
+        trap - EXIT INT
+        trap 'exit 0' TERM
+        SECONDS=0
+        local fifo="$LK_LOG_DIR/.progress.$BASHPID" fd
+        mkfifo -- "$fifo" && exec {fd}<>"$fifo" && rm -f -- "$fifo" || exit 0
+        while :; do
+            read -r -t "$every" -u "$fd" _ || true
+            last=$(tail -n 1 -- "$2" 2>/dev/null | tr -d '\r' | cut -c1-120)
+            [[ $last == '$ '* ]] && last="running ${last#\$ }"
+            printf '[launchkit] %s: %ds so far%s\n' "$1" "$SECONDS" "${last:+ ($last)}" >&2
+        done
+    ) &
+    LK_PROGRESS_PID=$!
+}
+lk_progress_stop() {
+    [[ -n $LK_PROGRESS_PID ]] || return 0
+    kill "$LK_PROGRESS_PID" 2>/dev/null || true
+    wait "$LK_PROGRESS_PID" 2>/dev/null || true
+    LK_PROGRESS_PID=''
+}
+
 lk_install() {
-    local log kind='' extras_spec=''
-    local -a target=() extras=()
+    local log kind='' extras_spec='' pins=''
+    local -a target=() extras=() groups=() pip_groups=()
     lk_log_file log install
     lk_step install "$LK_EXIT_INSTALL" "$log"
+    lk_progress_start install "$log"
+    if [[ ${LAUNCHKIT_UV_ALL_GROUPS:-} == 1 ]]; then
+        groups=(--all-groups)
+    else
+        local g
+        local -a gnames=()
+        IFS=' ' read -r -a gnames <<<"${LAUNCHKIT_UV_GROUPS:-}" # split without glob expansion
+        for g in "${gnames[@]}"; do groups+=("--group=$g"); done
+    fi
+    [[ ${LAUNCHKIT_UV_NO_DEFAULT_GROUPS:-} == 1 ]] && groups+=(--no-default-groups)
     if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 ]]; then
         extras=(--all-extras)
     else
@@ -326,11 +417,11 @@ lk_install() {
         kind=uv.lock
         if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]]; then # sync into the image's environment, keep its packages
             UV_PROJECT_ENVIRONMENT=$(python3 -c 'import sys; print(sys.prefix)') \
-                lk_run_logged "$log" uv sync --frozen --inexact "${extras[@]}"
+                lk_run_logged "$log" uv sync --frozen --inexact "${extras[@]}" "${groups[@]}"
         else
             # Everything is pinned, so try the cache alone first: no index round-trips (build
             # requirements would otherwise be re-validated online); anything missing -> online.
-            local -a sync=(uv sync --frozen "${extras[@]}" ${LAUNCHKIT_PYTHON_VERSION:+"--python=$LAUNCHKIT_PYTHON_VERSION"})
+            local -a sync=(uv sync --frozen "${extras[@]}" "${groups[@]}" ${LAUNCHKIT_PYTHON_VERSION:+"--python=$LAUNCHKIT_PYTHON_VERSION"})
             [[ -n ${LAUNCHKIT_UV_VENV:-} ]] && sync+=(--inexact) # keep what the image's venv already has
             local cache key='' stored=''
             cache=$(uv cache dir 2>/dev/null || true)
@@ -354,17 +445,47 @@ lk_install() {
                 lk_store_project "$stored" >>"$log" 2>&1 || true
             fi
         fi
-    elif lk_is_project; then
-        kind=project
-        if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 && -f pyproject.toml ]]; then
-            lk_run_logged "$log" uv pip install "${target[@]}" --all-extras -r pyproject.toml .
-        else
-            lk_run_logged "$log" uv pip install "${target[@]}" ".${extras_spec:+[$extras_spec]}"
+    else
+        local line
+        # pyproject.toml: named, so that uv never reads the groups from a pylock.toml next to it
+        while IFS= read -r line; do [[ -n $line ]] && pip_groups+=("--group=pyproject.toml:$line"); done \
+            < <(lk_pip_groups 2>>"$log")
+        if ((${#pip_groups[@]})); then
+            printf '[launchkit] dependency groups: %s\n' "${pip_groups[*]#--group=pyproject.toml:}" >>"$log"
         fi
-    elif [[ -f requirements.txt ]]; then
-        kind=requirements.txt
-        lk_run_logged "$log" uv pip install "${target[@]}" -r requirements.txt
+        # A lock uv pip can install (pylock.toml, PEP 751; a requirements.txt with hashes): its pins
+        # first, then the project on top (uv keeps the pinned versions that satisfy it).
+        if [[ -f pylock.toml ]]; then
+            pins=pylock.toml
+            lk_run_logged "$log" uv pip install "${target[@]}" --preview-features pylock -r pylock.toml "${extras[@]}"
+        elif [[ -f requirements.txt ]] && grep -qE '^[^#]*--hash[= ]' requirements.txt; then
+            pins=requirements.txt
+            local -a verify=(--require-hashes)
+            # the project's own line (`-e .` from `uv export`) has no hash: uv still checks those given
+            grep -qE '^(-e[[:space:]]+)?\.[[:space:]]*$' requirements.txt && verify=()
+            lk_run_logged "$log" uv pip install "${target[@]}" "${verify[@]}" -r requirements.txt
+        fi
     fi
+    if [[ -n $kind ]]; then
+        :
+    elif lk_is_project; then
+        kind=project${pins:++$pins}
+        if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 && -f pyproject.toml ]]; then
+            lk_run_logged "$log" uv pip install "${target[@]}" --all-extras -r pyproject.toml . "${pip_groups[@]}"
+        else
+            lk_run_logged "$log" uv pip install "${target[@]}" ".${extras_spec:+[$extras_spec]}" "${pip_groups[@]}"
+        fi
+    elif [[ -z $pins && -f requirements.txt ]]; then
+        kind=requirements.txt
+        lk_run_logged "$log" uv pip install "${target[@]}" -r requirements.txt "${pip_groups[@]}"
+    else
+        kind=$pins
+        if ((${#pip_groups[@]})); then
+            kind=${kind:+$kind+}groups
+            lk_run_logged "$log" uv pip install "${target[@]}" "${pip_groups[@]}"
+        fi
+    fi
+    lk_progress_stop
     LK_INSTALL_KIND=${kind:-nothing to install}
     # record what got installed, off the critical path (double fork: nothing waits for it)
     ( uv pip freeze "${target[@]}" >"$RESULTS_DIR/.launchkit/requirements.txt" 2>/dev/null </dev/null & )

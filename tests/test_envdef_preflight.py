@@ -1,0 +1,134 @@
+"""Preflight: the job's environment resolved for the node's platform (Linux x86_64, the job's Python)
+before a Beaker submit; a corpus of small repositories, each broken in a different real way."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+from launchkit.application import Application
+from launchkit.errors import PreconditionError
+from launchkit.pyenv import preflight, preflight_inputs
+from lk_helpers import make_wheel
+
+PROJECT = (
+    '[project]\nname = "demo"\nversion = "0.1.0"\nrequires-python = "{rp}"\ndependencies = [{deps}]\n{more}'
+)
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch):
+    """A flat index and nothing else (no network): tinydep 0.1.0/0.2.0, a macOS-only and a 3.13+ package."""
+    folder = tmp_path / "index"
+    make_wheel(folder, version="0.1.0")
+    make_wheel(folder, version="0.2.0")
+    mac = make_wheel(folder, name="macdep", version="1.0")
+    mac.rename(folder / "macdep-1.0-py3-none-macosx_11_0_arm64.whl")
+    make_wheel(folder, name="newpy", version="1.0").rename(
+        folder / "newpy-1.0-cp313-cp313-manylinux_2_28_x86_64.whl"
+    )
+    monkeypatch.setenv("UV_FIND_LINKS", str(folder))
+    monkeypatch.setenv("UV_NO_INDEX", "1")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    return folder
+
+
+def _project(tmp_path, name, deps="", rp=">=3.10", more="", files=None):
+    root = tmp_path / name
+    root.mkdir()
+    (root / "pyproject.toml").write_text(PROJECT.format(rp=rp, deps=deps, more=more))
+    for f, text in (files or {}).items():
+        (root / f).write_text(text)
+    return root
+
+
+CORPUS = [
+    # (name, pyproject deps, extra pyproject text, extras, groups, what uv says)
+    ("missing-version", '"tinydep==9.9"', "", [], [], "tinydep==9.9"),
+    ("no-such-package", '"nosuchpkg-lk"', "", [], [], "nosuchpkg-lk"),
+    ("conflicting-pins", '"tinydep==0.1.0", "tinydep>=0.2"', "", [], [], "tinydep"),
+    ("no-linux-wheel", '"macdep"', "", [], [], "macdep"),
+    ("needs-newer-python", '"newpy"', "", [], [], "newpy"),
+    (
+        "broken-extra",
+        "",
+        '[project.optional-dependencies]\ngpu = ["nosuchpkg-lk"]\n',
+        ["gpu"],
+        [],
+        "nosuchpkg-lk",
+    ),
+    ("broken-group", "", '[dependency-groups]\ntest = ["tinydep==7"]\n', [], ["test"], "tinydep==7"),
+    ("pin-and-platform", '"tinydep==0.2.0", "macdep==1.0"', "", [], [], "macdep"),
+    ("missing-transitive-extra", '"tinydep[nope]==9"', "", [], [], "tinydep"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "deps", "more", "extras", "groups", "said"), CORPUS, ids=[c[0] for c in CORPUS]
+)
+def test_each_broken_environment_is_refused(index, tmp_path, name, deps, more, extras, groups, said):
+    root = _project(tmp_path, name, deps=deps, more=more)
+    inputs = preflight_inputs(str(root), extras=extras, all_extras=False, groups=groups)
+    assert inputs
+    with pytest.raises(PreconditionError) as e:
+        preflight(Application(), str(root), inputs, "3.12")
+    msg = str(e.value)
+    assert "cannot be resolved for Linux x86_64, python 3.12" in msg and said in msg, msg
+    assert "\n" not in msg and "--no-preflight" in e.value.hint
+
+
+def test_requirements_txt_that_cannot_resolve_is_refused(index, tmp_path):
+    root = tmp_path / "reqs"
+    root.mkdir()
+    (root / "requirements.txt").write_text("tinydep==0.1.0\ntinydep==0.2.0\n")
+    with pytest.raises(PreconditionError):
+        preflight(
+            Application(),
+            str(root),
+            preflight_inputs(str(root), extras=[], all_extras=False, groups=[]),
+            "3.12",
+        )
+
+
+def test_a_healthy_project_passes(index, tmp_path):
+    root = _project(
+        tmp_path, "healthy", deps='"tinydep>=0.1"', more='[dependency-groups]\ntest = ["tinydep"]\n'
+    )
+    preflight(
+        Application(),
+        str(root),
+        preflight_inputs(str(root), extras=[], all_extras=True, groups=["test"]),
+        "3.12",
+    )
+    # the same project is fine for the Python newpy needs
+    newer = _project(tmp_path, "newer", deps='"newpy"')
+    preflight(
+        Application(),
+        str(newer),
+        preflight_inputs(str(newer), extras=[], all_extras=False, groups=[]),
+        "3.13",
+    )
+
+
+def test_nothing_to_resolve_with_a_lock(tmp_path):
+    root = _project(tmp_path, "locked", deps='"tinydep"', files={"uv.lock": ""})
+    assert preflight_inputs(str(root), extras=[], all_extras=False, groups=[]) is None
+
+
+def test_unreachable_index_skips_with_one_line(tmp_path, monkeypatch, capsys):
+    root = _project(tmp_path, "net", deps='"tinydep"')
+    monkeypatch.setenv("UV_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens on port 9
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    preflight(Application(), str(root), ["pyproject.toml"], "3.12", timeout=30)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "preflight skipped" in err
+
+
+def test_beaker_submit_is_refused_and_no_preflight_submits(repo, fake_beaker, index):
+    repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"tinydep==9.9"', more="")})
+    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 3 and "cannot be resolved for Linux x86_64" in r.stderr, r.stderr
+    assert "launched" not in r.stderr
+    r = run_cli("run", "--no-preflight", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 0 and "launched" in r.stderr, r.stderr
