@@ -67,6 +67,7 @@ def test_gantry_only_keys_are_still_reported(repo):
     assert r.code == 0 and "not used: quiet" in r.stderr, r.stderr
 
 
+@pytest.mark.slow  # an end-to-end launch against the fake
 def test_a_sweep_that_fails_midway_names_what_was_created_and_a_relaunch_adds_only_the_rest(
     repo, fake_beaker
 ):

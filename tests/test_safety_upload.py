@@ -47,6 +47,7 @@ def one_line(stderr: str) -> bool:
     return len([x for x in stderr.splitlines() if x.startswith("error:")]) == 1 and "Traceback" not in stderr
 
 
+@pytest.mark.slow  # an end-to-end launch against the fake
 def test_fault_a_symlinked_credential_never_crosses(repo, fake_beaker, tmp_path):
     """The planted attack: data/creds -> ~/.aws/credentials. Refused in one line naming the link and
     its target; nothing of it reaches the fake (no dataset, no file, no experiment)."""
@@ -66,6 +67,7 @@ def test_fault_a_symlinked_credential_never_crosses(repo, fake_beaker, tmp_path)
     )
 
 
+@pytest.mark.slow  # an end-to-end launch against the fake
 def test_a_link_to_a_directory_outside_is_refused_too(repo, fake_beaker, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -79,6 +81,7 @@ def test_a_link_to_a_directory_outside_is_refused_too(repo, fake_beaker, tmp_pat
     assert nothing_created(fake_beaker)
 
 
+@pytest.mark.slow  # an end-to-end launch against the fake
 def test_links_inside_are_uploaded_as_what_they_point_to(repo, fake_beaker, tmp_path):
     data = tmp_path / "data"
     (data / "real").mkdir(parents=True)
@@ -91,6 +94,7 @@ def test_links_inside_are_uploaded_as_what_they_point_to(repo, fake_beaker, tmp_
     assert ds.files == {"real/x.txt": b"x\n", "alias.txt": b"x\n", "mirror/x.txt": b"x\n"}
 
 
+@pytest.mark.slow  # an end-to-end launch against the fake
 def test_a_link_loop_is_refused(repo, fake_beaker, tmp_path):
     data = tmp_path / "data"
     (data / "d").mkdir(parents=True)
@@ -118,6 +122,7 @@ def test_special_files_are_refused_not_skipped(repo, fake_beaker, tmp_path, kind
     assert nothing_created(fake_beaker)
 
 
+@pytest.mark.slow  # an end-to-end launch against the fake
 def test_any_file_name_uploads_and_is_verified(repo, fake_beaker, tmp_path):
     data = tmp_path / "data"
     (data / "dir #1").mkdir(parents=True)
@@ -183,6 +188,7 @@ def without_dac(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # an end-to-end launch against the fake
 def test_an_unreadable_file_is_named_with_exit_3(repo, fake_beaker, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -196,6 +202,7 @@ def test_an_unreadable_file_is_named_with_exit_3(repo, fake_beaker, tmp_path):
     assert nothing_created(fake_beaker)
 
 
+@pytest.mark.slow  # an end-to-end launch against the fake
 def test_a_non_utf8_file_name_is_named_with_exit_3(repo, fake_beaker, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
