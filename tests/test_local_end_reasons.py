@@ -40,6 +40,30 @@ def test_local_exit_code_and_memory_kill(repo):
     assert "out of memory" in next(x for x in r.stdout.splitlines() if oom in x)
 
 
+def _memory_cgroup_possible() -> bool:
+    from launchkit.backends.local.memlimit import MemoryLimit
+
+    limit = MemoryLimit.make("probe-test", 1 << 30, None)
+    if limit is None:
+        return False
+    limit.remove()
+    return True
+
+
+@pytest.mark.skipif(not _memory_cgroup_possible(), reason="no memory cgroup can be made here (root, Linux)")
+def test_local_memory_limit_is_enforced_and_the_oom_kill_told(repo):
+    """--memory holds a local run as it holds a Beaker task: over it, the kernel kills the job, and the
+    end line says so for certain (the memory controller's own OOM-kill count), with the limit."""
+    hog = _launch(repo, "x = bytearray(400 * 1024 * 1024)", "print('survived')", extra=("--memory", "100MiB"))
+    r = run_cli("follow", hog, env=FAST_ENV, timeout=60)
+    assert r.code == 137 and "survived" not in r.stdout, r.stderr
+    assert "killed for using too much memory (limit 100MiB)" in r.stderr, r.stderr
+    assert "killed for using too much memory (limit 100MiB)" in _why(hog)
+    fits = _launch(repo, "x = bytearray(50 * 1024 * 1024)", "print('survived')", extra=("--memory", "1GiB"))
+    r = run_cli("follow", fits, env=FAST_ENV, timeout=60)
+    assert r.code == 0 and "survived" in r.stdout, r.stderr
+
+
 def test_local_canceled_and_timeout(repo):
     run_id = _launch(repo, "import time; time.sleep(60)")
     r = run_cli("stop", run_id, "--yes", env=FAST_ENV, timeout=60)

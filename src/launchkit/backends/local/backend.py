@@ -556,6 +556,9 @@ def _end(rec: dict[str, Any]) -> EndReason | None:
         return None
     if code is None:
         return EndReason(kind=EndKind.failed, line="failed" + (f": {message}" if message else ""))
+    if message.startswith(record.OOM_MESSAGE):  # the supervisor read the kernel's OOM-kill count
+        memory = message.removeprefix(record.OOM_MESSAGE)
+        return ending.from_exit_code(code, rec["id"], memory=memory, oom=True)
     return ending.from_exit_code(code, rec["id"])
 
 

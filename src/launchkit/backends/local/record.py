@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     Dir = str | os.PathLike[str]
 
 FINISHED = ("succeeded", "failed", "canceled", "lost")
+OOM_MESSAGE = "killed for going over --memory "  # + the limit; kept in runs.db's message column
 STATUS_FILE = "status.json"
 LOCK_FILE = "supervisor.lock"
 RESERVE_FILE = "reserve"  # space kept for the record: freed when the disk is full, so the end is told

@@ -21,6 +21,7 @@ import threading
 import time
 
 from launchkit.backends.local import bell, logs, procs, record
+from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
 
 TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
@@ -174,6 +175,7 @@ class Supervisor:
         self.storage_error: str | None = None  # a log could not be written: the run is stopped
         self.subreaper = False
         self.cgroup: str | None = None  # the run's cgroup; without one, the process tree is recorded
+        self.memory: MemoryLimit | None = None  # --memory, enforced by the kernel where it can be
         self.tree: dict[int, float] = {}  # pid -> start time (procs.json), without a cgroup
         self.watcher: threading.Thread | None = None
         self.bells = bell.Ringer(rdir)  # followers hear of every output line and record change
@@ -275,6 +277,12 @@ class Supervisor:
         record.reserve(self.rdir)
         self.cgroup = procs.make_cgroup(self.run_id)
         self.save(supervisor_pid=os.getpid(), cgroup=self.cgroup)
+        memory = (task.get("resources") or {}).get("memory")
+        if memory:  # the replicas share the limit, as a Beaker task's processes do
+            from launchkit.core.units import parse_size
+
+            self.memory = MemoryLimit.make(self.run_id, parse_size(memory), self.cgroup)
+            self.save(memory=memory, memory_enforced=self.memory is not None)
         for rank in range(count):
             if self.cancel.is_set():
                 break
@@ -312,6 +320,9 @@ class Supervisor:
     def track(self, pid: int) -> None:
         """Put a replica (still at its gate) where its processes can be found: in the run's cgroup,
         else in the recorded tree, watched from now on."""
+        if self.memory is not None and not self.memory.join(pid):
+            self.memory = None  # refused: the limit is not enforced (the record says so)
+            self.save(memory_enforced=False)
         if self.cgroup and procs.join_cgroup(self.cgroup, pid):
             return
         if self.cgroup:  # the cgroup refuses it: fall back to the tree for the whole run
@@ -343,6 +354,8 @@ class Supervisor:
             live.discard(pid)
             rank, code = self.procs[pid], exit_code(status)
             self.codes[rank] = code
+            if code != 0 and self.memory is not None and self.memory.oom_kills():  # the kernel's count
+                self.save(message=record.OOM_MESSAGE + str(self.rec.get("memory")))
             state = "canceled" if self.cancel.is_set() else ("succeeded" if code == 0 else "failed")
             self.save_rank(rank, status=state, exit_code=code, finished=time.time())
             if code != 0 and live and not self.cancel.is_set():  # propagate failure, like Beaker
@@ -360,6 +373,8 @@ class Supervisor:
             self.run_procs().end(2)
             procs.reap_children()
         procs.remove_cgroup(self.cgroup)
+        if self.memory is not None:
+            self.memory.remove()
         try:
             os.unlink(os.path.join(self.rdir, record.RESERVE_FILE))
         except OSError:
