@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
@@ -185,6 +186,9 @@ def preflight(
     """Resolve the job's requirements for the node's platform; refuse (exit 3) with uv's explanation
     when they cannot be; one line and go on when the index cannot be reached."""
     args = [*inputs, "--python-platform", PLATFORM, *(["--python-version", python] if python else [])]
+    # The target platform and version are given: this interpreter only runs builds of metadata, and
+    # naming it spares uv a search for a local Python of the job's version (1 s through pyenv shims).
+    args += ["--python", sys.executable]
     code, out = _compile(root, args, offline=True, timeout=timeout)
     if code != 0 and OFFLINE_UNDECIDED in out:
         code, out = _compile(root, args, offline=False, timeout=timeout)
