@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from launchkit.backends.local.procs import CGROUP_PREFIX
+from launchkit.backends.local.procs import CGROUP_PREFIX, cgroup_dir, cgroup_mount
 
 
 class MemoryLimit:
@@ -68,13 +68,7 @@ def remove(path: str) -> None:
 
 def _v1_memory_cgroup() -> str | None:
     """This process's cgroup in the v1 memory hierarchy, or None."""
-    mount = None
-    for line in _read("/proc/self/mountinfo").splitlines():
-        left, _, right = line.partition(" - ")
-        fields, rest = left.split(), right.split()
-        if len(fields) > 4 and rest[:1] == ["cgroup"] and "memory" in rest[-1].split(","):
-            mount = (fields[4], fields[3])
-            break
+    mount = cgroup_mount("cgroup", "memory")
     path = next(
         (
             line.split(":", 2)[2]
@@ -83,13 +77,7 @@ def _v1_memory_cgroup() -> str | None:
         ),
         None,
     )
-    if mount is None or path is None:
-        return None
-    point, root = mount
-    if root != "/" and path.startswith(root):
-        path = path[len(root) :]
-    own = os.path.join(point, path.lstrip("/"))
-    return own if os.path.isdir(own) else None
+    return cgroup_dir(mount, path) if mount and path else None
 
 
 def _read(path: str) -> str:

@@ -29,8 +29,9 @@ TREE_FILE = "procs.json"  # the supervisor's record of the run's processes: [[pi
 
 
 # ---- the run's cgroup (cgroup v2; standard library only)
-def _cgroup2_mount() -> tuple[str, str] | None:
-    """(mount point, root within the hierarchy) of the cgroup v2 filesystem, if mounted."""
+def cgroup_mount(fstype: str = "cgroup2", controller: str | None = None) -> tuple[str, str] | None:
+    """(mount point, root within the hierarchy) of a mounted cgroup filesystem: v2 (`cgroup2`), or the v1
+    hierarchy (`cgroup`) of `controller`."""
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
@@ -38,10 +39,24 @@ def _cgroup2_mount() -> tuple[str, str] | None:
         return None
     for line in lines:
         left, _, right = line.partition(" - ")
-        fields = left.split()
-        if right.split(" ", 1)[0] == "cgroup2" and len(fields) > 4:
-            return fields[4], fields[3]
+        fields, rest = left.split(), right.split()
+        if len(fields) > 4 and rest[:1] == [fstype]:
+            if controller is None or controller in rest[-1].split(","):
+                return fields[4], fields[3]
     return None
+
+
+def _cgroup2_mount() -> tuple[str, str] | None:
+    return cgroup_mount("cgroup2")
+
+
+def cgroup_dir(mount: tuple[str, str], path: str) -> str | None:
+    """The directory of cgroup `path` (as /proc/self/cgroup names it) under `mount`, if it exists."""
+    point, root = mount
+    if root != "/" and path.startswith(root):
+        path = path[len(root) :]
+    own = os.path.join(point, path.lstrip("/"))
+    return own if os.path.isdir(own) else None
 
 
 def own_cgroup() -> str | None:
@@ -54,11 +69,7 @@ def own_cgroup() -> str | None:
         return None
     if mount is None or path is None:
         return None
-    point, root = mount
-    if root != "/" and path.startswith(root):
-        path = path[len(root) :]
-    own = os.path.join(point, path.lstrip("/"))
-    return own if os.path.isdir(own) else None
+    return cgroup_dir(mount, path)
 
 
 def make_cgroup(run_id: str) -> str | None:
