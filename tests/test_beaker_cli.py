@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import run_cli
+from conftest import git, run_cli
 from fakebeaker.scenarios import BASIC_SECRETS
 from fakebeaker.state import AutoRun
 from lk_helpers import unreachable_beaker_config
@@ -28,6 +28,8 @@ def _no_secret_values(*texts: str) -> None:
 
 
 def test_run_without_credentials_says_how_to_fix_it(repo):
+    # a remote a node can clone (a local path is refused first), as the commit's origin/main
+    git(repo.path, "remote", "set-url", "origin", "https://github.com/acme/proj.git")
     r = run_cli("run", "--", "python", "train.py", cwd=repo.path, timeout=60)
     assert r.code == 3, r.stderr
     assert "no Beaker credentials" in r.stderr and "--dry-run" in r.stderr and "--local" in r.stderr
