@@ -16,6 +16,12 @@ LK_EXIT_CLUSTER_SETUP=108
 LK_EXIT_EXEC=109
 
 lk_log() { printf '[launchkit] %s\n' "$*" >&2; }
+
+lk_node() { # lk_node PYTHON SUBCOMMAND ARGS...: run the Python runtime (runtime/node) under PYTHON
+    local py=$1; shift
+    lk_node_unpack || { printf '[launchkit] error: cannot unpack the runtime under %s\n' "${TMPDIR:-/tmp}" >&2; return 100; }
+    PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" "$py" -s -m launchkit_node "$@"
+}
 lk_die() { # lk_die EXIT_CODE MESSAGE... (clears LK_STEP so the entrypoint's EXIT trap keeps this code)
     local code=$1; shift
     LK_STEP=''

@@ -1,0 +1,7 @@
+"""launchkit's node-side runtime in Python: what the bash bootstrap hands over to once a Python exists.
+
+Standard library only, and Python 3.8 syntax: it runs under the job's own interpreter (the image's
+or uv's), not launchkit's. On the node the package is importable as `launchkit_node` and run as
+`python -m launchkit_node SUBCOMMAND ARGS...` (bash: `lk_node PYTHON SUBCOMMAND ARGS...`, lib.sh);
+launchkit's tests import it as `launchkit.runtime.node`. Modules import each other relatively.
+"""

@@ -1,0 +1,27 @@
+"""`python -m launchkit_node SUBCOMMAND ARGS...`: one entry per subcommand, imported only when called."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> "module:function"; the function takes the remaining argv and returns an exit code.
+SUBCOMMANDS = {
+    "ping": "selfcheck:ping",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] not in SUBCOMMANDS:
+        known = ", ".join(sorted(SUBCOMMANDS))
+        print(f"[launchkit] error: runtime subcommand {args[:1]} unknown (known: {known})", file=sys.stderr)
+        return 100
+    module, func = SUBCOMMANDS[args[0]].split(":")
+    package = __package__ or "launchkit_node"
+    handler = getattr(importlib.import_module("." + module, package), func)
+    return int(handler(args[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
