@@ -313,9 +313,8 @@ def timing_line(t0_ms: int, timings: Sequence[str], now_ms: int) -> str:
 def job_env(environ: dict[str, str], node_dir: str, cwd: str | None) -> dict[str, str]:
     """The command's environment: without the runtime's own entry on PYTHONPATH, PWD the command's."""
     env = dict(environ)
-    path = env.get("PYTHONPATH")
-    if path is not None and (path == node_dir or path.startswith(node_dir + os.pathsep)):
-        rest = path[len(node_dir) + 1 :]
+    first, _, rest = env.get("PYTHONPATH", "").partition(os.pathsep)
+    if first and os.path.realpath(first) == os.path.realpath(node_dir):  # bash put it first
         if rest:
             env["PYTHONPATH"] = rest
         else:
@@ -370,17 +369,17 @@ def main(args: list[str]) -> int:
         signal.signal(sig, signal.SIG_DFL)  # until the command runs, a signal ends the job as bash's would
     cwd, t0, timings = None, None, []
     while args and args[0] != "--":
-        opt, _, value = args[0].partition("=")
-        if not value and opt in ("--cwd", "--t0", "--timing") and len(args) > 1:
+        opt, eq, value = args[0].partition("=")
+        if not eq and opt in ("--cwd", "--t0", "--timing") and len(args) > 1:
             value, args = args[1], args[1:]
         if opt == "--cwd":
             cwd = value
-        elif opt == "--t0":
+        elif opt == "--t0" and value.isdigit():
             t0 = int(value)
         elif opt == "--timing":
             timings.append(value)
         else:
-            log(f"error: launch: unknown option {args[0]}")
+            log(f"error: launch: bad option {args[0]}")
             return EXIT_INPUTS
         args = args[1:]
     argv = args[1:]
@@ -393,16 +392,12 @@ def main(args: list[str]) -> int:
     env = job_env(dict(os.environ), node_dir, cwd)
     try:
         p = plan(argv, env)
-    except LaunchError as e:
-        log(f"error: {e}")
-        return e.code
-    except Exception as e:  # noqa: BLE001 - a bug here must still name the step, not leave a bare traceback
-        log(f"error: launcher setup failed ({type(e).__name__}: {e}); the command was not started")
-        return EXIT_EXEC
-    if t0 is not None:
-        log(timing_line(t0, timings, int(time.time() * 1000)))
-    try:
+        if t0 is not None:
+            log(timing_line(t0, timings, int(time.time() * 1000)))
         return run(p, os.environ.get("LAUNCHKIT_EXEC_METHOD") or "exec")
     except LaunchError as e:
         log(f"error: {e}")
         return e.code
+    except Exception as e:  # noqa: BLE001 - a bug here must still name the step, not leave a bare traceback
+        log(f"error: the launcher failed ({type(e).__name__}: {e})")
+        return EXIT_EXEC
