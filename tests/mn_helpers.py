@@ -50,7 +50,7 @@ def run_node(
     with tempfile.TemporaryDirectory() as tmp:  # where the Python runtime is unpacked
         return subprocess.run(
             ["bash", "-c", harness_script(), "launchkit-entrypoint", *argv],
-            env={"TMPDIR": tmp, **full},
+            env={**full, "TMPDIR": env.get("TMPDIR", tmp)},
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -52,17 +52,15 @@ lk__forward() {
     kill -s "$1" "$LK_CHILD" 2>/dev/null || true
 }
 
-# lk__python VAR: the interpreter for the runtime: the job's environment's, or with --no-python the
-# image's `python`/`python3` if it is Python 3.8+ (the launchers are Python programs).
+# lk__python VAR: the interpreter for the runtime, the first Python 3.8+ of `python` and `python3` on
+# PATH: the job's environment's (activated), or with --no-python the image's.
 lk__python() {
     local name path version
     for name in python python3; do
         path=$(command -v "$name") || continue
-        if [[ ${LAUNCHKIT_NO_PYTHON:-} == 1 ]]; then
-            version=$("$path" -V 2>&1) || continue
-            [[ $version =~ ^Python\ 3\.([0-9]+) ]] || continue
-            ((BASH_REMATCH[1] >= 8)) || continue
-        fi
+        version=$("$path" -V 2>&1) || continue
+        [[ $version =~ ^Python\ 3\.([0-9]+) ]] || continue
+        ((BASH_REMATCH[1] >= 8)) || continue
         printf -v "$1" '%s' "$path"
         return 0
     done
