@@ -239,6 +239,15 @@ def test_module_is_found_on_disk_without_importing_it(tmp_path):
     assert launch.module_present("json.decoder") and not launch.module_present("json.nope")
 
 
+def test_module_lookup_sees_site_packages_when_started_without_them():
+    """bash starts the runtime with -S: a launcher installed in site-packages (here: pytest's) is found."""
+    src = str(Path(launch.__file__).parents[3])
+    code = f"import sys; sys.path.insert(0, {src!r}); from launchkit.runtime.node import launch as l; "
+    code += "print(sys.flags.no_site, l.module_present('_pytest.config'), l.module_present('_pytest.nope'))"
+    r = subprocess.run([sys.executable, "-s", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.split() == ["1", "True", "False"], r.stderr
+
+
 # --- the plan
 
 

@@ -8,22 +8,28 @@ execs it, so the launcher gets the job's signals and its exit code is the job's;
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
-import re
-import shutil
 import signal
-import socket
 import sys
 import time
 from typing import Callable, NamedTuple, Sequence
+
+# Imported when needed, not here: this runs once per job on the job's critical path (re, shutil,
+# socket and importlib.util would add ~25 ms of imports to the hand-over).
 
 # Exit codes of the setup steps (docs/runtime.md, lib.sh).
 EXIT_INPUTS = 100
 EXIT_EXEC = 109
 LAUNCHERS = ("torchrun", "accelerate", "ray")
-_PYTHON = re.compile(r"^python(3(\.[0-9]+)?)?$")
+
+
+def _digits(value: str, also: str = "") -> bool:
+    return bool(value) and all(c in "0123456789" + also for c in value)
+
+
+def _is_python(word: str) -> bool:
+    """python, python3 or python3.N (the words that run a script the launchers can take over)."""
+    return word in ("python", "python3") or (word.startswith("python3.") and _digits(word[8:]))
 
 
 class LaunchError(Exception):
@@ -39,13 +45,15 @@ def log(message: str) -> None:
 
 
 def _whole(name: str, value: str) -> int:
-    if not re.fullmatch(r"[0-9]+", value):
+    if not _digits(value):
         raise LaunchError(EXIT_INPUTS, f"{name} must be a whole number, got '{value}'")
     return int(value)
 
 
 def _lookup_v4(name: str) -> str | None:
     """The first IPv4 address of name, as `getent ahostsv4` gives it, or None."""
+    import socket
+
     try:
         infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
     except OSError:
@@ -59,7 +67,7 @@ def resolve_ip(
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
     """The leader's IP: its DNS name can take a moment to appear (1+2+...+9 s); falls back to the name."""
-    if re.fullmatch(r"[0-9.]+", name):
+    if _digits(name, "."):
         return name
     for attempt in range(1, 11):
         ip = lookup(name)
@@ -110,7 +118,7 @@ def split_program(argv: Sequence[str]) -> tuple[str, list[str]]:
     """("script", [train.py, ARGS]) for `python train.py ARGS` or `train.py ARGS`; ("module", [pkg, ARGS])
     for `python -m pkg ARGS`; ("argv", argv) for anything else, run as is."""
     first = argv[0] if argv else ""
-    if _PYTHON.match(first):
+    if _is_python(first):
         if len(argv) > 2 and argv[1] == "-m" and argv[2]:
             return "module", list(argv[2:])
         if len(argv) > 1 and argv[1].endswith(".py"):
@@ -120,9 +128,17 @@ def split_program(argv: Sequence[str]) -> tuple[str, list[str]]:
     return "argv", list(argv)
 
 
-def module_present(dotted: str, find_spec: Callable[[str], object] = importlib.util.find_spec) -> bool:
+def module_present(dotted: str, find_spec: Callable[[str], object] | None = None) -> bool:
     """Is the module installed for this interpreter? Found on disk without importing it (importing
     torch or ray would cost seconds and stay in memory for the whole job)."""
+    import importlib.machinery
+    import importlib.util
+
+    if sys.flags.no_site:  # bash starts the runtime with -S (faster): site-packages are added only now
+        import site
+
+        site.main()
+    find_spec = find_spec or importlib.util.find_spec
     top, *rest = dotted.split(".")
     try:
         spec = find_spec(top)
@@ -150,6 +166,15 @@ def module_present(dotted: str, find_spec: Callable[[str], object] = importlib.u
     return False
 
 
+def _which(name: str, path: str) -> bool:
+    """Is name an executable file in one of path's directories (as `command -v`)?"""
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return True
+    return False
+
+
 def tool(
     name: str,
     module: str,
@@ -159,7 +184,7 @@ def tool(
     has_module: Callable[[str], bool] = module_present,
 ) -> list[str]:
     """The argv prefix that runs a Python console script: itself on PATH, else `PYTHON -m MODULE`."""
-    if shutil.which(name, path=env.get("PATH", os.defpath)):
+    if _which(name, env.get("PATH", os.defpath)):
         return [name]
     if has_module(module):
         return [python, "-m", module]
@@ -196,10 +221,7 @@ def wrap_torchrun(argv: Sequence[str], topo: Topology, launcher_tool: list[str],
 def accelerate_given(argv: Sequence[str]) -> bool:
     """Is the command already `accelerate launch ...` (or `python -m accelerate.commands.launch ...`)?"""
     return (len(argv) > 1 and argv[0] == "accelerate" and argv[1] == "launch") or (
-        len(argv) > 2
-        and bool(_PYTHON.match(argv[0]))
-        and argv[1] == "-m"
-        and argv[2] == "accelerate.commands.launch"
+        len(argv) > 2 and _is_python(argv[0]) and argv[1] == "-m" and argv[2] == "accelerate.commands.launch"
     )
 
 
