@@ -189,6 +189,9 @@ class BeakerBackend:
                 app=self.app,
                 session=self._session,
             )
+            from launchkit.backends.beaker.runtime_dataset import mount_runtime
+
+            mount_runtime(self.conn, self.app, p.workspace, p.spec)  # by id; made once (a dry run too)
         for note in p.notes:
             self.app.info(note)
         self._prepared_workspace = (p.workspace_name, p.workspace)
