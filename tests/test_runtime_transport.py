@@ -156,3 +156,139 @@ def test_a_deleted_runtime_dataset_is_made_again(fake_beaker, isolated_cache):
     del fake_beaker.state.datasets[first]
     again = _prepare()["tasks"][0]["datasets"][0]["source"]["beaker"]
     assert again != first and again in fake_beaker.state.datasets
+
+
+# --------------------------------------------------------------------------- many tasks: summaries
+def _info(status: str, counts: dict[str, int], exit_code: int | None = None):
+    import datetime as dt
+
+    from launchkit.backends import RunInfo, RunStatus
+
+    return RunInfo(
+        id="01EXP",
+        name="sweep",
+        backend="beaker",
+        status=RunStatus(status),
+        exit_code=exit_code,
+        created=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        tasks=sum(counts.values()),
+        task_statuses=counts,
+    )
+
+
+class _Runs:
+    """A backend whose get() returns the given states in turn; follow() must not be called."""
+
+    name = "beaker"
+
+    def __init__(self, *states):
+        self.states, self.gets = list(states), 0
+
+    def get(self, run_id):
+        self.gets += 1
+        return self.states.pop(0)
+
+    def follow(self, *a, **kw):  # pragma: no cover - the point is that it is not called
+        raise AssertionError("a many-task run is summarised, not streamed task by task")
+
+
+def test_task_summary_orders_states():
+    from launchkit.cli.following import task_summary
+
+    line = task_summary({"succeeded": 8, "queued": 980, "running": 12})
+    assert line == "1000 tasks: 12 running, 980 queued, 8 succeeded"
+
+
+def test_follow_summarises_a_many_task_run_until_it_ends(capsys):
+    from launchkit.application import Application
+    from launchkit.cli.following import follow_summary
+
+    first = _info("queued", {"queued": 1000})
+    backend = _Runs(
+        _info("running", {"running": 12, "queued": 980, "succeeded": 8}),
+        _info("running", {"running": 12, "queued": 980, "succeeded": 8}),  # unchanged: not repeated
+        _info("failed", {"succeeded": 999, "failed": 1}, exit_code=3),
+    )
+    sleeps: list[float] = []
+    code = follow_summary(Application(), backend, first, poll=5.0, sleep=sleeps.append)  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith("1000 tasks: ")]
+    assert lines == [
+        "1000 tasks: 1000 queued",
+        "1000 tasks: 12 running, 980 queued, 8 succeeded",
+        "1000 tasks: 999 succeeded, 1 failed",
+    ]
+    assert "--task NAME" in err  # how to see one task's lines
+    assert code == 3 and sleeps == [5.0, 5.0, 5.0] and backend.gets == 3
+
+
+def test_follow_run_summarises_only_many_tasks_without_a_choice():
+    from launchkit.cli.following import summarised
+
+    many = _info("running", {"running": 9})
+    assert summarised(many, None, False, None)
+    assert not summarised(many, None, False, "main__lr_1")  # --task: that task's lines
+    assert not summarised(many, 0, False, None) and not summarised(many, None, True, None)
+    assert not summarised(_info("running", {"running": 8}), None, False, None)
+
+
+def test_beaker_task_statuses_and_bounded_jobs(fake_beaker, isolated_cache):
+    """A 300-task experiment: its states from the workload alone, jobs read for a few tasks only."""
+    from launchkit.application import Application
+    from launchkit.backends.beaker import BeakerBackend
+
+    spec = {
+        "version": "v2",
+        "description": "sweep [launchkit]",
+        "tasks": [
+            {"name": f"t{i}", "image": {"docker": "python:3.11"}, "context": {}, "command": ["true"]}
+            for i in range(300)
+        ],
+    }
+    exp = fake_beaker.state.create_experiment(WS, spec, name="many", author="alice")
+    for t in exp.tasks[:5]:
+        fake_beaker.state.finish_job(t.latest_job, 0)
+    fake_beaker.state.finish_job(exp.tasks[7].latest_job, 2)
+    b = BeakerBackend(Application(verbosity=-1), timeout=30, workspace=WS)
+    fake_beaker.reset_calls()
+    run = b.get(exp.id)
+    b.close()
+    assert run.task_statuses == {"succeeded": 5, "failed": 1, "queued": 294}
+    assert fake_beaker.calls["ListJobs"] <= 2, dict(fake_beaker.calls)  # the failed task and the first
+    assert run.exit_code == 2
+
+
+@pytest.mark.slow  # a 1,000-task launch through the CLI against the fake (~15-30 s)
+def test_a_1000_task_sweep_is_one_experiment_in_bounded_calls(repo, make_fake_beaker, tmp_path):
+    from conftest import run_cli
+
+    fake = make_fake_beaker(options={"create_latency_per_job": 0.0})
+    values = ",".join(f"{i}e-6" for i in range(1, 1001))
+    args = (
+        "--workspace",
+        WS,
+        "--name",
+        "big",
+        "--sweep",
+        f"lr={values}",
+        "--",
+        "python",
+        "t.py",
+        "--lr",
+        "{lr}",
+    )
+    r = run_cli("run", "--yes", *args, cwd=repo.path, timeout=300)
+    assert r.code == 0, r.stderr[-2000:]
+    exps = [e for e in fake.state.experiments.values() if e.name == "big"]
+    assert len(exps) == 1 and len(exps[0].tasks) == 1000
+    assert fake.total_calls <= 30, dict(fake.calls)  # nothing per task (the runtime dataset made once)
+    runtime = {m["source"]["beaker"] for t in exps[0].spec["tasks"] for m in t["datasets"]}
+    assert len(runtime) == 1 and runtime <= set(fake.state.datasets)
+    for t in exps[0].tasks:
+        fake.state.finish_job(t.latest_job, 0)
+    fake.reset_calls()
+    listed = run_cli("list", "--workspace", WS, timeout=60)
+    assert "1000 tasks: 1000 succeeded" in listed.stdout, listed.stdout
+    followed = run_cli("follow", exps[0].id, timeout=120)
+    assert followed.code == 0 and "1000 tasks: 1000 succeeded" in followed.stderr, followed.stderr
+    assert len(followed.stdout.splitlines()) == 0  # no line per task
