@@ -293,3 +293,19 @@ def test_a_1000_task_sweep_is_one_experiment_in_bounded_calls(repo, make_fake_be
     followed = run_cli("follow", exps[0].id, timeout=120)
     assert followed.code == 0 and "1000 tasks: 1000 succeeded" in followed.stderr, followed.stderr
     assert len(followed.stdout.splitlines()) == 0  # no line per task
+
+
+def test_the_fake_refuses_a_spec_mounting_a_missing_dataset(fake_beaker):
+    """Real Beaker resolves `source.beaker` (a name or an id) at create: a missing one is refused, so a
+    runtime mount that was never made cannot pass unnoticed in the tests."""
+    from fakebeaker.state import Invalid
+
+    task = {"name": "main", "image": {"docker": "python:3.11"}, "context": {}, "command": ["true"]}
+    spec = {"version": "v2", "description": "d", "tasks": [task]}
+    task["datasets"] = [{"source": {"beaker": runtime_dataset_name()}, "mountPath": RUNTIME_MOUNT}]
+    with pytest.raises(Invalid, match="not found"):
+        fake_beaker.state.create_experiment(WS, spec, name="missing", author="alice")
+    ds = fake_beaker.state.create_dataset(WS, runtime_dataset_name(), author="alice")
+    for ref in (ds.id, f"alice/{ds.name}", ds.name):
+        task["datasets"][0]["source"]["beaker"] = ref
+        fake_beaker.state.create_experiment(WS, spec, name=f"ok-{len(ref)}", author="alice")
