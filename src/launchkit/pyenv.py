@@ -198,9 +198,13 @@ def preflight(
     # The target platform and version are given: this interpreter only runs builds of metadata, and
     # naming it spares uv a search for a local Python of the job's version (1 s through pyenv shims).
     args += ["--python", sys.executable]
-    done = _cache_then_index(
-        app, ["pip", "compile", "--quiet", "--no-header", "-o", os.devnull, *args], root, timeout
-    )
+    # Never `-o /dev/null`: uv writes its output by renaming a file over it (uv 0.5-0.10 replaced the
+    # machine's /dev/null with a regular file).
+    with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
+        out_file = os.path.join(tmp, "requirements.txt")
+        done = _cache_then_index(
+            app, ["pip", "compile", "--quiet", "--no-header", "-o", out_file, *args], root, timeout
+        )
     if done is None:
         return
     code, out = done
