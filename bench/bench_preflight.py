@@ -73,7 +73,17 @@ def small_project(tmp: Path, env: dict[str, str], python_version: str, *, lock: 
     if lock:
         from uv import find_uv_bin
 
-        sh(find_uv_bin(), "lock", "--quiet", "--offline", "--no-index", cwd=work, env=env)
+        sh(
+            find_uv_bin(),
+            "lock",
+            "-q",
+            "--offline",
+            "--no-index",
+            "--python",
+            sys.executable,
+            cwd=work,
+            env=env,
+        )
     sh("git", "add", "-A", cwd=work, env=env)
     sh("git", "commit", "-q", "-m", "init", cwd=work, env=env)
     sh("git", "remote", "add", "origin", remote.as_uri(), cwd=work, env=env)

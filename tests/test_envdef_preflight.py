@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 from launchkit.application import Application
 from launchkit.errors import PreconditionError
-from launchkit.pyenv import preflight, preflight_inputs, preflight_lock
+from launchkit.pyenv import check_uv_lock, preflight, preflight_inputs, preflight_lock
 from lk_helpers import make_wheel
 
 PROJECT = (
@@ -248,3 +248,31 @@ def test_beaker_submit_with_a_lock_is_refused_and_no_preflight_submits(repo, fak
     assert "macdep" in r.stderr and "launched" not in r.stderr
     r = run_cli("run", "--no-preflight", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0 and "launched" in r.stderr, r.stderr
+
+
+def test_stale_lock_is_refused_where_the_projects_python_is_missing(index, tmp_path, capsys):
+    """.python-version names a Python this machine lacks: the stale-lock check still decides (with
+    launchkit's interpreter; uv's own pick when the project excludes that one, which here cannot be had)."""
+    root = _locked(tmp_path, "stale", deps='"tinydep"')
+    (root / ".python-version").write_text("3.99\n")
+    check_uv_lock(Application(), str(root), "0" * 40, network=False)
+    assert "could not check" not in capsys.readouterr().err
+    pyproject = (root / "pyproject.toml").read_text()
+    (root / "pyproject.toml").write_text(pyproject.replace('"tinydep"', '"tinydep", "macdep"'))
+    with pytest.raises(PreconditionError, match=r"uv\.lock does not match pyproject\.toml"):
+        check_uv_lock(Application(), str(root), "0" * 40, network=False)
+    (root / "pyproject.toml").write_text(pyproject.replace(">=3.10", ">=3.99"))
+    check_uv_lock(Application(), str(root), "0" * 40, network=False)
+    assert "could not check that uv.lock matches" in capsys.readouterr().err
+
+
+def test_uv_never_writes_over_dev_null(tmp_path, monkeypatch):
+    """uv writes its output file by renaming over it: `-o /dev/null` replaced the machine's /dev/null with
+    a regular file (uv 0.5-0.10). The preflight gives it a file of its own."""
+    import launchkit.pyenv as pyenv
+
+    calls = []
+    monkeypatch.setattr(pyenv, "_uv", lambda args, **kw: calls.append(args) or (0, ""))
+    root = _project(tmp_path, "p", deps='"tinydep"')
+    preflight(Application(), str(root), ["pyproject.toml"], "3.12")
+    assert calls and all(os.devnull not in args for args in calls), calls

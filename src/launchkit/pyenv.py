@@ -49,7 +49,13 @@ def _uv(args: list[str], *, offline: bool, timeout: float, cwd: str | None = Non
 
 
 def _uv_lock_check(root: str, offline: bool, timeout: float) -> tuple[int, str]:
-    return _uv(["lock", "--check", "--directory", root], offline=offline, timeout=timeout)
+    # Naming launchkit's interpreter spares uv a search for the project's Python (1-3 s through pyenv
+    # shims, and no check at all where that Python is missing); a project that excludes it gets uv's pick.
+    args = ["lock", "--check", "--directory", root]
+    code, out = _uv([*args, "--python", sys.executable], offline=offline, timeout=timeout)
+    if code != 0 and "incompatible with the project's Python requirement" in out:
+        code, out = _uv(args, offline=offline, timeout=timeout)
+    return code, out
 
 
 def check_uv_lock(app: Application, root: str, commit: str, *, network: bool) -> None:
