@@ -175,7 +175,15 @@ LOCK_CORPUS = [
         "covers only: sys_platform == 'darwin'",
     ),
     ("lock-needs-newer-python", '"newpy"', ">=3.10", "", [], False, "cp313"),
-    ("lock-excludes-the-python", '"tinydep"', ">=3.13", "", [], False, "requires Python >=3.13"),
+    (
+        "lock-excludes-the-python",
+        '"tinydep"',
+        ">=3.13",
+        "",
+        [],
+        False,
+        "Python 3.12: it requires Python >=3.13",
+    ),
     ("lock-broken-group", "", ">=3.10", '[dependency-groups]\nmac = ["macdep"]\n', ["mac"], False, "macdep"),
     ("lock-missing-group", '"tinydep"', ">=3.10", "", ["nosuch"], False, "nosuch"),
     ("pylock-no-linux-wheel", '"macdep"', ">=3.10", "", [], True, "only has wheels"),
@@ -215,10 +223,15 @@ def test_a_healthy_lock_passes(index, tmp_path, capsys):
         preflight_lock(app, str(root), "3.12", extras=[], all_extras=True, groups=[], all_groups=True)
     pinned = _locked(tmp_path, "healthy-pylock", deps='"tinydep"', pylock=True)
     preflight_lock(app, str(pinned), "3.12", extras=[], all_extras=True, groups=[])
-    newer = _locked(tmp_path, "newer-lock", deps='"newpy"')
-    preflight_lock(app, str(newer), "3.13", extras=[], all_extras=True, groups=[])
     err = capsys.readouterr().err
     assert "uv.lock installs on Linux x86_64, python 3.12" in err and "pylock.toml installs" in err, err
+    newer = _locked(tmp_path, "newer-lock", deps='"newpy"')
+    preflight_lock(app, str(newer), "3.13", extras=[], all_extras=True, groups=[])
+    # a lock from a newer uv than launchkit's: the job's uv may read it, so one line and go on
+    lock = (root / "uv.lock").read_text()
+    (root / "uv.lock").write_text(lock.replace("version = 1\n", "version = 99\n", 1))
+    preflight_lock(app, str(root), "3.12", extras=[], all_extras=True, groups=[])
+    assert "preflight of uv.lock skipped" in capsys.readouterr().err
 
 
 def test_unreachable_index_skips_with_one_line(tmp_path, monkeypatch, capsys):
