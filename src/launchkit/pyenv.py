@@ -259,12 +259,14 @@ def preflight_lock(
             code, out = _uv(
                 [*export, *extra_args, *group_args, "-o", exported], offline=True, timeout=timeout, cwd=root
             )
-            if code == -1:
-                app.warn(f"preflight of uv.lock skipped: {out}")
+            if code == -1 or "unsupported schema version" in out:  # a newer uv's lock: the job's may read it
+                app.warn(f"preflight of uv.lock skipped: {_explanation(out)}")
                 return
             if code != 0:
                 raise PreconditionError(
-                    f"uv.lock cannot be exported as the job installs it: {_explanation(out)}", hint=LOCK_HINT
+                    f"uv.lock cannot be exported as the job installs it: {_explanation(out)}",
+                    hint="fix the extras and groups asked for (--uv-extra, --uv-group) or the project's; "
+                    "or pass --no-preflight to submit anyway",
                 )
             _dry_run_install(app, "uv.lock", root, exported, [], python, timeout, tmp)
     elif os.path.isfile(os.path.join(root, "pylock.toml")):
@@ -294,7 +296,9 @@ def _dry_run_install(
     where = f"Linux x86_64{f', python {version}' if version else ''}"
     if version is None and python:
         raise PreconditionError(
-            f"{name} cannot be installed on {where}: it requires Python {requires}", hint=LOCK_HINT
+            f"{name} cannot be installed for the job's Python {python}: it requires Python {requires}",
+            hint=f"launch with a --python-version that {name} allows (or change .python-version); "
+            "or pass --no-preflight to submit anyway",
         )
     cmd = ["pip", "install", "--dry-run", "--quiet", "--target", os.path.join(tmp, "target")]
     cmd += ["--python-platform", PLATFORM, "--python", sys.executable, "--preview-features", "pylock"]
@@ -317,9 +321,9 @@ def _dry_run_install(
 
 
 def _lock_python(python: str | None, requires: str | None) -> str | None:
-    """The Python version to check a lock for: the job's (None when `requires` excludes it); unknown
-    (no --python-version or .python-version) launchkit's own, else the oldest 3.x that `requires`
-    allows, as uv would pick an interpreter for the lock."""
+    """The Python version to check a lock for: the job's (None when `requires` excludes it); when it is
+    not known at launch (no --python-version or .python-version), launchkit's own if `requires` allows
+    it, else the oldest 3.x that it does."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
