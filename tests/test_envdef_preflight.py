@@ -289,3 +289,26 @@ def test_uv_never_writes_over_dev_null(tmp_path, monkeypatch):
     root = _project(tmp_path, "p", deps='"tinydep"')
     preflight(Application(), str(root), ["pyproject.toml"], "3.12")
     assert calls and all(os.devnull not in args for args in calls), calls
+
+
+def test_default_and_all_groups_are_resolved_as_the_job_installs_them(index, tmp_path):
+    """Without a lock the job installs the default groups ([tool.uv] default-groups, else `dev`) unless
+    --uv-no-default-groups, every group with --uv-all-groups: the preflight resolves the same ones."""
+    more = '[dependency-groups]\ndev = ["tinydep==7"]\ntest = ["tinydep"]\n'
+    root = _project(tmp_path, "dev-broken", deps='"tinydep"', more=more)
+
+    def check(**kw):
+        groups = kw.pop("groups", [])
+        inputs = preflight_inputs(str(root), extras=[], all_extras=False, groups=groups, **kw)
+        preflight(Application(), str(root), inputs, "3.12")
+
+    with pytest.raises(PreconditionError, match="tinydep==7"):
+        check()
+    check(no_default_groups=True, groups=["test"])
+    with pytest.raises(PreconditionError, match="tinydep==7"):
+        check(no_default_groups=True, all_groups=True)
+    uv_default = more + '[tool.uv]\ndefault-groups = ["test"]\n'
+    (root / "pyproject.toml").write_text(PROJECT.format(rp=">=3.10", deps='"tinydep"', more=uv_default))
+    check()
+    with pytest.raises(PreconditionError, match="tinydep==7"):
+        check(groups=["dev"])

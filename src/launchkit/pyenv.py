@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
@@ -157,7 +158,13 @@ NETWORK_ERRORS = ("error sending request", "failed to fetch", "dns error", "conn
 
 
 def preflight_inputs(
-    root: str, *, extras: list[str], all_extras: bool, groups: list[str]
+    root: str,
+    *,
+    extras: list[str],
+    all_extras: bool,
+    groups: list[str],
+    all_groups: bool = False,
+    no_default_groups: bool = False,
 ) -> list[str] | None:
     """The `uv pip compile` inputs that describe what the job installs (as the entrypoint picks it:
     docs/runtime.md), or None when there is nothing to resolve (a uv.lock is `preflight_lock`'s; with a
@@ -170,17 +177,40 @@ def preflight_inputs(
         return None
     inputs: list[str] = []
     if has("pyproject.toml"):
+        import tomllib
+
         with open(os.path.join(root, "pyproject.toml"), encoding="utf-8", errors="replace") as f:
             text = f.read()
         if "[project]" in text:
             inputs += ["pyproject.toml"] + (
                 ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
             )
-        if "[dependency-groups]" in text:
-            inputs += [f"--group=pyproject.toml:{g}" for g in groups]
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            data = {}  # uv says what is wrong with it
+        names = _pip_groups(data, groups, all_groups, no_default_groups)
+        inputs += [f"--group=pyproject.toml:{g}" for g in names]
     if not inputs and has("requirements.txt"):
         inputs = ["-r", "requirements.txt"]
     return inputs or None
+
+
+def _pip_groups(data: dict[str, Any], names: list[str], every: bool, no_default: bool) -> list[str]:
+    """The dependency groups the job's `uv pip install` gets, as the entrypoint's lk_pip_groups picks
+    them (uv sync's meaning): the named ones; every group, or the default ones ([tool.uv]
+    default-groups, else `dev`) unless no_default."""
+    table = data.get("dependency-groups")
+    if not isinstance(table, dict):
+        return list(names)  # uv names a group that is missing
+    picked = list(names)
+    if every:
+        picked += list(table)
+    elif not no_default:
+        uv_table = data.get("tool", {}).get("uv", {})
+        default = uv_table.get("default-groups", ["dev"]) if isinstance(uv_table, dict) else ["dev"]
+        picked += list(table) if default == "all" else [g for g in default if g in table]
+    return list(dict.fromkeys(picked))
 
 
 def _cache_then_index(app: Application, args: list[str], root: str, timeout: float) -> tuple[int, str] | None:

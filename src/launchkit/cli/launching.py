@@ -338,7 +338,12 @@ def check_environment(
     if not python and os.path.isfile(pv := os.path.join(git.repo_root, ".python-version")):
         python = next(iter(Path(pv).read_text(encoding="utf-8").split()), None)
     inputs = preflight_inputs(
-        git.repo_root, extras=request.uv_extras, all_extras=request.uv_all_extras, groups=request.uv_groups
+        git.repo_root,
+        extras=request.uv_extras,
+        all_extras=request.uv_all_extras,
+        groups=request.uv_groups,
+        all_groups=request.uv_all_groups,
+        no_default_groups=request.uv_no_default_groups,
     )
     if inputs:
         preflight(app, git.repo_root, inputs, python)
