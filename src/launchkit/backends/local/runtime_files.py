@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from launchkit.backends.local.store import state_error
 from launchkit.runtime import ENV_ENTRYPOINT_DIR, materialise, runtime_dataset_name
 
 
@@ -20,7 +21,10 @@ def use_runtime(root: Path, spec: dict[str, Any]) -> Path | None:
         keep = [m for m in mounts if (m.get("source") or {}).get("beaker") != name]
         if len(keep) == len(mounts):
             continue
-        directory = directory or materialise(root / "runtime")
+        try:
+            directory = directory or materialise(root / "runtime")
+        except OSError as e:
+            raise state_error("the runtime's files", e) from e
         task["datasets"] = keep or None
         env = [e for e in task.get("envVars") or [] if e.get("name") != ENV_ENTRYPOINT_DIR]
         task["envVars"] = [*env, {"name": ENV_ENTRYPOINT_DIR, "value": str(directory)}]
