@@ -8,6 +8,7 @@ import sys
 # subcommand -> "module:function"; the function takes the remaining argv and returns an exit code.
 SUBCOMMANDS = {
     "ping": "selfcheck:ping",
+    "envstore": "envstore:main",
 }
 
 
