@@ -99,10 +99,10 @@ def _logical_lines(text: str) -> list[str]:
             continue
         cur += line
         if cur.strip():
-            out.append(cur.strip())
+            out.append(" ".join(cur.split()))
         cur = ""
     if cur.strip():
-        out.append(cur.strip())
+        out.append(" ".join(cur.split()))
     return out
 
 

@@ -1,0 +1,376 @@
+"""The env store (runtime/node/envstore.py): keying, publish and lookup, two processes at once, the
+poisoning refusals, and a thin venv over an entry. Fast tier: no uv sync, no entrypoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from launchkit.runtime.node import envstore as es
+
+SRC = str(Path(es.__file__).resolve().parents[3])  # .../src, for the child processes
+
+LOCK = 'version = 1\n[[package]]\nname = "six"\nversion = "1.17.0"\n'
+PYPROJECT = '[project]\nname = "demo"\nversion = "0.1.0"\n\n[tool.ruff]\nline-length = 100\n'
+FACTS = ["3.11.7 (main)", "cpython-311", "", "linux-x86_64", "9223372036854775807", "glibc 2.36"]
+
+
+def checkout(tmp_path: Path, pyproject: str = PYPROJECT, lock: str = LOCK) -> Path:
+    d = tmp_path / "checkout"
+    d.mkdir(exist_ok=True)
+    (d / "pyproject.toml").write_text(pyproject)
+    (d / "uv.lock").write_text(lock)
+    return d
+
+
+def key(tmp_path: Path, args=(), environ=None, facts=FACTS, **files) -> str:
+    d = checkout(tmp_path, **files)
+    return es.env_key("uv.lock", (d / "uv.lock").read_text(), str(d), list(args), environ or {}, list(facts))
+
+
+# ---- keying
+
+
+def test_key_is_stable_and_ignores_what_installs_the_same(tmp_path):
+    base = key(tmp_path, ["--extra=a", "--extra=b"])
+    assert base == key(tmp_path, ["--extra=b", "--extra=a"])  # order of the flags
+    # the link mode, the cache's place, credentials and tool settings of other tools change nothing
+    environ = {"UV_LINK_MODE": "copy", "UV_CACHE_DIR": "/x", "UV_INDEX_PRIVATE_PASSWORD": "hunter2"}
+    assert base == key(tmp_path, ["--extra=a", "--extra=b"], environ)
+    assert base == key(tmp_path, ["--extra=a", "--extra=b"], pyproject=PYPROJECT.replace("100", "120"))
+    assert len(base) == 32 and int(base, 16) >= 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"lock": LOCK.replace("1.17.0", "1.16.0")},
+        {"args": ["--extra=a"]},
+        {"args": ["--extra=a", "--extra=b", "--no-default-groups"]},
+        {"environ": {"UV_TORCH_BACKEND": "cu128"}},
+        {"environ": {"UV_NO_BINARY": "1"}},
+        {"facts": ["3.12.1 (main)", *FACTS[1:]]},
+        {"facts": [*FACTS[:3], "linux-aarch64", *FACTS[4:]]},
+        {"pyproject": PYPROJECT + '[tool.uv]\ndefault-groups = ["test"]\n'},
+    ],
+)
+def test_key_changes_with_what_changes_the_result(tmp_path, change):
+    base = key(tmp_path, ["--extra=a", "--extra=b"])
+    kw = {"args": ["--extra=a", "--extra=b"], **change}
+    assert key(tmp_path, **kw) != base
+
+
+def test_uv_toml_in_the_checkout_is_in_the_key(tmp_path):
+    base = key(tmp_path)
+    (tmp_path / "checkout" / "uv.toml").write_text("no-binary = true\n")
+    assert key(tmp_path) != base
+
+
+def test_which_lock_and_what_is_left_to_the_job(tmp_path):
+    d = tmp_path / "c"
+    d.mkdir()
+    assert es.locked_source(str(d)) is None
+    (d / "requirements.txt").write_text("six==1.17.0\n")
+    assert es.locked_source(str(d)) is None  # not hashed: not fully determined
+    (d / "requirements.txt").write_text("-e .\nsix==1.17.0 \\\n    --hash=sha256:ab\n")
+    assert es.locked_source(str(d)) == ("requirements", str(d / "requirements.txt"))
+    assert es.pinned_requirements((d / "requirements.txt").read_text()) == (
+        "six==1.17.0 --hash=sha256:ab\n",
+        True,
+    )
+    with pytest.raises(es.Refused, match="includes another file"):
+        es.pinned_requirements("-r base.txt\nsix==1 --hash=sha256:ab\n")
+    (d / "pylock.toml").write_text("")
+    assert es.locked_source(str(d))[0] == "pylock"
+    (d / "pyproject.toml").write_text(PYPROJECT)
+    (d / "uv.lock").write_text(LOCK)
+    assert es.locked_source(str(d))[0] == "uv.lock"
+
+
+def test_pylock_keeps_registry_packages_and_leaves_local_ones(tmp_path):
+    pylock = textwrap.dedent(
+        """\
+        lock-version = "1.0"
+        created-by = "uv"
+
+        [[packages]]
+        name = "six"
+        version = "1.17.0"
+        wheels = [{ url = "https://files.example/six-1.17.0-py2.py3-none-any.whl", hashes = { sha256 = "ab" } }]
+
+        [[packages]]
+        name = "demo"
+        directory = { path = ".", editable = true }
+
+        [[packages]]
+        name = "vendored"
+        archive = { path = "wheels/vendored-1.0.tar.gz", hashes = { sha256 = "cd" } }
+        """
+    )
+    kept = es.pinned_pylock(pylock)
+    assert 'name = "six"' in kept and 'lock-version = "1.0"' in kept
+    assert "demo" not in kept and "vendored" not in kept
+
+
+# ---- publish, lookup, trust
+
+
+def fake_build(calls: list[str]):
+    """A build that makes what uv would: a venv's site-packages with one package and its metadata."""
+
+    def build(staging: str) -> dict:
+        calls.append(staging)
+        venv = Path(staging) / "venv"
+        sp = venv / "lib/python3.11/site-packages"
+        (sp / "fakepkg").mkdir(parents=True)
+        (sp / "fakepkg/__init__.py").write_text("VALUE = 'from the store'\n")
+        meta = Path(staging) / "meta/fakepkg-1.0.dist-info"
+        meta.mkdir(parents=True)
+        (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.0\n")
+        (meta / "entry_points.txt").write_text("[console_scripts]\nfaketool = fakepkg:main\n")
+        (meta / "RECORD").write_text(
+            "fakepkg/__init__.py,,\nfakepkg-1.0.dist-info/METADATA,,\n../../../bin/faketool,,\n"
+            "../../../share/fakepkg/data.txt,,\n"
+        )
+        (venv / "bin").mkdir()
+        script = venv / "bin/faketool"
+        script.write_text(f"#!{venv}/bin/python\nimport fakepkg\nprint('tool', fakepkg.VALUE)\n")
+        script.chmod(0o755)
+        (venv / "share/fakepkg").mkdir(parents=True)
+        (venv / "share/fakepkg/data.txt").write_text("data\n")
+        return {
+            "kind": "uv.lock",
+            "site_packages": "venv/lib/python3.11/site-packages",
+            "built_at": str(venv),
+            "dists": ["fakepkg-1.0.dist-info"],
+        }
+
+    return build
+
+
+K = "0123456789abcdef0123456789abcdef"
+
+
+def test_built_once_then_reused(tmp_path):
+    mine = es.user_tree(str(tmp_path / "cache"))
+    assert os.stat(mine).st_mode & 0o777 == 0o700
+    assert os.stat(tmp_path / "cache" / es.STORE).st_mode & 0o7777 == 0o1777
+    calls: list[str] = []
+    lines: list[str] = []
+    entry, manifest, built = es.ensure_entry(mine, K, fake_build(calls), lines.append)
+    assert built and len(calls) == 1 and manifest["key"] == K
+    assert entry == os.path.join(mine, K) and not any(n.startswith(".build-") for n in os.listdir(mine))
+    entry2, _, built2 = es.ensure_entry(mine, K, fake_build(calls), lines.append)
+    assert (entry2, built2, len(calls)) == (entry, False, 1)
+
+
+def test_a_failed_build_leaves_nothing_behind(tmp_path):
+    mine = es.user_tree(str(tmp_path / "cache"))
+
+    def broken(staging: str) -> dict:
+        (Path(staging) / "half").write_text("x")
+        raise es.Refused("building the environment failed")
+
+    with pytest.raises(es.Refused, match="failed"):
+        es.ensure_entry(mine, K, broken, print)
+    assert sorted(os.listdir(mine)) == [f"{K}.lock"]
+
+
+def test_waits_for_another_builder_then_gives_up_with_one_line(tmp_path):
+    """The lock held by another process: this one waits (on its clock) and then refuses."""
+    mine = es.user_tree(str(tmp_path / "cache"))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.lockf(f, fcntl.LOCK_EX); "
+         "print('locked', flush=True); time.sleep(30)", os.path.join(mine, f"{K}.lock")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout and holder.stdout.readline().strip() == "locked"
+        now = [0.0]
+        lines: list[str] = []
+        with pytest.raises(es.Refused, match="another job is still building"):
+            es.ensure_entry(
+                mine, K, fake_build([]), lines.append, clock=lambda: now[0],
+                sleep=lambda s: now.__setitem__(0, now[0] + s), wait=1.0,
+            )  # fmt: skip
+        assert lines == [f"env store: waiting for {K}"] and now[0] >= 1.0
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+
+CONCURRENT = """
+import json, os, sys, time
+sys.path.insert(0, {src!r})
+from launchkit.runtime.node import envstore as es
+mine, counter = sys.argv[1], sys.argv[2]
+def build(staging):
+    with open(counter, "a") as f:
+        f.write("build\\n")
+    time.sleep(0.5)  # long enough for the other process to arrive meanwhile
+    m = {fake!r}
+    os.makedirs(os.path.join(staging, m["site_packages"]))
+    os.makedirs(os.path.join(staging, "meta", "fakepkg-1.0.dist-info"))
+    return dict(m, built_at=os.path.join(staging, "venv"))
+entry, manifest, built = es.ensure_entry(mine, {key!r}, build, lambda s: None)
+print(json.dumps([entry, built, sorted(os.listdir(entry))]))
+"""
+
+
+def test_two_processes_build_once_and_neither_sees_half(tmp_path):
+    mine = es.user_tree(str(tmp_path / "cache"))
+    counter = tmp_path / "builds"
+    fake = {
+        "kind": "uv.lock",
+        "site_packages": "venv/lib/python3.11/site-packages",
+        "dists": ["fakepkg-1.0.dist-info"],
+    }
+    code = CONCURRENT.format(src=SRC, fake=fake, key=K)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, mine, str(counter)], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert counter.read_text().splitlines() == ["build"]
+    assert sorted(r[1] for r in results) == [False, True]
+    for entry, _, listing in results:
+        assert entry == os.path.join(mine, K) and listing == [es.MANIFEST, "meta", "venv"]
+
+
+def test_refuses_a_tree_or_entry_others_can_write(tmp_path):
+    cache = str(tmp_path / "cache")
+    mine = es.user_tree(cache)
+    es.ensure_entry(mine, K, fake_build([]), print)
+    entry = os.path.join(mine, K)
+    os.chmod(entry, 0o775)  # group-writable entry
+    with pytest.raises(es.Refused, match="others can write"):
+        es.ensure_entry(mine, K, fake_build([]), print)
+    os.chmod(entry, 0o757)  # world-writable entry
+    with pytest.raises(es.Refused, match="others can write"):
+        es.verify(entry, K)
+    os.chmod(entry, 0o755)
+    es.verify(entry, K)
+    os.chmod(mine, 0o750)  # the user's tree reachable by the group
+    with pytest.raises(es.Refused, match="not this user's private directory"):
+        es.user_tree(cache)
+    os.chmod(mine, 0o700)
+    es.user_tree(cache)
+
+
+def test_refuses_another_users_tree_and_a_symlinked_one(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    mine = es.user_tree(str(cache))
+    es.ensure_entry(mine, K, fake_build([]), print)
+    real = os.geteuid()
+    monkeypatch.setattr(es.os, "geteuid", lambda: real + 4242)  # as another user sees them
+    other = cache / es.STORE / f"u{real + 4242}"
+    other.symlink_to(mine)  # planted: a link to someone's tree
+    with pytest.raises(es.Refused, match="not a directory"):
+        es.user_tree(str(cache))
+    other.unlink()
+    other.mkdir(mode=0o700)
+    os.chown(other, real, -1)  # (a no-op: the point is the owner differs from the "user")
+    with pytest.raises(es.Refused, match=f"belongs to uid {real}, not this user"):
+        es.user_tree(str(cache))
+    with pytest.raises(es.Refused, match="belongs to uid"):
+        es.verify(os.path.join(mine, K), K)
+
+
+def test_a_half_built_entry_is_never_used(tmp_path):
+    mine = es.user_tree(str(tmp_path / "cache"))
+    entry = Path(mine) / K
+    (entry / "venv").mkdir(parents=True)  # a copy, a crash: no manifest
+    with pytest.raises(es.Refused, match="incomplete"):
+        es.verify(str(entry), K)
+    calls: list[str] = []
+    lines: list[str] = []
+    _, manifest, built = es.ensure_entry(mine, K, fake_build(calls), lines.append)
+    assert built and len(calls) == 1 and manifest["dists"] == ["fakepkg-1.0.dist-info"]
+    assert "incomplete" in lines[0]
+    # a manifest for another key, or one listing what is not there: not used either
+    m = json.loads((entry / es.MANIFEST).read_text())
+    (entry / es.MANIFEST).write_text(json.dumps(dict(m, key="f" * 32)))
+    with pytest.raises(es.Refused, match="another key"):
+        es.verify(str(entry), K)
+    (entry / es.MANIFEST).write_text(json.dumps(dict(m, dists=["other-1.0.dist-info"])))
+    with pytest.raises(es.Refused, match="does not hold"):
+        es.verify(str(entry), K)
+
+
+# ---- the thin venv
+
+
+def test_thin_venv_imports_from_the_store_and_runs_its_scripts(tmp_path):
+    mine = es.user_tree(str(tmp_path / "cache"))
+    entry, manifest, _ = es.ensure_entry(mine, K, fake_build([]), print)
+    venv = tmp_path / "venv"
+    subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(venv)], check=True, timeout=60)
+    sp = next(venv.glob("lib/python*/site-packages"))
+    before = sorted(p.name for p in sp.iterdir())
+    added = es.link(entry, manifest, str(venv))
+    py = str(venv / "bin/python")
+    probe = (
+        "import fakepkg, importlib.metadata as m; "
+        "print(fakepkg.VALUE, m.version('fakepkg'), len([d for d in m.distributions() if d.name == 'fakepkg']))"
+    )
+    out = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "from the store 1.0 1", out.stderr  # metadata seen once
+    tool = subprocess.run([str(venv / "bin/faketool")], capture_output=True, text=True, timeout=60)
+    assert tool.stdout.strip() == "tool from the store", tool.stderr
+    assert (venv / "bin/faketool").read_text().startswith(f"#!{venv}/bin/python\n")
+    assert (venv / "share/fakepkg/data.txt").read_text() == "data\n"
+    # the job's own install shadows the store and never writes into it
+    (sp / "fakepkg").mkdir()
+    (sp / "fakepkg/__init__.py").write_text("VALUE = 'the job'\n")
+    out = subprocess.run(
+        [py, "-c", "import fakepkg; print(fakepkg.VALUE)"], capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.strip() == "the job"
+    es.unlink(added)  # what link() added, and only that, goes
+    assert sorted(p.name for p in sp.iterdir()) == sorted([*before, "fakepkg"])
+    assert not (venv / "bin/faketool").exists() and not (venv / "share/fakepkg/data.txt").exists()
+
+
+def test_main_falls_back_with_one_line(tmp_path, monkeypatch, capsys):
+    d = checkout(tmp_path)
+    cache = tmp_path / "cache"
+    (cache / es.STORE / f"u{os.geteuid()}").mkdir(parents=True, mode=0o777)
+    os.chmod(cache / es.STORE / f"u{os.geteuid()}", 0o777)
+    monkeypatch.chdir(d)
+    monkeypatch.setenv("UV_CACHE_DIR", str(cache))
+    for name in (
+        "LAUNCHKIT_UV_VENV",
+        "LAUNCHKIT_SYSTEM_PYTHON",
+        "LAUNCHKIT_INSTALL_CMD",
+        "LAUNCHKIT_ENVSTORE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    log = tmp_path / "install.log"
+    assert es.main(["link", str(tmp_path / "venv"), str(log)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("[launchkit] env store not used: ")
+    assert "not this user's private directory" in err[0] and err[0].endswith("; installing as usual")
+    assert "env store not used" in log.read_text()
+
+
+def test_off_when_it_does_not_apply(tmp_path):
+    d = str(checkout(tmp_path))
+    cache = str(tmp_path / "cache")
+    for environ in (
+        {},  # no shared cache
+        {"UV_CACHE_DIR": cache, "LAUNCHKIT_ENVSTORE": "0"},
+        {"UV_CACHE_DIR": cache, "LAUNCHKIT_UV_VENV": "/opt/venv"},
+        {"UV_CACHE_DIR": cache, "LAUNCHKIT_SYSTEM_PYTHON": "1"},
+        {"UV_CACHE_DIR": cache, "LAUNCHKIT_INSTALL_CMD": "make install"},
+    ):
+        assert es.use_store(d, str(tmp_path / "venv"), [], environ, print) is None
+    assert not os.path.exists(cache)
+    os.remove(os.path.join(d, "uv.lock"))
+    assert es.use_store(d, str(tmp_path / "venv"), [], {"UV_CACHE_DIR": cache}, print) is None
