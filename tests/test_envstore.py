@@ -163,8 +163,18 @@ def test_built_once_then_reused(tmp_path):
     assert os.stat(tmp_path / "cache" / es.STORE).st_mode & 0o7777 == 0o1777
     calls: list[str] = []
     lines: list[str] = []
-    entry, manifest, built = es.ensure_entry(mine, K, fake_build(calls), lines.append)
+    inodes: list[int] = []
+
+    def build(staging: str) -> dict:
+        assert not os.path.exists(os.path.join(mine, K))  # nothing at the entry's name meanwhile
+        inodes.append(os.stat(staging).st_ino)
+        return fake_build(calls)(staging)
+
+    entry, manifest, built = es.ensure_entry(mine, K, build, lines.append)
     assert built and len(calls) == 1 and manifest["key"] == K
+    # built aside and published by a rename: the very directory, never a copy being filled
+    assert os.path.basename(calls[0]).startswith(".build-") and os.path.dirname(calls[0]) == mine
+    assert os.stat(entry).st_ino == inodes[0]
     assert entry == os.path.join(mine, K) and not any(n.startswith(".build-") for n in os.listdir(mine))
     entry2, _, built2 = es.ensure_entry(mine, K, fake_build(calls), lines.append)
     assert (entry2, built2, len(calls)) == (entry, False, 1)
