@@ -384,3 +384,50 @@ def test_off_when_it_does_not_apply(tmp_path):
     assert not os.path.exists(cache)
     os.remove(os.path.join(d, "uv.lock"))
     assert es.use_store(d, str(tmp_path / "venv"), [], {"UV_CACHE_DIR": cache}, print) is None
+
+
+# ---- end to end: two local-backend jobs on one shared cache, copy mode
+
+
+@pytest.mark.slow
+def test_second_local_job_reuses_the_environment(repo, tmp_path):
+    import re
+    import time
+
+    from conftest import run_cli
+    from lk_helpers import FAST_ENV, LocalIndex
+    from test_uv_cache import commit_locked, project_files
+
+    names = [f"dep{i:02d}" for i in range(12)]
+    with LocalIndex(tmp_path / "index", names) as index:
+        lock_env = {"UV_CACHE_DIR": str(tmp_path / "lock-cache"), "LK_TEST_BUILDS": str(tmp_path / "builds")}
+        commit_locked(
+            repo, project_files(deps=names, index=index.url), "project", {**lock_env, "UV_OFFLINE": "0"}
+        )
+        shared = tmp_path / "shared"
+        env = {**FAST_ENV, "UV_OFFLINE": "0", "LK_TEST_BUILDS": str(tmp_path / "builds")}
+        probe = "import dep00, dep11, demo; print('PROBE', dep00.__file__, demo.VALUE)"
+
+        def job(*extra: str) -> tuple[str, float, float]:
+            args = ["run", "--local", "--follow", "--uv-cache-dir", str(shared), "--env", "UV_LINK_MODE=copy"]
+            args += extra
+            t = time.monotonic()
+            r = run_cli(*args, "--", "python", "-c", probe, cwd=repo.path, env=env, timeout=300)
+            wall = time.monotonic() - t
+            assert r.code == 0, r.stdout + r.stderr
+            assert "env store not used" not in r.stdout + r.stderr
+            install = float(re.search(r"install\[uv\.lock\] ([\d.]+)s", r.stdout).group(1))
+            return next(x for x in r.stdout.splitlines() if x.startswith("PROBE")), install, wall
+
+        first, first_install, first_wall = job()
+        second, second_install, second_wall = job()
+        # today's path on the same (now warm) cache, for the record
+        _, today_install, today_wall = job("--pre-setup", "export LAUNCHKIT_ENVSTORE=0")
+
+    entries = [p for p in (shared / es.STORE / f"u{os.geteuid()}").iterdir() if p.is_dir()]
+    assert len(entries) == 1, entries  # built once, by the first job
+    assert first == second and first.split()[1].startswith(str(entries[0])) and first.endswith(" 1")
+    assert today_install > 0
+    print(f"install: first {first_install}s, second {second_install}s, store off {today_install}s")
+    print(f"wall: first {first_wall:.2f}s, second {second_wall:.2f}s, store off {today_wall:.2f}s")
+    assert second_install < first_install  # the second job links instead of installing
