@@ -431,3 +431,51 @@ def test_second_local_job_reuses_the_environment(repo, tmp_path):
     print(f"install: first {first_install}s, second {second_install}s, store off {today_install}s")
     print(f"wall: first {first_wall:.2f}s, second {second_wall:.2f}s, store off {today_wall:.2f}s")
     assert second_install < first_install  # the second job links instead of installing
+
+
+@pytest.mark.slow
+def test_concurrent_jobs_build_one_entry_and_all_use_it(repo, tmp_path):
+    """6 jobs at once on an empty shared cache: one builds, the others wait for it; all run correctly
+    from the one entry, and each wheel is downloaded once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lk_helpers import LocalIndex, entrypoint
+    from test_uv_cache import commit_locked, project_files
+
+    names = [f"dep{i:02d}" for i in range(8)]
+    counter = tmp_path / "builds"
+    with LocalIndex(tmp_path / "index", names) as index:
+        lock_env = {"UV_CACHE_DIR": str(tmp_path / "lock-cache"), "LK_TEST_BUILDS": str(counter)}
+        sha = commit_locked(
+            repo, project_files(deps=names, index=index.url), "project", {**lock_env, "UV_OFFLINE": "0"}
+        )
+        index.log.write_text("")
+        shared = tmp_path / "shared"
+        env = {
+            "UV_CACHE_DIR": str(shared),
+            "UV_LINK_MODE": "copy",
+            "UV_OFFLINE": "0",
+            "LK_TEST_BUILDS": str(counter),
+        }
+        check = ["python", "-c", "import dep00, dep07, demo; print(dep00.__file__, demo.VALUE)"]
+
+        def job(i: int):
+            return entrypoint(tmp_path / f"job{i}", str(repo.remote), sha, check, env, timeout=300)
+
+        with ThreadPoolExecutor(6) as pool:
+            results = list(pool.map(job, range(6)))
+        downloads = index.downloads()
+    entries = [p for p in (shared / es.STORE / f"u{os.geteuid()}").iterdir() if p.is_dir()]
+    assert len(entries) == 1, entries
+    for r in results:
+        assert r.returncode == 0, r.stderr
+        assert "env store not used" not in r.stderr
+        path, value = r.stdout.split()
+        assert path.startswith(str(entries[0])) and value == "1"
+    assert downloads == {f"{n}-1.0.0-py3-none-any.whl": 1 for n in names}
+    logs = [
+        next((tmp_path / f"job{i}/results/.launchkit/logs").glob("*_install.log")).read_text()
+        for i in range(6)
+    ]
+    assert sum("env store: built" in log for log in logs) == 1
+    assert sum("env store: reused" in log for log in logs) == 5

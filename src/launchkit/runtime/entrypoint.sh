@@ -412,7 +412,8 @@ lk_install() {
     fi
     # env store (runtime/node/envstore.py): a fully locked package set is built once per shared uv
     # cache and the venv linked to it, so the install below finds it installed and adds the project
-    if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} != 1 && -z ${LAUNCHKIT_INSTALL_CMD:-} ]] &&
+    if [[ -n ${UV_CACHE_DIR:-} && ${LAUNCHKIT_ENVSTORE:-1} != 0 && ${LAUNCHKIT_SYSTEM_PYTHON:-} != 1 ]] &&
+        [[ -z ${LAUNCHKIT_INSTALL_CMD:-} && ( -f uv.lock || -f pylock.toml || -f requirements.txt ) ]] &&
         lk_node "$LK_VENV/bin/python" envstore link "$LK_VENV" "$log" "${extras[@]}" "${groups[@]}"; then
         echo "[launchkit] env store: linked; installing what the store leaves out" >>"$log"
     fi

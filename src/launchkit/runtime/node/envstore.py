@@ -52,6 +52,9 @@ _UV_IRRELEVANT = {
     "UV_REQUEST_TIMEOUT", "UV_COMPILE_BYTECODE", "UV_NO_EDITABLE", "UV_NO_INSTALL_PROJECT",
     "UV_NO_INSTALL_WORKSPACE", "UV_NO_INSTALL_LOCAL",
 }  # fmt: skip
+# what of a package's *.dist-info each job gets (uv, pip and importlib.metadata read these; licenses
+# and the like stay in the store: every file is a create on the job's disk)
+METADATA_FILES = {"METADATA", "RECORD", "INSTALLER", "entry_points.txt", "top_level.txt", "direct_url.json"}
 _SECRET_WORDS = ("PASSWORD", "TOKEN", "USERNAME", "CREDENTIAL", "SECRET", "KEY")
 
 
@@ -435,14 +438,25 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
             src, dst = os.path.join(entry, "meta", name), os.path.join(sp, name)
             if os.path.lexists(dst):
                 continue
-            shutil.copytree(src, dst, copy_function=shutil.copyfile)
+            os.mkdir(dst)
             added.append(dst)
+            for file in METADATA_FILES.intersection(os.listdir(src)):
+                _place(os.path.join(src, file), os.path.join(dst, file))
             record = os.path.join(src, "RECORD")
             added.extend(_link_outside(entry, manifest, venv, record, old_python, new_python))
     except BaseException:
         unlink(added)
         raise
     return added
+
+
+def _place(src: str, dst: str) -> None:
+    """dst becomes a file of the job's venv with src's content: a hard link when the store is on the
+    same file system (removing or replacing it in the job leaves the store's), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
 
 
 def _link_outside(
