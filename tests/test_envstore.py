@@ -479,3 +479,60 @@ def test_concurrent_jobs_build_one_entry_and_all_use_it(repo, tmp_path):
     ]
     assert sum("env store: built" in log for log in logs) == 1
     assert sum("env store: reused" in log for log in logs) == 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["pylock", "requirements", "requirements+project"])
+def test_pip_locks_are_stored_and_reused(repo, tmp_path, kind):
+    """A pylock.toml or a hashed requirements.txt: the pins are built into the store once; the project
+    (and a `-e .` line) goes into each job's venv on top; a wrong hash still fails the job."""
+    import hashlib
+
+    from lk_helpers import LocalIndex, entrypoint
+    from test_envdef_groups import BACKEND
+    from test_envdef_locks import PROJECT
+
+    with LocalIndex(tmp_path / "index", ["tinydep"]) as index:
+        wheel = index.root / "files/tinydep-1.0.0-py3-none-any.whl"
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        url = index.url.rsplit("/simple", 1)[0] + "/files/" + wheel.name
+        project = {"pyproject.toml": PROJECT, "_build/lkbackend.py": BACKEND}
+        if kind == "pylock":
+            files = {
+                **project,
+                "pylock.toml": 'lock-version = "1.0"\ncreated-by = "test"\nrequires-python = ">=3.11"\n\n'
+                f'[[packages]]\nname = "tinydep"\nversion = "1.0.0"\n'
+                f'wheels = [{{ url = "{url}", hashes = {{ sha256 = "{digest}" }} }}]\n',
+            }
+        else:
+            pins = f"tinydep==1.0.0 \\\n    --hash=sha256:{digest}\n"
+            files = (
+                {**project, "requirements.txt": "-e .\n" + pins}
+                if kind.endswith("project")
+                else {"requirements.txt": pins}
+            )
+        sha = repo.commit(files, kind)
+        env = {
+            "UV_CACHE_DIR": str(tmp_path / "shared"),
+            "UV_LINK_MODE": "copy",
+            "UV_OFFLINE": "0",
+            "UV_INDEX": index.url,
+        }
+        probe = ["python", "-c", "import tinydep; print(tinydep.__file__, tinydep.VALUE)"]
+        if kind != "requirements":
+            probe[-1] += "; import importlib.metadata as m; m.version('demo')"  # the project, on top
+        for i in (1, 2):
+            r = entrypoint(tmp_path / f"j{i}", str(repo.remote), sha, probe, env, timeout=240)
+            assert r.returncode == 0, r.stderr
+            assert "env store not used" not in r.stderr
+            log = next((tmp_path / f"j{i}/results/.launchkit/logs").glob("*_install.log")).read_text()
+            assert ("env store: built" if i == 1 else "env store: reused") in log, log
+            path, value = r.stdout.split()
+            assert f"/{es.STORE}/u{os.geteuid()}/" in path and value == "tinydep"
+        # a hash that does not match: the store is not built, and the job fails as it always did
+        if kind != "pylock":
+            bad = "tinydep==1.0.0 --hash=sha256:" + "0" * 64 + "\n"
+            sha = repo.commit({"requirements.txt": bad}, "bad hash")
+            r = entrypoint(tmp_path / "bad", str(repo.remote), sha, probe, env, timeout=240)
+            assert r.returncode == 106 and "hash" in r.stderr.lower(), r.stderr
+            assert "env store not used: building the environment failed" in r.stderr
