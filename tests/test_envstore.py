@@ -536,3 +536,37 @@ def test_pip_locks_are_stored_and_reused(repo, tmp_path, kind):
             r = entrypoint(tmp_path / "bad", str(repo.remote), sha, probe, env, timeout=240)
             assert r.returncode == 106 and "hash" in r.stderr.lower(), r.stderr
             assert "env store not used: building the environment failed" in r.stderr
+
+
+def test_entries_nobody_used_for_a_month_are_pruned(tmp_path):
+    mine = es.user_tree(str(tmp_path / "cache"))
+    old, new = "a" * 32, "b" * 32
+    for k in (old, new):
+        es.ensure_entry(mine, k, fake_build([]), print)
+    abandoned = Path(mine) / ".build-x-1-2"
+    abandoned.mkdir()
+    now = os.stat(Path(mine) / new / es.MANIFEST).st_mtime
+    month = now - 31 * 86400
+    os.utime(Path(mine) / old / es.MANIFEST, (month, month))
+    os.utime(abandoned, (now - 2 * 86400, now - 2 * 86400))
+    removed: list[str] = []
+    gone = es.prune(mine, now, removed.append)
+    assert sorted(os.path.basename(p).rsplit("-", 1)[0] for p in gone) == [
+        ".trash-.build-x-1-2",
+        f".trash-{old}",
+    ]
+    assert removed == gone and all(os.path.isdir(p) for p in gone)  # renamed away, removal left to spawn
+    assert os.path.isdir(Path(mine) / new) and not os.path.exists(Path(mine) / old)
+    # an entry whose lock someone holds (building, or waiting for it) is left alone
+    os.utime(Path(mine) / new / es.MANIFEST, (month, month))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.lockf(f, fcntl.LOCK_EX); "
+         "print('locked', flush=True); time.sleep(30)", os.path.join(mine, f"{new}.lock")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout and holder.stdout.readline().strip() == "locked"
+        assert es.prune(mine, now, removed.append) == []
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)

@@ -43,6 +43,7 @@ STORE = "launchkit-envs-v1"
 MANIFEST = "launchkit-env.json"
 PTH = "_launchkit_envstore.pth"
 FORMAT = 1
+KEEP_DAYS = 30  # an entry no job used for this long is removed (a job touches its entry's manifest)
 WAIT_SECONDS = 900  # for another job building the same entry; then this job installs for itself
 # uv settings that cannot change what gets installed (others, unknown ones included, go in the key)
 _UV_IRRELEVANT = {
@@ -508,6 +509,56 @@ def unlink(added: list[str]) -> None:
                 pass
 
 
+# ---- pruning
+
+
+def prune(mine: str, now: float, spawn: Callable[[str], None], days: float = KEEP_DAYS) -> list[str]:
+    """Entries no job used for `days` (and builds abandoned for a day) are renamed away, then removed
+    by `spawn` (in the background: an environment is thousands of files). Returns what was renamed."""
+    gone = []
+    for name in os.listdir(mine):
+        path = os.path.join(mine, name)
+        if name.startswith(".trash-") or not os.path.isdir(path) or os.path.islink(path):
+            continue
+        if name.startswith((".build-", ".broken-")):
+            stamp, limit = path, 1.0
+        else:
+            stamp, limit = os.path.join(path, MANIFEST), days
+        try:
+            age = now - os.stat(stamp).st_mtime
+        except OSError:
+            age = now - os.stat(path).st_mtime
+        if age < limit * 86400:
+            continue
+        fd = -1
+        if not name.startswith("."):  # an entry: only when nobody holds its lock (building or waiting)
+            try:
+                fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                if fd >= 0:
+                    os.close(fd)
+                continue
+        trash = os.path.join(mine, f".trash-{name}-{os.getpid()}")
+        try:
+            os.rename(path, trash)
+            gone.append(trash)
+            spawn(trash)
+        except OSError:
+            pass
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    return gone
+
+
+def _remove_in_background(path: str) -> None:
+    code = "import shutil, sys; shutil.rmtree(sys.argv[1], ignore_errors=True)"
+    quiet = subprocess.DEVNULL
+    argv = [sys.executable, "-c", code, path]  # our own interpreter, a path in our own tree
+    subprocess.Popen(argv, stdin=quiet, stdout=quiet, stderr=quiet, start_new_session=True)
+
+
 # ---- the whole step
 
 
@@ -539,6 +590,10 @@ def use_store(
         os.utime(os.path.join(entry, MANIFEST))  # in use (for pruning)
     except OSError:
         pass
+    try:
+        prune(mine, time.time(), _remove_in_background)
+    except OSError as e:
+        log(f"env store: pruning {mine}: {e}")
     how = "built" if built else "reused"
     took = time.monotonic() - t
     log(f"env store: {how} {entry} ({len(manifest['dists'])} packages, {took:.2f}s); venv linked to it")
