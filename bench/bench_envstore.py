@@ -127,31 +127,62 @@ def main() -> None:
         run_with(r, theirs, shared, **copy)
         run_with(r, ours, shared, **copy)
 
-        first_ours, first_base, second_ours, second_base, gy = [], [], [], [], []
-        detail: dict[str, str] = {}
-        for i in range(args.rounds):
-            # a first job: a package set with no entry yet. A UV_* setting uv does not know is in the
-            # key and changes nothing else; no bytecode tree for either (a new package set has none)
-            first = {**copy, "UV_LK_BENCH_ROUND": str(i), "LAUNCHKIT_BYTECODE_CACHE": "0"}
+        def first_ours(i: int) -> None:
+            # a package set with no entry yet: a UV_* setting uv does not know is in the key and
+            # changes nothing else; no bytecode tree for either (a new package set has none)
             before = {p for p in store.glob("u*/*") if p.is_dir()}
-            t, out = run_with(r, ours, shared, **first)
+            t, out = run_with(r, ours, shared, **first_env(i))
             logs = r.root / "runs" / f"{r.n:03d}-launchkit/results/.launchkit/logs"
             assert "env store: built" in next(logs.glob("*_install.log")).read_text(), out
-            first_ours.append(t)
+            times["first_launchkit"].append(t)
             detail["first_ours"] = breakdown(out)
             for p in {p for p in store.glob("u*/*") if p.is_dir()} - before:
                 shutil.rmtree(p)
-            t, out = run_with(r, theirs, shared, **first)
-            first_base.append(t)
+
+        def first_base(i: int) -> None:
+            t, out = run_with(r, theirs, shared, **first_env(i))
+            times["first_baseline"].append(t)
             detail["first_baseline"] = breakdown(out)
+
+        def second_ours(i: int) -> None:
             t, out = run_with(r, ours, shared, **copy)
-            second_ours.append(t)
+            times["second_launchkit"].append(t)
+            times["second_launchkit_setup_only"].append(setup_seconds(out))
             detail["second_ours"] = breakdown(out)
-            detail["second_ours_setup_s"] = str(setup_seconds(out))
+
+        def second_base(i: int) -> None:
             t, out = run_with(r, theirs, shared, **copy)
-            second_base.append(t)
+            times["second_baseline"].append(t)
             detail["second_baseline"] = breakdown(out)
-            gy.append(r.gantry_run(shared, **copy)[0])
+
+        def second_gantry(i: int) -> None:
+            times["second_gantry"].append(r.gantry_run(shared, **copy)[0])
+
+        def first_env(i: int) -> dict[str, str]:
+            return {**copy, "UV_LK_BENCH_ROUND": str(i), "LAUNCHKIT_BYTECODE_CACHE": "0"}
+
+        times: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "first_launchkit",
+                "first_baseline",
+                "second_launchkit",
+                "second_launchkit_setup_only",
+                "second_baseline",
+                "second_gantry",
+            )
+        }
+        detail: dict[str, str] = {}
+        steps = [first_ours, first_base, second_ours, second_base, second_gantry]
+        for i in range(args.rounds):
+            for step in steps if i % 2 == 0 else steps[::-1]:  # every other round reversed: no order bias
+                step(i)
+        first_ours_s, first_base_s = times["first_launchkit"], times["first_baseline"]
+        second_ours_s, second_base_s, gy = (
+            times["second_launchkit"],
+            times["second_baseline"],
+            times["second_gantry"],
+        )
         load["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
         packages = sum(
             1 for line in (repo / "uv.lock").read_text().splitlines() if line.startswith("name = ")
@@ -163,24 +194,18 @@ def main() -> None:
             "packages_in_lock": packages,
             "load": load,
             "first_job_s": {
-                "launchkit": med(first_ours),
-                "baseline": med(first_base),
-                "ratio": round(med(first_ours) / med(first_base), 3),
+                "launchkit": med(first_ours_s),
+                "baseline": med(first_base_s),
+                "ratio": round(med(first_ours_s) / med(first_base_s), 3),
             },
             "second_job_copy_s": {
-                "launchkit": med(second_ours),
+                "launchkit": med(second_ours_s),
                 "gantry": med(gy),
-                "ratio": round(med(second_ours) / med(gy), 3),
-                "baseline": med(second_base),
-                "baseline_ratio": round(med(second_base) / med(gy), 3),
+                "ratio": round(med(second_ours_s) / med(gy), 3),
+                "baseline": med(second_base_s),
+                "baseline_ratio": round(med(second_base_s) / med(gy), 3),
             },
-            "all_s": {
-                "first_launchkit": [round(x, 3) for x in first_ours],
-                "first_baseline": [round(x, 3) for x in first_base],
-                "second_launchkit": [round(x, 3) for x in second_ours],
-                "second_baseline": [round(x, 3) for x in second_base],
-                "second_gantry": [round(x, 3) for x in gy],
-            },
+            "all_s": {k: [round(x, 3) for x in v] for k, v in times.items()},
             "breakdown": detail,
         }
         print(json.dumps(result, indent=2))
