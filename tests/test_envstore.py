@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -310,6 +311,10 @@ def test_a_half_built_entry_is_never_used(tmp_path):
     with pytest.raises(es.Refused, match="another key"):
         es.verify(str(entry), K)
     (entry / es.MANIFEST).write_text(json.dumps(dict(m, dists=["other-1.0.dist-info"])))
+    with pytest.raises(es.Refused, match="does not hold"):
+        es.verify(str(entry), K)
+    (entry / es.MANIFEST).write_text(json.dumps(m))
+    shutil.rmtree(entry / "meta")
     with pytest.raises(es.Refused, match="does not hold"):
         es.verify(str(entry), K)
 

@@ -262,7 +262,11 @@ def verify(entry: str, key: str) -> Manifest:
     meta = os.path.join(entry, "meta")
     sp = os.path.join(entry, str(manifest.get("site_packages", "")))
     dists = manifest.get("dists")
-    if not isinstance(dists, list) or not os.path.isdir(sp) or sorted(os.listdir(meta)) != sorted(dists):
+    try:
+        listed = sorted(os.listdir(meta))
+    except OSError:
+        listed = None
+    if not isinstance(dists, list) or not os.path.isdir(sp) or listed != sorted(dists):
         raise Refused(f"{entry} does not hold what its manifest lists")
     return manifest
 
