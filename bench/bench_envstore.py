@@ -41,6 +41,7 @@ from bench_entrypoint import (
     Runner,
     breakdown,
     gantry_entrypoint,
+    job_env,
     make_repo,
     setup_seconds,
     timed,
@@ -91,23 +92,7 @@ def main() -> None:
     args = ap.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="lk-bench-envstore-"))
-    uv_dir = os.path.dirname(shutil.which("uv") or "")
-    path = [p for p in os.environ["PATH"].split(os.pathsep) if p != os.path.join(sys.prefix, "bin")]
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LAUNCHKIT_", "GANTRY_", "BEAKER_", "GIT_", "UV_"))
-    }
-    base.pop("VIRTUAL_ENV", None)
-    base.pop("PYTHONDONTWRITEBYTECODE", None)
-    base.update(
-        PATH=os.pathsep.join([*path, uv_dir]),
-        HOME=str(root / "home"),
-        GIT_CONFIG_NOSYSTEM="1",
-        UV_PYTHON_DOWNLOADS="never",
-        NO_COLOR="1",
-    )
-    (root / "home").mkdir()
+    base = job_env(root)
     load = {"cores": os.cpu_count(), "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
     try:
         ours, theirs = entrypoint_script(), baseline_script(args.baseline, root)

@@ -3,6 +3,7 @@ poisoning refusals, and a thin venv over an entry. Fast tier: no uv sync, no ent
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -158,6 +159,19 @@ def fake_build(calls: list[str]):
 K = "0123456789abcdef0123456789abcdef"
 
 
+@contextlib.contextmanager
+def lock_held_elsewhere(path: str):
+    """Another process holds the POSIX lock on `path` meanwhile (as another job would)."""
+    code = "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(30)"
+    holder = subprocess.Popen([sys.executable, "-c", code, path], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout and holder.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+
 def test_built_once_then_reused(tmp_path):
     mine = es.user_tree(str(tmp_path / "cache"))
     assert os.stat(mine).st_mode & 0o777 == 0o700
@@ -196,13 +210,7 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path):
 def test_waits_for_another_builder_then_gives_up_with_one_line(tmp_path):
     """The lock held by another process: this one waits (on its clock) and then refuses."""
     mine = es.user_tree(str(tmp_path / "cache"))
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.lockf(f, fcntl.LOCK_EX); "
-         "print('locked', flush=True); time.sleep(30)", os.path.join(mine, f"{K}.lock")],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout and holder.stdout.readline().strip() == "locked"
+    with lock_held_elsewhere(os.path.join(mine, f"{K}.lock")):
         now = [0.0]
         lines: list[str] = []
         with pytest.raises(es.Refused, match="another job is still building"):
@@ -211,9 +219,6 @@ def test_waits_for_another_builder_then_gives_up_with_one_line(tmp_path):
                 sleep=lambda s: now.__setitem__(0, now[0] + s), wait=1.0,
             )  # fmt: skip
         assert lines == [f"env store: waiting for {K}"] and now[0] >= 1.0
-    finally:
-        holder.kill()
-        holder.wait(timeout=10)
 
 
 CONCURRENT = """
@@ -564,14 +569,5 @@ def test_entries_nobody_used_for_a_month_are_pruned(tmp_path):
     assert os.path.isdir(Path(mine) / new) and not os.path.exists(Path(mine) / old)
     # an entry whose lock someone holds (building, or waiting for it) is left alone
     os.utime(Path(mine) / new / es.MANIFEST, (month, month))
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.lockf(f, fcntl.LOCK_EX); "
-         "print('locked', flush=True); time.sleep(30)", os.path.join(mine, f"{new}.lock")],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout and holder.stdout.readline().strip() == "locked"
+    with lock_held_elsewhere(os.path.join(mine, f"{new}.lock")):
         assert es.prune(mine, now, removed.append) == []
-    finally:
-        holder.kill()
-        holder.wait(timeout=10)
