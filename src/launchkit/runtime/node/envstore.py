@@ -569,8 +569,10 @@ def _remove_in_background(path: str) -> None:
 def use_store(
     checkout: str, venv: str, args: list[str], environ: dict[str, str], log: Log, **kw: Any
 ) -> str | None:
-    """Link `venv` to the store's environment for this checkout's lock; the entry's path, or None
-    when the store does not apply. Refused (one line) when it applies but is not used."""
+    """Make `venv` (a fresh venv of the job's interpreter) a thin venv over the store's environment for
+    the lock in `checkout` (`args`: the extras and groups asked, as uv flags); returns `venv`, or None
+    when the store does not apply. Refused (one line) when it applies but is not used. The install
+    that follows (uv sync, uv pip install) finds the locked packages installed and adds the rest."""
     if environ.get("LAUNCHKIT_ENVSTORE", "1") == "0" or environ.get("LAUNCHKIT_INSTALL_CMD"):
         return None
     cache = environ.get("UV_CACHE_DIR", "")
@@ -601,7 +603,7 @@ def use_store(
     how = "built" if built else "reused"
     took = time.monotonic() - t
     log(f"env store: {how} {entry} ({len(manifest['dists'])} packages, {took:.2f}s); venv linked to it")
-    return entry
+    return venv
 
 
 def main(argv: list[str]) -> int:
@@ -616,7 +618,7 @@ def main(argv: list[str]) -> int:
             f.write(msg + "\n")
 
     try:
-        entry = use_store(os.getcwd(), venv, args, dict(os.environ), log)
+        linked = use_store(os.getcwd(), venv, args, dict(os.environ), log)
     except Refused as e:
         print(f"[launchkit] env store not used: {e}; installing as usual", file=sys.stderr)
         log(f"env store not used: {e}")
@@ -626,4 +628,4 @@ def main(argv: list[str]) -> int:
         print(f"[launchkit] env store not used: {why}; installing as usual", file=sys.stderr)
         log(f"env store not used: {why}")
         return 1
-    return 0 if entry else 1
+    return 0 if linked else 1
