@@ -571,3 +571,28 @@ def test_entries_nobody_used_for_a_month_are_pruned(tmp_path):
     os.utime(Path(mine) / new / es.MANIFEST, (month, month))
     with lock_held_elsewhere(os.path.join(mine, f"{new}.lock")):
         assert es.prune(mine, now, removed.append) == []
+
+
+def test_store_files_others_could_write_become_private_copies(tmp_path, monkeypatch):
+    """The store hard-links from the uv cache; a linked file another user owns, or one group or others
+    may write, would let them change the store's code later: it is replaced by a copy of our own."""
+    cache_file = tmp_path / "cache-entry.py"
+    cache_file.write_text("X = 1\n")
+    tree = tmp_path / "venv/lib/python3.11/site-packages/pkg"
+    tree.mkdir(parents=True)
+    linked, mine = tree / "linked.py", tree / "mine.py"
+    os.link(cache_file, linked)
+    mine.write_text("Y = 1\n")
+    os.chmod(mine, 0o644)
+    (tree / "link-to-elsewhere").symlink_to(cache_file)
+    os.chmod(cache_file, 0o664)  # the cache entry: group-writable
+    assert es.own_files(str(tmp_path / "venv")) == 1
+    assert not os.path.samefile(linked, cache_file) and linked.read_text() == "X = 1\n"
+    assert linked.stat().st_mode & 0o777 == 0o644 and cache_file.stat().st_mode & 0o777 == 0o664
+    ino = mine.stat().st_ino
+    # as another user sees them: every file of ours is someone else's (symlinks are left as they are)
+    real = os.geteuid()
+    monkeypatch.setattr(es.os, "geteuid", lambda: real + 4242)
+    assert es.own_files(str(tmp_path / "venv")) == 2
+    assert mine.stat().st_ino != ino and mine.read_text() == "Y = 1\n"
+    assert (tree / "link-to-elsewhere").is_symlink()

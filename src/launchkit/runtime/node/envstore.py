@@ -366,7 +366,9 @@ def build_env(
 
     def build(staging: str) -> Manifest:
         venv = os.path.join(staging, "venv")
-        env = dict(environ, UV_LINK_MODE="copy")  # files of our own, not links into others' cache entries
+        # The store is on the cache's file system: hard links cost no copy. Any linked file that is not
+        # ours alone (a cache entry another user wrote) is replaced by a copy below (own_files).
+        env = dict(environ, UV_LINK_MODE="hardlink")
         for name in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONHOME"):
             env.pop(name, None)
         cache = environ.get("UV_CACHE_DIR", "")
@@ -392,6 +394,9 @@ def build_env(
             cmd[3:3] = [f"--python={os.path.join(venv, 'bin', 'python')}"]
         if not any(_run(cmd + extra, log, env, checkout) for extra in tries):
             raise Refused("building the environment failed (see the install log)")
+        copied = own_files(venv)
+        if copied:
+            log(f"env store: copied {copied} file(s) that others could write (cache entries of other users)")
         sps = _site_packages(venv)
         if len(sps) != 1:
             raise Refused(f"{venv}: expected one site-packages, found {len(sps)}")
@@ -409,6 +414,25 @@ def build_env(
         }
 
     return build
+
+
+def own_files(top: str) -> int:
+    """Every file under `top` becomes one only this user can write: a file (a hard link into the uv
+    cache) owned by someone else, or writable by group or others, is replaced by a private copy.
+    Returns how many were copied."""
+    me, copied = os.geteuid(), 0
+    for d, _, files in os.walk(top):
+        for name in files:
+            path = os.path.join(d, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode) or (st.st_uid == me and not st.st_mode & 0o022):
+                continue
+            tmp = path + ".lk-own"
+            shutil.copyfile(path, tmp)
+            os.chmod(tmp, stat.S_IMODE(st.st_mode) & ~0o022)
+            os.replace(tmp, path)
+            copied += 1
+    return copied
 
 
 def _site_packages(venv: str) -> list[str]:
