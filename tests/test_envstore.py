@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -472,6 +473,7 @@ def test_concurrent_jobs_build_one_entry_and_all_use_it(repo, tmp_path):
         def job(i: int):
             return entrypoint(tmp_path / f"job{i}", str(repo.remote), sha, check, env, timeout=300)
 
+        sysconfig.get_config_vars()  # filled once here: its lazy start is not thread-safe (uv's find_uv_bin)
         with ThreadPoolExecutor(6) as pool:
             results = list(pool.map(job, range(6)))
         downloads = index.downloads()
