@@ -8,7 +8,8 @@ import sys
 # subcommand -> "module:function"; the function takes the remaining argv and returns an exit code.
 SUBCOMMANDS = {
     "ping": "selfcheck:ping",
-    "envstore": "envstore:main",
+    "launch": "launch:main",  # the entrypoint's last step with a launcher (launchers.sh: lk_exec)
+    "envstore": "envstore:main",  # the env store (entrypoint.sh: lk_install)
 }
 
 
