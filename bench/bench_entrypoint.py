@@ -346,16 +346,9 @@ def replicas_case(root: Path, base: dict, gantry: Path, count: int = 4) -> dict:
         return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--cold", type=int, default=2, help="cold-cache runs of each (needs the registry)")
-    ap.add_argument("--skip-shared", action="store_true", help="skip the ~40-dependency shared-cache case")
-    ap.add_argument("--skip-replicas", action="store_true", help="skip the 4-replica download count")
-    ap.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = ap.parse_args()
-
-    root = Path(tempfile.mkdtemp(prefix="lk-bench-"))
+def job_env(root: Path) -> dict[str, str]:
+    """The environment every entrypoint runs with: this one's, without launchkit's, gantry's, Beaker's,
+    git's and uv's settings, with a home of its own under `root`."""
     uv_dir = os.path.dirname(shutil.which("uv") or "")
     path = [p for p in os.environ["PATH"].split(os.pathsep) if p != os.path.join(sys.prefix, "bin")]
     base = {
@@ -373,6 +366,20 @@ def main() -> None:
         NO_COLOR="1",
     )
     (root / "home").mkdir()
+    return base
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cold", type=int, default=2, help="cold-cache runs of each (needs the registry)")
+    ap.add_argument("--skip-shared", action="store_true", help="skip the ~40-dependency shared-cache case")
+    ap.add_argument("--skip-replicas", action="store_true", help="skip the 4-replica download count")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="lk-bench-"))
+    base = job_env(root)
     try:
         gantry = gantry_entrypoint(root)
         result: dict = {"rounds": args.rounds, "gantry_entrypoint": str(gantry)}

@@ -205,6 +205,7 @@ def test_jobs_share_one_uv_cache_concurrently(repo, tmp_path):
             "UV_LINK_MODE": "copy",
             "UV_OFFLINE": "false",
             "LK_TEST_BUILDS": str(counter),
+            "LAUNCHKIT_ENVSTORE": "0",  # uv's own sharing (the env store's: tests/test_envstore.py)
         }
         check = [
             "python",
@@ -292,6 +293,7 @@ def test_bytecode_is_shared_between_jobs_on_a_shared_cache(repo, tmp_path):
         }
         sha = commit_locked(repo, project_files(deps=names, index=index.url), "project", env)
         env |= NO_BYTECODE_OPT_OUT
+        env["LAUNCHKIT_ENVSTORE"] = "0"  # a venv of its own (with the store, dep00 is in the store)
         probe = ["python", "-v", "-c", "import json, dep00, dep01, demo; print('value', demo.VALUE)"]
         r = run_job(tmp_path, "job1", repo, sha, env, probe)
         assert r.returncode == 0, r.stderr

@@ -410,6 +410,13 @@ lk_install() {
     if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]]; then
         target=(--system --break-system-packages)
     fi
+    # env store (runtime/node/envstore.py): a fully locked package set is built once per shared uv
+    # cache and the venv linked to it, so the install below finds it installed and adds the project
+    if [[ -n ${UV_CACHE_DIR:-} && ${LAUNCHKIT_ENVSTORE:-1} != 0 && ${LAUNCHKIT_SYSTEM_PYTHON:-} != 1 ]] &&
+        [[ -z ${LAUNCHKIT_INSTALL_CMD:-} && ( -f uv.lock || -f pylock.toml || -f requirements.txt ) ]] &&
+        lk_node "$LK_VENV/bin/python" envstore link "$LK_VENV" "$log" "${extras[@]}" "${groups[@]}"; then
+        echo "[launchkit] env store: linked; installing what the store leaves out" >>"$log"
+    fi
     if [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then
         kind=custom
         { lk_run_hook "$LAUNCHKIT_INSTALL_CMD"; } >>"$log" 2>&1

@@ -9,6 +9,7 @@ import sys
 SUBCOMMANDS = {
     "ping": "selfcheck:ping",
     "launch": "launch:main",  # the entrypoint's last step with a launcher (launchers.sh: lk_exec)
+    "envstore": "envstore:main",  # the env store (entrypoint.sh: lk_install)
 }
 
 

@@ -1,0 +1,216 @@
+"""The env store (issue 25 item 1): jobs on a shared uv cache in copy mode, against gantry 3.7.0 and
+against launchkit's code at a baseline commit (main), side by side in one run.
+
+All three entrypoints run here on one repository (~40 registry dependencies, a uv.lock), one shared
+uv cache that every job uses (`UV_LINK_MODE=copy`, the ai2-weka profile's mode), one interpreter and
+one command, the same way bench/bench_entrypoint.py runs them (fresh checkout at the same runtime
+path per job). The cache is warm (every wheel downloaded) before anything is timed. Per round,
+interleaved so that drift on the machine hits all alike:
+
+- first job: this tree's entrypoint with no store entry for its key yet, so it builds one, against
+  the baseline's entrypoint on the same warm cache (target: no slower); neither has compiled
+  bytecode for the new package set (as for a new lock);
+- second job: this tree's entrypoint with the entry built, against gantry on the same warm cache
+  (target: <= 0.15x gantry), and the baseline's second job for reference.
+
+Time is launch -> the command's first line. The load average and core count are recorded.
+
+    uv run python bench/bench_envstore.py [--rounds 5] [--baseline main]
+
+Needs PyPI (locking and filling the cache) and gantry's entrypoint (see bench_entrypoint.py).
+Results go to bench/results/envstore.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_entrypoint import (
+    COMMAND40,
+    DEPS40,
+    HERE,
+    Runner,
+    breakdown,
+    gantry_entrypoint,
+    job_env,
+    make_repo,
+    setup_seconds,
+    timed,
+    wait_seeded,
+)
+
+from launchkit.runtime import entrypoint_script
+
+
+def baseline_script(ref: str, work: Path) -> str:
+    """The entrypoint script as launchkit at `ref` assembles it."""
+    top = subprocess.run(
+        ["git", "-C", str(HERE), "rev-parse", "--show-toplevel"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    dest = work / "baseline"
+    dest.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", top, "archive", ref, "src/launchkit/runtime"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True, timeout=60)
+    init = dest / "src/launchkit/runtime/__init__.py"
+    spec = importlib.util.spec_from_file_location("baseline_runtime", init)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.entrypoint_script())
+
+
+def run_with(r: Runner, script: str, cache: Path, **extra: str) -> tuple[float, str]:
+    argv, env, log = r.launchkit_argv(cache, **extra)
+    argv[2] = script
+    first, _, out = timed(argv, env, log)
+    return first, out
+
+
+def med(xs: list[float]) -> float:
+    return round(statistics.median(xs), 3)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--baseline", default="main", help="git ref of launchkit to compare with (default main)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="lk-bench-envstore-"))
+    base = job_env(root)
+    load = {"cores": os.cpu_count(), "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
+    try:
+        ours, theirs = entrypoint_script(), baseline_script(args.baseline, root)
+        gantry = gantry_entrypoint(root)
+        repo, sha = make_repo(root, {**base, "UV_CACHE_DIR": str(root / "lock-cache")}, "bench40", DEPS40)
+        r = Runner(root, repo, sha, gantry, base, COMMAND40)
+        shared = root / "shared"
+        copy = {"UV_LINK_MODE": "copy"}
+        store = shared / "launchkit-envs-v1"
+        # warm: every wheel in the shared cache, the project's build stored, bytecode trees seeded,
+        # a store entry built and imported once (its bytecode written)
+        run_with(r, theirs, shared, **copy)
+        r.gantry_run(shared, **copy)
+        run_with(r, ours, shared, **copy)
+        run_with(r, ours, shared, **copy)
+        wait_seeded(shared)
+        run_with(r, theirs, shared, **copy)
+        run_with(r, ours, shared, **copy)
+
+        def first_ours(i: int) -> None:
+            # a package set with no entry yet: a UV_* setting uv does not know is in the key and
+            # changes nothing else; no bytecode tree for either (a new package set has none)
+            before = {p for p in store.glob("u*/*") if p.is_dir()}
+            t, out = run_with(r, ours, shared, **first_env(i))
+            logs = r.root / "runs" / f"{r.n:03d}-launchkit/results/.launchkit/logs"
+            assert "env store: built" in next(logs.glob("*_install.log")).read_text(), out
+            times["first_launchkit"].append(t)
+            detail["first_ours"] = breakdown(out)
+            for p in {p for p in store.glob("u*/*") if p.is_dir()} - before:
+                shutil.rmtree(p)
+
+        def first_base(i: int) -> None:
+            t, out = run_with(r, theirs, shared, **first_env(i))
+            times["first_baseline"].append(t)
+            detail["first_baseline"] = breakdown(out)
+
+        def second_ours(i: int) -> None:
+            t, out = run_with(r, ours, shared, **copy)
+            times["second_launchkit"].append(t)
+            times["second_launchkit_setup_only"].append(setup_seconds(out))
+            detail["second_ours"] = breakdown(out)
+
+        def second_base(i: int) -> None:
+            t, out = run_with(r, theirs, shared, **copy)
+            times["second_baseline"].append(t)
+            detail["second_baseline"] = breakdown(out)
+
+        def second_gantry(i: int) -> None:
+            times["second_gantry"].append(r.gantry_run(shared, **copy)[0])
+
+        def first_env(i: int) -> dict[str, str]:
+            return {**copy, "UV_LK_BENCH_ROUND": str(i), "LAUNCHKIT_BYTECODE_CACHE": "0"}
+
+        times: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "first_launchkit",
+                "first_baseline",
+                "second_launchkit",
+                "second_launchkit_setup_only",
+                "second_baseline",
+                "second_gantry",
+            )
+        }
+        detail: dict[str, str] = {}
+        steps = [first_ours, first_base, second_ours, second_base, second_gantry]
+        for i in range(args.rounds):
+            for step in steps if i % 2 == 0 else steps[::-1]:  # every other round reversed: no order bias
+                step(i)
+        first_ours_s, first_base_s = times["first_launchkit"], times["first_baseline"]
+        second_ours_s, second_base_s, gy = (
+            times["second_launchkit"],
+            times["second_baseline"],
+            times["second_gantry"],
+        )
+        load["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+        packages = sum(
+            1 for line in (repo / "uv.lock").read_text().splitlines() if line.startswith("name = ")
+        )
+        result = {
+            "rounds": args.rounds,
+            "baseline": args.baseline,
+            "deps": len(DEPS40),
+            "packages_in_lock": packages,
+            "load": load,
+            "first_job_s": {
+                "launchkit": med(first_ours_s),
+                "baseline": med(first_base_s),
+                "ratio": round(med(first_ours_s) / med(first_base_s), 3),
+            },
+            "second_job_copy_s": {
+                "launchkit": med(second_ours_s),
+                "gantry": med(gy),
+                "ratio": round(med(second_ours_s) / med(gy), 3),
+                "baseline": med(second_base_s),
+                "baseline_ratio": round(med(second_base_s) / med(gy), 3),
+            },
+            "all_s": {k: [round(x, 3) for x in v] for k, v in times.items()},
+            "breakdown": detail,
+        }
+        print(json.dumps(result, indent=2))
+        (HERE / "results").mkdir(exist_ok=True)
+        (HERE / "results" / "envstore.json").write_text(json.dumps(result, indent=2) + "\n")
+        checks = [
+            (
+                "second job, copy mode, <= 0.15x gantry on the same warm cache",
+                result["second_job_copy_s"]["ratio"] <= 0.15,
+            ),
+            (f"first job no slower than {args.baseline} (<= 1.05x)", result["first_job_s"]["ratio"] <= 1.05),
+        ]
+        for label, ok in checks:
+            print(f"target {label}: {'PASS' if ok else 'FAIL'}", file=sys.stderr)
+    finally:
+        if args.keep:
+            print(f"work dir kept: {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

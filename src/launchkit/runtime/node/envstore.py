@@ -1,0 +1,655 @@
+"""`envstore`: one environment per fully locked package set, built once per shared uv cache.
+
+When the checkout's packages are fully determined (a `uv.lock`, a `pylock.toml`, a requirements file
+with hashes), the job's venv need not receive a copy of them (the ai2-weka profile copies ~5,000
+files a job). Instead, keyed by content (`env_key`: the lock's bytes, the extras and groups asked,
+uv's settings, the interpreter, the platform), one environment per key is kept in the shared cache
+at `$UV_CACHE_DIR/launchkit-envs-v1/u<uid>/KEY`, built once under a lock and published by a rename,
+so nobody ever sees half of one. Each job's venv then becomes a thin venv over it (`link`): a `.pth`
+puts the store's site-packages on sys.path, the packages' `*.dist-info` are copied in (uv, pip and
+importlib.metadata see them installed, and an upgrade in the job shadows the store instead of
+touching it), console scripts are rewritten for the job's interpreter. The usual install that
+follows finds every locked package installed and adds only the project (editable) and local paths.
+
+Poisoning (docs/runtime.md, bytecode.sh's lk_private_tree): the store holds code that runs as the
+job's user, on a file system other users can write. An entry is used only inside `u<uid>`, a real
+directory owned by this uid with no access for group or others, itself owned by this uid, writable by
+nobody else, and complete (its manifest names its key). Anything else: one line, and the job installs
+as it always did.
+
+    python -m launchkit_node envstore link VENV LOG [--extra=X|--all-extras|--group=G|...]
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import sysconfig
+import time
+from typing import Any, Callable, Dict
+
+Log = Callable[[str], None]
+Manifest = Dict[str, Any]
+
+STORE = "launchkit-envs-v1"
+MANIFEST = "launchkit-env.json"
+PTH = "_launchkit_envstore.pth"
+FORMAT = 1
+KEEP_DAYS = 30  # an entry no job used for this long is removed (a job touches its entry's manifest)
+WAIT_SECONDS = 900  # for another job building the same entry; then this job installs for itself
+# uv settings that cannot change what gets installed (others, unknown ones included, go in the key)
+_UV_IRRELEVANT = {
+    "UV_CACHE_DIR", "UV_LINK_MODE", "UV_PROJECT_ENVIRONMENT", "UV_OFFLINE", "UV_NO_PROGRESS",
+    "UV_HTTP_TIMEOUT", "UV_CONCURRENT_DOWNLOADS", "UV_CONCURRENT_BUILDS", "UV_CONCURRENT_INSTALLS",
+    "UV_PYTHON_DOWNLOADS", "UV_NO_CACHE", "UV_FROZEN", "UV_LOCKED", "UV_COLOR", "UV_NATIVE_TLS",
+    "UV_REQUEST_TIMEOUT", "UV_COMPILE_BYTECODE", "UV_NO_EDITABLE", "UV_NO_INSTALL_PROJECT",
+    "UV_NO_INSTALL_WORKSPACE", "UV_NO_INSTALL_LOCAL",
+}  # fmt: skip
+# what of a package's *.dist-info each job gets (uv, pip and importlib.metadata read these; licenses
+# and the like stay in the store: every file is a create on the job's disk)
+METADATA_FILES = {"METADATA", "RECORD", "INSTALLER", "entry_points.txt", "top_level.txt", "direct_url.json"}
+_SECRET_WORDS = ("PASSWORD", "TOKEN", "USERNAME", "CREDENTIAL", "SECRET", "KEY")
+
+
+class Refused(Exception):
+    """The store is not used; the message is one line saying why."""
+
+
+# ---- which lock
+
+
+def locked_source(checkout: str) -> tuple[str, str] | None:
+    """(kind, path) of the file that fully determines the packages, as the install step picks it."""
+    lock, pyproject = os.path.join(checkout, "uv.lock"), os.path.join(checkout, "pyproject.toml")
+    if os.path.isfile(lock) and os.path.isfile(pyproject):
+        return "uv.lock", lock
+    pylock = os.path.join(checkout, "pylock.toml")
+    if os.path.isfile(pylock):
+        return "pylock", pylock
+    reqs = os.path.join(checkout, "requirements.txt")
+    if os.path.isfile(reqs) and _hashed(_read_text(reqs)):
+        return "requirements", reqs
+    return None
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        return f.read()
+
+
+def _hashed(text: str) -> bool:
+    for line in text.splitlines():
+        body = line.split("#", 1)[0]
+        if "--hash=" in body or "--hash " in body:
+            return True
+    return False
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Requirements lines with `\\` continuations joined (comments kept out)."""
+    out, cur = [], ""
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if line.endswith("\\"):
+            cur += line[:-1] + " "
+            continue
+        cur += line
+        if cur.strip():
+            out.append(" ".join(cur.split()))
+        cur = ""
+    if cur.strip():
+        out.append(" ".join(cur.split()))
+    return out
+
+
+_LOCAL_PREFIXES = ("-e", "--editable", ".", "/", "file:", "~")
+
+
+def pinned_requirements(text: str) -> tuple[str, bool]:
+    """(the lines to build the store from, whether the file had a local line such as `-e .`).
+
+    Local lines (the project, paths) are left to the job: they change with every commit. Includes of
+    other files (-r, -c) are not in the key: refused."""
+    keep, local = [], False
+    for line in _logical_lines(text):
+        word = line.split()[0]
+        if word in ("-r", "--requirement", "-c", "--constraint") or word.startswith(("-r", "-c")):
+            raise Refused(f"requirements.txt includes another file ({word})")
+        if line.startswith(_LOCAL_PREFIXES) or " @ file:" in line:
+            local = True
+            continue
+        keep.append(line)
+    return "\n".join(keep) + "\n", local
+
+
+def pinned_pylock(text: str) -> str:
+    """pylock.toml without its local packages (a `directory`, or an archive or wheel by `path` alone)."""
+    blocks: list[list[str]] = [[]]
+    for line in text.splitlines():
+        s = line.strip()
+        if s == "[[packages]]" or (s.startswith("[") and not s.lstrip("[").startswith("packages")):
+            blocks.append([])
+        blocks[-1].append(line)
+    keep = []
+    for block in blocks:
+        body = "\n".join(block[1:])
+        local = re.search(r"\bdirectory\s*=", body) or (
+            re.search(r"\bpath\s*=", body) and not re.search(r"\burl\s*=", body)
+        )
+        if not (block and block[0].strip() == "[[packages]]" and local):
+            keep.extend(block)
+    return "\n".join(keep) + "\n"
+
+
+# ---- the key
+
+
+def _uv_tool_settings(pyproject: str) -> str:
+    """The `[tool.uv*]` tables of pyproject.toml, as text (default groups, no-binary, sources, ...)."""
+    out, inside = [], False
+    for line in pyproject.splitlines():
+        s = line.strip()
+        if s.startswith("["):
+            inside = s.lstrip("[").startswith("tool.uv")
+        if inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+def python_facts() -> list[str]:
+    """What makes one interpreter's environment unusable by another."""
+    libc = ""
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError, AttributeError):
+        pass
+    return [
+        sys.version,
+        sys.implementation.cache_tag or "",
+        getattr(sys, "abiflags", ""),
+        sysconfig.get_platform(),
+        str(sys.maxsize),
+        libc,
+    ]
+
+
+def env_key(
+    kind: str, lock_text: str, checkout: str, args: list[str], environ: dict[str, str], facts: list[str]
+) -> str:
+    """The store key: everything that changes what the lock installs, hashed."""
+    h = hashlib.sha256()
+    parts = [f"{STORE} format {FORMAT}", kind, lock_text]
+    if kind == "uv.lock":
+        parts.append(_uv_tool_settings(_read_text(os.path.join(checkout, "pyproject.toml"))))
+        uvtoml = os.path.join(checkout, "uv.toml")
+        parts.append(_read_text(uvtoml) if os.path.isfile(uvtoml) else "")
+    parts.append(" ".join(sorted(args)))
+    for name in sorted(environ):
+        secret = any(w in name for w in _SECRET_WORDS)  # credentials change nothing installed
+        if name.startswith("UV_") and name not in _UV_IRRELEVANT and not secret:
+            parts.append(f"{name}={environ[name]}")
+    parts.extend(facts)
+    for part in parts:
+        data = part.encode("utf-8", "surrogateescape")
+        h.update(b"%d\n" % len(data) + data)
+    return h.hexdigest()[:32]
+
+
+# ---- trust
+
+
+def untrusted(path: str, private: bool) -> str | None:
+    """Why `path` may not be trusted (None: it may). `private`: as lk_private_tree (no access at all
+    for group or others); else: owned by this user, writable by nobody else."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"{path}: {e.strerror}"
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a directory (a symlink?)"
+    if st.st_uid != os.geteuid():
+        return f"{path} belongs to uid {st.st_uid}, not this user ({os.geteuid()})"
+    mask = 0o077 if private else 0o022
+    if st.st_mode & mask:
+        verb = "reach" if private else "write"
+        return f"{path} has mode {stat.S_IMODE(st.st_mode):04o} (others can {verb} it)"
+    return None
+
+
+def user_tree(cache: str) -> str:
+    """`launchkit-envs-v1/u<uid>` in the cache: created private, checked private."""
+    base = os.path.join(cache, STORE)
+    mine = os.path.join(base, f"u{os.geteuid()}")
+    if not os.path.isdir(base):
+        try:
+            os.makedirs(base, exist_ok=True)
+            os.chmod(base, 0o1777)  # shared and sticky, as /tmp: nobody moves another user's tree
+        except OSError as e:
+            raise Refused(f"cannot create {base}: {e.strerror}") from None
+    if not os.path.lexists(mine):
+        try:
+            os.mkdir(mine, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise Refused(f"cannot create {mine}: {e.strerror}") from None
+    why = untrusted(mine, private=True)
+    if why:
+        raise Refused(f"{why}: not this user's private directory")
+    return mine
+
+
+def verify(entry: str, key: str) -> Manifest:
+    """The manifest of a complete entry this user built; Refused otherwise."""
+    why = untrusted(entry, private=False)
+    if why:
+        raise Refused(why)
+    try:
+        with open(os.path.join(entry, MANIFEST), encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        raise Refused(f"{entry} is incomplete (no manifest): half-built or not launchkit's") from None
+    if not isinstance(manifest, dict) or manifest.get("key") != key or manifest.get("format") != FORMAT:
+        raise Refused(f"{entry}: its manifest is for another key")
+    meta = os.path.join(entry, "meta")
+    sp = os.path.join(entry, str(manifest.get("site_packages", "")))
+    dists = manifest.get("dists")
+    try:
+        listed = sorted(os.listdir(meta))
+    except OSError:
+        listed = None
+    if not isinstance(dists, list) or not os.path.isdir(sp) or listed != sorted(dists):
+        raise Refused(f"{entry} does not hold what its manifest lists")
+    return manifest
+
+
+# ---- build once, under a lock
+
+
+def _lock(
+    path: str,
+    deadline: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    on_wait: Callable[[], None],
+) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    waited = False
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EAGAIN):
+                os.close(fd)
+                raise Refused(f"cannot lock {path}: {e.strerror}") from None
+        if clock() >= deadline:
+            os.close(fd)
+            raise Refused("another job is still building this environment")
+        if not waited:
+            on_wait()
+            waited = True
+        sleep(0.2)
+
+
+def ensure_entry(
+    mine: str,
+    key: str,
+    build: Callable[[str], Manifest],
+    log: Log,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    wait: float = WAIT_SECONDS,
+) -> tuple[str, Manifest, bool]:
+    """(entry path, manifest, built by this call). `build(staging)` fills a fresh directory and returns
+    its manifest fields; the entry is published by renaming it into place."""
+    entry = os.path.join(mine, key)
+    if os.path.lexists(entry):
+        try:
+            return entry, verify(entry, key), False
+        except Refused as e:
+            log(f"env store: {e}")
+            if untrusted(entry, private=False):
+                raise
+    fd = _lock(entry + ".lock", clock() + wait, clock, sleep, lambda: log(f"env store: waiting for {key}"))
+    try:
+        if os.path.lexists(entry):
+            try:
+                return entry, verify(entry, key), False
+            except Refused:
+                # ours and in our private tree, but incomplete (a copy, a crash): set aside
+                aside = os.path.join(mine, f".broken-{key}-{os.getpid()}")
+                os.rename(entry, aside)
+                shutil.rmtree(aside, ignore_errors=True)
+        staging = os.path.join(mine, f".build-{key}-{os.getpid()}-{time.time_ns()}")
+        os.mkdir(staging, 0o755)
+        try:
+            manifest = dict(build(staging), key=key, format=FORMAT)
+            with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as f:
+                json.dump(manifest, f, indent=1)
+            os.rename(staging, entry)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return entry, verify(entry, key), True
+    finally:
+        os.close(fd)
+
+
+def _run(cmd: list[str], log: Log, env: dict[str, str], cwd: str) -> bool:
+    log("$ " + " ".join(cmd))
+    try:
+        p = subprocess.run(
+            cmd, check=False, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=3600
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        log(f"env store: {e}")
+        return False
+    out = p.stdout.decode(errors="replace").rstrip()
+    if out:
+        log(out)
+    return p.returncode == 0
+
+
+def build_env(
+    kind: str, checkout: str, lock_text: str, args: list[str], python: str, environ: dict[str, str], log: Log
+) -> Callable[[str], Manifest]:
+    """A `build(staging)` for ensure_entry: the locked packages, without the project or local paths."""
+
+    def build(staging: str) -> Manifest:
+        venv = os.path.join(staging, "venv")
+        # The store is on the cache's file system: hard links cost no copy. Any linked file that is not
+        # ours alone (a cache entry another user wrote) is replaced by a copy below (own_files).
+        env = dict(environ, UV_LINK_MODE="hardlink")
+        for name in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONHOME"):
+            env.pop(name, None)
+        cache = environ.get("UV_CACHE_DIR", "")
+        tries = [["--offline"], []] if cache and os.path.isdir(os.path.join(cache, "archive-v0")) else [[]]
+        if kind == "uv.lock":
+            env["UV_PROJECT_ENVIRONMENT"] = venv
+            cmd = ["uv", "sync", "--frozen", "--no-install-local", f"--python={python}", *args]
+        else:
+            if not _run(["uv", "venv", "-q", f"--python={python}", venv], log, env, checkout):
+                raise Refused("uv venv failed")
+            if kind == "pylock":
+                pins = os.path.join(staging, "pylock.toml")
+                with open(pins, "w", encoding="utf-8") as f:
+                    f.write(pinned_pylock(lock_text))
+                extras = [a for a in args if a.startswith(("--extra=", "--all-extras"))]  # as install does
+                cmd = ["uv", "pip", "install", "--preview-features", "pylock", "-r", pins, *extras]
+            else:
+                text, local = pinned_requirements(lock_text)
+                pins = os.path.join(staging, "requirements.txt")
+                with open(pins, "w", encoding="utf-8") as f:
+                    f.write(text)
+                cmd = ["uv", "pip", "install", *([] if local else ["--require-hashes"]), "-r", pins]
+            cmd[3:3] = [f"--python={os.path.join(venv, 'bin', 'python')}"]
+        if not any(_run(cmd + extra, log, env, checkout) for extra in tries):
+            raise Refused("building the environment failed (see the install log)")
+        copied = own_files(venv)
+        if copied:
+            log(f"env store: copied {copied} file(s) that others could write (cache entries of other users)")
+        sps = _site_packages(venv)
+        if len(sps) != 1:
+            raise Refused(f"{venv}: expected one site-packages, found {len(sps)}")
+        sp = sps[0]
+        meta = os.path.join(staging, "meta")
+        os.mkdir(meta)
+        dists = sorted(n for n in os.listdir(sp) if n.endswith(".dist-info"))
+        for name in dists:  # metadata lives in each job's venv, so it is seen once
+            os.rename(os.path.join(sp, name), os.path.join(meta, name))
+        return {
+            "kind": kind,
+            "site_packages": os.path.relpath(sp, staging),
+            "built_at": venv,
+            "dists": dists,
+        }
+
+    return build
+
+
+def own_files(top: str) -> int:
+    """Every file under `top` becomes one only this user can write: a file (a hard link into the uv
+    cache) owned by someone else, or writable by group or others, is replaced by a private copy.
+    Returns how many were copied."""
+    me, copied = os.geteuid(), 0
+    for d, _, files in os.walk(top):
+        for name in files:
+            path = os.path.join(d, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode) or (st.st_uid == me and not st.st_mode & 0o022):
+                continue
+            tmp = path + ".lk-own"
+            shutil.copyfile(path, tmp)
+            os.chmod(tmp, stat.S_IMODE(st.st_mode) & ~0o022)
+            os.replace(tmp, path)
+            copied += 1
+    return copied
+
+
+def _site_packages(venv: str) -> list[str]:
+    lib = os.path.join(venv, "lib")
+    found = []
+    for name in sorted(os.listdir(lib)) if os.path.isdir(lib) else []:
+        sp = os.path.join(lib, name, "site-packages")
+        if name.startswith(("python", "pypy")) and os.path.isdir(sp):
+            found.append(sp)
+    return found
+
+
+# ---- the thin venv
+
+
+def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
+    """Make `venv` a thin venv over the store entry; returns what it added (for an undo)."""
+    sps = _site_packages(venv)
+    if len(sps) != 1:
+        raise Refused(f"{venv}: expected one site-packages, found {len(sps)}")
+    sp = sps[0]
+    store_sp = os.path.join(entry, manifest["site_packages"])
+    added: list[str] = []
+    try:
+        pth = os.path.join(sp, PTH)
+        with open(pth, "w", encoding="utf-8") as f:  # `import` lines of a .pth run: the store's .pth too
+            f.write(f"import site; site.addsitedir({store_sp!r})\n")
+        added.append(pth)
+        old_python = os.path.join(manifest["built_at"], "bin", "python").encode()
+        new_python = os.path.join(venv, "bin", "python").encode()
+        for name in manifest["dists"]:
+            src, dst = os.path.join(entry, "meta", name), os.path.join(sp, name)
+            if os.path.lexists(dst):
+                continue
+            os.mkdir(dst)
+            added.append(dst)
+            for file in METADATA_FILES.intersection(os.listdir(src)):
+                _place(os.path.join(src, file), os.path.join(dst, file))
+            record = os.path.join(src, "RECORD")
+            added.extend(_link_outside(entry, manifest, venv, record, old_python, new_python))
+    except BaseException:
+        unlink(added)
+        raise
+    return added
+
+
+def _place(src: str, dst: str) -> None:
+    """dst becomes a file of the job's venv with src's content: a hard link when the store is on the
+    same file system (removing or replacing it in the job leaves the store's), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def _link_outside(
+    entry: str, manifest: Manifest, venv: str, record: str, old: bytes, new: bytes
+) -> list[str]:
+    """The files a package put outside site-packages (console scripts in bin/, share/, ...)."""
+    import csv
+
+    added: list[str] = []
+    built_sp = os.path.join(manifest["built_at"], os.path.relpath(manifest["site_packages"], "venv"))
+    try:
+        with open(record, newline="", encoding="utf-8") as f:
+            rows = [r[0] for r in csv.reader(f) if r]
+    except OSError:
+        return added
+    for rel in rows:
+        if not rel.startswith("../"):
+            continue
+        inside = os.path.relpath(os.path.normpath(os.path.join(built_sp, rel)), manifest["built_at"])
+        if inside.startswith(".."):
+            continue  # outside the venv: not ours to follow
+        src = os.path.join(entry, "venv", inside)
+        dst = os.path.join(venv, inside)
+        if os.path.lexists(dst) or not os.path.isfile(src):
+            continue
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with open(src, "rb") as f:
+            head = f.read(2)
+        if inside.startswith("bin" + os.sep) and head == b"#!":
+            with open(src, "rb") as f:
+                data = f.read()
+            with open(dst, "wb") as f:
+                f.write(data.replace(old, new))
+            os.chmod(dst, 0o755)
+        else:
+            os.symlink(src, dst)
+        added.append(dst)
+    return added
+
+
+def unlink(added: list[str]) -> None:
+    for path in reversed(added):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+# ---- pruning
+
+
+def prune(mine: str, now: float, spawn: Callable[[str], None], days: float = KEEP_DAYS) -> list[str]:
+    """Entries no job used for `days` (and builds abandoned for a day) are renamed away, then removed
+    by `spawn` (in the background: an environment is thousands of files). Returns what was renamed."""
+    gone = []
+    for name in os.listdir(mine):
+        path = os.path.join(mine, name)
+        if name.startswith(".trash-") or not os.path.isdir(path) or os.path.islink(path):
+            continue
+        if name.startswith((".build-", ".broken-")):
+            stamp, limit = path, 1.0
+        else:
+            stamp, limit = os.path.join(path, MANIFEST), days
+        try:
+            age = now - os.stat(stamp).st_mtime
+        except OSError:
+            age = now - os.stat(path).st_mtime
+        if age < limit * 86400:
+            continue
+        fd = -1
+        if not name.startswith("."):  # an entry: only when nobody holds its lock (building or waiting)
+            try:
+                fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                if fd >= 0:
+                    os.close(fd)
+                continue
+        trash = os.path.join(mine, f".trash-{name}-{os.getpid()}")
+        try:
+            os.rename(path, trash)
+            gone.append(trash)
+            spawn(trash)
+        except OSError:
+            pass
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    return gone
+
+
+def _remove_in_background(path: str) -> None:
+    code = "import shutil, sys; shutil.rmtree(sys.argv[1], ignore_errors=True)"
+    quiet = subprocess.DEVNULL
+    argv = [sys.executable, "-c", code, path]  # our own interpreter, a path in our own tree
+    subprocess.Popen(argv, stdin=quiet, stdout=quiet, stderr=quiet, start_new_session=True)
+
+
+# ---- the whole step
+
+
+def use_store(
+    checkout: str, venv: str, args: list[str], environ: dict[str, str], log: Log, **kw: Any
+) -> str | None:
+    """Make `venv` (a fresh venv of the job's interpreter) a thin venv over the store's environment for
+    the lock in `checkout` (`args`: the extras and groups asked, as uv flags); returns `venv`, or None
+    when the store does not apply. Refused (one line) when it applies but is not used. The install
+    that follows (uv sync, uv pip install) finds the locked packages installed and adds the rest."""
+    if environ.get("LAUNCHKIT_ENVSTORE", "1") == "0" or environ.get("LAUNCHKIT_INSTALL_CMD"):
+        return None
+    cache = environ.get("UV_CACHE_DIR", "")
+    if not cache or environ.get("LAUNCHKIT_UV_VENV") or environ.get("LAUNCHKIT_SYSTEM_PYTHON") == "1":
+        return None  # no shared cache; or an environment of the image's
+    source = locked_source(checkout)
+    if source is None:
+        return None
+    kind, path = source
+    lock_text = _read_text(path)
+    if kind == "requirements":
+        pinned_requirements(lock_text)  # refused early: includes
+    mine = user_tree(cache)
+    python = os.path.join(venv, "bin", "python")
+    key = env_key(kind, lock_text, checkout, args, environ, python_facts())
+    build = build_env(kind, checkout, lock_text, args, python, environ, log)
+    t = time.monotonic()
+    entry, manifest, built = ensure_entry(mine, key, build, log, **kw)
+    link(entry, manifest, venv)
+    try:
+        os.utime(os.path.join(entry, MANIFEST))  # in use (for pruning)
+    except OSError:
+        pass
+    try:
+        prune(mine, time.time(), _remove_in_background)
+    except OSError as e:
+        log(f"env store: pruning {mine}: {e}")
+    how = "built" if built else "reused"
+    took = time.monotonic() - t
+    log(f"env store: {how} {entry} ({len(manifest['dists'])} packages, {took:.2f}s); venv linked to it")
+    return venv
+
+
+def main(argv: list[str]) -> int:
+    """`envstore link VENV LOG ARGS...`: 0 when the venv was linked, 1 when not (installed as usual)."""
+    if len(argv) < 3 or argv[0] != "link":
+        print("[launchkit] error: usage: envstore link VENV LOG [uv selection args...]", file=sys.stderr)
+        return 100
+    venv, log_path, args = argv[1], argv[2], argv[3:]
+
+    def log(msg: str) -> None:
+        with open(log_path, "a", encoding="utf-8", errors="replace") as f:
+            f.write(msg + "\n")
+
+    try:
+        linked = use_store(os.getcwd(), venv, args, dict(os.environ), log)
+    except Refused as e:
+        print(f"[launchkit] env store not used: {e}; installing as usual", file=sys.stderr)
+        log(f"env store not used: {e}")
+        return 1
+    except Exception as e:  # noqa: BLE001 # never fails the job: the usual install follows
+        why = f"{type(e).__name__}: {e}"
+        print(f"[launchkit] env store not used: {why}; installing as usual", file=sys.stderr)
+        log(f"env store not used: {why}")
+        return 1
+    return 0 if linked else 1
