@@ -78,3 +78,66 @@ def test_version():
     from launchkit import __version__
 
     assert proc.returncode == 0 and proc.stdout.strip() == f"launchkit {__version__}"
+
+
+# Every value a corpus of argv-like inputs gives each parameter of every command (and the root):
+# cli/params.plain either leaves it to Typer (SLOW) or returns exactly what Typer's pydantic coercion does.
+CORPUS = (None, (), ("a", "b"), ["x"], "x", "", "7", "-3", "+5", "007", "1_0", "3.0", "2.5", "1e3", " 5")
+CORPUS += (True, False, 0, 3, 2.5)
+
+
+def _all_params():
+    import typer.main
+
+    from launchkit.cli import app as cli_app
+    from launchkit.cli.panels import PanelCommand, PanelGroup
+
+    group = typer.main.get_command(cli_app.build_app())
+    ctx = typer.Context(group, info_name="launchkit")
+    todo = [(group, ctx)]
+    while todo:
+        command, command_ctx = todo.pop()
+        for param in command.get_params(command_ctx):
+            yield param, command_ctx, isinstance(command, (PanelCommand, PanelGroup))
+        for name in getattr(command, "commands", {}):
+            sub = command.commands[name]
+            todo.append((sub, typer.Context(sub, info_name=name, parent=command_ctx)))
+
+
+def test_plain_values_are_what_typer_makes_of_them():
+    from launchkit.cli.params import SLOW, PlainArgument, PlainOption, plain
+
+    taken = slow = panel = 0
+    for param, ctx, in_panel in _all_params():
+        if in_panel:  # the commands launchkit builds (not mason's pass-through, nor secret's group)
+            assert isinstance(param, (PlainOption, PlainArgument)), param.name
+            panel += 1
+        for value in CORPUS:
+            fast = plain(param, value)
+            if fast is SLOW:
+                slow += 1
+                continue
+            taken += 1
+            typers = param.get_runtime_param().coerce(value, param=param, ctx=ctx)
+            assert (type(fast), fast) == (type(typers), typers), (param.name, value)
+    assert panel > 200 and taken > 1000 and slow > 1000, (panel, taken, slow)
+
+
+def test_run_is_parsed_without_pydantic():
+    """`run`'s options and the root's, given or not, are processed without importing pydantic."""
+    code = """
+import sys, typer.main
+from launchkit.cli.app import build_app
+group = typer.main.get_command(build_app(only="run"))
+ctx = group.make_context("launchkit", ["-vv", "--beaker-timeout", "5", "run", "--gpus", "2"])
+run = group.get_command(ctx, "run")
+args = ["--gpus", "2", "--cpus", "1.5", "--env", "A=1", "--env", "B=2", "--follow", "--dry-run", "x"]
+sub = run.make_context("run", args, parent=ctx)
+p = sub.params
+assert (p["gpus"], p["cpus"], p["env"], p["follow"], p["dry_run"], p["preemptible"]) == (
+    2, 1.5, ["A=1", "B=2"], True, True, None), p
+assert ctx.params["verbose"] == 2 and ctx.params["beaker_timeout"] == 5.0, ctx.params
+assert "pydantic" not in sys.modules and "typer._adapters" not in sys.modules
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -1,0 +1,83 @@
+"""Typer's parameters, processed without pydantic when the value is plain.
+
+Stock Typer coerces every processed parameter, given or not, through a pydantic TypeAdapter: the first
+one imports pydantic and each builds a schema (~100-150 ms for `run`'s options, most of an offline dry
+run). What argv gives is already plain: None, a bool from a flag, a string, a tuple of strings, an
+int from a count. `plain(param, value)` returns exactly what Typer's coercion returns for those and
+`SLOW` for anything else (a parser, a path, a choice, an int written `1_000`, a missing required
+value...), which goes to Typer's own `process_value`: the same values, messages and exit codes.
+`fast(param)` makes a `TyperOption`/`TyperArgument` process that way (click's `process_value` hook).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import typer
+from typer.core import TyperArgument, TyperOption
+
+SLOW: Any = object()  # not a plain value: Typer's coercion decides
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?")
+
+
+def plain(param: TyperOption | TyperArgument, value: Any) -> Any:
+    """What Typer's coercion makes of `value`, or SLOW when it takes more than a plain conversion."""
+    desc = param.type_descriptor
+    info = desc.parameter_info
+    if info.parser is not None or desc.is_file or desc.is_path or desc.is_choice or desc.is_tuple:
+        return SLOW
+    multi = param.multiple or param.nargs == -1
+    if value is None:
+        return SLOW if param.required else (() if multi else None)
+    annotation = desc.annotation
+    if multi:
+        if annotation != list[str] or not isinstance(value, (list, tuple)):
+            return SLOW
+        return list(value) if all(isinstance(v, str) for v in value) else SLOW
+    if annotation is bool or annotation is str:
+        return value if type(value) is annotation else SLOW
+    if annotation is int or annotation is float:
+        if info.min is not None or info.max is not None or getattr(param, "min", None) not in (None, 0):
+            return SLOW
+        if type(value) is annotation or (annotation is float and type(value) is int):
+            return annotation(value)
+        if isinstance(value, str) and (_INT if annotation is int else _FLOAT).fullmatch(value):
+            return annotation(value)
+    return SLOW
+
+
+def _process(param: Any, ctx: typer.Context, value: Any, slow: Any) -> Any:
+    result = plain(param, value)
+    if result is SLOW or (param.required and param.value_is_missing(result)):
+        return slow(ctx, value)
+    if param.callback is not None:
+        result = param.callback(ctx, param, result)
+    return result
+
+
+class PlainOption(TyperOption):
+    """A TyperOption whose plain values skip pydantic (see the module's docstring)."""
+
+    def process_value(self, ctx: typer.Context, value: Any) -> Any:  # type: ignore[override]
+        return _process(self, ctx, value, super().process_value)
+
+
+class PlainArgument(TyperArgument):
+    """A TyperArgument whose plain values skip pydantic (see the module's docstring)."""
+
+    def process_value(self, ctx: typer.Context, value: Any) -> Any:  # type: ignore[override]
+        return _process(self, ctx, value, super().process_value)
+
+
+def fast(params: list[Any]) -> list[Any]:
+    """`params` with Typer's own parameters (exactly TyperOption/TyperArgument, as Typer builds them)
+    made plain-fast in place: the same objects, help, completion and errors; only `process_value`
+    differs."""
+    for param in params:
+        if type(param) is TyperOption:
+            param.__class__ = PlainOption
+        elif type(param) is TyperArgument:
+            param.__class__ = PlainArgument
+    return params
