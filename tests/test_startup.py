@@ -45,30 +45,33 @@ def test_help_imports_nothing_heavy(args, repo):
 @pytest.mark.slow
 def test_dry_run_does_not_load_the_beaker_client(repo):
     """The dry run needs beaker-py's spec types only: no gRPC client, requests, PyYAML or GitPython (a
-    branch at its upstream is read with plain git calls)."""
+    branch at its upstream is read with plain git calls), nor Typer's pydantic coercion."""
     mods = imported_modules("run", "--dry-run", "--", "python", "train.py", cwd=repo.path)
     assert "beaker.beaker_pb2" in mods  # beaker.types itself loads via importlib (not listed)
-    loaded = sorted(
+    assert not sorted(_unneeded(mods))
+
+
+def _unneeded(mods: set[str]) -> set[str]:
+    """What a launch must not load: gRPC, requests, PyYAML, GitPython, beaker-py's client, and Typer's
+    pydantic coercion (cli/params.py processes the options)."""
+    return {
         m
         for m in mods
-        if m.split(".")[0] in ("grpc", "requests", "yaml", "git", "gitdb") or m == "beaker._client"
-    )
-    assert not loaded, loaded
+        if m.split(".")[0] in ("grpc", "requests", "yaml", "git", "gitdb")
+        or m in ("beaker._client", "typer._adapters")
+    }
 
 
 @pytest.mark.slow
 def test_local_run_loads_no_gitpython_or_beaker_client(repo, tmp_path):
-    """`run --local --no-python --follow -- echo hi`: no GitPython, gRPC, requests or PyYAML."""
+    """`run --local --no-python --follow -- echo hi`: no GitPython, gRPC, requests or PyYAML, nor Typer's
+    pydantic coercion or the spec's YAML."""
     env_home = {"LAUNCHKIT_LOCAL_HOME": str(tmp_path / "state")}
     mods = imported_modules(
         "run", "--local", "--no-python", "--follow", "--", "echo", "hi", cwd=repo.path, env=env_home
     )
-    loaded = sorted(
-        m
-        for m in mods
-        if m.split(".")[0] in ("grpc", "requests", "yaml", "git", "gitdb") or m == "beaker._client"
-    )
-    assert not loaded, loaded
+    assert not sorted(_unneeded(mods))
+    assert "launchkit.core.yamlout" not in mods  # the spec's YAML is for --dry-run and --save-spec
 
 
 def test_version():

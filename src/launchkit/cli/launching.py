@@ -154,12 +154,13 @@ def launch_request(
         )
     if backend is not None:
         submission, why_offline = prepare(app, backend, submission, dry_run=request.dry_run)
-    text = spec_json_to_yaml(submission.spec)
     if request.sweep_experiments and request.follow:
         raise UsageError(
             "--sweep-experiments cannot be combined with --follow",
             hint="follow each experiment with `launchkit follow ID`, or drop --sweep-experiments",
         )
+    printed = backend is None or request.dry_run
+    text = spec_json_to_yaml(submission.spec) if printed or request.save_spec else ""  # not for a launch
     if request.save_spec:
         save_spec(app, request.save_spec, text)
     if backend is None or request.dry_run:
