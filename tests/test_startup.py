@@ -144,3 +144,41 @@ assert "pydantic" not in sys.modules and "typer._adapters" not in sys.modules
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+SCANNED = """
+import os, sys
+import pydantic.plugin._loader as loader
+plugins = loader.get_plugins
+def get_plugins():
+    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") is None:  # a model built outside _no_pydantic_plugins
+        raise SystemExit("pydantic scanned the entry points for plugins")
+    return plugins()
+loader.get_plugins = get_plugins
+from launchkit.cli.app import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--dry-run", "--offline", "--", "python", "train.py"],
+        ["run", "--local", "--no-python", "--follow", "--", "echo", "hi"],
+    ],
+)
+def test_a_launch_does_not_scan_for_pydantic_plugins(args, repo, tmp_path):
+    """Every launchkit model a launch builds is built with pydantic's plugins off (cli/launching.py:
+    _no_pydantic_plugins): the scan of every installed package's entry points costs ~10-15 ms."""
+    env = {**os.environ, "LAUNCHKIT_LOCAL_HOME": str(tmp_path / "state")}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCANNED, *args],
+        cwd=repo.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
