@@ -24,6 +24,7 @@ from launchkit.application import Application
 from launchkit.cli.backend_choice import stdout_closed
 from launchkit.cli.context import get_app
 from launchkit.cli.panels import PanelCommand, PanelGroup
+from launchkit.cli.params import PlainCommand
 
 
 def _version(value: bool) -> None:
@@ -128,7 +129,7 @@ REGISTRY: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
         "mason_cmd",
         "mason",
         {
-            "cls": None,  # Typer's own command: mason's argv passes through, with its own --help
+            "cls": PlainCommand,  # Typer's own command: mason's argv passes through, with its own --help
             "options_metavar": "[MASON OPTIONS] -- COMMAND [-- COMMAND...]",
             "short_help": "Launch with open-instruct's mason.py command line, as it is.",
             "context_settings": {

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 import typer
-from typer.core import TyperArgument, TyperOption
+from typer.core import TyperArgument, TyperCommand, TyperOption
 
 SLOW: Any = object()  # not a plain value: Typer's coercion decides
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -81,3 +81,10 @@ def fast(params: list[Any]) -> list[Any]:
         elif type(param) is TyperArgument:
             param.__class__ = PlainArgument
     return params
+
+
+class PlainCommand(TyperCommand):
+    """Typer's own command (its help, its parsing), with plain values processed without pydantic."""
+
+    def get_params(self, ctx: typer.Context) -> list[Any]:  # type: ignore[override]
+        return fast(super().get_params(ctx))
