@@ -127,6 +127,18 @@ def test_plain_values_are_what_typer_makes_of_them():
     assert panel > 200 and taken > 1000 and slow > 1000, (panel, taken, slow)
 
 
+def test_every_command_processes_plain_values_itself():
+    import typer.main
+
+    from launchkit.cli import app as cli_app
+    from launchkit.cli.panels import PanelCommand, PanelGroup
+    from launchkit.cli.params import PlainCommand
+
+    group = typer.main.get_command(cli_app.build_app())
+    kinds = {name: type(c) for name, c in group.commands.items()}  # type: ignore[attr-defined]
+    assert all(issubclass(k, (PanelCommand, PanelGroup, PlainCommand)) for k in kinds.values()), kinds
+
+
 def test_run_is_parsed_without_pydantic():
     """`run`'s options and the root's, given or not, are processed without importing pydantic."""
     code = """
