@@ -140,7 +140,7 @@ def test_every_command_processes_plain_values_itself():
 
 
 def test_run_is_parsed_without_pydantic():
-    """`run`'s options and the root's, given or not, are processed without importing pydantic."""
+    """`run`'s and `session`'s options and the root's, given or not, are processed without pydantic."""
     code = """
 import sys, typer.main
 from launchkit.cli.app import build_app
@@ -153,6 +153,9 @@ p = sub.params
 assert (p["gpus"], p["cpus"], p["env"], p["follow"], p["dry_run"], p["preemptible"]) == (
     2, 1.5, ["A=1", "B=2"], True, True, None), p
 assert ctx.params["verbose"] == 2 and ctx.params["beaker_timeout"] == 5.0, ctx.params
+group = typer.main.get_command(build_app(only="session"))  # its own options too (--port: list[int])
+ctx = group.make_context("launchkit", ["session"])
+group.get_command(ctx, "session").make_context("session", ["--gpus", "1"], parent=ctx)
 assert "pydantic" not in sys.modules and "typer._adapters" not in sys.modules
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

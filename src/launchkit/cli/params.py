@@ -11,21 +11,27 @@ value...), which goes to Typer's own `process_value`: the same values, messages 
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Any, get_origin
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperOption
 
 SLOW: Any = object()  # not a plain value: Typer's coercion decides
-_INT = re.compile(r"[+-]?[0-9]+")
-_FLOAT = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?")
+
+
+def _decimal(value: str, *, point: bool) -> bool:
+    """`[+-]?[0-9]+`, or with `point` also `[+-]?[0-9]+.[0-9]+` (ASCII digits only: int() takes others)."""
+    digits = value[1:] if value[:1] in ("+", "-") else value
+    parts = digits.split(".", 1) if point else [digits]
+    return all(p.isascii() and p.isdigit() for p in parts)
 
 
 def plain(param: TyperOption | TyperArgument, value: Any) -> Any:
     """What Typer's coercion makes of `value`, or SLOW when it takes more than a plain conversion."""
-    desc = param.type_descriptor
-    info = desc.parameter_info
+    desc = getattr(param, "type_descriptor", None)  # Typer's; without it (another Typer), Typer decides
+    info = getattr(desc, "parameter_info", None)
+    if desc is None or info is None:
+        return SLOW
     if info.parser is not None or desc.is_file or desc.is_path or desc.is_choice or desc.is_tuple:
         return SLOW
     multi = param.multiple or param.nargs == -1
@@ -33,9 +39,11 @@ def plain(param: TyperOption | TyperArgument, value: Any) -> Any:
         return SLOW if param.required else (() if multi else None)
     annotation = desc.annotation
     if multi:
-        if annotation != list[str] or not isinstance(value, (list, tuple)):
+        if not isinstance(value, (list, tuple)) or get_origin(annotation) is not list:
             return SLOW
-        return list(value) if all(isinstance(v, str) for v in value) else SLOW
+        if not value or (annotation == list[str] and all(type(v) is str for v in value)):
+            return list(value)
+        return SLOW
     if annotation is bool or annotation is str:
         return value if type(value) is annotation else SLOW
     if annotation is int or annotation is float:
@@ -43,7 +51,7 @@ def plain(param: TyperOption | TyperArgument, value: Any) -> Any:
             return SLOW
         if type(value) is annotation or (annotation is float and type(value) is int):
             return annotation(value)
-        if isinstance(value, str) and (_INT if annotation is int else _FLOAT).fullmatch(value):
+        if isinstance(value, str) and _decimal(value, point=annotation is float):
             return annotation(value)
     return SLOW
 
