@@ -1,12 +1,13 @@
 """Typer's parameters, processed without pydantic when the value is plain.
 
 Stock Typer coerces every processed parameter, given or not, through a pydantic TypeAdapter: the first
-one imports pydantic and each builds a schema (~100-150 ms for `run`'s options, most of an offline dry
-run). What argv gives is already plain: None, a bool from a flag, a string, a tuple of strings, an
-int from a count. `plain(param, value)` returns exactly what Typer's coercion returns for those and
-`SLOW` for anything else (a parser, a path, a choice, an int written `1_000`, a missing required
-value...), which goes to Typer's own `process_value`: the same values, messages and exit codes.
-`fast(param)` makes a `TyperOption`/`TyperArgument` process that way (click's `process_value` hook).
+one imports typer._adapters (and pydantic) and each builds a schema (~40 ms of wall time for `run`'s
+~100 options on the bench machine, bench/bench_startup.py). What argv gives is already plain: None,
+a bool from a flag, a string, a tuple of strings, an int from a count. `plain(param, value)` returns
+exactly what Typer's coercion returns for those and `SLOW` for anything else (a parser, a path, a
+choice, an int written `1_000`, a missing required value...), which goes to Typer's own
+`process_value`: the same values, messages and exit codes. `fast(params)` makes Typer's own
+`TyperOption`/`TyperArgument` objects process that way (click's `process_value` hook).
 """
 
 from __future__ import annotations
