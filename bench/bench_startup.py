@@ -13,8 +13,9 @@ Usage (from the repository root):  uv run python bench/bench_startup.py [-n 15] 
 - Targets: `launchkit --help` <= 0.4x `gantry --help` (issue 14); `launchkit run --help` <= 0.30x
   `gantry run --help` and the offline `launchkit run --dry-run` <= 0.25x gantry's online one (issue 25).
   Exit 1 if missed.
-- --baseline REF (default 095abbc, before issue 25) also runs that commit's src/ (`git archive`, same
-  interpreter, PYTHONPATH) in the same batches, so before and after are measured side by side.
+- --baseline REF (repeatable; default 095abbc, before issue 25) also runs that commit's src/ (`git
+  archive`, same interpreter, PYTHONPATH) in the same batches, so before and after are measured side
+  by side; `--baseline ''` for none.
 """
 
 from __future__ import annotations
@@ -153,14 +154,17 @@ def time_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, fl
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=15, help="runs per command (default 15)")
-    ap.add_argument("--baseline", default="095abbc", help="git ref run alongside ('' for none)")
+    ap.add_argument(
+        "--baseline", action="append", help="git ref run alongside (repeatable; '' for none; default 095abbc)"
+    )
     args = ap.parse_args()
+    refs = [r for r in (args.baseline or ["095abbc"]) if r]
 
     launchkit_python = Path(sys.executable)
     gantry = gantry_bin()
-    base = baseline_src(args.baseline) if args.baseline else None
+    bases = {ref: baseline_src(ref) for ref in refs}
     compile_all(gantry.parent / "python", site_packages(gantry.parent / "python"))
-    compile_all(launchkit_python, site_packages(launchkit_python), ROOT / "src", *([base] if base else []))
+    compile_all(launchkit_python, site_packages(launchkit_python), ROOT / "src", *bases.values())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHKIT_", "BEAKER_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["NO_COLOR"] = "1"
@@ -187,12 +191,11 @@ def main() -> int:
             "launchkit run --help": ([*lk, "run", "--help"], env),
             "launchkit run --dry-run": ([*lk, *dry], env),
         }
-        if base is not None:  # the same interpreter and libraries, the baseline's src/
-            old = [str(launchkit_python), "-m", "launchkit"]
+        for ref, base in bases.items():  # the same interpreter and libraries, the baseline's src/
             old_env = {**env, "PYTHONPATH": str(base)}
-            commands["baseline --help"] = ([*old, "--help"], old_env)
-            commands["baseline run --help"] = ([*old, "run", "--help"], old_env)
-            commands["baseline run --dry-run"] = ([*old, *dry], old_env)
+            commands[f"{ref} --help"] = ([*lk, "--help"], old_env)
+            commands[f"{ref} run --help"] = ([*lk, "run", "--help"], old_env)
+            commands[f"{ref} run --dry-run"] = ([*lk, *dry], old_env)
         try:
             for cmd, cmd_env in commands.values():  # warm the page cache
                 time_once(cmd, repo, cmd_env)
@@ -208,7 +211,7 @@ def main() -> int:
     ok = True
     print(
         f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs;"
-        f" baseline {args.baseline or '-'}; wall time is what the targets use;"
+        f" baselines {', '.join(refs) or '-'}; wall time is what the targets use;"
         f" fake Beaker latency {FAKE_LATENCY * 1000:.0f} ms per call"
     )
     print(

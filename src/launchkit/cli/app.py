@@ -24,6 +24,7 @@ from launchkit.application import Application
 from launchkit.cli.backend_choice import stdout_closed
 from launchkit.cli.context import get_app
 from launchkit.cli.panels import PanelCommand, PanelGroup
+from launchkit.cli.params import PlainCommand
 
 
 def _version(value: bool) -> None:
@@ -88,6 +89,61 @@ def root(
         )
 
 
+# Every command, in registration order (Typer lists the groups last): (name, module, attribute,
+# how). The command is `launchkit.cli.<module>.<attribute>`; how: "factory" (call it for the
+# command), "group" (a Typer group, added with add_typer); the rest goes to Typer as it is.
+REGISTRY: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
+    (
+        "run",
+        "run_cmd",
+        "run_command",
+        {
+            "factory": True,
+            "options_metavar": "[OPTIONS] -- COMMAND...",
+            "short_help": "Launch the committed, pushed state of this repository as a job.",
+        },
+    ),
+    ("follow", "follow_cmd", "follow", {}),
+    ("logs", "logs_cmd", "logs", {}),
+    ("stop", "stop_cmd", "stop", {}),
+    ("list", "list_cmd", "list_runs", {}),
+    ("why", "why_cmd", "why", {}),
+    ("find-gpus", "find_gpus_cmd", "find_gpus", {}),
+    ("open", "open_cmd", "open_page", {}),
+    ("profiles", "profiles_cmd", "profiles", {}),
+    ("prune", "prune_cmd", "prune", {}),
+    ("secret", "secret_cmd", "secret_group", {"group": True}),
+    ("results", "results_cmd", "results", {}),
+    (
+        "session",
+        "session_cmd",
+        "session_command",
+        {
+            "factory": True,
+            "options_metavar": "[OPTIONS] [-- COMMAND...]",
+            "short_help": "Interactive Beaker session with the resources of run.",
+        },
+    ),
+    (
+        "mason",
+        "mason_cmd",
+        "mason",
+        {
+            "cls": PlainCommand,  # Typer's own command: mason's argv passes through, with its own --help
+            "options_metavar": "[MASON OPTIONS] -- COMMAND [-- COMMAND...]",
+            "short_help": "Launch with open-instruct's mason.py command line, as it is.",
+            "context_settings": {
+                "ignore_unknown_options": True,
+                "allow_extra_args": True,
+                "help_option_names": [],
+            },
+        },
+    ),
+    ("completion", "completion_cmd", "completion", {}),
+    ("config", "secret_cmd", "config_group", {"group": True, "hidden": True}),  # gantry's
+)
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The `launchkit` command tree; with `only`, the root and that one command (what an invocation
     of it needs: Typer turns every registered command into a click command on each call, and `run`
@@ -103,67 +159,22 @@ def build_app(only: str | None = None) -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     cli.callback()(root)
-
-    def wanted(name: str) -> bool:
-        return only is None or name == only
-
-    def cmd(module: str) -> Any:  # launchkit.cli.<module>, imported only for a command that is built
-        return importlib.import_module(f"launchkit.cli.{module}")
-
-    if wanted("run"):
-        cli.command(
-            "run",
-            cls=PanelCommand,
-            options_metavar="[OPTIONS] -- COMMAND...",
-            short_help="Launch the committed, pushed state of this repository as a job.",
-        )(cmd("run_cmd").run_command())
-    for name, module, function in (
-        ("follow", "follow_cmd", "follow"),
-        ("logs", "logs_cmd", "logs"),
-        ("stop", "stop_cmd", "stop"),
-        ("list", "list_cmd", "list_runs"),
-        ("why", "why_cmd", "why"),
-        ("find-gpus", "find_gpus_cmd", "find_gpus"),
-        ("open", "open_cmd", "open_page"),
-        ("profiles", "profiles_cmd", "profiles"),
-        ("prune", "prune_cmd", "prune"),
-    ):
-        if wanted(name):
-            cli.command(name, cls=PanelCommand)(getattr(cmd(module), function))
-    if wanted("secret"):
-        cli.add_typer(cmd("secret_cmd").secret_group(), name="secret", cls=PanelGroup)
-    if wanted("results"):
-        cli.command("results", cls=PanelCommand)(cmd("results_cmd").results)
-    if wanted("session"):
-        cli.command(
-            "session",
-            cls=PanelCommand,
-            options_metavar="[OPTIONS] [-- COMMAND...]",
-            short_help="Interactive Beaker session with the resources of run.",
-        )(cmd("session_cmd").session_command())
-    if wanted("mason"):
-        cli.command(
-            "mason",
-            options_metavar="[MASON OPTIONS] -- COMMAND [-- COMMAND...]",
-            short_help="Launch with open-instruct's mason.py command line, as it is.",
-            context_settings={
-                "ignore_unknown_options": True,
-                "allow_extra_args": True,
-                "help_option_names": [],
-            },
-        )(cmd("mason_cmd").mason)
-    if wanted("completion"):
-        cli.command("completion", cls=PanelCommand)(cmd("completion_cmd").completion)
-    if wanted("config"):
-        config = cmd("secret_cmd").config_group()
-        cli.add_typer(config, name="config", cls=PanelGroup, hidden=True)  # gantry's
+    for name, module, attribute, how in REGISTRY:
+        if only is not None and name != only:
+            continue  # launchkit.cli.<module> is imported only for a command that is built
+        kwargs = dict(how)
+        command = getattr(importlib.import_module(f"launchkit.cli.{module}"), attribute)
+        if kwargs.pop("group", False):
+            cli.add_typer(command(), name=name, cls=PanelGroup, **kwargs)
+            continue
+        if kwargs.pop("factory", False):
+            command = command()
+        kwargs.setdefault("cls", PanelCommand)
+        cli.command(name, **kwargs)(command)
     return cli
 
 
-COMMANDS = frozenset(
-    {"run", "follow", "logs", "stop", "list", "find-gpus", "open", "profiles", "prune", "why", "secret"}
-    | {"results", "session", "mason", "completion", "config"}
-)
+COMMANDS = frozenset(name for name, *_ in REGISTRY)
 ROOT_VALUE_OPTIONS = frozenset({"--beaker-timeout", "--log-level"})  # root options that take a value
 
 

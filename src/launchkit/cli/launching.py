@@ -13,6 +13,7 @@ Steps:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Iterator
@@ -28,6 +29,11 @@ if TYPE_CHECKING:
     from launchkit.core.request import LaunchRequest
 
 
+# The modules whose pydantic models a launch builds: imported under _no_pydantic_plugins, as a model
+# first built outside it (the backend's protocol, the git state's) would scan the entry points after all.
+_LAUNCH_MODELS = ("launchkit.core.request", "launchkit.core.spec", "launchkit.backends.protocol")
+
+
 @contextlib.contextmanager
 def _no_pydantic_plugins() -> Iterator[None]:
     """pydantic's documented PYDANTIC_DISABLE_PLUGINS while launchkit's own models are built: otherwise
@@ -38,6 +44,8 @@ def _no_pydantic_plugins() -> Iterator[None]:
         return
     os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
     try:
+        for module in _LAUNCH_MODELS:
+            importlib.import_module(module)
         yield
     finally:
         del os.environ["PYDANTIC_DISABLE_PLUGINS"]
@@ -154,12 +162,13 @@ def launch_request(
         )
     if backend is not None:
         submission, why_offline = prepare(app, backend, submission, dry_run=request.dry_run)
-    text = spec_json_to_yaml(submission.spec)
     if request.sweep_experiments and request.follow:
         raise UsageError(
             "--sweep-experiments cannot be combined with --follow",
             hint="follow each experiment with `launchkit follow ID`, or drop --sweep-experiments",
         )
+    printed = backend is None or request.dry_run
+    text = spec_json_to_yaml(submission.spec) if printed or request.save_spec else ""  # not for a launch
     if request.save_spec:
         save_spec(app, request.save_spec, text)
     if backend is None or request.dry_run:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from launchkit.cli.params import fast
 from launchkit.core.run_options import ALIAS_FLAGS
 
 
@@ -59,7 +60,10 @@ def _write_options(command: TyperCommand | TyperGroup, ctx: typer.Context, forma
 
 
 class PanelCommand(TyperCommand):
-    """A command with plain-text help, its options grouped in panels."""
+    """A command with plain-text help, its options grouped in panels; plain values skip pydantic."""
+
+    def get_params(self, ctx: typer.Context) -> list[Any]:  # type: ignore[override]
+        return fast(super().get_params(ctx))
 
     def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
         return [self.options_metavar or ""] + [
@@ -74,7 +78,10 @@ class PanelCommand(TyperCommand):
 
 
 class PanelGroup(TyperGroup):
-    """A group (the root app, `secret`) with the same plain-text panel help."""
+    """A group (the root app, `secret`) with the same plain-text panel help; plain values skip pydantic."""
+
+    def get_params(self, ctx: typer.Context) -> list[Any]:  # type: ignore[override]
+        return fast(super().get_params(ctx))
 
     LAST = ("completion",)  # set-up commands, listed after the everyday ones
 
