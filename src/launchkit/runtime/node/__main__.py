@@ -8,6 +8,12 @@ import sys
 # subcommand -> "module:function"; the function takes the remaining argv and returns an exit code.
 SUBCOMMANDS = {
     "ping": "selfcheck:ping",
+    # the job's Python environment (pyenv.py) and the bytecode shared between jobs (bytecode.py)
+    "install": "pyenv:install",
+    "conda-install": "pyenv:conda",
+    "freeze": "pyenv:freeze",
+    "bytecode": "bytecode:bytecode",
+    "bytecode-fill": "bytecode:fill",
 }
 
 

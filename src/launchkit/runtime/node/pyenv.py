@@ -1,0 +1,510 @@
+"""The job's Python environment, chosen by what the commit contains (docs/runtime.md "Python environment").
+
+`install LOG VENV` (bash: section 6 of entrypoint.sh, in the checkout, with the venv activated) runs
+build_env() under the interpreter it installs into and prints the kind of install for the timing line
+(`uv.lock`, `project+pylock.toml`, ...). uv's output goes to LOG; a failure is a non-zero exit, which
+the bash reports as the install step (exit 106). `conda-install LOG` is the same for an activated
+conda environment (pip). The custom `--install` command stays in the bash: its exports must reach
+the user's command.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from typing import Callable, Mapping, Optional, Sequence
+
+from .steplog import StepLog, child_environ
+
+PROJECTS = "launchkit-projects-v1"  # stored project builds, in uv's cache directory
+PACKAGING = ("pyproject.toml", "setup.py", "setup.cfg")
+
+
+class InstallFailed(Exception):
+    """A command of the install failed; its output is in the step's log."""
+
+
+class Settings:
+    """What the launch asked for (the LAUNCHKIT_* variables of docs/runtime.md) and where to install."""
+
+    def __init__(
+        self,
+        venv: str,
+        extras: Sequence[str] = (),
+        all_extras: bool = False,
+        groups: Sequence[str] = (),
+        all_groups: bool = False,
+        no_default_groups: bool = False,
+        system: bool = False,
+        python_version: str = "",
+        image_venv: bool = False,
+        uv_leaves_project: bool = False,
+    ) -> None:
+        self.venv = venv
+        self.extras = list(extras)
+        self.all_extras = all_extras
+        self.groups = list(groups)
+        self.all_groups = all_groups
+        self.no_default_groups = no_default_groups
+        self.system = system  # --system-python: the image's interpreter
+        self.python_version = python_version
+        self.image_venv = image_venv  # --uv-venv: an existing venv of the image
+        self.uv_leaves_project = uv_leaves_project  # UV_NO_EDITABLE & co: how uv installs it is the user's
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], venv: str) -> Settings:
+        def on(name: str) -> bool:
+            return environ.get(name, "") == "1"
+
+        return cls(
+            venv=venv,
+            extras=environ.get("LAUNCHKIT_UV_EXTRAS", "").split(),
+            all_extras=on("LAUNCHKIT_UV_ALL_EXTRAS"),
+            groups=environ.get("LAUNCHKIT_UV_GROUPS", "").split(),
+            all_groups=on("LAUNCHKIT_UV_ALL_GROUPS"),
+            no_default_groups=on("LAUNCHKIT_UV_NO_DEFAULT_GROUPS"),
+            system=on("LAUNCHKIT_SYSTEM_PYTHON"),
+            python_version=environ.get("LAUNCHKIT_PYTHON_VERSION", ""),
+            image_venv=bool(environ.get("LAUNCHKIT_UV_VENV")),
+            uv_leaves_project=any(
+                environ.get(v) for v in ("UV_NO_EDITABLE", "UV_NO_INSTALL_PROJECT", "UV_NO_INSTALL_WORKSPACE")
+            ),
+        )
+
+    def extra_flags(self) -> list[str]:  # `--extra=NAME`: a leading dash stays a value
+        return ["--all-extras"] if self.all_extras else ["--extra=" + e for e in self.extras]
+
+    def group_flags(self) -> list[str]:  # for `uv sync`, which knows default and all groups itself
+        flags = ["--all-groups"] if self.all_groups else ["--group=" + g for g in self.groups]
+        return flags + (["--no-default-groups"] if self.no_default_groups else [])
+
+    def target(self) -> list[str]:  # for `uv pip`
+        return ["--system", "--break-system-packages"] if self.system else []
+
+
+# ---- what the commit contains
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _has_line(path: str, pattern: str) -> bool:
+    """A line of the file matches `pattern` (a regular expression anchored at the line's start)."""
+    return re.search(pattern, _read(path), re.MULTILINE) is not None
+
+
+_SP = r"[^\S\n]*"  # blanks within a line
+
+
+def is_project(root: str) -> bool:
+    """setup.py/setup.cfg, or a pyproject.toml with a [project] or [build-system] table (one holding
+    only tool settings, say [tool.ruff], is not a project)."""
+    if any(os.path.isfile(os.path.join(root, f)) for f in ("setup.py", "setup.cfg")):
+        return True
+    return _has_line(os.path.join(root, "pyproject.toml"), r"^" + _SP + r"\[(project|build-system)\]")
+
+
+def hashed_requirements(path: str) -> bool:
+    """A requirements file with `--hash` pins (pip-compile, `uv export`, `poetry export`)."""
+    return _has_line(path, r"^[^#\n]*--hash[= ]")
+
+
+def has_own_line(path: str) -> bool:
+    """The project's own line (`-e .` or `.`, as `uv export` writes it): it has no hash."""
+    return _has_line(path, r"^(-e[^\S\n]+)?\." + _SP + r"$")
+
+
+def pip_groups(root: str, s: Settings, log: StepLog) -> list[str]:
+    """Dependency groups (PEP 735) for `uv pip`, which has --group but neither default nor all groups:
+    the names as `uv sync` would pick them (--uv-group ones; [tool.uv] default-groups, else `dev`,
+    unless --uv-no-default-groups; every group with --uv-all-groups)."""
+    path = os.path.join(root, "pyproject.toml")
+    names = list(s.groups)
+    if not _has_line(path, r"^" + _SP + r"\[dependency-groups\]"):
+        return names  # uv names a missing group
+    try:
+        import tomllib
+    except ImportError:
+        log.write("[launchkit] reading pyproject.toml needs Python 3.11+: default and all groups skipped")
+        return names
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    groups = list(data.get("dependency-groups", {}))
+    if s.all_groups:
+        names += groups
+    elif not s.no_default_groups:
+        default = data.get("tool", {}).get("uv", {}).get("default-groups", ["dev"])
+        names += groups if default == "all" else [g for g in default if g in groups]
+    return list(dict.fromkeys(names))
+
+
+# ---- the project's own build, kept across jobs
+#
+# The user's project (installed editable by `uv sync`) would be built by its build backend in every
+# job: uv's build cache keys on the ctime of pyproject.toml/setup.py/setup.cfg and the creation time
+# of src/, which are new in every fresh clone (and cannot be set). So launchkit keeps the project's
+# installed files itself, keyed on what uv's keys stand for, by content: the packaging files' git
+# blobs, the top-level (and src/) names, the Python version and the paths (the same on every node).
+# Stored in uv's cache directory, so a shared cache shares them; writes are atomic renames.
+
+Git = Callable[[Sequence[str]], Optional[str]]
+
+
+def _git(root: str) -> Git:
+    def run(args: Sequence[str]) -> str | None:  # stdout, or None when git fails
+        r = subprocess.run(
+            ["git", *args],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=child_environ(),
+            check=False,
+        )
+        return r.stdout.decode("utf-8", "surrogateescape") if r.returncode == 0 else None
+
+    return run
+
+
+def venv_python_line(venv: str) -> str:
+    """pyvenv.cfg's `version_info = 3.12.3` line (with its newline), or "" when there is none."""
+    for line in _read(os.path.join(venv, "pyvenv.cfg")).splitlines(True):
+        if line.startswith("version_info"):
+            return line if line.endswith("\n") else line + "\n"
+    return ""
+
+
+def project_key(root: str, venv: str, s: Settings, git: Git | None = None) -> str:
+    """The key of the checkout's project build (32 hex digits), or "" when it is left to uv: no
+    pyproject.toml, a workspace or `tool.uv.cache-keys`, UV_NO_EDITABLE & co, no venv Python."""
+    pyproject = os.path.join(root, "pyproject.toml")
+    if not os.path.isfile(pyproject) or s.uv_leaves_project:
+        return ""
+    if _has_line(pyproject, r"^" + _SP + r"(\[tool\.uv\.workspace\]|cache-keys" + _SP + r"=)"):
+        return ""
+    py = venv_python_line(venv)
+    if not py:
+        return ""
+    git = git or _git(root)
+    commit = ""
+    # dynamic metadata (a version from git, say) or a setup.py-only project: any commit may change it
+    if _has_line(pyproject, r"^" + _SP + r"dynamic" + _SP + r"=") or not _has_line(
+        pyproject, r"^\[project\]"
+    ):
+        commit = (git(["rev-parse", "HEAD"]) or "").strip()
+        if not commit:
+            return ""
+    top = git(["ls-tree", "HEAD"])  # "MODE TYPE OID\tNAME" lines, in git's order
+    if top is None:
+        return ""
+    entries = [line.split("\t", 1) for line in top.splitlines() if "\t" in line]
+    packaging = "".join(meta + "\t" + name + "\n" for meta, name in entries if name in PACKAGING)
+    names = "".join(name + "\n" for _, name in entries)
+    src = [meta.split()[2] for meta, name in entries if name == "src" and meta.split()[1] == "tree"]
+    below = (git(["ls-tree", "--name-only", src[0]]) or "") if src else ""
+    text = f"launchkit-project-v1\n{root}\n{venv}\n{py}{commit}\n{packaging}{names}{below}"
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def _site_packages(venv: str) -> list[str]:
+    lib = os.path.join(venv, "lib")
+    try:
+        found = sorted(d for d in os.listdir(lib) if d.startswith("python"))
+    except OSError:
+        return []
+    return [p for p in (os.path.join(lib, d, "site-packages") for d in found) if os.path.isdir(p)]
+
+
+def _file_url_path(url: str) -> str:
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    return unquote(parts.path) if parts.scheme == "file" and parts.netloc in ("", "localhost") else ""
+
+
+def editable_dist(root: str, venv: str) -> str:
+    """The one *.dist-info of an editable install of `root` in `venv` ("" for none or several)."""
+    found = []
+    for sp in _site_packages(venv):
+        for name in sorted(os.listdir(sp)):
+            if not name.endswith(".dist-info"):
+                continue
+            try:
+                with open(os.path.join(sp, name, "direct_url.json"), encoding="utf-8") as f:
+                    info = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if not isinstance(info, dict) or not (info.get("dir_info") or {}).get("editable"):
+                continue
+            if _file_url_path(str(info.get("url", ""))) == root:
+                found.append(os.path.join(sp, name))
+    return found[0] if len(found) == 1 else ""  # more than one: not ours to guess
+
+
+def record_files(dist: str, venv: str) -> list[str]:
+    """The files a dist-info's RECORD lists, relative to the venv ([] when one lies outside it).
+    uv's `uv_cache.json` (its ctime record of this clone) is left out: uv rechecks it."""
+    site = os.path.dirname(dist)
+    files = []
+    try:
+        with open(os.path.join(dist, "RECORD"), newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except (OSError, ValueError, csv.Error):
+        return []
+    for row in rows:
+        if not row or not row[0]:
+            continue
+        name = row[0]
+        if name.endswith("/uv_cache.json"):
+            continue
+        rel = os.path.relpath(os.path.normpath(os.path.join(site, name)), venv)
+        if os.path.isabs(name) or rel == ".." or rel.startswith("../"):
+            return []  # not ours to store
+        files.append(rel)
+    return files
+
+
+def store_project(root: str, venv: str, stored: str, log: StepLog) -> bool:
+    """Keep the editable install of the project at `root` as the tar `stored` (atomically)."""
+    dist = editable_dist(root, venv)
+    if not dist or not os.path.isfile(os.path.join(dist, "RECORD")):
+        return False  # a virtual project: nothing was built
+    files = record_files(dist, venv)
+    if not files:
+        return False
+    folder = os.path.dirname(stored)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(stored) + ".", dir=folder)  # unique among nodes
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as out, tarfile.open(
+            fileobj=out, mode="w", format=tarfile.GNU_FORMAT
+        ) as tar:
+            for rel in files:
+                tar.add(os.path.join(venv, rel), arcname=rel, recursive=False)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, stored)
+    except (OSError, tarfile.TarError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    log.write("[launchkit] project: stored its build as " + os.path.basename(stored))
+    return True
+
+
+def _inside(base: str, path: str) -> bool:
+    return os.path.commonpath([base, path]) == base
+
+
+def safe_members(tar: tarfile.TarFile, dest: str) -> list[tarfile.TarInfo]:
+    """The members, or ValueError if one would land (or link) outside `dest`, or is not a plain
+    file, directory or link: a stored build is in a cache other jobs write too."""
+    dest = os.path.abspath(dest)
+    members = tar.getmembers()
+    for m in members:
+        path = os.path.normpath(os.path.join(dest, m.name))
+        if os.path.isabs(m.name) or not _inside(dest, path):
+            raise ValueError(f"{m.name}: outside the environment")
+        if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+            raise ValueError(f"{m.name}: not a file")
+        if m.issym() or m.islnk():
+            base = os.path.dirname(path) if m.issym() else dest
+            target = os.path.normpath(os.path.join(base, m.linkname))
+            if os.path.isabs(m.linkname) or not _inside(dest, target):
+                raise ValueError(f"{m.name}: links outside the environment")
+    return members
+
+
+def install_stored(stored: str, venv: str) -> str:
+    """Unpack a stored build into the venv: "" when done, else why not."""
+    try:
+        with tarfile.open(stored, "r:") as tar:
+            members = safe_members(tar, venv)
+            if hasattr(tarfile, "data_filter"):  # 3.12+, and security updates of older ones
+                tar.extractall(venv, members=members, filter="data")
+            else:
+                tar.extractall(venv, members=members)
+    except (OSError, tarfile.TarError, ValueError) as e:
+        return str(e) or type(e).__name__
+    return ""
+
+
+# ---- the install
+
+
+def uv_cache_dir(log: StepLog) -> str:
+    try:
+        r = subprocess.run(
+            ["uv", "cache", "dir"],
+            check=False,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            env=child_environ(),
+        )
+    except OSError:
+        return ""
+    return r.stdout.decode().strip() if r.returncode == 0 else ""
+
+
+def _must(log: StepLog, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    if log.run(argv, env):
+        raise InstallFailed(argv[0])
+
+
+def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) -> None:
+    """A uv.lock: `uv sync --frozen`, from the cache alone first, with the project's stored build."""
+    flags = s.extra_flags() + s.group_flags()
+    if s.system:  # sync into the image's environment, keeping its packages
+        env = dict(os.environ, UV_PROJECT_ENVIRONMENT=sys.prefix)
+        _must(log, ["uv", "sync", "--frozen", "--inexact", *flags], env)
+        return
+    # Everything is pinned, so try the cache alone first: no index round-trips (build requirements
+    # would otherwise be re-validated online); anything missing -> online.
+    sync = ["uv", "sync", "--frozen", *flags]
+    if s.python_version:
+        sync.append("--python=" + s.python_version)
+    if s.image_venv:
+        sync.append("--inexact")  # keep what the image's venv already has
+    cache = uv_cache_dir(log) if cache is None else cache
+    key = project_key(root, s.venv, s) if cache else ""
+    stored = os.path.join(cache, PROJECTS, key + ".tar") if key else ""
+    use_stored = bool(stored) and os.path.isfile(stored) and os.path.getsize(stored) > 0
+    first = sync + ["--no-install-project"] if use_stored else sync
+    if cache and os.path.isdir(os.path.join(cache, "archive-v0")):
+        if log.run(first + ["--offline"]):
+            log.write("[launchkit] not all in the uv cache: syncing online")
+            _must(log, first)
+    else:
+        _must(log, first)
+    if use_stored:
+        why = install_stored(stored, s.venv)
+        if not why:
+            name = os.path.basename(stored)
+            log.write(f"[launchkit] project: installed its stored build {name} (packaging files unchanged)")
+        else:
+            log.write(f"[launchkit] project: the stored build is unreadable ({why}); building it")
+            _must(log, sync)
+    elif stored:
+        store_project(root, s.venv, stored, log)
+
+
+def build_env(root: str, s: Settings, log: StepLog) -> str:
+    """Install what the checkout at `root` needs into `s.venv` (or the image's Python), as the table
+    of docs/runtime.md says; returns the kind of install. Raises InstallFailed (output in `log`)."""
+    if os.path.isfile(os.path.join(root, "uv.lock")) and os.path.isfile(os.path.join(root, "pyproject.toml")):
+        sync_locked(root, s, log)
+        return "uv.lock"
+    target = s.target()
+    # pyproject.toml: named, so that uv never reads the groups from a pylock.toml next to it
+    groups = ["--group=pyproject.toml:" + g for g in pip_groups(root, s, log) if g]
+    if groups:
+        log.write("[launchkit] dependency groups: " + " ".join(g.split(":", 1)[1] for g in groups))
+    # A lock uv pip can install (pylock.toml, PEP 751; a requirements.txt with hashes): its pins
+    # first, then the project on top (uv keeps the pinned versions that satisfy it).
+    pins = ""
+    requirements = os.path.join(root, "requirements.txt")
+    if os.path.isfile(os.path.join(root, "pylock.toml")):
+        pins = "pylock.toml"
+        _must(
+            log,
+            ["uv", "pip", "install", *target, "--preview-features", "pylock", "-r", pins, *s.extra_flags()],
+        )
+    elif os.path.isfile(requirements) and hashed_requirements(requirements):
+        pins = "requirements.txt"
+        # the project's own line (`-e .` from `uv export`) has no hash: uv still checks those given
+        verify = [] if has_own_line(requirements) else ["--require-hashes"]
+        _must(log, ["uv", "pip", "install", *target, *verify, "-r", pins])
+    if is_project(root):
+        if s.all_extras and os.path.isfile(os.path.join(root, "pyproject.toml")):
+            _must(
+                log, ["uv", "pip", "install", *target, "--all-extras", "-r", "pyproject.toml", ".", *groups]
+            )
+        else:
+            spec = "." if s.all_extras or not s.extras else ".[{}]".format(",".join(s.extras))
+            _must(log, ["uv", "pip", "install", *target, spec, *groups])
+        return "project+" + pins if pins else "project"
+    if not pins and os.path.isfile(requirements):
+        _must(log, ["uv", "pip", "install", *target, "-r", "requirements.txt", *groups])
+        return "requirements.txt"
+    if groups:
+        _must(log, ["uv", "pip", "install", *target, *groups])
+        return pins + "+groups" if pins else "groups"
+    return pins or "nothing to install"
+
+
+def conda_install(root: str, log: StepLog, python: str | None = None) -> str:
+    """pip into the active conda environment: the project, or requirements.txt."""
+    py = python or sys.executable
+    project = is_project(root)
+    if not project and not os.path.isfile(os.path.join(root, "requirements.txt")):
+        return "nothing to install"
+    if log.quiet([py, "-m", "pip", "--version"]):
+        _must(log, [py, "-m", "ensurepip", "--upgrade"])
+    if project:
+        _must(log, [py, "-m", "pip", "install", "--disable-pip-version-check", "."])
+        return "project"
+    _must(log, [py, "-m", "pip", "install", "--disable-pip-version-check", "-r", "requirements.txt"])
+    return "requirements.txt"
+
+
+def _record_freeze(log: StepLog, argv: list[str]) -> None:
+    """What got installed, to $RESULTS_DIR/.launchkit/requirements.txt, off the critical path."""
+    results = os.environ.get("RESULTS_DIR", "/results")
+    log.background(argv, os.path.join(results, ".launchkit", "requirements.txt"))
+
+
+def install(argv: list[str]) -> int:
+    """`install LOG VENV`: build_env() for the checkout in the working directory; prints the kind."""
+    if len(argv) != 2:
+        print("[launchkit] error: usage: install LOG VENV", file=sys.stderr)
+        return 100
+    log = StepLog(argv[0], errors=True)
+    s = Settings.from_environ(os.environ, argv[1])
+    try:
+        kind = build_env(os.getcwd(), s, log)
+    except InstallFailed:
+        return 1
+    print(kind)
+    _record_freeze(log, ["uv", "pip", "freeze", *s.target()])
+    return 0
+
+
+def conda(argv: list[str]) -> int:
+    """`conda-install LOG`: conda_install() into the active environment; prints the kind."""
+    if len(argv) != 1:
+        print("[launchkit] error: usage: conda-install LOG", file=sys.stderr)
+        return 100
+    log = StepLog(argv[0], errors=True)
+    try:
+        kind = conda_install(os.getcwd(), log)
+    except InstallFailed:
+        return 1
+    print(kind)
+    _record_freeze(log, [sys.executable, "-m", "pip", "freeze"])
+    return 0
+
+
+def freeze(argv: list[str]) -> int:
+    """`freeze uv|pip`: only the record of what got installed (after a custom `--install`)."""
+    log = StepLog(os.devnull)
+    if argv[:1] == ["pip"]:
+        _record_freeze(log, [sys.executable, "-m", "pip", "freeze"])
+    else:
+        _record_freeze(log, ["uv", "pip", "freeze", *Settings.from_environ(os.environ, "").target()])
+    return 0
