@@ -213,7 +213,7 @@ def choose(
         # compiles what it imports meanwhile), niced. A job that ends first leaves it to the next.
         log.write(f"[launchkit] bytecode cache: filling {tree} for later jobs")
         delay = environ.get("LAUNCHKIT_BYTECODE_SEED_DELAY", "") or str(SEED_DELAY)
-        fill = ["--seed", tree, "--delay", delay, "--", "stdlib", sp]
+        fill = ["--seed", tree, "--delay", delay, "--nice", "--", "stdlib", sp]
     if (fill or stale) and start is not None:
         start([*(a for p in stale for a in ("--prune", p)), *fill])
     return used
@@ -256,31 +256,36 @@ def bytecode(argv: list[str]) -> int:
 
 
 def fill(argv: list[str]) -> int:
-    """`bytecode-fill [--prune TREE]... [--seed TREE --delay SECONDS -- TOP...]`: the background
-    part: remove unused trees, then wait, and compile TOPs into TREE, marking it complete."""
+    """`bytecode-fill [--prune TREE]... [--seed TREE --delay SECONDS [--nice] -- TOP...]`: the
+    background part: remove unused trees, then wait, and compile TOPs into TREE (niced), marking it
+    complete."""
     prune: list[str] = []
-    tree, delay, tops = "", 0.0, []
+    tree, delay, nice, tops = "", 0.0, False, []
     i = 0
     while i < len(argv):
+        if argv[i] == "--":
+            tops = argv[i + 1 :]
+            break
+        if argv[i] == "--nice":
+            nice, i = True, i + 1
+            continue
         if argv[i] == "--prune":
             prune.append(argv[i + 1])
         elif argv[i] == "--seed":
             tree = argv[i + 1]
         elif argv[i] == "--delay":
             delay = float(argv[i + 1])
-        elif argv[i] == "--":
-            tops = argv[i + 1 :]
-            break
         i += 2
     for p in prune:  # (a job whose tree goes meanwhile just compiles again)
         shutil.rmtree(p, ignore_errors=True)
     if not tree:
         return 0
     time.sleep(delay)
-    try:
-        os.nice(19)
-    except OSError:
-        pass
+    if nice:
+        try:
+            os.nice(19)
+        except OSError:
+            pass
     seed(tops, tree)
     with open(os.path.join(tree, ".seeded"), "a"):
         pass

@@ -347,7 +347,7 @@ def install_stored(stored: str, venv: str) -> str:
 # ---- the install
 
 
-def uv_cache_dir(log: StepLog) -> str:
+def uv_cache_dir() -> str:
     try:
         r = subprocess.run(
             ["uv", "cache", "dir"],
@@ -381,7 +381,7 @@ def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) 
         sync.append("--python=" + s.python_version)
     if s.image_venv:
         sync.append("--inexact")  # keep what the image's venv already has
-    cache = uv_cache_dir(log) if cache is None else cache
+    cache = uv_cache_dir() if cache is None else cache
     key = project_key(root, s.venv, s) if cache else ""
     stored = os.path.join(cache, PROJECTS, key + ".tar") if key else ""
     use_stored = bool(stored) and os.path.isfile(stored) and os.path.getsize(stored) > 0
@@ -404,11 +404,12 @@ def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) 
         store_project(root, s.venv, stored, log)
 
 
-def build_env(root: str, s: Settings, log: StepLog) -> str:
+def build_env(root: str, s: Settings, log: StepLog, cache: str | None = None) -> str:
     """Install what the checkout at `root` needs into `s.venv` (or the image's Python), as the table
-    of docs/runtime.md says; returns the kind of install. Raises InstallFailed (output in `log`)."""
+    of docs/runtime.md says; returns the kind of install. Raises InstallFailed (output in `log`).
+    `cache`: uv's cache directory (default: `uv cache dir`; "" for none)."""
     if os.path.isfile(os.path.join(root, "uv.lock")) and os.path.isfile(os.path.join(root, "pyproject.toml")):
-        sync_locked(root, s, log)
+        sync_locked(root, s, log, cache)
         return "uv.lock"
     target = s.target()
     # pyproject.toml: named, so that uv never reads the groups from a pylock.toml next to it
