@@ -499,3 +499,11 @@ def test_members_outside_the_venv_are_refused_on_any_python(tmp_path):
                 pyenv.safe_members(tar, str(tmp_path / "venv"))
     with tarfile.open(evil_tar(tmp_path / "ok.tar", "lib/ok.pth")) as tar:
         assert [m.name for m in pyenv.safe_members(tar, str(tmp_path / "venv"))] == ["lib/ok.pth"]
+
+
+def test_uv_cache_dir_without_asking_uv_when_it_is_given(tmp_path, monkeypatch):
+    assert pyenv.uv_cache_dir({"UV_CACHE_DIR": str(tmp_path)}) == str(tmp_path)
+    assert pyenv.uv_cache_dir({"UV_CACHE_DIR": str(tmp_path), "UV_NO_CACHE": "1"}) == ""
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "env"))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-uv-here"))
+    assert pyenv.uv_cache_dir({}) == ""  # asks uv, which is not there

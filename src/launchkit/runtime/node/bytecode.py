@@ -20,18 +20,16 @@ is the background part it starts.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
-import py_compile
-import shutil
 import stat
-import subprocess
 import sys
-import sysconfig
 import time
-from typing import Callable, Iterable, Mapping
 
 from .steplog import StepLog
+
+TYPE_CHECKING = False  # (typing costs a job's start-up ~10 ms: for the type checker only)
+if TYPE_CHECKING:
+    from typing import Callable, Iterable, Mapping
 
 BASE = "launchkit-bytecode-v1"
 KEEP_SECONDS = 14 * 86400  # trees no job used for this long are removed
@@ -134,6 +132,8 @@ def seed(tops: Iterable[str], prefix: str) -> int:
     """Hash-checked .pyc files, under `prefix` (as PYTHONPYCACHEPREFIX lays them out), for every .py
     below each top (`stdlib`: this Python's standard library) whose cached one is missing,
     time-checked or stale. Returns how many were compiled."""
+    import sysconfig
+
     saved, sys.pycache_prefix = sys.pycache_prefix, prefix
     compiled = 0
     try:
@@ -147,6 +147,9 @@ def seed(tops: Iterable[str], prefix: str) -> int:
 
 
 def _seed_tree(top: str, library: bool) -> int:
+    import importlib.util
+    import py_compile
+
     skip = {".git", ".venv", "__pycache__"}
     if library or top.endswith("-packages"):  # a library: its tests are not imported
         skip |= LIBRARY_SKIP
@@ -223,6 +226,8 @@ def _start_fill(log: StepLog) -> Callable[[list[str]], None]:
     """Starts `python -S -m <this package> bytecode-fill ARGS` in the background, output to the log."""
 
     def start(args: list[str]) -> None:
+        import subprocess
+
         package = __package__ or "launchkit_node"
         root = os.path.dirname(os.path.abspath(__file__))
         for _ in package.split("."):
@@ -276,6 +281,8 @@ def fill(argv: list[str]) -> int:
         elif argv[i] == "--delay":
             delay = float(argv[i + 1])
         i += 2
+    import shutil
+
     for p in prune:  # (a job whose tree goes meanwhile just compiles again)
         shutil.rmtree(p, ignore_errors=True)
     if not tree:

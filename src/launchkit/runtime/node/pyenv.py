@@ -10,18 +10,21 @@ the user's command.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import json
 import os
 import re
 import subprocess
 import sys
-import tarfile
-import tempfile
-from typing import Callable, Mapping, Optional, Sequence
 
 from .steplog import StepLog, child_environ
+
+# csv, json, tarfile and tempfile are imported where used: most jobs need none of them
+TYPE_CHECKING = False  # (typing costs a job's start-up ~10 ms: for the type checker only)
+if TYPE_CHECKING:
+    import tarfile
+    from typing import Callable, Mapping, Optional, Sequence
+
+    Git = Callable[[Sequence[str]], Optional[str]]
 
 PROJECTS = "launchkit-projects-v1"  # stored project builds, in uv's cache directory
 PACKAGING = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -159,8 +162,6 @@ def pip_groups(root: str, s: Settings, log: StepLog) -> list[str]:
 # blobs, the top-level (and src/) names, the Python version and the paths (the same on every node).
 # Stored in uv's cache directory, so a shared cache shares them; writes are atomic renames.
 
-Git = Callable[[Sequence[str]], Optional[str]]
-
 
 def _git(root: str) -> Git:
     def run(args: Sequence[str]) -> str | None:  # stdout, or None when git fails
@@ -235,6 +236,8 @@ def _file_url_path(url: str) -> str:
 
 def editable_dist(root: str, venv: str) -> str:
     """The one *.dist-info of an editable install of `root` in `venv` ("" for none or several)."""
+    import json
+
     found = []
     for sp in _site_packages(venv):
         for name in sorted(os.listdir(sp)):
@@ -255,6 +258,8 @@ def editable_dist(root: str, venv: str) -> str:
 def record_files(dist: str, venv: str) -> list[str]:
     """The files a dist-info's RECORD lists, relative to the venv ([] when one lies outside it).
     uv's `uv_cache.json` (its ctime record of this clone) is left out: uv rechecks it."""
+    import csv
+
     site = os.path.dirname(dist)
     files = []
     try:
@@ -277,6 +282,9 @@ def record_files(dist: str, venv: str) -> list[str]:
 
 def store_project(root: str, venv: str, stored: str, log: StepLog) -> bool:
     """Keep the editable install of the project at `root` as the tar `stored` (atomically)."""
+    import tarfile
+    import tempfile
+
     dist = editable_dist(root, venv)
     if not dist or not os.path.isfile(os.path.join(dist, "RECORD")):
         return False  # a virtual project: nothing was built
@@ -332,6 +340,8 @@ def safe_members(tar: tarfile.TarFile, dest: str) -> list[tarfile.TarInfo]:
 
 def install_stored(stored: str, venv: str) -> str:
     """Unpack a stored build into the venv: "" when done, else why not."""
+    import tarfile
+
     try:
         with tarfile.open(stored, "r:") as tar:
             members = safe_members(tar, venv)
@@ -347,7 +357,14 @@ def install_stored(stored: str, venv: str) -> str:
 # ---- the install
 
 
-def uv_cache_dir() -> str:
+def uv_cache_dir(environ: Mapping[str, str] | None = None) -> str:
+    """uv's cache directory: UV_CACHE_DIR when set (uv reads it as --cache-dir, above its config
+    files), else `uv cache dir`; "" without one (UV_NO_CACHE: a temporary cache, gone after uv)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("UV_NO_CACHE", "").lower() in ("1", "true", "yes", "on"):
+        return ""
+    if environ.get("UV_CACHE_DIR"):
+        return os.path.abspath(environ["UV_CACHE_DIR"])
     try:
         r = subprocess.run(
             ["uv", "cache", "dir"],
