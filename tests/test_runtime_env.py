@@ -507,3 +507,29 @@ def test_uv_cache_dir_without_asking_uv_when_it_is_given(tmp_path, monkeypatch):
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "env"))
     monkeypatch.setenv("PATH", str(tmp_path / "no-uv-here"))
     assert pyenv.uv_cache_dir({}) == ""  # asks uv, which is not there
+
+
+def test_the_users_modules_do_not_shadow_the_runtimes(tmp_path):
+    """The runtime runs in the checkout (`python -m launchkit_node`, cwd first on sys.path): a
+    repository's own subprocess.py or csv.py is not what the runtime imports."""
+    from launchkit.runtime import NODE_PACKAGE, node_files
+
+    package = tmp_path / "node" / NODE_PACKAGE
+    package.mkdir(parents=True)
+    for name, text in node_files().items():
+        (package / name).write_text(text)
+    checkout = tree(
+        tmp_path / "checkout",
+        dict.fromkeys(
+            ("subprocess.py", "re.py", "hashlib.py"),
+            "raise SystemExit('the checkout shadowed ' + __name__)\n",
+        ),
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "node"), "RESULTS_DIR": str(tmp_path / "r")}
+    log = tmp_path / "install.log"
+    r = subprocess.run(
+        [sys.executable, "-s", "-m", NODE_PACKAGE, "install", str(log), str(tmp_path / "venv")],
+        cwd=checkout, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr + (log.read_text() if log.exists() else "")
+    assert r.stdout == "nothing to install\n"

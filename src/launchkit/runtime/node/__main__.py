@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # subcommand -> "module:function"; the function takes the remaining argv and returns an exit code.
@@ -30,4 +31,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # `-m` puts the working directory (the user's checkout) first on sys.path: its csv.py or
+    # subprocess.py must not stand in for the standard library's in the runtime
+    if sys.path and sys.path[0] and os.path.abspath(sys.path[0]) == os.getcwd():
+        del sys.path[0]
     sys.exit(main())
