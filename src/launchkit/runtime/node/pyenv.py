@@ -200,9 +200,8 @@ def project_key(root: str, venv: str, s: Settings, git: Git | None = None) -> st
     git = git or _git(root)
     commit = ""
     # dynamic metadata (a version from git, say) or a setup.py-only project: any commit may change it
-    if _has_line(pyproject, r"^" + _SP + r"dynamic" + _SP + r"=") or not _has_line(
-        pyproject, r"^\[project\]"
-    ):
+    dynamic = _has_line(pyproject, r"^" + _SP + r"dynamic" + _SP + r"=")
+    if dynamic or not _has_line(pyproject, r"^\[project\]"):
         commit = (git(["rev-parse", "HEAD"]) or "").strip()
         if not commit:
             return ""
