@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench_startup import ROOT, baseline_src, sh
+from bench_startup import ROOT, baseline_src, sh, time_once
 
 BACKEND = """
 import os, zipfile
@@ -102,19 +100,10 @@ def script_of(src: Path, env: dict[str, str]) -> str:
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str], fresh: Path | None = None) -> tuple[float, float]:
-    """(wall ms, CPU ms of the process and its children); `fresh` is removed first (not timed)."""
+    """time_once (wall ms, CPU ms), `fresh` removed first (not timed): a new checkout every job."""
     if fresh is not None:
         shutil.rmtree(fresh, ignore_errors=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(
-        cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300
-    )
-    wall = (time.perf_counter() - start) * 1000
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {proc.stderr.decode()[-800:]}")
-    return wall, ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)) * 1000
+    return time_once(cmd, cwd, env)
 
 
 def main() -> int:
