@@ -127,13 +127,14 @@ def test_settings_from_the_environment():
             "LAUNCHKIT_SYSTEM_PYTHON": "1",
             "LAUNCHKIT_PYTHON_VERSION": "3.12",
             "UV_NO_EDITABLE": "1",
+            "LAUNCHKIT_LOCAL_RUN": "local-1",
         },
         "/v",
     )
     assert s.extra_flags() == ["--extra=a", "--extra=-b"]  # one argument each: a dash stays a value
     assert s.group_flags() == ["--group=test", "--no-default-groups"]
     assert s.target() == ["--system", "--break-system-packages"]
-    assert (s.python_version, s.uv_leaves_project, s.image_venv) == ("3.12", True, False)
+    assert (s.python_version, s.uv_leaves_project, s.image_venv, s.local_run) == ("3.12", True, False, True)
     s = Settings.from_environ({"LAUNCHKIT_UV_ALL_EXTRAS": "1", "LAUNCHKIT_UV_ALL_GROUPS": "1"}, "/v")
     assert (s.extra_flags(), s.group_flags(), s.target()) == (["--all-extras"], ["--all-groups"], [])
 
@@ -401,6 +402,10 @@ def test_sync_uses_the_stored_build_and_rebuilds_when_unreadable(tmp_path, monke
     pyenv.sync_locked(str(root), s, log, str(cache))
     assert log.commands == [["uv", "sync", "--frozen", "--no-install-project"], ["uv", "sync", "--frozen"]]
     assert "the stored build is unreadable" in log.text()
+
+    log = Recorder(tmp_path / "log-local")
+    pyenv.sync_locked(str(root), Settings(str(venv), local_run=True), log, str(cache))
+    assert log.commands == [["uv", "sync", "--frozen"]]  # a local run: its path is new every run
 
     stored.unlink()  # none stored: built by uv, then kept (nothing editable here: nothing to keep)
     log = Recorder(tmp_path / "log3")

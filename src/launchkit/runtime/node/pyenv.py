@@ -10,15 +10,13 @@ the user's command.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import subprocess
 import sys
 
 from .steplog import StepLog, child_environ
 
-# csv, json, tarfile and tempfile are imported where used: most jobs need none of them
+# csv, hashlib, json, tarfile and tempfile are imported where used: most jobs need few of them
 TYPE_CHECKING = False  # (typing costs a job's start-up ~10 ms: for the type checker only)
 if TYPE_CHECKING:
     import tarfile
@@ -49,6 +47,7 @@ class Settings:
         python_version: str = "",
         image_venv: bool = False,
         uv_leaves_project: bool = False,
+        local_run: bool = False,
     ) -> None:
         self.venv = venv
         self.extras = list(extras)
@@ -60,6 +59,7 @@ class Settings:
         self.python_version = python_version
         self.image_venv = image_venv  # --uv-venv: an existing venv of the image
         self.uv_leaves_project = uv_leaves_project  # UV_NO_EDITABLE & co: how uv installs it is the user's
+        self.local_run = local_run  # the checkout's path is new every run: no build stored is reused
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str], venv: str) -> Settings:
@@ -76,6 +76,7 @@ class Settings:
             system=on("LAUNCHKIT_SYSTEM_PYTHON"),
             python_version=environ.get("LAUNCHKIT_PYTHON_VERSION", ""),
             image_venv=bool(environ.get("LAUNCHKIT_UV_VENV")),
+            local_run=bool(environ.get("LAUNCHKIT_LOCAL_RUN")),
             uv_leaves_project=any(
                 environ.get(v) for v in ("UV_NO_EDITABLE", "UV_NO_INSTALL_PROJECT", "UV_NO_INSTALL_WORKSPACE")
             ),
@@ -103,12 +104,15 @@ def _read(path: str) -> str:
         return ""
 
 
-def _has_line(path: str, pattern: str) -> bool:
-    """A line of the file matches `pattern` (a regular expression anchored at the line's start)."""
-    return re.search(pattern, _read(path), re.MULTILINE) is not None
+def _lines(path: str) -> list[str]:
+    """The file's lines, each without leading blanks (as TOML and requirements files allow them)."""
+    return [line.lstrip(" \t") for line in _read(path).splitlines()]
 
 
-_SP = r"[^\S\n]*"  # blanks within a line
+def _assigns(line: str, key: str) -> bool:
+    """`key = ...` (a TOML key set on this line)."""
+    name, eq, _ = line.partition("=")
+    return bool(eq) and name.strip() == key
 
 
 def is_project(root: str) -> bool:
@@ -116,17 +120,18 @@ def is_project(root: str) -> bool:
     only tool settings, say [tool.ruff], is not a project)."""
     if any(os.path.isfile(os.path.join(root, f)) for f in ("setup.py", "setup.cfg")):
         return True
-    return _has_line(os.path.join(root, "pyproject.toml"), r"^" + _SP + r"\[(project|build-system)\]")
+    tables = ("[project]", "[build-system]")
+    return any(line.startswith(tables) for line in _lines(os.path.join(root, "pyproject.toml")))
 
 
 def hashed_requirements(path: str) -> bool:
     """A requirements file with `--hash` pins (pip-compile, `uv export`, `poetry export`)."""
-    return _has_line(path, r"^[^#\n]*--hash[= ]")
+    return any("--hash=" in code or "--hash " in code for code in (x.partition("#")[0] for x in _lines(path)))
 
 
 def has_own_line(path: str) -> bool:
     """The project's own line (`-e .` or `.`, as `uv export` writes it): it has no hash."""
-    return _has_line(path, r"^(-e[^\S\n]+)?\." + _SP + r"$")
+    return any(line.split() in (["."], ["-e", "."]) for line in _read(path).splitlines() if line[:1] in ".-")
 
 
 def pip_groups(root: str, s: Settings, log: StepLog) -> list[str]:
@@ -135,7 +140,7 @@ def pip_groups(root: str, s: Settings, log: StepLog) -> list[str]:
     unless --uv-no-default-groups; every group with --uv-all-groups)."""
     path = os.path.join(root, "pyproject.toml")
     names = list(s.groups)
-    if not _has_line(path, r"^" + _SP + r"\[dependency-groups\]"):
+    if not any(line.startswith("[dependency-groups]") for line in _lines(path)):
         return names  # uv names a missing group
     try:
         import tomllib
@@ -192,7 +197,8 @@ def project_key(root: str, venv: str, s: Settings, git: Git | None = None) -> st
     pyproject = os.path.join(root, "pyproject.toml")
     if not os.path.isfile(pyproject) or s.uv_leaves_project:
         return ""
-    if _has_line(pyproject, r"^" + _SP + r"(\[tool\.uv\.workspace\]|cache-keys" + _SP + r"=)"):
+    lines = _lines(pyproject)
+    if any(line.startswith("[tool.uv.workspace]") or _assigns(line, "cache-keys") for line in lines):
         return ""
     py = venv_python_line(venv)
     if not py:
@@ -200,8 +206,8 @@ def project_key(root: str, venv: str, s: Settings, git: Git | None = None) -> st
     git = git or _git(root)
     commit = ""
     # dynamic metadata (a version from git, say) or a setup.py-only project: any commit may change it
-    dynamic = _has_line(pyproject, r"^" + _SP + r"dynamic" + _SP + r"=")
-    if dynamic or not _has_line(pyproject, r"^\[project\]"):
+    dynamic = any(_assigns(line, "dynamic") for line in lines)
+    if dynamic or not any(line.startswith("[project]") for line in _read(pyproject).splitlines()):
         commit = (git(["rev-parse", "HEAD"]) or "").strip()
         if not commit:
             return ""
@@ -214,6 +220,8 @@ def project_key(root: str, venv: str, s: Settings, git: Git | None = None) -> st
     src = [meta.split()[2] for meta, name in entries if name == "src" and meta.split()[1] == "tree"]
     below = (git(["ls-tree", "--name-only", src[0]]) or "") if src else ""
     text = f"launchkit-project-v1\n{root}\n{venv}\n{py}{commit}\n{packaging}{names}{below}"
+    import hashlib
+
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
@@ -398,7 +406,7 @@ def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) 
     if s.image_venv:
         sync.append("--inexact")  # keep what the image's venv already has
     cache = uv_cache_dir() if cache is None else cache
-    key = project_key(root, s.venv, s) if cache else ""
+    key = project_key(root, s.venv, s) if cache and not s.local_run else ""
     stored = os.path.join(cache, PROJECTS, key + ".tar") if key else ""
     use_stored = bool(stored) and os.path.isfile(stored) and os.path.getsize(stored) > 0
     first = sync + ["--no-install-project"] if use_stored else sync
