@@ -1,5 +1,6 @@
-"""The job's Python environment in the node runtime (runtime/node/pyenv.py), called directly: what the
-commit contains -> which uv commands run, the project's stored build (RECORD read as CSV), its key.
+"""The job's Python environment in the node runtime (runtime/node/pyenv.py, projectbuild.py), called
+directly: what the commit contains -> which uv commands run, the project's stored build (RECORD read
+as CSV), its key.
 Fast tier: tmp_path trees, a recording log instead of uv (the end-to-end tests run the real uv)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from launchkit.runtime.node import pyenv, steplog
+from launchkit.runtime.node import projectbuild, pyenv, steplog
 from launchkit.runtime.node.pyenv import InstallFailed, Settings, build_env
 
 
@@ -301,40 +302,42 @@ BUILT = {
 def test_record_is_read_as_csv_quoted_paths_included(tmp_path):
     root = tree(tmp_path / "checkout", {"pyproject.toml": PROJECT})
     venv = make_venv(tmp_path, root, RECORD, BUILT)
-    dist = pyenv.editable_dist(str(root), str(venv))
+    dist = projectbuild.editable_dist(str(root), str(venv))
     assert dist.endswith("demo-0.1.0.dist-info")
     sp = "lib/python3.12/site-packages/"
-    assert pyenv.record_files(dist, str(venv)) == [
+    assert projectbuild.record_files(dist, str(venv)) == [
         sp + "demo.pth",
         sp + "odd,name.py",
         "bin/demo-hello",
         sp + "demo-0.1.0.dist-info/RECORD",
     ]
     (Path(dist) / "RECORD").write_text(RECORD + "../../../../outside.txt,,\n")
-    assert pyenv.record_files(dist, str(venv)) == []  # not ours to store
+    assert projectbuild.record_files(dist, str(venv)) == []  # not ours to store
 
 
 def test_only_one_editable_install_of_this_checkout_is_stored(tmp_path):
     root = tree(tmp_path / "checkout", {"pyproject.toml": PROJECT})
     venv = make_venv(tmp_path, root, RECORD, BUILT, editable=False)
-    assert pyenv.editable_dist(str(root), str(venv)) == ""
-    assert not pyenv.store_project(str(root), str(venv), str(tmp_path / "s.tar"), Recorder(tmp_path / "l"))
+    assert projectbuild.editable_dist(str(root), str(venv)) == ""
+    assert not projectbuild.store_project(
+        str(root), str(venv), str(tmp_path / "s.tar"), Recorder(tmp_path / "l")
+    )
     editable = json.dumps({"url": root.as_uri(), "dir_info": {"editable": True}})
     (venv / "lib/python3.12/site-packages/demo-0.1.0.dist-info/direct_url.json").write_text(editable)
-    assert pyenv.editable_dist(str(root), str(venv)) != ""
+    assert projectbuild.editable_dist(str(root), str(venv)) != ""
     other = venv / "lib/python3.12/site-packages/other-1.dist-info"
     other.mkdir()
     (other / "direct_url.json").write_text(editable)
-    assert pyenv.editable_dist(str(root), str(venv)) == ""  # two: not ours to guess
+    assert projectbuild.editable_dist(str(root), str(venv)) == ""  # two: not ours to guess
 
 
 def test_stored_build_round_trip(tmp_path):
     root = tree(tmp_path / "checkout", {"pyproject.toml": PROJECT})
     venv = make_venv(tmp_path, root, RECORD, BUILT)
     (venv / "bin/demo-hello").chmod(0o755)
-    stored = tmp_path / "cache" / pyenv.PROJECTS / "KEY.tar"
+    stored = tmp_path / "cache" / projectbuild.PROJECTS / "KEY.tar"
     log = Recorder(tmp_path / "log")
-    assert pyenv.store_project(str(root), str(venv), str(stored), log)
+    assert projectbuild.store_project(str(root), str(venv), str(stored), log)
     assert "project: stored its build as KEY.tar" in log.text()
     assert oct(stored.stat().st_mode & 0o777) == oct(0o644)
     assert [p.name for p in stored.parent.iterdir()] == ["KEY.tar"]  # no temporary file left
@@ -343,7 +346,7 @@ def test_stored_build_round_trip(tmp_path):
         assert not any(n.endswith("uv_cache.json") for n in tar.getnames())
 
     fresh = make_venv(tmp_path / "job2", root, "", {})
-    assert pyenv.install_stored(str(stored), str(fresh)) == ""
+    assert projectbuild.install_stored(str(stored), str(fresh)) == ""
     sp = fresh / "lib/python3.12/site-packages"
     assert (sp / "odd,name.py").read_text() == "X = 1\n" and (sp / "demo.pth").exists()
     assert os.access(fresh / "bin/demo-hello", os.X_OK)
@@ -374,7 +377,7 @@ def test_a_planted_stored_build_cannot_write_outside_the_venv(tmp_path, name, ki
     venv = tmp_path / "job" / "venv"
     venv.mkdir(parents=True)
     stored = evil_tar(tmp_path / "cache/KEY.tar", name, kind, link)
-    assert pyenv.install_stored(str(stored), str(venv)) != ""
+    assert projectbuild.install_stored(str(stored), str(venv)) != ""
     assert list(venv.iterdir()) == [] and not (tmp_path / "job/escape.pth").exists()
 
 
@@ -382,9 +385,9 @@ def test_sync_uses_the_stored_build_and_rebuilds_when_unreadable(tmp_path, monke
     root = tree(tmp_path / "checkout", {"pyproject.toml": PROJECT, "uv.lock": ""})
     venv = make_venv(tmp_path, root, "", {})
     s = Settings(str(venv))
-    monkeypatch.setattr(pyenv, "project_key", lambda *a, **k: "K")
+    monkeypatch.setattr(projectbuild, "project_key", lambda *a, **k: "K")
     cache = tmp_path / "cache"
-    stored = cache / pyenv.PROJECTS / "K.tar"
+    stored = cache / projectbuild.PROJECTS / "K.tar"
     stored.parent.mkdir(parents=True)
     with tarfile.open(stored, "w") as tar:
         data = b"/checkout/src\n"
@@ -431,7 +434,7 @@ def commit(root: Path, files: Mapping[str, str]) -> None:
 
 
 def key(root: Path, venv: Path, **settings) -> str:
-    return pyenv.project_key(str(root), str(venv), Settings(str(venv), **settings))
+    return projectbuild.project_key(str(root), str(venv), Settings(str(venv), **settings))
 
 
 def test_project_key_stands_for_the_packaging_by_content(tmp_path):
@@ -501,9 +504,9 @@ def test_members_outside_the_venv_are_refused_on_any_python(tmp_path):
     for name, kind, link in [("../x", tarfile.REGTYPE, ""), ("a/l", tarfile.SYMTYPE, "/etc/passwd")]:
         with tarfile.open(evil_tar(tmp_path / f"{kind!r}.tar", name, kind, link)) as tar:
             with pytest.raises(ValueError, match="outside the environment"):
-                pyenv.safe_members(tar, str(tmp_path / "venv"))
+                projectbuild.safe_members(tar, str(tmp_path / "venv"))
     with tarfile.open(evil_tar(tmp_path / "ok.tar", "lib/ok.pth")) as tar:
-        assert [m.name for m in pyenv.safe_members(tar, str(tmp_path / "venv"))] == ["lib/ok.pth"]
+        assert [m.name for m in projectbuild.safe_members(tar, str(tmp_path / "venv"))] == ["lib/ok.pth"]
 
 
 def test_uv_cache_dir_without_asking_uv_when_it_is_given(tmp_path, monkeypatch):

@@ -16,16 +16,10 @@ import sys
 
 from .steplog import StepLog, child_environ
 
-# csv, hashlib, json, tarfile and tempfile are imported where used: most jobs need few of them
+# projectbuild (the stored build of the project) is imported where used: local runs need none of it
 TYPE_CHECKING = False  # (typing costs a job's start-up ~10 ms: for the type checker only)
 if TYPE_CHECKING:
-    import tarfile
-    from typing import Callable, Mapping, Optional, Sequence
-
-    Git = Callable[[Sequence[str]], Optional[str]]
-
-PROJECTS = "launchkit-projects-v1"  # stored project builds, in uv's cache directory
-PACKAGING = ("pyproject.toml", "setup.py", "setup.cfg")
+    from typing import Mapping, Sequence
 
 
 class InstallFailed(Exception):
@@ -96,7 +90,7 @@ class Settings:
 # ---- what the commit contains
 
 
-def _read(path: str) -> str:
+def read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
@@ -104,12 +98,12 @@ def _read(path: str) -> str:
         return ""
 
 
-def _lines(path: str) -> list[str]:
+def toml_lines(path: str) -> list[str]:
     """The file's lines, each without leading blanks (as TOML and requirements files allow them)."""
-    return [line.lstrip(" \t") for line in _read(path).splitlines()]
+    return [line.lstrip(" \t") for line in read_text(path).splitlines()]
 
 
-def _assigns(line: str, key: str) -> bool:
+def assigns(line: str, key: str) -> bool:
     """`key = ...` (a TOML key set on this line)."""
     name, eq, _ = line.partition("=")
     return bool(eq) and name.strip() == key
@@ -121,17 +115,21 @@ def is_project(root: str) -> bool:
     if any(os.path.isfile(os.path.join(root, f)) for f in ("setup.py", "setup.cfg")):
         return True
     tables = ("[project]", "[build-system]")
-    return any(line.startswith(tables) for line in _lines(os.path.join(root, "pyproject.toml")))
+    return any(line.startswith(tables) for line in toml_lines(os.path.join(root, "pyproject.toml")))
 
 
 def hashed_requirements(path: str) -> bool:
     """A requirements file with `--hash` pins (pip-compile, `uv export`, `poetry export`)."""
-    return any("--hash=" in code or "--hash " in code for code in (x.partition("#")[0] for x in _lines(path)))
+    return any(
+        "--hash=" in code or "--hash " in code for code in (x.partition("#")[0] for x in toml_lines(path))
+    )
 
 
 def has_own_line(path: str) -> bool:
     """The project's own line (`-e .` or `.`, as `uv export` writes it): it has no hash."""
-    return any(line.split() in (["."], ["-e", "."]) for line in _read(path).splitlines() if line[:1] in ".-")
+    return any(
+        line.split() in (["."], ["-e", "."]) for line in read_text(path).splitlines() if line[:1] in ".-"
+    )
 
 
 def pip_groups(root: str, s: Settings, log: StepLog) -> list[str]:
@@ -140,7 +138,7 @@ def pip_groups(root: str, s: Settings, log: StepLog) -> list[str]:
     unless --uv-no-default-groups; every group with --uv-all-groups)."""
     path = os.path.join(root, "pyproject.toml")
     names = list(s.groups)
-    if not any(line.startswith("[dependency-groups]") for line in _lines(path)):
+    if not any(line.startswith("[dependency-groups]") for line in toml_lines(path)):
         return names  # uv names a missing group
     try:
         import tomllib
@@ -156,209 +154,6 @@ def pip_groups(root: str, s: Settings, log: StepLog) -> list[str]:
         default = data.get("tool", {}).get("uv", {}).get("default-groups", ["dev"])
         names += groups if default == "all" else [g for g in default if g in groups]
     return list(dict.fromkeys(names))
-
-
-# ---- the project's own build, kept across jobs
-#
-# The user's project (installed editable by `uv sync`) would be built by its build backend in every
-# job: uv's build cache keys on the ctime of pyproject.toml/setup.py/setup.cfg and the creation time
-# of src/, which are new in every fresh clone (and cannot be set). So launchkit keeps the project's
-# installed files itself, keyed on what uv's keys stand for, by content: the packaging files' git
-# blobs, the top-level (and src/) names, the Python version and the paths (the same on every node).
-# Stored in uv's cache directory, so a shared cache shares them; writes are atomic renames.
-
-
-def _git(root: str) -> Git:
-    def run(args: Sequence[str]) -> str | None:  # stdout, or None when git fails
-        r = subprocess.run(
-            ["git", *args],
-            cwd=root,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=child_environ(),
-            check=False,
-        )
-        return r.stdout.decode("utf-8", "surrogateescape") if r.returncode == 0 else None
-
-    return run
-
-
-def venv_python_line(venv: str) -> str:
-    """pyvenv.cfg's `version_info = 3.12.3` line (with its newline), or "" when there is none."""
-    for line in _read(os.path.join(venv, "pyvenv.cfg")).splitlines(True):
-        if line.startswith("version_info"):
-            return line if line.endswith("\n") else line + "\n"
-    return ""
-
-
-def project_key(root: str, venv: str, s: Settings, git: Git | None = None) -> str:
-    """The key of the checkout's project build (32 hex digits), or "" when it is left to uv: no
-    pyproject.toml, a workspace or `tool.uv.cache-keys`, UV_NO_EDITABLE & co, no venv Python."""
-    pyproject = os.path.join(root, "pyproject.toml")
-    if not os.path.isfile(pyproject) or s.uv_leaves_project:
-        return ""
-    lines = _lines(pyproject)
-    if any(line.startswith("[tool.uv.workspace]") or _assigns(line, "cache-keys") for line in lines):
-        return ""
-    py = venv_python_line(venv)
-    if not py:
-        return ""
-    git = git or _git(root)
-    commit = ""
-    # dynamic metadata (a version from git, say) or a setup.py-only project: any commit may change it
-    dynamic = any(_assigns(line, "dynamic") for line in lines)
-    if dynamic or not any(line.startswith("[project]") for line in _read(pyproject).splitlines()):
-        commit = (git(["rev-parse", "HEAD"]) or "").strip()
-        if not commit:
-            return ""
-    top = git(["ls-tree", "HEAD"])  # "MODE TYPE OID\tNAME" lines, in git's order
-    if top is None:
-        return ""
-    entries = [line.split("\t", 1) for line in top.splitlines() if "\t" in line]
-    packaging = "".join(meta + "\t" + name + "\n" for meta, name in entries if name in PACKAGING)
-    names = "".join(name + "\n" for _, name in entries)
-    src = [meta.split()[2] for meta, name in entries if name == "src" and meta.split()[1] == "tree"]
-    below = (git(["ls-tree", "--name-only", src[0]]) or "") if src else ""
-    text = f"launchkit-project-v1\n{root}\n{venv}\n{py}{commit}\n{packaging}{names}{below}"
-    import hashlib
-
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-
-
-def _site_packages(venv: str) -> list[str]:
-    lib = os.path.join(venv, "lib")
-    try:
-        found = sorted(d for d in os.listdir(lib) if d.startswith("python"))
-    except OSError:
-        return []
-    return [p for p in (os.path.join(lib, d, "site-packages") for d in found) if os.path.isdir(p)]
-
-
-def _file_url_path(url: str) -> str:
-    from urllib.parse import unquote, urlsplit
-
-    parts = urlsplit(url)
-    return unquote(parts.path) if parts.scheme == "file" and parts.netloc in ("", "localhost") else ""
-
-
-def editable_dist(root: str, venv: str) -> str:
-    """The one *.dist-info of an editable install of `root` in `venv` ("" for none or several)."""
-    import json
-
-    found = []
-    for sp in _site_packages(venv):
-        for name in sorted(os.listdir(sp)):
-            if not name.endswith(".dist-info"):
-                continue
-            try:
-                with open(os.path.join(sp, name, "direct_url.json"), encoding="utf-8") as f:
-                    info = json.load(f)
-            except (OSError, ValueError):
-                continue
-            if not isinstance(info, dict) or not (info.get("dir_info") or {}).get("editable"):
-                continue
-            if _file_url_path(str(info.get("url", ""))) == root:
-                found.append(os.path.join(sp, name))
-    return found[0] if len(found) == 1 else ""  # more than one: not ours to guess
-
-
-def record_files(dist: str, venv: str) -> list[str]:
-    """The files a dist-info's RECORD lists, relative to the venv ([] when one lies outside it).
-    uv's `uv_cache.json` (its ctime record of this clone) is left out: uv rechecks it."""
-    import csv
-
-    site = os.path.dirname(dist)
-    files = []
-    try:
-        with open(os.path.join(dist, "RECORD"), newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except (OSError, ValueError, csv.Error):
-        return []
-    for row in rows:
-        if not row or not row[0]:
-            continue
-        name = row[0]
-        if name.endswith("/uv_cache.json"):
-            continue
-        rel = os.path.relpath(os.path.normpath(os.path.join(site, name)), venv)
-        if os.path.isabs(name) or rel == ".." or rel.startswith("../"):
-            return []  # not ours to store
-        files.append(rel)
-    return files
-
-
-def store_project(root: str, venv: str, stored: str, log: StepLog) -> bool:
-    """Keep the editable install of the project at `root` as the tar `stored` (atomically)."""
-    import tarfile
-    import tempfile
-
-    dist = editable_dist(root, venv)
-    if not dist or not os.path.isfile(os.path.join(dist, "RECORD")):
-        return False  # a virtual project: nothing was built
-    files = record_files(dist, venv)
-    if not files:
-        return False
-    folder = os.path.dirname(stored)
-    try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(stored) + ".", dir=folder)  # unique among nodes
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "wb") as out, tarfile.open(
-            fileobj=out, mode="w", format=tarfile.GNU_FORMAT
-        ) as tar:
-            for rel in files:
-                tar.add(os.path.join(venv, rel), arcname=rel, recursive=False)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, stored)
-    except (OSError, tarfile.TarError):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return False
-    log.write("[launchkit] project: stored its build as " + os.path.basename(stored))
-    return True
-
-
-def _inside(base: str, path: str) -> bool:
-    return os.path.commonpath([base, path]) == base
-
-
-def safe_members(tar: tarfile.TarFile, dest: str) -> list[tarfile.TarInfo]:
-    """The members, or ValueError if one would land (or link) outside `dest`, or is not a plain
-    file, directory or link: a stored build is in a cache other jobs write too."""
-    dest = os.path.abspath(dest)
-    members = tar.getmembers()
-    for m in members:
-        path = os.path.normpath(os.path.join(dest, m.name))
-        if os.path.isabs(m.name) or not _inside(dest, path):
-            raise ValueError(f"{m.name}: outside the environment")
-        if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
-            raise ValueError(f"{m.name}: not a file")
-        if m.issym() or m.islnk():
-            base = os.path.dirname(path) if m.issym() else dest
-            target = os.path.normpath(os.path.join(base, m.linkname))
-            if os.path.isabs(m.linkname) or not _inside(dest, target):
-                raise ValueError(f"{m.name}: links outside the environment")
-    return members
-
-
-def install_stored(stored: str, venv: str) -> str:
-    """Unpack a stored build into the venv: "" when done, else why not."""
-    import tarfile
-
-    try:
-        with tarfile.open(stored, "r:") as tar:
-            members = safe_members(tar, venv)
-            if hasattr(tarfile, "data_filter"):  # 3.12+, and security updates of older ones
-                tar.extractall(venv, members=members, filter="data")
-            else:
-                tar.extractall(venv, members=members)
-    except (OSError, tarfile.TarError, ValueError) as e:
-        return str(e) or type(e).__name__
-    return ""
 
 
 # ---- the install
@@ -406,8 +201,12 @@ def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) 
     if s.image_venv:
         sync.append("--inexact")  # keep what the image's venv already has
     cache = uv_cache_dir() if cache is None else cache
-    key = project_key(root, s.venv, s) if cache and not s.local_run else ""
-    stored = os.path.join(cache, PROJECTS, key + ".tar") if key else ""
+    stored = ""
+    if cache and not s.local_run:
+        from . import projectbuild
+
+        key = projectbuild.project_key(root, s.venv, s)
+        stored = os.path.join(cache, projectbuild.PROJECTS, key + ".tar") if key else ""
     use_stored = bool(stored) and os.path.isfile(stored) and os.path.getsize(stored) > 0
     first = sync + ["--no-install-project"] if use_stored else sync
     if cache and os.path.isdir(os.path.join(cache, "archive-v0")):
@@ -417,7 +216,7 @@ def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) 
     else:
         _must(log, first)
     if use_stored:
-        why = install_stored(stored, s.venv)
+        why = projectbuild.install_stored(stored, s.venv)
         if not why:
             name = os.path.basename(stored)
             log.write(f"[launchkit] project: installed its stored build {name} (packaging files unchanged)")
@@ -425,7 +224,7 @@ def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) 
             log.write(f"[launchkit] project: the stored build is unreadable ({why}); building it")
             _must(log, sync)
     elif stored:
-        store_project(root, s.venv, stored, log)
+        projectbuild.store_project(root, s.venv, stored, log)
 
 
 def build_env(root: str, s: Settings, log: StepLog, cache: str | None = None) -> str:
