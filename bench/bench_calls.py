@@ -10,8 +10,9 @@ Counts are not timings: they do not depend on the machine's load, so the ceiling
 - list:    `launchkit list` (20 rows) and `list --limit 200` of 200 launchkit runs in the workspace (every
            other one finished, 2 authors). Beaker pages hold 50 rows, so 200 rows take 4 ListWorkloads
            and, for the EXIT column, 2 ListJobs in series.
-- submit:  `launchkit run -- python train.py` (no --upload), twice from the same commit: the second
-           launch must not have its create rejected for a taken name.
+- submit:  `launchkit run -- python train.py` (no --upload), three times from the same commit: the first
+           makes the runtime dataset (once per launchkit version and workspace), the later ones find it
+           with one call; the third launch must not have its create rejected for a taken name.
 - upload:  the first `launchkit run --upload DIR:/data` of 1,000 small files (plus an empty one); the
            dataset calls and the whole launch's calls. And the second launch of the same directory.
 --gantry also runs gantry 3.7.0's `gantry run --upload` of the 1,000 files (without the empty one, which
@@ -40,14 +41,19 @@ FILES = 1000
 CEILINGS = {
     "list": 5,
     "list --limit 200": 8,  # org, workspace, 4 pages of workloads, 2 of finished jobs
-    # workspace 2, image 2 (gantry's default image, by id), secrets 1, budget 1, create 1 (+ GetWorkload)
-    "submit": 8,
-    "submit again (same commit)": 8,  # no create refused for a taken name
-    "upload: whole launch": FILES + 26,
-    "upload: dataset calls": FILES + 16,  # find 2, create 2, storage 1, PUT 1,000, commit 2, verify 10
-    "upload with an empty file: whole launch": FILES + 1 + 27,
-    "upload with an empty file: dataset calls": FILES + 1 + 17,
-    "upload again: dataset calls": 13,  # find 2, verify 11
+    # The first launch into a workspace makes launchkit's runtime dataset (docs/runtime.md), once per
+    # launchkit version: user 1, lookup 1, budget 1, create 2, storage 1, PUT 1, verify 1, commit 2.
+    "submit (first: makes the runtime dataset)": 8 + 10,
+    # workspace 2, image 2 (gantry's default image, by id), secrets 1, budget 1, create 1 (+ GetWorkload),
+    # and the runtime dataset: 1 (GetDataset of the id remembered on this machine)
+    "submit": 9,
+    "submit again (same commit)": 9,  # no create refused for a taken name
+    "upload: whole launch": FILES + 27,
+    # find 2, create 2, storage 1, PUT 1,000, commit 2, verify 10; +1 the runtime dataset's GetDataset
+    "upload: dataset calls": FILES + 17,
+    "upload with an empty file: whole launch": FILES + 1 + 28,
+    "upload with an empty file: dataset calls": FILES + 1 + 18,
+    "upload again: dataset calls": 14,  # find 2, verify 11, the runtime dataset 1
 }
 # gantry 3.7.0's `gantry run --upload` of the same 1,000 files against the same fake (its source and
 # entrypoint datasets), recorded with --gantry on 2026-11-25: launchkit must stay at or below them.
@@ -118,6 +124,7 @@ def main() -> int:
             results["list"] = counted(fake, [*lk, "list"], repo, env)
             results["list --limit 200"] = counted(fake, [*lk, "list", "--limit", "200"], repo, env)
             launch = [*lk, "run", "--yes", "--", "python", "train.py"]
+            results["submit (first: makes the runtime dataset)"] = counted(fake, launch, repo, env)
             results["submit"] = counted(fake, launch, repo, env)
             results["submit again (same commit)"] = counted(fake, launch, repo, env)
             plain = data_dir(tmp, "plain", empty=False)  # what gantry can upload

@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
 """What the environment preflight adds to a warm Beaker launch (issue 23: at most 1 s).
 
-Usage (from the repository root):  uv run python bench/bench_preflight.py [-n 7]
+Usage (from the repository root):  uv run python bench/bench_preflight.py [-n 7] [--baseline-src ../main/src]
 
-- A real git repository with one pushed commit and a local bare `origin` (file://), holding a small
-  uv project (pyproject.toml with `tinydep>=0.1` and a `test` dependency group, .python-version 3.12,
-  no uv.lock: so the preflight resolves with `uv pip compile` for Linux x86_64, python 3.12).
+- Two real git repositories, each with one pushed commit and a local bare `origin` (file://), holding
+  a small uv project (pyproject.toml with `tinydep>=0.1` and a `test` dependency group,
+  .python-version 3.12): `no lock` (the preflight resolves it with `uv pip compile` for Linux x86_64,
+  python 3.12) and `uv.lock` (the same project locked: the preflight exports the lock as the job
+  installs it and installs that as a dry run for Linux x86_64, python 3.12).
   `--python-version ''` leaves .python-version out (uv then resolves for the first python on PATH).
-- Its requirements resolve without the network: two wheels built locally (tests/lk_helpers.make_wheel)
+- Their requirements resolve without the network: two wheels built locally (tests/lk_helpers.make_wheel)
   in a flat folder (UV_FIND_LINKS, UV_NO_INDEX), uv's cache in the run's temporary directory.
 - The fake Beaker (tests/fakebeaker, in this process, loopback only) takes the submits.
-- `launchkit run --yes -- python train.py` (this tree's src/, a subprocess like a user's) one warm-up
-  each, with the preflight (verbose, to check it ran and resolved) and with `--no-preflight`; then n
-  launches of each interleaved (A B A B ...), each timed from process start to exit.
-- Prints the medians (and min/max), their difference and `uptime`'s load. Exit 1 if the median
-  difference exceeds 1.0 s.
+- `launchkit run --yes -- python train.py` (this tree's src/, a subprocess like a user's) in each
+  repository: one warm-up each, with the preflight (verbose, to check it ran and passed) and with
+  `--no-preflight`; with `--baseline-src DIR` also another tree's launchkit (e.g. main's) with its
+  preflight; then n launches of each interleaved (A B C A B C ...), each timed from process start to exit.
+- Prints the medians (and min/max), the difference per repository and `uptime`'s load. Exit 1 if a
+  median difference exceeds 1.0 s.
 """
 
 from __future__ import annotations
@@ -57,15 +60,30 @@ def sh(*cmd: str, cwd: Path | None = None, env: dict[str, str] | None = None) ->
     )
 
 
-def small_project(tmp: Path, env: dict[str, str], python_version: str) -> Path:
-    """A uv project (no lock) with one pushed commit and a local bare origin."""
-    remote, work = tmp / "remote.git", tmp / "work"
+def small_project(tmp: Path, env: dict[str, str], python_version: str, *, lock: bool) -> Path:
+    """A uv project (with a uv.lock or without) with one pushed commit and a local bare origin."""
+    name = "locked" if lock else "nolock"
+    remote, work = tmp / f"{name}-remote.git", tmp / name
     sh("git", "init", "-q", "--bare", "-b", "main", str(remote), env=env)
     sh("git", "init", "-q", "-b", "main", str(work), env=env)
     (work / "train.py").write_text("import tinydep\nprint('value', tinydep.VALUE)\n")
     (work / "pyproject.toml").write_text(PYPROJECT)
     if python_version:
         (work / ".python-version").write_text(python_version + "\n")
+    if lock:
+        from uv import find_uv_bin
+
+        sh(
+            find_uv_bin(),
+            "lock",
+            "-q",
+            "--offline",
+            "--no-index",
+            "--python",
+            sys.executable,
+            cwd=work,
+            env=env,
+        )
     sh("git", "add", "-A", cwd=work, env=env)
     sh("git", "commit", "-q", "-m", "init", cwd=work, env=env)
     sh("git", "remote", "add", "origin", remote.as_uri(), cwd=work, env=env)
@@ -98,6 +116,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=7, help="timed launches of each kind (default 7)")
     ap.add_argument("--python-version", default="3.12", help="the project's .python-version ('' for none)")
+    ap.add_argument("--baseline-src", help="another tree's src/ timed alongside (e.g. ../main/src)")
     args = ap.parse_args()
     from fakebeaker import FakeBeaker, State, scenarios
     from lk_helpers import make_wheel
@@ -129,39 +148,54 @@ def main() -> int:
             UV_CACHE_DIR=str(tmp / "uv-cache"),
         )
         (tmp / "home").mkdir()
-        repo = small_project(tmp, env, args.python_version)
-        lk = [sys.executable, "-m", "launchkit"]
+        repos = {"no lock": small_project(tmp, env, args.python_version, lock=False)}
+        repos["uv.lock"] = small_project(tmp, env, args.python_version, lock=True)
         run = ["run", "--yes", "--", "python", "train.py"]
-        kinds = {
-            "with preflight": [*lk, *run],
-            "--no-preflight": [*lk, *run[:2], "--no-preflight", *run[2:]],
+        kinds: dict[str, tuple[list[str], dict[str, str]]] = {
+            "with preflight": ([*run], {}),
+            "--no-preflight": ([*run[:2], "--no-preflight", *run[2:]], {}),
         }
+        if args.baseline_src:
+            kinds["baseline"] = ([*run], {"PYTHONPATH": str(Path(args.baseline_src).resolve())})
+        lk = [sys.executable, "-m", "launchkit"]
+        said = {"no lock": "preflight: the environment resolves", "uv.lock": "preflight: uv.lock installs"}
+        samples: dict[tuple[str, str], list[float]] = {}
         with FakeBeaker(scenarios.basic(State()), directory=tmp / "fb") as fake:
             env.update(fake.env)
-            # warm-up of each (page cache, uv cache, launchkit's caches); the first shows the preflight ran
-            _, err = launch([*lk, "-v", *run], repo, env)
-            if "preflight: the environment resolves" not in err:
-                raise SystemExit(f"the preflight did not run or did not resolve:\n{err[-2000:]}")
-            launch(kinds["--no-preflight"], repo, env)
-            samples: dict[str, list[float]] = {name: [] for name in kinds}
+            for project, repo in repos.items():
+                # warm-up of each (page cache, uv cache, launchkit's caches); the first shows the preflight ran
+                _, err = launch([*lk, "-v", *run], repo, env)
+                if said[project] not in err:
+                    raise SystemExit(f"{project}: the preflight did not run or did not pass:\n{err[-2000:]}")
+                for cmd, extra in list(kinds.values())[1:]:
+                    launch([*lk, *cmd], repo, {**env, **extra})
             for _ in range(args.n):
-                for name, cmd in kinds.items():  # A B A B ...
-                    samples[name].append(launch(cmd, repo, env)[0])
-            # every launch submitted: 2 warm-ups and 2n timed, each one create call of the fake
+                for project, repo in repos.items():
+                    for name, (cmd, extra) in kinds.items():  # A B C A B C ...
+                        wall = launch([*lk, *cmd], repo, {**env, **extra})[0]
+                        samples.setdefault((project, name), []).append(wall)
+            # every launch submitted, each one create call of the fake
             submits = sum(n for k, n in fake.calls.items() if "create" in k.lower())
 
-    medians = {name: statistics.median(walls) for name, walls in samples.items()}
-    diff = medians["with preflight"] - medians["--no-preflight"]
+    launches = len(repos) * len(kinds) * (args.n + 1)
+    medians = {key: statistics.median(walls) for key, walls in samples.items()}
     print(
-        f"launchkit run --yes -- python train.py against the fake Beaker, n={args.n} each, ABAB;"
+        f"launchkit run --yes -- python train.py against the fake Beaker, n={args.n} each, interleaved;"
         f" .python-version {args.python_version or '-'}"
+        + (f"; baseline: {args.baseline_src}" if args.baseline_src else "")
     )
-    print(f"{'launch':<16} {'median':>8} {'min':>8} {'max':>8}")
-    for name, walls in samples.items():
-        print(f"{name:<16} {medians[name]:7.3f}s {min(walls):7.3f}s {max(walls):7.3f}s")
-    ok = diff <= TARGET
-    print(f"difference (median): {diff:+.3f}s  target <= {TARGET:.1f}s  {'ok' if ok else 'MISSED'}")
-    print(f"create calls the fake saw: {submits} (launches: {2 * args.n + 2})")
+    print(f"{'project':<9} {'launch':<16} {'median':>8} {'min':>8} {'max':>8}")
+    for (project, name), walls in samples.items():
+        print(f"{project:<9} {name:<16} {medians[project, name]:7.3f}s {min(walls):7.3f}s {max(walls):7.3f}s")
+    ok = True
+    for project in repos:
+        diff = medians[project, "with preflight"] - medians[project, "--no-preflight"]
+        ok = ok and diff <= TARGET
+        line = f"{project}: preflight adds (median) {diff:+.3f}s  target <= {TARGET:.1f}s"
+        if args.baseline_src:
+            line += f"; vs baseline {medians[project, 'with preflight'] - medians[project, 'baseline']:+.3f}s"
+        print(f"{line}  {'ok' if diff <= TARGET else 'MISSED'}")
+    print(f"create calls the fake saw: {submits} (launches: {launches})")
     print(f"before: {load_before}")
     print(f"after:  {uptime()}  ({os.cpu_count()} CPUs)")
     return 0 if ok else 1

@@ -19,13 +19,13 @@ Meaning (`meaning(spec, tool)`): the same normalised dict from a gantry spec and
 | env | envVars with a value, minus gantry's own (GANTRY_*, GITHUB_REPO, GIT_REF, GIT_BRANCH, RESULTS_DIR) | envVars with a value, minus LAUNCHKIT_* and ADDED_ENV |
 | secrets | envVars with a secret (GITHUB_TOKEN only if the user asked for it) | the same |
 | credentials | GANTRY_AWS_CONFIG / GANTRY_AWS_CREDENTIALS / GANTRY_GOOGLE_CREDENTIALS secrets | LAUNCHKIT_AWS_CONFIG / ..._AWS_CREDENTIALS / ..._GOOGLE_CREDENTIALS |
-| mounts | datasets by mountPath (not gantry's /gantry entrypoint): weka, hostPath, secret, beaker (ids mapped to names; uploads as "upload") | the same |
+| mounts | datasets by mountPath (not gantry's /gantry entrypoint): weka, hostPath, secret, beaker (ids mapped to names; uploads as "upload") | the same (not launchkit's /launchkit runtime) |
 | multinode | replicas (1 = none), leaderSelection, hostNetworking, propagateFailure, propagatePreemption, synchronizedStartTimeout | the same |
 | priority, preemptible, min_runtime, auto_resume | task.context | the same |
 | budget, retries, timeout | spec.budget (else the workspace's, which Beaker charges), spec.retry.allowedTaskRetries, task.timeout | the same |
 | workspace | dry-run header `Workspace:` (not in the spec) | a `workspace: ORG/NAME` stderr line if launchkit prints one; else the one given, else the config's |
 | image | task.image (beaker ids mapped to names) | the same |
-| command | task.arguments (task.command is bash /gantry/entrypoint.sh) | task.arguments (task.command is the entrypoint script) |
+| command | task.arguments (task.command is bash /gantry/entrypoint.sh) | task.arguments (task.command is the runtime's bootstrap) |
 | results, task_name | task.result.path, task.name | the same |
 | python | GANTRY_NO_PYTHON, _PYTHON_MANAGER, _USE_SYSTEM_PYTHON, _UV_VENV, _CONDA_ENV, _CONDA_FILE, _DEFAULT_PYTHON_VERSION (None when it is gantry's local default), _INSTALL_CMD, _UV_ALL_EXTRAS (not compared with an install command, which replaces the uv install it is for), _UV_EXTRAS, UV_TORCH_BACKEND | LAUNCHKIT_NO_PYTHON, _PYTHON_MANAGER, _SYSTEM_PYTHON, _UV_VENV, _CONDA_ENV, _CONDA_FILE, _PYTHON_VERSION, _INSTALL_CMD, _UV_ALL_EXTRAS, _UV_EXTRAS, UV_TORCH_BACKEND |
 | runtime | GANTRY_EXEC_METHOD, GANTRY_USE_TORCHRUN, GANTRY_SKIP_NCCL_SETUP, GANTRY_PRE/POST_SETUP_CMD, GANTRY_RUNTIME_DIR (None at the default) | LAUNCHKIT_EXEC_METHOD, LAUNCHKIT_LAUNCHER=torchrun, LAUNCHKIT_SKIP_NCCL_SETUP, LAUNCHKIT_PRE/POST_SETUP, LAUNCHKIT_RUNTIME_DIR |
@@ -328,8 +328,8 @@ def meaning(
     mounts: dict[str, Any] = {}
     for d in task.get("datasets") or []:
         mp, src = d["mountPath"], dict(d.get("source") or {})
-        if tool == "gantry" and mp == "/gantry":
-            continue
+        if (tool == "gantry" and mp == "/gantry") or (tool != "gantry" and mp == "/launchkit"):
+            continue  # each tool's own runtime dataset
         if "beaker" in src:
             name = datasets.get(src["beaker"], src["beaker"])
             src["beaker"] = (

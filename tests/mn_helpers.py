@@ -8,6 +8,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,13 +22,15 @@ REAL_HOME = os.environ.get("HOME", "")  # before the isolation fixture swaps it
 HARNESS_MAIN = """
 set -euo pipefail
 lk_cluster_setup
-lk_wrap_command "$@"
-exec "${LK_CMD[@]}"
+lk_exec "$@"
 """
 
 
 def harness_script() -> str:
-    return "\n".join((RUNTIME / p).read_text() for p in ("lib.sh", "nccl.sh", "launchers.sh")) + HARNESS_MAIN
+    from launchkit.runtime import _node_unpack_part
+
+    parts = [(RUNTIME / p).read_text() for p in ("lib.sh", "nccl.sh", "launchers.sh")]
+    return "\n".join([_node_unpack_part(), *parts]) + HARNESS_MAIN
 
 
 def run_node(
@@ -44,14 +47,15 @@ def run_node(
     full = {**base, **env}
     if path_prepend:
         full["PATH"] = os.pathsep.join([*map(str, path_prepend), full.get("PATH", "")])
-    return subprocess.run(
-        ["bash", "-c", harness_script(), "launchkit-entrypoint", *argv],
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-    )
+    with tempfile.TemporaryDirectory() as tmp:  # where the Python runtime is unpacked
+        return subprocess.run(
+            ["bash", "-c", harness_script(), "launchkit-entrypoint", *argv],
+            env={**full, "TMPDIR": env.get("TMPDIR", tmp)},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd,
+        )
 
 
 # --- the session venv for real runs

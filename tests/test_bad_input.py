@@ -51,6 +51,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("weka-no-target", ["run", "--weka", "bucket", *CMD], "'bucket'"),
     ("weka-relative-target", ["run", "--weka", "bucket:weka", *CMD], "'weka'"),
     ("duplicate-mount-path", ["run", "--dataset", "a:/data", "--weka", "b:/data", *CMD], "'/data'"),
+    (
+        "runtime-mount-path",
+        ["run", "--dataset", "a:/launchkit", *CMD],
+        "'/launchkit' is where launchkit's runtime",
+    ),
     ("upload-missing", ["run", "--upload", "no/such/dir:/data", *CMD], "'no/such/dir'"),
     (
         "both-images",

@@ -1,14 +1,18 @@
 """Preflight: the job's environment resolved for the node's platform (Linux x86_64, the job's Python)
-before a Beaker submit; a corpus of small repositories, each broken in a different real way."""
+before a Beaker submit; a corpus of small repositories, each broken in a different real way, with and
+without a lock (uv.lock, pylock.toml)."""
 
 from __future__ import annotations
+
+import os
+import subprocess
 
 import pytest
 
 from conftest import run_cli
 from launchkit.application import Application
 from launchkit.errors import PreconditionError
-from launchkit.pyenv import preflight, preflight_inputs
+from launchkit.pyenv import check_uv_lock, preflight, preflight_inputs, preflight_lock
 from lk_helpers import make_wheel
 
 PROJECT = (
@@ -113,6 +117,121 @@ def test_a_healthy_project_passes(index, tmp_path):
 def test_nothing_to_resolve_with_a_lock(tmp_path):
     root = _project(tmp_path, "locked", deps='"tinydep"', files={"uv.lock": ""})
     assert preflight_inputs(str(root), extras=[], all_extras=False, groups=[]) is None
+    # a pylock.toml holds the pins; the project on top of them is still resolved
+    pinned = _project(tmp_path, "pinned", deps='"tinydep"', files={"pylock.toml": ""})
+    assert preflight_inputs(str(pinned), extras=[], all_extras=False, groups=[]) == ["pyproject.toml"]
+
+
+def _uv(*args, cwd):
+    from uv import find_uv_bin
+
+    r = subprocess.run(
+        [find_uv_bin(), *args, "--quiet", "--offline", "--no-index"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def _locked(tmp_path, name, deps="", rp=">=3.10", more="", pylock=False):
+    """A project locked by uv from the local index (universal, as `uv lock` does); with `pylock` the lock
+    is exported to a pylock.toml, which the repository then has instead."""
+    root = _project(tmp_path, name, deps=deps, rp=">=3.10", more=more)
+    _uv("lock", cwd=root)
+    for f in ("pyproject.toml", "uv.lock"):  # uv locks only for a Python it has: set the range after
+        (root / f).write_text(
+            (root / f).read_text().replace('requires-python = ">=3.10"', f'requires-python = "{rp}"')
+        )
+    if pylock:
+        _uv(
+            "export",
+            "--frozen",
+            "--format",
+            "pylock.toml",
+            "--no-emit-project",
+            "-o",
+            "pylock.toml",
+            cwd=root,
+        )
+        (root / "uv.lock").unlink()
+    return root
+
+
+MAC_ONLY = "[tool.uv]\nenvironments = [\"sys_platform == 'darwin'\"]\n"
+LOCK_CORPUS = [
+    # (name, deps, requires-python, extra pyproject text, groups, pylock, what is said)
+    ("lock-no-linux-wheel", '"tinydep", "macdep"', ">=3.10", "", [], False, "only has wheels"),
+    (
+        "lock-for-macos-only",
+        '"tinydep"',
+        ">=3.10",
+        MAC_ONLY,
+        [],
+        False,
+        "covers only: sys_platform == 'darwin'",
+    ),
+    ("lock-needs-newer-python", '"newpy"', ">=3.10", "", [], False, "cp313"),
+    (
+        "lock-excludes-the-python",
+        '"tinydep"',
+        ">=3.13",
+        "",
+        [],
+        False,
+        "Python 3.12: it requires Python >=3.13",
+    ),
+    ("lock-broken-group", "", ">=3.10", '[dependency-groups]\nmac = ["macdep"]\n', ["mac"], False, "macdep"),
+    ("lock-missing-group", '"tinydep"', ">=3.10", "", ["nosuch"], False, "nosuch"),
+    ("pylock-no-linux-wheel", '"macdep"', ">=3.10", "", [], True, "only has wheels"),
+    (
+        "pylock-for-macos-only",
+        '"tinydep"',
+        ">=3.10",
+        MAC_ONLY,
+        [],
+        True,
+        "covers only: sys_platform == 'darwin'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "deps", "rp", "more", "groups", "pylock", "said"), LOCK_CORPUS, ids=[c[0] for c in LOCK_CORPUS]
+)
+def test_each_broken_lock_is_refused(index, tmp_path, name, deps, rp, more, groups, pylock, said):
+    root = _locked(tmp_path, name, deps=deps, rp=rp, more=more, pylock=pylock)
+    with pytest.raises(PreconditionError) as e:
+        preflight_lock(Application(), str(root), "3.12", extras=[], all_extras=True, groups=groups)
+    msg = str(e.value)
+    lock = "pylock.toml" if pylock else "uv.lock"
+    assert msg.startswith(f"{lock} cannot be") and said in msg, msg
+    assert "\n" not in msg and "--no-preflight" in e.value.hint
+
+
+def test_a_healthy_lock_passes(index, tmp_path, capsys):
+    more = '[dependency-groups]\ntest = ["tinydep"]\nmac = ["macdep"]\n'
+    root = _locked(tmp_path, "healthy-lock", deps='"tinydep"', more=more)
+    app = Application(verbosity=1)
+    # the `mac` group is in the lock but not installed: only what the job installs is checked
+    preflight_lock(app, str(root), "3.12", extras=[], all_extras=True, groups=["test"])
+    preflight_lock(app, str(root), None, extras=[], all_extras=False, groups=[], no_default_groups=True)
+    with pytest.raises(PreconditionError):
+        preflight_lock(app, str(root), "3.12", extras=[], all_extras=True, groups=[], all_groups=True)
+    pinned = _locked(tmp_path, "healthy-pylock", deps='"tinydep"', pylock=True)
+    preflight_lock(app, str(pinned), "3.12", extras=[], all_extras=True, groups=[])
+    err = capsys.readouterr().err
+    assert "uv.lock installs on Linux x86_64, python 3.12" in err and "pylock.toml installs" in err, err
+    newer = _locked(tmp_path, "newer-lock", deps='"newpy"')
+    preflight_lock(app, str(newer), "3.13", extras=[], all_extras=True, groups=[])
+    # a lock from a newer uv than launchkit's: the job's uv may read it, so one line and go on
+    lock = (root / "uv.lock").read_text()
+    (root / "uv.lock").write_text(lock.replace("version = 1\n", "version = 99\n", 1))
+    preflight_lock(app, str(root), "3.12", extras=[], all_extras=True, groups=[])
+    assert "preflight of uv.lock skipped" in capsys.readouterr().err
 
 
 def test_unreachable_index_skips_with_one_line(tmp_path, monkeypatch, capsys):
@@ -132,3 +251,64 @@ def test_beaker_submit_is_refused_and_no_preflight_submits(repo, fake_beaker, in
     assert "launched" not in r.stderr
     r = run_cli("run", "--no-preflight", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0 and "launched" in r.stderr, r.stderr
+
+
+def test_beaker_submit_with_a_lock_is_refused_and_no_preflight_submits(repo, fake_beaker, index):
+    root = _locked(repo.path.parent, "scratch", deps='"tinydep", "macdep"')
+    repo.commit({f: (root / f).read_text() for f in ("pyproject.toml", "uv.lock")})
+    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 3 and "uv.lock cannot be installed on Linux x86_64" in r.stderr, r.stderr
+    assert "macdep" in r.stderr and "launched" not in r.stderr
+    r = run_cli("run", "--no-preflight", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 0 and "launched" in r.stderr, r.stderr
+
+
+def test_stale_lock_is_refused_where_the_projects_python_is_missing(index, tmp_path, capsys):
+    """.python-version names a Python this machine lacks: the stale-lock check still decides (with
+    launchkit's interpreter; uv's own pick when the project excludes that one, which here cannot be had)."""
+    root = _locked(tmp_path, "stale", deps='"tinydep"')
+    (root / ".python-version").write_text("3.99\n")
+    check_uv_lock(Application(), str(root), "0" * 40, network=False)
+    assert "could not check" not in capsys.readouterr().err
+    pyproject = (root / "pyproject.toml").read_text()
+    (root / "pyproject.toml").write_text(pyproject.replace('"tinydep"', '"tinydep", "macdep"'))
+    with pytest.raises(PreconditionError, match=r"uv\.lock does not match pyproject\.toml"):
+        check_uv_lock(Application(), str(root), "0" * 40, network=False)
+    (root / "pyproject.toml").write_text(pyproject.replace(">=3.10", ">=3.99"))
+    check_uv_lock(Application(), str(root), "0" * 40, network=False)
+    assert "could not check that uv.lock matches" in capsys.readouterr().err
+
+
+def test_uv_never_writes_over_dev_null(tmp_path, monkeypatch):
+    """uv writes its output file by renaming over it: `-o /dev/null` replaced the machine's /dev/null with
+    a regular file (uv 0.5-0.10). The preflight gives it a file of its own."""
+    import launchkit.pyenv as pyenv
+
+    calls = []
+    monkeypatch.setattr(pyenv, "_uv", lambda args, **kw: calls.append(args) or (0, ""))
+    root = _project(tmp_path, "p", deps='"tinydep"')
+    preflight(Application(), str(root), ["pyproject.toml"], "3.12")
+    assert calls and all(os.devnull not in args for args in calls), calls
+
+
+def test_default_and_all_groups_are_resolved_as_the_job_installs_them(index, tmp_path):
+    """Without a lock the job installs the default groups ([tool.uv] default-groups, else `dev`) unless
+    --uv-no-default-groups, every group with --uv-all-groups: the preflight resolves the same ones."""
+    more = '[dependency-groups]\ndev = ["tinydep==7"]\ntest = ["tinydep"]\n'
+    root = _project(tmp_path, "dev-broken", deps='"tinydep"', more=more)
+
+    def check(**kw):
+        groups = kw.pop("groups", [])
+        inputs = preflight_inputs(str(root), extras=[], all_extras=False, groups=groups, **kw)
+        preflight(Application(), str(root), inputs, "3.12")
+
+    with pytest.raises(PreconditionError, match="tinydep==7"):
+        check()
+    check(no_default_groups=True, groups=["test"])
+    with pytest.raises(PreconditionError, match="tinydep==7"):
+        check(no_default_groups=True, all_groups=True)
+    uv_default = more + '[tool.uv]\ndefault-groups = ["test"]\n'
+    (root / "pyproject.toml").write_text(PROJECT.format(rp=">=3.10", deps='"tinydep"', more=uv_default))
+    check()
+    with pytest.raises(PreconditionError, match="tinydep==7"):
+        check(groups=["dev"])

@@ -1,4 +1,4 @@
-"""Golden Beaker specs for profile and multi-node jobs. The embedded entrypoint script and the version are
+"""Golden Beaker specs for profile and multi-node jobs. The bootstrap, the runtime dataset's name and the version are
 normalized. Regenerate after an intended change with LAUNCHKIT_UPDATE_GOLDEN=1."""
 
 from __future__ import annotations
@@ -61,7 +61,10 @@ CASES = {
 def render(given, command) -> str:
     spec = build_spec(build_request(given, command), GIT, user_profiles=USER_PROFILES).to_json()
     for task in spec["tasks"]:
-        task["command"][2] = "<entrypoint script>"
+        task["command"][2] = "<bootstrap>"
+        for d in task.get("datasets") or []:
+            if d["mountPath"] == "/launchkit":
+                d["source"]["beaker"] = "<runtime dataset>"
         for e in task.get("envVars", []):
             if e["name"] == "LAUNCHKIT_VERSION":
                 e["value"] = "<version>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -201,3 +202,50 @@ def test_missing_tool_is_named(tmp_path):
 def test_bad_runtime_env(stubs, env, msg):
     r = run_node(["python", "train.py"], env, path_prepend=[stubs])
     assert r.returncode == 100 and msg in r.stderr
+
+
+@pytest.fixture
+def bare_bin(tmp_path):
+    """A PATH with bash and the few tools the runtime's bash needs, and a Python 3.6 `python`."""
+    bin_dir = tmp_path / "bare"
+    bin_dir.mkdir()
+    for name in ("bash", "mktemp", "mkdir", "cat", "env"):
+        real = shutil.which(name)
+        assert real, name
+        (bin_dir / name).symlink_to(real)
+    (bin_dir / "python").write_text("#!/bin/sh\necho 'Python 3.6.9'\n")
+    (bin_dir / "python").chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize(
+    "launcher,tool_there,code,msg",
+    [
+        (
+            "torchrun",
+            True,
+            109,
+            "--torchrun needs Python 3.8+ on PATH (python or python3) to start 'torchrun'",
+        ),
+        (
+            "ray",
+            False,
+            109,
+            "--ray needs 'ray', which is not installed (add it to the project's dependencies)",
+        ),
+        ("mpirun", False, 100, "unknown LAUNCHKIT_LAUNCHER='mpirun'"),
+    ],
+)
+def test_no_python_image_refuses_a_launcher(bare_bin, stubs, launcher, tool_there, code, msg):
+    """--no-python on an image whose only `python` is Python 3.6: the launchers need the Python runtime."""
+    if tool_there:
+        (bare_bin / launcher).symlink_to(stubs / launcher)
+    env = {"LAUNCHKIT_NO_PYTHON": "1", "LAUNCHKIT_LAUNCHER": launcher, "PATH": str(bare_bin)}
+    r = run_node(["python", "train.py"], env)
+    assert r.returncode == code and msg in r.stderr, r.stderr
+
+
+def test_no_python_image_without_launcher_runs_the_command_in_bash(bare_bin):
+    env = {"LAUNCHKIT_NO_PYTHON": "1", "PATH": str(bare_bin)}
+    r = run_node(["bash", "-c", 'echo "ran $0 $1"; exit 5', "x", "y"], env)
+    assert r.returncode == 5 and r.stdout == "ran x y\n", r.stderr

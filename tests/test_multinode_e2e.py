@@ -91,8 +91,10 @@ def test_accelerate_two_replicas(repo, mn_bin):  # noqa: F811
         assert f"process {rank} of 2 (MULTI_CPU): total 3" in replica(out, rank), out
 
 
-def test_ray_head_driver_and_worker(repo, mn_bin):  # noqa: F811
-    code, out = run_replicas(repo, mn_bin, "ray", EXAMPLES / "ray" / "driver.py", extra=RAY)
+@pytest.mark.parametrize("method", ["exec", "bash"])
+def test_ray_head_driver_and_worker(repo, mn_bin, method):  # noqa: F811
+    extra = [*RAY, "--exec-method", method]
+    code, out = run_replicas(repo, mn_bin, "ray", EXAMPLES / "ray" / "driver.py", extra=extra)
     assert code == 0, out
     assert "driver sees 2 nodes; sum of squares 2470" in replica(out, 0), out
     worker = replica(out, 1)

@@ -23,7 +23,9 @@ def _dry(repo, *args: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     assert r.code == 0, r.stderr
     task = yaml.safe_load(r.stdout)["tasks"][0]
     env = {e["name"]: e.get("value", e.get("secret")) for e in task["envVars"]}
-    mounts = {d["mountPath"]: d["source"] for d in task.get("datasets") or []}
+    mounts = {
+        d["mountPath"]: d["source"] for d in task.get("datasets") or [] if d["mountPath"] != "/launchkit"
+    }
     return env, mounts, [ln for ln in r.stderr.splitlines() if "launchkit added" in ln]
 
 

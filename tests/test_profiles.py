@@ -239,7 +239,7 @@ def test_beaker_submit_keeps_profile_mounts():
     spec = build_spec(
         req(cluster=["lab/a"]), GitState(remote_url="https://x/y", commit="0" * 40), user_profiles=lab
     ).to_json()
-    assert _parsed(spec).to_json()["tasks"][0]["datasets"] == [
+    assert _parsed(spec).to_json()["tasks"][0]["datasets"][1:] == [  # after the runtime's
         {"source": {"hostPath": "/mnt/filestore_1"}, "mountPath": "/filestore"}
     ]
 

@@ -66,9 +66,9 @@ def test_multi_splits_commands_and_keeps_escaped_separators():
         ({"sweep": ["x=a/b,a_b"]}, ["a"], "give the same task name"),
         ({"sweep_experiments": True}, ["a"], "--sweep-experiments needs --sweep"),
         (
-            {"sweep": ["a=" + ",".join(map(str, range(20))), "b=" + ",".join(map(str, range(20)))]},
+            {"sweep": ["a=" + ",".join(map(str, range(40))), "b=" + ",".join(map(str, range(40)))]},
             ["a"],
-            "400 tasks",
+            "1600 tasks",
         ),
     ],
 )

@@ -9,7 +9,7 @@ from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import derive_port
 from launchkit.core.parse import build_request
 from launchkit.core.spec import build_spec, run_id, upload_dataset_name
-from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
+from launchkit.runtime import ENTRYPOINT_NAME, bootstrap
 
 GIT = GitState(remote_url="https://example.com/o/r.git", commit="a" * 40, branch="main")
 
@@ -27,9 +27,9 @@ def env_of(spec: dict) -> dict:
     return {e["name"]: e.get("value", e.get("secret")) for e in spec["tasks"][0]["envVars"]}
 
 
-def test_entrypoint_is_embedded_and_argv_is_separate():
+def test_bootstrap_is_the_command_and_argv_is_separate():
     task = spec_for("python", "train.py", "a b")["tasks"][0]
-    assert task["command"] == ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME]
+    assert task["command"] == ["bash", "-c", bootstrap(), ENTRYPOINT_NAME]
     assert task["arguments"] == ["python", "train.py", "a b"]
 
 
@@ -84,7 +84,7 @@ def test_upload_becomes_a_named_dataset(repo):
     (repo.path / "data" / "x.txt").write_text("x")
     r = run_main("run", "--dry-run", "--upload", "data:/inputs", "--", "python", "x", cwd=repo.path)
     assert r.code == 0, r.stderr
-    mount = yaml.safe_load(r.stdout)["tasks"][0]["datasets"][0]
+    mount = yaml.safe_load(r.stdout)["tasks"][0]["datasets"][1]  # after the runtime's
     assert mount == {
         "source": {"beaker": upload_dataset_name(str(repo.path / "data"))},
         "mountPath": "/inputs",

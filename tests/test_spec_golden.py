@@ -1,8 +1,8 @@
 """Golden YAML for representative `run --dry-run` invocations, plus round-trips through beaker-py.
 
 The repository is built deterministically (fixed dates, fixed remote URL), so commit SHAs are stable.
-The embedded entrypoint script is replaced by a placeholder (it is owned by the runtime work and
-checked separately against `entrypoint_script()`). Rewrite with: uv run pytest --update-goldens
+The per-task bootstrap and the runtime dataset's name are replaced by placeholders (they change with
+the runtime's files, and are checked here against `bootstrap()` and `runtime_dataset_name()`). Rewrite with: uv run pytest --update-goldens
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import yaml
 from inproc import run_main
 from launchkit.core.beaker_types import spec_types
 from launchkit.core.spec import dump_yaml
-from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
+from launchkit.runtime import ENTRYPOINT_NAME, RUNTIME_MOUNT, bootstrap, runtime_dataset_name
 
 GOLDEN = Path(__file__).parent / "golden"
-SCRIPT_PLACEHOLDER = "<entrypoint script: launchkit.runtime.entrypoint_script()>"
+SCRIPT_PLACEHOLDER = "<bootstrap: launchkit.runtime.bootstrap()>"
+DATASET_PLACEHOLDER = "<runtime dataset: launchkit.runtime.runtime_dataset_name()>"
 REMOTE = "https://github.com/example-org/example-repo.git"
 FIXED = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00"}
 CONFIG = """[project]
@@ -246,8 +247,15 @@ def golden_repo(tmp_path_factory):
 def normalised(spec_yaml: str) -> tuple[str, dict]:
     data = yaml.safe_load(spec_yaml)
     for task in data["tasks"]:
-        assert task["command"] == ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME]
+        assert task["command"] == ["bash", "-c", bootstrap(), ENTRYPOINT_NAME]
         task["command"][2] = SCRIPT_PLACEHOLDER
+        runtime = task["datasets"][0]
+        assert runtime == {
+            "source": {"beaker": runtime_dataset_name()},
+            "mountPath": RUNTIME_MOUNT,
+            "mode": "readonly",
+        }
+        runtime["source"]["beaker"] = DATASET_PLACEHOLDER
     return dump_yaml(data), data
 
 

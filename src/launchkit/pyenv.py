@@ -5,7 +5,8 @@
 - `repo_relative`: `--conda-file` as a path inside the repository (the job runs from the clone).
 - `version_tag`: the commit's nearest version tag, recreated in the job's clone for `git describe`.
 - `preflight`: the job's environment resolved for Linux x86_64 before a Beaker submit (exit 3 when
-  uv cannot resolve it, with uv's reason).
+  uv cannot resolve it, with uv's reason); `preflight_lock`: the same for a uv.lock or pylock.toml,
+  installed as a dry run (a pin without a Linux wheel, a lock for another platform or Python).
 - `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix.
 """
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+from typing import Any
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
@@ -47,7 +50,13 @@ def _uv(args: list[str], *, offline: bool, timeout: float, cwd: str | None = Non
 
 
 def _uv_lock_check(root: str, offline: bool, timeout: float) -> tuple[int, str]:
-    return _uv(["lock", "--check", "--directory", root], offline=offline, timeout=timeout)
+    # Naming launchkit's interpreter spares uv a search for the project's Python (1-3 s through pyenv
+    # shims, and no check at all where that Python is missing); a project that excludes it gets uv's pick.
+    args = ["lock", "--check", "--directory", root]
+    code, out = _uv([*args, "--python", sys.executable], offline=offline, timeout=timeout)
+    if code != 0 and "incompatible with the project's Python requirement" in out:
+        code, out = _uv(args, offline=offline, timeout=timeout)
+    return code, out
 
 
 def check_uv_lock(app: Application, root: str, commit: str, *, network: bool) -> None:
@@ -149,35 +158,71 @@ NETWORK_ERRORS = ("error sending request", "failed to fetch", "dns error", "conn
 
 
 def preflight_inputs(
-    root: str, *, extras: list[str], all_extras: bool, groups: list[str]
+    root: str,
+    *,
+    extras: list[str],
+    all_extras: bool,
+    groups: list[str],
+    all_groups: bool = False,
+    no_default_groups: bool = False,
 ) -> list[str] | None:
     """The `uv pip compile` inputs that describe what the job installs (as the entrypoint picks it:
-    docs/runtime.md), or None when there is nothing to resolve (uv.lock and pylock.toml are checked
-    elsewhere or are already resolved)."""
+    docs/runtime.md), or None when there is nothing to resolve (a uv.lock is `preflight_lock`'s; with a
+    pylock.toml the project installed on top of its pins is resolved here, the pins there)."""
 
     def has(name: str) -> bool:
         return os.path.isfile(os.path.join(root, name))
 
-    if has("uv.lock") or has("pylock.toml"):
+    if has("uv.lock") and has("pyproject.toml"):
         return None
     inputs: list[str] = []
     if has("pyproject.toml"):
+        import tomllib
+
         with open(os.path.join(root, "pyproject.toml"), encoding="utf-8", errors="replace") as f:
             text = f.read()
         if "[project]" in text:
             inputs += ["pyproject.toml"] + (
                 ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
             )
-        if "[dependency-groups]" in text:
-            inputs += [f"--group=pyproject.toml:{g}" for g in groups]
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            data = {}  # uv says what is wrong with it
+        names = _pip_groups(data, groups, all_groups, no_default_groups)
+        inputs += [f"--group=pyproject.toml:{g}" for g in names]
     if not inputs and has("requirements.txt"):
         inputs = ["-r", "requirements.txt"]
     return inputs or None
 
 
-def _compile(root: str, args: list[str], offline: bool, timeout: float) -> tuple[int, str]:
-    cmd = ["pip", "compile", "--quiet", "--no-header", "-o", os.devnull, *args]
-    return _uv(cmd, offline=offline, timeout=timeout, cwd=root)
+def _pip_groups(data: dict[str, Any], names: list[str], every: bool, no_default: bool) -> list[str]:
+    """The dependency groups the job's `uv pip install` gets, as the entrypoint's lk_pip_groups picks
+    them (uv sync's meaning): the named ones; every group, or the default ones ([tool.uv]
+    default-groups, else `dev`) unless no_default."""
+    table = data.get("dependency-groups")
+    if not isinstance(table, dict):
+        return list(names)  # uv names a group that is missing
+    picked = list(names)
+    if every:
+        picked += list(table)
+    elif not no_default:
+        uv_table = data.get("tool", {}).get("uv", {})
+        default = uv_table.get("default-groups", ["dev"]) if isinstance(uv_table, dict) else ["dev"]
+        picked += list(table) if default == "all" else [g for g in default if g in table]
+    return list(dict.fromkeys(picked))
+
+
+def _cache_then_index(app: Application, args: list[str], root: str, timeout: float) -> tuple[int, str] | None:
+    """uv with `args` from its cache alone, then online if that cannot decide; None (said in one line)
+    when the index cannot be reached."""
+    code, out = _uv(args, offline=True, timeout=timeout, cwd=root)
+    if code != 0 and OFFLINE_UNDECIDED in out:
+        code, out = _uv(args, offline=False, timeout=timeout, cwd=root)
+        if code != 0 and (code == -1 or any(e in out.lower() for e in NETWORK_ERRORS)):
+            app.info(f"preflight skipped: the package index cannot be reached ({_last(out)})")
+            return None
+    return code, out
 
 
 def preflight(
@@ -189,12 +234,16 @@ def preflight(
     # The target platform and version are given: this interpreter only runs builds of metadata, and
     # naming it spares uv a search for a local Python of the job's version (1 s through pyenv shims).
     args += ["--python", sys.executable]
-    code, out = _compile(root, args, offline=True, timeout=timeout)
-    if code != 0 and OFFLINE_UNDECIDED in out:
-        code, out = _compile(root, args, offline=False, timeout=timeout)
-        if code != 0 and (code == -1 or any(e in out.lower() for e in NETWORK_ERRORS)):
-            app.info(f"preflight skipped: the package index cannot be reached ({_last(out)})")
-            return
+    # Never `-o /dev/null`: uv writes its output by renaming a file over it (uv 0.5-0.10 replaced the
+    # machine's /dev/null with a regular file).
+    with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
+        out_file = os.path.join(tmp, "requirements.txt")
+        done = _cache_then_index(
+            app, ["pip", "compile", "--quiet", "--no-header", "-o", out_file, *args], root, timeout
+        )
+    if done is None:
+        return
+    code, out = done
     if code == 0:
         app.debug(
             f"preflight: the environment resolves for {PLATFORM}" + (f", python {python}" if python else "")
@@ -205,6 +254,122 @@ def preflight(
         f"the job's environment cannot be resolved for {where}: {_explanation(out)}",
         hint="fix the requirements and push, or pass --no-preflight to submit anyway",
     )
+
+
+LOCK_HINT = (
+    "make the lock cover Linux x86_64 and that Python (uv: [tool.uv] environments and required-environments,"
+    " then `uv lock`), commit and push; or pass --no-preflight to submit anyway"
+)
+
+
+def preflight_lock(
+    app: Application,
+    root: str,
+    python: str | None,
+    *,
+    extras: list[str],
+    all_extras: bool,
+    groups: list[str],
+    all_groups: bool = False,
+    no_default_groups: bool = False,
+    timeout: float = 30,
+) -> None:
+    """The job's lock installed as a dry run for the node's platform and Python: a uv.lock exported
+    (`uv export --frozen`, with the extras and groups the job's `uv sync --frozen` installs) to a
+    pylock.toml, or the repository's pylock.toml; refuse (exit 3) with uv's explanation when a pin has
+    no distribution for Linux x86_64, or the lock covers another platform or Python only."""
+    extra_args = ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
+    if os.path.isfile(os.path.join(root, "uv.lock")) and os.path.isfile(os.path.join(root, "pyproject.toml")):
+        group_args = ["--all-groups"] if all_groups else [f"--group={g}" for g in groups]
+        group_args += ["--no-default-groups"] if no_default_groups else []
+        with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
+            exported = os.path.join(tmp, "pylock.toml")
+            # the workspace's own packages are built from the clone: only the pins are checked
+            export = ["export", "--frozen", "--quiet", "--format", "pylock.toml", "--no-emit-workspace"]
+            code, out = _uv(
+                [*export, *extra_args, *group_args, "-o", exported], offline=True, timeout=timeout, cwd=root
+            )
+            if code == -1 or "unsupported schema version" in out:  # a newer uv's lock: the job's may read it
+                app.warn(f"preflight of uv.lock skipped: {_explanation(out)}")
+                return
+            if code != 0:
+                raise PreconditionError(
+                    f"uv.lock cannot be exported as the job installs it: {_explanation(out)}",
+                    hint="fix the extras and groups asked for (--uv-extra, --uv-group) or the project's; "
+                    "or pass --no-preflight to submit anyway",
+                )
+            _dry_run_install(app, "uv.lock", root, exported, [], python, timeout, tmp)
+    elif os.path.isfile(os.path.join(root, "pylock.toml")):
+        with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
+            _dry_run_install(app, "pylock.toml", root, "pylock.toml", extra_args, python, timeout, tmp)
+
+
+def _dry_run_install(
+    app: Application,
+    name: str,
+    root: str,
+    lock: str,
+    args: list[str],
+    python: str | None,
+    timeout: float,
+    tmp: str,
+) -> None:
+    import tomllib
+
+    try:
+        with open(os.path.join(root, lock), "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise PreconditionError(f"{name} cannot be read: {e}", hint=LOCK_HINT) from None
+    requires = data.get("requires-python")
+    version = _lock_python(python, requires if isinstance(requires, str) else None)
+    where = f"Linux x86_64{f', python {version}' if version else ''}"
+    if version is None and python:
+        raise PreconditionError(
+            f"{name} cannot be installed for the job's Python {python}: it requires Python {requires}",
+            hint=f"launch with a --python-version that {name} allows (or change .python-version); "
+            "or pass --no-preflight to submit anyway",
+        )
+    cmd = ["pip", "install", "--dry-run", "--quiet", "--target", os.path.join(tmp, "target")]
+    cmd += ["--python-platform", PLATFORM, "--python", sys.executable, "--preview-features", "pylock"]
+    cmd += [*(["--python-version", version] if version else []), "-r", lock, *args]
+    done = _cache_then_index(app, cmd, root, timeout)
+    if done is None:
+        return
+    code, out = done
+    if code == 0:
+        app.debug(f"preflight: {name} installs on {where}")
+        return
+    if code == -1:
+        app.warn(f"preflight of {name} skipped: {out}")
+        return
+    envs = data.get("environments")
+    covers = f" ({name} covers only: {'; '.join(map(str, envs))})" if isinstance(envs, list) and envs else ""
+    raise PreconditionError(
+        f"{name} cannot be installed on {where}: {_explanation(out)}{covers}", hint=LOCK_HINT
+    )
+
+
+def _lock_python(python: str | None, requires: str | None) -> str | None:
+    """The Python version to check a lock for: the job's (None when `requires` excludes it); when it is
+    not known at launch (no --python-version or .python-version), launchkit's own if `requires` allows
+    it, else the oldest 3.x that it does."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        allowed = SpecifierSet(requires or "")
+    except InvalidSpecifier:
+        return python
+    if python:
+        try:
+            # `3.12` is any 3.12.x: allowed when some release of it is
+            candidates = [python] + ([f"{python}.99"] if python.count(".") == 1 else [])
+            return python if any(Version(v) in allowed for v in candidates) else None
+        except InvalidVersion:
+            return python  # a request such as `pypy@3.10`: uv says what it makes of it
+    own = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return next((v for v in [own, *(f"3.{n}" for n in range(8, 20))] if Version(v) in allowed), own)
 
 
 def _last(out: str) -> str:

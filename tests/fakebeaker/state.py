@@ -707,6 +707,14 @@ class State:
                         return d
         raise NotFound(f"dataset {ref!r} not found")
 
+    def _dataset_known(self, ref: str, user: Any) -> bool:
+        """A spec's `source.beaker`: an id, `author/name`, or a bare name of the author's (inferred)."""
+        try:
+            self.find_dataset(ref)
+            return True
+        except NotFound:
+            return any(d.name == ref and d.author_id == user.id for d in self.datasets.values())
+
     def find_group(self, ref: str) -> Group:
         with self.lock:
             if ref in self.groups:
@@ -804,6 +812,9 @@ class State:
                         and ws.secret(mount.source.secret, exact=False) is None
                     ):
                         raise Invalid(f"secret {mount.source.secret!r} not found in workspace")
+                    ref = mount.source.beaker
+                    if ref is not None and not self._dataset_known(ref, user):  # a spec names "Name or ID"
+                        raise Invalid(f"task {tname!r}: dataset {ref!r} not found")
                 raw_ctx = (raw_tasks[i] if i < len(raw_tasks) else {}).get("context") or {}
                 if "preemptible" in raw_ctx and ("minRuntime" in raw_ctx or "autoResume" in raw_ctx):
                     raise Invalid(

@@ -88,6 +88,7 @@ class RunInfo(BaseModel):
     launchkit: bool = True  # launched by launchkit (vs. any other Beaker workload)
     message: str | None = None  # why it ended that way, when the backend knows (e.g. why it was lost)
     end: EndReason | None = None  # why it ended (finished runs), one line with its fix
+    task_statuses: dict[str, int] = {}  # several tasks: RunStatus value -> how many tasks are in it
 
 
 class Capability(str, Enum):

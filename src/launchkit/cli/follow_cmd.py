@@ -28,6 +28,9 @@ def follow(
         None, "--author", "-a", help="Beaker: with --latest, this user's newest run."
     ),
     tail: bool = typer.Option(False, "--tail", "-t", help="Start with the last 10 lines, not the whole log."),
+    task: str | None = typer.Option(
+        None, "--task", help="Beaker: only this task (a run of many tasks is otherwise summarised)."
+    ),
     workspace: str | None = workspace_option(),
     backend: str | None = backend_option(),
     local: bool = local_option(),
@@ -39,6 +42,7 @@ def follow(
     app = get_app(ctx)
     b, run = resolve_run(app, backend, local, run_id, latest, author, workspace)
     require(b, Capability.all_replicas, all_replicas=all_replicas)
+    require(b, Capability.tasks, task=task)
     import os
 
     from launchkit.notify import SlackNotifier, url_from_env
@@ -55,6 +59,7 @@ def follow(
             all_replicas=all_replicas,
             tail=TAIL_LINES if tail else None,
             notifier=notifier,
+            task=task,
         )
     )
 

@@ -138,6 +138,55 @@ def _secs(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+SUMMARY_OVER = 8  # a run with more tasks is followed by a status summary, not every task's lines
+SUMMARY_POLL = 5.0  # seconds between looks at a summarised run
+_ORDER = ("running", "starting", "queued", "stopping", "uploading", "succeeded", "failed", "canceled")
+
+
+def task_summary(statuses: dict[str, int]) -> str:
+    """`1000 tasks: 12 running, 980 queued, 8 succeeded` (states with no task left out; replicas
+    count as the tasks Beaker makes of them)."""
+    total = sum(statuses.values())
+    order = [*_ORDER, *sorted(set(statuses) - set(_ORDER))]
+    parts = [f"{statuses[s]} {s}" for s in order if statuses.get(s)]
+    return f"{total} tasks: " + ", ".join(parts)
+
+
+def summarised(run: RunInfo, replica: int | None, all_replicas: bool, task: str | None) -> bool:
+    """Whether `follow` shows the run's task counts instead of its tasks' logs."""
+    return run.tasks > SUMMARY_OVER and replica is None and not all_replicas and task is None
+
+
+def follow_summary(
+    app: Application,
+    backend: Backend,
+    run: RunInfo,
+    *,
+    poll: float = SUMMARY_POLL,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Say how many tasks are in each state whenever that changes, until the run finishes; the run's
+    exit code (1 when a task failed without one). One task's lines: `follow ID --task NAME`."""
+    app.info(
+        f"{run.id} has {run.tasks} tasks: their states, not their logs, are shown "
+        f"(one task: launchkit follow {run.id} --task NAME, or launchkit logs {run.id} --task NAME)"
+    )
+    last = ""
+    info = run
+    while True:
+        line = task_summary(info.task_statuses or {info.status.value: info.tasks})
+        if line != last:
+            app.info(line)
+            last = line
+        if info.status.finished:
+            break
+        sleep(poll)
+        info = backend.get(run.id)
+    if info.exit_code is not None:
+        return info.exit_code
+    return 0 if info.status == RunStatus.succeeded else 1
+
+
 def follow_run(
     app: Application,
     backend: Backend,
@@ -150,6 +199,8 @@ def follow_run(
     show_logs: bool = True,
     notifier: SlackNotifier | None = None,
     clock: Clock = time.monotonic,
+    task: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Follow until the run finishes. Ctrl-C detaches (the job keeps running) and says how to resume.
 
@@ -167,10 +218,15 @@ def follow_run(
     kwargs: dict[str, Any] = {"replica": replica, "all_replicas": all_replicas}
     if tail is not None:
         kwargs["tail"] = tail
+    if task is not None:
+        kwargs["task"] = task  # Capability.tasks (the CLI checks)
     try:
         if dog is not None:
             dog.start()
-        code = backend.follow(run, sink, **kwargs)  # type: ignore[arg-type]
+        if summarised(run, replica, all_replicas, task):
+            code = follow_summary(app, backend, run, sleep=sleep)
+        else:
+            code = backend.follow(run, sink, **kwargs)  # type: ignore[arg-type]
     except BrokenPipeError:
         return stdout_closed()
     except KeyboardInterrupt:
@@ -179,6 +235,7 @@ def follow_run(
             f"\ndetached from {run.id}; it keeps running. Resume with: launchkit follow {run.id}"
             + (f" --replica {replica}" if replica is not None else "")
             + (" --all-replicas" if all_replicas else "")
+            + (f" --task {task}" if task is not None else "")
         )
         return EXIT_INTERRUPTED
     finally:
@@ -208,4 +265,4 @@ def follow_run(
     return code
 
 
-__all__ = ["EXIT_TIMED_OUT", "Limits", "follow_run"]
+__all__ = ["EXIT_TIMED_OUT", "Limits", "follow_run", "follow_summary", "task_summary"]

@@ -320,7 +320,7 @@ def check_environment(
     """Preflight before a Beaker submit (launchkit.pyenv.preflight): the job's requirements resolved for
     the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda, --no-python."""
     from launchkit.core.request import PythonManager
-    from launchkit.pyenv import preflight, preflight_inputs
+    from launchkit.pyenv import preflight, preflight_inputs, preflight_lock
 
     if (
         request.dry_run
@@ -334,14 +334,29 @@ def check_environment(
         or request.branch
     ):
         return
+    python = request.python_version
+    if not python and os.path.isfile(pv := os.path.join(git.repo_root, ".python-version")):
+        python = next(iter(Path(pv).read_text(encoding="utf-8").split()), None)
     inputs = preflight_inputs(
-        git.repo_root, extras=request.uv_extras, all_extras=request.uv_all_extras, groups=request.uv_groups
+        git.repo_root,
+        extras=request.uv_extras,
+        all_extras=request.uv_all_extras,
+        groups=request.uv_groups,
+        all_groups=request.uv_all_groups,
+        no_default_groups=request.uv_no_default_groups,
     )
     if inputs:
-        python = request.python_version
-        if not python and os.path.isfile(pv := os.path.join(git.repo_root, ".python-version")):
-            python = Path(pv).read_text(encoding="utf-8").strip().splitlines()[0] or None
         preflight(app, git.repo_root, inputs, python)
+    preflight_lock(
+        app,
+        git.repo_root,
+        python,
+        extras=request.uv_extras,
+        all_extras=request.uv_all_extras,
+        groups=request.uv_groups,
+        all_groups=request.uv_all_groups,
+        no_default_groups=request.uv_no_default_groups,
+    )
 
 
 def save_spec(app: Application, path: str, text: str) -> None:

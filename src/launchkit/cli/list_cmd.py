@@ -122,9 +122,11 @@ def list_runs(
         for r in runs
     ]
     if any(r.tasks > 1 for r in runs):
+        from launchkit.cli.following import task_summary
+
         header.insert(2, "TASKS")
-        for row, r in zip(rows, runs, strict=True):
-            row.insert(2, str(r.tasks))
+        for row, r in zip(rows, runs, strict=True):  # a many-task run: how many are in each state
+            row.insert(2, task_summary(r.task_statuses) if r.task_statuses else str(r.tasks))
     if any(r.author for r in runs):
         header.append("AUTHOR")
         for row, r in zip(rows, runs, strict=True):

@@ -530,6 +530,13 @@ def _mounts(opts: _Options, f: dict[str, Any], cwd: str | None) -> None:
             f"two inputs are mounted at {dup!r}",
             hint="give each --dataset/--mount/--weka/--upload/--dataset-secret its own path",
         )
+    from launchkit.runtime import RUNTIME_MOUNT
+
+    if RUNTIME_MOUNT in targets:  # launchkit's runtime is mounted there (docs/runtime.md)
+        raise UsageError(
+            f"{RUNTIME_MOUNT!r} is where launchkit's runtime is mounted",
+            hint="mount the input at another path",
+        )
 
 
 def _env(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str]) -> None:

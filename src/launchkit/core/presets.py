@@ -71,13 +71,12 @@ def check_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-class PresetPart(Model):
-    """What a preset (or one of its per-profile parts) adds to a job."""
+class SpecParts(Model):
+    """What goes into the spec as-is: environment variables, host and Weka mounts (profiles, presets)."""
 
     env: dict[str, str] = {}
     mounts: list[HostMount] = []
     weka: list[WekaMount] = []
-    secrets: dict[str, str] = {}  # env name -> workspace secret name, added only if it exists
 
     @field_validator("mounts", mode="before")
     @classmethod
@@ -93,6 +92,12 @@ class PresetPart(Model):
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         return check_env(v)
+
+
+class PresetPart(SpecParts):
+    """What a preset (or one of its per-profile parts) adds to a job."""
+
+    secrets: dict[str, str] = {}  # env name -> workspace secret name, added only if it exists
 
     @field_validator("secrets")
     @classmethod

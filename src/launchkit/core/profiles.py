@@ -18,9 +18,9 @@ import re
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from launchkit.core.presets import PresetPart, apply_presets, check_env, mount_list, refuse_secret
+from launchkit.core.presets import ENV_NAME, Model, PresetPart, SpecParts, apply_presets, refuse_secret
 from launchkit.core.request import HostMount, LaunchRequest, WekaMount
 from launchkit.errors import UsageError
 
@@ -35,20 +35,13 @@ IB_SYSFS = "/sys/class/infiniband"  # runtime override: LAUNCHKIT_IB_SYSFS
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
 def _single_line(value: str, what: str) -> str:
     if "\n" in value or "\r" in value:
         raise ValueError(f"{what} {value!r} must be a single line")
     return value
 
 
-class Step(_Model):
+class Step(Model):
     """One in-container setup step. Exactly one of the fields is set; steps run in order."""
 
     export: dict[str, str] | None = None  # NAME = VALUE, exported as-is (no expansion)
@@ -62,7 +55,7 @@ class Step(_Model):
             raise ValueError("a setup step needs exactly one of export, prepend or source")
         for table in (self.export, self.prepend):
             for name, value in (table or {}).items():
-                if not _ENV_NAME.match(name):
+                if not ENV_NAME.match(name):
                     raise ValueError(f"{name!r} is not a valid environment variable name")
                 refuse_secret(name, value)
                 _single_line(value, name)
@@ -81,7 +74,7 @@ class Step(_Model):
         return [f"source {self.source}"]
 
 
-class Profile(_Model):
+class Profile(SpecParts):
     """A named cluster profile (built in, or from `[tool.launchkit.profiles.NAME]`)."""
 
     name: str
@@ -92,11 +85,7 @@ class Profile(_Model):
     # node detection at runtime (also matched against --hostname at launch time)
     hostnames: list[str] = []  # node hostname globs ("jupiter*")
     detect_paths: list[str] = []  # a node belongs if one exists (and is not an empty directory)
-    # spec parts
-    env: dict[str, str] = {}
-    mounts: list[HostMount] = []
-    weka: list[WekaMount] = []
-    # runtime parts
+    # spec parts: env, mounts, weka (SpecParts); runtime parts:
     setup: list[Step] = []
     multi_node_setup: list[Step] = []
     runtime_summary: str = ""  # the runtime parts in a few words (the `launchkit added:` line)
@@ -109,21 +98,6 @@ class Profile(_Model):
         if not _NAME.match(v):
             raise ValueError(f"profile name {v!r} may only use letters, digits, '.', '_' and '-'")
         return v
-
-    @field_validator("mounts", mode="before")
-    @classmethod
-    def _host_mounts(cls, v: Any) -> Any:
-        return mount_list(v, HostMount)
-
-    @field_validator("weka", mode="before")
-    @classmethod
-    def _weka_mounts(cls, v: Any) -> Any:
-        return mount_list(v, WekaMount)
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, v: dict[str, str]) -> dict[str, str]:
-        return check_env(v)
 
     @field_validator("hostnames", "detect_paths", "clusters", "tags")
     @classmethod
@@ -211,7 +185,7 @@ def load_profiles(user_profiles: dict[str, Any] | None) -> dict[str, Profile]:
     return {n: p for n, p in profiles.items() if not p.disabled}
 
 
-class ProfileSelection(_Model):
+class ProfileSelection(Model):
     """What `resolve_profiles` decided, with the reasons (shown by `launchkit profiles`)."""
 
     applied: str | None = None  # the profile whose spec parts are in the spec

@@ -86,7 +86,10 @@ def session_argv(
         argv += ["--image", f"beaker://{image['beaker']}"]
     elif image.get("docker"):
         argv += ["--image", f"docker://{image['docker']}"]
-    mounts = [_mount(m) for m in task.get("datasets") or []]
+    from launchkit.runtime import RUNTIME_MOUNT
+
+    # no entrypoint runs in a session: no runtime dataset either
+    mounts = [_mount(m) for m in task.get("datasets") or [] if m["mountPath"] != RUNTIME_MOUNT]
     for env in task.get("envVars") or []:
         if env["name"] in _CREDENTIAL_FILES and env.get("secret"):
             file_name, variable = _CREDENTIAL_FILES[env["name"]]

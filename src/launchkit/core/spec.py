@@ -1,7 +1,9 @@
 """Launch request + git state -> beaker-py `BeakerExperimentSpec`. Pure: no I/O, no network.
 
-The spec is self-contained: the entrypoint script rides in the task's command
-(`bash -c <script> launchkit-entrypoint`), and the user's argv is the task's `arguments`, unchanged.
+The runtime travels once: its files are a dataset mounted read-only in every task (launchkit.runtime),
+each task's command is a short bootstrap (`bash -c <bootstrap> launchkit-entrypoint`), and the user's
+argv is the task's `arguments`, unchanged. The mount names the dataset `launchkit.runtime.
+runtime_dataset_name()`; a backend resolves it (Beaker: the dataset's id, made once).
 Everything that looks random (run id, rendezvous port) is derived from the inputs, so the same
 invocation always yields byte-identical YAML. Names (workspace, image, clusters, datasets) stay
 unresolved; the Beaker backend resolves them at submit time.
@@ -64,7 +66,7 @@ from launchkit.core.profiles import job_tags
 from launchkit.core.request import Launcher, LaunchRequest, PythonManager
 from launchkit.core.tasks import expand_tasks
 from launchkit.core.units import format_size, to_nanoseconds
-from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
+from launchkit.runtime import ENTRYPOINT_NAME, RUNTIME_MOUNT, bootstrap, runtime_dataset_name
 
 # The image used when neither the command line nor a config names one: gantry 3.7.0's default, so a
 # gantry line means the same job. CUDA base with uv, conda, git and the MLNX OFED user-space drivers
@@ -125,6 +127,7 @@ def decided_at_submit(request: LaunchRequest, git: GitState, spec: dict[str, Any
     if request.groups:
         parts.append("group ids")
     parts += upload_note(request)
+    parts.append(f"runtime dataset id ({runtime_dataset_name()}; created once per launchkit version)")
     return parts
 
 
@@ -194,9 +197,18 @@ def _python_env(request: LaunchRequest, parts: TaskParts) -> None:
     parts.set_env(ENV_UV_CACHE_DIR, request.uv_cache_dir)
 
 
+def runtime_mount() -> Any:
+    """The runtime's files, read-only, where the bootstrap looks for them (launchkit.runtime)."""
+    t = spec_types()
+    return t.BeakerDataMount(
+        source=t.BeakerDataSource(beaker=runtime_dataset_name()), mount_path=RUNTIME_MOUNT, mode="readonly"
+    )
+
+
 def _datasets(request: LaunchRequest) -> list[Any]:
     t = spec_types()
-    mounts = [
+    mounts = [runtime_mount()]
+    mounts += [
         t.BeakerDataMount(
             source=t.BeakerDataSource(beaker=d.dataset),
             mount_path=d.mount_path,
@@ -306,9 +318,9 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
         image=image,
         context=context,
         constraints=constraints,
-        command=["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME],
+        command=["bash", "-c", bootstrap(), ENTRYPOINT_NAME],
         arguments=list(request.command),
-        datasets=_datasets(request) or None,
+        datasets=_datasets(request),
         result=t.BeakerResultSpec(path=request.results_dir),
         resources=resources,
         replicas=request.replicas if request.replicas > 1 else None,

@@ -26,7 +26,9 @@ ENV_TASK_INDEX = "LAUNCHKIT_TASK_INDEX"
 
 SEPARATOR = "--"
 ESCAPED_SEPARATOR = "\\--"
-MAX_TASKS = 256
+# One experiment holds them all: Beaker creates jobs synchronously (~0.2 s each; the create's timeout
+# grows with them, backends/beaker/submit.py), so 1,000 tasks is one create of a few minutes.
+MAX_TASKS = 1000
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 

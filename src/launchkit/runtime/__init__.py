@@ -2,13 +2,22 @@
 stdlib-only Python package `node/` it hands over to once a Python exists.
 
 The script is assembled from the `*.sh` parts in this folder, in `PARTS` order, plus a generated part
-that unpacks `node/*.py` (as the package `launchkit_node`) when first needed, and embedded in the spec
-as `bash -c <script> launchkit-entrypoint ARGV...`, so a spec needs nothing but bash and git.
+that unpacks `node/*.py` (as the package `launchkit_node`) when first needed.
+
+The runtime travels once, not per task (docs/runtime.md): its files (`runtime_files()`) are a
+content-addressed dataset named `runtime_dataset_name()` (a hash of the files and launchkit's version),
+mounted read-only at `RUNTIME_MOUNT`; each task's command is the short `bootstrap()`, which checks the
+script's SHA-256 and execs it: `bash -c <bootstrap> launchkit-entrypoint ARGV...`. The Beaker backend
+creates the dataset once and mounts it by id; the local backend materialises the same files
+(`materialise`) and points the bootstrap at them (`ENV_ENTRYPOINT_DIR`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -49,3 +58,74 @@ def entrypoint_script() -> str:
     parts = {part: (_FOLDER / part).read_text() for part in PARTS}
     parts = {"node (generated from runtime/node/*.py)": _node_unpack_part(), **parts}
     return "\n".join(f"# ---- {name}\n{text}" for name, text in parts.items())
+
+
+# ---- the runtime as files: one content-addressed dataset, mounted read-only in every task
+RUNTIME_MOUNT = "/launchkit"  # where the job finds the runtime's files (gantry: /gantry)
+ENTRYPOINT_FILE = "entrypoint.sh"
+ENV_ENTRYPOINT_DIR = "LAUNCHKIT_ENTRYPOINT_DIR"  # the bootstrap's override of RUNTIME_MOUNT (local runs)
+DATASET_PREFIX = "launchkit-runtime-"
+
+
+@lru_cache(maxsize=1)
+def runtime_files() -> dict[str, bytes]:
+    """What the runtime dataset holds: relative path -> content."""
+    return {ENTRYPOINT_FILE: entrypoint_script().encode()}
+
+
+@lru_cache(maxsize=1)
+def runtime_key() -> str:
+    """Hex SHA-256 over launchkit's version and every runtime file (path, content)."""
+    from launchkit import __version__
+
+    h = hashlib.sha256(f"launchkit {__version__}\0".encode())
+    for name, data in sorted(runtime_files().items()):
+        h.update(f"{name}\0{len(data)}\0".encode() + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def runtime_dataset_name() -> str:
+    """The runtime dataset's name as the spec carries it before a backend resolves it (the offline
+    dry run prints it): `launchkit-runtime-<key>`."""
+    return DATASET_PREFIX + runtime_key()[:20]
+
+
+def bootstrap() -> str:
+    """The per-task command (`bash -c <this> launchkit-entrypoint ARGV...`): find the runtime's
+    entrypoint, check it is the one this spec was made for, exec it with the task's argv."""
+    digest = hashlib.sha256(runtime_files()[ENTRYPOINT_FILE]).hexdigest()
+    return (
+        f'f="${{{ENV_ENTRYPOINT_DIR}:-{RUNTIME_MOUNT}}}/{ENTRYPOINT_FILE}"\n'
+        f'[[ -r $f ]] || {{ echo "[launchkit] error: no runtime at $f (is dataset '
+        f'{runtime_dataset_name()} mounted?)" >&2; exit 100; }}\n'
+        f'! command -v sha256sum >/dev/null || echo "{digest}  $f" | sha256sum -c >/dev/null 2>&1 || '
+        f'{{ echo "[launchkit] error: $f is not the runtime this spec was made for" >&2; exit 100; }}\n'
+        'exec bash "$f" "$@"\n'
+    )
+
+
+def materialise(root: Path) -> Path:
+    """The runtime's files under `root/<dataset name>/` (written once, atomically; read-only after),
+    for backends that run the spec on this machine. Returns that directory."""
+    target = root / runtime_dataset_name()
+    if all((target / name).is_file() for name in runtime_files()):
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    try:
+        for name, data in runtime_files().items():
+            path = tmp / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            path.chmod(0o444)
+        tmp.chmod(0o555)
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not all((target / name).is_file() for name in runtime_files()):
+                raise  # not another launch's identical copy
+    finally:
+        if tmp.exists():
+            tmp.chmod(0o755)
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target

@@ -362,41 +362,8 @@ if [[ ${LAUNCHKIT_RESUMABLE:-} == 1 && -z ${WANDB_RUN_ID:-} ]]; then
     lk_log "W&B run id $WANDB_RUN_ID (resumable)"
 fi
 
-# ---- 8. exec the command; from here on the job's exit code is the command's
-lk_step "launcher setup" "$LK_EXIT_EXEC"
-lk_wrap_command "$@"
+# ---- 8. exec the command (launchers.sh: lk_exec); from here on the job's exit code is the command's
 LK_STEP=''
 trap - EXIT TERM INT
 cd -- "$LAUNCHKIT_RUNTIME_DIR"
-lk_timing_line
-if [[ $LAUNCHKIT_EXEC_METHOD == exec ]]; then
-    exec "${LK_CMD[@]}"
-fi
-# bash method (gantry's): the words are joined and run as a script, `bash -c "$*"`, so
-# `$BEAKER_REPLICA_RANK`, `a && b` and globs expand in the job. bash stays the parent (reaps
-# orphans, forwards signals). A signal that arrives while the child is being started is forwarded
-# right after.
-LK_CHILD='' LK_PENDING=''
-lk_forward() {
-    if [[ -z $LK_CHILD ]]; then LK_PENDING=$1; return; fi
-    kill -s "$1" "$LK_CHILD" 2>/dev/null || true
-}
-for sig in TERM INT HUP USR1 USR2; do
-    # shellcheck disable=SC2064
-    trap "lk_forward $sig" "$sig"
-done
-bash -c "${LK_CMD[*]}" "${LK_CMD[0]}" <&0 &
-LK_CHILD=$!
-[[ -z $LK_PENDING ]] || kill -s "$LK_PENDING" "$LK_CHILD" 2>/dev/null || true
-if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501)); then
-    while :; do # `wait -p` tells an exit (pid set) from an interruption by a forwarded signal
-        LK_DONE='' rc=0
-        wait -n -p LK_DONE "$LK_CHILD" || rc=$?
-        [[ -z ${LK_DONE:-} ]] || exit "$rc"
-    done
-fi
-while :; do
-    rc=0
-    wait "$LK_CHILD" || rc=$?
-    kill -0 "$LK_CHILD" 2>/dev/null || exit "$rc"
-done
+lk_exec "$@"

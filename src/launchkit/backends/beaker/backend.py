@@ -170,6 +170,7 @@ class BeakerBackend:
             url=self.beaker.workload.url(wl),
             launchkit=rs.MARKER in ex.description,
             end=end,
+            task_statuses=_task_statuses(ex.tasks),
         )
 
     # -- submit ---------------------------------------------------------------------------------
@@ -189,6 +190,10 @@ class BeakerBackend:
                 app=self.app,
                 session=self._session,
             )
+            from launchkit.backends.beaker.runtime_dataset import mount_runtime
+
+            if not self._session:  # a session runs no entrypoint (core/session.py drops the mount)
+                mount_runtime(self.conn, self.app, p.workspace, p.spec)  # by id; made once (a dry run too)
         for note in p.notes:
             self.app.info(note)
         self._prepared_workspace = (p.workspace_name, p.workspace)
@@ -254,7 +259,7 @@ class BeakerBackend:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 author_id = wl.experiment.author_id
                 names = pool.submit(self.conn.user_names, [author_id])
-                rows = self._latest_jobs(wl)
+                rows = self._latest_jobs(wl, sample=SAMPLED_TASKS)
                 author = names.result()[author_id]
             self._seen[wl.experiment.id] = (wl, rows)
             lead = _lead([job for _, _, job in rows])
@@ -453,11 +458,13 @@ class BeakerBackend:
 
     # -- jobs and logs --------------------------------------------------------------------------
     def _latest_jobs(
-        self, wl: Any, task: str | None = None, run: int | None = None
+        self, wl: Any, task: str | None = None, run: int | None = None, sample: int | None = None
     ) -> list[tuple[int, Any, Any]]:
         """[(replica rank, task, latest job or None)] sorted by rank; the tasks' ListJobs run at once.
         `task` selects a task and its replicas, whatever Beaker names replica tasks (unknown).
-        `run` N (logs --run): the task's Nth job (1 = its first) instead of the latest."""
+        `run` N (logs --run): the task's Nth job (1 = its first) instead of the latest.
+        `sample` N: with more tasks than N, jobs are read only for N of them (failed ones first, then
+        the first ones; the others' job is None): a 1,000-task run is not 1,000 ListJobs."""
         if not wl.HasField("experiment"):
             raise UsageError(
                 f"{_workload_id(wl)} is a session, not an experiment", hint="launchkit follows experiments"
@@ -483,11 +490,16 @@ class BeakerBackend:
             jobs = list(self.beaker.job.list(org=org, task=t, limit=1))
             return jobs[0] if jobs else None
 
-        if len(tasks) > 1:
-            with ThreadPoolExecutor(max_workers=min(16, len(tasks))) as pool:
-                latest_jobs = list(pool.map(latest, tasks))
+        wanted = tasks
+        if sample is not None and len(tasks) > sample:
+            failed = [t for t in tasks if t.status == W.STATUS_FAILED]
+            wanted = list({t.id: t for t in [*failed, *tasks[:1]]}.values())[:sample]
+        if len(wanted) > 1:
+            with ThreadPoolExecutor(max_workers=min(16, len(wanted))) as pool:
+                found = dict(zip((t.id for t in wanted), pool.map(latest, wanted), strict=True))
         else:
-            latest_jobs = [latest(t) for t in tasks]
+            found = {t.id: latest(t) for t in wanted}
+        latest_jobs = [found.get(t.id) for t in tasks]
         out = []
         for i, (t, job) in enumerate(zip(tasks, latest_jobs, strict=True)):
             rank = i
@@ -867,6 +879,20 @@ def _unranked(task: Any) -> str:
     """A replica task's name without a `-<rank>` suffix (in case Beaker names replicas that way)."""
     rank = task.system_details.replica_group_details.rank
     return str(task.name).removesuffix(f"-{rank}")
+
+
+SAMPLED_TASKS = 16  # get(): jobs read for at most this many tasks of a many-task run
+
+
+def _task_statuses(tasks: Any) -> dict[str, int]:
+    """RunStatus value -> number of tasks in it, from the tasks' own status (no call); {} for one task."""
+    if len(tasks) < 2:
+        return {}
+    counts: dict[str, int] = {}
+    for t in tasks:
+        status = _STATUS.get(t.status, RunStatus.queued).value
+        counts[status] = counts.get(status, 0) + 1
+    return counts
 
 
 def _lead(jobs: list[Any]) -> Any:

@@ -200,12 +200,16 @@ def resolve(
             hint="pass --budget org/name",
         )
 
-    # Images (Beaker image names -> ids, so a later re-tag cannot change what runs).
+    # Images (Beaker image names -> ids, so a later re-tag cannot change what runs); once a name
+    # and once a cluster filter: a 1,000-task sweep is not 1,000 lookups.
+    image_ids: dict[str, str] = {}
     for task in spec.get("tasks", []):
         image = task.get("image") or {}
         if image.get("beaker"):
             try:
-                image["beaker"] = conn.beaker.image.get(image["beaker"]).id
+                if image["beaker"] not in image_ids:
+                    image_ids[image["beaker"]] = conn.beaker.image.get(image["beaker"]).id
+                image["beaker"] = image_ids[image["beaker"]]
             except bx.BeakerImageNotFound:
                 raise NotFoundError(
                     f"Beaker image {image['beaker']!r} not found",
@@ -213,13 +217,16 @@ def resolve(
                 ) from None
 
     # Clusters: names, aliases and globs (plus GPU type and tags) -> full names.
+    clusters: dict[tuple[str, ...], list[str]] = {}
     for task in spec.get("tasks", []):
         constraints = task.get("constraints") or {}
         patterns = list(constraints.get("cluster") or [])
         if patterns or gpu_types or tags:
-            constraints["cluster"] = resolve_clusters(conn, patterns, gpu_types, tags, session=session)
+            if tuple(patterns) not in clusters:
+                clusters[tuple(patterns)] = resolve_clusters(conn, patterns, gpu_types, tags, session=session)
+                out.notes.append("clusters: " + ", ".join(clusters[tuple(patterns)]))
+            constraints["cluster"] = list(clusters[tuple(patterns)])
             task["constraints"] = constraints
-            out.notes.append("clusters: " + ", ".join(constraints["cluster"]))
 
     # Secrets: every referenced one must exist; the presets' ones are added when present.
     available = {s.name for s in conn.beaker.secret.list(workspace=ws)}

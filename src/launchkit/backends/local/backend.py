@@ -140,6 +140,11 @@ class LocalBackend:
         return submission
 
     def submit(self, submission: Submission) -> RunInfo:
+        from launchkit.backends.local.runtime_files import use_runtime
+
+        spec = json.loads(json.dumps(submission.spec))  # the runtime mount becomes local files
+        use_runtime(self.root, spec)
+        submission = submission.model_copy(update={"spec": spec})
         task = submission.spec["tasks"][0]
         env_vars = task.get("envVars") or task.get("env_vars") or []
         missing = [v["secret"] for v in env_vars if v.get("secret") and v["secret"] not in os.environ]

@@ -9,6 +9,7 @@ import sys
 # subcommand -> "module:function"; the function takes the remaining argv and returns an exit code.
 SUBCOMMANDS = {
     "ping": "selfcheck:ping",
+    "launch": "launch:main",  # the entrypoint's last step with a launcher (launchers.sh: lk_exec)
     # the job's Python environment (pyenv.py) and the bytecode shared between jobs (bytecode.py)
     "install": "pyenv:install",
     "conda-install": "pyenv:conda",

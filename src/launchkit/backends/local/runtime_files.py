@@ -1,0 +1,27 @@
+"""The runtime's files for local runs: what the Beaker backend mounts as the runtime dataset, written
+once under the local backend's state dir (launchkit.runtime.materialise) and given to the job's
+bootstrap through LAUNCHKIT_ENTRYPOINT_DIR, so `--local` runs the very script a Beaker job runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from launchkit.runtime import ENV_ENTRYPOINT_DIR, materialise, runtime_dataset_name
+
+
+def use_runtime(root: Path, spec: dict[str, Any]) -> Path | None:
+    """Replace each task's runtime mount in `spec` (changed in place) by the materialised files under
+    `root/runtime`; returns their directory (None: the spec mounts no runtime)."""
+    name = runtime_dataset_name()
+    directory: Path | None = None
+    for task in spec.get("tasks", []):
+        mounts = task.get("datasets") or []
+        keep = [m for m in mounts if (m.get("source") or {}).get("beaker") != name]
+        if len(keep) == len(mounts):
+            continue
+        directory = directory or materialise(root / "runtime")
+        task["datasets"] = keep or None
+        env = [e for e in task.get("envVars") or [] if e.get("name") != ENV_ENTRYPOINT_DIR]
+        task["envVars"] = [*env, {"name": ENV_ENTRYPOINT_DIR, "value": str(directory)}]
+    return directory
