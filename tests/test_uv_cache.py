@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import launchkit.runtime
+from launchkit.runtime.node import bytecode
 from lk_helpers import LocalIndex, entrypoint
 
 # A PEP 517/660 build backend inside the repository, so builds need no registry. Every editable
@@ -261,9 +261,6 @@ NO_BYTECODE_OPT_OUT: dict[str, str | None] = {
 }
 
 
-BYTECODE_SH = Path(launchkit.runtime.__file__).with_name("bytecode.sh")
-
-
 def bytecode_tree(cache: Path) -> Path:
     trees = list((cache / "launchkit-bytecode-v1" / f"u{os.geteuid()}").iterdir())  # this user's own
     assert len(trees) == 1, trees
@@ -339,10 +336,8 @@ def test_hash_checked_bytecode_is_not_fooled_by_equal_size_and_time(tmp_path):
     def swap(seed: bool) -> str:
         mod.write_text("VALUE = 1\n")
         os.utime(mod, (1_700_000_000, 1_700_000_000))
-        if seed:
-            seed_with = 'source "$1" && "$2" -S -c "$LK_SEED_BYTECODE" "$3"'  # the job's own Python
-            args = [str(BYTECODE_SH), sys.executable, str(mod.parent)]
-            subprocess.run(["bash", "-c", seed_with, "seed", *args], env=env, check=True, timeout=60)
+        if seed:  # as the job does (runtime/node/bytecode.py), here with this Python
+            bytecode.seed([str(mod.parent)], env["PYTHONPYCACHEPREFIX"])
         subprocess.run(read, cwd=mod.parent, env=env, check=True, timeout=60, capture_output=True)
         mod.write_text("VALUE = 2\n")
         os.utime(mod, (1_700_000_000, 1_700_000_000))

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 # Library parts first (functions only), the main flow last.
-PARTS = ("lib.sh", "nccl.sh", "launchers.sh", "bytecode.sh", "entrypoint.sh")
+PARTS = ("lib.sh", "nccl.sh", "launchers.sh", "entrypoint.sh")
 
 ENTRYPOINT_NAME = "launchkit-entrypoint"  # $0 of the embedded script
 NODE_PACKAGE = "launchkit_node"  # the name node/ has on the node

@@ -194,69 +194,10 @@ lk_timed clone "$t"
 lk_step "cluster setup" "$LK_EXIT_CLUSTER_SETUP"
 lk_cluster_setup
 
-# ---- 6. Python environment, chosen by what the commit contains
-
-# The user's own project (installed editable by `uv sync`) is built by its build backend on every
-# job: uv's build cache keys on the ctime of pyproject.toml/setup.py/setup.cfg and the creation time
-# of src/, which are new in every fresh clone (and cannot be set). So launchkit keeps the project's
-# installed files itself, keyed on what uv's keys stand for, by content: the packaging files' git
-# blobs, the top-level (and src/) names, the Python version and the paths (the same on every node).
-# Stored in uv's cache directory, so a shared cache shares them; writes are atomic renames.
-lk_project_key() { # lk_project_key VAR: the key of this checkout's project build, or "" (not handled)
-    local -n out=$1
-    out=''
-    [[ -f pyproject.toml ]] || return 0
-    # the user changed how uv installs the project, has a workspace or set tool.uv.cache-keys: leave it all to uv
-    [[ -z ${UV_NO_EDITABLE:-}${UV_NO_INSTALL_PROJECT:-}${UV_NO_INSTALL_WORKSPACE:-} ]] || return 0
-    grep -qE '^[[:space:]]*(\[tool\.uv\.workspace\]|cache-keys[[:space:]]*=)' pyproject.toml && return 0
-    local py commit=''
-    py=$(grep -m1 '^version_info' "$LK_VENV/pyvenv.cfg" 2>/dev/null) || return 0
-    # dynamic metadata (a version from git, say) or a setup.py-only project: any commit may change it
-    if grep -qE '^[[:space:]]*dynamic[[:space:]]*=' pyproject.toml || ! grep -q '^\[project\]' pyproject.toml; then
-        commit=$(git rev-parse HEAD)
-    fi
-    out=$({
-        printf 'launchkit-project-v1\n%s\n%s\n%s\n%s\n' "$PWD" "$LK_VENV" "$py" "$commit"
-        git ls-tree HEAD -- pyproject.toml setup.py setup.cfg
-        git ls-tree --name-only HEAD
-        git ls-tree --name-only HEAD:src 2>/dev/null || true
-    } | sha256sum) || { out=''; return 0; }
-    out=${out:0:32}
-}
-lk_store_project() { # lk_store_project FILE: keep the editable install of the project at $PWD
-    local sp dist='' f line tmp
-    local -a files=()
-    for f in "$LK_VENV"/lib/python*/site-packages/*.dist-info/direct_url.json; do
-        [[ -f $f ]] || continue
-        line=$(<"$f")
-        [[ $line == *"\"url\":\"file://$PWD\""* && $line == *'"editable":true'* ]] || continue
-        [[ -z $dist ]] || return 0  # more than one: not ours to guess
-        dist=${f%/direct_url.json}
-    done
-    [[ -n $dist && -f $dist/RECORD ]] || return 0  # a virtual project: nothing was built
-    sp=${dist%/*}
-    while IFS=, read -r f _; do
-        [[ $f == \"* ]] && return 0  # a quoted (comma-containing) path: skip rather than misread
-        [[ $f == */uv_cache.json ]] && continue  # uv's ctime record of this clone: let uv recheck
-        files+=("$sp/$f")
-    done <"$dist/RECORD"
-    ((${#files[@]})) || return 0
-    mapfile -t files < <(realpath -m -s --relative-to="$LK_VENV" -- "${files[@]}")
-    for f in "${files[@]}"; do [[ $f == ../* ]] && return 0; done
-    mkdir -p -- "${1%/*}" 2>/dev/null || return 0
-    tmp=$(mktemp "$1.XXXXXX" 2>/dev/null) || return 0  # unique even among nodes sharing the cache
-    if tar -cf "$tmp" -C "$LK_VENV" -- "${files[@]}" 2>/dev/null && chmod 644 "$tmp" && mv -f "$tmp" "$1"; then
-        echo "[launchkit] project: stored its build as ${1##*/}"
-    else
-        rm -f -- "$tmp"
-    fi
-}
-# A project to install: setup.py/setup.cfg, or a pyproject.toml with a [project] or [build-system]
-# table (one holding only tool settings, say [tool.ruff], is not a project).
-lk_is_project() {
-    [[ -f setup.py || -f setup.cfg ]] && return 0
-    [[ -f pyproject.toml ]] && grep -qE '^[[:space:]]*\[(project|build-system)\]' pyproject.toml
-}
+# ---- 6. Python environment, chosen by what the commit contains: runtime/node/pyenv.py (under the
+# interpreter it installs into). What stays here: the conda environment (created and activated in this
+# shell, as the venv is in step 3), the custom --install command (its exports reach the command) and
+# the progress lines.
 
 # conda (LAUNCHKIT_PYTHON_MANAGER=conda): an existing env of the image (LAUNCHKIT_CONDA_ENV, a name
 # or a prefix; updated from LAUNCHKIT_CONDA_FILE if given), else a new env in the runtime dir from
@@ -300,57 +241,6 @@ lk_conda_env() {
     [[ -x $prefix/bin/python ]] || lk_die "$LK_EXIT_VENV" "conda environment $prefix has no bin/python"
     lk_log "conda environment $prefix"
 }
-lk_conda_install() { # pip into the active conda env: the project, or requirements.txt
-    local log kind=''
-    lk_log_file log install
-    lk_step install "$LK_EXIT_INSTALL" "$log"
-    if [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then
-        kind=custom
-        { lk_run_hook "$LAUNCHKIT_INSTALL_CMD"; } >>"$log" 2>&1
-    elif lk_is_project || [[ -f requirements.txt ]]; then
-        python -m pip --version >/dev/null 2>&1 || lk_run_logged "$log" python -m ensurepip --upgrade
-        if lk_is_project; then
-            kind=project
-            lk_run_logged "$log" python -m pip install --disable-pip-version-check .
-        else
-            kind=requirements.txt
-            lk_run_logged "$log" python -m pip install --disable-pip-version-check -r requirements.txt
-        fi
-    fi
-    LK_INSTALL_KIND=${kind:-nothing to install}
-    ( python -m pip freeze >"$RESULTS_DIR/.launchkit/requirements.txt" 2>/dev/null </dev/null & )
-}
-
-# Dependency groups (PEP 735) for `uv pip`, which has --group but neither default nor all groups:
-# the names as `uv sync` would pick them (--uv-group ones; [tool.uv] default-groups, else `dev`,
-# unless --uv-no-default-groups; every group with --uv-all-groups), one per line.
-lk_pip_groups() {
-    [[ -f pyproject.toml ]] || return 0
-    if ! grep -qE '^[[:space:]]*\[dependency-groups\]' pyproject.toml; then
-        tr ' ' '\n' <<<"${LAUNCHKIT_UV_GROUPS:-}" # uv names a missing group
-        return 0
-    fi
-    # shellcheck disable=SC2016
-    python -c '
-import os, sys
-names = os.environ.get("LAUNCHKIT_UV_GROUPS", "").split()
-try:
-    import tomllib
-except ImportError:
-    print("\n".join(names))
-    sys.exit("[launchkit] reading pyproject.toml needs Python 3.11+: default and all groups skipped")
-with open("pyproject.toml", "rb") as f:
-    data = tomllib.load(f)
-groups = list(data.get("dependency-groups", {}))
-if os.environ.get("LAUNCHKIT_UV_ALL_GROUPS") == "1":
-    names += groups
-elif os.environ.get("LAUNCHKIT_UV_NO_DEFAULT_GROUPS") != "1":
-    default = data.get("tool", {}).get("uv", {}).get("default-groups", ["dev"])
-    names += groups if default == "all" else [g for g in default if g in groups]
-print("\n".join(dict.fromkeys(names)))
-'
-}
-
 # Long installs are not silent: while uv works (its output goes to the step's log), one line every
 # LAUNCHKIT_PROGRESS_SECONDS (default 10; 0: none) with the time so far and the log's last line.
 lk_progress_start() { # lk_progress_start LABEL LOG
@@ -381,128 +271,31 @@ lk_progress_stop() {
     LK_PROGRESS_PID=''
 }
 
-lk_install() {
-    local log kind='' extras_spec='' pins=''
-    local -a target=() extras=() groups=() pip_groups=()
+lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_INSTALL_KIND
+    local log py=$1 tool=uv
+    [[ -n $LK_CONDA ]] && tool=pip
+    lk_node_unpack || lk_die "$LK_EXIT_INSTALL" "cannot unpack the runtime under ${TMPDIR:-/tmp}" # once, here
     lk_log_file log install
     lk_step install "$LK_EXIT_INSTALL" "$log"
     lk_progress_start install "$log"
-    if [[ ${LAUNCHKIT_UV_ALL_GROUPS:-} == 1 ]]; then
-        groups=(--all-groups)
-    else
-        local g
-        local -a gnames=()
-        IFS=' ' read -r -a gnames <<<"${LAUNCHKIT_UV_GROUPS:-}" # split without glob expansion
-        for g in "${gnames[@]}"; do groups+=("--group=$g"); done
-    fi
-    [[ ${LAUNCHKIT_UV_NO_DEFAULT_GROUPS:-} == 1 ]] && groups+=(--no-default-groups)
-    if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 ]]; then
-        extras=(--all-extras)
-    else
-        local e
-        local -a names=()
-        # space-separated names, split without glob expansion; `--extra=NAME`: a leading dash stays a value
-        IFS=' ' read -r -a names <<<"${LAUNCHKIT_UV_EXTRAS:-}"
-        for e in "${names[@]}"; do extras+=("--extra=$e"); done
-        extras_spec=${LAUNCHKIT_UV_EXTRAS:-}
-        extras_spec=${extras_spec// /,}
-    fi
-    if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]]; then
-        target=(--system --break-system-packages)
-    fi
-    # env store (runtime/node/envstore.py): a fully locked package set is built once per shared uv
-    # cache and the venv linked to it, so the install below finds it installed and adds the project
-    if [[ -n ${UV_CACHE_DIR:-} && ${LAUNCHKIT_ENVSTORE:-1} != 0 && ${LAUNCHKIT_SYSTEM_PYTHON:-} != 1 ]] &&
-        [[ -z ${LAUNCHKIT_INSTALL_CMD:-} && ( -f uv.lock || -f pylock.toml || -f requirements.txt ) ]] &&
-        lk_node "$LK_VENV/bin/python" envstore link "$LK_VENV" "$log" "${extras[@]}" "${groups[@]}"; then
-        echo "[launchkit] env store: linked; installing what the store leaves out" >>"$log"
-    fi
     if [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then
-        kind=custom
         { lk_run_hook "$LAUNCHKIT_INSTALL_CMD"; } >>"$log" 2>&1
-    elif [[ -f uv.lock && -f pyproject.toml ]]; then
-        kind=uv.lock
-        if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} == 1 ]]; then # sync into the image's environment, keep its packages
-            UV_PROJECT_ENVIRONMENT=$(python3 -c 'import sys; print(sys.prefix)') \
-                lk_run_logged "$log" uv sync --frozen --inexact "${extras[@]}" "${groups[@]}"
-        else
-            # Everything is pinned, so try the cache alone first: no index round-trips (build
-            # requirements would otherwise be re-validated online); anything missing -> online.
-            local -a sync=(uv sync --frozen "${extras[@]}" "${groups[@]}" ${LAUNCHKIT_PYTHON_VERSION:+"--python=$LAUNCHKIT_PYTHON_VERSION"})
-            [[ -n ${LAUNCHKIT_UV_VENV:-} ]] && sync+=(--inexact) # keep what the image's venv already has
-            local cache key='' stored=''
-            cache=$(uv cache dir 2>/dev/null || true)
-            [[ -n $cache ]] && lk_project_key key
-            [[ -n $key ]] && stored="$cache/launchkit-projects-v1/$key.tar"
-            [[ -n $stored && -s $stored ]] && sync+=(--no-install-project)  # the build is stored: skip it
-            if [[ -n $cache && -d $cache/archive-v0 ]]; then
-                lk_run_logged "$log" "${sync[@]}" --offline ||
-                    { echo "[launchkit] not all in the uv cache: syncing online" >>"$log"; lk_run_logged "$log" "${sync[@]}"; }
-            else
-                lk_run_logged "$log" "${sync[@]}"
-            fi
-            if [[ ${sync[-1]} == --no-install-project ]]; then
-                if tar -xf "$stored" -C "$LK_VENV" 2>>"$log"; then
-                    echo "[launchkit] project: installed its stored build ${stored##*/} (packaging files unchanged)" >>"$log"
-                else
-                    echo "[launchkit] project: the stored build is unreadable; building it" >>"$log"
-                    lk_run_logged "$log" "${sync[@]:0:${#sync[@]}-1}"
-                fi
-            elif [[ -n $stored ]]; then
-                lk_store_project "$stored" >>"$log" 2>&1 || true
-            fi
-        fi
+        LK_INSTALL_KIND=custom
+        ( lk_node "$py" freeze "$tool" >/dev/null 2>&1 </dev/null & ) # the record, off the critical path
+    elif [[ -n $LK_CONDA ]]; then
+        LK_INSTALL_KIND=$(lk_node "$py" conda-install "$log")
     else
-        local line
-        # pyproject.toml: named, so that uv never reads the groups from a pylock.toml next to it
-        while IFS= read -r line; do [[ -n $line ]] && pip_groups+=("--group=pyproject.toml:$line"); done \
-            < <(lk_pip_groups 2>>"$log")
-        if ((${#pip_groups[@]})); then
-            printf '[launchkit] dependency groups: %s\n' "${pip_groups[*]#--group=pyproject.toml:}" >>"$log"
-        fi
-        # A lock uv pip can install (pylock.toml, PEP 751; a requirements.txt with hashes): its pins
-        # first, then the project on top (uv keeps the pinned versions that satisfy it).
-        if [[ -f pylock.toml ]]; then
-            pins=pylock.toml
-            lk_run_logged "$log" uv pip install "${target[@]}" --preview-features pylock -r pylock.toml "${extras[@]}"
-        elif [[ -f requirements.txt ]] && grep -qE '^[^#]*--hash[= ]' requirements.txt; then
-            pins=requirements.txt
-            local -a verify=(--require-hashes)
-            # the project's own line (`-e .` from `uv export`) has no hash: uv still checks those given
-            grep -qE '^(-e[[:space:]]+)?\.[[:space:]]*$' requirements.txt && verify=()
-            lk_run_logged "$log" uv pip install "${target[@]}" "${verify[@]}" -r requirements.txt
-        fi
-    fi
-    if [[ -n $kind ]]; then
-        :
-    elif lk_is_project; then
-        kind=project${pins:++$pins}
-        if [[ ${LAUNCHKIT_UV_ALL_EXTRAS:-} == 1 && -f pyproject.toml ]]; then
-            lk_run_logged "$log" uv pip install "${target[@]}" --all-extras -r pyproject.toml . "${pip_groups[@]}"
-        else
-            lk_run_logged "$log" uv pip install "${target[@]}" ".${extras_spec:+[$extras_spec]}" "${pip_groups[@]}"
-        fi
-    elif [[ -z $pins && -f requirements.txt ]]; then
-        kind=requirements.txt
-        lk_run_logged "$log" uv pip install "${target[@]}" -r requirements.txt "${pip_groups[@]}"
-    else
-        kind=$pins
-        if ((${#pip_groups[@]})); then
-            kind=${kind:+$kind+}groups
-            lk_run_logged "$log" uv pip install "${target[@]}" "${pip_groups[@]}"
-        fi
+        LK_INSTALL_KIND=$(lk_node "$py" install "$log" "$LK_VENV")
     fi
     lk_progress_stop
-    LK_INSTALL_KIND=${kind:-nothing to install}
-    # record what got installed, off the critical path (double fork: nothing waits for it)
-    ( uv pip freeze "${target[@]}" >"$RESULTS_DIR/.launchkit/requirements.txt" 2>/dev/null </dev/null & )
 }
 if [[ -n $LK_CONDA ]]; then
     t=$(lk_now_ms)
     lk_conda_env
     lk_timed conda "$t"
     t=$(lk_now_ms)
-    lk_conda_install
+    LK_PY=python
+    lk_install "$LK_PY"
     lk_timed "install[$LK_INSTALL_KIND]" "$t"
 elif [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
     lk_step "python setup" "$LK_EXIT_VENV" "$LK_PREP_LOG"
@@ -518,9 +311,12 @@ elif [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
     if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} != 1 ]]; then
         export VIRTUAL_ENV="$LK_VENV" UV_PROJECT_ENVIRONMENT="$LK_VENV" PATH="$LK_VENV/bin:$PATH"
         unset PYTHONHOME
+        LK_PY="$LK_VENV/bin/python"
+    else
+        LK_PY=$(command -v python3 || command -v python)
     fi
     t=$(lk_now_ms)
-    lk_install
+    lk_install "$LK_PY"
     lk_timed "install[$LK_INSTALL_KIND]" "$t"
 elif [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then # --no-python --install: only the command (as gantry)
     t=$(lk_now_ms)
@@ -536,12 +332,17 @@ if [[ -n ${LAUNCHKIT_POST_SETUP:-} ]]; then
     lk_run_hook "$LAUNCHKIT_POST_SETUP"
     lk_timed post-setup "$t"
 fi
-# ---- 7b. bytecode shared between jobs (bytecode.sh): after the hook, which may install more
-if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA ]]; then
+# ---- 7b. bytecode shared between jobs (runtime/node/bytecode.py): after the hook, which may install
+# more. It needs a shared uv cache and is off for local runs: checked here too, to spare a Python start.
+if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA && -n ${UV_CACHE_DIR:-} && -z ${LAUNCHKIT_LOCAL_RUN:-} &&
+    ${LAUNCHKIT_BYTECODE_CACHE:-1} != 0 ]]; then
     t=$(lk_now_ms)
     lk_log_file log bytecode
-    lk_bytecode_cache "$log"
-    [[ -n ${LK_BYTECODE:-} ]] && lk_timed bytecode "$t"
+    LK_BYTECODE=$(lk_node "$LK_PY" bytecode "$log" "$LK_VENV" "$LAUNCHKIT_RUNTIME_DIR") || LK_BYTECODE=''
+    if [[ -n $LK_BYTECODE ]]; then
+        export PYTHONPYCACHEPREFIX=$LK_BYTECODE
+        lk_timed bytecode "$t"
+    fi
 fi
 if [[ ${BEAKER_ASSIGNED_GPU_COUNT:-0} != 0 ]] && command -v nvidia-smi >/dev/null 2>&1; then
     lk_log_file log nvidia-smi

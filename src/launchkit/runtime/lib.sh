@@ -181,6 +181,7 @@ lk_auth_failed() { grep -qiE "authentication failed|could not read (username|pas
 # naming that file is exported and the value variable unset, so the command's environment never holds the
 # credential itself. In a Beaker job (BEAKER_JOB_KIND set) the file is also linked where gantry puts it
 # (~/.aws/config, ...) unless something is there already; local runs never touch the user's home.
+# Bash, not the node runtime: --no-python jobs and the pre-setup hook need them before any Python exists.
 lk_secret_file() { # lk_secret_file VALUE_VAR FILE_NAME EXPORT_VAR HOME_PATH
     local var=$1 file="$LAUNCHKIT_RUNTIME_DIR/credentials/$2" export_var=$3 home_path=$4
     [[ -n ${!var:-} ]] || return 0

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # subcommand -> "module:function"; the function takes the remaining argv and returns an exit code.
 SUBCOMMANDS = {
     "ping": "selfcheck:ping",
     "launch": "launch:main",  # the entrypoint's last step with a launcher (launchers.sh: lk_exec)
-    "envstore": "envstore:main",  # the env store (entrypoint.sh: lk_install)
+    "envstore": "envstore:main",  # the env store by hand (pyenv.install links it itself)
+    # the job's Python environment (pyenv.py) and the bytecode shared between jobs (bytecode.py)
+    "install": "pyenv:install",
+    "conda-install": "pyenv:conda",
+    "freeze": "pyenv:freeze",
+    "bytecode": "bytecode:bytecode",
+    "bytecode-fill": "bytecode:fill",
 }
 
 
@@ -26,4 +33,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # `-m` puts the working directory (the user's checkout) first on sys.path: its csv.py or
+    # subprocess.py must not stand in for the standard library's in the runtime
+    if sys.path and sys.path[0] and os.path.abspath(sys.path[0]) == os.getcwd():
+        del sys.path[0]
     sys.exit(main())

@@ -630,6 +630,20 @@ def use_store(
     return venv
 
 
+def link_or_fall_back(checkout: str, venv: str, args: list[str], environ: dict[str, str], log: Log) -> bool:
+    """use_store(), never failing the job: True when `venv` was linked; else False, and a store that
+    applied but was not used is said in one line on the job's stderr (the usual install follows)."""
+    try:
+        return use_store(checkout, venv, args, environ, log) is not None
+    except Refused as e:
+        why = str(e)
+    except Exception as e:  # noqa: BLE001 # never fails the job: the usual install follows
+        why = f"{type(e).__name__}: {e}"
+    print(f"[launchkit] env store not used: {why}; installing as usual", file=sys.__stderr__)
+    log(f"env store not used: {why}")
+    return False
+
+
 def main(argv: list[str]) -> int:
     """`envstore link VENV LOG ARGS...`: 0 when the venv was linked, 1 when not (installed as usual)."""
     if len(argv) < 3 or argv[0] != "link":
@@ -641,15 +655,4 @@ def main(argv: list[str]) -> int:
         with open(log_path, "a", encoding="utf-8", errors="replace") as f:
             f.write(msg + "\n")
 
-    try:
-        linked = use_store(os.getcwd(), venv, args, dict(os.environ), log)
-    except Refused as e:
-        print(f"[launchkit] env store not used: {e}; installing as usual", file=sys.stderr)
-        log(f"env store not used: {e}")
-        return 1
-    except Exception as e:  # noqa: BLE001 # never fails the job: the usual install follows
-        why = f"{type(e).__name__}: {e}"
-        print(f"[launchkit] env store not used: {why}; installing as usual", file=sys.stderr)
-        log(f"env store not used: {why}")
-        return 1
-    return 0 if linked else 1
+    return 0 if link_or_fall_back(os.getcwd(), venv, args, dict(os.environ), log) else 1

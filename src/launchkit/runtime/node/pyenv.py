@@ -1,0 +1,343 @@
+"""The job's Python environment, chosen by what the commit contains (docs/runtime.md "Python environment").
+
+`install LOG VENV` (bash: section 6 of entrypoint.sh, in the checkout, with the venv activated) runs
+build_env() under the interpreter it installs into and prints the kind of install for the timing line
+(`uv.lock`, `project+pylock.toml`, ...). uv's output goes to LOG; a failure is a non-zero exit, which
+the bash reports as the install step (exit 106). `conda-install LOG` is the same for an activated
+conda environment (pip). The custom `--install` command stays in the bash: its exports must reach
+the user's command.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from .steplog import StepLog, child_environ
+
+# projectbuild (the stored build of the project) is imported where used: local runs need none of it
+TYPE_CHECKING = False  # (typing costs a job's start-up ~10 ms: for the type checker only)
+if TYPE_CHECKING:
+    from typing import Mapping, Sequence
+
+
+class InstallFailed(Exception):
+    """A command of the install failed; its output is in the step's log."""
+
+
+class Settings:
+    """What the launch asked for (the LAUNCHKIT_* variables of docs/runtime.md) and where to install."""
+
+    def __init__(
+        self,
+        venv: str,
+        extras: Sequence[str] = (),
+        all_extras: bool = False,
+        groups: Sequence[str] = (),
+        all_groups: bool = False,
+        no_default_groups: bool = False,
+        system: bool = False,
+        python_version: str = "",
+        image_venv: bool = False,
+        uv_leaves_project: bool = False,
+        local_run: bool = False,
+    ) -> None:
+        self.venv = venv
+        self.extras = list(extras)
+        self.all_extras = all_extras
+        self.groups = list(groups)
+        self.all_groups = all_groups
+        self.no_default_groups = no_default_groups
+        self.system = system  # --system-python: the image's interpreter
+        self.python_version = python_version
+        self.image_venv = image_venv  # --uv-venv: an existing venv of the image
+        self.uv_leaves_project = uv_leaves_project  # UV_NO_EDITABLE & co: how uv installs it is the user's
+        self.local_run = local_run  # the checkout's path is new every run: no build stored is reused
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], venv: str) -> Settings:
+        def on(name: str) -> bool:
+            return environ.get(name, "") == "1"
+
+        return cls(
+            venv=venv,
+            extras=environ.get("LAUNCHKIT_UV_EXTRAS", "").split(),
+            all_extras=on("LAUNCHKIT_UV_ALL_EXTRAS"),
+            groups=environ.get("LAUNCHKIT_UV_GROUPS", "").split(),
+            all_groups=on("LAUNCHKIT_UV_ALL_GROUPS"),
+            no_default_groups=on("LAUNCHKIT_UV_NO_DEFAULT_GROUPS"),
+            system=on("LAUNCHKIT_SYSTEM_PYTHON"),
+            python_version=environ.get("LAUNCHKIT_PYTHON_VERSION", ""),
+            image_venv=bool(environ.get("LAUNCHKIT_UV_VENV")),
+            local_run=bool(environ.get("LAUNCHKIT_LOCAL_RUN")),
+            uv_leaves_project=any(
+                environ.get(v) for v in ("UV_NO_EDITABLE", "UV_NO_INSTALL_PROJECT", "UV_NO_INSTALL_WORKSPACE")
+            ),
+        )
+
+    def extra_flags(self) -> list[str]:  # `--extra=NAME`: a leading dash stays a value
+        return ["--all-extras"] if self.all_extras else ["--extra=" + e for e in self.extras]
+
+    def group_flags(self) -> list[str]:  # for `uv sync`, which knows default and all groups itself
+        flags = ["--all-groups"] if self.all_groups else ["--group=" + g for g in self.groups]
+        return flags + (["--no-default-groups"] if self.no_default_groups else [])
+
+    def target(self) -> list[str]:  # for `uv pip`
+        return ["--system", "--break-system-packages"] if self.system else []
+
+
+# ---- what the commit contains
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def toml_lines(path: str) -> list[str]:
+    """The file's lines, each without leading blanks (as TOML and requirements files allow them)."""
+    return [line.lstrip(" \t") for line in read_text(path).splitlines()]
+
+
+def assigns(line: str, key: str) -> bool:
+    """`key = ...` (a TOML key set on this line)."""
+    name, eq, _ = line.partition("=")
+    return bool(eq) and name.strip() == key
+
+
+def is_project(root: str) -> bool:
+    """setup.py/setup.cfg, or a pyproject.toml with a [project] or [build-system] table (one holding
+    only tool settings, say [tool.ruff], is not a project)."""
+    if any(os.path.isfile(os.path.join(root, f)) for f in ("setup.py", "setup.cfg")):
+        return True
+    tables = ("[project]", "[build-system]")
+    return any(line.startswith(tables) for line in toml_lines(os.path.join(root, "pyproject.toml")))
+
+
+def hashed_requirements(path: str) -> bool:
+    """A requirements file with `--hash` pins (pip-compile, `uv export`, `poetry export`)."""
+    return any(
+        "--hash=" in code or "--hash " in code for code in (x.partition("#")[0] for x in toml_lines(path))
+    )
+
+
+def has_own_line(path: str) -> bool:
+    """The project's own line (`-e .` or `.`, as `uv export` writes it): it has no hash."""
+    return any(
+        line.split() in (["."], ["-e", "."]) for line in read_text(path).splitlines() if line[:1] in ".-"
+    )
+
+
+def pip_groups(root: str, s: Settings, log: StepLog) -> list[str]:
+    """Dependency groups (PEP 735) for `uv pip`, which has --group but neither default nor all groups:
+    the names as `uv sync` would pick them (--uv-group ones; [tool.uv] default-groups, else `dev`,
+    unless --uv-no-default-groups; every group with --uv-all-groups)."""
+    path = os.path.join(root, "pyproject.toml")
+    names = list(s.groups)
+    if not any(line.startswith("[dependency-groups]") for line in toml_lines(path)):
+        return names  # uv names a missing group
+    try:
+        import tomllib
+    except ImportError:
+        log.write("[launchkit] reading pyproject.toml needs Python 3.11+: default and all groups skipped")
+        return names
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    groups = list(data.get("dependency-groups", {}))
+    if s.all_groups:
+        names += groups
+    elif not s.no_default_groups:
+        default = data.get("tool", {}).get("uv", {}).get("default-groups", ["dev"])
+        names += groups if default == "all" else [g for g in default if g in groups]
+    return list(dict.fromkeys(names))
+
+
+# ---- the install
+
+
+def uv_cache_dir(environ: Mapping[str, str] | None = None) -> str:
+    """uv's cache directory: UV_CACHE_DIR when set (uv reads it as --cache-dir, above its config
+    files), else `uv cache dir`; "" without one (UV_NO_CACHE: a temporary cache, gone after uv)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("UV_NO_CACHE", "").lower() in ("1", "true", "yes", "on"):
+        return ""
+    if environ.get("UV_CACHE_DIR"):
+        return os.path.abspath(environ["UV_CACHE_DIR"])
+    try:
+        r = subprocess.run(
+            ["uv", "cache", "dir"],
+            check=False,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            env=child_environ(),
+        )
+    except OSError:
+        return ""
+    return r.stdout.decode().strip() if r.returncode == 0 else ""
+
+
+def _must(log: StepLog, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    if log.run(argv, env):
+        raise InstallFailed(argv[0])
+
+
+def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) -> None:
+    """A uv.lock: `uv sync --frozen`, from the cache alone first, with the project's stored build."""
+    flags = s.extra_flags() + s.group_flags()
+    if s.system:  # sync into the image's environment, keeping its packages
+        env = dict(os.environ, UV_PROJECT_ENVIRONMENT=sys.prefix)
+        _must(log, ["uv", "sync", "--frozen", "--inexact", *flags], env)
+        return
+    # Everything is pinned, so try the cache alone first: no index round-trips (build requirements
+    # would otherwise be re-validated online); anything missing -> online.
+    sync = ["uv", "sync", "--frozen", *flags]
+    if s.python_version:
+        sync.append("--python=" + s.python_version)
+    if s.image_venv:
+        sync.append("--inexact")  # keep what the image's venv already has
+    cache = uv_cache_dir() if cache is None else cache
+    stored = ""
+    if cache and not s.local_run:
+        from . import projectbuild
+
+        key = projectbuild.project_key(root, s.venv, s)
+        stored = os.path.join(cache, projectbuild.PROJECTS, key + ".tar") if key else ""
+    use_stored = bool(stored) and os.path.isfile(stored) and os.path.getsize(stored) > 0
+    first = sync + ["--no-install-project"] if use_stored else sync
+    if cache and os.path.isdir(os.path.join(cache, "archive-v0")):
+        if log.run(first + ["--offline"]):
+            log.write("[launchkit] not all in the uv cache: syncing online")
+            _must(log, first)
+    else:
+        _must(log, first)
+    if use_stored:
+        why = projectbuild.install_stored(stored, s.venv)
+        if not why:
+            name = os.path.basename(stored)
+            log.write(f"[launchkit] project: installed its stored build {name} (packaging files unchanged)")
+        else:
+            log.write(f"[launchkit] project: the stored build is unreadable ({why}); building it")
+            _must(log, sync)
+    elif stored:
+        projectbuild.store_project(root, s.venv, stored, log)
+
+
+def build_env(root: str, s: Settings, log: StepLog, cache: str | None = None) -> str:
+    """Install what the checkout at `root` needs into `s.venv` (or the image's Python), as the table
+    of docs/runtime.md says; returns the kind of install. Raises InstallFailed (output in `log`).
+    `cache`: uv's cache directory (default: `uv cache dir`; "" for none)."""
+    if os.path.isfile(os.path.join(root, "uv.lock")) and os.path.isfile(os.path.join(root, "pyproject.toml")):
+        sync_locked(root, s, log, cache)
+        return "uv.lock"
+    target = s.target()
+    # pyproject.toml: named, so that uv never reads the groups from a pylock.toml next to it
+    groups = ["--group=pyproject.toml:" + g for g in pip_groups(root, s, log) if g]
+    if groups:
+        log.write("[launchkit] dependency groups: " + " ".join(g.split(":", 1)[1] for g in groups))
+    # A lock uv pip can install (pylock.toml, PEP 751; a requirements.txt with hashes): its pins
+    # first, then the project on top (uv keeps the pinned versions that satisfy it).
+    pins = ""
+    requirements = os.path.join(root, "requirements.txt")
+    if os.path.isfile(os.path.join(root, "pylock.toml")):
+        pins = "pylock.toml"
+        _must(
+            log,
+            ["uv", "pip", "install", *target, "--preview-features", "pylock", "-r", pins, *s.extra_flags()],
+        )
+    elif os.path.isfile(requirements) and hashed_requirements(requirements):
+        pins = "requirements.txt"
+        # the project's own line (`-e .` from `uv export`) has no hash: uv still checks those given
+        verify = [] if has_own_line(requirements) else ["--require-hashes"]
+        _must(log, ["uv", "pip", "install", *target, *verify, "-r", pins])
+    if is_project(root):
+        if s.all_extras and os.path.isfile(os.path.join(root, "pyproject.toml")):
+            _must(
+                log, ["uv", "pip", "install", *target, "--all-extras", "-r", "pyproject.toml", ".", *groups]
+            )
+        else:
+            spec = "." if s.all_extras or not s.extras else ".[{}]".format(",".join(s.extras))
+            _must(log, ["uv", "pip", "install", *target, spec, *groups])
+        return "project+" + pins if pins else "project"
+    if not pins and os.path.isfile(requirements):
+        _must(log, ["uv", "pip", "install", *target, "-r", "requirements.txt", *groups])
+        return "requirements.txt"
+    if groups:
+        _must(log, ["uv", "pip", "install", *target, *groups])
+        return pins + "+groups" if pins else "groups"
+    return pins or "nothing to install"
+
+
+def conda_install(root: str, log: StepLog, python: str | None = None) -> str:
+    """pip into the active conda environment: the project, or requirements.txt."""
+    py = python or sys.executable
+    project = is_project(root)
+    if not project and not os.path.isfile(os.path.join(root, "requirements.txt")):
+        return "nothing to install"
+    if log.quiet([py, "-m", "pip", "--version"]):
+        _must(log, [py, "-m", "ensurepip", "--upgrade"])
+    if project:
+        _must(log, [py, "-m", "pip", "install", "--disable-pip-version-check", "."])
+        return "project"
+    _must(log, [py, "-m", "pip", "install", "--disable-pip-version-check", "-r", "requirements.txt"])
+    return "requirements.txt"
+
+
+def _record_freeze(log: StepLog, argv: list[str]) -> None:
+    """What got installed, to $RESULTS_DIR/.launchkit/requirements.txt, off the critical path."""
+    results = os.environ.get("RESULTS_DIR", "/results")
+    log.background(argv, os.path.join(results, ".launchkit", "requirements.txt"))
+
+
+def install(argv: list[str]) -> int:
+    """`install LOG VENV`: build_env() for the checkout in the working directory; prints the kind."""
+    if len(argv) != 2:
+        print("[launchkit] error: usage: install LOG VENV", file=sys.stderr)
+        return 100
+    log = StepLog(argv[0], errors=True)
+    s = Settings.from_environ(os.environ, argv[1])
+    try:
+        if not s.system and not s.image_venv:
+            # env store: a fully locked package set is built once per shared uv cache and the venv
+            # linked to it, so build_env finds it installed and adds what it leaves out (the project)
+            from . import envstore
+
+            if envstore.link_or_fall_back(
+                os.getcwd(), s.venv, s.extra_flags() + s.group_flags(), dict(os.environ), log.write
+            ):
+                log.write("[launchkit] env store: linked; installing what the store leaves out")
+        kind = build_env(os.getcwd(), s, log)
+    except InstallFailed:
+        return 1
+    print(kind)
+    _record_freeze(log, ["uv", "pip", "freeze", *s.target()])
+    return 0
+
+
+def conda(argv: list[str]) -> int:
+    """`conda-install LOG`: conda_install() into the active environment; prints the kind."""
+    if len(argv) != 1:
+        print("[launchkit] error: usage: conda-install LOG", file=sys.stderr)
+        return 100
+    log = StepLog(argv[0], errors=True)
+    try:
+        kind = conda_install(os.getcwd(), log)
+    except InstallFailed:
+        return 1
+    print(kind)
+    _record_freeze(log, [sys.executable, "-m", "pip", "freeze"])
+    return 0
+
+
+def freeze(argv: list[str]) -> int:
+    """`freeze uv|pip`: only the record of what got installed (after a custom `--install`)."""
+    log = StepLog(os.devnull)
+    if argv[:1] == ["pip"]:
+        _record_freeze(log, [sys.executable, "-m", "pip", "freeze"])
+    else:
+        _record_freeze(log, ["uv", "pip", "freeze", *Settings.from_environ(os.environ, "").target()])
+    return 0
