@@ -283,6 +283,7 @@ class Connection:
         self._users: dict[str, str] = {}
         self._users_loaded = False
         self._users_dirty = False
+        self.placements: dict[tuple[Any, ...], list[str]] = {}  # resolve.resolve_clusters' answers
 
     def org(self) -> Any:
         """The default organization as a pb2 object (resolved once), so list calls skip re-resolving it."""

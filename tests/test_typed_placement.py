@@ -1,0 +1,30 @@
+"""Profiles follow the clusters Beaker resolved (issue 24 item 3): `--gpu-type b300` lands on ai2/holmes and
+gets its profile, as `--cluster ai2/holmes` does; the offline dry run says which profile it assumed.
+In-process dry runs against the fake Beaker."""
+
+from __future__ import annotations
+
+import yaml
+
+from inproc import run_main
+
+WS = "ai2/launchkit"
+
+
+def _dry(repo, *args: str):
+    r = run_main("run", "--dry-run", "--workspace", WS, *args, "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 0, r.stderr
+    task = yaml.safe_load(r.stdout)["tasks"][0]
+    return task, r.stderr
+
+
+def _profile(task) -> str | None:
+    return next((e["value"] for e in task["envVars"] if e["name"] == "LAUNCHKIT_PROFILE_APPLIED"), None)
+
+
+def test_gpu_type_and_cluster_name_get_the_same_profile(repo, fake_beaker):
+    by_type, err_type = _dry(repo, "--gpu-type", "b300")
+    by_name, _ = _dry(repo, "--cluster", "ai2/holmes")
+    assert by_type["constraints"]["cluster"] == by_name["constraints"]["cluster"] == ["ai2/holmes"]
+    assert _profile(by_type) == _profile(by_name) == "ai2-weka"
+    assert "profile assumed" not in err_type  # asked Beaker: nothing assumed
