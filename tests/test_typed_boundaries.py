@@ -205,7 +205,7 @@ def test_config_is_read_once_per_invocation(repo, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(config_module, "load_config", counting)
-    (repo.path / "pyproject.toml").write_text('[tool.launchkit]\nworkspace = "ai2/x"\nbackend = "beaker"\n')
+    (repo.path / "pyproject.toml").write_text('[tool.launchkit]\nworkspace = "ai2/x"\n')
     r = run_main(
         "run", "--dry-run", "--offline", "-c", "ai2/holmes", "--", "python", "train.py", cwd=repo.path
     )
