@@ -28,3 +28,12 @@ def test_gpu_type_and_cluster_name_get_the_same_profile(repo, fake_beaker):
     assert by_type["constraints"]["cluster"] == by_name["constraints"]["cluster"] == ["ai2/holmes"]
     assert _profile(by_type) == _profile(by_name) == "ai2-weka"
     assert "profile assumed" not in err_type  # asked Beaker: nothing assumed
+
+
+def test_placement_costs_no_extra_round_trips(repo, fake_beaker):
+    """prepare() reuses the clusters `placement` resolved: each listing is asked once."""
+    fake_beaker.reset_calls()
+    _dry(repo, "--gpu-type", "b300")
+    calls = dict(fake_beaker.calls)
+    batch = [c for c in fake_beaker.state.clusters.values() if c.max_task_timeout != 0]
+    assert calls["ListClusters"] == 1 and calls["ListNodes"] == len(batch), calls  # once per cluster
