@@ -9,7 +9,6 @@ outside `launchkit.backends` names a backend: the CLI asks this module for the d
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -46,16 +45,37 @@ class Capability(str, Enum):
     pruning = "`prune`"  # removing old runs kept on this machine
 
 
-@dataclass(frozen=True)
 class BackendInfo:
-    name: str
-    title: str  # in messages ("only for Beaker runs")
-    summary: str  # a few words for help texts
-    target: str  # "module:Class", imported on first use (the class takes the Application)
-    capabilities: frozenset[Capability]
-    run_prefix: str = ""  # ids of its runs start with this ('' : any other id)
-    takes_workspace: bool = False  # its constructor takes `workspace=` (Capability.workspaces)
-    credentials: Callable[[], str | None] | None = None  # why it has none configured, or None
+    """One registered backend. A plain class: a dataclass would cost `--help` a few ms to build."""
+
+    __slots__ = (
+        "capabilities",
+        "credentials",
+        "name",
+        "run_prefix",
+        "summary",
+        "takes_workspace",
+        "target",
+        "title",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        title: str,  # in messages ("only for Beaker runs")
+        summary: str,  # a few words for help texts
+        target: str,  # "module:Class", imported on first use (the class takes the Application)
+        capabilities: frozenset[Capability],
+        run_prefix: str = "",  # ids of its runs start with this ('': any other id)
+        takes_workspace: bool = False,  # its constructor takes `workspace=` (Capability.workspaces)
+        credentials: Callable[[], str | None] | None = None,  # why it has none configured, or None
+    ) -> None:
+        self.name, self.title, self.summary, self.target = name, title, summary, target
+        self.capabilities, self.run_prefix = capabilities, run_prefix
+        self.takes_workspace, self.credentials = takes_workspace, credentials
+
+    def __repr__(self) -> str:
+        return f"BackendInfo({self.name!r})"
 
     def missing_credentials(self) -> str | None:
         """Why the service cannot be asked (no credentials configured), without loading its client."""
