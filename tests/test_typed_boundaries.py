@@ -252,3 +252,33 @@ def test_offline_dry_run_says_which_profile_it_assumed(repo):
     ]
     (line,) = assumed()
     assert line.startswith("profile assumed: none (no cluster constraint: the node decides at runtime")
+
+
+def test_profile_selection_goes_by_the_placed_clusters():
+    from launchkit.core.parse import build_request
+    from launchkit.core.profiles import resolve_profiles, wants_placement
+
+    by_type = build_request({"gpu_type": ["b300"]}, ["x"], environ={})
+    assert wants_placement(by_type) and resolve_profiles(by_type).applied is None
+    placed = by_type.model_copy(update={"placed_clusters": ["ai2/holmes"]})
+    assert resolve_profiles(placed).applied == "ai2-weka"
+    assert resolve_profiles(placed).reasons == ["cluster ai2/holmes -> ai2-weka"]
+    spread = by_type.model_copy(update={"placed_clusters": ["ai2/holmes", "other/gcp-a3"]})
+    assert resolve_profiles(spread).applied is None  # may land on another family: no spec parts
+    for given in ({"profile": "generic"}, {"no_profile": True}):
+        assert not wants_placement(build_request({"gpu_type": ["b300"], **given}, ["x"], environ={}))
+    assert not wants_placement(build_request({"hostname": ["jupiter-1"]}, ["x"], environ={}))
+    assert not wants_placement(build_request({}, ["x"], environ={}))
+
+
+def test_placed_clusters_are_not_part_of_the_job_id():
+    from launchkit.core.gitstate import GitState
+    from launchkit.core.parse import build_request
+    from launchkit.core.spec import run_id
+
+    git = GitState(remote_url="https://h/o/r.git", commit="a" * 40)
+    request = build_request({"gpu_type": ["b300"]}, ["x"], environ={})
+    placed = request.model_copy(update={"placed_clusters": ["ai2/holmes"]})
+    assert run_id(request, git) == run_id(placed, git)
+    local = build_request({"local": True}, ["x"], environ={})
+    assert run_id(local, git) == run_id(build_request({}, ["x"], environ={}), git)

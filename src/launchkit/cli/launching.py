@@ -160,13 +160,14 @@ def launch_request(
             auto_secrets=request.auto_secrets,
             uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
         )
-    if backend is not None and (placed := placement(backend, request, submission)):
-        with _no_pydantic_plugins():  # the profile follows the clusters the backend resolved
+    with _no_pydantic_plugins():
+        if backend is not None and (placed := placement(backend, request, submission)):
+            # the profile follows the clusters the backend resolved, not the names given
             request = request.model_copy(update={"placed_clusters": placed})
             spec = build_spec(request, git, user_profiles=config.get("profiles"))
             submission = submission.model_copy(update={"spec": spec.to_json()})
-    if added := added_line(request, config.get("profiles")):
-        app.info(added)
+        if added := added_line(request, config.get("profiles")):
+            app.info(added)
     if backend is not None:
         submission, why_offline = prepare(app, backend, submission, dry_run=request.dry_run)
     text = spec_json_to_yaml(submission.spec)
