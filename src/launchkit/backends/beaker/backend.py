@@ -107,7 +107,8 @@ class BeakerBackend:
     @property
     def conn(self) -> Connection:
         if self._conn is None:
-            self._conn = Connection(self._timeout)
+            config = self.app.config if self._timeout is None else None  # read once, on the app
+            self._conn = Connection(self._timeout, config=config)
         return self._conn
 
     @property
