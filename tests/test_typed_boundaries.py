@@ -64,7 +64,7 @@ def test_registry_answers_what_the_cli_asks():
 INTERFACES = {  # capability -> the methods its optional interface (backends/protocol.py) promises
     Capability.placement: ("placement",),
     Capability.secrets: ("set_secret", "secret_names"),
-    Capability.sessions: ("session_spec", "close"),
+    Capability.sessions: ("session_spec", "session_placement", "close"),
     Capability.pages: ("url_for", "latest"),
     Capability.accounts: ("user_name",),
     Capability.pruning: ("prunable", "size", "remove"),

@@ -4,6 +4,7 @@ In-process dry runs against the fake Beaker."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from inproc import run_main
@@ -37,3 +38,30 @@ def test_placement_costs_no_extra_round_trips(repo, fake_beaker):
     calls = dict(fake_beaker.calls)
     batch = [c for c in fake_beaker.state.clusters.values() if c.max_task_timeout != 0]
     assert calls["ListClusters"] == 1 and calls["ListNodes"] == len(batch), calls  # once per cluster
+
+
+@pytest.mark.slow  # a real `launchkit session` process handing over to a stand-in `beaker` CLI
+def test_session_profile_follows_the_resolved_clusters(repo, fake_beaker, tmp_path):
+    import itertools
+    import json
+    import os
+    import sys
+
+    from conftest import run_cli
+
+    bin_dir, record = tmp_path / "bin", tmp_path / "argv.json"
+    bin_dir.mkdir()
+    stub = bin_dir / "beaker"
+    stub.write_text(
+        f"#!{sys.executable}\nimport json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+    )
+    stub.chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    # a session carries a profile's spec parts only (no entrypoint runs): give ai2-weka one to see
+    (repo.path / "pyproject.toml").write_text('[tool.launchkit.profiles.ai2-weka]\nenv = {ON_WEKA = "1"}\n')
+    r = run_cli("session", "--workspace", WS, "--gpu-type", "b300", cwd=repo.path, env=env, timeout=120)
+    assert r.code == 0, r.stderr
+    argv = json.loads(record.read_text())
+    pairs = list(itertools.pairwise(argv))
+    assert [v for f, v in pairs if f == "--cluster"] == ["ai2/holmes"]
+    assert ("--env", "ON_WEKA=1") in pairs

@@ -223,6 +223,10 @@ class SessionHost(Protocol):
         """(workspace name, the spec as submit() would send it, uploads made)."""
         ...
 
+    def session_placement(self, submission: Submission) -> list[str] | None:
+        """Placement.placement for a session (clusters that take sessions only count too)."""
+        ...
+
     def close(self) -> None: ...
 
 

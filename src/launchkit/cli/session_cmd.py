@@ -101,17 +101,22 @@ def session(
             "`launchkit session` needs the `beaker` CLI, which is not on PATH", hint=install_hint()
         )
     from launchkit.cli.backend_choice import backend_with
+    from launchkit.core.profiles import wants_placement
 
     backend = session_host(backend_with(app, Capability.sessions))
-    workspace, resolved = backend.session_spec(
-        Submission(
-            name=request.name or "session",
-            spec=spec,
-            workspace=request.workspace,
-            auto_secrets=request.auto_secrets,
-            uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
-        )
+    submission = Submission(
+        name=request.name or "session",
+        spec=spec,
+        workspace=request.workspace,
+        auto_secrets=request.auto_secrets,
+        uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
     )
+    if wants_placement(request) and (placed := backend.session_placement(submission)):
+        with _no_pydantic_plugins():  # the profile follows the clusters Beaker resolved, as for run
+            request = request.model_copy(update={"placed_clusters": placed})
+            spec = build_spec(request, git, user_profiles=config.get("profiles")).to_json()
+        submission = submission.model_copy(update={"spec": spec})
+    workspace, resolved = backend.session_spec(submission)
     backend.close()
     argv = to_argv(resolved, workspace)
     app.info("starting: " + shlex.join(argv))

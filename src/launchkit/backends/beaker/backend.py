@@ -226,6 +226,10 @@ class BeakerBackend:
             name = ws.name if "/" in ws.name else f"{ws.owner_org.name}/{ws.name}"
             return name, spec
 
+    def session_placement(self, submission: Submission) -> list[str] | None:
+        self._session = True
+        return self.placement(submission)
+
     def _prepared_ws(self, submission: Submission) -> Any:
         """The pb2.Workspace of a prepared submission (the one prepare() just fetched, if it is)."""
         known = self._prepared_workspace
