@@ -14,7 +14,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TextIO
+from typing import Any, TextIO
 
 
 class OutputFormat(str, Enum):
@@ -43,6 +43,21 @@ class Application:
     stderr: TextIO | None = None  # None: sys.stderr at the time of writing (tests swap it)
     # The command finished and holds no resources: main() may skip interpreter teardown.
     fast_exit: bool = False
+    _config: Any = field(default=None, repr=False)  # launchkit.config.Config, loaded on first use
+
+    # -- configuration --------------------------------------------------------------------------
+    @property
+    def config(self) -> Any:
+        """The merged, validated config layers (launchkit.config.load_config), read once per invocation."""
+        if self._config is None:
+            from launchkit.config import load_config
+
+            self._config = load_config()
+        return self._config
+
+    @config.setter
+    def config(self, value: Any) -> None:
+        self._config = value
 
     # -- messages for people (stderr) -----------------------------------------------------------
     def _emit(self, prefix: str, style: str, msg: str) -> None:

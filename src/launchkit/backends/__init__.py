@@ -1,15 +1,14 @@
-"""Backends run and observe jobs. Both (beaker, local) implement the typed `Backend` protocol.
+"""Backends run and observe jobs. Each implements the typed `Backend` protocol (protocol.py) and is
+listed once in the registry (registry.py: name, class, capabilities, run-id prefix).
 
 What a backend can do beyond the common core is declared in `capabilities`; the CLI checks those
-(`require`), never the backend's name. A backend gets the `Application` on construction and reports
-through it (`app.info/warn/debug`); it never imports the CLI package. CLI commands pick a backend with
-`get_backend(name, app)`; modules are imported lazily so that `launchkit --help` never loads beaker-py
-or grpc.
+(`require`, `feature`), never the backend's name. A backend gets the `Application` on construction and
+reports through it (`app.info/warn/debug`); it never imports the CLI package. CLI commands pick a
+backend with `get_backend(name, app)`; modules are imported lazily so that `launchkit --help` never
+loads beaker-py or grpc.
 """
 
 from __future__ import annotations
-
-from launchkit.errors import UsageError
 
 TYPE_CHECKING = False  # not typing's: the supervisor imports this package and skips `typing` (~10 ms)
 if TYPE_CHECKING:
@@ -17,6 +16,7 @@ if TYPE_CHECKING:
 
     from launchkit.application import Application
     from launchkit.backends.protocol import (
+        Accounts,
         Backend,
         Capability,
         EndKind,
@@ -24,13 +24,25 @@ if TYPE_CHECKING:
         GpuRow,
         LogQuery,
         NoCredentials,
+        PageLinks,
+        Placement,
+        Pruning,
         RunInfo,
         RunStatus,
+        SecretStore,
+        SessionHost,
         Submission,
+        accounts,
+        page_links,
+        placement_of,
+        pruning,
         require,
+        secret_store,
+        session_host,
     )
 
 __all__ = [
+    "Accounts",
     "Backend",
     "Capability",
     "EndKind",
@@ -38,14 +50,25 @@ __all__ = [
     "GpuRow",
     "LogQuery",
     "NoCredentials",
+    "PageLinks",
+    "Placement",
+    "Pruning",
     "RunInfo",
     "RunStatus",
+    "SecretStore",
+    "SessionHost",
     "Submission",
+    "accounts",
     "backend_for_run_id",
     "get_backend",
+    "page_links",
+    "placement_of",
+    "pruning",
     "require",
+    "secret_store",
+    "session_host",
 ]
-_PROTOCOL = frozenset(__all__) - {"backend_for_run_id", "get_backend"}
+_PROTOCOL = frozenset(__all__) - {"backend_for_run_id", "get_backend", "registry"}
 
 
 def __getattr__(name: str) -> Any:
@@ -60,17 +83,13 @@ def __getattr__(name: str) -> Any:
 
 def get_backend(name: str, app: Application, *, workspace: str | None = None) -> Backend:
     """`workspace` (Capability.workspaces): where the backend's lists and --latest look."""
-    if name == "local":
-        from launchkit.backends.local import LocalBackend
+    from launchkit.backends import registry
 
-        return LocalBackend(app)
-    if name == "beaker":
-        from launchkit.backends.beaker import BeakerBackend
-
-        return BeakerBackend(app, workspace=workspace)
-    raise UsageError(f"unknown backend {name!r}", hint="use --backend beaker or --backend local")
+    return registry.load(name, app, workspace=workspace)
 
 
 def backend_for_run_id(run_id: str) -> str:
-    """Local run ids start with `local-`; anything else is a Beaker id or name."""
-    return "local" if run_id.startswith("local-") else "beaker"
+    """The backend whose run ids look like `run_id` (the registry's prefixes), else the default."""
+    from launchkit.backends import registry
+
+    return registry.for_run_id(run_id).name

@@ -13,7 +13,10 @@ from typing import IO, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from launchkit.backends.registry import Capability, titles
 from launchkit.errors import PreconditionError, UsageError
+
+__all__ = ["Capability"]  # re-exported: it lives in the (light) registry
 
 
 class RunStatus(str, Enum):
@@ -89,19 +92,6 @@ class RunInfo(BaseModel):
     message: str | None = None  # why it ended that way, when the backend knows (e.g. why it was lost)
     end: EndReason | None = None  # why it ended (finished runs), one line with its fix
     task_statuses: dict[str, int] = {}  # several tasks: RunStatus value -> how many tasks are in it
-
-
-class Capability(str, Enum):
-    """Features beyond the common protocol; the value says which options need it (for messages)."""
-
-    all_replicas = "--all-replicas"  # follow several replicas at once, lines prefixed [N]
-    tasks = "--task/--all"  # runs with several tasks (logs of one task, or of all)
-    others_runs = "--all/--mine/--author"  # runs of other people, and not launched by launchkit
-    gpu_filters = "--gpu-type/--all"  # find-gpus filters
-    uploads = "--upload"  # run: upload local files and mount them
-    unpushed = "unpushed commits"  # run: launch a commit that is not on a remote
-    several_tasks = "--multi/--sweep"  # run: several tasks in one run
-    workspaces = "--workspace/--group"  # runs scoped to a workspace or a group
 
 
 class LogQuery(BaseModel):
@@ -203,11 +193,102 @@ class Backend(Protocol):
         ...
 
 
+# Optional interfaces: a backend with the capability implements the protocol; `secret_store(b)` etc.
+# give it typed (a usage error when the backend lacks the capability).
+
+
+class Placement(Protocol):
+    """Capability.placement: where a submission's tasks can land, as the service resolves it."""
+
+    def placement(self, submission: Submission) -> list[str] | None:
+        """The clusters the submission's cluster constraints (names, aliases, globs, GPU types, tags)
+        resolve to, or None when it has none. Read-only; prepare() reuses the answer (no new calls)."""
+        ...
+
+
+class SecretStore(Protocol):
+    """Capability.secrets: a workspace's secrets, by name (values are written, never read back)."""
+
+    def set_secret(self, name: str, value: str, workspace: str | None = None) -> str:
+        """Store secret `name`; return the workspace's name. The value is never logged or echoed."""
+        ...
+
+    def secret_names(self, workspace: str | None = None) -> list[str]: ...
+
+
+class SessionHost(Protocol):
+    """Capability.sessions: what `launchkit session` hands the service's CLI."""
+
+    def session_spec(self, submission: Submission) -> tuple[str, dict[str, Any]]:
+        """(workspace name, the spec as submit() would send it, uploads made)."""
+        ...
+
+    def session_placement(self, submission: Submission) -> list[str] | None:
+        """Placement.placement for a session (clusters that take sessions only count too)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class PageLinks(Protocol):
+    """Capability.pages: web pages of runs, workspaces and other objects (`launchkit open`)."""
+
+    def url_for(self, target: str | None) -> str: ...
+
+    def latest(self, *, author: str | None = None) -> RunInfo | None: ...
+
+
+class Accounts(Protocol):
+    """Capability.accounts: the name of the user the credentials belong to."""
+
+    def user_name(self) -> str: ...
+
+
+class Pruning(Protocol):
+    """Capability.pruning: runs kept on this machine, removed by `launchkit prune`."""
+
+    def prunable(self, age: dt.timedelta) -> list[RunInfo]: ...
+
+    def size(self, run: RunInfo) -> int: ...
+
+    def remove(self, run: RunInfo) -> None: ...
+
+
+def _having(backend: Backend, capability: Capability) -> Any:
+    if capability not in backend.capabilities:
+        raise UsageError(f"{capability.value} is not available for {backend.name} runs")
+    return backend
+
+
+def placement_of(backend: Backend) -> Placement:
+    return _having(backend, Capability.placement)  # type: ignore[no-any-return]
+
+
+def secret_store(backend: Backend) -> SecretStore:
+    return _having(backend, Capability.secrets)  # type: ignore[no-any-return]
+
+
+def session_host(backend: Backend) -> SessionHost:
+    return _having(backend, Capability.sessions)  # type: ignore[no-any-return]
+
+
+def page_links(backend: Backend) -> PageLinks:
+    return _having(backend, Capability.pages)  # type: ignore[no-any-return]
+
+
+def accounts(backend: Backend) -> Accounts:
+    return _having(backend, Capability.accounts)  # type: ignore[no-any-return]
+
+
+def pruning(backend: Backend) -> Pruning:
+    return _having(backend, Capability.pruning)  # type: ignore[no-any-return]
+
+
 def require(backend: Backend, capability: Capability, **given: object) -> None:
     """A usage error when any of `given` (option name -> value) is set but the backend lacks `capability`."""
     flags = ["--" + k.replace("_", "-") for k, v in given.items() if v not in (None, False, [], ())]
     if flags and capability not in backend.capabilities:
         raise UsageError(
-            f"{', '.join(flags)}: only for Beaker runs",  # today only Beaker has optional capabilities
+            f"{', '.join(flags)}: only for {titles(capability)} runs",
             hint=f"drop it for {backend.name} runs",
         )

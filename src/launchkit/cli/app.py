@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption  # the click typer vendors
 from typer.exceptions import TyperException
 
 from launchkit import __version__
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
         application.error("aborted")
         code = 130
     except TyperException as e:  # usage errors from option parsing
-        if type(e).__name__ == "NoArgsIsHelpError":
+        if isinstance(e, NoArgsIsHelpError):
             sys.stdout.write(e.format_message() + "\n")
         else:
             application.error(_usage_message(e, args, application.user_command))
@@ -310,9 +311,9 @@ def _usage_message(e: TyperException, args: list[str], command: list[str] | None
     msg = e.format_message()
     param = getattr(e, "param", None)
     ctx = getattr(e, "ctx", None)
-    if command is None and type(e).__name__ == "NoSuchOption" and ctx is not None:
+    if command is None and isinstance(e, NoSuchOption) and ctx is not None:
         forgot = _command_without_separator(ctx, args)
-        name = getattr(e, "option_name", None) or "?"
+        name = e.option_name or "?"
         # `launchkit run python train.py --lr 3e-4`: the user's own flags reached click
         if any(t == name or t.startswith(name + "=") for t in forgot[1:]):
             return (

@@ -1,8 +1,8 @@
 """Which backend a command talks to: --backend/--local, else the run id's prefix, else the default.
 
 The default is `backend` from the config layers (`LAUNCHKIT_BACKEND`, `[tool.launchkit]`, the user
-config file; see launchkit.config), else `beaker`.
-Only typer is imported here; backends load lazily inside `choose`.
+config file; see launchkit.config), else the registry's first (launchkit.backends.registry). No backend
+is named here: the registry knows them. Only typer is imported here; backends load lazily in `choose`.
 """
 
 from __future__ import annotations
@@ -15,36 +15,66 @@ import typer
 from launchkit.application import Application
 
 if TYPE_CHECKING:
-    from launchkit.backends import Backend, RunInfo
+    from launchkit.backends import Backend, Capability, RunInfo
+    from launchkit.core.request import BackendChoice, LaunchRequest
 
 P_BACKEND = "Backend"
 
 
 def backend_option() -> Any:
+    from launchkit.backends import registry
+
     return typer.Option(
         None,
         "--backend",
-        help="beaker or local (default: `backend` from config or $LAUNCHKIT_BACKEND, else beaker).",
+        help=" or ".join(registry.names())
+        + f" (default: `backend` from config or $LAUNCHKIT_BACKEND, else {registry.default_name()}).",
         rich_help_panel=P_BACKEND,
     )
 
 
 def local_option() -> Any:
-    return typer.Option(False, "--local", help="Shortcut for --backend local.", rich_help_panel=P_BACKEND)
+    from launchkit.backends import registry
+
+    return typer.Option(
+        False, "--local", help=f"Shortcut for --backend {registry.here_name()}.", rich_help_panel=P_BACKEND
+    )
 
 
-def default_backend() -> str:
-    from launchkit.config import load_config
-    from launchkit.errors import UsageError
+def registered() -> BackendChoice:
+    """The registry's backends, for the parser (launchkit.core.parse.build_request)."""
+    from launchkit.backends import registry
+    from launchkit.core.request import BackendChoice
 
-    config = load_config()
+    return BackendChoice(known=tuple(registry.names()), here=registry.here_name())
+
+
+def default_backend(app: Application) -> str:
+    """`backend` from the config layers (checked, naming the variable or file it came from), else the
+    registry's default."""
+    from launchkit.backends import registry
+
+    config = app.config
     name = config.get("backend")
     if name is None:
-        return "beaker"
-    if name not in ("beaker", "local"):  # name the variable or file it came from
-        where = config.values["backend"][1].where("backend")
-        raise UsageError(f"{where} {name!r}: unknown backend", hint="use beaker or local")
-    return str(name)
+        return registry.default_name()
+    return registry.info(name, where=config.values["backend"][1].where("backend")).name
+
+
+def request_backend(app: Application, request: LaunchRequest) -> str:
+    """The backend a `run` request names: --local, --backend/config, else the default."""
+    from launchkit.backends import registry
+
+    if request.local:
+        return registry.here_name()
+    return registry.info(request.backend).name if request.backend else default_backend(app)
+
+
+def has(name: str, capability: Capability) -> bool:
+    """Whether the registered backend `name` has `capability` (without loading it)."""
+    from launchkit.backends import registry
+
+    return capability in registry.info(name).capabilities
 
 
 def _last_run_file() -> Any:
@@ -70,24 +100,26 @@ def remember_last_run(backend: str, run_id: str) -> None:
 def last_run_backend() -> str | None:
     import json
 
+    from launchkit.backends import registry
+
     try:
         name = json.loads(_last_run_file().read_text()).get("backend")
     except (OSError, ValueError, AttributeError):
         return None
-    return name if name in ("beaker", "local") else None
+    return name if name in registry.names() else None
 
 
-def backend_name(backend: str | None, local: bool, run_id: str | None = None, latest: bool = False) -> str:
+def backend_name(
+    app: Application, backend: str | None, local: bool, run_id: str | None = None, latest: bool = False
+) -> str:
     """--local/--backend, else the run id's prefix, else (for --latest) your last run's, else config."""
-    from launchkit.backends import backend_for_run_id
+    from launchkit.backends import backend_for_run_id, registry
 
-    if local:
-        return "local"
-    if backend:
-        return backend
+    if name := registry.resolve_name(backend, local):
+        return name
     if run_id:
         return backend_for_run_id(run_id)
-    return (latest and last_run_backend()) or default_backend()
+    return (latest and last_run_backend()) or default_backend(app)
 
 
 def workspace_option() -> Any:
@@ -110,15 +142,17 @@ def choose(
     workspace: str | None = None,
 ) -> Backend:
     """The Backend instance for these options (and run id). `workspace` (-w) needs
-    Capability.workspaces; without it Beaker looks in the configured workspace."""
+    Capability.workspaces; without it the backend looks in the configured workspace."""
+    name = backend_name(app, backend, local, run_id, latest)
+    return _load(app, name, workspace)
+
+
+def _load(app: Application, name: str, workspace: str | None = None) -> Backend:
     from launchkit.backends import Capability, get_backend, require
     from launchkit.errors import BackendError
 
-    name = backend_name(backend, local, run_id, latest)
     try:
-        from launchkit.config import load_config
-
-        b = get_backend(name, app, workspace=workspace or load_config().get("workspace"))
+        b = get_backend(name, app, workspace=workspace or app.config.get("workspace"))
         require(b, Capability.workspaces, workspace=workspace)
         return b
     except ModuleNotFoundError as e:
@@ -128,6 +162,17 @@ def choose(
             f"the {name} backend could not be loaded ({e.name} is missing)",
             hint="reinstall launchkit with its dependencies",
         ) from None
+
+
+def backend_with(app: Application, capability: Capability, workspace: str | None = None) -> Backend:
+    """The backend for a command that needs `capability` (`secret`, `session`, `open`, `prune`, ...):
+    the configured default when it has it, else the first registered backend that does."""
+    from launchkit.backends import registry
+
+    name = default_backend(app)
+    if capability not in registry.info(name).capabilities:
+        name = registry.with_capability(capability).name
+    return _load(app, name, workspace)
 
 
 def resolve_run(

@@ -49,6 +49,12 @@ def clusters(incomplete: str) -> list[str]:
     return _matching(dict.fromkeys([*names, *(n.split("/", 1)[-1] for n in names)]), incomplete)
 
 
+def _backend_names() -> list[str]:
+    from launchkit.backends import registry
+
+    return registry.names()
+
+
 def profiles(incomplete: str) -> list[str]:
     from launchkit.config import help_defaults
     from launchkit.core.profiles import BUILTIN_PROFILES
@@ -92,6 +98,6 @@ RUN_COMPLETERS: dict[str, Callable[[str], list[str]]] = {
     "priority": choices("low", "normal", "high", "urgent", "immediate"),
     "interconnect": choices("ib", "tcpxo"),
     "exec_method": choices("exec", "bash"),
-    "backend": choices("beaker", "local"),
+    "backend": lambda incomplete: _matching(_backend_names(), incomplete),
     "python_manager": choices("uv"),
 }

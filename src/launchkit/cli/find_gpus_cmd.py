@@ -35,7 +35,8 @@ def find_gpus(
         app.print_json(gpus)
         return
     if not gpus:
-        app.info("no GPUs here" + (" (nvidia-smi finds none)" if b.name == "local" else ""))
+        here = Capability.this_machine in b.capabilities
+        app.info("no GPUs here" + (" (nvidia-smi finds none)" if here else ""))
         return
     from launchkit.cli.table import print_table
 

@@ -52,11 +52,14 @@ def _no_pydantic_plugins() -> Iterator[None]:
 
 
 def launch(app: Application, given: dict[str, Any], *, extra: list[str], command: list[str] | None) -> None:
+    from launchkit.cli.backend_choice import choose, has, registered, request_backend
+
     with _no_pydantic_plugins():
-        from launchkit.config import gantry_notice, load_config
+        from launchkit.backends import Capability
+        from launchkit.config import gantry_notice
         from launchkit.core.parse import build_request
 
-        config = load_config()
+        config = app.config
         if notice := gantry_notice(config):
             app.info(notice)
         for layer in config.layers:
@@ -66,7 +69,8 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
                 + ": "
                 + ", ".join(sorted(layer.values))
             )
-        request = build_request({**given, "extra": extra}, command, config=config)
+        request = build_request({**given, "extra": extra}, command, config=config, backends=registered())
+        name = request_backend(app, request)
         from launchkit.core.run_options import RUN_OPTIONS
 
         for opt in RUN_OPTIONS:
@@ -78,9 +82,10 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
                 f"{', '.join(ignored)} ha{'ve' if len(ignored) > 1 else 's'} no effect: run does not wait "
                 "for the job (add --follow, or --timeout N)"
             )
-        if request.groups and request.backend.value == "local":
+        if request.groups and not has(name, Capability.workspaces):
+            how = Capability.this_machine.value if has(name, Capability.this_machine) else f"--backend {name}"
             app.warn(
-                "--group has no effect with --local: it names a Beaker group "
+                f"--group has no effect with {how}: it names a Beaker group "
                 "(for a dependency group of the project use --uv-group NAME)"
             )
         if request.preemptible is not None:
@@ -89,23 +94,25 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
                 "(0 = preemptible any time) and --no-auto-resume"
             )
 
-    from launchkit.cli.backend_choice import choose
-
-    why_offline = offline_reason(request)
-    local_dry_run = request.dry_run and request.backend.value == "local"  # nothing to resolve
-    backend = None if why_offline or local_dry_run else choose(app, request.backend.value, False)
-    launch_request(app, request, config, backend=backend, why_offline=why_offline)
+    why_offline = offline_reason(request, name)
+    nothing_to_resolve = request.dry_run and not has(name, Capability.service)
+    backend = None if why_offline or nothing_to_resolve else choose(app, name, False)
+    launch_request(app, request, config, backend=backend, why_offline=why_offline, name=name)
 
 
-def read_state(app: Application, request: LaunchRequest, backend: Backend | None) -> GitState:
-    """The commit to launch: clean and pushed unless the backend runs unpushed commits."""
+def read_state(
+    app: Application, request: LaunchRequest, backend: Backend | None, name: str | None = None
+) -> GitState:
+    """The commit to launch: clean and pushed unless the backend runs unpushed commits. `name`: the
+    backend's, when `backend` is None (a dry run that asks no service); default: the request's."""
+    from launchkit.backends import Capability
+    from launchkit.cli.backend_choice import has, request_backend
     from launchkit.git import read_git_state
 
-    require_pushed = request.backend.value != "local"
     if backend is not None:
-        from launchkit.backends import Capability
-
         require_pushed = Capability.unpushed not in backend.capabilities
+    else:
+        require_pushed = not has(name or request_backend(app, request), Capability.unpushed)
     git = read_git_state(
         remote=request.remote,
         ref=request.ref,
@@ -127,14 +134,18 @@ def launch_request(
     backend: Backend | None,
     why_offline: str | None,
     git: GitState | None = None,
+    name: str | None = None,
 ) -> None:
     """Steps 2-6 for a built request (`run`, `mason`): git state (unless given), spec, prepare, emit
-    or submit. `backend` is None for an offline dry run (`why_offline` says why)."""
+    or submit. `backend` is None for an offline dry run (`why_offline` says why); `name` is the
+    backend's (default: the request's)."""
+    from launchkit.cli.backend_choice import request_backend
     from launchkit.core.spec import build_spec, spec_json_to_yaml
 
+    name = backend.name if backend is not None else (name or request_backend(app, request))
     if git is None:
-        git = read_state(app, request, backend)
-    check_job_start(app, request, git, backend)
+        git = read_state(app, request, backend, name)
+    check_job_start(app, request, git, backend, name)
     if git.repo_root and git.version_tag is None:
         from launchkit.pyenv import version_tag
 
@@ -142,24 +153,29 @@ def launch_request(
             git = git.model_copy(update={"version_tag": tag})
             app.debug(f"version tag: {tag[0]} ({tag[2]} commit(s) before {git.commit[:12]})")
     request = check_python_files(app, request, git)
-    request = local_torch_backend(app, request, git, backend)
-    check_environment(app, request, git, backend)
+    request = local_torch_backend(app, request, git, backend, name=name)
+    check_environment(app, request, git, backend, name)
     with _no_pydantic_plugins():
         from launchkit.backends import Submission
         from launchkit.core.multinode import added_line
         from launchkit.core.spec import upload_dataset_name
 
-        spec = build_spec(request, git, user_profiles=config.get("profiles"))
-        if added := added_line(request, config.get("profiles")):
-            app.info(added)
         submission = Submission(
             name=request.name or default_name(git.commit),
-            spec=spec.to_json(),
+            spec=build_spec(request, git, user_profiles=config.get("profiles")).to_json(),
             workspace=request.workspace,
             repo_root=git.repo_root,
             auto_secrets=request.auto_secrets,
             uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
         )
+    with _no_pydantic_plugins():
+        if backend is not None and (placed := placement(backend, request, submission)):
+            # the profile follows the clusters the backend resolved, not the names given
+            request = request.model_copy(update={"placed_clusters": placed})
+            spec = build_spec(request, git, user_profiles=config.get("profiles"))
+            submission = submission.model_copy(update={"spec": spec.to_json()})
+        if added := added_line(request, config.get("profiles")):
+            app.info(added)
     if backend is not None:
         submission, why_offline = prepare(app, backend, submission, dry_run=request.dry_run)
     if request.sweep_experiments and request.follow:
@@ -182,6 +198,9 @@ def launch_request(
                 f"offline spec ({why_offline}): "
                 + ("decided at submit: " + "; ".join(parts) if parts else "complete")
             )
+            from launchkit.core.profiles import assumed_line
+
+            app.info(assumed_line(request, config.get("profiles")))
         elif backend is not None and request.uploads:
             from launchkit.core.spec import upload_note
 
@@ -196,6 +215,22 @@ def launch_request(
     submit(app, backend, request, submission)
 
 
+def placement(b: Backend, request: LaunchRequest, submission: Submission) -> list[str] | None:
+    """The clusters the backend resolves the request's constraints to (Capability.placement), when the
+    profile should follow them (core.profiles.wants_placement); None otherwise."""
+    from launchkit.backends import Capability, NoCredentials, placement_of
+    from launchkit.core.profiles import wants_placement
+
+    if Capability.placement not in b.capabilities or not wants_placement(request):
+        return None
+    try:
+        return placement_of(b).placement(submission)
+    except NoCredentials:
+        if not request.dry_run:
+            raise
+        return None  # prepare() says the dry run is offline
+
+
 def default_name(commit: str) -> str:
     """`launchkit-<commit>-<4 hex>`: free up front, so relaunching a commit is not refused (issue 25)."""
     import secrets
@@ -203,20 +238,17 @@ def default_name(commit: str) -> str:
     return f"launchkit-{commit[:8]}-{secrets.token_hex(2)}"
 
 
-def offline_reason(request: LaunchRequest) -> str | None:
-    """Why a Beaker dry run prints the offline spec, or None when it asks Beaker. Without BEAKER_TOKEN,
-    BEAKER_CONFIG or ~/.beaker/config.yml (where beaker-py's Config.from_env looks) there can be no
-    credentials, and the dry run stays offline without loading beaker-py's client (gRPC)."""
-    if not request.dry_run or request.backend.value == "local":
+def offline_reason(request: LaunchRequest, name: str) -> str | None:
+    """Why a dry run on backend `name` prints the offline spec, or None when it asks the backend's
+    service: --offline, or no credentials configured (the registry checks without loading the
+    service's client)."""
+    from launchkit.backends import Capability, registry
+
+    if not request.dry_run or Capability.service not in registry.info(name).capabilities:
         return None
     if request.offline:
         return "--offline"
-    if (
-        not any(k in os.environ for k in ("BEAKER_TOKEN", "BEAKER_CONFIG"))
-        and not (Path.home() / ".beaker" / "config.yml").is_file()
-    ):
-        return "no Beaker credentials"
-    return None
+    return registry.info(name).missing_credentials()
 
 
 def prepare(
@@ -224,26 +256,35 @@ def prepare(
 ) -> tuple[Submission, str | None]:
     """The submission as the backend will send it; for a dry run without credentials, the offline
     spec and the reason (said on stderr)."""
-    from launchkit.backends import NoCredentials
+    from launchkit.backends import NoCredentials, registry
 
     try:
         return b.prepare(submission), None
     except NoCredentials:
         if not dry_run:
             raise
-        return submission, "no Beaker credentials"
+        return submission, f"no {registry.info(b.name).title} credentials"
 
 
-def runs_here(request: LaunchRequest, backend: Backend | None) -> bool:
-    """Whether the job runs on this machine, cloning this checkout (the local backend)."""
-    if backend is None:
-        return request.backend.value == "local"
-    from launchkit.backends import Capability
+def runs_here(request: LaunchRequest, backend: Backend | None, name: str | None = None) -> bool:
+    """Whether the job runs on this machine, cloning this checkout (Capability.this_machine). `name`:
+    the backend's when `backend` is None (default: the request's, without reading config for it)."""
+    from launchkit.backends import Capability, registry
 
-    return Capability.unpushed in backend.capabilities
+    if backend is not None:
+        return Capability.this_machine in backend.capabilities
+    if name is None:
+        name = registry.here_name() if request.local else (request.backend or registry.default_name())
+    return Capability.this_machine in registry.info(name).capabilities
 
 
-def check_job_start(app: Application, request: LaunchRequest, git: GitState, backend: Backend | None) -> None:
+def check_job_start(
+    app: Application,
+    request: LaunchRequest,
+    git: GitState,
+    backend: Backend | None,
+    name: str | None = None,
+) -> None:
     """What would fail only in the job, refused now (launchkit.jobchecks): a path relative to the
     subdirectory run was started from, one command word with spaces, a remote nodes cannot clone."""
     from launchkit.errors import PreconditionError
@@ -258,7 +299,7 @@ def check_job_start(app: Application, request: LaunchRequest, git: GitState, bac
             commit=git.commit,
             cwd=os.getcwd(),
         )
-    if runs_here(request, backend):
+    if runs_here(request, backend, name):
         return
     try:
         check_remote_reachable(git.remote_url, beaker_addr=beaker_address())
@@ -275,6 +316,7 @@ def local_torch_backend(
     backend: Backend | None,
     *,
     gpu: bool | None = None,
+    name: str | None = None,
 ) -> LaunchRequest:
     """A local run on a machine without a GPU installs torch from the CPU index (UV_TORCH_BACKEND=cpu:
     uv pip, not several GB of CUDA wheels), unless a torch backend is chosen. A uv.lock fixes the
@@ -283,7 +325,7 @@ def local_torch_backend(
     from launchkit.jobchecks import has_gpu, lock_pins_torch
 
     if (
-        not runs_here(request, backend)
+        not runs_here(request, backend, name)
         or request.no_python
         or request.install
         or request.python_manager is not PythonManager.uv
@@ -324,7 +366,7 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
 
 
 def check_environment(
-    app: Application, request: LaunchRequest, git: GitState, backend: Backend | None
+    app: Application, request: LaunchRequest, git: GitState, backend: Backend | None, name: str | None = None
 ) -> None:
     """Preflight before a Beaker submit (launchkit.pyenv.preflight): the job's requirements resolved for
     the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda, --no-python."""
@@ -334,7 +376,7 @@ def check_environment(
     if (
         request.dry_run
         or request.no_preflight
-        or runs_here(request, backend)
+        or runs_here(request, backend, name)
         or not git.repo_root
         or request.no_python
         or request.install
@@ -427,13 +469,13 @@ def _submit_sweep(app: Application, b: Backend, whole: Submission, subs: list[Su
 
 
 def submit(app: Application, b: Backend, request: LaunchRequest, submission: Submission) -> None:
-    from launchkit.backends import Capability
+    from launchkit.backends import Capability, registry
     from launchkit.cli.following import Limits, follow_run
 
     if request.uploads and Capability.uploads not in b.capabilities:
         raise UsageError(
             f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
-            f"local files to {b.name.capitalize()} is not supported yet",
+            f"local files to {registry.info(b.name).title} is not supported yet",
             hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
         )
     tasks = submission.spec.get("tasks") or []

@@ -86,7 +86,7 @@ def list_runs(
     if as_json:
         app.output_format = OutputFormat.json
     b = choose(app, backend, local, workspace=workspace)
-    if b.name != "beaker":  # Beaker also takes its own status names (gantry's vocabulary)
+    if Capability.service_statuses not in b.capabilities:  # Beaker's own names too (gantry's)
         try:
             statuses = [RunStatus(s) for s in statuses]
         except ValueError as e:

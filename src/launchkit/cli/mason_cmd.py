@@ -18,7 +18,6 @@ from launchkit.cli.context import get_app
 
 if TYPE_CHECKING:
     from launchkit.application import Application
-    from launchkit.backends import Backend
     from launchkit.core.mason import MasonArgs
 
 CACHE_FOUND = "✅ Found cached dataset at"  # open-instruct's line after a cache run
@@ -38,7 +37,7 @@ def mason(
     app = get_app(ctx)
     argv = list(args or [])
     with _no_pydantic_plugins():
-        from launchkit.config import load_config
+        from launchkit.backends import Capability, accounts, registry
         from launchkit.core import mason as m
 
         if "-h" in argv or "--help" in argv:
@@ -46,8 +45,9 @@ def mason(
             raise typer.Exit()
         margs = m.parse_args(argv, run_name=os.environ.get("RUN_NAME"))
         commands = m.split_commands(app.user_command)
-        config = load_config()
-    has_credentials = offline_reason(_probe()) is None
+        config = app.config
+    name = registry.with_capability(Capability.accounts).name  # mason.py launches on Beaker
+    has_credentials = offline_reason(_probe(), name) is None
     external = not has_credentials and not margs.dry_run  # mason's external user: print, launch nothing
     why_offline = "--offline" if margs.offline else (None if has_credentials else "no Beaker credentials")
     backend = None
@@ -61,14 +61,14 @@ def mason(
     elif not external:
         from launchkit.cli.backend_choice import choose
 
-        backend = choose(app, "beaker", False)
-        whoami = _beaker_user(backend)
+        backend = choose(app, name, False)
+        whoami = accounts(backend).user_name()
     launch = m.Launch(whoami=whoami, wandb_id=_wandb_id(), now=_now(), rand=_rand(), environ=dict(os.environ))
     if warning := m.interconnect_warning(margs):
         app.warn(warning)
     with _no_pydantic_plugins():
         request = m.to_request(margs, commands, launch)
-    git = None if external else read_state(app, request, backend)  # before the (long) cache run
+    git = None if external else read_state(app, request, backend, name)  # before the (long) cache run
     if margs.dry_run:
         if m.cache_commands(commands, margs):
             app.info("dry run: the local dataset cache (--cache_dataset_only) is not run")
@@ -87,7 +87,7 @@ def mason(
             f"mason would `cd {os.getcwd()}` (a shared filesystem) first; launchkit runs the command in a "
             f"clone of commit {git.commit[:12]} instead, with the repository's own environment"
         )
-    launch_request(app, request, config, backend=backend, why_offline=why_offline, git=git)
+    launch_request(app, request, config, backend=backend, why_offline=why_offline, git=git, name=name)
 
 
 def _probe() -> Any:
@@ -104,13 +104,6 @@ def _assumed_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "user"
-
-
-def _beaker_user(backend: Backend) -> str:
-    """The Beaker account's name (mason's `beaker_client.user.get().name`)."""
-    conn = backend.conn  # type: ignore[attr-defined]  # the beaker backend (choose(app, "beaker"))
-    with conn.errors():
-        return str(conn.me().name)
 
 
 def _wandb_id() -> str:

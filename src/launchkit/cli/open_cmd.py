@@ -22,12 +22,13 @@ def open_page(
     print_only: bool = typer.Option(False, "--print", "-p", help="Only print the URLs."),
 ) -> None:
     """Open Beaker pages in the browser; the URLs are printed when there is no browser or no TTY."""
-    from launchkit.backends.beaker import BeakerBackend
+    from launchkit.backends import Capability, page_links
+    from launchkit.cli.backend_choice import backend_with
     from launchkit.errors import NotFoundError, UsageError
 
     if latest and targets:
         raise UsageError("give TARGETs or --latest, not both")
-    backend = BeakerBackend(get_app(ctx), workspace=workspace)
+    backend = page_links(backend_with(get_app(ctx), Capability.pages, workspace))
     if latest:
         run = backend.latest()
         if run is None:

@@ -6,12 +6,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from launchkit.cli.context import get_app
+
 if TYPE_CHECKING:  # pydantic models: imported lazily at runtime to keep `--help` fast
     from launchkit.core.profiles import Profile, ProfileSelection
     from launchkit.core.request import LaunchRequest
 
 
 def profiles(
+    ctx: typer.Context,
     clusters: list[str] | None = typer.Argument(
         None, help="Cluster names, aliases or globs the job targets."
     ),
@@ -31,13 +34,12 @@ def profiles(
     ),
 ) -> None:
     """Show what the cluster profile would add to a job on CLUSTER... and why."""
-    from launchkit.config import load_config
     from launchkit.core.multinode import added_line
     from launchkit.core.parse import build_request
     from launchkit.core.presets import PRESETS
     from launchkit.core.profiles import load_profiles, resolve_profiles
 
-    config = load_config()  # defaults (clusters, profile, ...) and [tool.launchkit.profiles]
+    config = get_app(ctx).config  # defaults (clusters, profile, ...) and [tool.launchkit.profiles]
     table = config.get("profiles") or {}
     given = {
         "cluster": clusters,

@@ -20,7 +20,8 @@ def prune(
     """Remove old local runs (their directories and logs). Running runs are never touched."""
     import datetime as dt
 
-    from launchkit.backends.local import LocalBackend
+    from launchkit.backends import Capability, pruning
+    from launchkit.cli.backend_choice import backend_with
     from launchkit.core.units import parse_duration
     from launchkit.errors import UsageError
 
@@ -31,7 +32,7 @@ def prune(
         raise UsageError(
             f"--older-than {older_than!r} is not a duration", hint="use e.g. 7d, 12h, 30m"
         ) from None
-    backend = LocalBackend(app)
+    backend = pruning(backend_with(app, Capability.pruning))
     runs = backend.prunable(age)
     if not runs:
         app.info(f"no local run ended more than {older_than} ago")

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from launchkit.cli.context import get_app
+
+if TYPE_CHECKING:
+    from launchkit.backends import SecretStore
 
 # Extra arguments and unknown options reach the command (ctx.args), which refuses them without
 # quoting them: Click's own usage error would print them, and they may be the secret's value.
@@ -76,6 +80,14 @@ def _check_name(name: str, extra: list[str] | None) -> None:
         raise UsageError(f"invalid secret name ({where})", hint="use letters, digits, _ . - only")
 
 
+def _store(ctx: typer.Context) -> SecretStore:
+    """The backend that keeps workspace secrets (Capability.secrets), through its typed interface."""
+    from launchkit.backends import Capability, secret_store
+    from launchkit.cli.backend_choice import backend_with
+
+    return secret_store(backend_with(get_app(ctx), Capability.secrets))
+
+
 def set_secret(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="Secret name, e.g. HF_TOKEN or <user>_HF_TOKEN."),
@@ -85,11 +97,8 @@ def set_secret(
     # extra words (a value?) are collected, not echoed by the parser; so are words after `--`
     _check_name(name, [*ctx.args, *(get_app(ctx).user_command or [])])
     value = _read_value(name)
-    from launchkit.backends.beaker.backend import BeakerBackend
-    from launchkit.backends.beaker.backend import set_secret as store_secret
-
     app = get_app(ctx)
-    ws = store_secret(BeakerBackend(app), name, value, workspace)
+    ws = _store(ctx).set_secret(name, value, workspace)
     app.info(f"secret {name} set in workspace {ws}")
 
 
@@ -99,10 +108,8 @@ def list_secrets(
     as_json: bool = typer.Option(False, "--json", help="JSON output (a list of names)."),
 ) -> None:
     """List the names of the workspace's secrets."""
-    from launchkit.backends.beaker.backend import BeakerBackend, secret_names
-
     app = get_app(ctx)
-    names = secret_names(BeakerBackend(app), workspace)
+    names = _store(ctx).secret_names(workspace)
     if as_json:
         app.print_json(names)
         return
@@ -120,7 +127,6 @@ def set_gh_token(
     yes: bool = typer.Option(False, "--yes", "-y", help="Accepted: launchkit does not prompt here."),
 ) -> None:
     """gantry's `config set-gh-token`: store a GitHub token for cloning private repositories."""
-    from launchkit.config import load_config
     from launchkit.errors import UsageError
 
     if token is not None or ctx.args or get_app(ctx).user_command:
@@ -128,7 +134,7 @@ def set_gh_token(
             "a token on the command line ends up in your shell history",
             hint="pipe it in: `gh auth token | launchkit config set-gh-token`",
         )
-    name = secret or load_config().get("git_token_secret") or "GITHUB_TOKEN"
+    name = secret or get_app(ctx).config.get("git_token_secret") or "GITHUB_TOKEN"
     set_secret(ctx, name, workspace)
 
 

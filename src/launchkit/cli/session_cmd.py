@@ -48,25 +48,31 @@ def session(
     Calls the `beaker` CLI (`beaker session create`); with --dry-run, prints that command instead.
     Everything after `--` is the session's command (default: the image's shell).
     """
-    from launchkit.backends import Submission
+    from launchkit.backends import Capability, Submission, registry, session_host
     from launchkit.cli.launching import _no_pydantic_plugins
     from launchkit.core.gitstate import GitState
     from launchkit.core.session import session_argv
     from launchkit.core.spec import build_spec, upload_dataset_name
 
     app = get_app(ctx)
-    if given.get("local") or given.get("backend") == "local":
-        raise UsageError("sessions run on Beaker only", hint="drop --local (locally, just open a shell)")
+    host = registry.with_capability(Capability.sessions)
+    chosen = registry.resolve_name(given.get("backend"), bool(given.get("local")))
+    if chosen is not None and Capability.sessions not in registry.info(chosen).capabilities:
+        raise UsageError(
+            f"sessions run on {host.title} only", hint="drop --local (locally, just open a shell)"
+        )
     for opt in ("follow", "slack_webhook_url"):
         if given.get(opt):
             raise UsageError(f"--{opt.replace('_', '-')} is for `launchkit run`", hint="drop it for sessions")
     command = list(app.user_command or [])
     with _no_pydantic_plugins():
-        from launchkit.config import load_config
+        from launchkit.cli.backend_choice import registered
         from launchkit.core.parse import build_request
 
-        config = load_config()
-        request = build_request({**given, "extra": extra or []}, command or ["bash"], config=config)
+        config = app.config
+        request = build_request(
+            {**given, "extra": extra or []}, command or ["bash"], config=config, backends=registered()
+        )
         # A session clones nothing: the spec builder's git inputs are placeholders, dropped again by
         # session_argv.
         git = GitState(remote_url="-", commit="0" * 40)
@@ -94,18 +100,23 @@ def session(
         raise PreconditionError(
             "`launchkit session` needs the `beaker` CLI, which is not on PATH", hint=install_hint()
         )
-    from launchkit.backends.beaker import BeakerBackend
+    from launchkit.cli.backend_choice import backend_with
+    from launchkit.core.profiles import wants_placement
 
-    backend = BeakerBackend(app)
-    workspace, resolved = backend.session_spec(
-        Submission(
-            name=request.name or "session",
-            spec=spec,
-            workspace=request.workspace,
-            auto_secrets=request.auto_secrets,
-            uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
-        )
+    backend = session_host(backend_with(app, Capability.sessions))
+    submission = Submission(
+        name=request.name or "session",
+        spec=spec,
+        workspace=request.workspace,
+        auto_secrets=request.auto_secrets,
+        uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
     )
+    if wants_placement(request) and (placed := backend.session_placement(submission)):
+        with _no_pydantic_plugins():  # the profile follows the clusters Beaker resolved, as for run
+            request = request.model_copy(update={"placed_clusters": placed})
+            spec = build_spec(request, git, user_profiles=config.get("profiles")).to_json()
+        submission = submission.model_copy(update={"spec": spec})
+    workspace, resolved = backend.session_spec(submission)
     backend.close()
     argv = to_argv(resolved, workspace)
     app.info("starting: " + shlex.join(argv))

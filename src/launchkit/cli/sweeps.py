@@ -20,15 +20,9 @@ from launchkit.core.contract import ENV_RUN_ID
 def _path(backend: str, spec: dict[str, Any]) -> Path | None:
     from platformdirs import user_state_dir
 
-    rid = next(
-        (
-            str(v.get("value"))
-            for t in spec.get("tasks") or []
-            for v in t.get("envVars") or []
-            if v.get("name") == ENV_RUN_ID and v.get("value")
-        ),
-        None,
-    )
+    from launchkit.core.specview import SpecView
+
+    rid = SpecView(spec).env_value(ENV_RUN_ID)
     return Path(user_state_dir("launchkit")) / "sweeps" / f"{backend}-{rid}.json" if rid else None
 
 

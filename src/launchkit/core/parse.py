@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from launchkit.core.multinode import check_combinations
 from launchkit.core.redact import secret_value_kind
 from launchkit.core.request import (
-    BackendName,
+    BackendChoice,
     DatasetMount,
     EnvSecret,
     EnvVar,
@@ -334,11 +334,13 @@ def build_request(
     config: Config | None = None,
     environ: dict[str, str] | None = None,
     cwd: str | None = None,
+    backends: BackendChoice = BackendChoice(),
 ) -> LaunchRequest:
     """Validate everything `run` was given and return the immutable request.
 
     `given` maps option names (launchkit.core.run_options) to raw values; each panel's options are
-    checked by one function below, which fills `f`, the LaunchRequest fields.
+    checked by one function below, which fills `f`, the LaunchRequest fields. `backends`: the registered
+    backends (the CLI's `backend_choice.registered()`), for checking `--backend`/`--local`.
     """
     environ = dict(os.environ if environ is None else environ)
     given = dict(given)
@@ -361,7 +363,7 @@ def build_request(
     _multinode(opts, given, f)
     _runtime(opts, f)
     _python(opts, given, f)
-    _launch(opts, given, f, environ)
+    _launch(opts, given, f, environ, backends)
     try:
         request = LaunchRequest(**{k: v for k, v in f.items() if v is not None})
     except ValidationError as e:  # a backstop: the checks above should have caught it
@@ -693,11 +695,18 @@ def _runtime(opts: _Options, f: dict[str, Any]) -> None:
         f["runtime_dir"] = runtime_dir.rstrip("/")
 
 
-def _launch(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str]) -> None:
-    backend = "local" if given.get("local") else _choice(opts, "backend", [b.value for b in BackendName])
-    if given.get("local") and given.get("backend") not in (None, "local"):
-        raise UsageError(f"--local cannot be combined with --backend {given['backend']!r}", hint="keep one")
-    f["backend"] = BackendName(backend or "beaker")
+def _launch(
+    opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str], backends: BackendChoice
+) -> None:
+    f["local"] = bool(given.get("local"))
+    if f["local"]:
+        if backends.here and given.get("backend") not in (None, backends.here):
+            backend = given["backend"]
+            raise UsageError(f"--local cannot be combined with --backend {backend!r}", hint="keep one")
+    elif backends.known:
+        f["backend"] = _choice(opts, "backend", list(backends.known))
+    elif (value := opts.value("backend")) is not None:
+        f["backend"] = str(value).lower()
     for opt in ("dry_run", "offline", "yes"):
         f[opt] = bool(given.get(opt))
     if f["offline"] and not f["dry_run"]:

@@ -317,7 +317,7 @@ def _select_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | Non
     named = [p for p in profiles.values() if p.clusters or p.tags or p.detectable]
     by_tag = [p for p in named if set(p.tags) & set(job_tags(request))]
     targets: dict[str, list[Profile]] = {}
-    for c in request.clusters:
+    for c in request.placed_clusters or request.clusters:  # what the backend resolved, when it did
         targets[f"cluster {c}"] = [p for p in named if any(_cluster_matches(c, pat) for pat in p.clusters)]
     for h in request.hostnames:
         targets[f"hostname {h}"] = [p for p in named if _host_matches(h, p)]
@@ -365,6 +365,29 @@ def _select_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | Non
                 "the node decides for other clusters (" + ", ".join(map(_detect_text, node_decides)) + ")"
             )
     return _mixed(list(seen.values()), tag_reason + reasons + why, profiles, request)
+
+
+def wants_placement(request: LaunchRequest) -> bool:
+    """Whether the profile follows where the backend places the job: cluster constraints to resolve,
+    and neither --profile, --no-profile nor --hostname deciding it."""
+    constrained = request.clusters or request.gpu_types or job_tags(request)
+    return bool(constrained) and not (request.profile or request.no_profile or request.hostnames)
+
+
+def assumed_line(request: LaunchRequest, user_profiles: dict[str, Any] | None = None) -> str:
+    """For a spec built without the backend (offline): the profile it assumed, in one line."""
+    sel = resolve_profiles(request, user_profiles)
+    name = sel.applied or (
+        f"none (chosen on the node among {', '.join(sel.candidates)})" if sel.candidates else "none"
+    )
+    line = f"profile assumed: {name}"
+    if wants_placement(request):
+        asked = [f"--cluster {c}" for c in request.clusters] + [f"--gpu-type {g}" for g in request.gpu_types]
+        asked += [f"tag {t}" for t in job_tags(request)]
+        line += f" (from {', '.join(asked)}; at submit it follows the clusters these resolve to)"
+    elif sel.reasons:
+        line += f" ({sel.reasons[0]})"
+    return line
 
 
 def _detect_text(p: Profile) -> str:

@@ -7,7 +7,7 @@ Validation errors become one-line usage errors (exit 2) in `launchkit.core.parse
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -34,9 +34,12 @@ class Launcher(str, Enum):
     ray = "ray"
 
 
-class BackendName(str, Enum):
-    beaker = "beaker"
-    local = "local"
+class BackendChoice(NamedTuple):
+    """The registered backends (launchkit.backends.registry), given to the parser by the CLI: the core
+    names no backend. Without it, `--backend` is taken as given and checked when the backend loads."""
+
+    known: tuple[str, ...] = ()
+    here: str = ""  # the backend `--local` means
 
 
 class _Model(BaseModel):
@@ -120,6 +123,9 @@ class LaunchRequest(_Model):
 
     # --- constraints
     clusters: list[str] = []  # names, aliases or globs; resolved by the Beaker backend
+    # the clusters the backend resolved the constraints to (Capability.placement), set before the
+    # spec is built: profiles are chosen from these, not from the patterns (not part of the job's id)
+    placed_clusters: list[str] = []
     gpu_types: list[str] = []
     interconnect: Literal["ib", "tcpxo"] | None = None
     tags: list[str] = []
@@ -205,7 +211,8 @@ class LaunchRequest(_Model):
     uv_cache_dir: str | None = None
 
     # --- launch behaviour (not part of the spec)
-    backend: BackendName = BackendName.beaker
+    backend: str | None = None  # --backend / config `backend`; None: the registry's default
+    local: bool = False  # --local: the backend that runs jobs on this machine
     dry_run: bool = False
     offline: bool = False  # --dry-run without asking Beaker
     save_spec: str | None = None

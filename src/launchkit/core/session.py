@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from launchkit.core.contract import ENV_AWS_CONFIG, ENV_AWS_CREDENTIALS, ENV_GOOGLE_CREDENTIALS
+from launchkit.core.specview import TaskView
 from launchkit.errors import UsageError
 
 # A session runs no entrypoint, so the LAUNCHKIT_* variables that drive it are left out, and the
@@ -90,19 +91,19 @@ def session_argv(
 
     # no entrypoint runs in a session: no runtime dataset either
     mounts = [_mount(m) for m in task.get("datasets") or [] if m["mountPath"] != RUNTIME_MOUNT]
-    for env in task.get("envVars") or []:
-        if env["name"] in _CREDENTIAL_FILES and env.get("secret"):
-            file_name, variable = _CREDENTIAL_FILES[env["name"]]
+    for env in TaskView(task).env:
+        if env.name in _CREDENTIAL_FILES and env.secret:
+            file_name, variable = _CREDENTIAL_FILES[env.name]
             path = f"{CREDENTIALS_DIR}/{file_name}"
-            mounts.append(f"src=secret,ref={env['secret']},dst={path}")
+            mounts.append(f"src=secret,ref={env.secret},dst={path}")
             argv += ["--env", f"{variable}={path}"]
             continue
-        if env["name"].startswith("LAUNCHKIT_"):
+        if env.name.startswith("LAUNCHKIT_"):
             continue
-        if env.get("secret"):
-            argv += ["--secret-env", f"{env['name']}={env['secret']}"]
+        if env.secret:
+            argv += ["--secret-env", f"{env.name}={env.secret}"]
         else:
-            argv += ["--env", f"{env['name']}={env.get('value') or ''}"]
+            argv += ["--env", f"{env.name}={env.value or ''}"]
     for mount in mounts:
         argv += ["--mount", mount]
     if task.get("timeout"):

@@ -64,6 +64,7 @@ from launchkit.core.multinode import ENV_RDZV_PORT, derive_port, task_additions
 from launchkit.core.presets import ENV_PRESET_SECRETS
 from launchkit.core.profiles import job_tags
 from launchkit.core.request import Launcher, LaunchRequest, PythonManager
+from launchkit.core.specview import SpecView
 from launchkit.core.tasks import expand_tasks
 from launchkit.core.units import format_size, to_nanoseconds
 from launchkit.runtime import ENTRYPOINT_NAME, RUNTIME_MOUNT, bootstrap, runtime_dataset_name
@@ -85,6 +86,8 @@ _NOT_SPEC = {
     "inactive_soft_timeout",
     "yes",
     "backend",
+    "local",
+    "placed_clusters",
     "slack_webhook_url",
 }  # launch behaviour, not job identity
 
@@ -119,8 +122,7 @@ def decided_at_submit(request: LaunchRequest, git: GitState, spec: dict[str, Any
         parts.append(f"Beaker image id of {request.beaker_image}")
     if not request.budget:
         parts.append("budget (the workspace's)")
-    envs = [e for t in (spec or {}).get("tasks", []) for e in t.get("envVars") or []]
-    if request.auto_secrets and any(e.get("name") == ENV_PRESET_SECRETS for e in envs):
+    if request.auto_secrets and SpecView(spec or {}).has_env(ENV_PRESET_SECRETS):
         parts.append("which preset secrets the workspace has")
     if git.github_repo and not request.git_token_secret:
         parts.append(f"GITHUB_TOKEN secret for {git.github_repo}")

@@ -18,7 +18,7 @@ from beaker import exceptions as bx
 from beaker.types import BeakerCancelationCode, BeakerSortOrder, BeakerWorkloadStatus, BeakerWorkloadType
 
 from launchkit.application import Application
-from launchkit.backends import Capability, LogQuery, RunInfo, RunStatus, Submission
+from launchkit.backends import LogQuery, RunInfo, RunStatus, Submission, registry
 from launchkit.backends.beaker import launches
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker.client import Connection
@@ -89,7 +89,7 @@ def job_exit_code(job: Any) -> int:
 
 class BeakerBackend:
     name = "beaker"
-    capabilities = frozenset(Capability) - {Capability.unpushed}
+    capabilities = registry.BY_NAME[name].capabilities
 
     def __init__(
         self, app: Application | None = None, *, timeout: float | None = None, workspace: str | None = None
@@ -107,7 +107,8 @@ class BeakerBackend:
     @property
     def conn(self) -> Connection:
         if self._conn is None:
-            self._conn = Connection(self._timeout)
+            config = self.app.config if self._timeout is None else None  # read once, on the app
+            self._conn = Connection(self._timeout, config=config)
         return self._conn
 
     @property
@@ -225,6 +226,10 @@ class BeakerBackend:
             name = ws.name if "/" in ws.name else f"{ws.owner_org.name}/{ws.name}"
             return name, spec
 
+    def session_placement(self, submission: Submission) -> list[str] | None:
+        self._session = True
+        return self.placement(submission)
+
     def _prepared_ws(self, submission: Submission) -> Any:
         """The pb2.Workspace of a prepared submission (the one prepare() just fetched, if it is)."""
         known = self._prepared_workspace
@@ -243,6 +248,35 @@ class BeakerBackend:
             mount_uploads(self.conn, self.app, ws, spec, submission.uploads)
         self.conn.renew()  # hashing and uploading may take long: a fresh deadline for the create
         return spec
+
+    # -- optional interfaces (protocol.py: Placement, SecretStore, Accounts) ---------------------
+    def placement(self, submission: Submission) -> list[str] | None:
+        """The clusters the spec's constraints resolve to (prepare() reuses the answer: no new calls)."""
+        from launchkit.core.specview import SpecView
+
+        view = SpecView(submission.spec)
+        with self._errors():
+            return rs.placement(self.conn, view, session=self._session)
+
+    def _secret_workspace(self, workspace: str | None) -> tuple[Any, str]:
+        name = rs.workspace_name(self.conn, workspace or self._workspace)
+        return rs.get_workspace(self.conn, name), name
+
+    def set_secret(self, name: str, value: str, workspace: str | None = None) -> str:
+        """Write a workspace secret; returns the workspace name. The value is never logged or echoed."""
+        with self._errors():
+            ws, ws_name = self._secret_workspace(workspace)
+            self.beaker.secret.write(name, value, workspace=ws)
+            return ws_name
+
+    def secret_names(self, workspace: str | None = None) -> list[str]:
+        with self._errors():
+            ws, _ = self._secret_workspace(workspace)
+            return sorted(s.name for s in self.beaker.secret.list(workspace=ws))
+
+    def user_name(self) -> str:
+        with self._errors():
+            return str(self.conn.me().name)
 
     # -- lookups --------------------------------------------------------------------------------
     def get(self, run_ref: str) -> RunInfo:
@@ -939,23 +973,3 @@ def status_filter(statuses: Any) -> tuple[list[BeakerWorkloadStatus] | None, set
         server += [BeakerWorkloadStatus(m) for m in mapped]
         shown.add(RunStatus(v))
     return list(dict.fromkeys(server)), shown
-
-
-def _secrets_api(backend: BeakerBackend, workspace: str | None) -> tuple[Any, str]:
-    conn = backend.conn
-    name = rs.workspace_name(conn, workspace or backend._workspace)
-    return rs.get_workspace(conn, name), name
-
-
-def set_secret(backend: BeakerBackend, name: str, value: str, workspace: str | None = None) -> str:
-    """Write a workspace secret; returns the workspace name. The value is never logged or echoed."""
-    with backend._errors():
-        ws, ws_name = _secrets_api(backend, workspace)
-        backend.beaker.secret.write(name, value, workspace=ws)
-        return ws_name
-
-
-def secret_names(backend: BeakerBackend, workspace: str | None = None) -> list[str]:
-    with backend._errors():
-        ws, _ = _secrets_api(backend, workspace)
-        return sorted(s.name for s in backend.beaker.secret.list(workspace=ws))

@@ -37,9 +37,10 @@ class BeakerUnreachable(BackendError):
     """The deadline passed while Beaker did not answer."""
 
 
-def configured_timeout(explicit: float | None = None) -> float:
+def configured_timeout(explicit: float | None = None, config: Any = None) -> float:
     """--beaker-timeout, else `beaker_timeout` from launchkit's config layers (LAUNCHKIT_BEAKER_TIMEOUT,
-    [tool.launchkit] in pyproject.toml, the user config file), else 60 s."""
+    [tool.launchkit] in pyproject.toml, the user config file), else 60 s. `config`: the layers already
+    read (the Application's); None: read them here."""
     from launchkit.core.units import UnitError, positive_seconds
 
     if explicit is not None:
@@ -47,9 +48,10 @@ def configured_timeout(explicit: float | None = None) -> float:
             return positive_seconds(explicit)
         except UnitError as e:
             raise UsageError(f"--beaker-timeout {explicit!r}: {e.problem}", hint=e.hint) from None
-    from launchkit.config import merge, read_layers
+    if config is None:
+        from launchkit.config import merge, read_layers
 
-    config = merge(read_layers())
+        config = merge(read_layers())
     raw = config.get("beaker_timeout")
     if raw is None:
         return DEFAULT_TIMEOUT
@@ -251,8 +253,9 @@ class Connection:
         *,
         clock: Callable[[], float] = time.monotonic,
         policy: RetryPolicy | None = None,
+        config: Any = None,
     ):
-        self.timeout = configured_timeout(timeout)
+        self.timeout = configured_timeout(timeout, config)
         self.call_timeout = min(30.0, self.timeout)
         self.clock = clock
         self.policy = policy or RetryPolicy()
@@ -283,6 +286,7 @@ class Connection:
         self._users: dict[str, str] = {}
         self._users_loaded = False
         self._users_dirty = False
+        self.placements: dict[tuple[Any, ...], list[str]] = {}  # resolve.resolve_clusters' answers
 
     def org(self) -> Any:
         """The default organization as a pb2 object (resolved once), so list calls skip re-resolving it."""

@@ -18,6 +18,7 @@ from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker.client import Connection
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_GIT_TOKEN
 from launchkit.core.remoteurl import github_repo
+from launchkit.core.specview import EnvVar, SpecView
 from launchkit.errors import PreconditionError
 
 GITHUB_TOKEN = "GITHUB_TOKEN"  # env var and default secret name (runtime/lib.sh reads it for github.com)
@@ -49,8 +50,8 @@ def prepare(
         conn,
         spec,
         workspace=name,
-        gpu_types=rs.spec_env_list(spec, rs.ENV_GPU_TYPES),
-        tags=rs.spec_env_list(spec, rs.ENV_TAGS),
+        gpu_types=SpecView(spec).env_list(rs.ENV_GPU_TYPES),
+        tags=SpecView(spec).env_list(rs.ENV_TAGS),
         auto_secrets=auto_secrets,
         session=session,
     )
@@ -96,14 +97,6 @@ def workspace_budget(conn: Connection, budget_id: str) -> str | None:
     return full or None
 
 
-def _env(spec: dict[str, Any], name: str) -> str | None:
-    for task in spec.get("tasks", []):
-        for env in task.get("envVars") or []:
-            if env.get("name") == name:
-                return str(env.get("value") or env.get("secret") or "") or None
-    return None
-
-
 def github_token(
     conn: Connection, spec: dict[str, Any], ws: Any, ws_label: str, *, auto_secrets: bool, app: Application
 ) -> str | None:
@@ -112,8 +105,9 @@ def github_token(
     public repository's job gets no token. Without one, a private repository is refused (the job could
     not clone it); when GitHub cannot be asked and there is no token, warn and go on. Returns what was
     added, or None."""
-    repo = github_repo(_env(spec, ENV_GIT_REMOTE) or "")
-    if repo is None or _env(spec, GITHUB_TOKEN) or _env(spec, ENV_GIT_TOKEN):
+    view = SpecView(spec)
+    repo = github_repo(view.env_value(ENV_GIT_REMOTE) or "")
+    if repo is None or view.has_env(GITHUB_TOKEN) or view.has_env(ENV_GIT_TOKEN):
         return None  # not GitHub, or the user passed a token (--env-secret / --git-token-secret)
     from launchkit.backends.beaker.github import visibility
 
@@ -124,8 +118,8 @@ def github_token(
     available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
     source = next((s for s in (f"{user}_{GITHUB_TOKEN}", GITHUB_TOKEN) if s in available), None)
     if source and auto_secrets:
-        for task in spec.get("tasks", []):
-            task.setdefault("envVars", []).append({"name": GITHUB_TOKEN, "secret": source})
+        for task in view.tasks:
+            task.add_env(EnvVar(GITHUB_TOKEN, secret=source))
         return GITHUB_TOKEN if source == GITHUB_TOKEN else f"{GITHUB_TOKEN} (from {source})"
     if seen.private is None:
         app.warn(

@@ -16,20 +16,12 @@ from beaker import exceptions as bx
 from launchkit.backends.beaker.client import Connection
 from launchkit.core.contract import DESCRIPTION_MARKER, ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
 from launchkit.core.presets import ENV_PRESET_SECRETS
+from launchkit.core.specview import EnvVar, SpecView
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
 MARKER = DESCRIPTION_MARKER  # in the description of every experiment launchkit creates (list recognises it)
 # Cluster filters the spec carries as env vars, applied here when resolving clusters.
 ENV_GPU_TYPES, ENV_TAGS = ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
-
-
-def spec_env_list(spec: dict[str, Any], name: str) -> list[str]:
-    values: list[str] = []
-    for task in spec.get("tasks", []):
-        for env in task.get("envVars") or []:
-            if env.get("name") == name and env.get("value"):
-                values += [v.strip() for v in env["value"].split(",") if v.strip()]
-    return list(dict.fromkeys(values))
 
 
 @dataclass
@@ -117,7 +109,27 @@ def resolve_clusters(
     conn: Connection, patterns: list[str], gpu_types: list[str], tags: list[str], *, session: bool = False
 ) -> list[str]:
     """Canonical `org/name` of the clusters that take batch jobs and match (a cluster whose
-    max_task_timeout is 0 runs sessions only and is skipped, fact 1.7, unless for a `session`)."""
+    max_task_timeout is 0 runs sessions only and is skipped, fact 1.7, unless for a `session`).
+    Asked once per connection: `placement` then prepare() share the answer."""
+    key = (tuple(patterns), tuple(gpu_types), tuple(tags), session)
+    if key not in conn.placements:
+        conn.placements[key] = _resolve_clusters(conn, patterns, gpu_types, tags, session=session)
+    return list(conn.placements[key])
+
+
+def placement(conn: Connection, view: SpecView, *, session: bool = False) -> list[str] | None:
+    """The clusters the spec's tasks can land on (every task's, in order), or None without constraints."""
+    gpu_types, tags = view.env_list(ENV_GPU_TYPES), view.env_list(ENV_TAGS)
+    found: list[str] = []
+    for task in view.tasks:
+        if task.clusters or gpu_types or tags:
+            found += resolve_clusters(conn, task.clusters, gpu_types, tags, session=session)
+    return list(dict.fromkeys(found)) if found else None
+
+
+def _resolve_clusters(
+    conn: Connection, patterns: list[str], gpu_types: list[str], tags: list[str], *, session: bool
+) -> list[str]:
     every = list(conn.beaker.cluster.list(org=conn.org()))
     clusters = [c for c in every if session or takes_batch_jobs(c)]
     default_org = conn.beaker.config.default_org
@@ -157,18 +169,6 @@ def resolve_clusters(
     return sorted(cluster_full_name(c) for c in chosen)
 
 
-def _referenced_secrets(spec: dict[str, Any]) -> list[str]:
-    names: list[str] = []
-    for task in spec.get("tasks", []):
-        for env in task.get("envVars") or []:
-            if env.get("secret"):
-                names.append(env["secret"])
-        for ds in task.get("datasets") or []:
-            if (ds.get("source") or {}).get("secret"):
-                names.append(ds["source"]["secret"])
-    return names
-
-
 def resolve(
     conn: Connection,
     spec: dict[str, Any],
@@ -182,6 +182,7 @@ def resolve(
     import copy
 
     spec = copy.deepcopy(spec)
+    view = SpecView(spec)
     ws = get_workspace(conn, workspace_name(conn, workspace))
     out = Resolved(ws, spec)
     ws_label = f"{ws.owner_org.name}/{ws.name}" if ws.owner_org.name and "/" not in ws.name else ws.name
@@ -203,8 +204,8 @@ def resolve(
     # Images (Beaker image names -> ids, so a later re-tag cannot change what runs); once a name
     # and once a cluster filter: a 1,000-task sweep is not 1,000 lookups.
     image_ids: dict[str, str] = {}
-    for task in spec.get("tasks", []):
-        image = task.get("image") or {}
+    for task in view.tasks:
+        image = task.raw.get("image") or {}
         if image.get("beaker"):
             try:
                 if image["beaker"] not in image_ids:
@@ -218,40 +219,37 @@ def resolve(
 
     # Clusters: names, aliases and globs (plus GPU type and tags) -> full names.
     clusters: dict[tuple[str, ...], list[str]] = {}
-    for task in spec.get("tasks", []):
-        constraints = task.get("constraints") or {}
-        patterns = list(constraints.get("cluster") or [])
-        if patterns or gpu_types or tags:
-            if tuple(patterns) not in clusters:
-                clusters[tuple(patterns)] = resolve_clusters(conn, patterns, gpu_types, tags, session=session)
-                out.notes.append("clusters: " + ", ".join(clusters[tuple(patterns)]))
-            constraints["cluster"] = list(clusters[tuple(patterns)])
-            task["constraints"] = constraints
+    for task in view.tasks:
+        if task.clusters or gpu_types or tags:
+            key = tuple(task.clusters)
+            if key not in clusters:
+                clusters[key] = resolve_clusters(conn, task.clusters, gpu_types, tags, session=session)
+                out.notes.append("clusters: " + ", ".join(clusters[key]))
+            task.clusters = list(clusters[key])
 
     # Secrets: every referenced one must exist; the presets' ones are added when present.
     available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
     # Beaker resolves a spec's secret names case-insensitively (fact sheet 2; gRPC GetSecret does not)
     folded = {n.lower() for n in available}
-    missing = sorted({n for n in _referenced_secrets(spec) if n.lower() not in folded})
+    missing = sorted({n for n in view.secrets() if n.lower() not in folded})
     if missing:
         raise PreconditionError(
             f"secret{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found in workspace {ws_label}",
             hint=f"create {'them' if len(missing) > 1 else 'it'} with `launchkit secret set NAME --workspace "
             f"{ws_label}` (reads the value from stdin)",
         )
-    wanted = [p.partition("=") for p in spec_env_list(spec, ENV_PRESET_SECRETS)]
+    wanted = [p.partition("=") for p in view.env_list(ENV_PRESET_SECRETS)]
     if auto_secrets and wanted:
         user = conn.me().name
         added = []
-        for task in spec.get("tasks", []):
-            env = task.setdefault("envVars", [])
-            have = {e.get("name") for e in env}
+        for task in view.tasks:
+            have = {e.name for e in task.env}
             for name, _, secret in wanted:
                 if name in have:
                     continue
                 source = next((s for s in (f"{user}_{secret}", secret) if s in available), None)
                 if source:
-                    env.append({"name": name, "secret": source})
+                    task.add_env(EnvVar(name, secret=source))
                     added.append(name if source == name else f"{name} (from {source})")
         if added:
             out.notes.append("secrets added: " + ", ".join(dict.fromkeys(added)))

@@ -10,19 +10,17 @@ it is ours exactly when it carries our token.
 from __future__ import annotations
 
 import secrets
-import warnings
 from typing import Any
 
 from beaker import exceptions as bx
-from beaker.types import BeakerDataSource, BeakerExperimentSpec
 
 from launchkit.application import Application
 from launchkit.backends.beaker.client import Connection, rate_limited
+from launchkit.core.specview import EnvVar, SpecView, beaker_spec
 from launchkit.errors import BackendError, UsageError
 
 MAX_ATTEMPTS = 5
 RENAME_ATTEMPTS = 5
-PREEMPTIBLE_WARNING = "The 'preemptible' field is deprecated"
 ENV_LAUNCH_TOKEN = "LAUNCHKIT_LAUNCH_TOKEN"
 MAX_NAME = 128  # Beaker refuses longer experiment names (HTTP 400)
 SUFFIX = 5  # "-" + 4 hex digits, added when the name is taken
@@ -44,19 +42,11 @@ def renamed(name: str) -> str:
 
 def with_token(spec: dict[str, Any], token: str) -> dict[str, Any]:
     """The spec with LAUNCHKIT_LAUNCH_TOKEN=token in every task (a copy)."""
-    tasks = []
-    for task in spec.get("tasks", []):
-        env = [e for e in task.get("envVars") or [] if e.get("name") != ENV_LAUNCH_TOKEN]
-        tasks.append({**task, "envVars": [*env, {"name": ENV_LAUNCH_TOKEN, "value": token}]})
-    return {**spec, "tasks": tasks}
+    return SpecView(spec).with_task_env(EnvVar(ENV_LAUNCH_TOKEN, token))
 
 
 def launch_token(spec: dict[str, Any]) -> str | None:
-    for task in spec.get("tasks", []):
-        for env in task.get("envVars") or []:
-            if env.get("name") == ENV_LAUNCH_TOKEN and env.get("value"):
-                return str(env["value"])
-    return None
+    return SpecView(spec).env_value(ENV_LAUNCH_TOKEN)
 
 
 def _token_of(conn: Connection, wl: Any) -> str | None:
@@ -66,11 +56,7 @@ def _token_of(conn: Connection, wl: Any) -> str | None:
         for env in task.container_spec.environment_variables:
             if env.name == ENV_LAUNCH_TOKEN:
                 return str(env.literal)
-    for task in conn.beaker.experiment.get_spec(wl).to_json().get("tasks", []):
-        for env in task.get("envVars") or []:
-            if env.get("name") == ENV_LAUNCH_TOKEN:
-                return str(env.get("value"))
-    return None
+    return SpecView(conn.beaker.experiment.get_spec(wl).to_json()).env_value(ENV_LAUNCH_TOKEN)
 
 
 def _ours(conn: Connection, wl: Any, token: str) -> bool:
@@ -85,21 +71,7 @@ def _lookup(conn: Connection, name: str) -> Any | None:
         return None
 
 
-def _parsed(spec: dict[str, Any]) -> BeakerExperimentSpec:
-    """from_json, plus a fix for beaker-py 2.8.1 leaving each mount's `source` a dict (snake_case keys),
-    which breaks submitting any spec with mounts (see tests/test_spec_golden.py host_path bug).
-    beaker-py warns about `preemptible` while parsing though it sends it (core/spec.py): not the user's."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", PREEMPTIBLE_WARNING, DeprecationWarning)
-        parsed = BeakerExperimentSpec.from_json(spec)
-    for task in parsed.tasks:
-        for mount in task.datasets or []:
-            if isinstance(mount.source, dict):
-                mount.source = BeakerDataSource(**mount.source)
-    return parsed
-
-
-parsed_spec = _parsed  # what create() sends is parsed_spec(json).to_json() (backends/beaker/prepare.py)
+_parsed = parsed_spec = beaker_spec  # what create() sends is parsed_spec(json).to_json() (prepare.py)
 
 TRANSIENT_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "ABORTED", "RESOURCE_EXHAUSTED"}
 CREATE_SECONDS_PER_JOB = 0.5  # Beaker creates jobs synchronously: ~0.2 s each (128 replicas > 30 s)
@@ -127,7 +99,7 @@ def _final(e: Exception) -> bool:
 
 def _allow_for_replicas(conn: Connection, spec: dict[str, Any]) -> None:
     """Give the create's HTTP request time that grows with the number of jobs it makes."""
-    jobs = sum(max(1, int(t.get("replicas") or 1)) for t in spec.get("tasks", []))
+    jobs = SpecView(spec).jobs
     timeout = conn.call_timeout + CREATE_SECONDS_PER_JOB * jobs
     conn.beaker.TIMEOUT = timeout  # type: ignore[misc]
     conn.deadline = max(conn.deadline, conn.clock() + timeout + conn.timeout)
@@ -138,7 +110,7 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
     check_name(name)
     token = launch_token(spec) or secrets.token_hex(8)  # prepare() puts one in; a spec file may not
     spec = with_token(spec, token)
-    beaker_spec = _parsed(spec)
+    parsed = beaker_spec(spec)
     _allow_for_replicas(conn, spec)
     ambiguous = False
     renames = 0
@@ -149,7 +121,7 @@ def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any
             if found is not None and _ours(conn, found, token):
                 return found
         try:
-            created = conn.beaker.experiment.create(spec=beaker_spec, name=name, workspace=workspace)
+            created = conn.beaker.experiment.create(spec=parsed, name=name, workspace=workspace)
             conn.renew()
             return created
         except bx.BeakerExperimentConflict:

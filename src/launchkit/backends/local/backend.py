@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from launchkit.application import Application
+from launchkit.backends import registry
 from launchkit.backends.local import bell, logs, procs, record
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.store import Store, home, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.protocol import (
-    Capability,
     EndKind,
     EndReason,
     GpuRow,
@@ -36,6 +36,7 @@ from launchkit.backends.protocol import (
     Submission,
 )
 from launchkit.core.contract import ENV_GIT_COMMIT
+from launchkit.core.specview import SpecView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
 # follow: look again when the supervisor rings (bell.py), and at least every WAKE_FALLBACK seconds
@@ -120,7 +121,7 @@ def check_gpus(task: dict[str, Any]) -> None:
 
 class LocalBackend:
     name = "local"
-    capabilities = frozenset({Capability.uploads, Capability.unpushed})
+    capabilities = registry.BY_NAME[name].capabilities
 
     def __init__(self, app: Application | None = None) -> None:
         self.app = app or Application()
@@ -145,9 +146,10 @@ class LocalBackend:
         spec = json.loads(json.dumps(submission.spec))  # the runtime mount becomes local files
         use_runtime(self.root, spec)
         submission = submission.model_copy(update={"spec": spec})
-        task = submission.spec["tasks"][0]
-        env_vars = task.get("envVars") or task.get("env_vars") or []
-        missing = [v["secret"] for v in env_vars if v.get("secret") and v["secret"] not in os.environ]
+        view = SpecView(submission.spec).tasks[0]
+        task = view.raw
+        env_vars = view.env
+        missing = [v.secret for v in env_vars if v.secret and v.secret not in os.environ]
         if missing:
             raise PreconditionError(
                 f"local runs read secrets from your environment, and {', '.join(missing)} is not set",
@@ -156,7 +158,7 @@ class LocalBackend:
         stop_grace()
         check_gpus(task)
         check_bash()
-        env = {v["name"]: v.get("value") for v in env_vars if not v.get("secret")}
+        env = {v.name: v.value for v in env_vars if not v.secret}
         links: list[list[str]] = []
         if submission.uploads:  # the job sees each --upload at its path through a symlink
             from launchkit.backends.local.uploads import link_uploads

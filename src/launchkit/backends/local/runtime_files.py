@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from launchkit.backends.local.store import state_error
+from launchkit.core.specview import EnvVar, TaskView
 from launchkit.runtime import ENV_ENTRYPOINT_DIR, materialise, runtime_dataset_name
 
 
@@ -26,6 +27,5 @@ def use_runtime(root: Path, spec: dict[str, Any]) -> Path | None:
         except OSError as e:
             raise state_error("the runtime's files", e) from e
         task["datasets"] = keep or None
-        env = [e for e in task.get("envVars") or [] if e.get("name") != ENV_ENTRYPOINT_DIR]
-        task["envVars"] = [*env, {"name": ENV_ENTRYPOINT_DIR, "value": str(directory)}]
+        task.update(TaskView(task).with_env(EnvVar(ENV_ENTRYPOINT_DIR, str(directory))))
     return directory

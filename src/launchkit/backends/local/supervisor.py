@@ -23,6 +23,7 @@ import time
 from launchkit.backends.local import bell, logs, procs, record
 from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
+from launchkit.core.specview import TaskView
 
 TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
 if TYPE_CHECKING:
@@ -116,11 +117,11 @@ def replica_env(
 ) -> dict[str, str]:
     run_id = os.path.basename(rdir)
     env = dict(base)
-    for var in spec_task.get("envVars") or spec_task.get("env_vars") or []:
-        if var.get("secret"):
-            env[var["name"]] = os.environ[var["secret"]]  # checked at submit; never stored
+    for var in TaskView(spec_task).env:
+        if var.secret:
+            env[var.name] = os.environ[var.secret]  # checked at submit; never stored
         else:
-            env[var["name"]] = var.get("value") or ""
+            env[var.name] = var.value or ""
     replica_dir = os.path.join(rdir, f"replica-{rank}")
     host = os.uname().nodename  # socket.gethostname(), without importing socket
     gpus, visible = gpu_share(total_gpus, (spec_task.get("resources") or {}).get("gpuCount"), count, rank)

@@ -1,0 +1,179 @@
+"""The backend registry: the one place that names the backends, what each can do, and where it lives.
+
+A new backend is one `BackendInfo` row in `BACKENDS` plus its package (`backends/<name>/`). Nothing
+outside `launchkit.backends` names a backend: the CLI asks this module for the default, for the one
+`--local` means (Capability.this_machine), for the one a run id belongs to, or for one with a feature
+(`with_capability`). Light on purpose (no pydantic, no backend module): `--help` and completion read it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from launchkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from launchkit.application import Application
+    from launchkit.backends.protocol import Backend
+
+
+class Capability(str, Enum):
+    """Features beyond the common protocol; the value says which options need it (for messages)."""
+
+    all_replicas = "--all-replicas"  # follow several replicas at once, lines prefixed [N]
+    tasks = "--task/--all"  # runs with several tasks (logs of one task, or of all)
+    others_runs = "--all/--mine/--author"  # runs of other people, and not launched by launchkit
+    gpu_filters = "--gpu-type/--all"  # find-gpus filters
+    uploads = "--upload"  # run: upload local files and mount them
+    unpushed = "unpushed commits"  # run: launch a commit that is not on a remote
+    several_tasks = "--multi/--sweep"  # run: several tasks in one run
+    workspaces = "--workspace/--group"  # runs scoped to a workspace or a group
+    # -- what a backend is (asked instead of its name)
+    this_machine = "--local"  # jobs run on this machine, cloning this checkout
+    service = "a service"  # prepare() asks a remote service (a dry run without credentials is offline)
+    service_statuses = "--status NAME"  # list: also takes the service's own status names
+    placement = "--cluster/--gpu-type/--tag"  # resolves cluster constraints (Backend.placement)
+    # -- optional typed interfaces (protocol.py: SecretStore, SessionHost, PageLinks, Accounts, Pruning)
+    secrets = "`secret`"  # workspace secrets by name
+    sessions = "`session`"  # interactive sessions
+    pages = "`open`"  # web pages of runs and other objects
+    accounts = "an account"  # the user's name on the service
+    pruning = "`prune`"  # removing old runs kept on this machine
+
+
+class BackendInfo:
+    """One registered backend. A plain class: a dataclass would cost `--help` a few ms to build."""
+
+    __slots__ = (
+        "capabilities",
+        "credentials",
+        "name",
+        "run_prefix",
+        "summary",
+        "takes_workspace",
+        "target",
+        "title",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        title: str,  # in messages ("only for Beaker runs")
+        summary: str,  # a few words for help texts
+        target: str,  # "module:Class", imported on first use (the class takes the Application)
+        capabilities: frozenset[Capability],
+        run_prefix: str = "",  # ids of its runs start with this ('': any other id)
+        takes_workspace: bool = False,  # its constructor takes `workspace=` (Capability.workspaces)
+        credentials: Callable[[], str | None] | None = None,  # why it has none configured, or None
+    ) -> None:
+        self.name, self.title, self.summary, self.target = name, title, summary, target
+        self.capabilities, self.run_prefix = capabilities, run_prefix
+        self.takes_workspace, self.credentials = takes_workspace, credentials
+
+    def __repr__(self) -> str:
+        return f"BackendInfo({self.name!r})"
+
+    def missing_credentials(self) -> str | None:
+        """Why the service cannot be asked (no credentials configured), without loading its client."""
+        return self.credentials() if self.credentials else None
+
+
+def _beaker_credentials() -> str | None:
+    """Without BEAKER_TOKEN, BEAKER_CONFIG or ~/.beaker/config.yml (where beaker-py's Config.from_env
+    looks) there can be no credentials, and a dry run stays offline without loading its gRPC client."""
+    import os
+    from pathlib import Path
+
+    if any(k in os.environ for k in ("BEAKER_TOKEN", "BEAKER_CONFIG")):
+        return None
+    return None if (Path.home() / ".beaker" / "config.yml").is_file() else "no Beaker credentials"
+
+
+_COMMON_BEAKER = frozenset(Capability) - {Capability.unpushed, Capability.this_machine, Capability.pruning}
+
+# The default backend first.
+BACKENDS: tuple[BackendInfo, ...] = (
+    BackendInfo(
+        name="beaker",
+        title="Beaker",
+        summary="AI2's Beaker clusters",
+        target="launchkit.backends.beaker:BeakerBackend",
+        capabilities=_COMMON_BEAKER,
+        takes_workspace=True,
+        credentials=_beaker_credentials,
+    ),
+    BackendInfo(
+        name="local",
+        title="local",
+        summary="this machine",
+        target="launchkit.backends.local:LocalBackend",
+        capabilities=frozenset(
+            {Capability.uploads, Capability.unpushed, Capability.this_machine, Capability.pruning}
+        ),
+        run_prefix="local-",
+    ),
+)
+BY_NAME = {b.name: b for b in BACKENDS}
+
+
+def names() -> list[str]:
+    return [b.name for b in BACKENDS]
+
+
+def default_name() -> str:
+    return BACKENDS[0].name
+
+
+def here_name() -> str:
+    """The backend `--local` means: the one that runs jobs on this machine."""
+    return with_capability(Capability.this_machine).name
+
+
+def info(name: str, *, where: str = "--backend") -> BackendInfo:
+    """The registered backend `name` (case-insensitive); a usage error naming `where` it came from."""
+    found = BY_NAME.get(str(name).lower())
+    if found is None:
+        raise UsageError(f"{where} {name!r}: unknown backend", hint="use " + " or ".join(names()))
+    return found
+
+
+def titles(capability: Capability) -> str:
+    """The backends that have `capability`, for messages ("Beaker", "Beaker or local")."""
+    return " or ".join(b.title for b in BACKENDS if capability in b.capabilities) or "no"
+
+
+def with_capability(capability: Capability) -> BackendInfo:
+    """The first registered backend (the default first) that has `capability`."""
+    found = next((b for b in BACKENDS if capability in b.capabilities), None)
+    if found is None:
+        raise UsageError(f"no backend supports {capability.value}")
+    return found
+
+
+def for_run_id(run_id: str) -> BackendInfo:
+    """The backend whose run ids look like `run_id` (a prefix), else the default."""
+    return next((b for b in BACKENDS if b.run_prefix and run_id.startswith(b.run_prefix)), BACKENDS[0])
+
+
+def resolve_name(backend: str | None, local: bool, *, where: str = "--backend") -> str | None:
+    """--backend NAME and/or --local -> a registered name (None when neither is given)."""
+    here = here_name()
+    if local and backend is not None and info(backend, where=where).name != here:
+        raise UsageError(f"--local cannot be combined with {where} {backend!r}", hint="keep one")
+    if local:
+        return here
+    return info(backend, where=where).name if backend is not None else None
+
+
+def load(name: str, app: Application, *, workspace: str | None = None) -> Backend:
+    """An instance of backend `name` for this invocation. `workspace`: where lists and --latest look."""
+    entry = info(name)
+    module, _, cls = entry.target.partition(":")
+    backend_cls: Any = getattr(importlib.import_module(module), cls)
+    if entry.takes_workspace:
+        return backend_cls(app, workspace=workspace)  # type: ignore[no-any-return]
+    return backend_cls(app)  # type: ignore[no-any-return]
