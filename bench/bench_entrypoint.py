@@ -39,7 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "src"), str(HERE.parent / "tests")]
 
-from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script  # noqa: E402
+import launchkit.runtime  # noqa: E402
 from lk_helpers import LocalIndex  # noqa: E402
 
 DEPS = ["requests", "attrs", "packaging", "six", "tomli"]
@@ -128,6 +128,17 @@ def timed(argv: list[str], env: dict, log: Path) -> tuple[float, float, str]:
     return finish(*start(argv, env, log), argv, log)
 
 
+def runtime_entry(dest: Path, runtime: object = launchkit.runtime) -> str:
+    """The runtime's files of `runtime` (launchkit.runtime of this or another version) written under
+    `dest` as a job gets them; returns the entrypoint's path (`bash PATH ARGV...` runs the job)."""
+    files = getattr(runtime, "runtime_files", None)
+    found = files() if files else {"entrypoint.sh": runtime.entrypoint_script().encode()}  # type: ignore[attr-defined]
+    for name, data in found.items():
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(data)
+    return str(dest / "entrypoint.sh")
+
+
 class Runner:
     """Runs either entrypoint on one repository; `runtime` fixes the checkout path (as on a node)."""
 
@@ -135,6 +146,7 @@ class Runner:
         self.root, self.repo, self.sha, self.gantry, self.base = root, repo, sha, gantry, base_env
         self.command = command
         self.n = 0
+        self.entry = runtime_entry(root / "lk-runtime")
 
     def _dirs(self, tag: str, runtime: Path | None) -> tuple[Path, Path]:
         self.n += 1
@@ -157,7 +169,7 @@ class Runner:
             "LAUNCHKIT_EXEC_METHOD": "exec",
             **extra,
         }
-        argv = ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, *self.command]
+        argv = ["bash", self.entry, *self.command]
         return argv, env, results.parent / "out.log"
 
     def launchkit(self, cache: Path, **extra: str) -> tuple[float, float, str]:

@@ -43,16 +43,15 @@ from bench_entrypoint import (
     gantry_entrypoint,
     job_env,
     make_repo,
+    runtime_entry,
     setup_seconds,
     timed,
     wait_seeded,
 )
 
-from launchkit.runtime import entrypoint_script
-
 
 def baseline_script(ref: str, work: Path) -> str:
-    """The entrypoint script as launchkit at `ref` assembles it."""
+    """The runtime's entrypoint (its path) as launchkit at `ref` makes it."""
     top = subprocess.run(
         ["git", "-C", str(HERE), "rev-parse", "--show-toplevel"], check=True, capture_output=True, text=True
     ).stdout.strip()
@@ -70,12 +69,12 @@ def baseline_script(ref: str, work: Path) -> str:
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return str(module.entrypoint_script())
+    return runtime_entry(work / "baseline-runtime", module)
 
 
 def run_with(r: Runner, script: str, cache: Path, **extra: str) -> tuple[float, str]:
     argv, env, log = r.launchkit_argv(cache, **extra)
-    argv[2] = script
+    argv[1] = script  # the entrypoint's path
     first, _, out = timed(argv, env, log)
     return first, out
 
@@ -95,7 +94,7 @@ def main() -> None:
     base = job_env(root)
     load = {"cores": os.cpu_count(), "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
     try:
-        ours, theirs = entrypoint_script(), baseline_script(args.baseline, root)
+        ours, theirs = runtime_entry(root / "runtime"), baseline_script(args.baseline, root)
         gantry = gantry_entrypoint(root)
         repo, sha = make_repo(root, {**base, "UV_CACHE_DIR": str(root / "lock-cache")}, "bench40", DEPS40)
         r = Runner(root, repo, sha, gantry, base, COMMAND40)

@@ -38,7 +38,7 @@ def job_alone(repo: Path, where: Path, env: dict[str, str]) -> tuple[list[str], 
     """The entrypoint a local run starts, run directly: clone the checkout, `echo hi`. (The runtime
     dir is reused, as a checkout that is already there costs git no less than a fresh one.)"""
     sys.path.insert(0, str(ROOT / "src"))
-    from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
+    from bench_entrypoint import runtime_entry
 
     sha = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=60
@@ -52,7 +52,7 @@ def job_alone(repo: Path, where: Path, env: dict[str, str]) -> tuple[list[str], 
         "LAUNCHKIT_RUNTIME_DIR": str(where / "runtime"),
         "LAUNCHKIT_TOOLS_DIR": str(where / "tools"),
     }
-    return ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, "echo", "hi"], job_env
+    return ["bash", runtime_entry(where / "lk-runtime"), "echo", "hi"], job_env
 
 
 def main() -> int:

@@ -85,18 +85,20 @@ def project_repo(tmp: Path, env: dict[str, str]) -> tuple[Path, str]:
     return work, sha
 
 
-def script_of(src: Path, env: dict[str, str]) -> str:
+def entry_of(src: Path, env: dict[str, str], dest: Path) -> str:
+    """The runtime's files of the launchkit in `src` written under `dest`; returns the entrypoint's path."""
     code = (
-        "from launchkit.runtime import entrypoint_script; import sys; sys.stdout.write(entrypoint_script())"
+        "import sys, pathlib, launchkit.runtime as r; d = pathlib.Path(sys.argv[1]);\n"
+        "f = r.runtime_files() if hasattr(r, 'runtime_files') else {'entrypoint.sh': r.entrypoint_script().encode()}\n"
+        "for n, b in f.items(): (d / n).parent.mkdir(parents=True, exist_ok=True); (d / n).write_bytes(b)"
     )
-    return subprocess.run(
-        [sys.executable, "-c", code],
+    subprocess.run(
+        [sys.executable, "-c", code, str(dest)],
         env={**env, "PYTHONPATH": str(src)},
-        capture_output=True,
-        text=True,
         check=True,
         timeout=60,
-    ).stdout
+    )
+    return str(dest / "entrypoint.sh")
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str], fresh: Path | None = None) -> tuple[float, float]:
@@ -147,7 +149,7 @@ def main() -> int:
                 "LAUNCHKIT_TOOLS_DIR": str(tmp / f"tools-{name}"),
                 "LAUNCHKIT_BYTECODE_CACHE": "0",  # (its first job fills it in the background)
             }
-            entry = ["bash", "-c", script_of(src, env), "launchkit-entrypoint", "python", "-c", "pass"]
+            entry = ["bash", entry_of(src, env, tmp / f"rt-{name}"), "python", "-c", "pass"]
             commands[f"{name}: the job alone"] = (entry, job_env, job)
         for cmd, cenv, fresh in commands.values():  # warm uv's cache, the stored build, the page cache
             timed(cmd, repo, cenv, fresh)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Mapping
@@ -73,8 +75,7 @@ def entrypoint(
     timeout: float = 120,
     **kw,
 ) -> subprocess.CompletedProcess:
-    """Run the assembled entrypoint exactly as a spec does: bash -c <script> launchkit-entrypoint ARGV."""
-    from launchkit.runtime import ENTRYPOINT_NAME, entrypoint_script
+    """Run the runtime's entrypoint as a job's bootstrap does: bash <runtime files>/entrypoint.sh ARGV."""
 
     full = {
         **os.environ,
@@ -96,13 +97,21 @@ def entrypoint(
             [p for p in full["PATH"].split(os.pathsep) if p != own] + [os.path.dirname(find_uv_bin())]
         )
     return subprocess.run(
-        ["bash", "-c", entrypoint_script(), ENTRYPOINT_NAME, *argv],
+        ["bash", entrypoint_path(), *argv],
         env=full,
         capture_output=True,
         text=True,
         timeout=timeout,
         **kw,
     )
+
+
+@functools.lru_cache(maxsize=1)
+def entrypoint_path() -> str:
+    """The runtime's files as a job sees them (launchkit.runtime.materialise), once per process."""
+    from launchkit.runtime import ENTRYPOINT_FILE, materialise
+
+    return str(materialise(Path(tempfile.mkdtemp(prefix="lk-runtime-"))) / ENTRYPOINT_FILE)
 
 
 def launched_id(stderr: str) -> str:

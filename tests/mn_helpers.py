@@ -26,11 +26,16 @@ lk_exec "$@"
 """
 
 
-def harness_script() -> str:
-    from launchkit.runtime import _node_unpack_part
+def node_dir() -> str:
+    """The folder the harness finds the launchkit_node package in (the runtime's files)."""
+    from lk_helpers import entrypoint_path
 
+    return os.path.dirname(entrypoint_path())
+
+
+def harness_script() -> str:
     parts = [(RUNTIME / p).read_text() for p in ("lib.sh", "nccl.sh", "launchers.sh")]
-    return "\n".join([_node_unpack_part(), *parts]) + HARNESS_MAIN
+    return "\n".join(parts) + HARNESS_MAIN
 
 
 def run_node(
@@ -47,10 +52,10 @@ def run_node(
     full = {**base, **env}
     if path_prepend:
         full["PATH"] = os.pathsep.join([*map(str, path_prepend), full.get("PATH", "")])
-    with tempfile.TemporaryDirectory() as tmp:  # where the Python runtime is unpacked
+    with tempfile.TemporaryDirectory() as tmp:
         return subprocess.run(
             ["bash", "-c", harness_script(), "launchkit-entrypoint", *argv],
-            env={**full, "TMPDIR": env.get("TMPDIR", tmp)},
+            env={**full, "TMPDIR": env.get("TMPDIR", tmp), "LK_NODE_DIR": node_dir()},
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from launchkit.runtime import entrypoint_script
-from lk_helpers import entrypoint, make_wheel, uv_lock_project
+from lk_helpers import entrypoint, entrypoint_path, make_wheel, uv_lock_project
 
 PRINT_ARGV = "import json, sys; print('ARGV:' + json.dumps(sys.argv[1:]))"
 NO_PY = {"LAUNCHKIT_NO_PYTHON": "1"}
@@ -46,7 +45,7 @@ def test_runs_the_exact_commit_and_reports_timings(repo, tmp_path):
 def test_reports_all_missing_inputs_at_once(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAUNCHKIT_")}
     r = subprocess.run(
-        ["bash", "-c", entrypoint_script(), "launchkit-entrypoint"],
+        ["bash", entrypoint_path()],
         env=env,
         capture_output=True,
         text=True,
@@ -243,7 +242,6 @@ def test_sigterm_reaches_the_user_process(repo, tmp_path, method):
         "signal.signal(signal.SIGTERM, lambda *a: (print('got TERM', flush=True), sys.exit(42)))\n"
         "print('ready', flush=True)\ntime.sleep(60)\n"
     )
-    from launchkit.runtime import ENTRYPOINT_NAME
 
     env = {
         **os.environ,
@@ -255,13 +253,7 @@ def test_sigterm_reaches_the_user_process(repo, tmp_path, method):
         "LAUNCHKIT_EXEC_METHOD": method,
     }
     p = subprocess.Popen(
-        [
-            "bash",
-            "-c",
-            entrypoint_script(),
-            ENTRYPOINT_NAME,
-            *_as_method(method, [sys.executable, "-c", script]),
-        ],
+        ["bash", entrypoint_path(), *_as_method(method, [sys.executable, "-c", script])],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

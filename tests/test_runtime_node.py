@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from launchkit.runtime import NODE_PACKAGE, PARTS, _node_unpack_part, entrypoint_script, node_files
+from launchkit.runtime import NODE_PACKAGE, PARTS, entrypoint_script, materialise, node_files, runtime_files
 from launchkit.runtime.node import __main__ as node_main
 
 
@@ -40,22 +40,40 @@ def test_unknown_subcommand_is_an_input_error(capsys: pytest.CaptureFixture[str]
 
 
 def test_bash_hands_over_to_the_python_runtime(tmp_path) -> None:
+    files = materialise(tmp_path / "rt")
     lib = (entrypoint_script().split("# ---- lib.sh\n", 1)[1]).split("# ---- nccl.sh\n", 1)[0]
-    script = _node_unpack_part() + lib + 'lk_node "$1" ping a b\n'
-    out = subprocess.run(
-        ["bash", "-c", script, "t", sys.executable],
+    (tmp_path / "t.sh").write_text(lib + 'lk_node "$1" ping a b\n')
+    out = subprocess.run(  # a script beside a package-less folder: the runtime's own is found by LK_NODE_DIR
+        ["bash", str(tmp_path / "t.sh"), sys.executable],
         capture_output=True,
         text=True,
         timeout=30,
-        env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path), "PYTHONPATH": "/nonexistent"},
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "/nonexistent", "LK_NODE_DIR": str(files)},
     )
     assert out.returncode == 0, out.stderr
     words = out.stdout.split()
     assert words[0] == NODE_PACKAGE and words[-2:] == ["a", "b"]
-    assert words[2].startswith(str(tmp_path)) and words[2].endswith(NODE_PACKAGE)
+    assert words[2] == str(files / NODE_PACKAGE)
 
 
-def test_every_part_is_in_the_script() -> None:
+def test_the_entrypoint_finds_the_package_beside_it(tmp_path) -> None:
+    lib = (entrypoint_script().split("# ---- lib.sh\n", 1)[1]).split("# ---- nccl.sh\n", 1)[0]
+    (tmp_path / "t.sh").write_text(lib + 'cd /; lk_node "$1" ping\n')
+    run = ["bash", str(tmp_path / "t.sh"), sys.executable]
+    env = {"PATH": "/usr/bin:/bin"}
+    out = subprocess.run(run, capture_output=True, text=True, timeout=30, env=env)
+    assert out.returncode == 100 and "no launchkit_node package beside" in out.stderr
+    (tmp_path / NODE_PACKAGE).mkdir()
+    for name, text in node_files().items():
+        (tmp_path / NODE_PACKAGE / name).write_text(text)
+    out = subprocess.run(run, capture_output=True, text=True, timeout=30, env=env)
+    assert out.returncode == 0 and out.stdout.split()[2] == str(tmp_path / NODE_PACKAGE), out.stderr
+
+
+def test_the_runtime_travels_as_files() -> None:
     script = entrypoint_script()
     assert all(f"# ---- {p}\n" in script for p in PARTS)
-    assert all(f'/{NODE_PACKAGE}/{n}"' in script for n in node_files())
+    files = runtime_files()
+    assert set(files) == {"entrypoint.sh"} | {f"{NODE_PACKAGE}/{n}" for n in node_files()}
+    assert len(files["entrypoint.sh"]) < 128 * 1024  # fits one argument, were it ever passed as one

@@ -69,7 +69,7 @@ def _boot(directory, *argv: str, extra_env: dict[str, str] | None = None) -> sub
 def test_bootstrap_runs_the_materialised_entrypoint(tmp_path):
     directory = materialise(tmp_path / "rt")
     assert materialise(tmp_path / "rt") == directory  # written once, then reused
-    assert {p.name for p in directory.iterdir()} == set(runtime_files())
+    assert {str(p.relative_to(directory)) for p in directory.rglob("*.*")} == set(runtime_files())
     r = _boot(directory, "python", "x")
     # the entrypoint ran: its input check (step 1) misses the git inputs -> 100, naming them
     assert r.returncode == 100, r.stderr

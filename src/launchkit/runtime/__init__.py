@@ -1,8 +1,8 @@
 """The runtime the job runs (on Beaker, or here with the local backend): a bash bootstrap and the
 stdlib-only Python package `node/` it hands over to once a Python exists.
 
-The script is assembled from the `*.sh` parts in this folder, in `PARTS` order, plus a generated part
-that unpacks `node/*.py` (as the package `launchkit_node`) when first needed.
+The script is assembled from the `*.sh` parts in this folder, in `PARTS` order; `node/*.py` travels
+beside it as the package `launchkit_node`.
 
 The runtime travels once, not per task (docs/runtime.md): its files (`runtime_files()`) are a
 content-addressed dataset named `runtime_dataset_name()` (a hash of the files and launchkit's version),
@@ -24,7 +24,7 @@ from pathlib import Path
 # Library parts first (functions only), the main flow last.
 PARTS = ("lib.sh", "nccl.sh", "launchers.sh", "entrypoint.sh")
 
-ENTRYPOINT_NAME = "launchkit-entrypoint"  # $0 of the embedded script
+ENTRYPOINT_NAME = "launchkit-entrypoint"  # $0 of the per-task bootstrap
 NODE_PACKAGE = "launchkit_node"  # the name node/ has on the node
 
 _FOLDER = Path(__file__).parent  # a plain package directory (wheel or checkout); no importlib.resources
@@ -36,28 +36,10 @@ def node_files() -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted((_FOLDER / "node").glob("*.py"))}
 
 
-def _node_unpack_part() -> str:
-    """Bash defining `lk_node_unpack`: writes node_files() to a fresh directory, sets LK_NODE_DIR."""
-    lines = [
-        "lk_node_unpack() { # sets LK_NODE_DIR (a fresh directory holding the launchkit_node package)",
-        "    [[ -n ${LK_NODE_DIR:-} ]] && return 0",
-        '    LK_NODE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/launchkit-node.XXXXXX") || return 1',
-        f'    mkdir -- "$LK_NODE_DIR/{NODE_PACKAGE}" || return 1',
-    ]
-    for name, text in node_files().items():
-        tag = "LK_EOF_" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        body = text if text.endswith("\n") else text + "\n"
-        lines.append(f"    cat >\"$LK_NODE_DIR/{NODE_PACKAGE}/{name}\" <<'{tag}' || return 1\n{body}{tag}")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
 @lru_cache(maxsize=1)
 def entrypoint_script() -> str:
     """The complete entrypoint as one bash script."""
-    parts = {part: (_FOLDER / part).read_text() for part in PARTS}
-    parts = {"node (generated from runtime/node/*.py)": _node_unpack_part(), **parts}
-    return "\n".join(f"# ---- {name}\n{text}" for name, text in parts.items())
+    return "\n".join(f"# ---- {part}\n" + (_FOLDER / part).read_text() for part in PARTS)
 
 
 # ---- the runtime as files: one content-addressed dataset, mounted read-only in every task
@@ -69,8 +51,11 @@ DATASET_PREFIX = "launchkit-runtime-"
 
 @lru_cache(maxsize=1)
 def runtime_files() -> dict[str, bytes]:
-    """What the runtime dataset holds: relative path -> content."""
-    return {ENTRYPOINT_FILE: entrypoint_script().encode()}
+    """What the runtime dataset holds: relative path -> content. The Python package sits beside the
+    script (`launchkit_node/`), where the entrypoint finds it (lib.sh: lk_node_dir)."""
+    files = {ENTRYPOINT_FILE: entrypoint_script().encode()}
+    files.update({f"{NODE_PACKAGE}/{name}": text.encode() for name, text in node_files().items()})
+    return files
 
 
 @lru_cache(maxsize=1)
@@ -118,7 +103,8 @@ def materialise(root: Path) -> Path:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             path.chmod(0o444)
-        tmp.chmod(0o555)
+        for folder in sorted({p.parent for p in tmp.rglob("*") if p.is_file()}, reverse=True):
+            folder.chmod(0o555)
         try:
             os.rename(tmp, target)
         except OSError:
@@ -126,6 +112,7 @@ def materialise(root: Path) -> Path:
                 raise  # not another launch's identical copy
     finally:
         if tmp.exists():
-            tmp.chmod(0o755)
+            for folder in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
+                folder.chmod(0o755)
             shutil.rmtree(tmp, ignore_errors=True)
     return target

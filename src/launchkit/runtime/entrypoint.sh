@@ -4,6 +4,9 @@
 set -euo pipefail
 # shellcheck disable=SC2034 # read by lk_timing_line (lib.sh; the parts are one script)
 LK_T0=$(lk_now_ms)
+# shellcheck disable=SC2034 # read by lk_node_dir (lib.sh): found anew, never taken from the environment
+LK_NODE_DIR=''
+lk_node_dir || true # now, before any cd (the --no-python path never needs it)
 
 # ---- 1. inputs: report everything that is missing at once
 lk_check_inputs() {
@@ -274,7 +277,6 @@ lk_progress_stop() {
 lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_INSTALL_KIND
     local log py=$1 tool=uv
     [[ -n $LK_CONDA ]] && tool=pip
-    lk_node_unpack || lk_die "$LK_EXIT_INSTALL" "cannot unpack the runtime under ${TMPDIR:-/tmp}" # once, here
     lk_log_file log install
     lk_step install "$LK_EXIT_INSTALL" "$log"
     lk_progress_start install "$log"

@@ -11,7 +11,7 @@ lk_exec() {
     local -a timing=()
     if [[ -n ${LAUNCHKIT_LAUNCHER:-} && $LAUNCHKIT_LAUNCHER != none ]]; then
         lk__python py || lk__no_launcher_without_python
-        lk_node_unpack || lk_die "$LK_EXIT_INPUTS" "cannot unpack the runtime under ${TMPDIR:-/tmp}"
+        lk_node_dir || lk_die "$LK_EXIT_INPUTS" "the runtime is incomplete: no launchkit_node package"
         [[ -n ${LK_T0:-} ]] && timing=(--t0 "$LK_T0" "${LK_TIMINGS[@]/#/--timing=}")
         # started in its own directory, so that no file of the checkout can shadow one of its modules
         cd -- "$LK_NODE_DIR" || lk_die "$LK_EXIT_INPUTS" "cannot enter $LK_NODE_DIR"

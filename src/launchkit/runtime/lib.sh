@@ -17,9 +17,16 @@ LK_EXIT_EXEC=109
 
 lk_log() { printf '[launchkit] %s\n' "$*" >&2; }
 
+lk_node_dir() { # sets LK_NODE_DIR: the folder holding the launchkit_node package (beside this script)
+    [[ -n ${LK_NODE_DIR:-} ]] && return 0
+    local here=${BASH_SOURCE[0]:-}
+    [[ $here == */* ]] || here=./$here
+    [[ -d ${here%/*}/launchkit_node ]] && LK_NODE_DIR=$(cd -- "${here%/*}" && pwd)
+}
+
 lk_node() { # lk_node PYTHON SUBCOMMAND ARGS...: run the Python runtime (runtime/node) under PYTHON
     local py=$1; shift
-    lk_node_unpack || { printf '[launchkit] error: cannot unpack the runtime under %s\n' "${TMPDIR:-/tmp}" >&2; return 100; }
+    lk_node_dir || { printf '[launchkit] error: the runtime has no launchkit_node package beside %s\n' "${BASH_SOURCE[0]:-}" >&2; return 100; }
     PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" "$py" -s -m launchkit_node "$@"
 }
 lk_die() { # lk_die EXIT_CODE MESSAGE... (clears LK_STEP so the entrypoint's EXIT trap keeps this code)

@@ -630,16 +630,18 @@ def use_store(
     return venv
 
 
-def link_or_fall_back(checkout: str, venv: str, args: list[str], environ: dict[str, str], log: Log) -> bool:
+def link_or_fall_back(
+    checkout: str, venv: str, args: list[str], environ: dict[str, str], log: Log, stderr: Any = None
+) -> bool:
     """use_store(), never failing the job: True when `venv` was linked; else False, and a store that
-    applied but was not used is said in one line on the job's stderr (the usual install follows)."""
+    applied but was not used is said in one line on `stderr` (the job's; the usual install follows)."""
     try:
         return use_store(checkout, venv, args, environ, log) is not None
     except Refused as e:
         why = str(e)
     except Exception as e:  # noqa: BLE001 # never fails the job: the usual install follows
         why = f"{type(e).__name__}: {e}"
-    print(f"[launchkit] env store not used: {why}; installing as usual", file=sys.__stderr__)
+    print(f"[launchkit] env store not used: {why}; installing as usual", file=stderr or sys.stderr)
     log(f"env store not used: {why}")
     return False
 

@@ -307,7 +307,12 @@ def install(argv: list[str]) -> int:
             from . import envstore
 
             if envstore.link_or_fall_back(
-                os.getcwd(), s.venv, s.extra_flags() + s.group_flags(), dict(os.environ), log.write
+                os.getcwd(),
+                s.venv,
+                s.extra_flags() + s.group_flags(),
+                dict(os.environ),
+                log.write,
+                sys.__stderr__,  # the job's stderr (StepLog took sys.stderr for the log)
             ):
                 log.write("[launchkit] env store: linked; installing what the store leaves out")
         kind = build_env(os.getcwd(), s, log)
