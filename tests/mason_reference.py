@@ -443,7 +443,10 @@ def _task_meaning(task: dict[str, Any], wandb_id: str | None) -> dict[str, Any]:
         "env": env,
         "secrets": secrets,
         "env_duplicates": sorted({n for n in seen if seen.count(n) > 1}),
-        "mounts": dict(sorted(_mount(m) for m in task.get("datasets") or [])),
+        # launchkit's runtime dataset (/launchkit) is how its entrypoint travels, not a mount of the job's
+        "mounts": dict(
+            sorted(_mount(m) for m in task.get("datasets") or [] if m.get("mountPath") != "/launchkit")
+        ),
         "result_path": (task.get("result") or {}).get("path"),
         "replicas": int(task.get("replicas") or 1),
         "leader_selection": bool(task.get("leaderSelection", False)),
