@@ -73,7 +73,8 @@ def test_profiles_list_and_user_profiles_from_pyproject(repo):
     task = yaml.safe_load(r.stdout)["tasks"][0]
     env = {e["name"]: e.get("value") for e in task["envVars"]}
     assert env["SCRATCH"] == "/scratch" and env["LAUNCHKIT_PROFILE_APPLIED"] == "lab"
-    assert task["datasets"] == [{"source": {"hostPath": "/mnt/scratch"}, "mountPath": "/scratch"}]
+    mounts = [m for m in task["datasets"] if m["mountPath"] != "/launchkit"]  # not launchkit's runtime
+    assert mounts == [{"source": {"hostPath": "/mnt/scratch"}, "mountPath": "/scratch"}]
 
 
 @pytest.mark.slow

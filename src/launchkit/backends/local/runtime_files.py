@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from launchkit.backends.local.store import state_error
+from launchkit.backends.local.store import ensure_home, state_error
 from launchkit.core.specview import EnvVar, TaskView
 from launchkit.runtime import ENV_ENTRYPOINT_DIR, materialise, runtime_dataset_name
 
@@ -22,10 +22,12 @@ def use_runtime(root: Path, spec: dict[str, Any]) -> Path | None:
         keep = [m for m in mounts if (m.get("source") or {}).get("beaker") != name]
         if len(keep) == len(mounts):
             continue
-        try:
-            directory = directory or materialise(root / "runtime")
-        except OSError as e:
-            raise state_error("the runtime's files", e) from e
+        if directory is None:
+            ensure_home(root)  # a state dir that is a file: that usage error first
+            try:
+                directory = materialise(root / "runtime")
+            except OSError as e:
+                raise state_error("the runtime's files", e) from e
         task["datasets"] = keep or None
         task.update(TaskView(task).with_env(EnvVar(ENV_ENTRYPOINT_DIR, str(directory))))
     return directory
