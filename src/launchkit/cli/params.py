@@ -21,8 +21,9 @@ SLOW: Any = object()  # not a plain value: Typer's coercion decides
 
 
 def _decimal(value: str, *, point: bool) -> bool:
-    """`[+-]?[0-9]+`, or with `point` also `[+-]?[0-9]+.[0-9]+` (ASCII digits only: int() takes others)."""
-    digits = value[1:] if value[:1] in ("+", "-") else value
+    """`-?[0-9]+`, or with `point` also `-?[0-9]+.[0-9]+` (ASCII digits only: int() takes others; a `+`
+    is left to Typer: pydantic 2.7 refuses "+5", later ones take it)."""
+    digits = value[1:] if value[:1] == "-" else value
     parts = digits.split(".", 1) if point else [digits]
     return all(p.isascii() and p.isdigit() for p in parts)
 
