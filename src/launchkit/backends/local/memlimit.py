@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from launchkit.backends.local.procs import CGROUP_PREFIX, cgroup_dir, cgroup_mount
+from launchkit.backends.local.procs import cgroup_dir, cgroup_mount, child_cgroup
 
 
 class MemoryLimit:
@@ -27,13 +27,8 @@ class MemoryLimit:
             if _write(os.path.join(v2_cgroup, "memory.max"), str(limit)):
                 _write(os.path.join(v2_cgroup, "memory.swap.max"), "0")
                 return cls(v2_cgroup, 2)
-        own = _v1_memory_cgroup()
-        if own is None:
-            return None
-        path = os.path.join(own, CGROUP_PREFIX + run_id)
-        try:
-            os.mkdir(path)
-        except OSError:
+        path = child_cgroup(_v1_memory_cgroup(), run_id)
+        if path is None:
             return None
         if not _write(os.path.join(path, "memory.limit_in_bytes"), str(limit)):
             remove(path)

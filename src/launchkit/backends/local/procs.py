@@ -76,10 +76,14 @@ def make_cgroup(run_id: str) -> str | None:
     """A new cgroup for the run's processes, beside the supervisor's own; None where not possible."""
     if os.environ.get(CGROUP_VAR) == "0":
         return None
-    own = own_cgroup()
-    if own is None:
+    return child_cgroup(own_cgroup(), run_id)
+
+
+def child_cgroup(parent: str | None, run_id: str) -> str | None:
+    """A new cgroup for run `run_id` under `parent` (v2, or a v1 hierarchy); None where not possible."""
+    if parent is None:
         return None
-    path = os.path.join(own, CGROUP_PREFIX + run_id)
+    path = os.path.join(parent, CGROUP_PREFIX + run_id)
     try:
         os.mkdir(path)
     except OSError:
