@@ -76,6 +76,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("no-python-and-extra", ["run", "--no-python", "--uv-extra", "gpu", *CMD], "--uv-extra"),
     ("system-python-and-version", ["run", "--system-python", "--python-version", "3.12", *CMD], "'3.12'"),
     ("python-version-bad", ["run", "--python-version", "three", *CMD], "'three'"),
+    ("python-version-too-old", ["run", "--python-version", "3.7", *CMD], "'3.7'"),
+    ("python-version-too-old-patch", ["run", "--python-version", "3.6.15", *CMD], "'3.6.15'"),
     ("uv-cache-relative", ["run", "--uv-cache-dir", "cache", *CMD], "'cache'"),
     ("uv-cache-and-env", ["run", "--uv-cache-dir", "/c", "--env", "UV_CACHE_DIR=/d", *CMD], "UV_CACHE_DIR"),
     ("results-relative", ["run", "--results", "out", *CMD], "'out'"),

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from conftest import run_cli
+from inproc import run_main
 from launchkit.application import Application
 from launchkit.errors import PreconditionError
 from launchkit.pyenv import check_uv_lock, preflight, preflight_inputs, preflight_lock
@@ -312,3 +313,18 @@ def test_default_and_all_groups_are_resolved_as_the_job_installs_them(index, tmp
     check()
     with pytest.raises(PreconditionError, match="tinydep==7"):
         check(groups=["dev"])
+
+
+def test_a_python_version_file_the_runtime_cannot_run_is_refused_at_launch(repo):
+    """.python-version 3.7 used to surface as a failed install (exit 106) once the job had started."""
+    repo.commit({".python-version": "3.7\n"})
+    r = run_main("run", "--dry-run", "--offline", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 3, r.stderr
+    assert ".python-version asks for Python '3.7'" in r.stderr and "--python-version" in r.stderr
+    assert "Traceback" not in r.stderr
+    # a --python-version of its own (or no Python) decides instead
+    assert (
+        run_main("run", "--dry-run", "--offline", "--python-version", "3.12", "--", "x", cwd=repo.path).code
+        == 0
+    )
+    assert run_main("run", "--dry-run", "--offline", "--no-python", "--", "x", cwd=repo.path).code == 0

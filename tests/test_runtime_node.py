@@ -77,3 +77,25 @@ def test_the_runtime_travels_as_files() -> None:
     files = runtime_files()
     assert set(files) == {"entrypoint.sh"} | {f"{NODE_PACKAGE}/{n}" for n in node_files()}
     assert len(files["entrypoint.sh"]) < 128 * 1024  # fits one argument, were it ever passed as one
+
+
+def test_a_python_older_than_the_runtime_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "version_info", (3, 7, 17, "final", 0))
+    assert node_main.main(["ping"]) == 106
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the job's Python is 3.7.17" in err and "--python-version" in err
+
+
+def test_the_runtime_and_the_launch_agree_on_the_oldest_python() -> None:
+    from launchkit.core.parse import MIN_JOB_PYTHON, too_old_python
+
+    assert node_main.MIN_PYTHON == MIN_JOB_PYTHON == (3, 8)
+    assert too_old_python("3.7") and too_old_python("3.6.15") and not too_old_python("3.8")
+    assert not too_old_python("3.13.1") and not too_old_python("pypy")
+
+
+def test_the_entry_parses_under_old_pythons_so_the_refusal_can_show() -> None:
+    for name in ("__init__.py", "__main__.py"):
+        ast.parse(node_files()[name], filename=name, feature_version=(3, 6))

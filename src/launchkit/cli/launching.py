@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launchkit.application import Application
-from launchkit.errors import UsageError
+from launchkit.errors import PreconditionError, UsageError
 
 if TYPE_CHECKING:
     from launchkit.backends import Backend, RunInfo, Submission
@@ -287,7 +287,6 @@ def check_job_start(
 ) -> None:
     """What would fail only in the job, refused now (launchkit.jobchecks): a path relative to the
     subdirectory run was started from, one command word with spaces, a remote nodes cannot clone."""
-    from launchkit.errors import PreconditionError
     from launchkit.jobchecks import beaker_address, check_command, check_remote_reachable
 
     if git.repo_root:
@@ -373,6 +372,11 @@ def check_environment(
     from launchkit.core.request import PythonManager
     from launchkit.pyenv import preflight, preflight_inputs, preflight_lock
 
+    uv_python = request.python_manager is PythonManager.uv and not (
+        request.no_python or request.install or request.system_python or request.uv_venv
+    )
+    if uv_python and not request.python_version and git.repo_root and not (request.ref or request.branch):
+        _refuse_old_python(git.repo_root)
     if (
         request.dry_run
         or request.no_preflight
@@ -408,6 +412,22 @@ def check_environment(
         all_groups=request.uv_all_groups,
         no_default_groups=request.uv_no_default_groups,
     )
+
+
+def _refuse_old_python(repo_root: str) -> None:
+    """The checkout's .python-version picks the job's Python: one the runtime can't run is refused here,
+    not after the job has waited for its GPUs."""
+    from launchkit.core.parse import too_old_python
+
+    try:
+        words = Path(repo_root, ".python-version").read_text(encoding="utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        return
+    if words and too_old_python(words[0].removeprefix("cpython-").removeprefix("python")):
+        raise PreconditionError(
+            f".python-version asks for Python {words[0]!r}, older than launchkit's runtime supports (3.8)",
+            hint="name Python 3.8 or newer there, or pass --python-version 3.12",
+        )
 
 
 def save_spec(app: Application, path: str, text: str) -> None:

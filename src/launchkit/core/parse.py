@@ -48,6 +48,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
 SECRET = re.compile(r"[A-Za-z0-9_.-]+")
 PY_VERSION = re.compile(r"3(\.\d+){1,2}")
+MIN_JOB_PYTHON = (3, 8)  # the node runtime's syntax (runtime/node/__main__.py checks it on the node)
 GROUP_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")  # PEP 735 / PEP 508 names
 TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
 GITHUB_SHORTHAND = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+")  # gantry's --remote acct/repo
@@ -849,6 +850,14 @@ def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
         f["start_timeout"] = f["inactive_timeout"] = f["inactive_soft_timeout"] = None
 
 
+def too_old_python(version: str) -> bool:
+    """True for a version the job's runtime cannot run under ("3.7", "3.6.15"); False if unreadable."""
+    try:
+        return tuple(int(x) for x in version.split(".")[:2]) < MIN_JOB_PYTHON
+    except ValueError:
+        return False
+
+
 def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["install"] = opts.value("install")
     f["no_python"] = bool(opts.value("no_python"))
@@ -860,6 +869,13 @@ def _python(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
         lambda v: PY_VERSION.fullmatch(str(v)),
         "is not a Python version",
         "use e.g. 3.12 or 3.11.9",
+    )
+    _checked(
+        opts,
+        "python_version",
+        lambda v: not too_old_python(str(v)),
+        "is older than launchkit's runtime supports (3.8)",
+        "use e.g. 3.12 (Python 3.7 and older are past end of life)",
     )
     f["uv_extras"] = _list(opts, "uv_extra", "extra name")
     f["uv_all_extras"] = bool(opts.value("uv_all_extras"))

@@ -685,7 +685,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         aliases=("--default-python-version",),
         metavar="X.Y",
         key="python_version",
-        help="Python version for the environment.",
+        help="Python version for the environment (3.8 or newer).",
     ),
     Opt(
         "uv_extra",
