@@ -14,7 +14,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +23,7 @@ from launchkit.application import Application
 from launchkit.backends import registry
 from launchkit.backends.local import bell, logs, procs, record
 from launchkit.backends.local.cleanup import remove_credentials
+from launchkit.backends.local.spawn import start_supervisor
 from launchkit.backends.local.store import Store, home, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.protocol import (
@@ -143,6 +143,8 @@ class LocalBackend:
     def submit(self, submission: Submission) -> RunInfo:
         from launchkit.backends.local.runtime_files import use_runtime
 
+        received = time.time()  # the run's `created` (bench_local.py times the parts from here)
+
         spec = json.loads(json.dumps(submission.spec))  # the runtime mount becomes local files
         use_runtime(self.root, spec)
         submission = submission.model_copy(update={"spec": spec})
@@ -173,10 +175,10 @@ class LocalBackend:
         commit = env.get(ENV_GIT_COMMIT)
         if submission.repo_root and commit and _has_commit(submission.repo_root, commit):
             meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
-        run_id = f"local-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+        run_id = f"local-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(received))}-{secrets.token_hex(3)}"
         store = self.store  # the state dir and runs.db are usable before anything is written
         rdir = self.rdir(run_id)
-        rec = record.new(run_id, submission.name, int(task.get("replicas") or 1))
+        rec = record.new(run_id, submission.name, int(task.get("replicas") or 1), created=received)
         lock = -1
         try:  # the run dir and its record first (the truth), then the index; all or nothing
             rdir.mkdir()
@@ -197,20 +199,12 @@ class LocalBackend:
             raise e if isinstance(e, PreconditionError) else state_error(str(rdir), e) from None
         try:
             with log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "launchkit.backends.local.supervisor", str(rdir)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    start_new_session=True,
-                    pass_fds=(lock,),
-                )
+                pid = start_supervisor(str(rdir), lock, log.fileno())
         except OSError as e:
             raise BackendError(f"could not start the local supervisor: {e}") from None
         finally:
             os.close(lock)  # the supervisor holds the lock now
-        proc.returncode = 0  # detached: never waited for
-        self._index({**rec, "supervisor_pid": proc.pid})
+        self._index({**rec, "supervisor_pid": pid})
         return self.get(run_id)
 
     # ---- state

@@ -151,6 +151,25 @@ def replica_env(
     return env
 
 
+class Joiner:
+    """Moves a replica at its gate into the run's memory cgroup (v1) and cgroup, in a thread of its
+    own: `result()` waits for it, (joined the memory limit, joined the cgroup)."""
+
+    def __init__(self, pid: int, cgroup: str | None, memory: MemoryLimit | None):
+        self.pid, self.cgroup, self.memory = pid, cgroup, memory
+        self.joined = (memory is None, False)
+        self.thread = threading.Thread(target=self._join, daemon=True)
+        self.thread.start()
+
+    def _join(self) -> None:
+        in_memory = self.memory is None or self.memory.join(self.pid)
+        self.joined = (in_memory, self.cgroup is not None and procs.join_cgroup(self.cgroup, self.pid))
+
+    def result(self) -> tuple[bool, bool]:
+        self.thread.join()
+        return self.joined
+
+
 def exit_code(status: int) -> int:
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
@@ -284,47 +303,64 @@ class Supervisor:
 
             self.memory = MemoryLimit.make(self.run_id, parse_size(memory), self.cgroup)
             self.save(memory=memory, memory_enforced=self.memory is not None)
-        for rank in range(count):
-            if self.cancel.is_set():
-                break
-            replica_dir = os.path.join(self.rdir, f"replica-{rank}")
-            os.makedirs(replica_dir, exist_ok=True)
-            env = replica_env(base, task, meta, self.rdir, rank, count, gpus)
-            gate_r, gate_w = os.pipe()
-            try:
-                p = subprocess.Popen(
-                    [*GATE, *argv],
-                    env=env,
-                    cwd=replica_dir,
-                    stdin=gate_r,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            finally:
-                os.close(gate_r)
-            p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping this one
-            self.procs[p.pid] = rank
-            try:  # recorded before it runs: whoever finds this run can end the group
-                self.track(p.pid)
-                self.save_rank(rank, pgid=p.pid, status="running", started=time.time())
-                os.write(gate_w, b"go\n")
-            finally:
+        # Every replica waits at its gate while it joins the run's cgroup (the kernel takes ~10 ms to
+        # move a process: an RCU grace period), done meanwhile for all, and for the subreaper.
+        gates: list[tuple[int, Any, int, Joiner]] = []
+        try:
+            for rank in range(count):
+                if self.cancel.is_set():
+                    break
+                replica_dir = os.path.join(self.rdir, f"replica-{rank}")
+                os.makedirs(replica_dir, exist_ok=True)
+                env = replica_env(base, task, meta, self.rdir, rank, count, gpus)
+                gate_r, gate_w = os.pipe()
+                try:
+                    p = subprocess.Popen(
+                        [*GATE, *argv],
+                        env=env,
+                        cwd=replica_dir,
+                        stdin=gate_r,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                except BaseException:
+                    os.close(gate_w)
+                    raise
+                finally:
+                    os.close(gate_r)
+                p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping it
+                self.procs[p.pid] = rank
+                gates.append((rank, p, gate_w, Joiner(p.pid, self.cgroup, self.memory)))
+            self.subreaper = procs.become_subreaper()  # before any replica runs: orphans come back to us
+            while gates:
+                rank, p, gate_w, joiner = gates.pop(0)
+                try:  # recorded before it runs: whoever finds this run can end the group
+                    self.track(p.pid, *joiner.result())
+                    self.save_rank(rank, pgid=p.pid, status="running", started=time.time())
+                    if not self.cancel.is_set():
+                        os.write(gate_w, b"go\n")
+                finally:
+                    os.close(gate_w)
+                path = logs.log_file(self.rdir, rank)
+                t = threading.Thread(target=self.pump, args=(p.stdout, path), daemon=True)
+                t.start()
+                self.pumps.append(t)
+        finally:
+            for _, p, gate_w, joiner in gates:  # never opened (an error): they exit at their gates
                 os.close(gate_w)
-            path = logs.log_file(self.rdir, rank)
-            t = threading.Thread(target=self.pump, args=(p.stdout, path), daemon=True)
-            t.start()
-            self.pumps.append(t)
+                p.stdout.close()
+                joiner.result()
         if not self.cancel.is_set():
             self.save(status="running", started=time.time())
 
-    def track(self, pid: int) -> None:
-        """Put a replica (still at its gate) where its processes can be found: in the run's cgroup,
-        else in the recorded tree, watched from now on."""
-        if self.memory is not None and not self.memory.join(pid):
+    def track(self, pid: int, in_memory: bool, in_cgroup: bool) -> None:
+        """Record where a replica (still at its gate) can be found: the run's cgroup it joined, else
+        the recorded tree, watched from now on."""
+        if self.memory is not None and not in_memory:
             self.memory = None  # refused: the limit is not enforced (the record says so)
             self.save(memory_enforced=False)
-        if self.cgroup and procs.join_cgroup(self.cgroup, pid):
+        if self.cgroup and in_cgroup:
             return
         if self.cgroup:  # the cgroup refuses it: fall back to the tree for the whole run
             procs.remove_cgroup(self.cgroup)
@@ -415,7 +451,6 @@ def main(rdir: str) -> None:
     sup = Supervisor(rdir)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: sup.request_stop())
-    sup.subreaper = procs.become_subreaper()
     try:
         sup.start()
         sup.wait()
