@@ -294,17 +294,17 @@ class Supervisor:
         base = base_env(self.rdir)
         gpus = gpu_count()
         os.makedirs(os.path.join(self.rdir, "logs"), exist_ok=True)
-        record.reserve(self.rdir)
         self.cgroup = procs.make_cgroup(self.run_id)
-        self.save(supervisor_pid=os.getpid(), cgroup=self.cgroup)
+        fields: dict[str, Any] = {"supervisor_pid": os.getpid(), "cgroup": self.cgroup}
         memory = (task.get("resources") or {}).get("memory")
         if memory:  # the replicas share the limit, as a Beaker task's processes do
             from launchkit.core.units import parse_size
 
             self.memory = MemoryLimit.make(self.run_id, parse_size(memory), self.cgroup)
-            self.save(memory=memory, memory_enforced=self.memory is not None)
+            fields.update(memory=memory, memory_enforced=self.memory is not None)
         # Every replica waits at its gate while it joins the run's cgroup (the kernel takes ~10 ms to
-        # move a process: an RCU grace period), done meanwhile for all, and for the subreaper.
+        # move a process: an RCU grace period), for all at once and while the rest is set up. Until
+        # its gate opens, a replica that loses its supervisor exits unstarted.
         gates: list[tuple[int, Any, int, Joiner]] = []
         try:
             for rank in range(count):
@@ -332,6 +332,8 @@ class Supervisor:
                 p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping it
                 self.procs[p.pid] = rank
                 gates.append((rank, p, gate_w, Joiner(p.pid, self.cgroup, self.memory)))
+            record.reserve(self.rdir)
+            self.save(**fields)
             self.subreaper = procs.become_subreaper()  # before any replica runs: orphans come back to us
             while gates:
                 rank, p, gate_w, joiner = gates.pop(0)
@@ -409,13 +411,6 @@ class Supervisor:
         if not (clean and not (self.cgroup and procs.cgroup_pids(self.cgroup))):
             self.run_procs().end(2)
             procs.reap_children()
-        procs.remove_cgroup(self.cgroup)
-        if self.memory is not None:
-            self.memory.remove()
-        try:
-            os.unlink(os.path.join(self.rdir, record.RESERVE_FILE))
-        except OSError:
-            pass
         from launchkit.backends.local.cleanup import remove_credentials  # the supervisor starts light
 
         remove_credentials(self.rdir)  # nothing of the job is left to read them
@@ -437,6 +432,15 @@ class Supervisor:
             self.end("failed", first_failure)
         else:
             self.end("succeeded", 0)
+        self.bells.close()  # the last ring, at once: followers see the end now
+        # Only the empty shells are left: the run's (empty) cgroups, its record's reserve, its links.
+        procs.remove_cgroup(self.cgroup)
+        if self.memory is not None:
+            self.memory.remove()
+        try:
+            os.unlink(os.path.join(self.rdir, record.RESERVE_FILE))
+        except OSError:
+            pass
         from launchkit.backends.local.uploads import unlink_uploads
 
         unlink_uploads(self.rdir)  # after end(): this run no longer counts as a user of its links
@@ -464,7 +468,7 @@ def main(rdir: str) -> None:
         try:
             sup.finish()
         finally:
-            sup.bells.close()  # the last ring, after the final record
+            sup.bells.close()  # the last ring, after the final record (if finish() did not get there)
 
 
 if __name__ == "__main__":
