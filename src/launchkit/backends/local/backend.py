@@ -21,9 +21,8 @@ from typing import IO, Any
 
 from launchkit.application import Application
 from launchkit.backends import registry
-from launchkit.backends.local import bell, logs, procs, record
+from launchkit.backends.local import bell, logs, procs, record, spawn
 from launchkit.backends.local.cleanup import remove_credentials
-from launchkit.backends.local.spawn import start_supervisor
 from launchkit.backends.local.store import Store, home, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.protocol import (
@@ -207,6 +206,8 @@ class LocalBackend:
                 links = link_uploads(self.root, submission.spec, submission.uploads)
             store = self.store  # the state dir and runs.db are usable before anything is written
             meta: dict[str, Any] = {"repo_root": submission.repo_root, "links": links}
+            if spawn.forking():
+                spawn.preload()  # while git answers
             if has_commit.answer():
                 meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
         finally:
@@ -239,7 +240,7 @@ class LocalBackend:
             raise e if isinstance(e, PreconditionError) else state_error(str(rdir), e) from None
         try:
             with log:
-                pid = start_supervisor(str(rdir), lock, log.fileno())
+                pid = spawn.start_supervisor(str(rdir), lock, log.fileno())
         except OSError as e:
             raise BackendError(f"could not start the local supervisor: {e}") from None
         finally:
