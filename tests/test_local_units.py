@@ -112,3 +112,19 @@ def test_a_bash_found_good_is_not_run_again_until_it_changes(tmp_path, monkeypat
     with pytest.raises(PreconditionError, match=r"is 3\.2"):  # a verdict against it is never kept
         check_bash(memo)
     assert runs.read_text().count("run") == 3
+
+
+def test_a_ringer_started_late_rings_what_was_rung_before(tmp_path):
+    from launchkit.backends.local.bell import Doorbell, Ringer
+
+    ringer = Ringer(str(tmp_path), start=False)
+    with Doorbell(tmp_path) as door:
+        ringer.ring()
+        assert not rung(door, 0.1)  # held until the notifier starts
+        ringer.start()
+        assert rung(door)
+    never = Ringer(str(tmp_path), start=False)
+    with Doorbell(tmp_path) as door:
+        never.close()  # the last ring goes even from a notifier never started
+        assert rung(door) and not never.thread.is_alive()
+    ringer.close()

@@ -198,7 +198,8 @@ class Supervisor:
         self.memory: MemoryLimit | None = None  # --memory, enforced by the kernel where it can be
         self.tree: dict[int, float] = {}  # pid -> start time (procs.json), without a cgroup
         self.watcher: threading.Thread | None = None
-        self.bells = bell.Ringer(rdir)  # followers hear of every output line and record change
+        # followers hear of every output line and record change, from the first replica's start on
+        self.bells = bell.Ringer(rdir, start=False)
 
     # ---- the record
     def read_json(self, name: str) -> Any:
@@ -342,6 +343,7 @@ class Supervisor:
                     self.save_rank(rank, pgid=p.pid, status="running", started=time.time())
                     if not self.cancel.is_set():
                         os.write(gate_w, b"go\n")
+                        self.bells.start()  # not before: its thread would compete with the gates
                 finally:
                     os.close(gate_w)
                 path = logs.log_file(self.rdir, rank)
