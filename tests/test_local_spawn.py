@@ -136,3 +136,23 @@ def test_each_replica_runs_in_the_run_cgroup_from_its_first_instruction(tmp_path
     for rank in range(replicas):
         text = (rdir / "logs" / f"replica-{rank}.log").read_text()
         assert f"/launchkit-{run_id}\n" in text, text
+
+
+@pytest.mark.slow
+def test_gpus_are_counted_once_per_launch(repo, tmp_path):
+    """nvidia-smi takes tens of ms on a GPU machine: the count the CLI read to check --gpus is the one
+    the supervisor shares out, not read again before the job starts."""
+    tools, calls = tmp_path / "tools", tmp_path / "calls"
+    tools.mkdir()
+    smi = tools / "nvidia-smi"
+    smi.write_text(
+        f'#!/bin/sh\necho "$*" >> {calls}\necho "GPU 0: Fake (UUID: GPU-0)"\necho "GPU 1: Fake (UUID: GPU-1)"\n'
+    )
+    smi.chmod(0o755)
+    env = {**FAST_ENV, "LAUNCHKIT_LOCAL_HOME": str(tmp_path / "lkstate")}
+    env["PATH"] = f"{tools}:{os.environ['PATH']}"
+    job = 'echo "visible=$CUDA_VISIBLE_DEVICES count=$BEAKER_ASSIGNED_GPU_COUNT"'
+    r = run_cli("run", *NO_PY, "--gpus", "1", "--follow", "--", "bash", "-c", job, cwd=repo.path, env=env)
+    assert r.code == 0, r.stderr
+    assert "visible=0 count=1" in r.stdout
+    assert calls.read_text().splitlines().count("-L") == 1  # (the job's own nvidia-smi aside)

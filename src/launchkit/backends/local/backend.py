@@ -143,16 +143,20 @@ def check_bash(memo: Path | None = None) -> None:
             pass  # checked again next time
 
 
-def check_gpus(task: dict[str, Any]) -> None:
+def check_gpus(task: dict[str, Any]) -> int | None:
+    """Refuse more GPUs than this machine has; the count, when it had to be read (--gpus N > 0):
+    the supervisor then does not run nvidia-smi again before the job can start."""
     wanted = (task.get("resources") or {}).get("gpuCount") or 0
-    if wanted:
-        have = gpu_count()
-        if wanted > have:
-            raise UsageError(
-                f"--gpus {wanted}: this machine has {have} GPU{'s' if have != 1 else ''}",
-                hint=(f"use --gpus {have} or fewer" if have else "drop --gpus")
-                + " for a local run, or run it on Beaker (without --local)",
-            )
+    if not wanted:
+        return None
+    have = gpu_count()
+    if wanted > have:
+        raise UsageError(
+            f"--gpus {wanted}: this machine has {have} GPU{'s' if have != 1 else ''}",
+            hint=(f"use --gpus {have} or fewer" if have else "drop --gpus")
+            + " for a local run, or run it on Beaker (without --local)",
+        )
+    return have
 
 
 class LocalBackend:
@@ -194,7 +198,7 @@ class LocalBackend:
                 hint=f"export {missing[0]}=... before launching (the value is never written to disk)",
             )
         stop_grace()
-        check_gpus(task)
+        gpus = check_gpus(task)
         env = {v.name: v.value for v in env_vars if not v.secret}
         has_commit = _HasCommit(submission.repo_root, env.get(ENV_GIT_COMMIT))  # runs meanwhile
         try:
@@ -206,6 +210,8 @@ class LocalBackend:
                 links = link_uploads(self.root, submission.spec, submission.uploads)
             store = self.store  # the state dir and runs.db are usable before anything is written
             meta: dict[str, Any] = {"repo_root": submission.repo_root, "links": links}
+            if gpus is not None:
+                meta["gpus"] = gpus
             if spawn.forking():
                 spawn.preload()  # while git answers
             if has_commit.answer():

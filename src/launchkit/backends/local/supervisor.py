@@ -293,7 +293,9 @@ class Supervisor:
         count = int(task.get("replicas") or 1)
         argv = [*task["command"], *(task.get("arguments") or [])]
         base = base_env(self.rdir)
-        gpus = gpu_count()
+        gpus = meta.get("gpus")  # counted by the CLI for --gpus (nvidia-smi takes tens of ms)
+        if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+            gpus = gpu_count()
         os.makedirs(os.path.join(self.rdir, "logs"), exist_ok=True)
         self.cgroup = procs.make_cgroup(self.run_id)
         fields: dict[str, Any] = {"supervisor_pid": os.getpid(), "cgroup": self.cgroup}
