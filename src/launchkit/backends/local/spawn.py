@@ -3,7 +3,7 @@ on the run's `supervisor.log`.
 
 On Linux, from a single-threaded CLI, the supervisor is the CLI's process forked, without an exec:
 its modules are loaded already, so the job starts ~40 ms sooner than from a new interpreter (~2 ms to
-fork, against Python's start-up and the supervisor's imports); it costs ~15 MB more memory while the
+fork, against Python's start-up and the supervisor's imports); it costs ~20 MB more memory while the
 job runs. Elsewhere (macOS, where fork without exec is unsafe; a CLI with threads; or
 LAUNCHKIT_SUPERVISOR_START=exec) it is `python -m launchkit.backends.local.supervisor RUN_DIR`.
 Standard library only.
