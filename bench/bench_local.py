@@ -12,19 +12,29 @@ Usage (from the repository root):  uv run python bench/bench_local.py [-n 15] [-
   ms, with `run --local --dry-run` (no job at all) as the floor of the CLI itself, and below it
   `python -c pass`, the bare import of the libraries `run` uses and the job alone (the entrypoint,
   run directly). Target (issue 25): the local follow run < 250 ms median. Exit 1 if missed.
+- Also times this tree's follow run with its supervisor started as a new interpreter
+  (LAUNCHKIT_SUPERVISOR_START=exec, as on macOS) rather than forked from the CLI.
+- Splits each tree's follow run by the run's own record (its clock is the wall clock, as the bench's):
+  the CLI (start to the backend's submit), submit to the job's start (the supervisor, its replica's
+  gate opened), the job (gate to exit, as the supervisor saw it) and the end to the CLI's exit (the
+  final record, follow's wake-up, the final status line).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from bench_startup import ROOT, baseline_src, compile_all, site_packages, small_repo, time_once
+
+PARTS = ("CLI", "submit to start", "job", "end to exit")
 
 TARGET_MS = 250.0  # issue 25 (issue 11 had 200 ms on a quieter machine)
 RUN = ["run", "--local", "--no-python", "--follow", "--", "echo", "hi"]
@@ -53,6 +63,22 @@ def job_alone(repo: Path, where: Path, env: dict[str, str]) -> tuple[list[str], 
         "LAUNCHKIT_TOOLS_DIR": str(where / "tools"),
     }
     return ["bash", runtime_entry(where / "lk-runtime"), "echo", "hi"], job_env
+
+
+def split_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, dict[str, float]]:
+    """time_once for a follow run, and its parts (ms) from the run's record (empty when it has no
+    such timestamps: an older tree)."""
+    start = time.time()
+    wall, cpu = time_once(cmd, cwd, env)
+    end = start + wall / 1000
+    runs = Path(env["LAUNCHKIT_LOCAL_HOME"]) / "runs"
+    newest = max(runs.iterdir(), key=lambda d: d.stat().st_mtime)
+    rec = json.loads((newest / "status.json").read_text())
+    rank = (rec.get("ranks") or {}).get("0") or {}
+    if not (rank.get("started") and rank.get("finished")):
+        return wall, cpu, {}
+    marks = [start, rec["created"], rank["started"], rank["finished"], end]
+    return wall, cpu, {part: (b - a) * 1000 for part, a, b in zip(PARTS, marks[:-1], marks[1:], strict=True)}
 
 
 def main() -> int:
@@ -87,6 +113,9 @@ def main() -> int:
             for name in trees
             for label, cmd in (("run --local --follow", RUN), ("run --local --dry-run", FLOOR))
         }
+        # The supervisor as a new interpreter (as on macOS) rather than the CLI forked
+        exec_env = {**envs["current"], "LAUNCHKIT_SUPERVISOR_START": "exec"}
+        commands["current run --local --follow, exec"] = ([*lk, *RUN], exec_env)
         # What `run` cannot go below: the interpreter, and importing the libraries it must use
         commands["python -c pass"] = ([str(python), "-c", "pass"], envs["current"])
         commands["import of run's libraries"] = ([str(python), "-c", LIBRARIES], envs["current"])
@@ -94,9 +123,16 @@ def main() -> int:
         for cmd, env in commands.values():  # warm the page cache (and uv's symlink in each run dir)
             time_once(cmd, repo, env)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        splits: dict[str, list[dict[str, float]]] = {name: [] for name in commands if "follow" in name}
         for _ in range(args.n):
             for name, (cmd, env) in commands.items():
-                samples[name].append(time_once(cmd, repo, env))
+                if name in splits:
+                    wall, cpu, parts = split_once(cmd, repo, env)
+                    samples[name].append((wall, cpu))
+                    if parts:
+                        splits[name].append(parts)
+                else:
+                    samples[name].append(time_once(cmd, repo, env))
 
     print(
         f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
@@ -110,6 +146,12 @@ def main() -> int:
         print(
             f"{name:<34} {statistics.median(walls):7.0f}ms {min(walls):6.0f}ms {max(walls):6.0f}ms {cpu:6.0f}ms"
         )
+    print("the follow run in parts (median ms, from the run's record):")
+    print(f"{'':<34} " + " ".join(f"{part:>15}" for part in PARTS))
+    for name, parts_list in splits.items():
+        if parts_list:
+            cells = " ".join(f"{statistics.median(p[part] for p in parts_list):13.0f}ms" for part in PARTS)
+            print(f"{name:<34} {cells}")
     current = statistics.median(w for w, _ in samples["current run --local --follow"])
     ok = current < TARGET_MS
     print(f"target: current run --local --follow < {TARGET_MS:.0f} ms median: {'ok' if ok else 'MISSED'}")

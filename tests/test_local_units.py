@@ -90,3 +90,41 @@ def test_doorbell_without_a_bell_dir_still_waits(tmp_path):
         assert time.monotonic() - start >= 0.05
     with Doorbell(tmp_path / "removed-run") as door:  # never re-creates a removed run dir
         assert door.sock is None and not (tmp_path / "removed-run").exists()
+
+
+def test_a_bash_found_good_is_not_run_again_until_it_changes(tmp_path, monkeypatch):
+    from launchkit.backends.local.backend import check_bash
+    from launchkit.errors import PreconditionError
+
+    folder, runs = tmp_path / "bin", tmp_path / "runs.txt"
+    folder.mkdir()
+    bash = folder / "bash"
+    bash.write_text(f'#!/bin/sh\necho run >> {runs}\necho "5 2"\n')
+    bash.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    memo = tmp_path / "bash-checked"
+    check_bash(memo)
+    check_bash(memo)
+    assert runs.read_text().count("run") == 1 and str(bash) in memo.read_text()
+    bash.write_text(f'#!/bin/sh\n# old\necho run >> {runs}\necho "3 2"\n')  # replaced by an old one
+    with pytest.raises(PreconditionError, match=r"is 3\.2"):
+        check_bash(memo)
+    with pytest.raises(PreconditionError, match=r"is 3\.2"):  # a verdict against it is never kept
+        check_bash(memo)
+    assert runs.read_text().count("run") == 3
+
+
+def test_a_ringer_started_late_rings_what_was_rung_before(tmp_path):
+    from launchkit.backends.local.bell import Doorbell, Ringer
+
+    ringer = Ringer(str(tmp_path), start=False)
+    with Doorbell(tmp_path) as door:
+        ringer.ring()
+        assert not rung(door, 0.1)  # held until the notifier starts
+        ringer.start()
+        assert rung(door)
+    never = Ringer(str(tmp_path), start=False)
+    with Doorbell(tmp_path) as door:
+        never.close()  # the last ring goes even from a notifier never started
+        assert rung(door) and not never.thread.is_alive()
+    ringer.close()

@@ -14,7 +14,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from functools import cached_property
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import IO, Any
 
 from launchkit.application import Application
 from launchkit.backends import registry
-from launchkit.backends.local import bell, logs, procs, record
+from launchkit.backends.local import bell, logs, procs, record, spawn
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.store import Store, home, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
@@ -45,6 +44,7 @@ from launchkit.errors import BackendError, NotFoundError, PreconditionError, Usa
 WAKE_FALLBACK = 0.25
 MIN_POLL, MAX_POLL = 0.003, 0.1
 BASH_NEEDED = (5, 1)  # the entrypoint uses `wait -n -p` (bash 5.1)
+BASH_MEMO = "bash-checked"  # under the state dir: the bash last found new enough (check_bash)
 ENDED = ("succeeded", "failed", "canceled")  # final: the record never changes again
 INDEXED = ("status", "exit_code", "started", "finished", "message")  # what changes after creation
 
@@ -57,14 +57,32 @@ def _created(value: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(value, dt.UTC)
 
 
-def _has_commit(repo_root: str, sha: str) -> bool:
-    r = subprocess.run(
-        ["git", "-C", repo_root, "cat-file", "-e", f"{sha}^{{commit}}"],
-        check=False,
-        capture_output=True,
-        timeout=30,
-    )
-    return r.returncode == 0
+class _HasCommit:
+    """Whether `repo_root` has commit `sha` (`git cat-file -e`), asked at once and answered by
+    `answer()`, so that git runs while the launch goes on; `close()` ends an unanswered question."""
+
+    def __init__(self, repo_root: str | None, sha: str | None):
+        self.proc: subprocess.Popen[bytes] | None = None
+        if repo_root and sha:
+            self.proc = subprocess.Popen(
+                ["git", "-C", repo_root, "cat-file", "-e", f"{sha}^{{commit}}"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+
+    def answer(self) -> bool:
+        if self.proc is None:
+            return False
+        try:
+            return self.proc.wait(timeout=30) == 0
+        except subprocess.TimeoutExpired:
+            return False
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def stop_grace() -> float:
@@ -83,11 +101,24 @@ def stop_grace() -> float:
     return value
 
 
-def check_bash() -> None:
-    """The entrypoint needs bash 5.1+; macOS ships 3.2. One line with the fix, before anything runs."""
+def check_bash(memo: Path | None = None) -> None:
+    """The entrypoint needs bash 5.1+; macOS ships 3.2. One line with the fix, before anything runs.
+    With `memo`, a file that remembers the last bash found good (its path and file identity), that
+    bash is not run again."""
     bash = shutil.which("bash")
     if bash is None:
         raise PreconditionError("the local backend needs bash 5.1 or newer, and there is no bash on PATH")
+    try:
+        st = os.stat(bash)
+        key = f"{os.path.realpath(bash)} {st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns}\n"
+    except OSError:
+        key = None
+    if memo is not None and key is not None:
+        try:
+            if memo.read_text() == key:
+                return
+        except (OSError, UnicodeDecodeError):
+            pass
     try:
         out = subprocess.run(
             [bash, "-c", 'echo "${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]}"'],
@@ -105,18 +136,27 @@ def check_bash() -> None:
             f"the local backend needs bash 5.1 or newer, but {bash} is {found}",
             hint="on macOS: `brew install bash`, with Homebrew's bin before /bin on PATH",
         )
+    if memo is not None and key is not None:
+        try:
+            memo.write_text(key)
+        except OSError:
+            pass  # checked again next time
 
 
-def check_gpus(task: dict[str, Any]) -> None:
+def check_gpus(task: dict[str, Any]) -> int | None:
+    """Refuse more GPUs than this machine has; the count, when it had to be read (--gpus N > 0):
+    the supervisor then does not run nvidia-smi again before the job can start."""
     wanted = (task.get("resources") or {}).get("gpuCount") or 0
-    if wanted:
-        have = gpu_count()
-        if wanted > have:
-            raise UsageError(
-                f"--gpus {wanted}: this machine has {have} GPU{'s' if have != 1 else ''}",
-                hint=(f"use --gpus {have} or fewer" if have else "drop --gpus")
-                + " for a local run, or run it on Beaker (without --local)",
-            )
+    if not wanted:
+        return None
+    have = gpu_count()
+    if wanted > have:
+        raise UsageError(
+            f"--gpus {wanted}: this machine has {have} GPU{'s' if have != 1 else ''}",
+            hint=(f"use --gpus {have} or fewer" if have else "drop --gpus")
+            + " for a local run, or run it on Beaker (without --local)",
+        )
+    return have
 
 
 class LocalBackend:
@@ -143,6 +183,8 @@ class LocalBackend:
     def submit(self, submission: Submission) -> RunInfo:
         from launchkit.backends.local.runtime_files import use_runtime
 
+        received = time.time()  # the run's `created` (bench_local.py times the parts from here)
+
         spec = json.loads(json.dumps(submission.spec))  # the runtime mount becomes local files
         use_runtime(self.root, spec)
         submission = submission.model_copy(update={"spec": spec})
@@ -156,27 +198,34 @@ class LocalBackend:
                 hint=f"export {missing[0]}=... before launching (the value is never written to disk)",
             )
         stop_grace()
-        check_gpus(task)
-        check_bash()
+        gpus = check_gpus(task)
         env = {v.name: v.value for v in env_vars if not v.secret}
-        links: list[list[str]] = []
-        if submission.uploads:  # the job sees each --upload at its path through a symlink
-            from launchkit.backends.local.uploads import link_uploads
+        has_commit = _HasCommit(submission.repo_root, env.get(ENV_GIT_COMMIT))  # runs meanwhile
+        try:
+            check_bash(self.root / BASH_MEMO)
+            links: list[list[str]] = []
+            if submission.uploads:  # the job sees each --upload at its path through a symlink
+                from launchkit.backends.local.uploads import link_uploads
 
-            links = link_uploads(self.root, submission.spec, submission.uploads)
+                links = link_uploads(self.root, submission.spec, submission.uploads)
+            store = self.store  # the state dir and runs.db are usable before anything is written
+            meta: dict[str, Any] = {"repo_root": submission.repo_root, "links": links}
+            if gpus is not None:
+                meta["gpus"] = gpus
+            if spawn.forking():
+                spawn.preload()  # while git answers
+            if has_commit.answer():
+                meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
+        finally:
+            has_commit.close()
         if task.get("datasets"):
             self.app.warn(
                 f"local runs do not mount datasets, Weka or host paths: "
                 f"{len(task['datasets'])} mount(s) in the spec are ignored"
             )
-        meta: dict[str, Any] = {"repo_root": submission.repo_root, "links": links}
-        commit = env.get(ENV_GIT_COMMIT)
-        if submission.repo_root and commit and _has_commit(submission.repo_root, commit):
-            meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
-        run_id = f"local-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
-        store = self.store  # the state dir and runs.db are usable before anything is written
+        run_id = f"local-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(received))}-{secrets.token_hex(3)}"
         rdir = self.rdir(run_id)
-        rec = record.new(run_id, submission.name, int(task.get("replicas") or 1))
+        rec = record.new(run_id, submission.name, int(task.get("replicas") or 1), created=received)
         lock = -1
         try:  # the run dir and its record first (the truth), then the index; all or nothing
             rdir.mkdir()
@@ -197,20 +246,12 @@ class LocalBackend:
             raise e if isinstance(e, PreconditionError) else state_error(str(rdir), e) from None
         try:
             with log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "launchkit.backends.local.supervisor", str(rdir)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    start_new_session=True,
-                    pass_fds=(lock,),
-                )
+                pid = spawn.start_supervisor(str(rdir), lock, log.fileno())
         except OSError as e:
             raise BackendError(f"could not start the local supervisor: {e}") from None
         finally:
             os.close(lock)  # the supervisor holds the lock now
-        proc.returncode = 0  # detached: never waited for
-        self._index({**rec, "supervisor_pid": proc.pid})
+        self._index({**rec, "supervisor_pid": pid})
         return self.get(run_id)
 
     # ---- state

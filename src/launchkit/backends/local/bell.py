@@ -140,13 +140,21 @@ class Doorbell:
 class Ringer:
     """The supervisor's side: `ring()` never blocks; a notifier thread rings every bell of the run."""
 
-    def __init__(self, rdir: str):
+    def __init__(self, rdir: str, *, start: bool = True):
         self.folder = os.path.join(rdir, BELLS)
         self.wanted = threading.Event()
         self.closing = threading.Event()  # also cuts a pause short: the last ring goes at once
         self.sock: Any = None  # created when there is a first bell to ring
         self.thread = threading.Thread(target=self._notify, name="bells", daemon=True)
-        self.thread.start()
+        self.started = False
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start the notifier (`start=False`: rings until then wait for it)."""
+        if not self.started:
+            self.started = True
+            self.thread.start()
 
     def ring(self) -> None:
         if not self.wanted.is_set():
@@ -156,6 +164,7 @@ class Ringer:
         """Ring once more (after the final record) and end the notifier."""
         self.closing.set()
         self.wanted.set()
+        self.start()
         self.thread.join(timeout=2)
 
     def _notify(self) -> None:

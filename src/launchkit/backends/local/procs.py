@@ -353,11 +353,17 @@ def reap_children() -> bool:
             return True
 
 
+SUPERVISOR_NAME = b"lk-supervisor"  # its name for `ps -o comm` and `pgrep` (not its command line)
+
+
 def become_subreaper() -> bool:
-    """Orphans of our children get re-parented to us (Linux), so we can find and end them."""
+    """Orphans of our children get re-parented to us (Linux), so we can find and end them; and the
+    supervisor goes by SUPERVISOR_NAME."""
     try:
         import ctypes
 
-        return bool(ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, SUPERVISOR_NAME, 0, 0, 0)  # PR_SET_NAME
+        return bool(libc.prctl(36, 1, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
     except Exception:  # noqa: BLE001 - not Linux: processes are found by their marker instead
         return False

@@ -88,13 +88,14 @@ def _write(rdir: Dir, data: dict[str, Any]) -> None:
         raise
 
 
-def new(run_id: str, name: str, replicas: int) -> dict[str, Any]:
+def new(run_id: str, name: str, replicas: int, created: float | None = None) -> dict[str, Any]:
+    """A queued run's record; `created`: when the backend received it (time.time(), now if None)."""
     return {
         "id": run_id,
         "name": name,
         "status": "queued",
         "exit_code": None,
-        "created": time.time(),
+        "created": time.time() if created is None else created,
         "started": None,
         "finished": None,
         "replicas": replicas,

@@ -151,6 +151,25 @@ def replica_env(
     return env
 
 
+class Joiner:
+    """Moves a replica at its gate into the run's memory cgroup (v1) and cgroup, in a thread of its
+    own: `result()` waits for it, (joined the memory limit, joined the cgroup)."""
+
+    def __init__(self, pid: int, cgroup: str | None, memory: MemoryLimit | None):
+        self.pid, self.cgroup, self.memory = pid, cgroup, memory
+        self.joined = (memory is None, False)
+        self.thread = threading.Thread(target=self._join, daemon=True)
+        self.thread.start()
+
+    def _join(self) -> None:
+        in_memory = self.memory is None or self.memory.join(self.pid)
+        self.joined = (in_memory, self.cgroup is not None and procs.join_cgroup(self.cgroup, self.pid))
+
+    def result(self) -> tuple[bool, bool]:
+        self.thread.join()
+        return self.joined
+
+
 def exit_code(status: int) -> int:
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
@@ -179,7 +198,8 @@ class Supervisor:
         self.memory: MemoryLimit | None = None  # --memory, enforced by the kernel where it can be
         self.tree: dict[int, float] = {}  # pid -> start time (procs.json), without a cgroup
         self.watcher: threading.Thread | None = None
-        self.bells = bell.Ringer(rdir)  # followers hear of every output line and record change
+        # followers hear of every output line and record change, from the first replica's start on
+        self.bells = bell.Ringer(rdir, start=False)
 
     # ---- the record
     def read_json(self, name: str) -> Any:
@@ -273,58 +293,80 @@ class Supervisor:
         count = int(task.get("replicas") or 1)
         argv = [*task["command"], *(task.get("arguments") or [])]
         base = base_env(self.rdir)
-        gpus = gpu_count()
+        gpus = meta.get("gpus")  # counted by the CLI for --gpus (nvidia-smi takes tens of ms)
+        if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+            gpus = gpu_count()
         os.makedirs(os.path.join(self.rdir, "logs"), exist_ok=True)
-        record.reserve(self.rdir)
         self.cgroup = procs.make_cgroup(self.run_id)
-        self.save(supervisor_pid=os.getpid(), cgroup=self.cgroup)
+        fields: dict[str, Any] = {"supervisor_pid": os.getpid(), "cgroup": self.cgroup}
         memory = (task.get("resources") or {}).get("memory")
         if memory:  # the replicas share the limit, as a Beaker task's processes do
             from launchkit.core.units import parse_size
 
             self.memory = MemoryLimit.make(self.run_id, parse_size(memory), self.cgroup)
-            self.save(memory=memory, memory_enforced=self.memory is not None)
-        for rank in range(count):
-            if self.cancel.is_set():
-                break
-            replica_dir = os.path.join(self.rdir, f"replica-{rank}")
-            os.makedirs(replica_dir, exist_ok=True)
-            env = replica_env(base, task, meta, self.rdir, rank, count, gpus)
-            gate_r, gate_w = os.pipe()
-            try:
-                p = subprocess.Popen(
-                    [*GATE, *argv],
-                    env=env,
-                    cwd=replica_dir,
-                    stdin=gate_r,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            finally:
-                os.close(gate_r)
-            p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping this one
-            self.procs[p.pid] = rank
-            try:  # recorded before it runs: whoever finds this run can end the group
-                self.track(p.pid)
-                self.save_rank(rank, pgid=p.pid, status="running", started=time.time())
-                os.write(gate_w, b"go\n")
-            finally:
+            fields.update(memory=memory, memory_enforced=self.memory is not None)
+        # Every replica waits at its gate while it joins the run's cgroup (the kernel takes ~10 ms to
+        # move a process: an RCU grace period), for all at once and while the rest is set up. Until
+        # its gate opens, a replica that loses its supervisor exits unstarted.
+        gates: list[tuple[int, Any, int, Joiner]] = []
+        try:
+            for rank in range(count):
+                if self.cancel.is_set():
+                    break
+                replica_dir = os.path.join(self.rdir, f"replica-{rank}")
+                os.makedirs(replica_dir, exist_ok=True)
+                env = replica_env(base, task, meta, self.rdir, rank, count, gpus)
+                gate_r, gate_w = os.pipe()
+                try:
+                    p = subprocess.Popen(
+                        [*GATE, *argv],
+                        env=env,
+                        cwd=replica_dir,
+                        stdin=gate_r,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                except BaseException:
+                    os.close(gate_w)
+                    raise
+                finally:
+                    os.close(gate_r)
+                p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping it
+                self.procs[p.pid] = rank
+                gates.append((rank, p, gate_w, Joiner(p.pid, self.cgroup, self.memory)))
+            record.reserve(self.rdir)
+            self.save(**fields)
+            self.subreaper = procs.become_subreaper()  # before any replica runs: orphans come back to us
+            while gates:
+                rank, p, gate_w, joiner = gates.pop(0)
+                try:  # recorded before it runs: whoever finds this run can end the group
+                    self.track(p.pid, *joiner.result())
+                    self.save_rank(rank, pgid=p.pid, status="running", started=time.time())
+                    if not self.cancel.is_set():
+                        os.write(gate_w, b"go\n")
+                        self.bells.start()  # not before: its thread would compete with the gates
+                finally:
+                    os.close(gate_w)
+                path = logs.log_file(self.rdir, rank)
+                t = threading.Thread(target=self.pump, args=(p.stdout, path), daemon=True)
+                t.start()
+                self.pumps.append(t)
+        finally:
+            for _, p, gate_w, joiner in gates:  # never opened (an error): they exit at their gates
                 os.close(gate_w)
-            path = logs.log_file(self.rdir, rank)
-            t = threading.Thread(target=self.pump, args=(p.stdout, path), daemon=True)
-            t.start()
-            self.pumps.append(t)
+                p.stdout.close()
+                joiner.result()
         if not self.cancel.is_set():
             self.save(status="running", started=time.time())
 
-    def track(self, pid: int) -> None:
-        """Put a replica (still at its gate) where its processes can be found: in the run's cgroup,
-        else in the recorded tree, watched from now on."""
-        if self.memory is not None and not self.memory.join(pid):
+    def track(self, pid: int, in_memory: bool, in_cgroup: bool) -> None:
+        """Record where a replica (still at its gate) can be found: the run's cgroup it joined, else
+        the recorded tree, watched from now on."""
+        if self.memory is not None and not in_memory:
             self.memory = None  # refused: the limit is not enforced (the record says so)
             self.save(memory_enforced=False)
-        if self.cgroup and procs.join_cgroup(self.cgroup, pid):
+        if self.cgroup and in_cgroup:
             return
         if self.cgroup:  # the cgroup refuses it: fall back to the tree for the whole run
             procs.remove_cgroup(self.cgroup)
@@ -373,13 +415,6 @@ class Supervisor:
         if not (clean and not (self.cgroup and procs.cgroup_pids(self.cgroup))):
             self.run_procs().end(2)
             procs.reap_children()
-        procs.remove_cgroup(self.cgroup)
-        if self.memory is not None:
-            self.memory.remove()
-        try:
-            os.unlink(os.path.join(self.rdir, record.RESERVE_FILE))
-        except OSError:
-            pass
         from launchkit.backends.local.cleanup import remove_credentials  # the supervisor starts light
 
         remove_credentials(self.rdir)  # nothing of the job is left to read them
@@ -401,6 +436,15 @@ class Supervisor:
             self.end("failed", first_failure)
         else:
             self.end("succeeded", 0)
+        self.bells.close()  # the last ring, at once: followers see the end now
+        # Only the empty shells are left: the run's (empty) cgroups, its record's reserve, its links.
+        procs.remove_cgroup(self.cgroup)
+        if self.memory is not None:
+            self.memory.remove()
+        try:
+            os.unlink(os.path.join(self.rdir, record.RESERVE_FILE))
+        except OSError:
+            pass
         from launchkit.backends.local.uploads import unlink_uploads
 
         unlink_uploads(self.rdir)  # after end(): this run no longer counts as a user of its links
@@ -415,7 +459,6 @@ def main(rdir: str) -> None:
     sup = Supervisor(rdir)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: sup.request_stop())
-    sup.subreaper = procs.become_subreaper()
     try:
         sup.start()
         sup.wait()
@@ -429,7 +472,7 @@ def main(rdir: str) -> None:
         try:
             sup.finish()
         finally:
-            sup.bells.close()  # the last ring, after the final record
+            sup.bells.close()  # the last ring, after the final record (if finish() did not get there)
 
 
 if __name__ == "__main__":
