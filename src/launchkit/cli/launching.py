@@ -146,7 +146,7 @@ def launch_request(
     if git is None:
         git = read_state(app, request, backend, name)
     check_job_start(app, request, git, backend, name)
-    if git.repo_root and git.version_tag is None:
+    if git.repo_root and git.version_tag is None and not git.tag_read:
         from launchkit.pyenv import version_tag
 
         if tag := version_tag(git.repo_root, git.commit):
