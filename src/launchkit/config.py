@@ -63,6 +63,17 @@ def user_config_path(environ: dict[str, str] | os._Environ[str] | None = None) -
     return Path(user_config_dir("launchkit")) / "config.toml"
 
 
+def user_state_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+    """platformdirs' `user_state_dir("launchkit")`; on Linux without importing platformdirs (~10 ms)."""
+    environ = os.environ if environ is None else environ
+    if sys.platform == "linux":
+        base = environ.get("XDG_STATE_HOME", "")
+        return Path(base if os.path.isabs(base) else os.path.expanduser("~/.local/state")) / "launchkit"
+    from platformdirs import user_state_dir as platform_state_dir
+
+    return Path(platform_state_dir("launchkit"))
+
+
 def find_pyproject(start: str | Path | None = None) -> Path | None:
     """The nearest pyproject.toml from `start` upwards, not above the git root."""
     here = Path(start or os.getcwd()).resolve()

@@ -205,8 +205,11 @@ def _read(
     return _state(commit=commit, branch=branch, **state)
 
 
-def _git_at_once(cwd: str, *commands: tuple[str, ...], timeout: float = 60) -> list[str] | None:
-    """Run git commands in parallel; their outputs, or None when git is missing or any one fails."""
+def _git_at_once(
+    cwd: str, *commands: tuple[str, ...], optional: int = 0, timeout: float = 60
+) -> list[str | None] | None:
+    """Run git commands in parallel; their outputs, or None when git is missing or any one fails (the
+    last `optional` ones may fail: their output is None then)."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         procs = [
@@ -226,7 +229,7 @@ def _git_at_once(cwd: str, *commands: tuple[str, ...], timeout: float = 60) -> l
             proc.communicate()
             return None
         outs.append(out if proc.returncode == 0 else None)
-    return None if None in outs else outs  # type: ignore[return-value]
+    return None if None in outs[: len(outs) - optional] else outs
 
 
 def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitState | None:
@@ -244,10 +247,14 @@ def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitSta
             "--ignore-submodules=dirty",
         ),
         ("for-each-ref", "--format=%(refname:short)%00%(upstream:remotename)", "refs/heads/"),
+        DESCRIBE,  # the version tag (pyenv.version_tag's question), while the others run
+        optional=1,
     )
     if outs is None:
         return None
-    top, status, heads = outs
+    top, status, heads, described = outs
+    if top is None or status is None or heads is None:
+        return None
     lines = top.splitlines()
     if len(lines) != 2 or lines[0] != "false":
         return None
@@ -286,12 +293,38 @@ def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitSta
     pushed = info.get("branch.ab") == "+0 -0"  # the upstream is at HEAD
     if require_pushed and not pushed:
         _require_on_remote(root, head, remote_name, name)
-    return _state(commit=head, branch=up_branch, untracked=tuple(untracked), **state)
+    tag = _version_tag(root, described)
+    return _state(
+        commit=head, branch=up_branch, untracked=tuple(untracked), version_tag=tag, tag_read=True, **state
+    )
+
+
+# `git describe` as setuptools-scm, hatch-vcs and versioneer ask it (launchkit.pyenv.version_tag)
+DESCRIBE = ("describe", "--tags", "--long", "--match", "*[0-9]*", "HEAD")
+
+
+def _version_tag(root: str, described: str | None) -> tuple[str, str, int] | None:
+    """(tag, tagged commit, commits since) from DESCRIBE's output; None without a version tag."""
+    tag, _, distance = (described or "").strip().rpartition("-")[0].rpartition("-")
+    if not tag or not distance.isdigit():
+        return None
+    try:
+        tagged = _git("rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}", cwd=root).strip()
+    except PreconditionError:
+        return None
+    return (tag, tagged, int(distance)) if tagged else None
 
 
 def _state(**fields: object) -> GitState:
     from launchkit.core.gitstate import GitState
 
+    root = fields.get("repo_root")
+    if "tag_read" not in fields and isinstance(root, str):  # read without _read_plain's DESCRIBE
+        try:
+            described: str | None = _git(*DESCRIBE[:-1], str(fields["commit"]), cwd=root)
+        except PreconditionError:
+            described = None
+        fields.update(version_tag=_version_tag(root, described), tag_read=True)
     return GitState(**fields)  # type: ignore[arg-type]
 
 

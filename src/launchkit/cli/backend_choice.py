@@ -78,11 +78,9 @@ def has(name: str, capability: Capability) -> bool:
 
 
 def _last_run_file() -> Any:
-    from pathlib import Path
+    from launchkit.config import user_state_dir
 
-    from platformdirs import user_state_dir
-
-    return Path(user_state_dir("launchkit")) / "last-run.json"
+    return user_state_dir() / "last-run.json"
 
 
 def remember_last_run(backend: str, run_id: str) -> None:

@@ -146,7 +146,7 @@ def launch_request(
     if git is None:
         git = read_state(app, request, backend, name)
     check_job_start(app, request, git, backend, name)
-    if git.repo_root and git.version_tag is None:
+    if git.repo_root and git.version_tag is None and not git.tag_read:
         from launchkit.pyenv import version_tag
 
         if tag := version_tag(git.repo_root, git.commit):
@@ -233,9 +233,7 @@ def placement(b: Backend, request: LaunchRequest, submission: Submission) -> lis
 
 def default_name(commit: str) -> str:
     """`launchkit-<commit>-<4 hex>`: free up front, so relaunching a commit is not refused (issue 25)."""
-    import secrets
-
-    return f"launchkit-{commit[:8]}-{secrets.token_hex(2)}"
+    return f"launchkit-{commit[:8]}-{os.urandom(2).hex()}"  # secrets.token_hex(2), without its imports
 
 
 def offline_reason(request: LaunchRequest, name: str) -> str | None:

@@ -18,12 +18,11 @@ from launchkit.core.contract import ENV_RUN_ID
 
 
 def _path(backend: str, spec: dict[str, Any]) -> Path | None:
-    from platformdirs import user_state_dir
-
+    from launchkit.config import user_state_dir
     from launchkit.core.specview import SpecView
 
     rid = SpecView(spec).env_value(ENV_RUN_ID)
-    return Path(user_state_dir("launchkit")) / "sweeps" / f"{backend}-{rid}.json" if rid else None
+    return user_state_dir() / "sweeps" / f"{backend}-{rid}.json" if rid else None
 
 
 class SweepRecord:

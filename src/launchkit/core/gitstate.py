@@ -17,6 +17,7 @@ class GitState(BaseModel):
     untracked: tuple[str, ...] = ()  # untracked, not ignored paths (launching HEAD of a checkout)
     # the nearest version tag of the commit (name, tagged commit, commits since): `git describe` in the job
     version_tag: tuple[str, str, int] | None = None
+    tag_read: bool = False  # version_tag is git's answer (None: no version tag), not yet to be asked
 
     def untracked_warning(self, shown: int = 3) -> str | None:
         """One line naming the untracked files the job will not have, or None."""
