@@ -19,6 +19,9 @@ from typing import Any
 from launchkit import __version__
 from launchkit.core.beaker_types import spec_types
 from launchkit.core.contract import (
+    DEFAULT_EXEC_METHOD,
+    DEFAULT_RESULTS_DIR,
+    DEFAULT_RUNTIME_DIR,
     DESCRIPTION_MARKER,
     ENV_AWS_CONFIG,
     ENV_AWS_CREDENTIALS,
@@ -61,7 +64,7 @@ from launchkit.core.contract import (
 )
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import ENV_RDZV_PORT, derive_port, task_additions
-from launchkit.core.presets import ENV_PRESET_SECRETS
+from launchkit.core.presets import ENV_PRESET_SECRETS, encode_secrets
 from launchkit.core.profiles import job_tags
 from launchkit.core.request import Launcher, LaunchRequest, PythonManager
 from launchkit.core.specview import SpecView
@@ -262,9 +265,13 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
         parts.set_env(ENV_GIT_TAG_COMMIT, tagged)
         parts.set_env(ENV_GIT_TAG_DISTANCE, str(distance))
     parts.set_env(ENV_TASK_NAME, request.task_name)
-    parts.set_env(ENV_RESULTS_DIR, request.results_dir)
-    parts.set_env(ENV_RUNTIME_DIR, request.runtime_dir)
-    parts.set_env(ENV_EXEC_METHOD, request.exec_method.value)
+    # the entrypoint's defaults are not spelled out in every task (it exports them)
+    for name, value, default in (
+        (ENV_RESULTS_DIR, request.results_dir, DEFAULT_RESULTS_DIR),
+        (ENV_RUNTIME_DIR, request.runtime_dir, DEFAULT_RUNTIME_DIR),
+        (ENV_EXEC_METHOD, request.exec_method.value, DEFAULT_EXEC_METHOD),
+    ):
+        parts.set_env(name, value if value != default else None)
     parts.set_env(ENV_PRE_SETUP, request.pre_setup)
     parts.set_env(ENV_POST_SETUP, request.post_setup)
     _python_env(request, parts)
@@ -372,7 +379,7 @@ def apply_profiles_and_multinode(
     for name, value in extra.env:
         parts.set_env(name, value)
     if extra.secrets:
-        parts.set_env(ENV_PRESET_SECRETS, ",".join(f"{n}={s}" for n, s in extra.secrets.items()))
+        parts.set_env(ENV_PRESET_SECRETS, encode_secrets(extra.secrets))
     mounts = [
         t.BeakerDataMount(source=t.BeakerDataSource(host_path=m.host_path), mount_path=m.mount_path)
         for m in extra.mounts
