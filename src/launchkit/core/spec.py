@@ -121,18 +121,22 @@ def decided_at_submit(request: LaunchRequest, git: GitState, spec: dict[str, Any
     filters += [f"tag {t}" for t in cluster_tags(request)]
     if filters:
         parts.append(f"cluster constraint ({', '.join(filters)})")
-    if request.beaker_image:
-        parts.append(f"Beaker image id of {request.beaker_image}")
+    if image := request.beaker_image or (None if request.docker_image else DEFAULT_BEAKER_IMAGE):
+        parts.append(f"Beaker image id of {image}")
     if not request.budget:
         parts.append("budget (the workspace's)")
-    if request.auto_secrets and SpecView(spec or {}).has_env(ENV_PRESET_SECRETS):
+    view = SpecView(spec or {})
+    if request.auto_secrets and view.has_env(ENV_PRESET_SECRETS):
         parts.append("which preset secrets the workspace has")
     if git.github_repo and not request.git_token_secret:
         parts.append(f"GITHUB_TOKEN secret for {git.github_repo}")
     if request.groups:
         parts.append("group ids")
     parts += upload_note(request)
-    parts.append(f"runtime dataset id ({runtime_dataset_name()}; created once per launchkit version)")
+    placeholder = runtime_mount().to_json()
+    if any(m == placeholder for t in view.tasks for m in t.mounts):
+        # no launch from this machine made or found it yet (backends remember the id)
+        parts.append(f"runtime dataset id ({runtime_dataset_name()}; created once per launchkit version)")
     return parts
 
 

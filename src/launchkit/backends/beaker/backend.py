@@ -194,7 +194,8 @@ class BeakerBackend:
             from launchkit.backends.beaker.runtime_dataset import mount_runtime
 
             if not self._session:  # a session runs no entrypoint (core/session.py drops the mount)
-                mount_runtime(self.conn, self.app, p.workspace, p.spec)  # by id; made once (a dry run too)
+                # by id; made once (a dry run too); the workspace's name remembered for offline dry runs
+                mount_runtime(self.conn, self.app, p.workspace, p.spec, names=(p.workspace_name,))
         for note in p.notes:
             self.app.info(note)
         self._prepared_workspace = (p.workspace_name, p.workspace)
