@@ -289,15 +289,13 @@ def stored_setup() -> str:
 
 def _stored(candidates: list[Profile], *, forced: bool, multi_node: bool) -> bool:
     """Whether the candidates' program is their blocks of `stored_setup()`: built-ins whose runtime
-    parts a user table left as they are, detected on the node (not --profile's `match always`), with
-    no `multi` steps left out (a single replica)."""
+    parts a user table left as they are, detected on the node (not --profile's `match always`), and
+    none of their steps left out (`multi` ones on a single replica)."""
     if forced or not candidates:
         return False
     for p in candidates:
         builtin = BUILTIN_PROFILES.get(p.name)
-        if builtin is None or (builtin.multi_node_setup and not multi_node):
-            return False
-        block = setup_program([builtin], forced=False, multi_node=True)
+        block = setup_program([builtin], forced=False, multi_node=True) if builtin else ""
         if not block or setup_program([p], forced=False, multi_node=multi_node) != block:
             return False
     return True
