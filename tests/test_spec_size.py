@@ -215,3 +215,17 @@ def test_a_builtin_whose_multi_node_steps_a_single_replica_leaves_out_is_sent_in
     assert dict(one.spec_env())["LAUNCHKIT_PROFILE_SETUP"] == one.setup_program
     two = resolve_profiles(build_request({"cluster": ["ai2/both"], "replicas": 2}, ["x"], environ={}))
     assert two.stored and "LAUNCHKIT_PROFILE_SETUP" not in dict(two.spec_env())
+
+
+def test_the_launch_token_rides_in_the_first_task_only():
+    from launchkit.backends.beaker.submit import launch_token, with_token
+
+    spec = build_spec(
+        build_request({"sweep": ["lr=1,2,3"]}, ["python", "x", "{lr}"], environ={}), GIT
+    ).to_json()
+    tokened = with_token(spec, "abc123")
+    names = [[e["name"] for e in t["envVars"]] for t in tokened["tasks"]]
+    assert names[0][-1] == "LAUNCHKIT_LAUNCH_TOKEN" and not any(
+        "LAUNCHKIT_LAUNCH_TOKEN" in n for n in names[1:]
+    )
+    assert launch_token(tokened) == "abc123" and launch_token(spec) is None
