@@ -377,3 +377,18 @@ def test_remembered_runtime_id_per_address_and_workspace(tmp_path):
     other_beaker = {**env, "BEAKER_ADDR": "https://beaker.org"}  # the same names at another address
     assert memory.remembered_runtime_id("ai2/dflt", environ=other_beaker, cache=cache) is None
     assert memory.remembered_runtime_id(None, environ={"HOME": str(tmp_path)}, cache=cache) is None
+
+
+def test_decided_at_submit_names_the_runtime_dataset_only_while_its_id_is_unknown():
+    from launchkit.core.spec import decided_at_submit
+
+    request = build_request({"docker_image": "python:3.11", "budget": "ai2/b"}, ["python", "x"], environ={})
+    local = GitState(remote_url="/tmp/repo.git", commit="a" * 40)
+    spec = build_spec(request, local).to_json()
+    assert decided_at_submit(request, local, spec) == [
+        f"runtime dataset id ({runtime_dataset_name()}; created once per launchkit version)"
+    ]
+    spec["tasks"][0]["datasets"][0]["source"]["beaker"] = "01KXREMEMBEREDDATASETID000"  # remembered
+    assert decided_at_submit(request, local, spec) == []  # complete: byte for byte what run submits
+    default_image = build_request({"budget": "ai2/b"}, ["python", "x"], environ={})
+    assert "Beaker image id of beaker-py/gantry" in decided_at_submit(default_image, local, spec)
