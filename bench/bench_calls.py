@@ -34,6 +34,8 @@ from pathlib import Path
 from bench_startup import ROOT, baseline_src, small_repo
 
 sys.path.insert(0, str(ROOT / "tests"))
+from launchkit.runtime import runtime_files
+
 WS = "ai2/launchkit"
 FILES = 1000
 # command -> ceiling of the fake's total calls: what this tree makes (issue 25: list <= 5), so an extra
@@ -42,8 +44,9 @@ CEILINGS = {
     "list": 5,
     "list --limit 200": 8,  # org, workspace, 4 pages of workloads, 2 of finished jobs
     # The first launch into a workspace makes launchkit's runtime dataset (docs/runtime.md), once per
-    # launchkit version: user 1, lookup 1, budget 1, create 2, storage 1, PUT 1, verify 1, commit 2.
-    "submit (first: makes the runtime dataset)": 8 + 10,
+    # launchkit version: the launch's 9 above, user 1, lookup 1, budget 1, create 2, storage 1, verify 1,
+    # commit 2, and one PUT per runtime file (entrypoint.sh, profiles.txt, launchkit_node/*.py)
+    "submit (first: makes the runtime dataset)": 17 + len(runtime_files()),
     # workspace 2, image 2 (gantry's default image, by id), secrets 1, budget 1, create 1 (+ GetWorkload),
     # and the runtime dataset: 1 (GetDataset of the id remembered on this machine)
     "submit": 9,

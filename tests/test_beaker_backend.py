@@ -99,7 +99,7 @@ def only_experiment(fake, name=None):
 def test_submit_resolves_everything(fake, backend):
     s = spec(image={"beaker": "alice/img"}, constraints={"cluster": ["jup", "ai2/*e*"]})
     s["tasks"][0]["envVars"].append({"name": "X", "secret": "MY_SECRET"})
-    preset = "HF_TOKEN=HF_TOKEN,WANDB_API_KEY=WANDB_API_KEY,OPENAI_API_KEY=OPENAI_API_KEY"
+    preset = "HF_TOKEN,WANDB_API_KEY=WANDB_API_KEY,OPENAI_API_KEY"  # `NAME`: NAME=NAME
     s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_PRESET_SECRETS", "value": preset})
     s["groups"] = ["sweep"]
     run = backend.submit(Submission(name="exp1", spec=s))
@@ -112,6 +112,7 @@ def test_submit_resolves_everything(fake, backend):
     assert env["HF_TOKEN"]["secret"] == "HF_TOKEN"
     assert env["WANDB_API_KEY"]["secret"] == "alice_WANDB_API_KEY"  # <user>_NAME preferred
     assert "OPENAI_API_KEY" not in env  # a preset secret the workspace lacks is left out
+    assert "LAUNCHKIT_PRESET_SECRETS" not in env  # answered here: not for the job
     assert "[launchkit]" in exp.description
     assert exp.spec["groups"] == [next(iter(fake.state.groups))]
     assert not any(v in repr(exp.spec) for v in SECRET_VALUES)

@@ -150,7 +150,7 @@ RUN_SPELLINGS: list[tuple[list[str], Callable[[Spec], bool]]] = [
     (["--skip-tcpxo-setup"], env_is("LAUNCHKIT_SKIP_NCCL_SETUP", "1")),
     # Runtime
     (["--runtime-dir", "/gantry-runtime"], env_is("LAUNCHKIT_RUNTIME_DIR", "/gantry-runtime")),
-    (["--exec-method", "exec"], env_is("LAUNCHKIT_EXEC_METHOD", "exec")),
+    (["--exec-method", "exec"], env_is("LAUNCHKIT_EXEC_METHOD", None)),  # the entrypoint's default
     (["--exec-method", "bash"], env_is("LAUNCHKIT_EXEC_METHOD", "bash")),
     (["--gpus", "8", "--torchrun"], env_is("LAUNCHKIT_LAUNCHER", "torchrun")),
     # Setup hooks

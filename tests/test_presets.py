@@ -12,8 +12,9 @@ import yaml
 from inproc import run_main
 from launchkit.core.multinode import added_line
 from launchkit.core.parse import build_request
-from launchkit.core.presets import PRESETS, WELL_KNOWN_SECRETS, Preset, PresetPart
+from launchkit.core.presets import PRESETS, WELL_KNOWN_SECRETS, Preset, PresetPart, decode_secrets
 from launchkit.core.profiles import resolve_profiles
+from launchkit.runtime import runtime_files
 
 HF_HOME = "/weka/oe-adapt-default/allennlp/.cache/huggingface"
 
@@ -43,7 +44,9 @@ def test_preset_ai2_oe_brings_back_the_team_parts_and_says_so(repo):
     assert env["HF_HOME"] == HF_HOME and env["UV_LINK_MODE"] == "copy"
     assert mounts["/weka/oe-adapt-default"] == {"weka": "oe-adapt-default"}
     assert mounts["/weka/oe-training-default"] == {"weka": "oe-training-default"}
-    asked = dict(p.split("=") for p in env["LAUNCHKIT_PRESET_SECRETS"].split(","))
+    # `NAME` stands for NAME=NAME (core/presets.py: encode_secrets)
+    assert env["LAUNCHKIT_PRESET_SECRETS"] == ",".join(WELL_KNOWN_SECRETS)
+    asked = dict(decode_secrets(env["LAUNCHKIT_PRESET_SECRETS"].split(",")))
     assert list(asked) == list(WELL_KNOWN_SECRETS) and asked["BEAKER_TOKEN"] == "BEAKER_TOKEN"
     assert len(added) == 1
     line = added[0]
@@ -54,8 +57,10 @@ def test_preset_ai2_oe_brings_back_the_team_parts_and_says_so(repo):
 
 def test_multi_node_on_jupiter_gets_the_nccl_setup_without_a_preset(repo):
     env, mounts, added = _dry(repo, "-c", "ai2/jupiter", "--replicas", "2", "--gpus", "8", "--torchrun")
-    assert "multi export NCCL_SOCKET_IFNAME=ib" in env["LAUNCHKIT_PROFILE_SETUP"]
-    assert "multi export NCCL_IB_HCA=^=mlx5_bond_0" in env["LAUNCHKIT_PROFILE_SETUP"]
+    # a built-in's setup travels once, in the runtime's files: the task names the profile
+    assert env["LAUNCHKIT_PROFILES"] == "ai2-weka" and "LAUNCHKIT_PROFILE_SETUP" not in env
+    stored = runtime_files()["profiles.txt"].decode()
+    assert "multi export NCCL_SOCKET_IFNAME=ib\nmulti export NCCL_IB_HCA=^=mlx5_bond_0" in stored
     assert "HF_HOME" not in env and not mounts and "LAUNCHKIT_PRESET_SECRETS" not in env
     assert added == ["launchkit added: profile ai2-weka (NCCL InfiniBand setup for multi-node)"]
 

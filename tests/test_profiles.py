@@ -200,7 +200,9 @@ def test_launcher_env_port_and_resume():
     names = [e.name for e in build_spec(r, git).tasks[0].env_vars]
     assert len(names) == len(set(names))
     env = {e.name: e.value for e in build_spec(r, git).tasks[0].env_vars}
-    assert env["LAUNCHKIT_LAUNCHER"] == "torchrun" and env["LAUNCHKIT_RDZV_ID"] == rid
+    # the rendezvous id is the run id: set by the entrypoint (lk_task_env), not spelled out per task
+    assert env["LAUNCHKIT_LAUNCHER"] == "torchrun" and "LAUNCHKIT_RDZV_ID" not in env
+    assert env["LAUNCHKIT_RUN_ID"] == rid
     assert env["LAUNCHKIT_RDZV_PORT"] == str(derive_port(rid))
     # the W&B id is set inside the job, from the experiment id (fresh per launch): not in the spec
     assert "WANDB_RUN_ID" not in env and env["WANDB_RESUME"] == "allow" and env["LAUNCHKIT_RESUMABLE"] == "1"

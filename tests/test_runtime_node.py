@@ -75,7 +75,8 @@ def test_the_runtime_travels_as_files() -> None:
     script = entrypoint_script()
     assert all(f"# ---- {p}\n" in script for p in PARTS)
     files = runtime_files()
-    assert set(files) == {"entrypoint.sh"} | {f"{NODE_PACKAGE}/{n}" for n in node_files()}
+    # the built-in profiles' setup programs travel there too (core/profiles.py: stored_setup)
+    assert set(files) == {"entrypoint.sh", "profiles.txt"} | {f"{NODE_PACKAGE}/{n}" for n in node_files()}
     assert len(files["entrypoint.sh"]) < 128 * 1024  # fits one argument, were it ever passed as one
 
 

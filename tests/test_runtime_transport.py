@@ -84,7 +84,7 @@ def test_bootstrap_refuses_a_missing_or_different_runtime(tmp_path):
     other.mkdir()
     (other / "entrypoint.sh").write_text("echo should-not-run\n")
     r = _boot(other, "python", "x")
-    assert r.returncode == 100 and "is not the runtime this spec was made for" in r.stderr
+    assert r.returncode == 100 and "or not this spec's" in r.stderr
     assert "should-not-run" not in r.stdout
 
 
@@ -309,3 +309,86 @@ def test_the_fake_refuses_a_spec_mounting_a_missing_dataset(fake_beaker):
     for ref in (ds.id, f"alice/{ds.name}", ds.name):
         task["datasets"][0]["source"]["beaker"] = ref
         fake_beaker.state.create_experiment(WS, spec, name=f"ok-{len(ref)}", author="alice")
+
+
+# --------------------------------------------------------------------------- the offline dry run
+def _without_launch_token(yaml_text: str) -> str:
+    """The spec's YAML without the launch token (a nonce each prepared launch draws anew)."""
+    lines = yaml_text.splitlines(keepends=True)
+    out, skip = [], 0
+    for line in lines:
+        if skip:
+            skip -= 1
+            continue
+        if line.strip() == "- name: LAUNCHKIT_LAUNCH_TOKEN":
+            skip = 1
+            continue
+        out.append(line)
+    return "".join(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workspace", [("--workspace", WS), ()])  # given, or the Beaker config's default
+def test_offline_dry_run_mounts_the_runtime_dataset_an_earlier_launch_made(
+    repo, fake_beaker, isolated_cache, workspace
+):
+    from conftest import run_cli
+
+    args = (*workspace, "--budget", "ai2/oe-default", "--docker-image", "python:3.11", "--", "python", "x.py")
+    before = run_cli("run", "--dry-run", "--offline", *args, cwd=repo.path, timeout=60)
+    assert before.code == 0, before.stderr
+    assert f"beaker: {runtime_dataset_name()}\n" in before.stdout  # nothing remembered: the name...
+    assert f"runtime dataset id ({runtime_dataset_name()}" in before.stderr  # ...and the note says so
+
+    online = run_cli("run", "--dry-run", *args, cwd=repo.path, timeout=90)  # makes it (and remembers)
+    assert online.code == 0, online.stderr
+    (ds,) = [d for d in fake_beaker.state.datasets.values() if d.name.startswith(runtime_dataset_name())]
+    assert f"beaker: {ds.id}\n" in online.stdout
+
+    fake_beaker.reset_calls()
+    after = run_cli("run", "--dry-run", "--offline", *args, cwd=repo.path, timeout=60)
+    assert after.code == 0, after.stderr
+    assert _without_launch_token(after.stdout) == _without_launch_token(online.stdout)  # byte for byte
+    assert "offline spec (--offline): complete" in after.stderr, after.stderr
+    assert fake_beaker.total_calls == 0  # offline: from this machine's memory, nothing asked
+
+
+def test_remembered_runtime_id_per_address_and_workspace(tmp_path):
+    from launchkit.backends import beaker_remembered as memory
+
+    config = tmp_path / "config.yml"
+    config.write_text("user_token: t\nagent_address: https://b.example\ndefault_workspace: ai2/dflt\n")
+    env = {"HOME": str(tmp_path), "BEAKER_CONFIG": str(config)}
+    cache = tmp_path / "cache"
+    ds = f"{runtime_dataset_name()}-01WS"
+    memory.save(
+        cache / memory.CACHE_FILE,
+        {
+            memory.workspace_key("https://b.example", "ai2/dflt"): "01WS",
+            memory.workspace_key("https://b.example", "ai2/other"): "01OTHER",
+            memory.dataset_key("https://b.example", ds): "01DS",
+            memory.dataset_key("https://beaker.org", ds): "01ELSEWHERE",
+        },
+    )
+    assert memory.remembered_runtime_id(None, environ=env, cache=cache) == "01DS"  # the config's default
+    assert memory.remembered_runtime_id("ai2/dflt", environ=env, cache=cache) == "01DS"
+    assert memory.remembered_runtime_id("ai2/other", environ=env, cache=cache) is None  # no dataset known
+    assert memory.remembered_runtime_id("ai2/nope", environ=env, cache=cache) is None
+    other_beaker = {**env, "BEAKER_ADDR": "https://beaker.org"}  # the same names at another address
+    assert memory.remembered_runtime_id("ai2/dflt", environ=other_beaker, cache=cache) is None
+    assert memory.remembered_runtime_id(None, environ={"HOME": str(tmp_path)}, cache=cache) is None
+
+
+def test_decided_at_submit_names_the_runtime_dataset_only_while_its_id_is_unknown():
+    from launchkit.core.spec import decided_at_submit
+
+    request = build_request({"docker_image": "python:3.11", "budget": "ai2/b"}, ["python", "x"], environ={})
+    local = GitState(remote_url="/tmp/repo.git", commit="a" * 40)
+    spec = build_spec(request, local).to_json()
+    assert decided_at_submit(request, local, spec) == [
+        f"runtime dataset id ({runtime_dataset_name()}; created once per launchkit version)"
+    ]
+    spec["tasks"][0]["datasets"][0]["source"]["beaker"] = "01KXREMEMBEREDDATASETID000"  # remembered
+    assert decided_at_submit(request, local, spec) == []  # complete: byte for byte what run submits
+    default_image = build_request({"budget": "ai2/b"}, ["python", "x"], environ={})
+    assert "Beaker image id of beaker-py/gantry" in decided_at_submit(default_image, local, spec)

@@ -14,6 +14,7 @@ from conftest import run_cli
 from launchkit.core.gitstate import GitState
 from launchkit.core.parse import build_request
 from launchkit.core.spec import build_spec
+from launchkit.core.tasks import label_of
 from launchkit.errors import UsageError
 
 WS = "ai2/launchkit"
@@ -39,9 +40,21 @@ def test_sweep_grid_names_env_and_substitution():
     ]
     assert tasks[2].arguments == ["python", "train.py", "--lr=3e-4", '{"seed": 1}']
     env = _env(tasks[1])
-    assert env["LAUNCHKIT_SWEEP_LR"] == "1e-4" and env["LAUNCHKIT_SWEEP_SEED"] == "2"
-    assert env["LAUNCHKIT_SWEEP"] == env["LAUNCHKIT_TASK_LABEL"] == "lr=1e-4,seed=2"
-    assert env["LAUNCHKIT_TASK_NAME"] == "main__lr_1e-4__seed_2"
+    # each value once: LAUNCHKIT_SWEEP_<KEY> and the label follow from LAUNCHKIT_SWEEP (the node
+    # exports them: test_runtime_task_env.py)
+    assert env["LAUNCHKIT_SWEEP"] == label_of(env) == "lr=1e-4,seed=2"
+    assert not [k for k in env if k.startswith("LAUNCHKIT_SWEEP_") or k == "LAUNCHKIT_TASK_LABEL"]
+    assert env["LAUNCHKIT_TASK_NAME"] == "main__lr_1e-4__seed_2" and env["LAUNCHKIT_TASK_INDEX"] == "1"
+
+
+def test_a_label_is_in_the_spec_only_when_it_says_more():
+    r = build_request({"multi": True, "sweep": ["lr=1,2"]}, ["a", "{lr}", "--", "b", "{lr}"], environ={})
+    envs = [_env(t) for t in build_spec(r, GIT).tasks]
+    assert [e["LAUNCHKIT_TASK_LABEL"] for e in envs] == ["0:lr=1", "0:lr=2", "1:lr=1", "1:lr=2"]
+    assert [label_of(e) for e in envs] == ["0:lr=1", "0:lr=2", "1:lr=1", "1:lr=2"]
+    r = build_request({"multi": True}, ["a", "--", "b"], environ={})
+    envs = [_env(t) for t in build_spec(r, GIT).tasks]  # the task's name is its label
+    assert [(label_of(e), e["LAUNCHKIT_TASK_NAME"]) for e in envs] == [(None, "main__0"), (None, "main__1")]
 
 
 def test_multi_splits_commands_and_keeps_escaped_separators():
@@ -122,7 +135,8 @@ def test_sweep_launches_one_experiment_with_four_tasks_and_follow_labels_them(re
     state = fake_beaker.state
     for i, t in enumerate(exp.tasks):  # each job prints what its task was given
         env = {e["name"]: e.get("value") for e in t.spec["envVars"]}
-        state.append_logs(t.latest_job, [f"lr={env['LAUNCHKIT_SWEEP_LR']} argv={t.spec['arguments'][-1]}"])
+        lr = dict(kv.split("=", 1) for kv in env["LAUNCHKIT_SWEEP"].split(","))["lr"]
+        state.append_logs(t.latest_job, [f"lr={lr} argv={t.spec['arguments'][-1]}"])
         state.finish_job(t.latest_job, 7 if i == 2 else 0)
 
     f = _bytes("follow", exp.id)

@@ -52,6 +52,7 @@ class BackendInfo:
         "capabilities",
         "credentials",
         "name",
+        "offline",
         "run_prefix",
         "summary",
         "takes_workspace",
@@ -69,13 +70,23 @@ class BackendInfo:
         run_prefix: str = "",  # ids of its runs start with this ('': any other id)
         takes_workspace: bool = False,  # its constructor takes `workspace=` (Capability.workspaces)
         credentials: Callable[[], str | None] | None = None,  # why it has none configured, or None
+        # "module:function" (a light module): fills in what this machine remembers of the service in
+        # a spec made without asking it (the offline dry run), Submission -> Submission
+        offline: str = "",
     ) -> None:
         self.name, self.title, self.summary, self.target = name, title, summary, target
         self.capabilities, self.run_prefix = capabilities, run_prefix
-        self.takes_workspace, self.credentials = takes_workspace, credentials
+        self.takes_workspace, self.credentials, self.offline = takes_workspace, credentials, offline
 
     def __repr__(self) -> str:
         return f"BackendInfo({self.name!r})"
+
+    def offline_spec(self, submission: Any) -> Any:
+        """`submission` with what this machine remembers filled in (unchanged without an `offline` hook)."""
+        if not self.offline:
+            return submission
+        module, _, func = self.offline.partition(":")
+        return getattr(importlib.import_module(module), func)(submission)
 
     def missing_credentials(self) -> str | None:
         """Why the service cannot be asked (no credentials configured), without loading its client."""
@@ -105,6 +116,7 @@ BACKENDS: tuple[BackendInfo, ...] = (
         capabilities=_COMMON_BEAKER,
         takes_workspace=True,
         credentials=_beaker_credentials,
+        offline="launchkit.backends.beaker_remembered:offline_spec",
     ),
     BackendInfo(
         name="local",

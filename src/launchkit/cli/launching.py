@@ -178,6 +178,10 @@ def launch_request(
             app.info(added)
     if backend is not None:
         submission, why_offline = prepare(app, backend, submission, dry_run=request.dry_run)
+    if why_offline:  # what this machine remembers of the service (the runtime dataset's id)
+        from launchkit.backends import registry
+
+        submission = registry.info(name).offline_spec(submission)
     if request.sweep_experiments and request.follow:
         raise UsageError(
             "--sweep-experiments cannot be combined with --follow",

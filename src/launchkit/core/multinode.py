@@ -29,7 +29,7 @@ def derive_port(rid: str) -> int:
 
 
 ENV_RDZV_PORT = "LAUNCHKIT_RDZV_PORT"  # torchrun master, accelerate main process, Ray head
-ENV_RDZV_ID = "LAUNCHKIT_RDZV_ID"
+ENV_RDZV_ID = "LAUNCHKIT_RDZV_ID"  # not in the spec: the entrypoint sets it to LAUNCHKIT_RUN_ID
 
 DEFAULT_SYNC_START_TIMEOUT = 300.0  # seconds (5m)
 
@@ -83,7 +83,7 @@ def replica_fields(request: LaunchRequest) -> dict[str, Any]:
 def launcher_env(request: LaunchRequest, run_id: str) -> list[tuple[str, str]]:
     env: list[tuple[str, str]] = []
     if request.launcher is not Launcher.none:  # also single-node: Ray's head and accelerate use the port
-        env += [(ENV_RDZV_PORT, str(derive_port(run_id))), (ENV_RDZV_ID, run_id)]
+        env += [(ENV_RDZV_PORT, str(derive_port(run_id)))]
     if request.resumable:
         # WANDB_RUN_ID comes from the experiment id inside the job (runtime/entrypoint.sh): fresh for
         # every launch, the same for every retry and preemption restart of that experiment.

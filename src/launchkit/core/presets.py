@@ -26,9 +26,24 @@ from launchkit.errors import UsageError
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
-# Spec -> Beaker backend contract: the presets' secrets, `ENV=SECRET` pairs joined by ','. The backend
-# adds each pair whose secret the workspace has (backends/beaker/resolve.py).
+# Spec -> Beaker backend contract: the presets' secrets, `ENV=SECRET` pairs joined by ',' (`ENV` alone
+# when the secret has the variable's name). The backend adds each pair whose secret the workspace has
+# (backends/beaker/resolve.py) and drops the variable from the spec it submits.
 ENV_PRESET_SECRETS = "LAUNCHKIT_PRESET_SECRETS"
+
+
+def encode_secrets(secrets: dict[str, str]) -> str:
+    """LAUNCHKIT_PRESET_SECRETS's value for `secrets` (env name -> secret name)."""
+    return ",".join(name if name == secret else f"{name}={secret}" for name, secret in secrets.items())
+
+
+def decode_secrets(items: list[str]) -> list[tuple[str, str]]:
+    """(env name, secret name) of LAUNCHKIT_PRESET_SECRETS's items (`ENV` or `ENV=SECRET`)."""
+    out = []
+    for item in items:
+        name, _, secret = item.partition("=")
+        out.append((name, secret or name))
+    return out
 
 
 class Model(BaseModel):

@@ -27,7 +27,8 @@ from launchkit.errors import UsageError
 # Spec -> entrypoint contract (docs/profiles.md, runtime/nccl.sh).
 ENV_PROFILE = "LAUNCHKIT_PROFILE_APPLIED"  # the profile whose spec parts were applied at launch
 ENV_PROFILES = "LAUNCHKIT_PROFILES"  # space-separated candidates for the runtime setup, in match order
-ENV_PROFILE_SETUP = "LAUNCHKIT_PROFILE_SETUP"  # the runtime program, one step per line
+ENV_PROFILE_SETUP = "LAUNCHKIT_PROFILE_SETUP"  # the runtime program, one step per line (not built-ins')
+STORED_SETUP_FILE = "profiles.txt"  # in the runtime's files: the built-ins' programs (stored_setup())
 
 TCPXO_DIR = "/var/lib/tcpxo/lib64"  # runtime override: LAUNCHKIT_TCPXO_DIR
 IB_SYSFS = "/sys/class/infiniband"  # runtime override: LAUNCHKIT_IB_SYSFS
@@ -196,7 +197,8 @@ class ProfileSelection(Model):
     env: dict[str, str] = {}
     mounts: list[HostMount] = []
     weka: list[WekaMount] = []
-    setup_program: str = ""  # value of LAUNCHKIT_PROFILE_SETUP
+    setup_program: str = ""  # the runtime program for the candidates
+    stored: bool = False  # setup_program is what the node rebuilds from stored_setup() (not in the spec)
     presets: list[str] = []  # the applied profile's presets, then --preset/config ones
     preset_parts: dict[str, PresetPart] = {}  # preset name -> what it adds to this job
     profiles: dict[str, Profile] = Field(default_factory=dict, exclude=True)
@@ -221,7 +223,8 @@ class ProfileSelection(Model):
             out.append((ENV_PROFILE, self.applied))
         if self.setup_program:
             out.append((ENV_PROFILES, " ".join(self.candidates)))
-            out.append((ENV_PROFILE_SETUP, self.setup_program))
+            if not self.stored:  # built-ins' programs travel once, in the runtime's files
+                out.append((ENV_PROFILE_SETUP, self.setup_program))
         return out
 
     def runtime_summary(self) -> str:
@@ -273,6 +276,29 @@ def setup_program(profiles: list[Profile], *, forced: bool, multi_node: bool) ->
         for phase, steps in phases:
             lines += [f"{phase} {line}" for step in steps for line in step.lines()]
     return "\n".join(lines)
+
+
+def stored_setup() -> str:
+    """The built-in profiles' runtime programs, every phase, as the runtime's files carry them
+    (STORED_SETUP_FILE): a task names its candidates (LAUNCHKIT_PROFILES) and the node takes their
+    blocks from here (runtime/nccl.sh), when that gives exactly the task's program (`_stored`)."""
+    return setup_program(
+        [p for p in BUILTIN_PROFILES.values() if p.has_runtime_parts], forced=False, multi_node=True
+    )
+
+
+def _stored(candidates: list[Profile], *, forced: bool, multi_node: bool) -> bool:
+    """Whether the candidates' program is their blocks of `stored_setup()`: built-ins whose runtime
+    parts a user table left as they are, detected on the node (not --profile's `match always`), and
+    none of their steps left out (`multi` ones on a single replica)."""
+    if forced or not candidates:
+        return False
+    for p in candidates:
+        builtin = BUILTIN_PROFILES.get(p.name)
+        block = setup_program([builtin], forced=False, multi_node=True) if builtin else ""
+        if not block or setup_program([p], forced=False, multi_node=multi_node) != block:
+            return False
+    return True
 
 
 def resolve_profiles(request: LaunchRequest, user_profiles: dict[str, Any] | None = None) -> ProfileSelection:
@@ -414,6 +440,7 @@ def _full(
         mounts=list(p.mounts),
         weka=list(p.weka),
         setup_program=program,
+        stored=bool(program) and _stored([p], forced=forced, multi_node=request.replicas > 1),
         skipped=_skipped_multi([p], request),
         profiles=profiles,
     )
@@ -434,6 +461,7 @@ def _mixed(
         reasons=reasons,
         skipped=skipped + _skipped_multi(candidates, request),
         setup_program=setup_program(runtime, forced=False, multi_node=multi),
+        stored=_stored(runtime, forced=False, multi_node=multi),
         profiles=profiles,
     )
 

@@ -19,6 +19,9 @@ from typing import Any
 from launchkit import __version__
 from launchkit.core.beaker_types import spec_types
 from launchkit.core.contract import (
+    DEFAULT_EXEC_METHOD,
+    DEFAULT_RESULTS_DIR,
+    DEFAULT_RUNTIME_DIR,
     DESCRIPTION_MARKER,
     ENV_AWS_CONFIG,
     ENV_AWS_CREDENTIALS,
@@ -61,7 +64,7 @@ from launchkit.core.contract import (
 )
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import ENV_RDZV_PORT, derive_port, task_additions
-from launchkit.core.presets import ENV_PRESET_SECRETS
+from launchkit.core.presets import ENV_PRESET_SECRETS, encode_secrets
 from launchkit.core.profiles import job_tags
 from launchkit.core.request import Launcher, LaunchRequest, PythonManager
 from launchkit.core.specview import SpecView
@@ -118,18 +121,22 @@ def decided_at_submit(request: LaunchRequest, git: GitState, spec: dict[str, Any
     filters += [f"tag {t}" for t in cluster_tags(request)]
     if filters:
         parts.append(f"cluster constraint ({', '.join(filters)})")
-    if request.beaker_image:
-        parts.append(f"Beaker image id of {request.beaker_image}")
+    if image := request.beaker_image or (None if request.docker_image else DEFAULT_BEAKER_IMAGE):
+        parts.append(f"Beaker image id of {image}")
     if not request.budget:
         parts.append("budget (the workspace's)")
-    if request.auto_secrets and SpecView(spec or {}).has_env(ENV_PRESET_SECRETS):
+    view = SpecView(spec or {})
+    if request.auto_secrets and view.has_env(ENV_PRESET_SECRETS):
         parts.append("which preset secrets the workspace has")
     if git.github_repo and not request.git_token_secret:
         parts.append(f"GITHUB_TOKEN secret for {git.github_repo}")
     if request.groups:
         parts.append("group ids")
     parts += upload_note(request)
-    parts.append(f"runtime dataset id ({runtime_dataset_name()}; created once per launchkit version)")
+    placeholder = runtime_mount().to_json()
+    if any(m == placeholder for t in view.tasks for m in t.mounts):
+        # no launch from this machine made or found it yet (backends remember the id)
+        parts.append(f"runtime dataset id ({runtime_dataset_name()}; created once per launchkit version)")
     return parts
 
 
@@ -262,9 +269,13 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
         parts.set_env(ENV_GIT_TAG_COMMIT, tagged)
         parts.set_env(ENV_GIT_TAG_DISTANCE, str(distance))
     parts.set_env(ENV_TASK_NAME, request.task_name)
-    parts.set_env(ENV_RESULTS_DIR, request.results_dir)
-    parts.set_env(ENV_RUNTIME_DIR, request.runtime_dir)
-    parts.set_env(ENV_EXEC_METHOD, request.exec_method.value)
+    # the entrypoint's defaults are not spelled out in every task (it exports them)
+    for name, value, default in (
+        (ENV_RESULTS_DIR, request.results_dir, DEFAULT_RESULTS_DIR),
+        (ENV_RUNTIME_DIR, request.runtime_dir, DEFAULT_RUNTIME_DIR),
+        (ENV_EXEC_METHOD, request.exec_method.value, DEFAULT_EXEC_METHOD),
+    ):
+        parts.set_env(name, value if value != default else None)
     parts.set_env(ENV_PRE_SETUP, request.pre_setup)
     parts.set_env(ENV_POST_SETUP, request.post_setup)
     _python_env(request, parts)
@@ -372,7 +383,7 @@ def apply_profiles_and_multinode(
     for name, value in extra.env:
         parts.set_env(name, value)
     if extra.secrets:
-        parts.set_env(ENV_PRESET_SECRETS, ",".join(f"{n}={s}" for n, s in extra.secrets.items()))
+        parts.set_env(ENV_PRESET_SECRETS, encode_secrets(extra.secrets))
     mounts = [
         t.BeakerDataMount(source=t.BeakerDataSource(host_path=m.host_path), mount_path=m.mount_path)
         for m in extra.mounts

@@ -83,6 +83,12 @@ class TaskView:
     def add_env(self, var: EnvVar) -> None:
         self.raw.setdefault(self._env_key(), []).append(var.to_json())
 
+    def remove_env(self, name: str) -> None:
+        """Drop env var `name` (in place)."""
+        key = self._env_key()
+        if key in self.raw:
+            self.raw[key] = [e for e in self.raw[key] or [] if e.get("name") != name]
+
     def with_env(self, var: EnvVar) -> dict[str, Any]:
         """A copy of the task's JSON with `var` last (replacing any of its name)."""
         key = self._env_key()

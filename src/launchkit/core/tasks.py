@@ -6,8 +6,12 @@
 - `--multi`: every `--` after the first one separates commands (mason's `-- cmd1 -- cmd2`); a
   command that needs a literal `--` writes `\\--`. Without `--multi` every `--` reaches the command.
 - `--sweep KEY=V1,V2` (repeatable): the grid of all values, in the order given (the last key varies
-  fastest). Each task gets `LAUNCHKIT_SWEEP_<KEY>=<value>` and `LAUNCHKIT_SWEEP=k=v,k=v`, and every
-  `{key}` in its command is replaced by the value. Other braces (JSON arguments) stay as they are.
+  fastest). Each task gets `LAUNCHKIT_SWEEP=k=v,k=v`, and every `{key}` in its command is replaced by
+  the value. Other braces (JSON arguments) stay as they are.
+
+The spec carries each task's own values once: `LAUNCHKIT_SWEEP_<KEY>=<value>` and
+`LAUNCHKIT_TASK_LABEL` are derived on the node (runtime/entrypoint.sh: lk_task_env) and by `label_of`,
+so the label is in the spec only when it says more than `LAUNCHKIT_SWEEP` (`--multi` with `--sweep`).
 """
 
 from __future__ import annotations
@@ -99,8 +103,7 @@ def expand_tasks(request: LaunchRequest) -> list[TaskVariant]:
         env = [(ENV_TASK_INDEX, str(len(out)))] if (several_commands or swept) else []
         if swept:
             env.append((ENV_SWEEP, sweep_label(point)))
-            env += [(ENV_SWEEP_PREFIX + k.upper(), v) for k, v in point.items()]
-        if several_commands or swept:
+        if label != (sweep_label(point) if swept else name):  # else the node derives it (label_of)
             env.append((ENV_TASK_LABEL, label))
         out.append(
             TaskVariant(
@@ -113,3 +116,9 @@ def expand_tasks(request: LaunchRequest) -> list[TaskVariant]:
             )
         )
     return out
+
+
+def label_of(env: dict[str, str | None]) -> str | None:
+    """A task's label from its env as the spec carries it: `LAUNCHKIT_TASK_LABEL` when the spec gives
+    one, else `LAUNCHKIT_SWEEP` (None: the task's name is its label). The node derives the same."""
+    return env.get(ENV_TASK_LABEL) or env.get(ENV_SWEEP) or None

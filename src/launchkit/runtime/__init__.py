@@ -52,9 +52,14 @@ DATASET_PREFIX = "launchkit-runtime-"
 @lru_cache(maxsize=1)
 def runtime_files() -> dict[str, bytes]:
     """What the runtime dataset holds: relative path -> content. The Python package sits beside the
-    script (`launchkit_node/`), where the entrypoint finds it (lib.sh: lk_node_dir)."""
+    script (`launchkit_node/`), where the entrypoint finds it (lib.sh: lk_node_dir), and so does
+    launchkit's own data the tasks name instead of carrying it: the built-in cluster profiles' setup
+    programs (core/profiles.py: stored_setup; runtime/nccl.sh reads them)."""
+    from launchkit.core.profiles import STORED_SETUP_FILE, stored_setup
+
     files = {ENTRYPOINT_FILE: entrypoint_script().encode()}
     files.update({f"{NODE_PACKAGE}/{name}": text.encode() for name, text in node_files().items()})
+    files[STORED_SETUP_FILE] = (stored_setup() + "\n").encode()
     return files
 
 
@@ -77,15 +82,16 @@ def runtime_dataset_name() -> str:
 
 def bootstrap() -> str:
     """The per-task command (`bash -c <this> launchkit-entrypoint ARGV...`): find the runtime's
-    entrypoint, check it is the one this spec was made for, exec it with the task's argv."""
+    entrypoint, check it is the one this spec was made for (its SHA-256, where the image has
+    `sha256sum`), exec it with the task's argv; else exit 100 saying so. One terse line: every task
+    of a sweep carries it."""
     digest = hashlib.sha256(runtime_files()[ENTRYPOINT_FILE]).hexdigest()
     return (
-        f'f="${{{ENV_ENTRYPOINT_DIR}:-{RUNTIME_MOUNT}}}/{ENTRYPOINT_FILE}"\n'
-        f'[[ -r $f ]] || {{ echo "[launchkit] error: no runtime at $f (is dataset '
-        f'{runtime_dataset_name()} mounted?)" >&2; exit 100; }}\n'
-        f'! command -v sha256sum >/dev/null || echo "{digest}  $f" | sha256sum -c >/dev/null 2>&1 || '
-        f'{{ echo "[launchkit] error: $f is not the runtime this spec was made for" >&2; exit 100; }}\n'
-        'exec bash "$f" "$@"\n'
+        f"f=${{{ENV_ENTRYPOINT_DIR}:-{RUNTIME_MOUNT}}}/{ENTRYPOINT_FILE};"
+        "[[ -r $f ]]&&{ ! command -v sha256sum >/dev/null||"
+        f'echo "{digest}  $f"|sha256sum -c>/dev/null 2>&1;}}&&exec bash "$f" "$@";'
+        "echo \"[launchkit] error: no runtime at $f, or not this spec's"
+        f' (dataset {runtime_dataset_name()})">&2;exit 100'
     )
 
 

@@ -42,6 +42,27 @@ lk_check_inputs() {
 }
 lk_check_inputs "$@"
 
+# What a spec leaves out because it is a default or follows from the rest (docs/runtime.md, contract)
+lk_task_env() {
+    local LC_ALL=C item key
+    if [[ -n ${LAUNCHKIT_LAUNCHER:-} ]]; then
+        export LAUNCHKIT_RDZV_ID=${LAUNCHKIT_RDZV_ID:-${LAUNCHKIT_RUN_ID:-launchkit}}
+    fi
+    if [[ -n ${LAUNCHKIT_SWEEP:-} ]]; then # k=v,k=v: LAUNCHKIT_SWEEP_<K>=v (values hold no ',')
+        local -a items
+        IFS=, read -ra items <<<"$LAUNCHKIT_SWEEP"
+        for item in "${items[@]}"; do
+            key=LAUNCHKIT_SWEEP_${item%%=*}
+            key=${key^^}
+            [[ $item == *=* && $key =~ ^[A-Z_][A-Z0-9_]*$ && -z ${!key+x} ]] && export "$key=${item#*=}"
+        done
+    fi
+    if [[ -n ${LAUNCHKIT_TASK_INDEX:-} ]]; then
+        export LAUNCHKIT_TASK_LABEL=${LAUNCHKIT_TASK_LABEL:-${LAUNCHKIT_SWEEP:-${LAUNCHKIT_TASK_NAME:-}}}
+    fi
+    return 0
+}
+lk_task_env
 RESULTS_DIR=${RESULTS_DIR:-/results}
 LAUNCHKIT_RUNTIME_DIR=${LAUNCHKIT_RUNTIME_DIR:-/launchkit-runtime}
 LAUNCHKIT_EXEC_METHOD=${LAUNCHKIT_EXEC_METHOD:-exec}
@@ -50,7 +71,7 @@ LK_TOOLS=${LAUNCHKIT_TOOLS_DIR:-${TMPDIR:-/tmp}/launchkit-tools}
 LK_VENV=${LAUNCHKIT_UV_VENV:-$LAUNCHKIT_RUNTIME_DIR/.venv} # --uv-venv: an existing venv of the image
 LK_CONDA=''
 [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && ${LAUNCHKIT_PYTHON_MANAGER:-uv} == conda ]] && LK_CONDA=1
-export RESULTS_DIR LAUNCHKIT_RUNTIME_DIR PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-1}
+export RESULTS_DIR LAUNCHKIT_RUNTIME_DIR LAUNCHKIT_EXEC_METHOD PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-1}
 export PATH="$PATH:$LK_TOOLS/bin"
 mkdir -p -- "$RESULTS_DIR" "$LK_LOG_DIR" "$LAUNCHKIT_RUNTIME_DIR" "$LK_TOOLS/bin" ||
     lk_die "$LK_EXIT_INPUTS" "cannot create RESULTS_DIR=$RESULTS_DIR or LAUNCHKIT_RUNTIME_DIR=$LAUNCHKIT_RUNTIME_DIR"

@@ -3,7 +3,8 @@
 # Contract: lk_cluster_setup is called once, after the clone and before the Python setup,
 # in the entrypoint's shell (so exports reach the user command). See docs/profiles.md.
 # Inputs: LAUNCHKIT_PROFILE_APPLIED (applied at launch), LAUNCHKIT_PROFILES, LAUNCHKIT_PROFILE_SETUP
-# (candidates and their steps), LAUNCHKIT_SKIP_NCCL_SETUP, BEAKER_REPLICA_COUNT,
+# (candidates and their steps; without LAUNCHKIT_PROFILE_SETUP the candidates are built-ins whose
+# steps are in the runtime's profiles.txt), LAUNCHKIT_SKIP_NCCL_SETUP, BEAKER_REPLICA_COUNT,
 # BEAKER_ASSIGNED_GPU_COUNT, BEAKER_NODE_HOSTNAME.
 # Host-path overrides (tests, unusual hosts): LAUNCHKIT_TCPXO_DIR, LAUNCHKIT_IB_SYSFS.
 # Output: the steps' exports, and LAUNCHKIT_NODE_PROFILE (the profile this node matched).
@@ -57,9 +58,37 @@ lk__apply_step() { # lk__apply_step PROFILE VERB ARGS: export NAME=VALUE | prepe
     esac
 }
 
+# lk__stored_program FILE NAME...: the named profiles' blocks of FILE (the runtime's profiles.txt,
+# core/profiles.py: stored_setup), in NAME order: the program setup_program makes for them at launch.
+# Fails printing the first NAME that FILE lacks.
+lk__stored_program() {
+    local file=$1 name line cur found
+    shift
+    for name in "$@"; do
+        cur="" found=0
+        while IFS= read -r line || [[ -n $line ]]; do
+            [[ $line == "profile "* ]] && cur=${line#profile } && [[ $cur == "$name" ]] && found=1
+            if [[ $cur == "$name" ]]; then printf '%s\n' "$line"; fi
+        done <"$file"
+        ((found)) || { printf '%s\n' "$name"; return 1; }
+    done
+    return 0
+}
+
 lk_cluster_setup() {
     local program=${LAUNCHKIT_PROFILE_SETUP:-} line kind arg cur="" chosen="" why="" phase verb
     local host=${BEAKER_NODE_HOSTNAME:-${HOSTNAME:-unknown}}
+    if [[ -z $program && -n ${LAUNCHKIT_PROFILES:-} ]]; then # built-ins: their steps travel once
+        local -a names
+        local stored
+        read -ra names <<<"$LAUNCHKIT_PROFILES"
+        stored=${LK_NODE_DIR:-}/profiles.txt # beside the script (lk_node_dir, found at its start)
+        [[ -n ${LK_NODE_DIR:-} && -r $stored ]] || lk_die "${LK_EXIT_CLUSTER_SETUP:-108}" \
+            "no profiles.txt beside the runtime's script: the setup of profile(s) $LAUNCHKIT_PROFILES is unknown"
+        program=$(lk__stored_program "$stored" "${names[@]}") ||
+            lk_die "${LK_EXIT_CLUSTER_SETUP:-108}" "profile ${program##*$'\n'}: no setup in $stored" \
+                "(a spec for another launchkit's runtime? launch it again, or use --no-profile)"
+    fi
     if [[ -z $program ]]; then
         if [[ -n ${LAUNCHKIT_PROFILE_APPLIED:-} ]]; then
             lk_log "cluster profile: $LAUNCHKIT_PROFILE_APPLIED (env and mounts applied at launch; no in-container steps)"

@@ -24,7 +24,7 @@ from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.beaker.ending import job_end
 from launchkit.backends.beaker.logs import Flusher, stream_job
-from launchkit.core.tasks import ENV_TASK_LABEL
+from launchkit.core.tasks import label_of
 from launchkit.errors import (
     EXIT_JOB_FAILED,
     NotFoundError,
@@ -194,7 +194,8 @@ class BeakerBackend:
             from launchkit.backends.beaker.runtime_dataset import mount_runtime
 
             if not self._session:  # a session runs no entrypoint (core/session.py drops the mount)
-                mount_runtime(self.conn, self.app, p.workspace, p.spec)  # by id; made once (a dry run too)
+                # by id; made once (a dry run too); the workspace's name remembered for offline dry runs
+                mount_runtime(self.conn, self.app, p.workspace, p.spec, names=(p.workspace_name,))
         for note in p.notes:
             self.app.info(note)
         self._prepared_workspace = (p.workspace_name, p.workspace)
@@ -638,8 +639,8 @@ class BeakerBackend:
 
     def _labels(self, wl: Any, rows: list[tuple[int, Any, Any]]) -> dict[tuple[str, int], str]:
         """(task name, rank) -> the line prefix: the rank alone for one task; for several tasks the
-        task's label (LAUNCHKIT_TASK_LABEL in its spec, e.g. `lr=1e-4,seed=1`, else its name), plus
-        `/rank` when the task has several replicas."""
+        task's label (core.tasks.label_of: e.g. `lr=1e-4,seed=1`, else its name), plus `/rank` when the
+        task has several replicas."""
         groups = list(dict.fromkeys(_group(t) for _, t, _ in rows))
         if len(groups) == 1:
             return {(t.name, rank): str(rank) for rank, t, _ in rows}
@@ -647,8 +648,8 @@ class BeakerBackend:
         try:
             for ts in self.beaker.experiment.get_spec(wl).tasks:
                 env = {e.name: e.value for e in ts.env_vars or []}
-                if ts.name and env.get(ENV_TASK_LABEL):
-                    labels[ts.name] = env[ENV_TASK_LABEL]
+                if ts.name and (label := label_of(env)):
+                    labels[ts.name] = label
         except bx.BeakerError as e:  # labels are a nicety: fall back to task names
             self.app.debug(f"no task labels: {e}")
         size = {g: sum(1 for x in wl.experiment.tasks if _group(x) == g) for g in groups}

@@ -15,7 +15,7 @@ from beaker import exceptions as bx
 
 from launchkit.backends.beaker.client import Connection
 from launchkit.core.contract import DESCRIPTION_MARKER, ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
-from launchkit.core.presets import ENV_PRESET_SECRETS
+from launchkit.core.presets import ENV_PRESET_SECRETS, decode_secrets
 from launchkit.core.specview import EnvVar, SpecView
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
@@ -238,13 +238,15 @@ def resolve(
             hint=f"create {'them' if len(missing) > 1 else 'it'} with `launchkit secret set NAME --workspace "
             f"{ws_label}` (reads the value from stdin)",
         )
-    wanted = [p.partition("=") for p in view.env_list(ENV_PRESET_SECRETS)]
+    wanted = decode_secrets(view.env_list(ENV_PRESET_SECRETS))
+    for task in view.tasks:  # a request to this backend, answered here: not for the job
+        task.remove_env(ENV_PRESET_SECRETS)
     if auto_secrets and wanted:
         user = conn.me().name
         added = []
         for task in view.tasks:
             have = {e.name for e in task.env}
-            for name, _, secret in wanted:
+            for name, secret in wanted:
                 if name in have:
                     continue
                 source = next((s for s in (f"{user}_{secret}", secret) if s in available), None)

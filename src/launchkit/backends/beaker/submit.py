@@ -1,7 +1,7 @@
 """Exactly-once experiment creation: bounded retries with the connection's RetryPolicy, never two
 experiments, and no trust in clocks.
 
-Each submission carries a launch token (env var LAUNCHKIT_LAUNCH_TOKEN in every task, made here, at
+Each submission carries a launch token (env var LAUNCHKIT_LAUNCH_TOKEN in its first task, made here, at
 submit: a dry run cannot show it). After an ambiguous failure (the request may or may not have reached
 Beaker) we read the experiment of that name (GetWorkload: read-after-write, never a lagging listing);
 it is ours exactly when it carries our token.
@@ -41,8 +41,13 @@ def renamed(name: str) -> str:
 
 
 def with_token(spec: dict[str, Any], token: str) -> dict[str, Any]:
-    """The spec with LAUNCHKIT_LAUNCH_TOKEN=token in every task (a copy)."""
-    return SpecView(spec).with_task_env(EnvVar(ENV_LAUNCH_TOKEN, token))
+    """The spec with LAUNCHKIT_LAUNCH_TOKEN=token in its first task (a copy; `_token_of` reads the
+    first task that has one, and a 1,000-task sweep need not carry it 1,000 times)."""
+    tasks = SpecView(spec).tasks
+    if not tasks:
+        return dict(spec)
+    first = tasks[0].with_env(EnvVar(ENV_LAUNCH_TOKEN, token))
+    return {**spec, "tasks": [first, *(t.raw for t in tasks[1:])]}
 
 
 def launch_token(spec: dict[str, Any]) -> str | None:
