@@ -222,7 +222,7 @@ def choose(
     return used
 
 
-def _start_fill(log: StepLog) -> Callable[[list[str]], None]:
+def start_fill(log: StepLog) -> Callable[[list[str]], None]:
     """Starts `python -S -m <this package> bytecode-fill ARGS` in the background, output to the log."""
 
     def start(args: list[str]) -> None:
@@ -254,7 +254,7 @@ def bytecode(argv: list[str]) -> int:
         print("[launchkit] error: usage: bytecode LOG VENV CHECKOUT", file=sys.stderr)
         return 100
     log = StepLog(argv[0], errors=True)
-    used = choose(os.environ, argv[1], argv[2], log, os.geteuid(), time.time(), _start_fill(log))
+    used = choose(os.environ, argv[1], argv[2], log, os.geteuid(), time.time(), start_fill(log))
     if used:
         print(used)
     return 0

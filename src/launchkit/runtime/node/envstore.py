@@ -27,17 +27,18 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import subprocess
 import sys
-import sysconfig
 import time
-from typing import Any, Callable, Dict
 
-Log = Callable[[str], None]
-Manifest = Dict[str, Any]
+TYPE_CHECKING = False  # (typing, re and sysconfig cost a job's start-up ~20 ms: imported where needed)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict
+
+    Log = Callable[[str], None]
+    Manifest = Dict[str, Any]
 
 STORE = "launchkit-envs-v1"
 MANIFEST = "launchkit-env.json"
@@ -78,6 +79,25 @@ def locked_source(checkout: str) -> tuple[str, str] | None:
     if os.path.isfile(reqs) and _hashed(_read_text(reqs)):
         return "requirements", reqs
     return None
+
+
+_LOCAL_SOURCES = ("editable", "virtual", "directory", "path")
+
+
+def only_the_project_is_local(lock_text: str) -> bool:
+    """A uv.lock whose only local package is the project itself (`source = { editable|virtual = "." }`):
+    a store entry for it (built `--no-install-local`) holds everything `uv sync --no-install-project`
+    would install, so a job linked to it needs only the project. Workspace members, path
+    dependencies, local wheels, or a `source` line not understood: False."""
+    for line in lock_text.splitlines():
+        if not line.startswith("source = "):
+            continue
+        kind, eq, value = line[len("source = ") :].strip().strip("{}").strip().partition(" = ")
+        if not eq or not kind.isidentifier():
+            return False  # not the one-key inline table uv writes
+        if kind in _LOCAL_SOURCES and not (kind in ("editable", "virtual") and value.strip() == '"."'):
+            return False
+    return True
 
 
 def _read_text(path: str) -> str:
@@ -132,6 +152,8 @@ def pinned_requirements(text: str) -> tuple[str, bool]:
 
 def pinned_pylock(text: str) -> str:
     """pylock.toml without its local packages (a `directory`, or an archive or wheel by `path` alone)."""
+    import re
+
     blocks: list[list[str]] = [[]]
     for line in text.splitlines():
         s = line.strip()
@@ -166,6 +188,8 @@ def _uv_tool_settings(pyproject: str) -> str:
 
 def python_facts() -> list[str]:
     """What makes one interpreter's environment unusable by another."""
+    import sysconfig
+
     libc = ""
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
