@@ -598,3 +598,46 @@ def test_store_files_others_could_write_become_private_copies(tmp_path, monkeypa
     assert es.own_files(str(tmp_path / "venv")) == 2
     assert mine.stat().st_ino != ino and mine.read_text() == "Y = 1\n"
     assert (tree / "link-to-elsewhere").is_symlink()
+
+
+# ---- a hit that needs no uv: only the project is local
+
+
+REGISTRY = 'source = { registry = "https://pypi.org/simple" }\n'
+
+
+@pytest.mark.parametrize(
+    ("sources", "only_project"),
+    [
+        ([REGISTRY, 'source = { editable = "." }\n'], True),
+        ([REGISTRY, 'source = { virtual = "." }\n'], True),
+        ([REGISTRY, 'source = { git = "https://github.com/a/b?rev=v1#0123abcd" }\n'], True),
+        ([REGISTRY], True),
+        (['source = { editable = "." }\n', 'source = { editable = "packages/lib" }\n'], False),  # workspace
+        (['source = { editable = "." }\n', 'source = { directory = "../shared" }\n'], False),
+        (['source = { editable = "." }\n', 'source = { path = "wheels/x-1.0-py3-none-any.whl" }\n'], False),
+        (['source = { virtual = "tools" }\n'], False),
+        (["source = something uv never writes\n"], False),  # not understood: not trusted to be complete
+    ],
+)
+def test_only_the_project_is_local(sources, only_project):
+    lock = "version = 1\n" + "".join(f'[[package]]\nname = "p{i}"\n{s}' for i, s in enumerate(sources))
+    # dependency lines mention sources too, indented: never read as a package's own
+    lock += (
+        '[[package]]\nname = "x"\n'
+        + REGISTRY
+        + 'dependencies = [\n    { name = "y", source = { path = "y" } },\n]\n'
+    )
+    assert es.only_the_project_is_local(lock) is only_project
+
+
+def test_linked_site_packages_reads_what_link_wrote(tmp_path):
+    mine = es.user_tree(str(tmp_path / "cache"))
+    entry, manifest, _ = es.ensure_entry(mine, K, fake_build([]), print)
+    sp = tmp_path / "venv/lib/python3.12/site-packages"
+    sp.mkdir(parents=True)
+    assert es.linked_site_packages(str(sp)) == []  # not linked
+    es.link(entry, manifest, str(tmp_path / "venv"))
+    assert es.linked_site_packages(str(sp)) == [os.path.join(entry, manifest["site_packages"])]
+    (sp / es.PTH).write_text("import os; os.system('x')\n")  # not link()'s line: nothing
+    assert es.linked_site_packages(str(sp)) == []

@@ -503,6 +503,26 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
     return added
 
 
+def linked_site_packages(site_packages: str) -> list[str]:
+    """The store's site-packages a thin venv's `site_packages` is linked to ([] for none), as link()
+    wrote it in the venv's .pth."""
+    import ast
+
+    head, tail = "import site; site.addsitedir(", ")"
+    try:
+        with open(os.path.join(site_packages, PTH), encoding="utf-8") as f:
+            line = f.readline().strip()
+    except OSError:
+        return []
+    if not (line.startswith(head) and line.endswith(tail)):
+        return []
+    try:
+        path = ast.literal_eval(line[len(head) : -len(tail)])
+    except (ValueError, SyntaxError):
+        return []
+    return [path] if isinstance(path, str) and os.path.isdir(path) else []
+
+
 def _place(src: str, dst: str) -> None:
     """dst becomes a file of the job's venv with src's content: a hard link when the store is on the
     same file system (removing or replacing it in the job leaves the store's), else a copy."""
