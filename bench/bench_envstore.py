@@ -13,9 +13,11 @@ interleaved so that drift on the machine hits all alike:
 - second job: this tree's entrypoint with the entry built, against gantry on the same warm cache
   (target: <= 0.15x gantry), and the baseline's second job for reference.
 
-Time is launch -> the command's first line. The load average and core count are recorded.
+Time is launch -> the command's first line. The load average and core count are recorded. Jobs run
+uv's own binary, as on a node: a PATH that reaches it through a shim (pyenv's: 0.1-0.3 s of bash per
+call, for gantry and launchkit alike) is bypassed unless `--path-as-is`.
 
-    uv run python bench/bench_envstore.py [--rounds 5] [--baseline main]
+    uv run python bench/bench_envstore.py [--rounds 5] [--baseline main] [--path-as-is]
 
 Needs PyPI (locking and filling the cache) and gantry's entrypoint (see bench_entrypoint.py).
 Results go to bench/results/envstore.json.
@@ -133,20 +135,25 @@ def main() -> None:
         run_with(r, theirs, shared, **copy)
         run_with(r, ours, shared, **copy)
 
-        def first_ours(i: int) -> None:
+        def first_job(script: str, i: int) -> tuple[float, str]:
             # a package set with no entry yet: a UV_* setting uv does not know is in the key and
-            # changes nothing else; no bytecode tree for either (a new package set has none)
+            # changes nothing else; no bytecode tree for either (a new package set has none). The
+            # entry it builds goes (a baseline with the store builds the same key)
             before = {p for p in store.glob("u*/*") if p.is_dir()}
-            t, out = run_with(r, ours, shared, **first_env(i))
+            t, out = run_with(r, script, shared, **first_env(i))
+            for p in {p for p in store.glob("u*/*") if p.is_dir()} - before:
+                shutil.rmtree(p)
+            return t, out
+
+        def first_ours(i: int) -> None:
+            t, out = first_job(ours, i)
             logs = r.root / "runs" / f"{r.n:03d}-launchkit/results/.launchkit/logs"
             assert "env store: built" in next(logs.glob("*_install.log")).read_text(), out
             times["first_launchkit"].append(t)
             detail["first_ours"] = breakdown(out)
-            for p in {p for p in store.glob("u*/*") if p.is_dir()} - before:
-                shutil.rmtree(p)
 
         def first_base(i: int) -> None:
-            t, out = run_with(r, theirs, shared, **first_env(i))
+            t, out = first_job(theirs, i)
             times["first_baseline"].append(t)
             detail["first_baseline"] = breakdown(out)
 

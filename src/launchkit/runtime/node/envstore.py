@@ -430,12 +430,9 @@ def build_env(
         dists = sorted(n for n in os.listdir(sp) if n.endswith(".dist-info"))
         for name in dists:  # metadata lives in each job's venv, so it is seen once
             os.rename(os.path.join(sp, name), os.path.join(meta, name))
-        return {
-            "kind": kind,
-            "site_packages": os.path.relpath(sp, staging),
-            "built_at": venv,
-            "dists": dists,
-        }
+        site = os.path.relpath(sp, staging)
+        manifest = {"kind": kind, "site_packages": site, "built_at": venv, "dists": dists}
+        return dict(manifest, links=link_plan(staging, manifest))
 
     return build
 
@@ -479,7 +476,11 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
         raise Refused(f"{venv}: expected one site-packages, found {len(sps)}")
     sp = sps[0]
     store_sp = os.path.join(entry, manifest["site_packages"])
+    plan = manifest.get("links")  # built with this entry (else read from the metadata: older entries)
+    if not isinstance(plan, dict):
+        plan = link_plan(entry, manifest)
     added: list[str] = []
+    place = _Placer()
     try:
         pth = os.path.join(sp, PTH)
         with open(pth, "w", encoding="utf-8") as f:  # `import` lines of a .pth run: the store's .pth too
@@ -491,16 +492,53 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
             src, dst = os.path.join(entry, "meta", name), os.path.join(sp, name)
             if os.path.lexists(dst):
                 continue
+            files, outside = plan.get(name) or ([], [])
             os.mkdir(dst)
             added.append(dst)
-            for file in METADATA_FILES.intersection(os.listdir(src)):
-                _place(os.path.join(src, file), os.path.join(dst, file))
-            record = os.path.join(src, "RECORD")
-            added.extend(_link_outside(entry, manifest, venv, record, old_python, new_python))
+            for file in files:
+                if file in METADATA_FILES:  # (names only: never a path)
+                    place(os.path.join(src, file), os.path.join(dst, file))
+            added.extend(_link_outside(entry, venv, outside, old_python, new_python))
     except BaseException:
         unlink(added)
         raise
     return added
+
+
+def link_plan(entry: str, manifest: Manifest) -> dict[str, list[list[str]]]:
+    """Per package (its *.dist-info name): the metadata files a job gets, and the files it put
+    outside site-packages (paths in the venv, from its RECORD). Kept in the manifest when built, so
+    a job reads no RECORD."""
+    built_sp = os.path.join(manifest["built_at"], os.path.relpath(manifest["site_packages"], "venv"))
+    plan: dict[str, list[list[str]]] = {}
+    for name in manifest["dists"]:
+        meta = os.path.join(entry, "meta", name)
+        files = sorted(METADATA_FILES.intersection(os.listdir(meta)))
+        outside = [
+            inside
+            for inside in _outside(os.path.join(meta, "RECORD"), built_sp, manifest["built_at"])
+            if os.path.isfile(os.path.join(entry, "venv", inside))
+        ]
+        plan[name] = [files, outside]
+    return plan
+
+
+class _Placer:
+    """dst becomes a file of the job's venv with src's content: a hard link when the store is on the
+    same file system (removing or replacing it in the job leaves the store's), else a copy (after
+    one refusal, every later file is copied without trying)."""
+
+    def __init__(self) -> None:
+        self.copy = False
+
+    def __call__(self, src: str, dst: str) -> None:
+        if not self.copy:
+            try:
+                os.link(src, dst)
+                return
+            except OSError as e:
+                self.copy = e.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP)
+        shutil.copyfile(src, dst)
 
 
 def linked_site_packages(site_packages: str) -> list[str]:
@@ -523,34 +561,33 @@ def linked_site_packages(site_packages: str) -> list[str]:
     return [path] if isinstance(path, str) and os.path.isdir(path) else []
 
 
-def _place(src: str, dst: str) -> None:
-    """dst becomes a file of the job's venv with src's content: a hard link when the store is on the
-    same file system (removing or replacing it in the job leaves the store's), else a copy."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
-
-
-def _link_outside(
-    entry: str, manifest: Manifest, venv: str, record: str, old: bytes, new: bytes
-) -> list[str]:
-    """The files a package put outside site-packages (console scripts in bin/, share/, ...)."""
+def _outside(record: str, built_sp: str, built_venv: str) -> list[str]:
+    """The paths (in the venv) of the files a RECORD lists outside site-packages and inside the venv
+    (console scripts in bin/, share/, ...)."""
     import csv
 
-    added: list[str] = []
-    built_sp = os.path.join(manifest["built_at"], os.path.relpath(manifest["site_packages"], "venv"))
     try:
         with open(record, newline="", encoding="utf-8") as f:
             rows = [r[0] for r in csv.reader(f) if r]
     except OSError:
-        return added
+        return []
+    found = []
     for rel in rows:
-        if not rel.startswith("../"):
-            continue
-        inside = os.path.relpath(os.path.normpath(os.path.join(built_sp, rel)), manifest["built_at"])
-        if inside.startswith(".."):
-            continue  # outside the venv: not ours to follow
+        if rel.startswith("../"):
+            inside = os.path.relpath(os.path.normpath(os.path.join(built_sp, rel)), built_venv)
+            if not inside.startswith(".."):  # outside the venv: not ours to follow
+                found.append(inside)
+    return found
+
+
+def _link_outside(entry: str, venv: str, outside: list[str], old: bytes, new: bytes) -> list[str]:
+    """The files a package put outside site-packages: scripts rewritten for the job's interpreter,
+    the rest linked to the store's."""
+    added: list[str] = []
+    for inside in outside:
+        inside = os.path.normpath(inside)
+        if os.path.isabs(inside) or inside.startswith(".."):
+            continue  # (the manifest is this user's own; still: never outside the venv)
         src = os.path.join(entry, "venv", inside)
         dst = os.path.join(venv, inside)
         if os.path.lexists(dst) or not os.path.isfile(src):

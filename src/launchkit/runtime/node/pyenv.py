@@ -298,10 +298,55 @@ def conda_install(root: str, log: StepLog, python: str | None = None) -> str:
     return "requirements.txt"
 
 
-def _record_freeze(log: StepLog, argv: list[str]) -> None:
-    """What got installed, to $RESULTS_DIR/.launchkit/requirements.txt, off the critical path."""
+def _record_freeze(log: StepLog, argv: list[str], text: str | None = None) -> None:
+    """What got installed, to $RESULTS_DIR/.launchkit/requirements.txt: `text` when given, else what
+    `argv` prints (in the background, off the critical path)."""
     results = os.environ.get("RESULTS_DIR", "/results")
-    log.background(argv, os.path.join(results, ".launchkit", "requirements.txt"))
+    path = os.path.join(results, ".launchkit", "requirements.txt")
+    if text is None:
+        log.background(argv, path)
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError:
+        pass  # a record for the user: never a reason to fail the job
+
+
+def freeze_text(venv: str) -> str | None:
+    """What `uv pip freeze` prints for `venv`, read from its *.dist-info names (no process competing
+    with the command's start): `name==version` sorted by normalised name, `-e URL` for an editable
+    install. None when a package has a direct URL (uv prints those its own way) or a name is odd."""
+    import json
+
+    from .projectbuild import _site_packages
+
+    sps = _site_packages(venv)
+    if len(sps) != 1:
+        return None
+    rows = []
+    for name in os.listdir(sps[0]):
+        if not name.endswith(".dist-info"):
+            continue
+        dist, sep, version = name[: -len(".dist-info")].partition("-")
+        if not sep or not dist or not version or "-" in version:
+            return None
+        key = dist.lower().replace("_", "-").replace(".", "-")
+        line = f"{key}=={version}"
+        url_file = os.path.join(sps[0], name, "direct_url.json")
+        if os.path.exists(url_file):
+            try:
+                with open(url_file, encoding="utf-8") as f:
+                    info = json.load(f)
+            except (OSError, ValueError):
+                return None
+            editable = isinstance(info, dict) and (info.get("dir_info") or {}).get("editable")
+            url = info.get("url") if isinstance(info, dict) else None
+            if not editable or not isinstance(url, str) or not url.startswith("file://"):
+                return None
+            line = "-e " + url
+        rows.append((key, line))
+    return "".join(line + "\n" for _, line in sorted(rows))
 
 
 def install(argv: list[str]) -> int:
@@ -338,7 +383,9 @@ def install(argv: list[str]) -> int:
     print(kind)
     if len(argv) == 5:
         print(_bytecode_line(argv[3], s.venv, argv[4]))
-    _record_freeze(log, ["uv", "pip", "freeze", *s.target()])
+    # a venv linked to the env store: its record read from the metadata, not by a uv competing with
+    # the command's start
+    _record_freeze(log, ["uv", "pip", "freeze", *s.target()], freeze_text(s.venv) if linked else None)
     return 0
 
 
