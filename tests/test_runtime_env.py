@@ -381,12 +381,8 @@ def test_a_planted_stored_build_cannot_write_outside_the_venv(tmp_path, name, ki
     assert list(venv.iterdir()) == [] and not (tmp_path / "job/escape.pth").exists()
 
 
-def test_sync_uses_the_stored_build_and_rebuilds_when_unreadable(tmp_path, monkeypatch):
-    root = tree(tmp_path / "checkout", {"pyproject.toml": PROJECT, "uv.lock": ""})
-    venv = make_venv(tmp_path, root, "", {})
-    s = Settings(str(venv))
-    monkeypatch.setattr(projectbuild, "project_key", lambda *a, **k: "K")
-    cache = tmp_path / "cache"
+def stored_build(cache: Path) -> Path:
+    """A stored build (key K) of the project: its editable .pth."""
     stored = cache / projectbuild.PROJECTS / "K.tar"
     stored.parent.mkdir(parents=True)
     with tarfile.open(stored, "w") as tar:
@@ -394,6 +390,16 @@ def test_sync_uses_the_stored_build_and_rebuilds_when_unreadable(tmp_path, monke
         info = tarfile.TarInfo("lib/python3.12/site-packages/demo.pth")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
+    return stored
+
+
+def test_sync_uses_the_stored_build_and_rebuilds_when_unreadable(tmp_path, monkeypatch):
+    root = tree(tmp_path / "checkout", {"pyproject.toml": PROJECT, "uv.lock": ""})
+    venv = make_venv(tmp_path, root, "", {})
+    s = Settings(str(venv))
+    monkeypatch.setattr(projectbuild, "project_key", lambda *a, **k: "K")
+    cache = tmp_path / "cache"
+    stored = stored_build(cache)
     log = Recorder(tmp_path / "log")
     pyenv.sync_locked(str(root), s, log, str(cache))
     assert log.commands == [["uv", "sync", "--frozen", "--no-install-project"]]
@@ -424,13 +430,7 @@ def test_a_complete_env_store_hit_installs_the_stored_build_without_uv(tmp_path,
     monkeypatch.setattr(projectbuild, "project_key", lambda *a, **k: "K")
     cache = tmp_path / "cache"
     (cache / "archive-v0").mkdir(parents=True)
-    stored = cache / projectbuild.PROJECTS / "K.tar"
-    stored.parent.mkdir(parents=True)
-    with tarfile.open(stored, "w") as tar:
-        data = b"/checkout/src\n"
-        info = tarfile.TarInfo("lib/python3.12/site-packages/demo.pth")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+    stored = stored_build(cache)
     log = Recorder(tmp_path / "log")
     pyenv.sync_locked(str(root), s, log, str(cache), linked=True)
     assert log.commands == []  # the store holds the rest: no uv at all
