@@ -13,9 +13,10 @@ interleaved so that drift on the machine hits all alike:
 - second job: this tree's entrypoint with the entry built, against gantry on the same warm cache
   (target: <= 0.15x gantry), and the baseline's second job for reference.
 
-Time is launch -> the command's first line. The load average and core count are recorded. Jobs run
-uv's own binary, as on a node: a PATH that reaches it through a shim (pyenv's: 0.1-0.3 s of bash per
-call, for gantry and launchkit alike) is bypassed unless `--path-as-is`.
+Time is launch -> the command's first line. The load average and core count are recorded. Jobs get a
+PATH as on a node (`node_path`): uv's own binary, no pyenv shims (each uv call, and uv's interpreter
+discovery, would run bash scripts: 0.1-0.8 s a call under load, for gantry and launchkit alike);
+`--path-as-is` keeps the PATH as given.
 
     uv run python bench/bench_envstore.py [--rounds 5] [--baseline main] [--path-as-is]
 
@@ -74,10 +75,11 @@ def baseline_script(ref: str, work: Path) -> str:
     return runtime_entry(work / "baseline-runtime", module)
 
 
-def real_uv_first(root: Path, base: dict[str, str]) -> str:
-    """PATH with a directory holding only uv's own binary first: a node runs the uv binary, while a
-    developer's PATH may reach it through a shim (pyenv's costs 0.1-0.3 s of bash forks per call,
-    more under load, for gantry's ~5 calls and launchkit's alike). Returns the binary's path."""
+def node_path(root: Path, base: dict[str, str]) -> str:
+    """The jobs' PATH as on a node: uv's own binary first, and no version-manager shims. A developer's
+    PATH may reach uv and python3.11 through pyenv's shims: 0.1-0.8 s of bash a call under load, for
+    gantry (uv, and uv's interpreter discovery) and launchkit alike, which no node has. Returns uv's
+    path."""
     uv = shutil.which("uv", path=base["PATH"]) or "uv"
     if os.sep + "shims" + os.sep in uv and shutil.which("pyenv"):  # the binary the shim runs
         uv = subprocess.run(
@@ -86,7 +88,8 @@ def real_uv_first(root: Path, base: dict[str, str]) -> str:
     uv = os.path.realpath(uv)
     (root / "uv-bin").mkdir()
     os.symlink(uv, root / "uv-bin" / "uv")
-    base["PATH"] = os.pathsep.join([str(root / "uv-bin"), base["PATH"]])
+    kept = [p for p in base["PATH"].split(os.pathsep) if not p.rstrip(os.sep).endswith(os.sep + "shims")]
+    base["PATH"] = os.pathsep.join([str(root / "uv-bin"), *kept])
     return uv
 
 
@@ -115,7 +118,7 @@ def main() -> None:
 
     root = Path(tempfile.mkdtemp(prefix="lk-bench-envstore-"))
     base = job_env(root)
-    uv = shutil.which("uv", path=base["PATH"]) if args.path_as_is else real_uv_first(root, base)
+    uv = shutil.which("uv", path=base["PATH"]) if args.path_as_is else node_path(root, base)
     load = {"cores": os.cpu_count(), "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
     try:
         ours, theirs = runtime_entry(root / "runtime"), baseline_script(args.baseline, root)
@@ -205,6 +208,7 @@ def main() -> None:
             "baseline": args.baseline,
             "deps": len(DEPS40),
             "uv": uv,
+            "path": "as given" if args.path_as_is else "as on a node (uv binary, no shims)",
             "packages_in_lock": packages,
             "load": load,
             "first_job_s": {
