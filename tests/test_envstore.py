@@ -463,6 +463,8 @@ def test_second_local_job_reuses_the_environment(repo, tmp_path):
 
     entries = [p for p in (shared / es.STORE / f"u{os.geteuid()}").iterdir() if p.is_dir()]
     assert len(entries) == 1, entries  # built once, by the first job
+    manifest = json.loads((entries[0] / es.MANIFEST).read_text())
+    assert set(manifest["links"]) == set(manifest["dists"])  # linked by plan: no RECORD read in a job
     assert first == second and first.split()[1].startswith(str(entries[0])) and first.endswith(" 1")
     assert today_install > 0
     print(f"install: first {first_install}s, second {second_install}s, store off {today_install}s")
