@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 STORE = "launchkit-envs-v1"
 MANIFEST = "launchkit-env.json"
 PTH = "_launchkit_envstore.pth"
-FORMAT = 1
+FORMAT = 2  # 2: the link plan in the manifest (entries of format 1 are built again, once)
 KEEP_DAYS = 30  # an entry no job used for this long is removed (a job touches its entry's manifest)
 WAIT_SECONDS = 900  # for another job building the same entry; then this job installs for itself
 # uv settings that cannot change what gets installed (others, unknown ones included, go in the key)
