@@ -469,7 +469,9 @@ def test_second_local_job_reuses_the_environment(repo, tmp_path):
     assert today_install > 0
     print(f"install: first {first_install}s, second {second_install}s, store off {today_install}s")
     print(f"wall: first {first_wall:.2f}s, second {second_wall:.2f}s, store off {today_wall:.2f}s")
-    assert second_install < first_install  # the second job links instead of installing
+    # (no timed assertion: a local run builds the project in every job, so the two installs differ by
+    # the store's build alone, ~0.1 s here, within the noise of a loaded machine; bench_envstore times
+    # it. That the second job linked the one entry is checked above: its import came from the store.)
 
 
 @pytest.mark.slow
