@@ -13,9 +13,12 @@ interleaved so that drift on the machine hits all alike:
 - second job: this tree's entrypoint with the entry built, against gantry on the same warm cache
   (target: <= 0.15x gantry), and the baseline's second job for reference.
 
-Time is launch -> the command's first line. The load average and core count are recorded.
+Time is launch -> the command's first line. The load average and core count are recorded. Jobs get a
+PATH as on a node (`node_path`): uv's own binary, no pyenv shims (each uv call, and uv's interpreter
+discovery, would run bash scripts: 0.1-0.8 s a call under load, for gantry and launchkit alike);
+`--path-as-is` keeps the PATH as given.
 
-    uv run python bench/bench_envstore.py [--rounds 5] [--baseline main]
+    uv run python bench/bench_envstore.py [--rounds 5] [--baseline main] [--path-as-is]
 
 Needs PyPI (locking and filling the cache) and gantry's entrypoint (see bench_entrypoint.py).
 Results go to bench/results/envstore.json.
@@ -72,6 +75,24 @@ def baseline_script(ref: str, work: Path) -> str:
     return runtime_entry(work / "baseline-runtime", module)
 
 
+def node_path(root: Path, base: dict[str, str]) -> str:
+    """The jobs' PATH as on a node: uv's own binary first, and no version-manager shims. A developer's
+    PATH may reach uv and python3.11 through pyenv's shims: 0.1-0.8 s of bash a call under load, for
+    gantry (uv, and uv's interpreter discovery) and launchkit alike, which no node has. Returns uv's
+    path."""
+    uv = shutil.which("uv", path=base["PATH"]) or "uv"
+    if os.sep + "shims" + os.sep in uv and shutil.which("pyenv"):  # the binary the shim runs
+        uv = subprocess.run(
+            ["pyenv", "which", "uv"], capture_output=True, text=True, timeout=60
+        ).stdout.strip()
+    uv = os.path.realpath(uv)
+    (root / "uv-bin").mkdir()
+    os.symlink(uv, root / "uv-bin" / "uv")
+    kept = [p for p in base["PATH"].split(os.pathsep) if not p.rstrip(os.sep).endswith(os.sep + "shims")]
+    base["PATH"] = os.pathsep.join([str(root / "uv-bin"), *kept])
+    return uv
+
+
 def run_with(r: Runner, script: str, cache: Path, **extra: str) -> tuple[float, str]:
     argv, env, log = r.launchkit_argv(cache, **extra)
     argv[1] = script  # the entrypoint's path
@@ -88,10 +109,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--baseline", default="main", help="git ref of launchkit to compare with (default main)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument(
+        "--path-as-is",
+        action="store_true",
+        help="jobs find uv on PATH as given (a shim, say), not the binary",
+    )
     args = ap.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="lk-bench-envstore-"))
     base = job_env(root)
+    uv = shutil.which("uv", path=base["PATH"]) if args.path_as_is else node_path(root, base)
     load = {"cores": os.cpu_count(), "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
     try:
         ours, theirs = runtime_entry(root / "runtime"), baseline_script(args.baseline, root)
@@ -111,20 +138,25 @@ def main() -> None:
         run_with(r, theirs, shared, **copy)
         run_with(r, ours, shared, **copy)
 
-        def first_ours(i: int) -> None:
+        def first_job(script: str, i: int) -> tuple[float, str]:
             # a package set with no entry yet: a UV_* setting uv does not know is in the key and
-            # changes nothing else; no bytecode tree for either (a new package set has none)
+            # changes nothing else; no bytecode tree for either (a new package set has none). The
+            # entry it builds goes (a baseline with the store builds the same key)
             before = {p for p in store.glob("u*/*") if p.is_dir()}
-            t, out = run_with(r, ours, shared, **first_env(i))
+            t, out = run_with(r, script, shared, **first_env(i))
+            for p in {p for p in store.glob("u*/*") if p.is_dir()} - before:
+                shutil.rmtree(p)
+            return t, out
+
+        def first_ours(i: int) -> None:
+            t, out = first_job(ours, i)
             logs = r.root / "runs" / f"{r.n:03d}-launchkit/results/.launchkit/logs"
             assert "env store: built" in next(logs.glob("*_install.log")).read_text(), out
             times["first_launchkit"].append(t)
             detail["first_ours"] = breakdown(out)
-            for p in {p for p in store.glob("u*/*") if p.is_dir()} - before:
-                shutil.rmtree(p)
 
         def first_base(i: int) -> None:
-            t, out = run_with(r, theirs, shared, **first_env(i))
+            t, out = first_job(theirs, i)
             times["first_baseline"].append(t)
             detail["first_baseline"] = breakdown(out)
 
@@ -175,6 +207,8 @@ def main() -> None:
             "rounds": args.rounds,
             "baseline": args.baseline,
             "deps": len(DEPS40),
+            "uv": uv,
+            "path": "as given" if args.path_as_is else "as on a node (uv binary, no shims)",
             "packages_in_lock": packages,
             "load": load,
             "first_job_s": {

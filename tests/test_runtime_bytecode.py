@@ -172,3 +172,20 @@ def test_choose_leaves_an_untrusted_tree_alone(tmp_path):
     assert bytecode.choose(environ, str(v), str(tmp_path), log, UID, 1e9, started.append) == ""
     assert started == [] and list(mine.iterdir()) == []
     assert "not used" in Path(log.path).read_text()
+
+
+def test_the_fill_compiles_the_env_stores_packages_of_a_thin_venv(tmp_path):
+    """A venv linked to the env store has its packages there: the first job's fill compiles them too,
+    so later jobs import them compiled."""
+    from launchkit.runtime.node import envstore
+
+    v = venv(tmp_path)
+    store_sp = tmp_path / "store/venv/lib/python3.12/site-packages"
+    store_sp.mkdir(parents=True)
+    sp = bytecode.site_packages(str(v))
+    (Path(sp) / envstore.PTH).write_text(f"import site; site.addsitedir({str(store_sp)!r})\n")
+    started: list[list[str]] = []
+    environ = {**ON, "UV_CACHE_DIR": str(tmp_path / "cache")}
+    log = steplog.StepLog(str(tmp_path / "bytecode.log"))
+    assert bytecode.choose(environ, str(v), str(tmp_path), log, UID, 1e9, started.append) == ""
+    assert started[0][-3:] == ["stdlib", sp, str(store_sp)]

@@ -381,12 +381,8 @@ def test_a_planted_stored_build_cannot_write_outside_the_venv(tmp_path, name, ki
     assert list(venv.iterdir()) == [] and not (tmp_path / "job/escape.pth").exists()
 
 
-def test_sync_uses_the_stored_build_and_rebuilds_when_unreadable(tmp_path, monkeypatch):
-    root = tree(tmp_path / "checkout", {"pyproject.toml": PROJECT, "uv.lock": ""})
-    venv = make_venv(tmp_path, root, "", {})
-    s = Settings(str(venv))
-    monkeypatch.setattr(projectbuild, "project_key", lambda *a, **k: "K")
-    cache = tmp_path / "cache"
+def stored_build(cache: Path) -> Path:
+    """A stored build (key K) of the project: its editable .pth."""
     stored = cache / projectbuild.PROJECTS / "K.tar"
     stored.parent.mkdir(parents=True)
     with tarfile.open(stored, "w") as tar:
@@ -394,6 +390,16 @@ def test_sync_uses_the_stored_build_and_rebuilds_when_unreadable(tmp_path, monke
         info = tarfile.TarInfo("lib/python3.12/site-packages/demo.pth")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
+    return stored
+
+
+def test_sync_uses_the_stored_build_and_rebuilds_when_unreadable(tmp_path, monkeypatch):
+    root = tree(tmp_path / "checkout", {"pyproject.toml": PROJECT, "uv.lock": ""})
+    venv = make_venv(tmp_path, root, "", {})
+    s = Settings(str(venv))
+    monkeypatch.setattr(projectbuild, "project_key", lambda *a, **k: "K")
+    cache = tmp_path / "cache"
+    stored = stored_build(cache)
     log = Recorder(tmp_path / "log")
     pyenv.sync_locked(str(root), s, log, str(cache))
     assert log.commands == [["uv", "sync", "--frozen", "--no-install-project"]]
@@ -414,6 +420,70 @@ def test_sync_uses_the_stored_build_and_rebuilds_when_unreadable(tmp_path, monke
     log = Recorder(tmp_path / "log3")
     pyenv.sync_locked(str(root), s, log, str(cache))
     assert log.commands == [["uv", "sync", "--frozen"]]
+
+
+def test_a_complete_env_store_hit_installs_the_stored_build_without_uv(tmp_path, monkeypatch):
+    lock = 'version = 1\n[[package]]\nname = "demo"\nversion = "0.1.0"\nsource = { editable = "." }\n'
+    root = tree(tmp_path / "checkout", {"pyproject.toml": PROJECT, "uv.lock": lock})
+    venv = make_venv(tmp_path, root, "", {})
+    s = Settings(str(venv))
+    monkeypatch.setattr(projectbuild, "project_key", lambda *a, **k: "K")
+    cache = tmp_path / "cache"
+    (cache / "archive-v0").mkdir(parents=True)
+    stored = stored_build(cache)
+    log = Recorder(tmp_path / "log")
+    pyenv.sync_locked(str(root), s, log, str(cache), linked=True)
+    assert log.commands == []  # the store holds the rest: no uv at all
+    assert (venv / "lib/python3.12/site-packages/demo.pth").exists()
+    assert "no uv sync" in log.text()
+
+    log = Recorder(tmp_path / "log-unlinked")  # not linked: uv checks and installs the rest
+    pyenv.sync_locked(str(root), s, log, str(cache))
+    assert log.commands == [["uv", "sync", "--frozen", "--no-install-project", "--offline"]]
+
+    member = lock + '[[package]]\nname = "lib"\nversion = "1.0"\nsource = { editable = "packages/lib" }\n'
+    (root / "uv.lock").write_text(member)  # a workspace member is left out of the store: uv installs it
+    log = Recorder(tmp_path / "log-member")
+    pyenv.sync_locked(str(root), s, log, str(cache), linked=True)
+    assert log.commands == [["uv", "sync", "--frozen", "--no-install-project", "--offline"]]
+
+    (root / "uv.lock").write_text(lock)
+    stored.write_bytes(b"not a tar" * 100)  # unreadable: uv builds the project
+    log = Recorder(tmp_path / "log-unreadable")
+    pyenv.sync_locked(str(root), s, log, str(cache), linked=True)
+    assert log.commands == [["uv", "sync", "--frozen"]]
+
+    stored.unlink()  # nothing stored: uv builds and installs the project as before
+    log = Recorder(tmp_path / "log-none")
+    pyenv.sync_locked(str(root), s, log, str(cache), linked=True)
+    assert log.commands == [["uv", "sync", "--frozen", "--offline"]]
+
+
+def test_install_with_bytecode_prints_its_line(tmp_path, monkeypatch, capsys):
+    """`install LOG VENV --bytecode BCLOG CHECKOUT`: the kind, then `bytecode MS [TREE]` (the bash
+    reads both); the bytecode step never fails the install."""
+    root = tree(tmp_path / "checkout", {"README": ""})
+    monkeypatch.chdir(root)
+    venv = tmp_path / "venv"
+    monkeypatch.setattr(sys, "stderr", sys.stderr)  # (StepLog(errors=True) takes it)
+    monkeypatch.setenv("LAUNCHKIT_SYSTEM_PYTHON", "1")  # (no env store, nothing to install)
+    monkeypatch.delenv("UV_CACHE_DIR", raising=False)
+    argv = [str(tmp_path / "install.log"), str(venv), "--bytecode", str(tmp_path / "bc.log"), str(root)]
+    assert pyenv.install(argv) == 0
+    kind, line = capsys.readouterr().out.splitlines()
+    assert kind == "nothing to install" and line.split()[0] == "bytecode" and line.split()[1].isdigit()
+    assert len(line.split()) == 2  # no uv cache: no tree
+
+    from launchkit.runtime.node import bytecode
+
+    def broken(*a, **k):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(bytecode, "choose", broken)
+    assert pyenv.install(argv) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[0] == "bytecode"
+    assert "not used (OSError: disk gone)" in (tmp_path / "bc.log").read_text()
+    assert pyenv.install([*argv[:2], "--bytcode", *argv[3:]]) == 100
 
 
 # ---- the key of the project's build
@@ -472,10 +542,21 @@ def test_project_key_per_commit_or_left_to_uv(tmp_path):
     assert key(root, venv) == ""
 
 
-def test_project_key_is_the_one_the_bash_runtime_computed(tmp_path):
-    """Stored builds on shared caches stay valid across the move: same inputs, same bytes hashed."""
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"zz/x.py": ""},  # a name after src
+        {"naïve.txt": "", "src/ünï/__init__.py": ""},  # names git quotes: listed apart, same key
+        {"srcs/a.py": "", "src-x.txt": ""},  # names sorting around src/
+    ],
+)
+def test_project_key_is_the_one_the_bash_runtime_computed(tmp_path, extra):
+    """Stored builds on shared caches stay valid across the move: same inputs, same bytes hashed
+    (one `git ls-tree` call now where the bash runtime made three)."""
     root = project_repo(
-        tmp_path, {"pyproject.toml": PROJECT, "setup.cfg": "", "src/demo/__init__.py": "", "tests/t.py": ""}
+        tmp_path,
+        {"pyproject.toml": PROJECT, "setup.cfg": "", "src/demo/__init__.py": "", "tests/t.py": "", **extra},
     )
     venv = make_venv(tmp_path, root, "", {})
     bash = r"""

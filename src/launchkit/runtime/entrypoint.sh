@@ -295,8 +295,15 @@ lk_progress_stop() {
     LK_PROGRESS_PID=''
 }
 
+# The bytecode cache (7b) applies: a venv of this job's (not conda) on a uv cache directory, not a
+# local run, not turned off. Checked here too, to spare a Python start when it does not.
+lk_bytecode_applies() {
+    [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA && -n ${UV_CACHE_DIR:-} && -z ${LAUNCHKIT_LOCAL_RUN:-} &&
+        ${LAUNCHKIT_BYTECODE_CACHE:-1} != 0 ]]
+}
+LK_BYTECODE='' LK_BYTECODE_DONE='' LK_BYTECODE_MS=0
 lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_INSTALL_KIND
-    local log py=$1 tool=uv
+    local log py=$1 tool=uv bclog out line
     [[ -n $LK_CONDA ]] && tool=pip
     lk_log_file log install
     lk_step install "$LK_EXIT_INSTALL" "$log"
@@ -307,6 +314,16 @@ lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_I
         ( lk_node "$py" freeze "$tool" >/dev/null 2>&1 </dev/null & ) # the record, off the critical path
     elif [[ -n $LK_CONDA ]]; then
         LK_INSTALL_KIND=$(lk_node "$py" conda-install "$log")
+    elif [[ -z ${LAUNCHKIT_POST_SETUP:-} ]] && lk_bytecode_applies; then
+        # no hook can change the venv in between: the bytecode step (7b) in the same Python process
+        lk_log_file bclog bytecode
+        out=$(lk_node "$py" install "$log" "$LK_VENV" --bytecode "$bclog" "$LAUNCHKIT_RUNTIME_DIR")
+        LK_INSTALL_KIND=${out%%$'\n'*}
+        line=${out#*$'\n'}
+        if [[ $line == "bytecode "* ]]; then
+            LK_BYTECODE_DONE=1
+            read -r _ LK_BYTECODE_MS LK_BYTECODE <<<"$line"
+        fi
     else
         LK_INSTALL_KIND=$(lk_node "$py" install "$log" "$LK_VENV")
     fi
@@ -330,7 +347,9 @@ elif [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
         ((rc == LK_EXIT_UV)) && lk_die "$rc" "uv is not available and could not be installed"
         lk_die "$rc" "could not create the Python environment${LAUNCHKIT_PYTHON_VERSION:+ (python $LAUNCHKIT_PYTHON_VERSION)}"
     fi
-    LK_TIMINGS+=("$(cat "$LK_LOG_DIR/.uv+venv.timing" 2>/dev/null || echo 'uv+venv ?')")
+    lk_prep_timing='uv+venv ?'
+    IFS= read -r lk_prep_timing 2>/dev/null <"$LK_LOG_DIR/.uv+venv.timing" || true # (a read: no process)
+    LK_TIMINGS+=("$lk_prep_timing")
     if [[ ${LAUNCHKIT_SYSTEM_PYTHON:-} != 1 ]]; then
         export VIRTUAL_ENV="$LK_VENV" UV_PROJECT_ENVIRONMENT="$LK_VENV" PATH="$LK_VENV/bin:$PATH"
         unset PYTHONHOME
@@ -340,7 +359,7 @@ elif [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
     fi
     t=$(lk_now_ms)
     lk_install "$LK_PY"
-    lk_timed "install[$LK_INSTALL_KIND]" "$t"
+    lk_timed "install[$LK_INSTALL_KIND]" "$((t + LK_BYTECODE_MS))" # (the bytecode step's time apart)
 elif [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then # --no-python --install: only the command (as gantry)
     t=$(lk_now_ms)
     lk_step install "$LK_EXIT_INSTALL"
@@ -356,9 +375,13 @@ if [[ -n ${LAUNCHKIT_POST_SETUP:-} ]]; then
     lk_timed post-setup "$t"
 fi
 # ---- 7b. bytecode shared between jobs (runtime/node/bytecode.py): after the hook, which may install
-# more. It needs a shared uv cache and is off for local runs: checked here too, to spare a Python start.
-if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA && -n ${UV_CACHE_DIR:-} && -z ${LAUNCHKIT_LOCAL_RUN:-} &&
-    ${LAUNCHKIT_BYTECODE_CACHE:-1} != 0 ]]; then
+# more (without a hook, the install step did it: lk_install).
+if [[ -n $LK_BYTECODE_DONE ]]; then
+    if [[ -n $LK_BYTECODE ]]; then
+        export PYTHONPYCACHEPREFIX=$LK_BYTECODE
+        LK_TIMINGS+=("bytecode $(lk_fmt_ms "$LK_BYTECODE_MS")")
+    fi
+elif lk_bytecode_applies; then
     t=$(lk_now_ms)
     lk_log_file log bytecode
     LK_BYTECODE=$(lk_node "$LK_PY" bytecode "$log" "$LK_VENV" "$LAUNCHKIT_RUNTIME_DIR") || LK_BYTECODE=''

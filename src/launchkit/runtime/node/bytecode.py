@@ -216,13 +216,15 @@ def choose(
         # compiles what it imports meanwhile), niced. A job that ends first leaves it to the next.
         log.write(f"[launchkit] bytecode cache: filling {tree} for later jobs")
         delay = environ.get("LAUNCHKIT_BYTECODE_SEED_DELAY", "") or str(SEED_DELAY)
-        fill = ["--seed", tree, "--delay", delay, "--nice", "--", "stdlib", sp]
+        from .envstore import linked_site_packages  # a thin venv's packages are in the env store
+
+        fill = ["--seed", tree, "--delay", delay, "--nice", "--", "stdlib", sp, *linked_site_packages(sp)]
     if (fill or stale) and start is not None:
         start([*(a for p in stale for a in ("--prune", p)), *fill])
     return used
 
 
-def _start_fill(log: StepLog) -> Callable[[list[str]], None]:
+def start_fill(log: StepLog) -> Callable[[list[str]], None]:
     """Starts `python -S -m <this package> bytecode-fill ARGS` in the background, output to the log."""
 
     def start(args: list[str]) -> None:
@@ -254,7 +256,7 @@ def bytecode(argv: list[str]) -> int:
         print("[launchkit] error: usage: bytecode LOG VENV CHECKOUT", file=sys.stderr)
         return 100
     log = StepLog(argv[0], errors=True)
-    used = choose(os.environ, argv[1], argv[2], log, os.geteuid(), time.time(), _start_fill(log))
+    used = choose(os.environ, argv[1], argv[2], log, os.geteuid(), time.time(), start_fill(log))
     if used:
         print(used)
     return 0

@@ -27,22 +27,23 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import subprocess
 import sys
-import sysconfig
 import time
-from typing import Any, Callable, Dict
 
-Log = Callable[[str], None]
-Manifest = Dict[str, Any]
+TYPE_CHECKING = False  # (typing, re and sysconfig cost a job's start-up ~20 ms: imported where needed)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict
+
+    Log = Callable[[str], None]
+    Manifest = Dict[str, Any]
 
 STORE = "launchkit-envs-v1"
 MANIFEST = "launchkit-env.json"
 PTH = "_launchkit_envstore.pth"
-FORMAT = 1
+FORMAT = 2  # 2: the link plan in the manifest (entries of format 1 are built again, once)
 KEEP_DAYS = 30  # an entry no job used for this long is removed (a job touches its entry's manifest)
 WAIT_SECONDS = 900  # for another job building the same entry; then this job installs for itself
 # uv settings that cannot change what gets installed (others, unknown ones included, go in the key)
@@ -78,6 +79,25 @@ def locked_source(checkout: str) -> tuple[str, str] | None:
     if os.path.isfile(reqs) and _hashed(_read_text(reqs)):
         return "requirements", reqs
     return None
+
+
+_LOCAL_SOURCES = ("editable", "virtual", "directory", "path")
+
+
+def only_the_project_is_local(lock_text: str) -> bool:
+    """A uv.lock whose only local package is the project itself (`source = { editable|virtual = "." }`):
+    a store entry for it (built `--no-install-local`) holds everything `uv sync --no-install-project`
+    would install, so a job linked to it needs only the project. Workspace members, path
+    dependencies, local wheels, or a `source` line not understood: False."""
+    for line in lock_text.splitlines():
+        if not line.startswith("source = "):
+            continue
+        kind, eq, value = line[len("source = ") :].strip().strip("{}").strip().partition(" = ")
+        if not eq or not kind.isidentifier():
+            return False  # not the one-key inline table uv writes
+        if kind in _LOCAL_SOURCES and not (kind in ("editable", "virtual") and value.strip() == '"."'):
+            return False
+    return True
 
 
 def _read_text(path: str) -> str:
@@ -132,6 +152,8 @@ def pinned_requirements(text: str) -> tuple[str, bool]:
 
 def pinned_pylock(text: str) -> str:
     """pylock.toml without its local packages (a `directory`, or an archive or wheel by `path` alone)."""
+    import re
+
     blocks: list[list[str]] = [[]]
     for line in text.splitlines():
         s = line.strip()
@@ -166,6 +188,8 @@ def _uv_tool_settings(pyproject: str) -> str:
 
 def python_facts() -> list[str]:
     """What makes one interpreter's environment unusable by another."""
+    import sysconfig
+
     libc = ""
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
@@ -406,12 +430,9 @@ def build_env(
         dists = sorted(n for n in os.listdir(sp) if n.endswith(".dist-info"))
         for name in dists:  # metadata lives in each job's venv, so it is seen once
             os.rename(os.path.join(sp, name), os.path.join(meta, name))
-        return {
-            "kind": kind,
-            "site_packages": os.path.relpath(sp, staging),
-            "built_at": venv,
-            "dists": dists,
-        }
+        site = os.path.relpath(sp, staging)
+        manifest = {"kind": kind, "site_packages": site, "built_at": venv, "dists": dists}
+        return dict(manifest, links=link_plan(staging, manifest))
 
     return build
 
@@ -455,7 +476,11 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
         raise Refused(f"{venv}: expected one site-packages, found {len(sps)}")
     sp = sps[0]
     store_sp = os.path.join(entry, manifest["site_packages"])
+    plan = manifest.get("links")  # built with this entry (else read from the metadata: older entries)
+    if not isinstance(plan, dict):
+        plan = link_plan(entry, manifest)
     added: list[str] = []
+    place = _Placer()
     try:
         pth = os.path.join(sp, PTH)
         with open(pth, "w", encoding="utf-8") as f:  # `import` lines of a .pth run: the store's .pth too
@@ -467,46 +492,102 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
             src, dst = os.path.join(entry, "meta", name), os.path.join(sp, name)
             if os.path.lexists(dst):
                 continue
+            files, outside = plan.get(name) or ([], [])
             os.mkdir(dst)
             added.append(dst)
-            for file in METADATA_FILES.intersection(os.listdir(src)):
-                _place(os.path.join(src, file), os.path.join(dst, file))
-            record = os.path.join(src, "RECORD")
-            added.extend(_link_outside(entry, manifest, venv, record, old_python, new_python))
+            for file in files:
+                if file in METADATA_FILES:  # (names only: never a path)
+                    place(os.path.join(src, file), os.path.join(dst, file))
+            added.extend(_link_outside(entry, venv, outside, old_python, new_python))
     except BaseException:
         unlink(added)
         raise
     return added
 
 
-def _place(src: str, dst: str) -> None:
+def link_plan(entry: str, manifest: Manifest) -> dict[str, list[list[str]]]:
+    """Per package (its *.dist-info name): the metadata files a job gets, and the files it put
+    outside site-packages (paths in the venv, from its RECORD). Kept in the manifest when built, so
+    a job reads no RECORD."""
+    built_sp = os.path.join(manifest["built_at"], os.path.relpath(manifest["site_packages"], "venv"))
+    plan: dict[str, list[list[str]]] = {}
+    for name in manifest["dists"]:
+        meta = os.path.join(entry, "meta", name)
+        files = sorted(METADATA_FILES.intersection(os.listdir(meta)))
+        outside = [
+            inside
+            for inside in _outside(os.path.join(meta, "RECORD"), built_sp, manifest["built_at"])
+            if os.path.isfile(os.path.join(entry, "venv", inside))
+        ]
+        plan[name] = [files, outside]
+    return plan
+
+
+class _Placer:
     """dst becomes a file of the job's venv with src's content: a hard link when the store is on the
-    same file system (removing or replacing it in the job leaves the store's), else a copy."""
-    try:
-        os.link(src, dst)
-    except OSError:
+    same file system (removing or replacing it in the job leaves the store's), else a copy (after
+    one refusal, every later file is copied without trying)."""
+
+    def __init__(self) -> None:
+        self.copy = False
+
+    def __call__(self, src: str, dst: str) -> None:
+        if not self.copy:
+            try:
+                os.link(src, dst)
+                return
+            except OSError as e:
+                self.copy = e.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP)
         shutil.copyfile(src, dst)
 
 
-def _link_outside(
-    entry: str, manifest: Manifest, venv: str, record: str, old: bytes, new: bytes
-) -> list[str]:
-    """The files a package put outside site-packages (console scripts in bin/, share/, ...)."""
+def linked_site_packages(site_packages: str) -> list[str]:
+    """The store's site-packages a thin venv's `site_packages` is linked to ([] for none), as link()
+    wrote it in the venv's .pth."""
+    import ast
+
+    head, tail = "import site; site.addsitedir(", ")"
+    try:
+        with open(os.path.join(site_packages, PTH), encoding="utf-8") as f:
+            line = f.readline().strip()
+    except OSError:
+        return []
+    if not (line.startswith(head) and line.endswith(tail)):
+        return []
+    try:
+        path = ast.literal_eval(line[len(head) : -len(tail)])
+    except (ValueError, SyntaxError):
+        return []
+    return [path] if isinstance(path, str) and os.path.isdir(path) else []
+
+
+def _outside(record: str, built_sp: str, built_venv: str) -> list[str]:
+    """The paths (in the venv) of the files a RECORD lists outside site-packages and inside the venv
+    (console scripts in bin/, share/, ...)."""
     import csv
 
-    added: list[str] = []
-    built_sp = os.path.join(manifest["built_at"], os.path.relpath(manifest["site_packages"], "venv"))
     try:
         with open(record, newline="", encoding="utf-8") as f:
             rows = [r[0] for r in csv.reader(f) if r]
     except OSError:
-        return added
+        return []
+    found = []
     for rel in rows:
-        if not rel.startswith("../"):
-            continue
-        inside = os.path.relpath(os.path.normpath(os.path.join(built_sp, rel)), manifest["built_at"])
-        if inside.startswith(".."):
-            continue  # outside the venv: not ours to follow
+        if rel.startswith("../"):
+            inside = os.path.relpath(os.path.normpath(os.path.join(built_sp, rel)), built_venv)
+            if not inside.startswith(".."):  # outside the venv: not ours to follow
+                found.append(inside)
+    return found
+
+
+def _link_outside(entry: str, venv: str, outside: list[str], old: bytes, new: bytes) -> list[str]:
+    """The files a package put outside site-packages: scripts rewritten for the job's interpreter,
+    the rest linked to the store's."""
+    added: list[str] = []
+    for inside in outside:
+        inside = os.path.normpath(inside)
+        if os.path.isabs(inside) or inside.startswith(".."):
+            continue  # (the manifest is this user's own; still: never outside the venv)
         src = os.path.join(entry, "venv", inside)
         dst = os.path.join(venv, inside)
         if os.path.lexists(dst) or not os.path.isfile(src):

@@ -71,18 +71,44 @@ def project_key(root: str, venv: str, s: Settings, git: Git | None = None) -> st
         commit = (git(["rev-parse", "HEAD"]) or "").strip()
         if not commit:
             return ""
-    top = git(["ls-tree", "HEAD"])  # "MODE TYPE OID\tNAME" lines, in git's order
-    if top is None:
+    listed = _top_and_src(git)
+    if listed is None:
         return ""
-    entries = [line.split("\t", 1) for line in top.splitlines() if "\t" in line]
+    entries, below = listed
     packaging = "".join(meta + "\t" + name + "\n" for meta, name in entries if name in PACKAGING)
     names = "".join(name + "\n" for _, name in entries)
-    src = [meta.split()[2] for meta, name in entries if name == "src" and meta.split()[1] == "tree"]
-    below = (git(["ls-tree", "--name-only", src[0]]) or "") if src else ""
     text = f"launchkit-project-v1\n{root}\n{venv}\n{py}{commit}\n{packaging}{names}{below}"
     import hashlib
 
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def _top_and_src(git: Git) -> tuple[list[list[str]], str] | None:
+    """HEAD's top-level entries ([meta, name], "MODE TYPE OID" and name, in git's order) and the names
+    in its src/ tree (lines), or None without a commit. One `git ls-tree HEAD -- . src/` (the top,
+    with src/ listed as its contents) when no name needs quoting; else the top and src/ apart."""
+    both = git(["ls-tree", "HEAD", "--", ".", "src/"])
+    if both is None:
+        return None
+    lines = both.splitlines()
+    if not any(line.partition("\t")[2].startswith('"') for line in lines):
+        entries: list[list[str]] = []
+        below = ""
+        for line in lines:
+            meta, _, name = line.partition("\t")
+            if not name.startswith("src/"):
+                entries.append([meta, name])
+                continue
+            if not below:  # src itself, where its contents are (git sorts a tree as "src/")
+                entries.append(["040000 tree -", "src"])
+            below += name[len("src/") :] + "\n"
+        return entries, below
+    top = git(["ls-tree", "HEAD"])  # "MODE TYPE OID\tNAME" lines, in git's order
+    if top is None:
+        return None
+    entries = [line.split("\t", 1) for line in top.splitlines() if "\t" in line]
+    src = [meta.split()[2] for meta, name in entries if name == "src" and meta.split()[1] == "tree"]
+    return entries, (git(["ls-tree", "--name-only", src[0]]) or "") if src else ""
 
 
 def _site_packages(venv: str) -> list[str]:

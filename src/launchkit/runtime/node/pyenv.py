@@ -186,8 +186,10 @@ def _must(log: StepLog, argv: Sequence[str], env: Mapping[str, str] | None = Non
         raise InstallFailed(argv[0])
 
 
-def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) -> None:
-    """A uv.lock: `uv sync --frozen`, from the cache alone first, with the project's stored build."""
+def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None, linked: bool = False) -> None:
+    """A uv.lock: `uv sync --frozen`, from the cache alone first, with the project's stored build.
+    `linked`: the venv is a thin venv over the env store's entry for this lock; when that entry holds
+    every package but the project, the stored build is all there is to install (no uv at all)."""
     flags = s.extra_flags() + s.group_flags()
     if s.system:  # sync into the image's environment, keeping its packages
         env = dict(os.environ, UV_PROJECT_ENVIRONMENT=sys.prefix)
@@ -209,7 +211,9 @@ def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) 
         stored = os.path.join(cache, projectbuild.PROJECTS, key + ".tar") if key else ""
     use_stored = bool(stored) and os.path.isfile(stored) and os.path.getsize(stored) > 0
     first = sync + ["--no-install-project"] if use_stored else sync
-    if cache and os.path.isdir(os.path.join(cache, "archive-v0")):
+    if use_stored and linked and _store_holds_the_rest(root):
+        log.write("[launchkit] env store: it holds every locked package but the project (no uv sync)")
+    elif cache and os.path.isdir(os.path.join(cache, "archive-v0")):
         if log.run(first + ["--offline"]):
             log.write("[launchkit] not all in the uv cache: syncing online")
             _must(log, first)
@@ -227,12 +231,19 @@ def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None) 
         projectbuild.store_project(root, s.venv, stored, log)
 
 
-def build_env(root: str, s: Settings, log: StepLog, cache: str | None = None) -> str:
+def _store_holds_the_rest(root: str) -> bool:
+    from . import envstore
+
+    return envstore.only_the_project_is_local(read_text(os.path.join(root, "uv.lock")))
+
+
+def build_env(root: str, s: Settings, log: StepLog, cache: str | None = None, linked: bool = False) -> str:
     """Install what the checkout at `root` needs into `s.venv` (or the image's Python), as the table
     of docs/runtime.md says; returns the kind of install. Raises InstallFailed (output in `log`).
-    `cache`: uv's cache directory (default: `uv cache dir`; "" for none)."""
+    `cache`: uv's cache directory (default: `uv cache dir`; "" for none). `linked`: the venv was
+    linked to the env store's entry for the checkout's lock."""
     if os.path.isfile(os.path.join(root, "uv.lock")) and os.path.isfile(os.path.join(root, "pyproject.toml")):
-        sync_locked(root, s, log, cache)
+        sync_locked(root, s, log, cache, linked)
         return "uv.lock"
     target = s.target()
     # pyproject.toml: named, so that uv never reads the groups from a pylock.toml next to it
@@ -287,40 +298,114 @@ def conda_install(root: str, log: StepLog, python: str | None = None) -> str:
     return "requirements.txt"
 
 
-def _record_freeze(log: StepLog, argv: list[str]) -> None:
-    """What got installed, to $RESULTS_DIR/.launchkit/requirements.txt, off the critical path."""
+def _record_freeze(log: StepLog, argv: list[str], text: str | None = None) -> None:
+    """What got installed, to $RESULTS_DIR/.launchkit/requirements.txt: `text` when given, else what
+    `argv` prints (in the background, off the critical path)."""
     results = os.environ.get("RESULTS_DIR", "/results")
-    log.background(argv, os.path.join(results, ".launchkit", "requirements.txt"))
+    path = os.path.join(results, ".launchkit", "requirements.txt")
+    if text is None:
+        log.background(argv, path)
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError:
+        pass  # a record for the user: never a reason to fail the job
+
+
+def freeze_text(venv: str) -> str | None:
+    """What `uv pip freeze` prints for `venv`, read from its *.dist-info names (no process competing
+    with the command's start): `name==version` sorted by normalised name, `-e URL` for an editable
+    install. None when a package has a direct URL (uv prints those its own way) or a name is odd."""
+    import json
+
+    from .projectbuild import _site_packages
+
+    sps = _site_packages(venv)
+    if len(sps) != 1:
+        return None
+    rows = []
+    for name in os.listdir(sps[0]):
+        if not name.endswith(".dist-info"):
+            continue
+        dist, sep, version = name[: -len(".dist-info")].partition("-")
+        if not sep or not dist or not version or "-" in version:
+            return None
+        key = dist.lower().replace("_", "-").replace(".", "-")
+        line = f"{key}=={version}"
+        url_file = os.path.join(sps[0], name, "direct_url.json")
+        if os.path.exists(url_file):
+            try:
+                with open(url_file, encoding="utf-8") as f:
+                    info = json.load(f)
+            except (OSError, ValueError):
+                return None
+            editable = isinstance(info, dict) and (info.get("dir_info") or {}).get("editable")
+            url = info.get("url") if isinstance(info, dict) else None
+            if not editable or not isinstance(url, str) or not url.startswith("file://"):
+                return None
+            line = "-e " + url
+        rows.append((key, line))
+    return "".join(line + "\n" for _, line in sorted(rows))
 
 
 def install(argv: list[str]) -> int:
-    """`install LOG VENV`: build_env() for the checkout in the working directory; prints the kind."""
-    if len(argv) != 2:
-        print("[launchkit] error: usage: install LOG VENV", file=sys.stderr)
+    """`install LOG VENV [--bytecode BYTECODE_LOG CHECKOUT]`: build_env() for the checkout in the
+    working directory; prints the kind. With --bytecode (no post-setup hook can change the venv in
+    between), the bytecode step too, in this process: a second line `bytecode MS [TREE]` (the step's
+    milliseconds and the tree to export as PYTHONPYCACHEPREFIX, if one is used)."""
+    if len(argv) not in (2, 5) or (len(argv) == 5 and argv[2] != "--bytecode"):
+        usage = "install LOG VENV [--bytecode BYTECODE_LOG CHECKOUT]"
+        print("[launchkit] error: usage: " + usage, file=sys.stderr)
         return 100
     log = StepLog(argv[0], errors=True)
     s = Settings.from_environ(os.environ, argv[1])
+    linked = False
     try:
         if not s.system and not s.image_venv:
             # env store: a fully locked package set is built once per shared uv cache and the venv
             # linked to it, so build_env finds it installed and adds what it leaves out (the project)
             from . import envstore
 
-            if envstore.link_or_fall_back(
+            linked = envstore.link_or_fall_back(
                 os.getcwd(),
                 s.venv,
                 s.extra_flags() + s.group_flags(),
                 dict(os.environ),
                 log.write,
                 sys.__stderr__,  # the job's stderr (StepLog took sys.stderr for the log)
-            ):
+            )
+            if linked:
                 log.write("[launchkit] env store: linked; installing what the store leaves out")
-        kind = build_env(os.getcwd(), s, log)
+        kind = build_env(os.getcwd(), s, log, linked=linked)
     except InstallFailed:
         return 1
     print(kind)
-    _record_freeze(log, ["uv", "pip", "freeze", *s.target()])
+    if len(argv) == 5:
+        print(_bytecode_line(argv[3], s.venv, argv[4]))
+    # a venv linked to the env store: its record read from the metadata, not by a uv competing with
+    # the command's start
+    _record_freeze(log, ["uv", "pip", "freeze", *s.target()], freeze_text(s.venv) if linked else None)
     return 0
+
+
+def _bytecode_line(log_path: str, venv: str, checkout: str) -> str:
+    """The bytecode step (bytecode.py) after the install, as `bytecode MS [TREE]`; never fails."""
+    import time
+
+    from . import bytecode
+
+    t = time.monotonic()
+    log = StepLog(log_path)
+    try:
+        tree = bytecode.choose(
+            os.environ, venv, checkout, log, os.geteuid(), time.time(), bytecode.start_fill(log)
+        )
+    except Exception as e:  # noqa: BLE001 # a cache: never a reason to fail the job
+        log.write(f"[launchkit] bytecode cache: not used ({type(e).__name__}: {e})")
+        tree = ""
+    ms = int((time.monotonic() - t) * 1000)
+    return f"bytecode {ms} {tree}".rstrip()
 
 
 def conda(argv: list[str]) -> int:
