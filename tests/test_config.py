@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 import yaml
 
 from conftest import run_cli
@@ -155,18 +152,3 @@ def test_zero_and_false_on_the_command_line_beat_the_config(repo):
     _project(repo, "gpus = 8\n")
     spec = yaml.safe_load(run_main("run", "--dry-run", "--gpus", "0", *CMD, cwd=repo.path).stdout)
     assert spec["tasks"][0]["resources"]["gpuCount"] == 0  # gantry's meaning: no GPUs
-
-
-@pytest.mark.parametrize("xdg", [None, "/x/state", "relative/state", ""])
-def test_user_state_dir_is_platformdirs(xdg, monkeypatch, tmp_path):
-    """config.user_state_dir() is platformdirs' user_state_dir("launchkit"), without importing it."""
-    from platformdirs import user_state_dir as platform_state_dir
-
-    from launchkit.config import user_state_dir
-
-    monkeypatch.setenv("HOME", str(tmp_path))
-    if xdg is None:
-        monkeypatch.delenv("XDG_STATE_HOME", raising=False)
-    else:
-        monkeypatch.setenv("XDG_STATE_HOME", xdg)
-    assert user_state_dir() == Path(platform_state_dir("launchkit"))

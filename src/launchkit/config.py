@@ -63,12 +63,8 @@ def user_config_path(environ: dict[str, str] | os._Environ[str] | None = None) -
     return Path(user_config_dir("launchkit")) / "config.toml"
 
 
-def user_state_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
-    """platformdirs' `user_state_dir("launchkit")`; on Linux without importing platformdirs (~10 ms)."""
-    environ = os.environ if environ is None else environ
-    if sys.platform == "linux":
-        base = environ.get("XDG_STATE_HOME", "")
-        return Path(base if os.path.isabs(base) else os.path.expanduser("~/.local/state")) / "launchkit"
+def user_state_dir() -> Path:
+    """launchkit's state directory (platformdirs' `user_state_dir`, imported only when asked)."""
     from platformdirs import user_state_dir as platform_state_dir
 
     return Path(platform_state_dir("launchkit"))

@@ -18,9 +18,9 @@ KEEP = 200  # launches kept per file (the newest)
 
 
 def path() -> Path:
-    from platformdirs import user_state_dir
+    from launchkit.config import user_state_dir
 
-    return Path(user_state_dir("launchkit")) / "beaker" / "launches.jsonl"
+    return user_state_dir() / "beaker" / "launches.jsonl"
 
 
 def record(address: str, user: str, run_id: str, name: str, workspace: str | None) -> None:

@@ -41,9 +41,9 @@ def home() -> Path:
     """Root of the local backend's state: runs.db, runs/<id>/, tools/."""
     if os.environ.get(HOME_VAR):
         return Path(os.environ[HOME_VAR]).absolute()  # replicas run in their own directories
-    from platformdirs import user_state_dir
+    from launchkit.config import user_state_dir
 
-    return Path(user_state_dir("launchkit")) / "local"
+    return user_state_dir() / "local"
 
 
 def run_dir(run_id: str) -> Path:
