@@ -91,19 +91,9 @@ def local_remote(url: str) -> bool:
 def beaker_address(environ: dict[str, str] | None = None) -> str | None:
     """The Beaker address beaker-py would use: BEAKER_ADDR, else `agent_address` in BEAKER_CONFIG or
     ~/.beaker/config.yml; None when neither says (beaker.org)."""
-    env = os.environ if environ is None else environ
-    if addr := env.get("BEAKER_ADDR"):
-        return addr
-    path = env.get("BEAKER_CONFIG") or os.path.expanduser("~/.beaker/config.yml")
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "agent_address":
-                    return value.strip().strip("'\"") or None
-    except OSError:
-        pass
-    return None
+    from launchkit.backends.beaker_remembered import configured_address
+
+    return configured_address(environ)
 
 
 def check_remote_reachable(url: str, *, beaker_addr: str | None) -> None:

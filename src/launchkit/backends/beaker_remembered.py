@@ -62,7 +62,7 @@ def workspace_key(address: str, name: str) -> str:
     return f"workspace|{address}|{name}"
 
 
-def _config_value(key: str, environ: dict[str, str]) -> str | None:
+def config_value(key: str, environ: dict[str, str]) -> str | None:
     """`key` of beaker-py's config file (BEAKER_CONFIG, else ~/.beaker/config.yml), read as plain
     `key: value` lines (what beaker-py writes), without PyYAML."""
     path = environ.get("BEAKER_CONFIG") or os.path.join(environ.get("HOME") or "~", ".beaker", "config.yml")
@@ -77,14 +77,19 @@ def _config_value(key: str, environ: dict[str, str]) -> str | None:
     return None
 
 
-def address(environ: dict[str, str] | None = None) -> str:
-    """The Beaker address beaker-py would use: BEAKER_ADDR, else the config's agent_address."""
+def configured_address(environ: dict[str, str] | None = None) -> str | None:
+    """The Beaker address beaker-py would use: BEAKER_ADDR, else the config's agent_address; None when
+    neither says (beaker.org)."""
     env = dict(os.environ) if environ is None else environ
-    return env.get("BEAKER_ADDR") or _config_value("agent_address", env) or DEFAULT_ADDRESS
+    return env.get("BEAKER_ADDR") or config_value("agent_address", env)
+
+
+def address(environ: dict[str, str] | None = None) -> str:
+    return configured_address(environ) or DEFAULT_ADDRESS
 
 
 def default_workspace(environ: dict[str, str] | None = None) -> str | None:
-    return _config_value("default_workspace", dict(os.environ) if environ is None else environ)
+    return config_value("default_workspace", dict(os.environ) if environ is None else environ)
 
 
 def remembered_runtime_id(
