@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import yaml
 
 from conftest import run_cli
@@ -152,3 +155,19 @@ def test_zero_and_false_on_the_command_line_beat_the_config(repo):
     _project(repo, "gpus = 8\n")
     spec = yaml.safe_load(run_main("run", "--dry-run", "--gpus", "0", *CMD, cwd=repo.path).stdout)
     assert spec["tasks"][0]["resources"]["gpuCount"] == 0  # gantry's meaning: no GPUs
+
+
+@pytest.mark.parametrize("xdg", [None, "", "  ", "/abs/cfg", "rel/cfg", "~/cfg", "./cfg"])
+def test_user_config_path_is_platformdirs_answer(monkeypatch, xdg):
+    """The user config file is where platformdirs puts launchkit's config dir (the XDG spec: a relative
+    XDG_CONFIG_HOME is ignored), though launchkit answers on Linux without importing it."""
+    import platformdirs
+
+    from launchkit.config import user_config_path
+
+    if xdg is None:
+        monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_CONFIG_HOME", xdg)
+    monkeypatch.delenv("LAUNCHKIT_CONFIG", raising=False)
+    assert user_config_path() == Path(platformdirs.user_config_dir("launchkit")) / "config.toml"

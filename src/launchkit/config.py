@@ -55,8 +55,10 @@ def user_config_path(environ: dict[str, str] | os._Environ[str] | None = None) -
     environ = os.environ if environ is None else environ
     if environ.get("LAUNCHKIT_CONFIG"):
         return Path(environ["LAUNCHKIT_CONFIG"])
-    if sys.platform == "linux":  # what platformdirs returns on Linux, without its import on every start
-        base = environ.get("XDG_CONFIG_HOME", "").strip() or os.path.expanduser("~/.config")
+    if sys.platform == "linux":  # platformdirs' answer on Linux without its import (~4-28 ms) on every start
+        base = environ.get("XDG_CONFIG_HOME", "")
+        if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and ignored
+            base = os.path.expanduser("~/.config")
         return Path(base) / "launchkit" / "config.toml"
     from platformdirs import user_config_dir
 
