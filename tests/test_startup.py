@@ -167,7 +167,7 @@ import os, sys
 import pydantic.plugin._loader as loader
 plugins = loader.get_plugins
 def get_plugins():
-    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") is None:  # a model built outside _no_pydantic_plugins
+    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") is None:  # a model built outside building_models
         raise SystemExit("pydantic scanned the entry points for plugins")
     return plugins()
 loader.get_plugins = get_plugins
@@ -186,7 +186,7 @@ main(sys.argv[1:])
 )
 def test_a_launch_does_not_scan_for_pydantic_plugins(args, repo, tmp_path):
     """Every launchkit model a launch builds is built with pydantic's plugins off (cli/launching.py:
-    _no_pydantic_plugins): the scan of every installed package's entry points costs ~10-15 ms."""
+    building_models): the scan of every installed package's entry points costs ~10-15 ms."""
     env = {**os.environ, "LAUNCHKIT_LOCAL_HOME": str(tmp_path / "state")}
     env.pop("PYDANTIC_DISABLE_PLUGINS", None)
     proc = subprocess.run(
@@ -198,3 +198,78 @@ def test_a_launch_does_not_scan_for_pydantic_plugins(args, repo, tmp_path):
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_start_up_pauses_the_gc_until_the_command_runs(monkeypatch):
+    """The console script parses with Python's cyclic GC paused (what start-up allocates lives until
+    exit) and the command itself runs with it on again: `follow` or a local job's supervisor may run
+    for hours (cli/entry.py)."""
+    import gc
+
+    import typer
+
+    import launchkit.cli.open_cmd as open_cmd
+    from launchkit.cli import app as cli_app
+    from launchkit.cli import entry
+
+    seen: dict[str, bool] = {}
+    command_of = cli_app._command_of
+
+    def parsing(args):
+        seen["parsing"] = gc.isenabled()
+        return command_of(args)
+
+    def open_page(ctx) -> None:
+        seen["command"] = gc.isenabled()
+
+    open_page.__annotations__["ctx"] = typer.Context  # this module's annotations are strings
+
+    monkeypatch.setattr(cli_app, "_command_of", parsing)
+    monkeypatch.setattr(open_cmd, "open_page", open_page)
+    monkeypatch.setattr(sys, "argv", ["launchkit", "open"])
+    try:
+        with pytest.raises(SystemExit) as exited:
+            entry.main()
+    finally:
+        gc.enable()
+    assert exited.value.code == 0
+    assert seen == {"parsing": False, "command": True}
+
+
+def test_in_process_callers_keep_their_gc(monkeypatch):
+    """Only the console script pauses: `main(argv)` called in-process leaves the caller's GC alone."""
+    import gc
+
+    from launchkit.cli.app import main
+
+    assert gc.isenabled()
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert gc.isenabled()
+
+
+@pytest.mark.parametrize("plugins_env", [None, "__all__"])
+def test_models_are_built_with_the_gc_paused(monkeypatch, plugins_env):
+    """building_models() pauses the cyclic GC and turns it back on, also when the block raises."""
+    import gc
+
+    from launchkit.cli.launching import building_models
+
+    if plugins_env is None:
+        monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    else:
+        monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", plugins_env)
+    assert gc.isenabled()
+    with building_models():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), building_models():
+        raise RuntimeError("model failed")
+    assert gc.isenabled()
+    gc.disable()  # a caller that paused it already gets it back paused
+    try:
+        with building_models():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

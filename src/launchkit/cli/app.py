@@ -24,6 +24,7 @@ from launchkit import __version__
 from launchkit.application import Application
 from launchkit.cli.backend_choice import stdout_closed
 from launchkit.cli.context import get_app
+from launchkit.cli.entry import resume_gc
 from launchkit.cli.panels import PanelCommand, PanelGroup
 from launchkit.cli.params import PlainCommand
 
@@ -61,6 +62,7 @@ def root(
         help="Give up when Beaker does not answer for this long (default 60).",
     ),
 ) -> None:
+    resume_gc()  # the command line is parsed: what follows may run for hours
     app = get_app(ctx)
     app.verbosity = -1 if quiet else verbose
     if beaker_timeout is not None:  # checked here for every command, whichever backend it uses

@@ -13,6 +13,7 @@ Steps:
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import os
 import sys
@@ -29,32 +30,39 @@ if TYPE_CHECKING:
     from launchkit.core.request import LaunchRequest
 
 
-# The modules whose pydantic models a launch builds: imported under _no_pydantic_plugins, as a model
+# The modules whose pydantic models a launch builds: imported under building_models, as a model
 # first built outside it (the backend's protocol, the git state's) would scan the entry points after all.
 _LAUNCH_MODELS = ("launchkit.core.request", "launchkit.core.spec", "launchkit.backends.protocol")
 
 
 @contextlib.contextmanager
-def _no_pydantic_plugins() -> Iterator[None]:
+def building_models() -> Iterator[None]:
     """pydantic's documented PYDANTIC_DISABLE_PLUGINS while launchkit's own models are built: otherwise
     the first model scans every installed package's entry points (~10-15 ms). launchkit uses no
-    plugins. Only around pure code, so no child process (git, a local job) inherits the setting."""
-    if "PYDANTIC_DISABLE_PLUGINS" in os.environ:
-        yield
-        return
-    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+    plugins. Only around pure code, so no child process (git, a local job) inherits the setting.
+    The cyclic GC is paused meanwhile: the imports and models built here live until exit."""
+    was_collecting = gc.isenabled()
+    gc.disable()
     try:
-        for module in _LAUNCH_MODELS:
-            importlib.import_module(module)
-        yield
+        if "PYDANTIC_DISABLE_PLUGINS" in os.environ:
+            yield
+            return
+        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+        try:
+            for module in _LAUNCH_MODELS:
+                importlib.import_module(module)
+            yield
+        finally:
+            del os.environ["PYDANTIC_DISABLE_PLUGINS"]
     finally:
-        del os.environ["PYDANTIC_DISABLE_PLUGINS"]
+        if was_collecting:
+            gc.enable()
 
 
 def launch(app: Application, given: dict[str, Any], *, extra: list[str], command: list[str] | None) -> None:
     from launchkit.cli.backend_choice import choose, has, registered, request_backend
 
-    with _no_pydantic_plugins():
+    with building_models():
         from launchkit.backends import Capability
         from launchkit.config import gantry_notice
         from launchkit.core.parse import build_request
@@ -155,7 +163,7 @@ def launch_request(
     request = check_python_files(app, request, git)
     request = local_torch_backend(app, request, git, backend, name=name)
     check_environment(app, request, git, backend, name)
-    with _no_pydantic_plugins():
+    with building_models():
         from launchkit.backends import Submission
         from launchkit.core.multinode import added_line
         from launchkit.core.spec import upload_dataset_name
@@ -168,7 +176,7 @@ def launch_request(
             auto_secrets=request.auto_secrets,
             uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
         )
-    with _no_pydantic_plugins():
+    with building_models():
         if backend is not None and (placed := placement(backend, request, submission)):
             # the profile follows the clusters the backend resolved, not the names given
             request = request.model_copy(update={"placed_clusters": placed})

@@ -32,11 +32,11 @@ def mason(
     Takes mason.py's options as they are (`--help` lists them); each `--`-separated command becomes
     one task. launchkit's own: --dry-run, --offline, --save-spec FILE, --follow.
     """
-    from launchkit.cli.launching import _no_pydantic_plugins, launch_request, offline_reason, read_state
+    from launchkit.cli.launching import building_models, launch_request, offline_reason, read_state
 
     app = get_app(ctx)
     argv = list(args or [])
-    with _no_pydantic_plugins():
+    with building_models():
         from launchkit.backends import Capability, accounts, registry
         from launchkit.core import mason as m
 
@@ -66,7 +66,7 @@ def mason(
     launch = m.Launch(whoami=whoami, wandb_id=_wandb_id(), now=_now(), rand=_rand(), environ=dict(os.environ))
     if warning := m.interconnect_warning(margs):
         app.warn(warning)
-    with _no_pydantic_plugins():
+    with building_models():
         request = m.to_request(margs, commands, launch)
     git = None if external else read_state(app, request, backend, name)  # before the (long) cache run
     if margs.dry_run:

@@ -49,7 +49,7 @@ def session(
     Everything after `--` is the session's command (default: the image's shell).
     """
     from launchkit.backends import Capability, Submission, registry, session_host
-    from launchkit.cli.launching import _no_pydantic_plugins
+    from launchkit.cli.launching import building_models
     from launchkit.core.gitstate import GitState
     from launchkit.core.session import session_argv
     from launchkit.core.spec import build_spec, upload_dataset_name
@@ -65,7 +65,7 @@ def session(
         if given.get(opt):
             raise UsageError(f"--{opt.replace('_', '-')} is for `launchkit run`", hint="drop it for sessions")
     command = list(app.user_command or [])
-    with _no_pydantic_plugins():
+    with building_models():
         from launchkit.cli.backend_choice import registered
         from launchkit.core.parse import build_request
 
@@ -112,7 +112,7 @@ def session(
         uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
     )
     if wants_placement(request) and (placed := backend.session_placement(submission)):
-        with _no_pydantic_plugins():  # the profile follows the clusters Beaker resolved, as for run
+        with building_models():  # the profile follows the clusters Beaker resolved, as for run
             request = request.model_copy(update={"placed_clusters": placed})
             spec = build_spec(request, git, user_profiles=config.get("profiles")).to_json()
         submission = submission.model_copy(update={"spec": spec})
