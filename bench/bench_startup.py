@@ -13,6 +13,9 @@ Usage (from the repository root):  uv run python bench/bench_startup.py [-n 15] 
 - Targets: `launchkit --help` <= 0.4x `gantry --help` (issue 14); `launchkit run --help` <= 0.30x
   `gantry run --help` and the offline `launchkit run --dry-run` <= 0.25x gantry's online one (issue 25).
   Exit 1 if missed.
+- Also times "the libraries alone" (LIBRARIES: the interpreter, Typer, one pydantic model, beaker-py's
+  spec types), the floor under any launch that uses them, and says how much of the dry-run target
+  that floor leaves for launchkit's own work.
 - --baseline REF (repeatable; default 095abbc, before issue 25) also runs that commit's src/ (`git
   archive`, same interpreter, PYTHONPATH) in the same batches, so before and after are measured side
   by side; `--baseline ''` for none.
@@ -41,6 +44,19 @@ TARGETS = {
     "launchkit run --dry-run": (0.25, "gantry run --dry-run"),
 }
 FAKE_LATENCY = 0.02
+# What a launch cannot go below with the libraries the developers' guide names for its jobs: the
+# interpreter, Typer, one pydantic model built and validated (plugins off, as launchkit builds its own)
+# and beaker-py's spec types. `launchkit run --dry-run` is measured against it as well as against gantry.
+LIBRARIES = (
+    "import os; os.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'\n"
+    "import typer\n"
+    "from pydantic import BaseModel\n"
+    "class Request(BaseModel):\n"
+    "    command: list[str]\n"
+    "Request(command=['python', 'train.py'])\n"
+    "from launchkit.core.beaker_types import spec_types\n"
+    "spec_types()\n"
+)
 
 
 def sh(*cmd: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
@@ -190,6 +206,7 @@ def main() -> int:
             "launchkit --help": ([*lk, "--help"], env),
             "launchkit run --help": ([*lk, "run", "--help"], env),
             "launchkit run --dry-run": ([*lk, *dry], env),
+            "the libraries alone": ([str(launchkit_python), "-c", LIBRARIES], env),
         }
         for ref, base in bases.items():  # the same interpreter and libraries, the baseline's src/
             old_env = {**env, "PYTHONPATH": str(base)}
@@ -231,6 +248,13 @@ def main() -> int:
                 "ok" if ratio <= target else "MISSED"
             )
         print(line)
+    floor, versus = medians["the libraries alone"], medians["gantry run --dry-run"]
+    target = TARGETS["launchkit run --dry-run"][0] * versus
+    print(
+        f"floor: the libraries alone take {floor:.0f} ms, {floor / versus:.2f}x gantry's online dry run; "
+        f"the {TARGETS['launchkit run --dry-run'][0]}x target ({target:.0f} ms) leaves {target - floor:.0f} ms "
+        f"for launchkit's own work (now {medians['launchkit run --dry-run'] - floor:.0f} ms)"
+    )
     return 0 if ok else 1
 
 
