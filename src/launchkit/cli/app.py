@@ -208,7 +208,8 @@ def __getattr__(name: str) -> typer.Typer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point. Everything after the first `--` is the user's command, verbatim."""
+    """The CLI (the console script calls it through cli/entry.py). Everything after the first `--` is
+    the user's command, verbatim."""
     args = list(sys.argv[1:] if argv is None else argv)
     application = Application()
     if "--" in args:
