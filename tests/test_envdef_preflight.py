@@ -82,17 +82,48 @@ def test_each_broken_environment_is_refused(index, tmp_path, name, deps, more, e
     assert "\n" not in msg and "--no-preflight" in e.value.hint
 
 
-def test_requirements_txt_that_cannot_resolve_is_refused(index, tmp_path):
-    root = tmp_path / "reqs"
+def _requirements(tmp_path, name, text):
+    root = tmp_path / name
     root.mkdir()
-    (root / "requirements.txt").write_text("tinydep==0.1.0\ntinydep==0.2.0\n")
-    with pytest.raises(PreconditionError):
-        preflight(
-            Application(),
-            str(root),
-            preflight_inputs(str(root), extras=[], all_extras=False, groups=[]),
-            "3.12",
-        )
+    (root / "requirements.txt").write_text(text)
+    return root, preflight_inputs(str(root), extras=[], all_extras=False, groups=[])
+
+
+def test_requirements_txt_that_cannot_resolve_is_refused(index, tmp_path):
+    root, inputs = _requirements(tmp_path, "reqs", "tinydep==0.1.0\ntinydep==0.2.0\n")
+    with pytest.raises(PreconditionError) as e:
+        preflight(Application(), str(root), inputs, "3.12")
+    assert "cannot be resolved for Linux x86_64" in str(e.value) and "tinydep" in str(e.value), e.value
+
+
+def _sha256(path):
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_healthy_requirements_txt_passes(index, tmp_path):
+    """Plain, hashed and `--index-url`/`--find-links` requirement files, as real projects have them."""
+    wheel = next(index.glob("tinydep-0.2.0-*.whl"))
+    shapes = {
+        "plain": "tinydep==0.2.0\n",
+        "hashed": f"tinydep==0.2.0 --hash=sha256:{_sha256(wheel)}\n",
+        "options": f"--find-links {index}\n--no-index\n# a comment\ntinydep>=0.1\n",
+        "index-url": f"--index-url http://127.0.0.1:9/simple\n--find-links {index}\ntinydep\n",
+    }
+    for name, text in shapes.items():
+        root, inputs = _requirements(tmp_path, name, text)
+        assert inputs == ["requirements.txt"]
+        preflight(Application(), str(root), inputs, "3.12")
+
+
+def test_beaker_launch_of_a_requirements_txt_project(repo, fake_beaker, index):
+    repo.commit({"requirements.txt": "tinydep==0.2.0\n"})
+    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 0 and "launched" in r.stderr, r.stderr
+    repo.commit({"requirements.txt": "tinydep==9.9\n"})
+    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 3 and "tinydep==9.9" in r.stderr and "launched" not in r.stderr, r.stderr
 
 
 def test_a_healthy_project_passes(index, tmp_path):

@@ -192,7 +192,7 @@ def preflight_inputs(
         names = _pip_groups(data, groups, all_groups, no_default_groups)
         inputs += [f"--group=pyproject.toml:{g}" for g in names]
     if not inputs and has("requirements.txt"):
-        inputs = ["-r", "requirements.txt"]
+        inputs = ["requirements.txt"]  # a source file: `uv pip compile` takes no `-r`
     return inputs or None
 
 
