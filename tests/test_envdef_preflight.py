@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -359,3 +360,96 @@ def test_a_python_version_file_the_runtime_cannot_run_is_refused_at_launch(repo)
         == 0
     )
     assert run_main("run", "--dry-run", "--offline", "--no-python", "--", "x", cwd=repo.path).code == 0
+
+
+# ---- the job's Python against the project's requires-python (issue 31)
+
+
+def test_a_requires_python_the_job_cannot_have_is_refused(tmp_path):
+    """pyproject.toml's requires-python excludes the job's Python: `uv pip compile` does not check it (it
+    resolves the dependencies only), so this was submitted and failed in the job's `uv pip install .`."""
+    root = _project(tmp_path, "newer-only", rp=">=3.13")
+    with pytest.raises(PreconditionError) as e:
+        preflight(Application(), str(root), ["pyproject.toml"], "3.12")
+    msg, hint = str(e.value), e.value.hint
+    assert msg == "pyproject.toml cannot be installed for the job's Python 3.12: it requires Python >=3.13"
+    assert "--python-version" in hint and ".python-version" in hint and "--no-preflight" in hint
+    never = _project(tmp_path, "no-python-at-all", rp="<3.8")
+    with pytest.raises(PreconditionError, match=r"by any Python the job can run: it requires Python <3\.8"):
+        preflight(Application(), str(never), ["pyproject.toml"], None)
+
+
+def test_a_requires_python_the_job_has_is_resolved_for_it(tmp_path, monkeypatch):
+    import launchkit.pyenv as pyenv
+
+    calls = []
+    monkeypatch.setattr(pyenv, "_uv", lambda args, **kw: calls.append(args) or (0, ""))
+    for rp, python, resolved in [
+        (">=3.13", "3.13", "3.13"),
+        (">=3.12.4", "3.12", "3.12"),  # some 3.12 release is allowed
+        (">=3.10", None, f"{sys.version_info.major}.{sys.version_info.minor}"),  # launchkit's own
+        (">=3.8,<3.10", None, "3.8"),  # the oldest the project allows
+    ]:
+        root = _project(tmp_path, f"p{len(calls)}", rp=rp)
+        preflight(Application(), str(root), ["pyproject.toml"], python)
+        args = calls[-1]
+        assert args[args.index("--python-version") + 1] == resolved, args
+
+
+def test_beaker_launch_refuses_a_python_version_file_that_requires_python_excludes(repo, fake_beaker):
+    repo.commit(
+        {"pyproject.toml": PROJECT.format(rp=">=3.13", deps="", more=""), ".python-version": "3.12\n"}
+    )
+    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 3, r.stderr
+    assert "the job's Python 3.12: it requires Python >=3.13" in r.stderr and "launched" not in r.stderr
+    assert "Traceback" not in r.stderr
+    r = run_cli(
+        "run", "--python-version", "3.13", "--no-preflight", "--", "python", "train.py", cwd=repo.path
+    )
+    assert r.code == 0 and "launched" in r.stderr, r.stderr
+
+
+# ---- the launching shell's uv settings (issue 31): only those saying where packages come from count
+
+
+def test_preflight_keeps_only_the_shells_package_sources():
+    from launchkit.pyenv import preflight_environ
+
+    shell = {
+        "PATH": "/bin",
+        "UV_INDEX_URL": "https://mirror/simple",
+        "UV_INDEX_PRIVATE_PASSWORD": "pw",
+        "UV_EXTRA_INDEX_URL": "https://extra/simple",
+        "UV_FIND_LINKS": "/wheels",
+        "UV_CACHE_DIR": "/cache",
+        "UV_HTTP_TIMEOUT": "60",
+        "UV_NATIVE_TLS": "1",
+        "UV_OFFLINE": "1",
+        "UV_NO_BINARY": "1",
+        "UV_EXCLUDE_NEWER": "2020-01-01",
+        "UV_PYTHON": "3.9",
+        "UV_TORCH_BACKEND": "cu128",
+        "UV_FROZEN": "1",
+    }
+    kept = preflight_environ(shell)
+    dropped = {"UV_OFFLINE", "UV_NO_BINARY", "UV_EXCLUDE_NEWER", "UV_PYTHON", "UV_TORCH_BACKEND", "UV_FROZEN"}
+    assert kept == {k: v for k, v in shell.items() if k not in dropped}
+
+
+@pytest.mark.parametrize("setting", ["UV_OFFLINE=1", "UV_EXCLUDE_NEWER=2001-01-01T00:00:00Z"])
+def test_the_shells_uv_settings_do_not_refuse_what_the_job_installs(repo, fake_beaker, tmp_path, setting):
+    """UV_OFFLINE=1 (and other settings the job does not have) in the launching shell refused launches the
+    node installs fine: the preflight's 'online' attempt was offline too."""
+    from lk_helpers import LocalIndex
+
+    name, value = setting.split("=", 1)
+    with LocalIndex(tmp_path / "index", ["tinydep"]) as index:
+        repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"tinydep"', more="")})
+        env = {"UV_INDEX_URL": index.url, "UV_CACHE_DIR": str(tmp_path / "empty-cache"), name: value}
+        r = run_cli("run", "--", "python", "train.py", cwd=repo.path, env=env)
+        assert r.code == 0 and "launched" in r.stderr, r.stderr
+        assert "preflight skipped" not in r.stderr
+        repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"tinydep==9"', more="")})
+        r = run_cli("run", "--", "python", "train.py", cwd=repo.path, env=env)
+        assert r.code == 3 and "tinydep==9" in r.stderr, r.stderr  # still checked, from the index

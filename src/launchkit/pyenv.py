@@ -25,11 +25,45 @@ STALE = "needs to be updated"
 OFFLINE_UNDECIDED = "network was disabled"
 
 
-def _uv(args: list[str], *, offline: bool, timeout: float, cwd: str | None = None) -> tuple[int, str]:
-    """Run uv (the one launchkit ships with) for a check: exit code and output; -1 when it could not run."""
+# The launching shell's uv settings that say where packages come from and how to reach them (indexes and
+# their credentials, find-links, the cache, TLS and HTTP): the preflight keeps these and drops every other
+# UV_* (UV_OFFLINE, UV_NO_BINARY, UV_EXCLUDE_NEWER, UV_PYTHON, ...), which the job does not have.
+SOURCE_SETTINGS = (
+    "UV_INDEX",  # UV_INDEX, UV_INDEX_URL, UV_INDEX_STRATEGY, UV_INDEX_<NAME>_USERNAME/_PASSWORD
+    "UV_DEFAULT_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
+    "UV_NO_INDEX",
+    "UV_KEYRING_PROVIDER",
+    "UV_CACHE_DIR",
+    "UV_CONFIG_FILE",
+    "UV_NO_CONFIG",
+    "UV_NATIVE_TLS",
+    "UV_SYSTEM_CERTS",
+    "UV_INSECURE_HOST",
+    "UV_HTTP_",
+)
+
+
+def preflight_environ(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """The environment of the preflight's uv calls: the launching shell's, without its UV_* settings but
+    those of SOURCE_SETTINGS (docs/runtime.md "Preflight")."""
+    return {k: v for k, v in environ.items() if not k.startswith("UV_") or k.startswith(SOURCE_SETTINGS)}
+
+
+def _uv(
+    args: list[str],
+    *,
+    offline: bool,
+    timeout: float,
+    cwd: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """Run uv (the one launchkit ships with) for a check: exit code and output; -1 when it could not run.
+    `environ`: the environment (default: this process's)."""
     from uv import find_uv_bin
 
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}  # a check: never fetch an interpreter
+    env = {**(os.environ if environ is None else environ), "UV_PYTHON_DOWNLOADS": "never"}  # never fetch one
     env.pop("VIRTUAL_ENV", None)
     try:
         r = subprocess.run(
@@ -213,12 +247,26 @@ def _pip_groups(data: dict[str, Any], names: list[str], every: bool, no_default:
     return list(dict.fromkeys(picked))
 
 
+def _requires_python(root: str) -> str | None:
+    """[project] requires-python of root/pyproject.toml, if it has one."""
+    import tomllib
+
+    try:
+        with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+            project = tomllib.load(f).get("project")
+    except (OSError, tomllib.TOMLDecodeError):
+        return None  # uv says what is wrong with it
+    requires = project.get("requires-python") if isinstance(project, dict) else None
+    return requires if isinstance(requires, str) else None
+
+
 def _cache_then_index(app: Application, args: list[str], root: str, timeout: float) -> tuple[int, str] | None:
     """uv with `args` from its cache alone, then online if that cannot decide; None (said in one line)
     when the index cannot be reached."""
-    code, out = _uv(args, offline=True, timeout=timeout, cwd=root)
+    env = preflight_environ(os.environ)
+    code, out = _uv(args, offline=True, timeout=timeout, cwd=root, environ=env)
     if code != 0 and OFFLINE_UNDECIDED in out:
-        code, out = _uv(args, offline=False, timeout=timeout, cwd=root)
+        code, out = _uv(args, offline=False, timeout=timeout, cwd=root, environ=env)
         if code != 0 and (code == -1 or any(e in out.lower() for e in NETWORK_ERRORS)):
             app.info(f"preflight skipped: the package index cannot be reached ({_last(out)})")
             return None
@@ -229,7 +277,11 @@ def preflight(
     app: Application, root: str, inputs: list[str], python: str | None, *, timeout: float = 30
 ) -> None:
     """Resolve the job's requirements for the node's platform; refuse (exit 3) with uv's explanation
-    when they cannot be; one line and go on when the index cannot be reached."""
+    when they cannot be; one line and go on when the index cannot be reached. A project's requires-python
+    that excludes the job's Python (`python`) is refused first (job_python)."""
+    requires = _requires_python(root) if "pyproject.toml" in inputs else None
+    if requires is not None:
+        python = job_python("pyproject.toml", requires, python)
     args = [*inputs, "--python-platform", PLATFORM, *(["--python-version", python] if python else [])]
     # The target platform and version are given: this interpreter only runs builds of metadata, and
     # naming it spares uv a search for a local Python of the job's version (1 s through pyenv shims).
@@ -287,7 +339,11 @@ def preflight_lock(
             # the workspace's own packages are built from the clone: only the pins are checked
             export = ["export", "--frozen", "--quiet", "--format", "pylock.toml", "--no-emit-workspace"]
             code, out = _uv(
-                [*export, *extra_args, *group_args, "-o", exported], offline=True, timeout=timeout, cwd=root
+                [*export, *extra_args, *group_args, "-o", exported],
+                offline=True,
+                timeout=timeout,
+                cwd=root,
+                environ=preflight_environ(os.environ),
             )
             if code == -1 or "unsupported schema version" in out:  # a newer uv's lock: the job's may read it
                 app.warn(f"preflight of uv.lock skipped: {_explanation(out)}")
@@ -322,14 +378,8 @@ def _dry_run_install(
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise PreconditionError(f"{name} cannot be read: {e}", hint=LOCK_HINT) from None
     requires = data.get("requires-python")
-    version = _lock_python(python, requires if isinstance(requires, str) else None)
+    version = job_python(name, requires if isinstance(requires, str) else None, python)
     where = f"Linux x86_64{f', python {version}' if version else ''}"
-    if version is None and python:
-        raise PreconditionError(
-            f"{name} cannot be installed for the job's Python {python}: it requires Python {requires}",
-            hint=f"launch with a --python-version that {name} allows (or change .python-version); "
-            "or pass --no-preflight to submit anyway",
-        )
     cmd = ["pip", "install", "--dry-run", "--quiet", "--target", os.path.join(tmp, "target")]
     cmd += ["--python-platform", PLATFORM, "--python", sys.executable, "--preview-features", "pylock"]
     cmd += [*(["--python-version", version] if version else []), "-r", lock, *args]
@@ -350,26 +400,41 @@ def _dry_run_install(
     )
 
 
-def _lock_python(python: str | None, requires: str | None) -> str | None:
-    """The Python version to check a lock for: the job's (None when `requires` excludes it); when it is
-    not known at launch (no --python-version or .python-version), launchkit's own if `requires` allows
-    it, else the oldest 3.x that it does."""
+def job_python(name: str, requires: str | None, python: str | None) -> str | None:
+    """The Python version to check `name` (a pyproject.toml or a lock) for: the job's (`python`: the
+    --python-version or .python-version); when it is not known at launch, launchkit's own if `requires`
+    (the file's requires-python) allows it, else the oldest 3.x that it does. Refuses (exit 3) when
+    `requires` excludes the job's Python, or every Python the runtime runs on (3.8 or newer)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     try:
         allowed = SpecifierSet(requires or "")
     except InvalidSpecifier:
-        return python
+        return python  # uv says what is wrong with it
     if python:
         try:
             # `3.12` is any 3.12.x: allowed when some release of it is
             candidates = [python] + ([f"{python}.99"] if python.count(".") == 1 else [])
-            return python if any(Version(v) in allowed for v in candidates) else None
+            if any(Version(v) in allowed for v in candidates):
+                return python
         except InvalidVersion:
             return python  # a request such as `pypy@3.10`: uv says what it makes of it
+        raise PreconditionError(
+            f"{name} cannot be installed for the job's Python {python}: it requires Python {requires}",
+            hint=f"launch with a --python-version that {name} allows (or change .python-version, or its "
+            "requires-python) and push; or pass --no-preflight to submit anyway",
+        )
     own = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return next((v for v in [own, *(f"3.{n}" for n in range(8, 20))] if Version(v) in allowed), own)
+    versions = [own, *(f"3.{n}" for n in range(8, 20))]
+    usable = [v for v in versions if Version(v) in allowed or Version(f"{v}.99") in allowed]
+    if not usable:
+        raise PreconditionError(
+            f"{name} cannot be installed by any Python the job can run: it requires Python {requires} "
+            "(launchkit's runtime needs 3.8 or newer)",
+            hint=f"fix requires-python in {name} and push; or pass --no-preflight to submit anyway",
+        )
+    return next((v for v in usable if Version(v) in allowed), usable[0])
 
 
 def _last(out: str) -> str:
