@@ -14,7 +14,8 @@ from conftest import run_cli
 from inproc import run_main
 from launchkit.application import Application
 from launchkit.errors import PreconditionError
-from launchkit.pyenv import check_uv_lock, preflight, preflight_inputs, preflight_lock
+from launchkit.pyenv import check_uv_lock, job_plan, preflight, preflight_lock
+from launchkit.pyenv import preflight_inputs as _preflight_inputs
 from lk_helpers import make_wheel
 
 PROJECT = (
@@ -37,6 +38,11 @@ def index(tmp_path, monkeypatch):
     monkeypatch.setenv("UV_NO_INDEX", "1")
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     return folder
+
+
+def preflight_inputs(root, *, extras, all_extras, groups, **kw):
+    """The compile inputs of what the job installs from `root` (its plan)."""
+    return _preflight_inputs(job_plan(root, groups=groups, **kw), extras=extras, all_extras=all_extras)
 
 
 def _project(tmp_path, name, deps="", rp=">=3.10", more="", files=None):
@@ -149,7 +155,7 @@ def test_a_healthy_project_passes(index, tmp_path):
 
 def test_nothing_to_resolve_with_a_lock(tmp_path):
     root = _project(tmp_path, "locked", deps='"tinydep"', files={"uv.lock": ""})
-    assert preflight_inputs(str(root), extras=[], all_extras=False, groups=[]) is None
+    assert preflight_inputs(str(root), extras=[], all_extras=False, groups=[]) == []
     # a pylock.toml holds the pins; the project on top of them is still resolved
     pinned = _project(tmp_path, "pinned", deps='"tinydep"', files={"pylock.toml": ""})
     assert preflight_inputs(str(pinned), extras=[], all_extras=False, groups=[]) == ["pyproject.toml"]

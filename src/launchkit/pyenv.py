@@ -4,9 +4,11 @@
   anything is submitted (the job would otherwise install the stale lock with `uv sync --frozen`).
 - `repo_relative`: `--conda-file` as a path inside the repository (the job runs from the clone).
 - `version_tag`: the commit's nearest version tag, recreated in the job's clone for `git describe`.
-- `preflight`: the job's environment resolved for Linux x86_64 before a Beaker submit (exit 3 when
-  uv cannot resolve it, with uv's reason); `preflight_lock`: the same for a uv.lock or pylock.toml,
-  installed as a dry run (a pin without a Linux wheel, a lock for another platform or Python).
+- `check_job_environment`: the preflight before a Beaker submit. What the job installs is decided by the
+  node runtime's planner (runtime/node/plan.py, `job_plan`); `preflight` resolves it for Linux x86_64
+  and the job's Python (exit 3 when uv cannot, with uv's reason, or when requires-python excludes that
+  Python); `preflight_lock`: the same for a uv.lock or pylock.toml, installed as a dry run (a pin
+  without a Linux wheel, a lock for another platform or Python).
 - `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix.
 """
 
@@ -16,10 +18,10 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import Any
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
+from launchkit.runtime.node.plan import Plan, PlanError, hashed_requirements, plan_for
 
 STALE = "needs to be updated"
 OFFLINE_UNDECIDED = "network was disabled"
@@ -125,7 +127,7 @@ FOREIGN_LOCKS = {
 def foreign_lock_line(root: str) -> str | None:
     """One line when root has a poetry.lock or pdm.lock but no lock the job installs from (uv.lock,
     pylock.toml, a requirements.txt with hashes): the job would resolve the versions anew."""
-    if any(os.path.isfile(os.path.join(root, f)) for f in ("uv.lock", "pylock.toml")) or _hashed(
+    if any(os.path.isfile(os.path.join(root, f)) for f in ("uv.lock", "pylock.toml")) or hashed_requirements(
         os.path.join(root, "requirements.txt")
     ):
         return None
@@ -136,14 +138,6 @@ def foreign_lock_line(root: str) -> str | None:
                 f"versions; to pin them commit {fix}, or pass --install"
             )
     return None
-
-
-def _hashed(path: str) -> bool:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return any("--hash" in line.split("#", 1)[0] for line in f)
-    except OSError:
-        return False
 
 
 def version_tag(root: str, commit: str, timeout: float = 10) -> tuple[str, str, int] | None:
@@ -191,60 +185,59 @@ PLATFORM = "x86_64-manylinux_2_28"  # AI2's Beaker nodes: x86_64 Linux, glibc 2.
 NETWORK_ERRORS = ("error sending request", "failed to fetch", "dns error", "connection refused", "timed out")
 
 
-def preflight_inputs(
+def job_plan(
+    root: str, *, groups: list[str], all_groups: bool = False, no_default_groups: bool = False
+) -> Plan:
+    """What the job installs from the checkout at `root` (the node runtime's own planner,
+    runtime/node/plan.py); a poetry group it cannot install refused (exit 3)."""
+    try:
+        return plan_for(root, groups, all_groups, no_default_groups)
+    except PlanError as e:
+        raise PreconditionError(str(e), hint="fix pyproject.toml and push, or pass --no-preflight") from None
+
+
+def preflight_inputs(plan: Plan, *, extras: list[str], all_extras: bool) -> list[str]:
+    """The `uv pip compile` sources and flags for what the job installs with `uv pip` (docs/runtime.md):
+    the project's dependencies (a [project] table, with the extras), a plain requirements.txt (or a hashed
+    one with no [project] beside it), the PEP 735 groups; [] when there is none of these. A uv.lock and a
+    pylock.toml's pins are `preflight_lock`'s; the poetry groups' requirements are `preflight`'s."""
+    if plan.locked:
+        return []
+    inputs: list[str] = []
+    if plan.pyproject_deps:
+        inputs += ["pyproject.toml"] + (["--all-extras"] if all_extras else [f"--extra={e}" for e in extras])
+    if plan.requirements or (plan.pins == "requirements.txt" and not plan.pyproject_deps):
+        inputs.append("requirements.txt")  # a source file: `uv pip compile` takes no `-r`
+    return inputs + [f"--group=pyproject.toml:{g}" for g in plan.groups]
+
+
+def check_job_environment(
+    app: Application,
     root: str,
+    python: str | None,
     *,
     extras: list[str],
     all_extras: bool,
     groups: list[str],
     all_groups: bool = False,
     no_default_groups: bool = False,
-) -> list[str] | None:
-    """The `uv pip compile` inputs that describe what the job installs (as the entrypoint picks it:
-    docs/runtime.md), or None when there is nothing to resolve (a uv.lock is `preflight_lock`'s; with a
-    pylock.toml the project installed on top of its pins is resolved here, the pins there)."""
-
-    def has(name: str) -> bool:
-        return os.path.isfile(os.path.join(root, name))
-
-    if has("uv.lock") and has("pyproject.toml"):
-        return None
-    inputs: list[str] = []
-    if has("pyproject.toml"):
-        import tomllib
-
-        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8", errors="replace") as f:
-            text = f.read()
-        if "[project]" in text:
-            inputs += ["pyproject.toml"] + (
-                ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
-            )
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError:
-            data = {}  # uv says what is wrong with it
-        names = _pip_groups(data, groups, all_groups, no_default_groups)
-        inputs += [f"--group=pyproject.toml:{g}" for g in names]
-    if not inputs and has("requirements.txt"):
-        inputs = ["requirements.txt"]  # a source file: `uv pip compile` takes no `-r`
-    return inputs or None
-
-
-def _pip_groups(data: dict[str, Any], names: list[str], every: bool, no_default: bool) -> list[str]:
-    """The dependency groups the job's `uv pip install` gets, as the entrypoint's lk_pip_groups picks
-    them (uv sync's meaning): the named ones; every group, or the default ones ([tool.uv]
-    default-groups, else `dev`) unless no_default."""
-    table = data.get("dependency-groups")
-    if not isinstance(table, dict):
-        return list(names)  # uv names a group that is missing
-    picked = list(names)
-    if every:
-        picked += list(table)
-    elif not no_default:
-        uv_table = data.get("tool", {}).get("uv", {})
-        default = uv_table.get("default-groups", ["dev"]) if isinstance(uv_table, dict) else ["dev"]
-        picked += list(table) if default == "all" else [g for g in default if g in table]
-    return list(dict.fromkeys(picked))
+) -> None:
+    """The preflight before a Beaker submit: what the job installs (job_plan) resolved for the node's
+    platform and Python (`preflight`), its lock installed as a dry run (`preflight_lock`)."""
+    plan = job_plan(root, groups=groups, all_groups=all_groups, no_default_groups=no_default_groups)
+    inputs = preflight_inputs(plan, extras=extras, all_extras=all_extras)
+    if inputs or plan.group_requirements:
+        preflight(app, root, inputs, python, requirements=plan.group_requirements)
+    preflight_lock(
+        app,
+        root,
+        python,
+        extras=extras,
+        all_extras=all_extras,
+        groups=groups,
+        all_groups=all_groups,
+        no_default_groups=no_default_groups,
+    )
 
 
 def _requires_python(root: str) -> str | None:
@@ -274,11 +267,18 @@ def _cache_then_index(app: Application, args: list[str], root: str, timeout: flo
 
 
 def preflight(
-    app: Application, root: str, inputs: list[str], python: str | None, *, timeout: float = 30
+    app: Application,
+    root: str,
+    inputs: list[str],
+    python: str | None,
+    *,
+    requirements: list[str] | tuple[str, ...] = (),
+    timeout: float = 30,
 ) -> None:
     """Resolve the job's requirements for the node's platform; refuse (exit 3) with uv's explanation
     when they cannot be; one line and go on when the index cannot be reached. A project's requires-python
-    that excludes the job's Python (`python`) is refused first (job_python)."""
+    that excludes the job's Python (`python`) is refused first (job_python). `requirements`: lines
+    resolved with the inputs (the poetry groups the job installs)."""
     requires = _requires_python(root) if "pyproject.toml" in inputs else None
     if requires is not None:
         python = job_python("pyproject.toml", requires, python)
@@ -290,6 +290,11 @@ def preflight(
     # machine's /dev/null with a regular file).
     with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
         out_file = os.path.join(tmp, "requirements.txt")
+        if requirements:
+            groups_file = os.path.join(tmp, "poetry-groups.in")
+            with open(groups_file, "w", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in requirements))
+            args.insert(0, groups_file)
         done = _cache_then_index(
             app, ["pip", "compile", "--quiet", "--no-header", "-o", out_file, *args], root, timeout
         )
@@ -331,7 +336,8 @@ def preflight_lock(
     pylock.toml, or the repository's pylock.toml; refuse (exit 3) with uv's explanation when a pin has
     no distribution for Linux x86_64, or the lock covers another platform or Python only."""
     extra_args = ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
-    if os.path.isfile(os.path.join(root, "uv.lock")) and os.path.isfile(os.path.join(root, "pyproject.toml")):
+    plan = plan_for(root, no_default=True)
+    if plan.locked:
         group_args = ["--all-groups"] if all_groups else [f"--group={g}" for g in groups]
         group_args += ["--no-default-groups"] if no_default_groups else []
         with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
@@ -355,7 +361,7 @@ def preflight_lock(
                     "or pass --no-preflight to submit anyway",
                 )
             _dry_run_install(app, "uv.lock", root, exported, [], python, timeout, tmp)
-    elif os.path.isfile(os.path.join(root, "pylock.toml")):
+    elif plan.pins == "pylock.toml":
         with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
             _dry_run_install(app, "pylock.toml", root, "pylock.toml", extra_args, python, timeout, tmp)
 

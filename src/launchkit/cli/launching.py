@@ -377,10 +377,10 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
 def check_environment(
     app: Application, request: LaunchRequest, git: GitState, backend: Backend | None, name: str | None = None
 ) -> None:
-    """Preflight before a Beaker submit (launchkit.pyenv.preflight): the job's requirements resolved for
-    the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda, --no-python."""
+    """Preflight before a Beaker submit (launchkit.pyenv.check_job_environment): what the job installs,
+    resolved for the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda, --no-python."""
     from launchkit.core.request import PythonManager
-    from launchkit.pyenv import preflight, preflight_inputs, preflight_lock
+    from launchkit.pyenv import check_job_environment
 
     uv_python = request.python_manager is PythonManager.uv and not (
         request.no_python or request.install or request.system_python or request.uv_venv
@@ -402,17 +402,7 @@ def check_environment(
     python = request.python_version
     if not python and os.path.isfile(pv := os.path.join(git.repo_root, ".python-version")):
         python = next(iter(Path(pv).read_text(encoding="utf-8").split()), None)
-    inputs = preflight_inputs(
-        git.repo_root,
-        extras=request.uv_extras,
-        all_extras=request.uv_all_extras,
-        groups=request.uv_groups,
-        all_groups=request.uv_all_groups,
-        no_default_groups=request.uv_no_default_groups,
-    )
-    if inputs:
-        preflight(app, git.repo_root, inputs, python)
-    preflight_lock(
+    check_job_environment(
         app,
         git.repo_root,
         python,
