@@ -140,6 +140,51 @@ def foreign_lock_line(root: str) -> str | None:
     return None
 
 
+def nothing_to_install_line(
+    root: str, *, groups: list[str], all_groups: bool = False, no_default_groups: bool = False
+) -> str | None:
+    """One line when the job installs nothing from the repository root (job_plan) while subdirectories
+    hold packages (a monorepo such as markitdown's `packages/markitdown`): the command would run with a
+    bare Python (`exec: markitdown: not found`)."""
+    try:
+        plan = plan_for(root, groups, all_groups, no_default_groups)
+    except PlanError:
+        return None  # the preflight says what is wrong with it
+    if plan.kind() != "nothing to install":
+        return None
+    found = subdirectory_packages(root)
+    if not found:
+        return None
+    shown = ", ".join(found[:5]) + (f" (+{len(found) - 5} more)" if len(found) > 5 else "")
+    return (
+        "the job installs nothing: the repository root has no project (pyproject.toml, setup.py) or "
+        f"requirements.txt; packages found in {shown}; install one with "
+        f"--install 'uv pip install ./{found[0]}' (or commit a root project that depends on it)"
+    )
+
+
+def subdirectory_packages(root: str, *, depth: int = 3, timeout: float = 10) -> list[str]:
+    """Directories below `root` (at most `depth` levels) with a committed pyproject.toml, setup.py or
+    setup.cfg, shallowest first."""
+    try:
+        r = subprocess.run(
+            ["git", "ls-files", "-z", "--", "*/pyproject.toml", "*/setup.py", "*/setup.cfg"],
+            cwd=root,
+            capture_output=True,
+            timeout=timeout,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if r.returncode != 0:
+        return []
+    dirs = {os.path.dirname(p) for p in r.stdout.decode("utf-8", "replace").split("\0") if p}
+    shallow = [d for d in dirs if d.count("/") < depth]
+    return sorted(shallow, key=lambda d: (d.count("/"), d))
+
+
 def version_tag(root: str, commit: str, timeout: float = 10) -> tuple[str, str, int] | None:
     """The nearest version tag of `commit` as `git describe --tags --match '*[0-9]*'` (setuptools-scm's,
     hatch-vcs's and versioneer's question) finds it: (tag, tagged commit, commits since), or None."""

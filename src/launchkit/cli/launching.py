@@ -355,9 +355,10 @@ def local_torch_backend(
 
 
 def check_python_files(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
-    """--conda-file as a repo path; a stale uv.lock refused; a poetry/pdm lock named (launchkit.pyenv)."""
+    """--conda-file as a repo path; a stale uv.lock refused; a poetry/pdm lock, or a root with nothing to
+    install but packages below it, named (launchkit.pyenv)."""
     from launchkit.core.request import PythonManager
-    from launchkit.pyenv import check_uv_lock, foreign_lock_line, repo_relative
+    from launchkit.pyenv import check_uv_lock, foreign_lock_line, nothing_to_install_line, repo_relative
 
     if not git.repo_root or request.no_python:
         return request
@@ -369,8 +370,15 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
             app.debug("uv.lock check skipped: --ref/--branch launches another commit than the checkout")
         else:
             check_uv_lock(app, git.repo_root, git.commit, network=not request.dry_run)
-            if line := foreign_lock_line(git.repo_root):
-                app.warn(line)
+            empty = nothing_to_install_line(
+                git.repo_root,
+                groups=request.uv_groups,
+                all_groups=request.uv_all_groups,
+                no_default_groups=request.uv_no_default_groups,
+            )
+            for line in (foreign_lock_line(git.repo_root), empty):
+                if line:
+                    app.warn(line)
     return request
 
 
@@ -378,7 +386,8 @@ def check_environment(
     app: Application, request: LaunchRequest, git: GitState, backend: Backend | None, name: str | None = None
 ) -> None:
     """Preflight before a Beaker submit (launchkit.pyenv.check_job_environment): what the job installs,
-    resolved for the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda, --no-python."""
+    resolved for the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda,
+    --no-python."""
     from launchkit.core.request import PythonManager
     from launchkit.pyenv import check_job_environment
 
