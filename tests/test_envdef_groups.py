@@ -12,6 +12,7 @@ from conftest import run_cli
 from launchkit.core.parse import build_request
 from launchkit.core.spec import build_spec
 from launchkit.errors import UsageError
+from launchkit.runtime.node.pyenv import InstallFailed
 from lk_helpers import FAST_ENV, entrypoint, make_wheel
 from test_spec import GIT, env_of, spec_for
 
@@ -251,6 +252,17 @@ def test_a_poetry_constraint_with_no_pep_508_form_is_refused(tmp_path, repo):
     text = '[tool.poetry.group.dev.dependencies]\npytest = "^6 || ^7"\n'
     with pytest.raises(PlanError, match=r"poetry group 'dev': pytest = '\^6 \|\| \^7': '\|\|'"):
         _poetry_plan(tmp_path, text)
+    # at launch: exit 3 before a submit; in the job: the install step fails with that line
+    from launchkit.application import Application
+    from launchkit.errors import PreconditionError
+    from launchkit.pyenv import check_job_environment
+    from test_runtime_env import plan
+
+    with pytest.raises(PreconditionError, match=r"pytest = '\^6 \|\| \^7'"):
+        check_job_environment(Application(), str(tmp_path), "3.12", extras=[], all_extras=False, groups=[])
+    with pytest.raises(InstallFailed):
+        plan(tmp_path / "job", {"pyproject.toml": text})
+    assert "[launchkit] error: poetry group 'dev': pytest" in (tmp_path / "job/install.log").read_text()
 
 
 def test_the_job_installs_a_poetry_group_with_the_project(tmp_path):

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
@@ -47,7 +48,7 @@ SOURCE_SETTINGS = (
 )
 
 
-def preflight_environ(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+def preflight_environ(environ: Mapping[str, str]) -> dict[str, str]:
     """The environment of the preflight's uv calls: the launching shell's, without its UV_* settings but
     those of SOURCE_SETTINGS (docs/runtime.md "Preflight")."""
     return {k: v for k, v in environ.items() if not k.startswith("UV_") or k.startswith(SOURCE_SETTINGS)}
