@@ -376,13 +376,28 @@ def test_a_requires_python_the_job_cannot_have_is_refused(tmp_path):
     resolves the dependencies only), so this was submitted and failed in the job's `uv pip install .`."""
     root = _project(tmp_path, "newer-only", rp=">=3.13")
     with pytest.raises(PreconditionError) as e:
-        preflight(Application(), str(root), ["pyproject.toml"], "3.12")
+        _check(root, "3.12")
     msg, hint = str(e.value), e.value.hint
     assert msg == "pyproject.toml cannot be installed for the job's Python 3.12: it requires Python >=3.13"
     assert "--python-version" in hint and ".python-version" in hint and "--no-preflight" in hint
     never = _project(tmp_path, "no-python-at-all", rp="<3.8")
     with pytest.raises(PreconditionError, match=r"by any Python the job can run: it requires Python <3\.8"):
-        preflight(Application(), str(never), ["pyproject.toml"], None)
+        _check(never, None)
+    # a poetry project's `python` dependency is its requires-python (poetry-core builds it from that)
+    poetry = tmp_path / "poetry"
+    poetry.mkdir()
+    (poetry / "pyproject.toml").write_text(
+        '[tool.poetry]\nname = "p"\nversion = "0"\n[tool.poetry.dependencies]\npython = "^3.13"\n'
+        '[build-system]\nrequires = ["poetry-core"]\nbuild-backend = "poetry.core.masonry.api"\n'
+    )
+    with pytest.raises(PreconditionError, match=r"Python 3\.12: it requires Python >=3\.13,<4$"):
+        _check(poetry, "3.12")
+
+
+def _check(root, python, **kw):
+    from launchkit.pyenv import check_job_environment
+
+    check_job_environment(Application(), str(root), python, extras=[], all_extras=False, groups=[], **kw)
 
 
 def test_a_requires_python_the_job_has_is_resolved_for_it(tmp_path, monkeypatch):
@@ -397,7 +412,7 @@ def test_a_requires_python_the_job_has_is_resolved_for_it(tmp_path, monkeypatch)
         (">=3.8,<3.10", None, "3.8"),  # the oldest the project allows
     ]:
         root = _project(tmp_path, f"p{len(calls)}", rp=rp)
-        preflight(Application(), str(root), ["pyproject.toml"], python)
+        _check(root, python)
         args = calls[-1]
         assert args[args.index("--python-version") + 1] == resolved, args
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
-from launchkit.runtime.node.plan import Plan, PlanError, hashed_requirements, plan_for
+from launchkit.runtime.node.plan import Plan, PlanError, hashed_requirements, plan_for, requires_python
 
 STALE = "needs to be updated"
 OFFLINE_UNDECIDED = "network was disabled"
@@ -269,8 +269,12 @@ def check_job_environment(
     no_default_groups: bool = False,
 ) -> None:
     """The preflight before a Beaker submit: what the job installs (job_plan) resolved for the node's
-    platform and Python (`preflight`), its lock installed as a dry run (`preflight_lock`)."""
+    platform and Python (`preflight`), its lock installed as a dry run (`preflight_lock`). The project's
+    requires-python (uv pip compile resolves the dependencies only) that excludes the job's Python is
+    refused first (job_python); with a uv.lock, the lock's is checked."""
     plan = job_plan(root, groups=groups, all_groups=all_groups, no_default_groups=no_default_groups)
+    if plan.project and not plan.locked and (requires := requires_python(root)) is not None:
+        python = job_python("pyproject.toml", requires, python)
     inputs = preflight_inputs(plan, extras=extras, all_extras=all_extras)
     if inputs or plan.group_requirements:
         preflight(app, root, inputs, python, requirements=plan.group_requirements)
@@ -284,19 +288,6 @@ def check_job_environment(
         all_groups=all_groups,
         no_default_groups=no_default_groups,
     )
-
-
-def _requires_python(root: str) -> str | None:
-    """[project] requires-python of root/pyproject.toml, if it has one."""
-    import tomllib
-
-    try:
-        with open(os.path.join(root, "pyproject.toml"), "rb") as f:
-            project = tomllib.load(f).get("project")
-    except (OSError, tomllib.TOMLDecodeError):
-        return None  # uv says what is wrong with it
-    requires = project.get("requires-python") if isinstance(project, dict) else None
-    return requires if isinstance(requires, str) else None
 
 
 def _cache_then_index(app: Application, args: list[str], root: str, timeout: float) -> tuple[int, str] | None:
@@ -322,12 +313,8 @@ def preflight(
     timeout: float = 30,
 ) -> None:
     """Resolve the job's requirements for the node's platform; refuse (exit 3) with uv's explanation
-    when they cannot be; one line and go on when the index cannot be reached. A project's requires-python
-    that excludes the job's Python (`python`) is refused first (job_python). `requirements`: lines
+    when they cannot be; one line and go on when the index cannot be reached. `requirements`: lines
     resolved with the inputs (the poetry groups the job installs)."""
-    requires = _requires_python(root) if "pyproject.toml" in inputs else None
-    if requires is not None:
-        python = job_python("pyproject.toml", requires, python)
     args = [*inputs, "--python-platform", PLATFORM, *(["--python-version", python] if python else [])]
     # The target platform and version are given: this interpreter only runs builds of metadata, and
     # naming it spares uv a search for a local Python of the job's version (1 s through pyenv shims).

@@ -84,6 +84,26 @@ def load_pyproject(root: str) -> Table | None:
     return data if isinstance(data, dict) else {}
 
 
+def requires_python(root: str) -> str | None:
+    """The project's Python requirement: [project] requires-python, else poetry's `python` dependency (as
+    PEP 440); None when it has neither or this Python cannot read TOML."""
+    data = load_pyproject(root) or {}
+    project = data.get("project")
+    if isinstance(project, dict):
+        requires = project.get("requires-python")
+        return requires if isinstance(requires, str) else None
+    tool = data.get("tool")
+    poetry = tool.get("poetry") if isinstance(tool, dict) else None
+    deps = poetry.get("dependencies") if isinstance(poetry, dict) else None
+    python = deps.get("python") if isinstance(deps, dict) else None
+    if not isinstance(python, str):
+        return None
+    try:
+        return ",".join(op + v for op, v in _specifiers(python)) or None
+    except ValueError:
+        return None  # `^3.8 || ^4`: the build says what it makes of it
+
+
 # ---- the plan
 
 
