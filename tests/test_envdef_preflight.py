@@ -474,3 +474,22 @@ def test_the_shells_uv_settings_do_not_refuse_what_the_job_installs(repo, fake_b
         repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"tinydep==9"', more="")})
         r = run_cli("run", "--", "python", "train.py", cwd=repo.path, env=env)
         assert r.code == 3 and "tinydep==9" in r.stderr, r.stderr  # still checked, from the index
+
+
+def test_the_jobs_own_uv_settings_count(repo, fake_beaker, tmp_path):
+    """`--env UV_INDEX_URL=...`: the job installs from that index, so the preflight resolves from it (it
+    resolved from the shell's index and refused a package only the job's index has)."""
+    from launchkit.pyenv import preflight_environ
+    from lk_helpers import LocalIndex
+
+    job = {"UV_INDEX_URL": "https://job/simple", "UV_CACHE_DIR": "/weka/uv", "UV_LINK_MODE": "copy", "X": "1"}
+    assert preflight_environ({"UV_INDEX_URL": "https://shell/simple"}, job) == {
+        "UV_INDEX_URL": "https://job/simple"
+    }
+    with LocalIndex(tmp_path / "index", ["privatedep"]) as index:
+        repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"privatedep"', more="")})
+        env = {"UV_CACHE_DIR": str(tmp_path / "empty-cache"), "UV_INDEX_URL": "http://127.0.0.1:9/simple"}
+        r = run_cli(
+            "run", "--env", f"UV_INDEX_URL={index.url}", "--", "python", "train.py", cwd=repo.path, env=env
+        )
+        assert r.code == 0 and "launched" in r.stderr and "preflight skipped" not in r.stderr, r.stderr

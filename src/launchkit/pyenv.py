@@ -48,10 +48,26 @@ SOURCE_SETTINGS = (
 )
 
 
-def preflight_environ(environ: Mapping[str, str]) -> dict[str, str]:
+# The job's own uv settings that describe the node, not what it installs: not for the preflight.
+NODE_SETTINGS = (
+    "UV_CACHE_DIR",
+    "UV_LINK_MODE",
+    "UV_PROJECT_ENVIRONMENT",
+    "UV_OFFLINE",
+    "UV_NO_CACHE",
+    "UV_PYTHON",  # UV_PYTHON, UV_PYTHON_INSTALL_DIR, ...: the preflight names its own interpreter
+)
+
+
+def preflight_environ(environ: Mapping[str, str], job: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of the preflight's uv calls: the launching shell's, without its UV_* settings but
-    those of SOURCE_SETTINGS (docs/runtime.md "Preflight")."""
-    return {k: v for k, v in environ.items() if not k.startswith("UV_") or k.startswith(SOURCE_SETTINGS)}
+    those of SOURCE_SETTINGS, and the job's own UV_* settings (`job`: its --env and --torch-backend) but
+    NODE_SETTINGS (docs/runtime.md "Preflight")."""
+    env = {k: v for k, v in environ.items() if not k.startswith("UV_") or k.startswith(SOURCE_SETTINGS)}
+    env.update(
+        {k: v for k, v in (job or {}).items() if k.startswith("UV_") and not k.startswith(NODE_SETTINGS)}
+    )
+    return env
 
 
 def _uv(
@@ -267,17 +283,19 @@ def check_job_environment(
     groups: list[str],
     all_groups: bool = False,
     no_default_groups: bool = False,
+    job_env: Mapping[str, str] | None = None,
 ) -> None:
     """The preflight before a Beaker submit: what the job installs (job_plan) resolved for the node's
     platform and Python (`preflight`), its lock installed as a dry run (`preflight_lock`). The project's
     requires-python (uv pip compile resolves the dependencies only) that excludes the job's Python is
-    refused first (job_python); with a uv.lock, the lock's is checked."""
+    refused first (job_python); with a uv.lock, the lock's is checked. `job_env`: the job's own variables
+    (its UV_* settings count: preflight_environ)."""
     plan = job_plan(root, groups=groups, all_groups=all_groups, no_default_groups=no_default_groups)
     if plan.project and not plan.locked and (requires := requires_python(root)) is not None:
         python = job_python("pyproject.toml", requires, python)
     inputs = preflight_inputs(plan, extras=extras, all_extras=all_extras)
     if inputs or plan.group_requirements:
-        preflight(app, root, inputs, python, requirements=plan.group_requirements)
+        preflight(app, root, inputs, python, requirements=plan.group_requirements, job_env=job_env)
     preflight_lock(
         app,
         root,
@@ -287,13 +305,15 @@ def check_job_environment(
         groups=groups,
         all_groups=all_groups,
         no_default_groups=no_default_groups,
+        job_env=job_env,
     )
 
 
-def _cache_then_index(app: Application, args: list[str], root: str, timeout: float) -> tuple[int, str] | None:
+def _cache_then_index(
+    app: Application, args: list[str], root: str, timeout: float, env: dict[str, str]
+) -> tuple[int, str] | None:
     """uv with `args` from its cache alone, then online if that cannot decide; None (said in one line)
     when the index cannot be reached."""
-    env = preflight_environ(os.environ)
     code, out = _uv(args, offline=True, timeout=timeout, cwd=root, environ=env)
     if code != 0 and OFFLINE_UNDECIDED in out:
         code, out = _uv(args, offline=False, timeout=timeout, cwd=root, environ=env)
@@ -310,11 +330,12 @@ def preflight(
     python: str | None,
     *,
     requirements: list[str] | tuple[str, ...] = (),
+    job_env: Mapping[str, str] | None = None,
     timeout: float = 30,
 ) -> None:
     """Resolve the job's requirements for the node's platform; refuse (exit 3) with uv's explanation
     when they cannot be; one line and go on when the index cannot be reached. `requirements`: lines
-    resolved with the inputs (the poetry groups the job installs)."""
+    resolved with the inputs (the poetry groups the job installs); `job_env`: the job's own variables."""
     args = [*inputs, "--python-platform", PLATFORM, *(["--python-version", python] if python else [])]
     # The target platform and version are given: this interpreter only runs builds of metadata, and
     # naming it spares uv a search for a local Python of the job's version (1 s through pyenv shims).
@@ -328,9 +349,8 @@ def preflight(
             with open(groups_file, "w", encoding="utf-8") as f:
                 f.write("".join(line + "\n" for line in requirements))
             args.insert(0, groups_file)
-        done = _cache_then_index(
-            app, ["pip", "compile", "--quiet", "--no-header", "-o", out_file, *args], root, timeout
-        )
+        compile_args = ["pip", "compile", "--quiet", "--no-header", "-o", out_file, *args]
+        done = _cache_then_index(app, compile_args, root, timeout, preflight_environ(os.environ, job_env))
     if done is None:
         return
     code, out = done
@@ -362,6 +382,7 @@ def preflight_lock(
     groups: list[str],
     all_groups: bool = False,
     no_default_groups: bool = False,
+    job_env: Mapping[str, str] | None = None,
     timeout: float = 30,
 ) -> None:
     """The job's lock installed as a dry run for the node's platform and Python: a uv.lock exported
@@ -369,6 +390,7 @@ def preflight_lock(
     pylock.toml, or the repository's pylock.toml; refuse (exit 3) with uv's explanation when a pin has
     no distribution for Linux x86_64, or the lock covers another platform or Python only."""
     extra_args = ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
+    env = preflight_environ(os.environ, job_env)
     plan = plan_for(root, no_default=True)
     if plan.locked:
         group_args = ["--all-groups"] if all_groups else [f"--group={g}" for g in groups]
@@ -382,7 +404,7 @@ def preflight_lock(
                 offline=True,
                 timeout=timeout,
                 cwd=root,
-                environ=preflight_environ(os.environ),
+                environ=env,
             )
             if code == -1 or "unsupported schema version" in out:  # a newer uv's lock: the job's may read it
                 app.warn(f"preflight of uv.lock skipped: {_explanation(out)}")
@@ -393,10 +415,10 @@ def preflight_lock(
                     hint="fix the extras and groups asked for (--uv-extra, --uv-group) or the project's; "
                     "or pass --no-preflight to submit anyway",
                 )
-            _dry_run_install(app, "uv.lock", root, exported, [], python, timeout, tmp)
+            _dry_run_install(app, "uv.lock", root, exported, [], python, timeout, tmp, env)
     elif plan.pins == "pylock.toml":
         with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
-            _dry_run_install(app, "pylock.toml", root, "pylock.toml", extra_args, python, timeout, tmp)
+            _dry_run_install(app, "pylock.toml", root, "pylock.toml", extra_args, python, timeout, tmp, env)
 
 
 def _dry_run_install(
@@ -408,6 +430,7 @@ def _dry_run_install(
     python: str | None,
     timeout: float,
     tmp: str,
+    env: dict[str, str],
 ) -> None:
     import tomllib
 
@@ -422,7 +445,7 @@ def _dry_run_install(
     cmd = ["pip", "install", "--dry-run", "--quiet", "--target", os.path.join(tmp, "target")]
     cmd += ["--python-platform", PLATFORM, "--python", sys.executable, "--preview-features", "pylock"]
     cmd += [*(["--python-version", version] if version else []), "-r", lock, *args]
-    done = _cache_then_index(app, cmd, root, timeout)
+    done = _cache_then_index(app, cmd, root, timeout, env)
     if done is None:
         return
     code, out = done

@@ -420,6 +420,10 @@ def check_environment(
         groups=request.uv_groups,
         all_groups=request.uv_all_groups,
         no_default_groups=request.uv_no_default_groups,
+        job_env={
+            **{e.name: e.value for e in request.env},
+            **({"UV_TORCH_BACKEND": request.torch_backend} if request.torch_backend else {}),
+        },
     )
 
 
