@@ -493,3 +493,19 @@ def test_the_jobs_own_uv_settings_count(repo, fake_beaker, tmp_path):
             "run", "--env", f"UV_INDEX_URL={index.url}", "--", "python", "train.py", cwd=repo.path, env=env
         )
         assert r.code == 0 and "launched" in r.stderr and "preflight skipped" not in r.stderr, r.stderr
+
+
+def test_the_preflight_resolves_what_the_job_installs(tmp_path):
+    """The inputs come from the job's own plan: a requirements.txt beside a pyproject.toml of dependency
+    groups only is installed with the groups, so both are resolved (the requirements were left out)."""
+    root = tmp_path / "reqs-and-groups"
+    root.mkdir()
+    (root / "requirements.txt").write_text("tinydep\n")
+    (root / "pyproject.toml").write_text('[dependency-groups]\ndev = ["tinydep"]\n')
+    inputs = preflight_inputs(str(root), extras=[], all_extras=False, groups=[])
+    assert inputs == ["requirements.txt", "--group=pyproject.toml:dev"]
+    (root / "pyproject.toml").write_text(PROJECT.format(rp=">=3.10", deps="", more=""))
+    assert preflight_inputs(str(root), extras=["gpu"], all_extras=False, groups=[]) == [
+        "pyproject.toml",
+        "--extra=gpu",
+    ]  # the project is installed, not the requirements (docs/runtime.md)

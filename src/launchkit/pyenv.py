@@ -9,7 +9,8 @@
   and the job's Python (exit 3 when uv cannot, with uv's reason, or when requires-python excludes that
   Python); `preflight_lock`: the same for a uv.lock or pylock.toml, installed as a dry run (a pin
   without a Linux wheel, a lock for another platform or Python).
-- `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix.
+- `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix;
+  `nothing_to_install_line`: a root that installs nothing while packages sit below it (a monorepo).
 """
 
 from __future__ import annotations
