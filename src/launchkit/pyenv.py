@@ -23,7 +23,15 @@ from collections.abc import Mapping
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
-from launchkit.runtime.node.plan import Plan, PlanError, hashed_requirements, plan_for, requires_python
+from launchkit.runtime.node.plan import (
+    Plan,
+    PlanError,
+    extra_flags,
+    hashed_requirements,
+    plan_for,
+    requires_python,
+    sync_group_flags,
+)
 
 STALE = "needs to be updated"
 OFFLINE_UNDECIDED = "network was disabled"
@@ -268,7 +276,7 @@ def preflight_inputs(plan: Plan, *, extras: list[str], all_extras: bool) -> list
         return []
     inputs: list[str] = []
     if plan.pyproject_deps:
-        inputs += ["pyproject.toml"] + (["--all-extras"] if all_extras else [f"--extra={e}" for e in extras])
+        inputs += ["pyproject.toml", *extra_flags(extras, all_extras)]
     if plan.requirements or (plan.pins == "requirements.txt" and not plan.pyproject_deps):
         inputs.append("requirements.txt")  # a source file: `uv pip compile` takes no `-r`
     return inputs + [f"--group=pyproject.toml:{g}" for g in plan.groups]
@@ -390,12 +398,11 @@ def preflight_lock(
     (`uv export --frozen`, with the extras and groups the job's `uv sync --frozen` installs) to a
     pylock.toml, or the repository's pylock.toml; refuse (exit 3) with uv's explanation when a pin has
     no distribution for Linux x86_64, or the lock covers another platform or Python only."""
-    extra_args = ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
+    extra_args = extra_flags(extras, all_extras)
     env = preflight_environ(os.environ, job_env)
     plan = plan_for(root, no_default=True)
     if plan.locked:
-        group_args = ["--all-groups"] if all_groups else [f"--group={g}" for g in groups]
-        group_args += ["--no-default-groups"] if no_default_groups else []
+        group_args = sync_group_flags(groups, all_groups, no_default_groups)
         with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
             exported = os.path.join(tmp, "pylock.toml")
             # the workspace's own packages are built from the clone: only the pins are checked

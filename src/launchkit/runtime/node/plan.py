@@ -5,7 +5,8 @@ the node runtime (pyenv.build_env installs by it) and by launchkit's preflight b
 plan_for(root, groups...) -> Plan: the lock the job syncs (uv.lock), the pins it installs first
 (pylock.toml, a hashed requirements.txt), the project, a plain requirements.txt, and the dependency
 groups asked for: PEP 735 ones (uv reads them from pyproject.toml) and poetry's
-(`[tool.poetry.group.X.dependencies]`, `[tool.poetry.dev-dependencies]`), turned into requirements.
+(`[tool.poetry.group.X.dependencies]`, `[tool.poetry.dev-dependencies]`), turned into requirements;
+the extras and groups as uv flags (`extra_flags`, `sync_group_flags`); the project's requires-python.
 """
 
 from __future__ import annotations
@@ -102,6 +103,17 @@ def requires_python(root: str) -> str | None:
         return ",".join(op + v for op, v in _specifiers(python)) or None
     except ValueError:
         return None  # `^3.8 || ^4`: the build says what it makes of it
+
+
+def extra_flags(extras: Sequence[str], every: bool) -> list[str]:
+    """The extras asked for, as uv flags (`--extra=NAME`: a leading dash stays a value)."""
+    return ["--all-extras"] if every else ["--extra=" + e for e in extras]
+
+
+def sync_group_flags(groups: Sequence[str], every: bool, no_default: bool) -> list[str]:
+    """The groups asked for, as flags of `uv sync` and `uv export` (they know default and all groups)."""
+    flags = ["--all-groups"] if every else ["--group=" + g for g in groups]
+    return flags + (["--no-default-groups"] if no_default else [])
 
 
 # ---- the plan

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from .plan import PlanError, is_project, plan_for, read_text
+from .plan import PlanError, extra_flags, is_project, plan_for, read_text, sync_group_flags
 from .steplog import StepLog, child_environ
 
 # projectbuild (the stored build of the project) is imported where used: local runs need none of it
@@ -77,12 +77,11 @@ class Settings:
             ),
         )
 
-    def extra_flags(self) -> list[str]:  # `--extra=NAME`: a leading dash stays a value
-        return ["--all-extras"] if self.all_extras else ["--extra=" + e for e in self.extras]
+    def extra_flags(self) -> list[str]:
+        return extra_flags(self.extras, self.all_extras)
 
-    def group_flags(self) -> list[str]:  # for `uv sync`, which knows default and all groups itself
-        flags = ["--all-groups"] if self.all_groups else ["--group=" + g for g in self.groups]
-        return flags + (["--no-default-groups"] if self.no_default_groups else [])
+    def group_flags(self) -> list[str]:  # for `uv sync`
+        return sync_group_flags(self.groups, self.all_groups, self.no_default_groups)
 
     def target(self) -> list[str]:  # for `uv pip`
         return ["--system", "--break-system-packages"] if self.system else []
