@@ -16,14 +16,31 @@ ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ["fakebeaker.plugin"]  # the `fake_beaker` fixture (tests/fakebeaker/README.md)
 
 
+# The launching shell's settings that change what launchkit, uv and the fake Beaker do (a cluster's
+# UV_CACHE_DIR turns the env store on, UV_OFFLINE changes the preflight, XDG_* moves config and caches,
+# BEAKER_* points at a real Beaker): dropped for the whole session, so session fixtures and every
+# subprocess run without them; a test sets what it needs. (LAUNCHKIT_* is dropped per test below: test
+# helpers read LAUNCHKIT_TEST_* knobs when they are imported.)
+SHELL_SETTINGS = ("UV_", "XDG_", "BEAKER_")
+
+
+def pytest_configure(config):
+    for var in [v for v in os.environ if v.startswith(SHELL_SETTINGS)]:
+        del os.environ[var]
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path_factory, monkeypatch):
-    """Keep tests away from the developer's real config, state and Beaker credentials."""
+    """Keep tests away from the developer's real config, state, caches and Beaker credentials."""
     home = tmp_path_factory.mktemp("home")
+    for var in list(os.environ):
+        if var.startswith((*SHELL_SETTINGS, "LAUNCHKIT_")):
+            monkeypatch.delenv(var)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local/state"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local/share"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "100")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
@@ -31,9 +48,6 @@ def _isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.com")
-    for var in list(os.environ):
-        if var.startswith(("LAUNCHKIT_", "BEAKER_")):
-            monkeypatch.delenv(var)
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -12,6 +12,7 @@ from conftest import run_cli
 from launchkit.core.parse import build_request
 from launchkit.core.spec import build_spec
 from launchkit.errors import UsageError
+from launchkit.runtime.node.pyenv import InstallFailed
 from lk_helpers import FAST_ENV, entrypoint, make_wheel
 from test_spec import GIT, env_of, spec_for
 
@@ -150,3 +151,177 @@ def test_beaker_group_with_local_says_it_has_no_effect(repo):
     )
     assert r.code == 0, r.stderr
     assert "--group has no effect with --local" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------- poetry
+# A poetry project's groups, selectable as PEP 735 groups are (issue 31): the job's `uv pip install` gets
+# their requirements, and the launch-time preflight resolves the same ones (one planner: runtime/node/plan.py).
+POETRY = """\
+[tool.poetry]
+name = "demo"
+version = "0.1.0"
+
+[tool.poetry.dependencies]
+python = "^3.8"
+
+[tool.poetry.dev-dependencies]
+pytest = "^7.2"
+
+[tool.poetry.group.test.dependencies]
+hypothesis = "~6.1"
+coverage = { version = ">= 7.0, < 8", extras = ["toml"], python = "^3.9" }
+local = { path = "libs/local", develop = true }
+wheel = { path = "wheels/w-1.0-py3-none-any.whl", markers = "sys_platform == 'linux'" }
+tool = { git = "https://example.com/tool.git", tag = "v1", subdirectory = "py" }
+
+[tool.poetry.group.docs]
+optional = true
+
+[tool.poetry.group.docs.dependencies]
+mkdocs = "1.5.*"
+zero = "^0.0.3"
+"""
+
+
+def _poetry_plan(tmp_path, pyproject=POETRY, **kw):
+    from launchkit.runtime.node.plan import plan_for
+
+    (tmp_path / "pyproject.toml").write_text(pyproject)
+    return plan_for(str(tmp_path), **kw)
+
+
+def test_poetry_groups_as_uv_means_groups(tmp_path):
+    """The default groups are poetry's (`poetry install`; uv's after `uvx migrate-to-uv`): every group
+    not marked optional, `dev-dependencies` as `dev`; named, all and none as for PEP 735 groups."""
+    assert _poetry_plan(tmp_path).poetry_groups == ["dev", "test"]
+    assert _poetry_plan(tmp_path, groups=["docs"]).poetry_groups == ["docs", "dev", "test"]
+    assert _poetry_plan(tmp_path, groups=["dev"], no_default=True).poetry_groups == ["dev"]
+    assert _poetry_plan(tmp_path, all_groups=True).poetry_groups == ["dev", "test", "docs"]
+    uv_default = POETRY + '\n[tool.uv]\ndefault-groups = ["docs"]\n'
+    assert _poetry_plan(tmp_path, uv_default).poetry_groups == ["docs"]
+    missing = _poetry_plan(tmp_path, groups=["nope"], no_default=True)
+    assert (missing.groups, missing.poetry_groups) == (["nope"], [])  # uv names the missing group
+    plan = _poetry_plan(tmp_path, groups=["docs"], no_default=True)
+    assert plan.project is False and plan.kind() == "groups"  # no [build-system]: not a project
+
+
+def test_poetry_dependencies_become_pep_508_requirements(tmp_path):
+    plan = _poetry_plan(tmp_path, all_groups=True)
+    assert plan.group_requirements == [
+        "pytest>=7.2,<8",
+        "hypothesis>=6.1,<6.2",
+        'coverage[toml]>=7.0,<8 ; python_version >= "3.9" and python_version < "4"',
+        f"-e {tmp_path / 'libs/local'}",
+        f"wheel @ file://{tmp_path}/wheels/w-1.0-py3-none-any.whl ; (sys_platform == 'linux')",
+        "tool @ git+https://example.com/tool.git@v1#subdirectory=py",
+        "mkdocs==1.5.*",
+        "zero>=0.0.3,<0.0.4",
+    ]
+    assert plan.group_args()[3:5] == ["-e", str(tmp_path / "libs/local")]
+    from packaging.requirements import Requirement
+
+    for line in plan.group_requirements:  # each one a valid PEP 508 requirement
+        if not line.startswith("-e "):
+            Requirement(line)
+
+
+@pytest.mark.parametrize(
+    ("constraint", "pep440"),
+    [
+        ("^1.2.3", ">=1.2.3,<2"),
+        ("^0.2.3", ">=0.2.3,<0.3"),
+        ("^0.0", ">=0.0,<0.1"),
+        ("^0", ">=0,<1"),
+        ("~1.2.3", ">=1.2.3,<1.3"),
+        ("~1", ">=1,<2"),
+        ("~=1.4", "~=1.4"),
+        ("1.2.3", "==1.2.3"),
+        ("*", ""),
+        (">=1.2 <1.5", ">=1.2,<1.5"),
+        ("!=1.3,>1", "!=1.3,>1"),
+    ],
+)
+def test_poetry_version_constraints(tmp_path, constraint, pep440):
+    text = f'[tool.poetry.group.g.dependencies]\npkg = "{constraint}"\n'
+    assert _poetry_plan(tmp_path, text, groups=["g"]).group_requirements == [f"pkg{pep440}"]
+
+
+def test_a_poetry_constraint_with_no_pep_508_form_is_refused(tmp_path, repo):
+    from launchkit.runtime.node.plan import PlanError
+
+    text = '[tool.poetry.group.dev.dependencies]\npytest = "^6 || ^7"\n'
+    with pytest.raises(PlanError, match=r"poetry group 'dev': pytest = '\^6 \|\| \^7': '\|\|'"):
+        _poetry_plan(tmp_path, text)
+    # at launch: exit 3 before a submit; in the job: the install step fails with that line
+    from launchkit.application import Application
+    from launchkit.errors import PreconditionError
+    from launchkit.pyenv import check_job_environment
+    from test_runtime_env import plan
+
+    with pytest.raises(PreconditionError, match=r"pytest = '\^6 \|\| \^7'"):
+        check_job_environment(Application(), str(tmp_path), "3.12", extras=[], all_extras=False, groups=[])
+    with pytest.raises(InstallFailed):
+        plan(tmp_path / "job", {"pyproject.toml": text})
+    assert "[launchkit] error: poetry group 'dev': pytest" in (tmp_path / "job/install.log").read_text()
+
+
+def test_the_job_installs_a_poetry_group_with_the_project(tmp_path):
+    from test_runtime_env import plan
+
+    files = {"pyproject.toml": POETRY + '[build-system]\nrequires = ["poetry-core"]\n'}
+    kind, commands, log = plan(tmp_path, files, groups=["docs"], no_default_groups=True)
+    assert (kind, commands) == (
+        "project",
+        [["uv", "pip", "install", ".", "mkdocs==1.5.*", "zero>=0.0.3,<0.0.4"]],
+    )
+    assert "dependency groups: docs (poetry)" in log.text()
+
+
+@pytest.mark.slow
+def test_uv_group_dev_of_a_poetry_project_works_in_the_job(repo, tmp_path):
+    """The issue's case: `--uv-group dev` said the group does not exist, in the job."""
+    make_wheel(repo.path / "wheels")
+    pyproject = (
+        '[tool.poetry]\nname = "demo"\nversion = "0.1.0"\n'
+        '[tool.poetry.dev-dependencies]\ntinydep = { path = "wheels/tinydep-0.1.0-py3-none-any.whl" }\n'
+        "[tool.poetry.group.docs]\noptional = true\n"
+        '[tool.poetry.group.docs.dependencies]\nnosuchpkg-lk = "^1"\n'
+        '[build-system]\nrequires = []\nbuild-backend = "lkbackend"\nbackend-path = ["_build"]\n'
+    )
+    sha = repo.commit({"pyproject.toml": pyproject, "_build/lkbackend.py": BACKEND}, "poetry project")
+    asked = _job(tmp_path / "a", repo, sha, LAUNCHKIT_UV_GROUPS="dev", LAUNCHKIT_UV_NO_DEFAULT_GROUPS="1")
+    assert asked.returncode == 0 and "tinydep 42" in asked.stdout, asked.stderr
+    default = _job(tmp_path / "b", repo, sha)  # dev is not optional: installed as `poetry install` does
+    assert default.returncode == 0 and "tinydep 42" in default.stdout, default.stderr
+    off = _job(tmp_path / "c", repo, sha, LAUNCHKIT_UV_NO_DEFAULT_GROUPS="1")
+    assert off.returncode != 0 and "No module named 'tinydep'" in off.stderr
+
+
+def test_the_preflight_resolves_the_poetry_groups_the_job_installs(tmp_path, monkeypatch):
+    from launchkit.application import Application
+    from launchkit.errors import PreconditionError
+    from launchkit.pyenv import check_job_environment
+
+    folder = tmp_path / "index"
+    make_wheel(folder, version="0.1.0")
+    monkeypatch.setenv("UV_FIND_LINKS", str(folder))
+    monkeypatch.setenv("UV_NO_INDEX", "1")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\nversion = "0"\ndependencies = []\n'
+        '[tool.poetry.group.dev.dependencies]\ntinydep = "^0.1"\n'
+        '[tool.poetry.group.gpu]\noptional = true\n[tool.poetry.group.gpu.dependencies]\ntinydep = "^9"\n'
+    )
+
+    def check(**kw):
+        kw.setdefault("groups", [])
+        check_job_environment(Application(), str(root), "3.12", extras=[], all_extras=False, **kw)
+
+    check()  # dev resolves; gpu is optional, not installed, not checked
+    check(groups=["dev"], no_default_groups=True)
+    with pytest.raises(PreconditionError, match="tinydep"):
+        check(groups=["gpu"])
+    with pytest.raises(PreconditionError, match="tinydep"):
+        check(all_groups=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -13,7 +14,8 @@ from conftest import run_cli
 from inproc import run_main
 from launchkit.application import Application
 from launchkit.errors import PreconditionError
-from launchkit.pyenv import check_uv_lock, preflight, preflight_inputs, preflight_lock
+from launchkit.pyenv import check_uv_lock, job_plan, preflight, preflight_lock
+from launchkit.pyenv import preflight_inputs as _preflight_inputs
 from lk_helpers import make_wheel
 
 PROJECT = (
@@ -36,6 +38,11 @@ def index(tmp_path, monkeypatch):
     monkeypatch.setenv("UV_NO_INDEX", "1")
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     return folder
+
+
+def preflight_inputs(root, *, extras, all_extras, groups, **kw):
+    """The compile inputs of what the job installs from `root` (its plan)."""
+    return _preflight_inputs(job_plan(root, groups=groups, **kw), extras=extras, all_extras=all_extras)
 
 
 def _project(tmp_path, name, deps="", rp=">=3.10", more="", files=None):
@@ -148,7 +155,7 @@ def test_a_healthy_project_passes(index, tmp_path):
 
 def test_nothing_to_resolve_with_a_lock(tmp_path):
     root = _project(tmp_path, "locked", deps='"tinydep"', files={"uv.lock": ""})
-    assert preflight_inputs(str(root), extras=[], all_extras=False, groups=[]) is None
+    assert preflight_inputs(str(root), extras=[], all_extras=False, groups=[]) == []
     # a pylock.toml holds the pins; the project on top of them is still resolved
     pinned = _project(tmp_path, "pinned", deps='"tinydep"', files={"pylock.toml": ""})
     assert preflight_inputs(str(pinned), extras=[], all_extras=False, groups=[]) == ["pyproject.toml"]
@@ -359,3 +366,146 @@ def test_a_python_version_file_the_runtime_cannot_run_is_refused_at_launch(repo)
         == 0
     )
     assert run_main("run", "--dry-run", "--offline", "--no-python", "--", "x", cwd=repo.path).code == 0
+
+
+# ---- the job's Python against the project's requires-python (issue 31)
+
+
+def test_a_requires_python_the_job_cannot_have_is_refused(tmp_path):
+    """pyproject.toml's requires-python excludes the job's Python: `uv pip compile` does not check it (it
+    resolves the dependencies only), so this was submitted and failed in the job's `uv pip install .`."""
+    root = _project(tmp_path, "newer-only", rp=">=3.13")
+    with pytest.raises(PreconditionError) as e:
+        _check(root, "3.12")
+    msg, hint = str(e.value), e.value.hint
+    assert msg == "pyproject.toml cannot be installed for the job's Python 3.12: it requires Python >=3.13"
+    assert "--python-version" in hint and ".python-version" in hint and "--no-preflight" in hint
+    never = _project(tmp_path, "no-python-at-all", rp="<3.8")
+    with pytest.raises(PreconditionError, match=r"by any Python the job can run: it requires Python <3\.8"):
+        _check(never, None)
+    # a poetry project's `python` dependency is its requires-python (poetry-core builds it from that)
+    poetry = tmp_path / "poetry"
+    poetry.mkdir()
+    (poetry / "pyproject.toml").write_text(
+        '[tool.poetry]\nname = "p"\nversion = "0"\n[tool.poetry.dependencies]\npython = "^3.13"\n'
+        '[build-system]\nrequires = ["poetry-core"]\nbuild-backend = "poetry.core.masonry.api"\n'
+    )
+    with pytest.raises(PreconditionError, match=r"Python 3\.12: it requires Python >=3\.13,<4$"):
+        _check(poetry, "3.12")
+
+
+def _check(root, python, **kw):
+    from launchkit.pyenv import check_job_environment
+
+    check_job_environment(Application(), str(root), python, extras=[], all_extras=False, groups=[], **kw)
+
+
+def test_a_requires_python_the_job_has_is_resolved_for_it(tmp_path, monkeypatch):
+    import launchkit.pyenv as pyenv
+
+    calls = []
+    monkeypatch.setattr(pyenv, "_uv", lambda args, **kw: calls.append(args) or (0, ""))
+    for rp, python, resolved in [
+        (">=3.13", "3.13", "3.13"),
+        (">=3.12.4", "3.12", "3.12"),  # some 3.12 release is allowed
+        (">=3.10", None, f"{sys.version_info.major}.{sys.version_info.minor}"),  # launchkit's own
+        (">=3.8,<3.10", None, "3.8"),  # the oldest the project allows
+    ]:
+        root = _project(tmp_path, f"p{len(calls)}", rp=rp)
+        _check(root, python)
+        args = calls[-1]
+        assert args[args.index("--python-version") + 1] == resolved, args
+
+
+def test_beaker_launch_refuses_a_python_version_file_that_requires_python_excludes(repo, fake_beaker):
+    repo.commit(
+        {"pyproject.toml": PROJECT.format(rp=">=3.13", deps="", more=""), ".python-version": "3.12\n"}
+    )
+    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 3, r.stderr
+    assert "the job's Python 3.12: it requires Python >=3.13" in r.stderr and "launched" not in r.stderr
+    assert "Traceback" not in r.stderr
+    r = run_cli(
+        "run", "--python-version", "3.13", "--no-preflight", "--", "python", "train.py", cwd=repo.path
+    )
+    assert r.code == 0 and "launched" in r.stderr, r.stderr
+
+
+# ---- the launching shell's uv settings (issue 31): only those saying where packages come from count
+
+
+def test_preflight_keeps_only_the_shells_package_sources():
+    from launchkit.pyenv import preflight_environ
+
+    shell = {
+        "PATH": "/bin",
+        "UV_INDEX_URL": "https://mirror/simple",
+        "UV_INDEX_PRIVATE_PASSWORD": "pw",
+        "UV_EXTRA_INDEX_URL": "https://extra/simple",
+        "UV_FIND_LINKS": "/wheels",
+        "UV_CACHE_DIR": "/cache",
+        "UV_HTTP_TIMEOUT": "60",
+        "UV_NATIVE_TLS": "1",
+        "UV_OFFLINE": "1",
+        "UV_NO_BINARY": "1",
+        "UV_EXCLUDE_NEWER": "2020-01-01",
+        "UV_PYTHON": "3.9",
+        "UV_TORCH_BACKEND": "cu128",
+        "UV_FROZEN": "1",
+    }
+    kept = preflight_environ(shell)
+    dropped = {"UV_OFFLINE", "UV_NO_BINARY", "UV_EXCLUDE_NEWER", "UV_PYTHON", "UV_TORCH_BACKEND", "UV_FROZEN"}
+    assert kept == {k: v for k, v in shell.items() if k not in dropped}
+
+
+@pytest.mark.parametrize("setting", ["UV_OFFLINE=1", "UV_EXCLUDE_NEWER=2001-01-01T00:00:00Z"])
+def test_the_shells_uv_settings_do_not_refuse_what_the_job_installs(repo, fake_beaker, tmp_path, setting):
+    """UV_OFFLINE=1 (and other settings the job does not have) in the launching shell refused launches the
+    node installs fine: the preflight's 'online' attempt was offline too."""
+    from lk_helpers import LocalIndex
+
+    name, value = setting.split("=", 1)
+    with LocalIndex(tmp_path / "index", ["tinydep"]) as index:
+        repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"tinydep"', more="")})
+        env = {"UV_INDEX_URL": index.url, "UV_CACHE_DIR": str(tmp_path / "empty-cache"), name: value}
+        r = run_cli("run", "--", "python", "train.py", cwd=repo.path, env=env)
+        assert r.code == 0 and "launched" in r.stderr, r.stderr
+        assert "preflight skipped" not in r.stderr
+        repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"tinydep==9"', more="")})
+        r = run_cli("run", "--", "python", "train.py", cwd=repo.path, env=env)
+        assert r.code == 3 and "tinydep==9" in r.stderr, r.stderr  # still checked, from the index
+
+
+def test_the_jobs_own_uv_settings_count(repo, fake_beaker, tmp_path):
+    """`--env UV_INDEX_URL=...`: the job installs from that index, so the preflight resolves from it (it
+    resolved from the shell's index and refused a package only the job's index has)."""
+    from launchkit.pyenv import preflight_environ
+    from lk_helpers import LocalIndex
+
+    job = {"UV_INDEX_URL": "https://job/simple", "UV_CACHE_DIR": "/weka/uv", "UV_LINK_MODE": "copy", "X": "1"}
+    assert preflight_environ({"UV_INDEX_URL": "https://shell/simple"}, job) == {
+        "UV_INDEX_URL": "https://job/simple"
+    }
+    with LocalIndex(tmp_path / "index", ["privatedep"]) as index:
+        repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"privatedep"', more="")})
+        env = {"UV_CACHE_DIR": str(tmp_path / "empty-cache"), "UV_INDEX_URL": "http://127.0.0.1:9/simple"}
+        r = run_cli(
+            "run", "--env", f"UV_INDEX_URL={index.url}", "--", "python", "train.py", cwd=repo.path, env=env
+        )
+        assert r.code == 0 and "launched" in r.stderr and "preflight skipped" not in r.stderr, r.stderr
+
+
+def test_the_preflight_resolves_what_the_job_installs(tmp_path):
+    """The inputs come from the job's own plan: a requirements.txt beside a pyproject.toml of dependency
+    groups only is installed with the groups, so both are resolved (the requirements were left out)."""
+    root = tmp_path / "reqs-and-groups"
+    root.mkdir()
+    (root / "requirements.txt").write_text("tinydep\n")
+    (root / "pyproject.toml").write_text('[dependency-groups]\ndev = ["tinydep"]\n')
+    inputs = preflight_inputs(str(root), extras=[], all_extras=False, groups=[])
+    assert inputs == ["requirements.txt", "--group=pyproject.toml:dev"]
+    (root / "pyproject.toml").write_text(PROJECT.format(rp=">=3.10", deps="", more=""))
+    assert preflight_inputs(str(root), extras=["gpu"], all_extras=False, groups=[]) == [
+        "pyproject.toml",
+        "--extra=gpu",
+    ]  # the project is installed, not the requirements (docs/runtime.md)

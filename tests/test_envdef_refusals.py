@@ -97,3 +97,37 @@ def test_beaker_run_with_a_local_origin_is_refused_before_submitting(repo, tmp_p
     assert r.code == 0 and "submitting it would be refused" in r.stderr, r.stderr
     r = run_cli("run", "--local", "--dry-run", "--", "python", "train.py", cwd=repo.path, env=env)
     assert r.code == 0 and "cannot clone" not in r.stderr, r.stderr
+
+
+def test_a_root_with_nothing_to_install_names_the_packages_below_it(repo):
+    """markitdown's layout: the package is packages/markitdown, the root installs nothing, and the job ran
+    `exec: markitdown: not found` with no word about it (issue 31)."""
+    from inproc import run_main
+
+    project = '[project]\nname = "{}"\nversion = "0"\n'
+    repo.commit(
+        {
+            "packages/markitdown/pyproject.toml": project.format("markitdown"),
+            "packages/markitdown-mcp/pyproject.toml": project.format("markitdown-mcp"),
+            "tools/deep/er/still/setup.py": "",  # deeper than a package layout: not named
+        },
+        "monorepo",
+    )
+    args = ("run", "--dry-run", "--offline", "--", "markitdown", "x.pdf")
+    r = run_main(*args, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if "installs nothing" in line]
+    assert len(lines) == 1, r.stderr
+    assert "packages found in packages/markitdown, packages/markitdown-mcp;" in lines[0]
+    assert "--install 'uv pip install ./packages/markitdown'" in lines[0] and "tools/" not in lines[0]
+    assert "installs nothing" not in run_main(*args[:3], "--install", "true", "--", "x", cwd=repo.path).stderr
+    # a root that installs something says nothing
+    repo.commit({"requirements.txt": "markitdown\n"})
+    assert "installs nothing" not in run_main(*args, cwd=repo.path).stderr
+
+
+def test_a_script_only_repository_says_nothing(repo):
+    from inproc import run_main
+
+    r = run_main("run", "--dry-run", "--offline", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 0 and "installs nothing" not in r.stderr, r.stderr

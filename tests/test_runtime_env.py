@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
+from launchkit.runtime.node import plan as planner
 from launchkit.runtime.node import projectbuild, pyenv, steplog
 from launchkit.runtime.node.pyenv import InstallFailed, Settings, build_env
 
@@ -79,7 +80,7 @@ def plan(tmp_path: Path, files: Mapping[str, str], **settings) -> tuple[str, lis
     ],
 )
 def test_is_project(tmp_path, files, project):
-    assert pyenv.is_project(str(tree(tmp_path, files))) is project
+    assert planner.is_project(str(tree(tmp_path, files))) is project
 
 
 @pytest.mark.parametrize(
@@ -96,8 +97,8 @@ def test_is_project(tmp_path, files, project):
 def test_hashed_requirements_and_the_projects_own_line(tmp_path, text, hashed, own):
     path = tmp_path / "requirements.txt"
     path.write_text(text)
-    assert pyenv.hashed_requirements(str(path)) is hashed
-    assert pyenv.has_own_line(str(path)) is own
+    assert planner.hashed_requirements(str(path)) is hashed
+    assert planner.has_own_line(str(path)) is own
 
 
 @pytest.mark.parametrize(
@@ -116,7 +117,8 @@ def test_hashed_requirements_and_the_projects_own_line(tmp_path, text, hashed, o
 )
 def test_pip_groups_as_uv_sync_picks_them(tmp_path, pyproject, settings, groups):
     root = tree(tmp_path, {"pyproject.toml": pyproject})
-    assert pyenv.pip_groups(str(root), Settings("v", **settings), Recorder(tmp_path / "log")) == groups
+    s = Settings("v", **settings)
+    assert planner.plan_for(str(root), s.groups, s.all_groups, s.no_default_groups).groups == groups
 
 
 def test_settings_from_the_environment():

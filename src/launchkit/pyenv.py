@@ -4,10 +4,13 @@
   anything is submitted (the job would otherwise install the stale lock with `uv sync --frozen`).
 - `repo_relative`: `--conda-file` as a path inside the repository (the job runs from the clone).
 - `version_tag`: the commit's nearest version tag, recreated in the job's clone for `git describe`.
-- `preflight`: the job's environment resolved for Linux x86_64 before a Beaker submit (exit 3 when
-  uv cannot resolve it, with uv's reason); `preflight_lock`: the same for a uv.lock or pylock.toml,
-  installed as a dry run (a pin without a Linux wheel, a lock for another platform or Python).
-- `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix.
+- `check_job_environment`: the preflight before a Beaker submit. What the job installs is decided by the
+  node runtime's planner (runtime/node/plan.py, `job_plan`); `preflight` resolves it for Linux x86_64
+  and the job's Python (exit 3 when uv cannot, with uv's reason, or when requires-python excludes that
+  Python); `preflight_lock`: the same for a uv.lock or pylock.toml, installed as a dry run (a pin
+  without a Linux wheel, a lock for another platform or Python).
+- `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix;
+  `nothing_to_install_line`: a root that installs nothing while packages sit below it (a monorepo).
 """
 
 from __future__ import annotations
@@ -16,20 +19,79 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import Any
+from collections.abc import Mapping
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
+from launchkit.runtime.node.plan import (
+    Plan,
+    PlanError,
+    extra_flags,
+    hashed_requirements,
+    plan_for,
+    requires_python,
+    sync_group_flags,
+)
 
 STALE = "needs to be updated"
 OFFLINE_UNDECIDED = "network was disabled"
 
 
-def _uv(args: list[str], *, offline: bool, timeout: float, cwd: str | None = None) -> tuple[int, str]:
-    """Run uv (the one launchkit ships with) for a check: exit code and output; -1 when it could not run."""
+# The launching shell's uv settings that say where packages come from and how to reach them (indexes and
+# their credentials, find-links, the cache, TLS and HTTP): the preflight keeps these and drops every other
+# UV_* (UV_OFFLINE, UV_NO_BINARY, UV_EXCLUDE_NEWER, UV_PYTHON, ...), which the job does not have.
+SOURCE_SETTINGS = (
+    "UV_INDEX",  # UV_INDEX, UV_INDEX_URL, UV_INDEX_STRATEGY, UV_INDEX_<NAME>_USERNAME/_PASSWORD
+    "UV_DEFAULT_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
+    "UV_NO_INDEX",
+    "UV_KEYRING_PROVIDER",
+    "UV_CACHE_DIR",
+    "UV_CONFIG_FILE",
+    "UV_NO_CONFIG",
+    "UV_NATIVE_TLS",
+    "UV_SYSTEM_CERTS",
+    "UV_INSECURE_HOST",
+    "UV_HTTP_",
+)
+
+
+# The job's own uv settings that describe the node, not what it installs: not for the preflight.
+NODE_SETTINGS = (
+    "UV_CACHE_DIR",
+    "UV_LINK_MODE",
+    "UV_PROJECT_ENVIRONMENT",
+    "UV_OFFLINE",
+    "UV_NO_CACHE",
+    "UV_PYTHON",  # UV_PYTHON, UV_PYTHON_INSTALL_DIR, ...: the preflight names its own interpreter
+)
+
+
+def preflight_environ(environ: Mapping[str, str], job: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of the preflight's uv calls: the launching shell's, without its UV_* settings but
+    those of SOURCE_SETTINGS, and the job's own UV_* settings (`job`: its --env and --torch-backend) but
+    NODE_SETTINGS (docs/runtime.md "Preflight")."""
+    env = {k: v for k, v in environ.items() if not k.startswith("UV_") or k.startswith(SOURCE_SETTINGS)}
+    env.update(
+        {k: v for k, v in (job or {}).items() if k.startswith("UV_") and not k.startswith(NODE_SETTINGS)}
+    )
+    return env
+
+
+def _uv(
+    args: list[str],
+    *,
+    offline: bool,
+    timeout: float,
+    cwd: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """Run uv (the one launchkit ships with) for a check: exit code and output; -1 when it could not run.
+    `environ`: the environment (default: this process's)."""
     from uv import find_uv_bin
 
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}  # a check: never fetch an interpreter
+    env = {**(os.environ if environ is None else environ), "UV_PYTHON_DOWNLOADS": "never"}  # never fetch one
     env.pop("VIRTUAL_ENV", None)
     try:
         r = subprocess.run(
@@ -91,7 +153,7 @@ FOREIGN_LOCKS = {
 def foreign_lock_line(root: str) -> str | None:
     """One line when root has a poetry.lock or pdm.lock but no lock the job installs from (uv.lock,
     pylock.toml, a requirements.txt with hashes): the job would resolve the versions anew."""
-    if any(os.path.isfile(os.path.join(root, f)) for f in ("uv.lock", "pylock.toml")) or _hashed(
+    if any(os.path.isfile(os.path.join(root, f)) for f in ("uv.lock", "pylock.toml")) or hashed_requirements(
         os.path.join(root, "requirements.txt")
     ):
         return None
@@ -104,12 +166,49 @@ def foreign_lock_line(root: str) -> str | None:
     return None
 
 
-def _hashed(path: str) -> bool:
+def nothing_to_install_line(
+    root: str, *, groups: list[str], all_groups: bool = False, no_default_groups: bool = False
+) -> str | None:
+    """One line when the job installs nothing from the repository root (job_plan) while subdirectories
+    hold packages (a monorepo such as markitdown's `packages/markitdown`): the command would run with a
+    bare Python (`exec: markitdown: not found`)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return any("--hash" in line.split("#", 1)[0] for line in f)
-    except OSError:
-        return False
+        plan = plan_for(root, groups, all_groups, no_default_groups)
+    except PlanError:
+        return None  # the preflight says what is wrong with it
+    if plan.kind() != "nothing to install":
+        return None
+    found = subdirectory_packages(root)
+    if not found:
+        return None
+    shown = ", ".join(found[:5]) + (f" (+{len(found) - 5} more)" if len(found) > 5 else "")
+    return (
+        "the job installs nothing: the repository root has no project (pyproject.toml, setup.py) or "
+        f"requirements.txt; packages found in {shown}; install one with "
+        f"--install 'uv pip install ./{found[0]}' (or commit a root project that depends on it)"
+    )
+
+
+def subdirectory_packages(root: str, *, depth: int = 3, timeout: float = 10) -> list[str]:
+    """Directories below `root` (at most `depth` levels) with a committed pyproject.toml, setup.py or
+    setup.cfg, shallowest first."""
+    try:
+        r = subprocess.run(
+            ["git", "ls-files", "-z", "--", "*/pyproject.toml", "*/setup.py", "*/setup.cfg"],
+            cwd=root,
+            capture_output=True,
+            timeout=timeout,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if r.returncode != 0:
+        return []
+    dirs = {os.path.dirname(p) for p in r.stdout.decode("utf-8", "replace").split("\0") if p}
+    shallow = [d for d in dirs if d.count("/") < depth]
+    return sorted(shallow, key=lambda d: (d.count("/"), d))
 
 
 def version_tag(root: str, commit: str, timeout: float = 10) -> tuple[str, str, int] | None:
@@ -157,68 +256,76 @@ PLATFORM = "x86_64-manylinux_2_28"  # AI2's Beaker nodes: x86_64 Linux, glibc 2.
 NETWORK_ERRORS = ("error sending request", "failed to fetch", "dns error", "connection refused", "timed out")
 
 
-def preflight_inputs(
+def job_plan(
+    root: str, *, groups: list[str], all_groups: bool = False, no_default_groups: bool = False
+) -> Plan:
+    """What the job installs from the checkout at `root` (the node runtime's own planner,
+    runtime/node/plan.py); a poetry group it cannot install refused (exit 3)."""
+    try:
+        return plan_for(root, groups, all_groups, no_default_groups)
+    except PlanError as e:
+        raise PreconditionError(str(e), hint="fix pyproject.toml and push, or pass --no-preflight") from None
+
+
+def preflight_inputs(plan: Plan, *, extras: list[str], all_extras: bool) -> list[str]:
+    """The `uv pip compile` sources and flags for what the job installs with `uv pip` (docs/runtime.md):
+    the project's dependencies (a [project] table, with the extras), a plain requirements.txt (or a hashed
+    one with no [project] beside it), the PEP 735 groups; [] when there is none of these. A uv.lock and a
+    pylock.toml's pins are `preflight_lock`'s; the poetry groups' requirements are `preflight`'s."""
+    if plan.locked:
+        return []
+    inputs: list[str] = []
+    if plan.pyproject_deps:
+        inputs += ["pyproject.toml", *extra_flags(extras, all_extras)]
+    if plan.requirements or (plan.pins == "requirements.txt" and not plan.pyproject_deps):
+        inputs.append("requirements.txt")  # a source file: `uv pip compile` takes no `-r`
+    return inputs + [f"--group=pyproject.toml:{g}" for g in plan.groups]
+
+
+def check_job_environment(
+    app: Application,
     root: str,
+    python: str | None,
     *,
     extras: list[str],
     all_extras: bool,
     groups: list[str],
     all_groups: bool = False,
     no_default_groups: bool = False,
-) -> list[str] | None:
-    """The `uv pip compile` inputs that describe what the job installs (as the entrypoint picks it:
-    docs/runtime.md), or None when there is nothing to resolve (a uv.lock is `preflight_lock`'s; with a
-    pylock.toml the project installed on top of its pins is resolved here, the pins there)."""
-
-    def has(name: str) -> bool:
-        return os.path.isfile(os.path.join(root, name))
-
-    if has("uv.lock") and has("pyproject.toml"):
-        return None
-    inputs: list[str] = []
-    if has("pyproject.toml"):
-        import tomllib
-
-        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8", errors="replace") as f:
-            text = f.read()
-        if "[project]" in text:
-            inputs += ["pyproject.toml"] + (
-                ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
-            )
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError:
-            data = {}  # uv says what is wrong with it
-        names = _pip_groups(data, groups, all_groups, no_default_groups)
-        inputs += [f"--group=pyproject.toml:{g}" for g in names]
-    if not inputs and has("requirements.txt"):
-        inputs = ["requirements.txt"]  # a source file: `uv pip compile` takes no `-r`
-    return inputs or None
+    job_env: Mapping[str, str] | None = None,
+) -> None:
+    """The preflight before a Beaker submit: what the job installs (job_plan) resolved for the node's
+    platform and Python (`preflight`), its lock installed as a dry run (`preflight_lock`). The project's
+    requires-python (uv pip compile resolves the dependencies only) that excludes the job's Python is
+    refused first (job_python); with a uv.lock, the lock's is checked. `job_env`: the job's own variables
+    (its UV_* settings count: preflight_environ)."""
+    plan = job_plan(root, groups=groups, all_groups=all_groups, no_default_groups=no_default_groups)
+    if plan.project and not plan.locked and (requires := requires_python(root)) is not None:
+        python = job_python("pyproject.toml", requires, python)
+    inputs = preflight_inputs(plan, extras=extras, all_extras=all_extras)
+    if inputs or plan.group_requirements:
+        preflight(app, root, inputs, python, requirements=plan.group_requirements, job_env=job_env)
+    preflight_lock(
+        app,
+        root,
+        python,
+        extras=extras,
+        all_extras=all_extras,
+        groups=groups,
+        all_groups=all_groups,
+        no_default_groups=no_default_groups,
+        job_env=job_env,
+    )
 
 
-def _pip_groups(data: dict[str, Any], names: list[str], every: bool, no_default: bool) -> list[str]:
-    """The dependency groups the job's `uv pip install` gets, as the entrypoint's lk_pip_groups picks
-    them (uv sync's meaning): the named ones; every group, or the default ones ([tool.uv]
-    default-groups, else `dev`) unless no_default."""
-    table = data.get("dependency-groups")
-    if not isinstance(table, dict):
-        return list(names)  # uv names a group that is missing
-    picked = list(names)
-    if every:
-        picked += list(table)
-    elif not no_default:
-        uv_table = data.get("tool", {}).get("uv", {})
-        default = uv_table.get("default-groups", ["dev"]) if isinstance(uv_table, dict) else ["dev"]
-        picked += list(table) if default == "all" else [g for g in default if g in table]
-    return list(dict.fromkeys(picked))
-
-
-def _cache_then_index(app: Application, args: list[str], root: str, timeout: float) -> tuple[int, str] | None:
+def _cache_then_index(
+    app: Application, args: list[str], root: str, timeout: float, env: dict[str, str]
+) -> tuple[int, str] | None:
     """uv with `args` from its cache alone, then online if that cannot decide; None (said in one line)
     when the index cannot be reached."""
-    code, out = _uv(args, offline=True, timeout=timeout, cwd=root)
+    code, out = _uv(args, offline=True, timeout=timeout, cwd=root, environ=env)
     if code != 0 and OFFLINE_UNDECIDED in out:
-        code, out = _uv(args, offline=False, timeout=timeout, cwd=root)
+        code, out = _uv(args, offline=False, timeout=timeout, cwd=root, environ=env)
         if code != 0 and (code == -1 or any(e in out.lower() for e in NETWORK_ERRORS)):
             app.info(f"preflight skipped: the package index cannot be reached ({_last(out)})")
             return None
@@ -226,10 +333,18 @@ def _cache_then_index(app: Application, args: list[str], root: str, timeout: flo
 
 
 def preflight(
-    app: Application, root: str, inputs: list[str], python: str | None, *, timeout: float = 30
+    app: Application,
+    root: str,
+    inputs: list[str],
+    python: str | None,
+    *,
+    requirements: list[str] | tuple[str, ...] = (),
+    job_env: Mapping[str, str] | None = None,
+    timeout: float = 30,
 ) -> None:
     """Resolve the job's requirements for the node's platform; refuse (exit 3) with uv's explanation
-    when they cannot be; one line and go on when the index cannot be reached."""
+    when they cannot be; one line and go on when the index cannot be reached. `requirements`: lines
+    resolved with the inputs (the poetry groups the job installs); `job_env`: the job's own variables."""
     args = [*inputs, "--python-platform", PLATFORM, *(["--python-version", python] if python else [])]
     # The target platform and version are given: this interpreter only runs builds of metadata, and
     # naming it spares uv a search for a local Python of the job's version (1 s through pyenv shims).
@@ -238,9 +353,13 @@ def preflight(
     # machine's /dev/null with a regular file).
     with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
         out_file = os.path.join(tmp, "requirements.txt")
-        done = _cache_then_index(
-            app, ["pip", "compile", "--quiet", "--no-header", "-o", out_file, *args], root, timeout
-        )
+        if requirements:
+            groups_file = os.path.join(tmp, "poetry-groups.in")
+            with open(groups_file, "w", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in requirements))
+            args.insert(0, groups_file)
+        compile_args = ["pip", "compile", "--quiet", "--no-header", "-o", out_file, *args]
+        done = _cache_then_index(app, compile_args, root, timeout, preflight_environ(os.environ, job_env))
     if done is None:
         return
     code, out = done
@@ -272,22 +391,28 @@ def preflight_lock(
     groups: list[str],
     all_groups: bool = False,
     no_default_groups: bool = False,
+    job_env: Mapping[str, str] | None = None,
     timeout: float = 30,
 ) -> None:
     """The job's lock installed as a dry run for the node's platform and Python: a uv.lock exported
     (`uv export --frozen`, with the extras and groups the job's `uv sync --frozen` installs) to a
     pylock.toml, or the repository's pylock.toml; refuse (exit 3) with uv's explanation when a pin has
     no distribution for Linux x86_64, or the lock covers another platform or Python only."""
-    extra_args = ["--all-extras"] if all_extras else [f"--extra={e}" for e in extras]
-    if os.path.isfile(os.path.join(root, "uv.lock")) and os.path.isfile(os.path.join(root, "pyproject.toml")):
-        group_args = ["--all-groups"] if all_groups else [f"--group={g}" for g in groups]
-        group_args += ["--no-default-groups"] if no_default_groups else []
+    extra_args = extra_flags(extras, all_extras)
+    env = preflight_environ(os.environ, job_env)
+    plan = plan_for(root, no_default=True)
+    if plan.locked:
+        group_args = sync_group_flags(groups, all_groups, no_default_groups)
         with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
             exported = os.path.join(tmp, "pylock.toml")
             # the workspace's own packages are built from the clone: only the pins are checked
             export = ["export", "--frozen", "--quiet", "--format", "pylock.toml", "--no-emit-workspace"]
             code, out = _uv(
-                [*export, *extra_args, *group_args, "-o", exported], offline=True, timeout=timeout, cwd=root
+                [*export, *extra_args, *group_args, "-o", exported],
+                offline=True,
+                timeout=timeout,
+                cwd=root,
+                environ=env,
             )
             if code == -1 or "unsupported schema version" in out:  # a newer uv's lock: the job's may read it
                 app.warn(f"preflight of uv.lock skipped: {_explanation(out)}")
@@ -298,10 +423,10 @@ def preflight_lock(
                     hint="fix the extras and groups asked for (--uv-extra, --uv-group) or the project's; "
                     "or pass --no-preflight to submit anyway",
                 )
-            _dry_run_install(app, "uv.lock", root, exported, [], python, timeout, tmp)
-    elif os.path.isfile(os.path.join(root, "pylock.toml")):
+            _dry_run_install(app, "uv.lock", root, exported, [], python, timeout, tmp, env)
+    elif plan.pins == "pylock.toml":
         with tempfile.TemporaryDirectory(prefix="launchkit-preflight-") as tmp:
-            _dry_run_install(app, "pylock.toml", root, "pylock.toml", extra_args, python, timeout, tmp)
+            _dry_run_install(app, "pylock.toml", root, "pylock.toml", extra_args, python, timeout, tmp, env)
 
 
 def _dry_run_install(
@@ -313,6 +438,7 @@ def _dry_run_install(
     python: str | None,
     timeout: float,
     tmp: str,
+    env: dict[str, str],
 ) -> None:
     import tomllib
 
@@ -322,18 +448,12 @@ def _dry_run_install(
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise PreconditionError(f"{name} cannot be read: {e}", hint=LOCK_HINT) from None
     requires = data.get("requires-python")
-    version = _lock_python(python, requires if isinstance(requires, str) else None)
+    version = job_python(name, requires if isinstance(requires, str) else None, python)
     where = f"Linux x86_64{f', python {version}' if version else ''}"
-    if version is None and python:
-        raise PreconditionError(
-            f"{name} cannot be installed for the job's Python {python}: it requires Python {requires}",
-            hint=f"launch with a --python-version that {name} allows (or change .python-version); "
-            "or pass --no-preflight to submit anyway",
-        )
     cmd = ["pip", "install", "--dry-run", "--quiet", "--target", os.path.join(tmp, "target")]
     cmd += ["--python-platform", PLATFORM, "--python", sys.executable, "--preview-features", "pylock"]
     cmd += [*(["--python-version", version] if version else []), "-r", lock, *args]
-    done = _cache_then_index(app, cmd, root, timeout)
+    done = _cache_then_index(app, cmd, root, timeout, env)
     if done is None:
         return
     code, out = done
@@ -350,26 +470,41 @@ def _dry_run_install(
     )
 
 
-def _lock_python(python: str | None, requires: str | None) -> str | None:
-    """The Python version to check a lock for: the job's (None when `requires` excludes it); when it is
-    not known at launch (no --python-version or .python-version), launchkit's own if `requires` allows
-    it, else the oldest 3.x that it does."""
+def job_python(name: str, requires: str | None, python: str | None) -> str | None:
+    """The Python version to check `name` (a pyproject.toml or a lock) for: the job's (`python`: the
+    --python-version or .python-version); when it is not known at launch, launchkit's own if `requires`
+    (the file's requires-python) allows it, else the oldest 3.x that it does. Refuses (exit 3) when
+    `requires` excludes the job's Python, or every Python the runtime runs on (3.8 or newer)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     try:
         allowed = SpecifierSet(requires or "")
     except InvalidSpecifier:
-        return python
+        return python  # uv says what is wrong with it
     if python:
         try:
             # `3.12` is any 3.12.x: allowed when some release of it is
             candidates = [python] + ([f"{python}.99"] if python.count(".") == 1 else [])
-            return python if any(Version(v) in allowed for v in candidates) else None
+            if any(Version(v) in allowed for v in candidates):
+                return python
         except InvalidVersion:
             return python  # a request such as `pypy@3.10`: uv says what it makes of it
+        raise PreconditionError(
+            f"{name} cannot be installed for the job's Python {python}: it requires Python {requires}",
+            hint=f"launch with a --python-version that {name} allows (or change .python-version, or its "
+            "requires-python) and push; or pass --no-preflight to submit anyway",
+        )
     own = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return next((v for v in [own, *(f"3.{n}" for n in range(8, 20))] if Version(v) in allowed), own)
+    versions = [own, *(f"3.{n}" for n in range(8, 20))]
+    usable = [v for v in versions if Version(v) in allowed or Version(f"{v}.99") in allowed]
+    if not usable:
+        raise PreconditionError(
+            f"{name} cannot be installed by any Python the job can run: it requires Python {requires} "
+            "(launchkit's runtime needs 3.8 or newer)",
+            hint=f"fix requires-python in {name} and push; or pass --no-preflight to submit anyway",
+        )
+    return next((v for v in usable if Version(v) in allowed), usable[0])
 
 
 def _last(out: str) -> str:

@@ -355,9 +355,10 @@ def local_torch_backend(
 
 
 def check_python_files(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
-    """--conda-file as a repo path; a stale uv.lock refused; a poetry/pdm lock named (launchkit.pyenv)."""
+    """--conda-file as a repo path; a stale uv.lock refused; a poetry/pdm lock, or a root with nothing to
+    install but packages below it, named (launchkit.pyenv)."""
     from launchkit.core.request import PythonManager
-    from launchkit.pyenv import check_uv_lock, foreign_lock_line, repo_relative
+    from launchkit.pyenv import check_uv_lock, foreign_lock_line, nothing_to_install_line, repo_relative
 
     if not git.repo_root or request.no_python:
         return request
@@ -369,18 +370,26 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
             app.debug("uv.lock check skipped: --ref/--branch launches another commit than the checkout")
         else:
             check_uv_lock(app, git.repo_root, git.commit, network=not request.dry_run)
-            if line := foreign_lock_line(git.repo_root):
-                app.warn(line)
+            empty = nothing_to_install_line(
+                git.repo_root,
+                groups=request.uv_groups,
+                all_groups=request.uv_all_groups,
+                no_default_groups=request.uv_no_default_groups,
+            )
+            for line in (foreign_lock_line(git.repo_root), empty):
+                if line:
+                    app.warn(line)
     return request
 
 
 def check_environment(
     app: Application, request: LaunchRequest, git: GitState, backend: Backend | None, name: str | None = None
 ) -> None:
-    """Preflight before a Beaker submit (launchkit.pyenv.preflight): the job's requirements resolved for
-    the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda, --no-python."""
+    """Preflight before a Beaker submit (launchkit.pyenv.check_job_environment): what the job installs,
+    resolved for the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda,
+    --no-python."""
     from launchkit.core.request import PythonManager
-    from launchkit.pyenv import preflight, preflight_inputs, preflight_lock
+    from launchkit.pyenv import check_job_environment
 
     uv_python = request.python_manager is PythonManager.uv and not (
         request.no_python or request.install or request.system_python or request.uv_venv
@@ -402,17 +411,7 @@ def check_environment(
     python = request.python_version
     if not python and os.path.isfile(pv := os.path.join(git.repo_root, ".python-version")):
         python = next(iter(Path(pv).read_text(encoding="utf-8").split()), None)
-    inputs = preflight_inputs(
-        git.repo_root,
-        extras=request.uv_extras,
-        all_extras=request.uv_all_extras,
-        groups=request.uv_groups,
-        all_groups=request.uv_all_groups,
-        no_default_groups=request.uv_no_default_groups,
-    )
-    if inputs:
-        preflight(app, git.repo_root, inputs, python)
-    preflight_lock(
+    check_job_environment(
         app,
         git.repo_root,
         python,
@@ -421,6 +420,10 @@ def check_environment(
         groups=request.uv_groups,
         all_groups=request.uv_all_groups,
         no_default_groups=request.uv_no_default_groups,
+        job_env={
+            **{e.name: e.value for e in request.env},
+            **({"UV_TORCH_BACKEND": request.torch_backend} if request.torch_backend else {}),
+        },
     )
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from .pyenv import Settings, assigns, read_text, toml_lines
+from .plan import assigns, read_text, toml_lines
+from .pyenv import Settings
 from .steplog import StepLog, child_environ
 
 TYPE_CHECKING = False  # (typing costs a job's start-up: for the type checker only)

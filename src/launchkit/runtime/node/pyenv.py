@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 
+from .plan import PlanError, extra_flags, is_project, plan_for, read_text, sync_group_flags
 from .steplog import StepLog, child_environ
 
 # projectbuild (the stored build of the project) is imported where used: local runs need none of it
@@ -76,84 +77,17 @@ class Settings:
             ),
         )
 
-    def extra_flags(self) -> list[str]:  # `--extra=NAME`: a leading dash stays a value
-        return ["--all-extras"] if self.all_extras else ["--extra=" + e for e in self.extras]
+    def extra_flags(self) -> list[str]:
+        return extra_flags(self.extras, self.all_extras)
 
-    def group_flags(self) -> list[str]:  # for `uv sync`, which knows default and all groups itself
-        flags = ["--all-groups"] if self.all_groups else ["--group=" + g for g in self.groups]
-        return flags + (["--no-default-groups"] if self.no_default_groups else [])
+    def group_flags(self) -> list[str]:  # for `uv sync`
+        return sync_group_flags(self.groups, self.all_groups, self.no_default_groups)
 
     def target(self) -> list[str]:  # for `uv pip`
         return ["--system", "--break-system-packages"] if self.system else []
 
 
-# ---- what the commit contains
-
-
-def read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
-def toml_lines(path: str) -> list[str]:
-    """The file's lines, each without leading blanks (as TOML and requirements files allow them)."""
-    return [line.lstrip(" \t") for line in read_text(path).splitlines()]
-
-
-def assigns(line: str, key: str) -> bool:
-    """`key = ...` (a TOML key set on this line)."""
-    name, eq, _ = line.partition("=")
-    return bool(eq) and name.strip() == key
-
-
-def is_project(root: str) -> bool:
-    """setup.py/setup.cfg, or a pyproject.toml with a [project] or [build-system] table (one holding
-    only tool settings, say [tool.ruff], is not a project)."""
-    if any(os.path.isfile(os.path.join(root, f)) for f in ("setup.py", "setup.cfg")):
-        return True
-    tables = ("[project]", "[build-system]")
-    return any(line.startswith(tables) for line in toml_lines(os.path.join(root, "pyproject.toml")))
-
-
-def hashed_requirements(path: str) -> bool:
-    """A requirements file with `--hash` pins (pip-compile, `uv export`, `poetry export`)."""
-    return any(
-        "--hash=" in code or "--hash " in code for code in (x.partition("#")[0] for x in toml_lines(path))
-    )
-
-
-def has_own_line(path: str) -> bool:
-    """The project's own line (`-e .` or `.`, as `uv export` writes it): it has no hash."""
-    return any(
-        line.split() in (["."], ["-e", "."]) for line in read_text(path).splitlines() if line[:1] in ".-"
-    )
-
-
-def pip_groups(root: str, s: Settings, log: StepLog) -> list[str]:
-    """Dependency groups (PEP 735) for `uv pip`, which has --group but neither default nor all groups:
-    the names as `uv sync` would pick them (--uv-group ones; [tool.uv] default-groups, else `dev`,
-    unless --uv-no-default-groups; every group with --uv-all-groups)."""
-    path = os.path.join(root, "pyproject.toml")
-    names = list(s.groups)
-    if not any(line.startswith("[dependency-groups]") for line in toml_lines(path)):
-        return names  # uv names a missing group
-    try:
-        import tomllib
-    except ImportError:
-        log.write("[launchkit] reading pyproject.toml needs Python 3.11+: default and all groups skipped")
-        return names
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
-    groups = list(data.get("dependency-groups", {}))
-    if s.all_groups:
-        names += groups
-    elif not s.no_default_groups:
-        default = data.get("tool", {}).get("uv", {}).get("default-groups", ["dev"])
-        names += groups if default == "all" else [g for g in default if g in groups]
-    return list(dict.fromkeys(names))
+# ---- what the commit contains: plan.py (the launch-time preflight reads the same plan)
 
 
 # ---- the install
@@ -238,34 +172,37 @@ def _store_holds_the_rest(root: str) -> bool:
 
 
 def build_env(root: str, s: Settings, log: StepLog, cache: str | None = None, linked: bool = False) -> str:
-    """Install what the checkout at `root` needs into `s.venv` (or the image's Python), as the table
-    of docs/runtime.md says; returns the kind of install. Raises InstallFailed (output in `log`).
-    `cache`: uv's cache directory (default: `uv cache dir`; "" for none). `linked`: the venv was
+    """Install what the checkout at `root` needs into `s.venv` (or the image's Python), as plan.plan_for
+    decides (the table of docs/runtime.md); returns the kind of install. Raises InstallFailed (output in
+    `log`). `cache`: uv's cache directory (default: `uv cache dir`; "" for none). `linked`: the venv was
     linked to the env store's entry for the checkout's lock."""
-    if os.path.isfile(os.path.join(root, "uv.lock")) and os.path.isfile(os.path.join(root, "pyproject.toml")):
+    try:
+        p = plan_for(root, s.groups, s.all_groups, s.no_default_groups)
+    except PlanError as e:
+        log.write(f"[launchkit] error: {e}")
+        raise InstallFailed("plan") from None
+    for note in p.notes:
+        log.write(note)
+    if p.locked:
         sync_locked(root, s, log, cache, linked)
-        return "uv.lock"
+        return p.kind()
     target = s.target()
-    # pyproject.toml: named, so that uv never reads the groups from a pylock.toml next to it
-    groups = ["--group=pyproject.toml:" + g for g in pip_groups(root, s, log) if g]
-    if groups:
-        log.write("[launchkit] dependency groups: " + " ".join(g.split(":", 1)[1] for g in groups))
+    groups = p.group_args()
+    if p.groups or p.poetry_groups:
+        log.write(
+            "[launchkit] dependency groups: "
+            + " ".join(p.groups + [g + " (poetry)" for g in p.poetry_groups])
+        )
     # A lock uv pip can install (pylock.toml, PEP 751; a requirements.txt with hashes): its pins
     # first, then the project on top (uv keeps the pinned versions that satisfy it).
-    pins = ""
-    requirements = os.path.join(root, "requirements.txt")
-    if os.path.isfile(os.path.join(root, "pylock.toml")):
-        pins = "pylock.toml"
-        _must(
-            log,
-            ["uv", "pip", "install", *target, "--preview-features", "pylock", "-r", pins, *s.extra_flags()],
-        )
-    elif os.path.isfile(requirements) and hashed_requirements(requirements):
-        pins = "requirements.txt"
+    if p.pins == "pylock.toml":
+        pins = ["--preview-features", "pylock", "-r", p.pins, *s.extra_flags()]
+        _must(log, ["uv", "pip", "install", *target, *pins])
+    elif p.pins:
         # the project's own line (`-e .` from `uv export`) has no hash: uv still checks those given
-        verify = [] if has_own_line(requirements) else ["--require-hashes"]
-        _must(log, ["uv", "pip", "install", *target, *verify, "-r", pins])
-    if is_project(root):
+        verify = ["--require-hashes"] if p.require_hashes else []
+        _must(log, ["uv", "pip", "install", *target, *verify, "-r", p.pins])
+    if p.project:
         if s.all_extras and os.path.isfile(os.path.join(root, "pyproject.toml")):
             _must(
                 log, ["uv", "pip", "install", *target, "--all-extras", "-r", "pyproject.toml", ".", *groups]
@@ -273,14 +210,11 @@ def build_env(root: str, s: Settings, log: StepLog, cache: str | None = None, li
         else:
             spec = "." if s.all_extras or not s.extras else ".[{}]".format(",".join(s.extras))
             _must(log, ["uv", "pip", "install", *target, spec, *groups])
-        return "project+" + pins if pins else "project"
-    if not pins and os.path.isfile(requirements):
+    elif p.requirements:
         _must(log, ["uv", "pip", "install", *target, "-r", "requirements.txt", *groups])
-        return "requirements.txt"
-    if groups:
+    elif groups:
         _must(log, ["uv", "pip", "install", *target, *groups])
-        return pins + "+groups" if pins else "groups"
-    return pins or "nothing to install"
+    return p.kind()
 
 
 def conda_install(root: str, log: StepLog, python: str | None = None) -> str:
