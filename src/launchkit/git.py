@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 NULL_SHA = "0" * 40
+# git prints paths and ref names as the bytes they are: what is not UTF-8 stays readable (as
+# os.fsdecode does), and is refused where it would enter a spec (_state)
+TEXT: dict = {"encoding": "utf-8", "errors": "surrogateescape"}
 REF_OR_BRANCH = "pass --ref to launch a commit or --branch to launch a branch's pushed tip, not both"
 
 
@@ -36,7 +39,7 @@ def _git(*args: str, cwd: str, timeout: float = 60) -> str:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         proc = subprocess.run(
-            ["git", *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+            ["git", *args], check=False, cwd=cwd, capture_output=True, timeout=timeout, env=env, **TEXT
         )
     except FileNotFoundError:
         raise PreconditionError("git is not installed", hint="install git and try again") from None
@@ -45,8 +48,21 @@ def _git(*args: str, cwd: str, timeout: float = 60) -> str:
             f"`git {args[0]}` took longer than {timeout:.0f}s", hint="check the repository or the remote"
         ) from None
     if proc.returncode != 0:
-        raise _GitFailed(args[0], proc.stderr.strip())
+        raise _unsafe(proc.stderr) or _GitFailed(args[0], proc.stderr.strip())
     return proc.stdout
+
+
+def _unsafe(stderr: str) -> PreconditionError | None:
+    """git's refusal of a repository another user owns (safe.directory), with git's own fix."""
+    lines = [line.strip() for line in stderr.splitlines()]
+    said = next((line for line in lines if "detected dubious ownership" in line), None)
+    if said is None:
+        return None
+    fix = next((line for line in lines if line.startswith("git config --global --add safe.directory")), None)
+    return PreconditionError(
+        said.removeprefix("fatal: ").removeprefix("error: "),
+        hint=f"if you trust its owner: {fix}" if fix else "see `git help config` (safe.directory)",
+    )
 
 
 class _GitFailed(PreconditionError):
@@ -115,14 +131,52 @@ def read_git_state(
             hint="run launchkit from your project's checkout, or pass --remote URL with --ref/--branch",
         )
     with repo:
-        return _read(
-            repo,
-            remote=remote,
-            ref=ref,
-            branch=branch,
-            allow_dirty=allow_dirty,
-            require_pushed=require_pushed,
-        )
+        try:
+            return _read(
+                repo,
+                remote=remote,
+                ref=ref,
+                branch=branch,
+                allow_dirty=allow_dirty,
+                require_pushed=require_pushed,
+            )
+        except UnicodeDecodeError:  # GitPython reads refs and .git/config as UTF-8 only
+            raise _not_utf8(str(repo.working_tree_dir)) from None
+
+
+def _shown(text: str) -> str:
+    """Text decoded with surrogateescape, its undecodable bytes as \\xNN."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _not_utf8_branch(name: str) -> PreconditionError:
+    return PreconditionError(
+        f"branch '{_shown(name)}' is not UTF-8 text, and Beaker specs are",
+        hint="rename it (git branch -m NEW_NAME) and push it",
+    )
+
+
+def _not_utf8(root: str) -> PreconditionError:
+    """What in the repository at `root` is not UTF-8, when GitPython could not read it."""
+    try:
+        head = _git("symbolic-ref", "-q", "--short", "HEAD", cwd=root).strip()
+    except PreconditionError:
+        head = ""
+    if not _is_utf8(head):
+        return _not_utf8_branch(head)
+    return PreconditionError(
+        f"the repository at {_shown(root)} has a ref name or .git/config value that is not UTF-8 text",
+        hint="rename it (git branch -m, git remote rename) or launch from the plain-git path "
+        "(a branch with an upstream, without --ref/--remote)",
+    )
 
 
 def _read(
@@ -214,7 +268,7 @@ def _git_at_once(
     try:
         procs = [
             subprocess.Popen(
-                ["git", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+                ["git", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **TEXT
             )
             for args in commands
         ]
@@ -223,11 +277,17 @@ def _git_at_once(
     outs = []
     for proc in procs:
         try:
-            out, _ = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
             return None
+        refused = _unsafe(err) if proc.returncode != 0 else None
+        if refused is not None:
+            for other in procs:
+                other.kill()
+                other.communicate()
+            raise refused
         outs.append(out if proc.returncode == 0 else None)
     return None if None in outs[: len(outs) - optional] else outs
 
@@ -306,7 +366,7 @@ DESCRIBE = ("describe", "--tags", "--long", "--match", "*[0-9]*", "HEAD")
 def _version_tag(root: str, described: str | None) -> tuple[str, str, int] | None:
     """(tag, tagged commit, commits since) from DESCRIBE's output; None without a version tag."""
     tag, _, distance = (described or "").strip().rpartition("-")[0].rpartition("-")
-    if not tag or not distance.isdigit():
+    if not tag or not distance.isdigit() or not _is_utf8(tag):  # a tag a spec cannot carry: none
         return None
     try:
         tagged = _git("rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}", cwd=root).strip()
@@ -318,6 +378,14 @@ def _version_tag(root: str, described: str | None) -> tuple[str, str, int] | Non
 def _state(**fields: object) -> GitState:
     from launchkit.core.gitstate import GitState
 
+    branch, url = fields.get("branch"), fields.get("remote_url")
+    if isinstance(branch, str) and not _is_utf8(branch):
+        raise _not_utf8_branch(branch)
+    if isinstance(url, str) and url != fields.get("repo_root") and not _is_utf8(url):
+        raise PreconditionError(
+            f"the remote URL '{_shown(url)}' is not UTF-8 text, and Beaker specs are",
+            hint="point the remote at a UTF-8 URL or path (git remote set-url NAME URL)",
+        )
     root = fields.get("repo_root")
     if "tag_read" not in fields and isinstance(root, str):  # read without _read_plain's DESCRIBE
         try:
@@ -363,6 +431,8 @@ def _sha_of(repo: Repo, ref_path: str) -> str | None:
 
     try:
         return SymbolicReference.dereference_recursive(repo, ref_path)
+    except UnicodeDecodeError:
+        raise
     except ValueError:
         return None
 
@@ -386,10 +456,14 @@ def _fetch_url(repo: Repo, remote_name: str) -> str:
     try:
         return next(iter(repo.remote(remote_name).urls))
     except (GitCommandError, StopIteration):
-        raise PreconditionError(
-            f"remote {remote_name!r} has no URL",
-            hint=f"set one with `git remote set-url {remote_name} URL`",
-        ) from None
+        _git("rev-parse", cwd=str(repo.working_tree_dir))  # git refusing the repository itself?
+        raise _no_url(remote_name) from None
+
+
+def _no_url(remote_name: str) -> PreconditionError:
+    return PreconditionError(
+        f"remote {remote_name!r} has no URL", hint=f"set one with `git remote set-url {remote_name} URL`"
+    )
 
 
 def _status(root: str) -> tuple[list[str], tuple[str, ...]]:
