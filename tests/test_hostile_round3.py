@@ -7,10 +7,12 @@ Each case is one line on stderr naming the value and the fix, with the documente
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
-from conftest import Repo, git
+from conftest import Repo, Result, git
 from inproc import run_main
 from test_error_paths import one_line
 
@@ -54,3 +56,64 @@ def test_version_tag_that_is_not_utf8_is_no_tag(repo: Repo):
     r = run_main("run", "--dry-run", *CMD, cwd=repo.path)
     assert r.code == 0, r.stderr
     assert "LAUNCHKIT_GIT_TAG" not in r.stdout
+
+
+# -- text a spec cannot carry: refused up front, as the command's own arguments are -------------------
+
+NOT_UTF8_OPTIONS = [
+    ("env", ["--env", "A=" + NOT_UTF8], "--env A: the value is not valid UTF-8"),
+    ("description", ["--description", NOT_UTF8], "--description 'x\\udcff': is not valid UTF-8"),
+    ("sweep", ["--sweep", "lr=1," + NOT_UTF8], "--sweep 'lr=1,x\\udcff': is not valid UTF-8"),
+    ("name", ["--name", NOT_UTF8], "--name 'x\\udcff': is not valid UTF-8"),
+    ("workspace", ["--workspace", "ai2/" + NOT_UTF8], "--workspace"),
+    ("local", ["--local", "--description", NOT_UTF8], "--description"),
+]
+
+
+@pytest.mark.parametrize(
+    "args, needle", [c[1:] for c in NOT_UTF8_OPTIONS], ids=[c[0] for c in NOT_UTF8_OPTIONS]
+)
+def test_option_value_not_utf8_is_refused_before_the_dry_run(repo, args, needle):
+    r = run_main("run", "--dry-run", *args, *CMD, cwd=repo.path)
+    one_line(r, 2, needle, "Beaker specs are UTF-8 text")
+
+
+def test_env_value_copied_from_the_shell_not_utf8(repo):
+    r = run_main("run", "--dry-run", "--env", "COPIED", *CMD, cwd=repo.path, env={"COPIED": "v" + NOT_UTF8})
+    line = one_line(r, 2, "--env COPIED: the value is not valid UTF-8")
+    assert "udcff" not in line  # a value may be a secret: never echoed
+
+
+def test_environment_default_not_utf8_names_the_variable(repo):
+    r = run_main("run", "--dry-run", *CMD, cwd=repo.path, env={"LAUNCHKIT_BUDGET": "ai2/" + NOT_UTF8})
+    one_line(r, 2, "LAUNCHKIT_BUDGET", "not valid UTF-8")
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (
+            ["--env", "A=" + NOT_UTF8, "--", "python", "train.py"],
+            "argument 5 of `launchkit mason` (the value of --env)",
+        ),
+        (["--description", NOT_UTF8, "--", "python", "train.py"], "the value of --description"),
+        (["--", "python", NOT_UTF8], "argument 2 of the command"),
+    ],
+    ids=["env", "description", "command"],
+)
+def test_mason_values_not_utf8_are_refused(repo, args, needle):
+    r = run_main("mason", "--cluster", "ai2/jupiter", "--dry-run", *args, cwd=repo.path)
+    line = one_line(r, 2, needle, "not valid UTF-8")
+    assert "udcff" not in line
+
+
+def test_argv_bytes_not_utf8_through_the_real_cli(repo):
+    """The same through a real process: the bytes as a shell passes them."""
+    p = subprocess.run(
+        [sys.executable, "-m", "launchkit", "run", "--dry-run", "--description", b"x\xff", *CMD],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    one_line(Result(p.returncode, p.stdout, p.stderr), 2, "--description", "not valid UTF-8")
