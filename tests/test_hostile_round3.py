@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +118,50 @@ def test_argv_bytes_not_utf8_through_the_real_cli(repo):
         timeout=60,
     )
     one_line(Result(p.returncode, p.stdout, p.stderr), 2, "--description", "not valid UTF-8")
+
+
+# -- LAUNCHKIT_* yes/no variables: 0/false/no/off mean no, everywhere ---------------------------------
+
+YES = ["1", "true", "YES", "on"]
+NO = ["0", "false", "No", "off", ""]
+LIB = Path(__file__).parents[1] / "src/launchkit/runtime/lib.sh"
+
+
+@pytest.mark.parametrize("value", YES + NO)
+def test_launchkit_debug_is_a_yes_no_value(repo, value):
+    r = run_main("run", "--dry-run", "--gpus", "-1", *CMD, cwd=repo.path, env={"LAUNCHKIT_DEBUG": value})
+    assert r.code == 2
+    assert ("Traceback" in r.stderr) == (value in YES), r.stderr
+
+
+def test_launchkit_cgroup_off_words_make_no_cgroup(monkeypatch):
+    from launchkit.backends.local import procs
+
+    monkeypatch.setattr(procs, "child_cgroup", lambda parent, run_id: f"/sys/fs/cgroup/{run_id}")
+    for value in NO[:-1]:
+        monkeypatch.setenv("LAUNCHKIT_CGROUP", value)
+        assert procs.make_cgroup("r1") is None, value
+    for value in [*YES, ""]:
+        monkeypatch.setenv("LAUNCHKIT_CGROUP", value)
+        assert procs.make_cgroup("r1") == "/sys/fs/cgroup/r1", value
+
+
+def test_launchkit_cgroup_that_is_not_yes_no_fails_the_launch(repo):
+    r = run_main("run", "--local", *CMD, cwd=repo.path, env={"LAUNCHKIT_CGROUP": "maybe"})
+    one_line(r, 2, "LAUNCHKIT_CGROUP='maybe' is not a yes/no value", "LAUNCHKIT_CGROUP=0")
+
+
+@pytest.mark.parametrize("value", YES + NO + ["maybe"])
+def test_node_switches_read_like_launchkit(value):
+    """The job's Python (runtime/node) and bash (lib.sh) read a switch as launchkit does."""
+    from launchkit.envflags import WORDS
+    from launchkit.runtime.node import switched_off
+    from launchkit.runtime.node.bytecode import off_reason
+
+    off = WORDS.get(value.lower()) is False
+    assert switched_off({"V": value}, "V") == off
+    reason = off_reason({"LAUNCHKIT_BYTECODE_CACHE": value, "UV_CACHE_DIR": "/c"}, "/no/venv")
+    assert ("LAUNCHKIT_BYTECODE_CACHE=0" in reason) == off, reason
+    for fn, expected in (("lk_off", off), ("lk_on", WORDS.get(value.lower()) is True)):
+        r = subprocess.run(["bash", "-c", f'source "{LIB}"; {fn} V'], env={"V": value}, timeout=30)
+        assert (r.returncode == 0) == expected, (fn, value)

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 NULL_SHA = "0" * 40
-# git prints paths and ref names as the bytes they are: what is not UTF-8 stays readable (as
-# os.fsdecode does), and is refused where it would enter a spec (_state)
-TEXT: dict = {"encoding": "utf-8", "errors": "surrogateescape"}
+# git prints paths and ref names as the bytes they are: what is not UTF-8 is kept as os.fsdecode
+# keeps it (surrogateescape), and refused where it would enter a spec (_state)
+UTF8, BYTES_KEPT = "utf-8", "surrogateescape"
 REF_OR_BRANCH = "pass --ref to launch a commit or --branch to launch a branch's pushed tip, not both"
 
 
@@ -39,7 +39,14 @@ def _git(*args: str, cwd: str, timeout: float = 60) -> str:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         proc = subprocess.run(
-            ["git", *args], check=False, cwd=cwd, capture_output=True, timeout=timeout, env=env, **TEXT
+            ["git", *args],
+            check=False,
+            cwd=cwd,
+            capture_output=True,
+            timeout=timeout,
+            env=env,
+            encoding=UTF8,
+            errors=BYTES_KEPT,
         )
     except FileNotFoundError:
         raise PreconditionError("git is not installed", hint="install git and try again") from None
@@ -268,7 +275,13 @@ def _git_at_once(
     try:
         procs = [
             subprocess.Popen(
-                ["git", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **TEXT
+                ["git", *args],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                encoding=UTF8,
+                errors=BYTES_KEPT,
             )
             for args in commands
         ]

@@ -356,9 +356,9 @@ def build_request(
                 raise UsageError(f"{opt.flag} and {new.flag} mean the same: keep {new.flag}")
             given[new.name] = given[opt.name]
     f: dict[str, Any] = {"command": _command(list(given.get("extra") or []), command)}
-    for opt, value in given.items():  # argv's bytes that are not UTF-8 (Python keeps them as surrogates)
-        if opt != "env":  # values may be secrets: _env_vars names the variable only
-            _utf8(flag(opt), value)
+    for name, value in given.items():  # argv's bytes that are not UTF-8 (Python keeps them as surrogates)
+        if name != "env":  # values may be secrets: _env_vars names the variable only
+            _utf8(flag(name), value)
     for key, (value, layer) in (config.values if config is not None else {}).items():
         _utf8(layer.where(key), value)
     opts = _Options(given, config)

@@ -198,6 +198,7 @@ class LocalBackend:
                 hint=f"export {missing[0]}=... before launching (the value is never written to disk)",
             )
         stop_grace()
+        procs.cgroups_wanted()  # a bad LAUNCHKIT_CGROUP fails the launch, not the run
         gpus = check_gpus(task)
         env = {v.name: v.value for v in env_vars if not v.secret}
         has_commit = _HasCommit(submission.repo_root, env.get(ENV_GIT_COMMIT))  # runs meanwhile
