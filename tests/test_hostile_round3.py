@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Repo, Result, git
+from conftest import Repo, Result, git, run_cli
 from inproc import run_main
 from test_error_paths import one_line
 
@@ -165,3 +165,32 @@ def test_node_switches_read_like_launchkit(value):
     for fn, expected in (("lk_off", off), ("lk_on", WORDS.get(value.lower()) is True)):
         r = subprocess.run(["bash", "-c", f'source "{LIB}"; {fn} V'], env={"V": value}, timeout=30)
         assert (r.returncode == 0) == expected, (fn, value)
+
+
+# -- a Beaker launch whose cache directory cannot be written: the directory, not the network ----------
+
+
+def _unwritable(tmp_path: Path) -> str:
+    if os.geteuid() == 0:  # root writes through permission bits; /sys refuses everyone
+        return "/sys/launchkit-test-cache"
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o555)
+    return str(d)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["unwritable", "a-file"])
+def test_unusable_cache_directory_is_named_not_beaker(repo, fake_beaker, tmp_path, kind):
+    if kind == "a-file":
+        cache = tmp_path / "cache-file"
+        cache.write_text("not a directory")
+    else:
+        cache = Path(_unwritable(tmp_path))
+    env = {"XDG_CACHE_HOME": str(cache)}
+    r = run_cli("run", "--workspace", "ai2/launchkit", *CMD, cwd=repo.path, env=env, timeout=90)
+    line = one_line(
+        r, 3, f"launchkit's cache directory {cache / 'launchkit'} is not usable", "XDG_CACHE_HOME"
+    )
+    assert "Beaker" not in line
+    assert not fake_beaker.state.experiments  # nothing submitted
