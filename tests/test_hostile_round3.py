@@ -194,3 +194,17 @@ def test_unusable_cache_directory_is_named_not_beaker(repo, fake_beaker, tmp_pat
     )
     assert "Beaker" not in line
     assert not fake_beaker.state.experiments  # nothing submitted
+
+
+# -- run ids: bytes that are not UTF-8 name no run ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["why"], ["follow"], ["logs"], ["results"], ["stop", "--yes"], ["stop", "--yes", "local-1"]],
+    ids=["why", "follow", "logs", "results", "stop", "stop-second"],
+)
+@pytest.mark.parametrize("run_id", ["local-" + NOT_UTF8, NOT_UTF8], ids=["local", "beaker"])
+def test_run_id_that_is_not_utf8_is_one_line(args, run_id):
+    r = run_main(*args, run_id)
+    one_line(r, 2, "'" + run_id.replace(NOT_UTF8, "x\\xff") + "' is not a run id", "launchkit list")
