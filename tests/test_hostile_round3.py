@@ -208,3 +208,31 @@ def test_unusable_cache_directory_is_named_not_beaker(repo, fake_beaker, tmp_pat
 def test_run_id_that_is_not_utf8_is_one_line(args, run_id):
     r = run_main(*args, run_id)
     one_line(r, 2, "'" + run_id.replace(NOT_UTF8, "x\\xff") + "' is not a run id", "launchkit list")
+
+
+# -- a TOML list 50,000 deep: one line naming the file ------------------------------------------------
+
+DEEP = "x = " + "[" * 50_000 + "]" * 50_000 + "\n"
+
+
+@pytest.mark.parametrize("where", ["user-config", "pyproject"])
+@pytest.mark.parametrize("args", [["run", "--dry-run", *CMD], ["list", "--local"]], ids=["run", "list"])
+def test_toml_nested_too_deeply_is_one_line(repo: Repo, tmp_path, where, args):
+    env = {}
+    if where == "user-config":
+        path = tmp_path / "config.toml"
+        path.write_text(DEEP)
+        env["LAUNCHKIT_CONFIG"] = str(path)
+    else:
+        path = repo.path / "pyproject.toml"
+        repo.commit({"pyproject.toml": "[tool.launchkit]\n" + DEEP}, "deep")
+    r = run_main(*args, cwd=repo.path, env=env)
+    one_line(r, 2, f"{path} cannot be read: its arrays or inline tables nest too deeply", "flatten")
+
+
+def test_toml_nested_too_deeply_in_the_job_is_left_to_uv(tmp_path):
+    from launchkit.runtime.node.pyenv import Settings, pip_groups
+
+    (tmp_path / "pyproject.toml").write_text("[dependency-groups]\n" + DEEP)
+    s = Settings.from_environ({"LAUNCHKIT_UV_GROUPS": "dev"}, str(tmp_path / "venv"))
+    assert pip_groups(str(tmp_path), s, None) == ["dev"]  # type: ignore[arg-type]

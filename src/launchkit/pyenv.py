@@ -187,7 +187,7 @@ def preflight_inputs(
             )
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):  # (nested too deeply for tomllib)
             data = {}  # uv says what is wrong with it
         names = _pip_groups(data, groups, all_groups, no_default_groups)
         inputs += [f"--group=pyproject.toml:{g}" for g in names]
@@ -319,7 +319,7 @@ def _dry_run_install(
     try:
         with open(os.path.join(root, lock), "rb") as f:
             data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, tomllib.TOMLDecodeError, RecursionError) as e:
         raise PreconditionError(f"{name} cannot be read: {e}", hint=LOCK_HINT) from None
     requires = data.get("requires-python")
     version = _lock_python(python, requires if isinstance(requires, str) else None)

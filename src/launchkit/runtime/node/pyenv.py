@@ -145,8 +145,11 @@ def pip_groups(root: str, s: Settings, log: StepLog) -> list[str]:
     except ImportError:
         log.write("[launchkit] reading pyproject.toml needs Python 3.11+: default and all groups skipped")
         return names
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except (ValueError, RecursionError):  # not TOML, or nested too deeply for tomllib: uv says what
+        return names
     groups = list(data.get("dependency-groups", {}))
     if s.all_groups:
         names += groups
