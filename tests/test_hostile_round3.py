@@ -6,7 +6,10 @@ Each case is one line on stderr naming the value and the fix, with the documente
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +18,7 @@ import pytest
 
 from conftest import Repo, Result, git, run_cli
 from inproc import run_main
+from lk_helpers import FAST_ENV, launched_id, processes_with
 from test_error_paths import one_line
 
 CMD = ["--", "python", "train.py"]
@@ -236,3 +240,96 @@ def test_toml_nested_too_deeply_in_the_job_is_left_to_uv(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[dependency-groups]\n" + DEEP)
     s = Settings.from_environ({"LAUNCHKIT_UV_GROUPS": "dev"}, str(tmp_path / "venv"))
     assert pip_groups(str(tmp_path), s, None) == ["dev"]  # type: ignore[arg-type]
+
+
+# -- Ctrl-C in the first second of `run --local --follow`: exit 130, no traceback, nothing orphaned ----
+
+# The launch with a hook after the supervisor has started: the terminal's Ctrl-C (SIGINT to the whole
+# process group, the supervisor included) lands exactly between "a run exists" and "launched ID".
+INTERRUPT_AFTER_SPAWN = """
+import os, signal, sys
+from launchkit.backends.local import spawn
+started = spawn.start_supervisor
+def start_then_interrupt(*args):
+    pid = started(*args)
+    os.killpg(os.getpgid(0), signal.SIGINT)
+    return pid
+spawn.start_supervisor = start_then_interrupt
+from launchkit.cli.entry import main
+main()
+"""
+
+
+def _launch(repo: Repo, marker: str, *python_args: str, start: str = "fork") -> subprocess.Popen:
+    """`launchkit run --local --follow` of a long job, in a session of its own (killpg reaches it all)."""
+    env = {**os.environ, **FAST_ENV, "LAUNCHKIT_SUPERVISOR_START": start}
+    return subprocess.Popen(
+        [sys.executable, *python_args, "run", "--local", "--follow", "--no-python", "--"]
+        + ["bash", "-c", f"exec -a {marker} sleep 300"],
+        cwd=repo.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _interrupt_on(proc: subprocess.Popen, needle: str) -> str:
+    """Read stderr until a line has `needle`, then Ctrl-C (the process group); the whole stderr."""
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if needle in line:
+            break
+    else:
+        proc.wait(timeout=60)
+        raise AssertionError(f"never printed {needle!r}: {''.join(seen)}")
+    os.killpg(proc.pid, signal.SIGINT)
+    _, rest = proc.communicate(timeout=120)
+    return "".join(seen) + rest
+
+
+def _local_runs() -> dict[str, dict]:
+    r = run_cli("list", "--local", "--json", "--limit", "100")
+    return {x["id"]: x for x in json.loads(r.stdout)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start", ["fork", "exec"])
+def test_ctrl_c_between_start_and_launched_leaves_nothing(repo, marker, start):
+    proc = _launch(repo, marker, "-c", INTERRUPT_AFTER_SPAWN, start=start)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    m = re.search(r"interrupted: (local-\S+) was stopped before it started", err)
+    assert m, err
+    assert "launched" not in err
+    run = _local_runs()[m.group(1)]
+    assert run["status"] == "canceled", run
+    assert processes_with(marker) == [] and processes_with(m.group(1)) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_launchkit_starts_is_130_without_a_traceback(repo, marker):
+    """Synchronised on the interpreter's own output: `-X importtime` reports each import as it ends."""
+    proc = _launch(repo, marker, "-X", "importtime", "-m", "launchkit")
+    err = _interrupt_on(proc, "typer")
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    assert _local_runs() == {} and processes_with(marker) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("needle", ["launched local-", "following local-"])
+def test_ctrl_c_once_launched_detaches_and_says_so(repo, marker, needle):
+    proc = _launch(repo, marker, "-m", "launchkit")
+    err = _interrupt_on(proc, needle)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    run_id = launched_id(err)
+    assert f"detached from {run_id}; it keeps running. Resume with: launchkit follow {run_id}" in err
+    assert _local_runs()[run_id]["status"] in ("starting", "running")  # told, so not orphaned
+    r = run_cli("stop", "--yes", run_id)
+    assert r.code == 0, r.stderr
