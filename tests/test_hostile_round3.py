@@ -18,7 +18,7 @@ import pytest
 
 from conftest import Repo, Result, git, run_cli
 from inproc import run_main
-from lk_helpers import FAST_ENV, launched_id, processes_with
+from lk_helpers import FAST_ENV, launched_id, processes_with, wait_finished
 from test_error_paths import one_line
 
 CMD = ["--", "python", "train.py"]
@@ -333,3 +333,53 @@ def test_ctrl_c_once_launched_detaches_and_says_so(repo, marker, needle):
     assert _local_runs()[run_id]["status"] in ("starting", "running")  # told, so not orphaned
     r = run_cli("stop", "--yes", run_id)
     assert r.code == 0, r.stderr
+
+
+# -- --task-timeout on a local run: kept, as on Beaker ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_local_task_timeout_stops_the_run_and_says_so(repo, marker):
+    env = {**FAST_ENV}
+    job = f"echo started; exec -a {marker} sleep 30"
+    r = run_cli(
+        "run",
+        "--local",
+        "--no-python",
+        "--task-timeout",
+        "2s",
+        "--",
+        "bash",
+        "-c",
+        job,
+        cwd=repo.path,
+        env=env,
+    )
+    assert r.code == 0, r.stderr
+    run_id = launched_id(r.stderr)
+    run = wait_finished(run_id, env)
+    assert run["status"] == "canceled", run
+    why = run_cli("why", run_id, "--json", env=env)
+    end = json.loads(why.stdout)["end"]
+    assert end["kind"] == "timeout" and "--task-timeout 2s passed" in end["line"], end
+    assert processes_with(marker) == []
+    assert b"started" in run_cli("logs", run_id, env=env).stdout.encode()
+
+
+@pytest.mark.slow
+def test_local_task_timeout_lets_a_shorter_job_succeed(repo):
+    env = {**FAST_ENV}
+    r = run_cli(
+        "run",
+        "--local",
+        "--no-python",
+        "--task-timeout",
+        "1h",
+        "--follow",
+        "--",
+        "true",
+        cwd=repo.path,
+        env=env,
+    )
+    assert r.code == 0, r.stderr
+    assert "succeeded" in r.stderr
