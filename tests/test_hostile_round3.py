@@ -383,3 +383,40 @@ def test_local_task_timeout_lets_a_shorter_job_succeed(repo):
     )
     assert r.code == 0, r.stderr
     assert "succeeded" in r.stderr
+
+
+# -- a submodule with uncommitted changes: refused like a dirty tree ----------------------------------
+
+
+@pytest.fixture
+def with_submodule(repo: Repo, tmp_path) -> Repo:
+    lib = tmp_path / "lib.git"
+    work = tmp_path / "lib-work"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(lib)], check=True, timeout=60)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True, timeout=60)
+    (work / "lib.py").write_text("VALUE = 1\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "lib")
+    git(work, "push", "-q", str(lib), "HEAD:main")
+    git(repo.path, "-c", "protocol.file.allow=always", "submodule", "-q", "add", lib.as_uri(), "lib")
+    repo.commit({}, "add the submodule")
+    return repo
+
+
+@pytest.mark.parametrize("upstream", [True, False], ids=["upstream", "local-branch"])
+def test_submodule_with_uncommitted_changes_is_refused(with_submodule: Repo, upstream):
+    repo = with_submodule
+    if not upstream:
+        git(repo.path, "checkout", "-q", "-b", "unpushed")
+    (repo.path / "lib" / "lib.py").write_text("VALUE = 2\n")
+    args = ["--local"] if not upstream else []
+    r = run_main("run", "--dry-run", *args, *CMD, cwd=repo.path)
+    one_line(r, 3, "submodule lib has uncommitted changes", "--allow-dirty")
+    r = run_main("run", "--dry-run", "--allow-dirty", *args, *CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+
+
+def test_submodule_with_only_untracked_files_launches(with_submodule: Repo):
+    (with_submodule.path / "lib" / "scratch.txt").write_text("notes\n")
+    r = run_main("run", "--dry-run", *CMD, cwd=with_submodule.path)
+    assert r.code == 0, r.stderr

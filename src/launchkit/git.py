@@ -250,10 +250,7 @@ def _read(
             )
         dirty, untracked = _status(root)
         if dirty and not allow_dirty:
-            raise PreconditionError(
-                f"you have uncommitted changes to tracked files ({_some(dirty)})",
-                hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
-            )
+            raise _dirty(dirty)
         on_upstream = up_branch is not None and up_remote == remote_name
         pushed = on_upstream and _sha_of(repo, f"refs/remotes/{remote_name}/{up_branch}") == head
         if require_pushed and remote_name is not None and not pushed:
@@ -310,15 +307,7 @@ def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitSta
     outs = _git_at_once(
         path,
         ("rev-parse", "--is-bare-repository", "--show-toplevel"),
-        (
-            "status",
-            "--porcelain=v2",
-            "--branch",
-            "-z",
-            "--no-renames",
-            "--untracked-files=normal",
-            "--ignore-submodules=dirty",
-        ),
+        ("status", "--branch", *STATUS),
         ("for-each-ref", "--format=%(refname:short)%00%(upstream:remotename)", "refs/heads/"),
         DESCRIBE,  # the version tag (pyenv.version_tag's question), while the others run
         optional=1,
@@ -333,18 +322,14 @@ def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitSta
         return None
     root = lines[1]
     info: dict[str, str] = {}
-    dirty: list[str] = []
-    untracked: list[str] = []
     for entry in status.split("\0"):
         if entry.startswith("# "):
             key, _, value = entry[2:].partition(" ")
             info[key] = value
-        elif entry.startswith("? "):
-            untracked.append(entry[2:])
-        elif entry[:2] in ("1 ", "u "):  # changed tracked file: its path is the last field
-            dirty.append(entry.split(" ", 8 if entry[0] == "1" else 10)[-1])
-        elif entry:
-            return None  # a kind of entry this reader does not know: GitPython decides
+    changes = _changes(status)
+    if changes is None:
+        return None  # a kind of entry this reader does not know: GitPython decides
+    dirty, untracked = changes
     head, name, upstream = info.get("branch.oid"), info.get("branch.head"), info.get("branch.upstream")
     if head is None or not FULL_SHA.fullmatch(head) or not name or name == "(detached)" or not upstream:
         return None
@@ -359,10 +344,7 @@ def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitSta
     state: dict[str, object] = {"repo_root": root, "remote_name": remote_name}
     state.update(_job_remote(url, remote_name, root, require_pushed))
     if dirty and not allow_dirty:
-        raise PreconditionError(
-            f"you have uncommitted changes to tracked files ({_some(dirty)})",
-            hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
-        )
+        raise _dirty(dirty)
     pushed = info.get("branch.ab") == "+0 -0"  # the upstream is at HEAD
     if require_pushed and not pushed:
         _require_on_remote(root, head, remote_name, name)
@@ -479,23 +461,55 @@ def _no_url(remote_name: str) -> PreconditionError:
     )
 
 
+# `git status` as both readers ask it. A submodule counts as changed when its checked-out commit
+# differs from the recorded one or its tracked files have changes (the job gets the recorded commit);
+# files untracked inside it do not count, as untracked files of the repository itself do not.
+STATUS = ("--porcelain=v2", "-z", "--no-renames", "--untracked-files=normal", "--ignore-submodules=untracked")
+SUBMODULE_CHANGED = "(a submodule with uncommitted changes)"
+
+
 def _status(root: str) -> tuple[list[str], tuple[str, ...]]:
     """Changed tracked paths and untracked (not ignored) paths, from one `git status`."""
-    out = _git(
-        "status",
-        "--porcelain",
-        "-z",
-        "--no-renames",
-        "--untracked-files=normal",
-        "--ignore-submodules=dirty",
-        cwd=root,
-    )
+    changes = _changes(_git("status", *STATUS, cwd=root))
+    if changes is None:
+        raise PreconditionError(
+            "`git status` answered in a form launchkit does not know", hint="update git (2.11 or newer)"
+        )
+    dirty, untracked = changes
+    return dirty, tuple(untracked)
+
+
+def _changes(status: str) -> tuple[list[str], list[str]] | None:
+    """(changed tracked paths, untracked paths) from STATUS's output (headers skipped); a submodule
+    whose own files changed is marked SUBMODULE_CHANGED. None: an entry of an unknown kind."""
     dirty: list[str] = []
     untracked: list[str] = []
-    for entry in out.split("\0"):
-        if entry:
-            (untracked if entry.startswith("??") else dirty).append(entry[3:])
-    return dirty, tuple(untracked)
+    for entry in status.split("\0"):
+        if entry.startswith("? "):
+            untracked.append(entry[2:])
+        elif entry[:2] in ("1 ", "u "):  # changed tracked file: its path is the last field
+            fields = entry.split(" ", 8 if entry[0] == "1" else 10)
+            inside = fields[2].startswith("S") and fields[2][2] == "M"  # S<commit><modified><untracked>
+            dirty.append(f"{fields[-1]} {SUBMODULE_CHANGED}" if inside else fields[-1])
+        elif entry and not entry.startswith("# "):
+            return None
+    return dirty, untracked
+
+
+def _dirty(dirty: list[str]) -> PreconditionError:
+    subs = [d.removesuffix(f" {SUBMODULE_CHANGED}") for d in dirty if d.endswith(SUBMODULE_CHANGED)]
+    if subs:
+        many = len(subs) > 1
+        return PreconditionError(
+            f"submodule{'s' if many else ''} {_some(subs)} {'have' if many else 'has'} uncommitted "
+            "changes, and a job gets only committed states",
+            hint="commit them in the submodule, then the submodule here, and push both; "
+            "or pass --allow-dirty to launch the last commit anyway",
+        )
+    return PreconditionError(
+        f"you have uncommitted changes to tracked files ({_some(dirty)})",
+        hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
+    )
 
 
 def _some(paths: list[str]) -> str:
