@@ -110,6 +110,11 @@ def _read_toml(path: Path, *, only_if_mentions_launchkit: bool = False) -> dict[
             result = tomllib.loads(data.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise UsageError(f"{path} is not valid TOML: {e}", hint="fix the file's syntax") from None
+        except RecursionError:  # tomllib reads nested arrays and inline tables recursively
+            raise UsageError(
+                f"{path} cannot be read: its arrays or inline tables nest too deeply",
+                hint="flatten them: a few levels are plenty",
+            ) from None
     _toml_cache[key] = result
     return result
 

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 NULL_SHA = "0" * 40
+# git prints paths and ref names as the bytes they are: what is not UTF-8 is kept as os.fsdecode
+# keeps it (surrogateescape), and refused where it would enter a spec (_state)
+UTF8, BYTES_KEPT = "utf-8", "surrogateescape"
 REF_OR_BRANCH = "pass --ref to launch a commit or --branch to launch a branch's pushed tip, not both"
 
 
@@ -36,7 +39,14 @@ def _git(*args: str, cwd: str, timeout: float = 60) -> str:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         proc = subprocess.run(
-            ["git", *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+            ["git", *args],
+            check=False,
+            cwd=cwd,
+            capture_output=True,
+            timeout=timeout,
+            env=env,
+            encoding=UTF8,
+            errors=BYTES_KEPT,
         )
     except FileNotFoundError:
         raise PreconditionError("git is not installed", hint="install git and try again") from None
@@ -45,8 +55,21 @@ def _git(*args: str, cwd: str, timeout: float = 60) -> str:
             f"`git {args[0]}` took longer than {timeout:.0f}s", hint="check the repository or the remote"
         ) from None
     if proc.returncode != 0:
-        raise _GitFailed(args[0], proc.stderr.strip())
+        raise _unsafe(proc.stderr) or _GitFailed(args[0], proc.stderr.strip())
     return proc.stdout
+
+
+def _unsafe(stderr: str) -> PreconditionError | None:
+    """git's refusal of a repository another user owns (safe.directory), with git's own fix."""
+    lines = [line.strip() for line in stderr.splitlines()]
+    said = next((line for line in lines if "detected dubious ownership" in line), None)
+    if said is None:
+        return None
+    fix = next((line for line in lines if line.startswith("git config --global --add safe.directory")), None)
+    return PreconditionError(
+        said.removeprefix("fatal: ").removeprefix("error: "),
+        hint=f"if you trust its owner: {fix}" if fix else "see `git help config` (safe.directory)",
+    )
 
 
 class _GitFailed(PreconditionError):
@@ -115,14 +138,52 @@ def read_git_state(
             hint="run launchkit from your project's checkout, or pass --remote URL with --ref/--branch",
         )
     with repo:
-        return _read(
-            repo,
-            remote=remote,
-            ref=ref,
-            branch=branch,
-            allow_dirty=allow_dirty,
-            require_pushed=require_pushed,
-        )
+        try:
+            return _read(
+                repo,
+                remote=remote,
+                ref=ref,
+                branch=branch,
+                allow_dirty=allow_dirty,
+                require_pushed=require_pushed,
+            )
+        except UnicodeDecodeError:  # GitPython reads refs and .git/config as UTF-8 only
+            raise _not_utf8(str(repo.working_tree_dir)) from None
+
+
+def _shown(text: str) -> str:
+    """Text decoded with surrogateescape, its undecodable bytes as \\xNN."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _not_utf8_branch(name: str) -> PreconditionError:
+    return PreconditionError(
+        f"branch '{_shown(name)}' is not UTF-8 text, and Beaker specs are",
+        hint="rename it (git branch -m NEW_NAME) and push it",
+    )
+
+
+def _not_utf8(root: str) -> PreconditionError:
+    """What in the repository at `root` is not UTF-8, when GitPython could not read it."""
+    try:
+        head = _git("symbolic-ref", "-q", "--short", "HEAD", cwd=root).strip()
+    except PreconditionError:
+        head = ""
+    if not _is_utf8(head):
+        return _not_utf8_branch(head)
+    return PreconditionError(
+        f"the repository at {_shown(root)} has a ref name or .git/config value that is not UTF-8 text",
+        hint="rename it (git branch -m, git remote rename) or launch from the plain-git path "
+        "(a branch with an upstream, without --ref/--remote)",
+    )
 
 
 def _read(
@@ -189,10 +250,7 @@ def _read(
             )
         dirty, untracked = _status(root)
         if dirty and not allow_dirty:
-            raise PreconditionError(
-                f"you have uncommitted changes to tracked files ({_some(dirty)})",
-                hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
-            )
+            raise _dirty(dirty)
         on_upstream = up_branch is not None and up_remote == remote_name
         pushed = on_upstream and _sha_of(repo, f"refs/remotes/{remote_name}/{up_branch}") == head
         if require_pushed and remote_name is not None and not pushed:
@@ -214,7 +272,13 @@ def _git_at_once(
     try:
         procs = [
             subprocess.Popen(
-                ["git", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+                ["git", *args],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                encoding=UTF8,
+                errors=BYTES_KEPT,
             )
             for args in commands
         ]
@@ -223,11 +287,17 @@ def _git_at_once(
     outs = []
     for proc in procs:
         try:
-            out, _ = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
             return None
+        refused = _unsafe(err) if proc.returncode != 0 else None
+        if refused is not None:
+            for other in procs:
+                other.kill()
+                other.communicate()
+            raise refused
         outs.append(out if proc.returncode == 0 else None)
     return None if None in outs[: len(outs) - optional] else outs
 
@@ -237,15 +307,7 @@ def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitSta
     outs = _git_at_once(
         path,
         ("rev-parse", "--is-bare-repository", "--show-toplevel"),
-        (
-            "status",
-            "--porcelain=v2",
-            "--branch",
-            "-z",
-            "--no-renames",
-            "--untracked-files=normal",
-            "--ignore-submodules=dirty",
-        ),
+        ("status", "--branch", *STATUS),
         ("for-each-ref", "--format=%(refname:short)%00%(upstream:remotename)", "refs/heads/"),
         DESCRIBE,  # the version tag (pyenv.version_tag's question), while the others run
         optional=1,
@@ -260,18 +322,14 @@ def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitSta
         return None
     root = lines[1]
     info: dict[str, str] = {}
-    dirty: list[str] = []
-    untracked: list[str] = []
     for entry in status.split("\0"):
         if entry.startswith("# "):
             key, _, value = entry[2:].partition(" ")
             info[key] = value
-        elif entry.startswith("? "):
-            untracked.append(entry[2:])
-        elif entry[:2] in ("1 ", "u "):  # changed tracked file: its path is the last field
-            dirty.append(entry.split(" ", 8 if entry[0] == "1" else 10)[-1])
-        elif entry:
-            return None  # a kind of entry this reader does not know: GitPython decides
+    changes = _changes(status)
+    if changes is None:
+        return None  # a kind of entry this reader does not know: GitPython decides
+    dirty, untracked = changes
     head, name, upstream = info.get("branch.oid"), info.get("branch.head"), info.get("branch.upstream")
     if head is None or not FULL_SHA.fullmatch(head) or not name or name == "(detached)" or not upstream:
         return None
@@ -286,10 +344,7 @@ def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitSta
     state: dict[str, object] = {"repo_root": root, "remote_name": remote_name}
     state.update(_job_remote(url, remote_name, root, require_pushed))
     if dirty and not allow_dirty:
-        raise PreconditionError(
-            f"you have uncommitted changes to tracked files ({_some(dirty)})",
-            hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
-        )
+        raise _dirty(dirty)
     pushed = info.get("branch.ab") == "+0 -0"  # the upstream is at HEAD
     if require_pushed and not pushed:
         _require_on_remote(root, head, remote_name, name)
@@ -306,7 +361,7 @@ DESCRIBE = ("describe", "--tags", "--long", "--match", "*[0-9]*", "HEAD")
 def _version_tag(root: str, described: str | None) -> tuple[str, str, int] | None:
     """(tag, tagged commit, commits since) from DESCRIBE's output; None without a version tag."""
     tag, _, distance = (described or "").strip().rpartition("-")[0].rpartition("-")
-    if not tag or not distance.isdigit():
+    if not tag or not distance.isdigit() or not _is_utf8(tag):  # a tag a spec cannot carry: none
         return None
     try:
         tagged = _git("rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}", cwd=root).strip()
@@ -318,6 +373,14 @@ def _version_tag(root: str, described: str | None) -> tuple[str, str, int] | Non
 def _state(**fields: object) -> GitState:
     from launchkit.core.gitstate import GitState
 
+    branch, url = fields.get("branch"), fields.get("remote_url")
+    if isinstance(branch, str) and not _is_utf8(branch):
+        raise _not_utf8_branch(branch)
+    if isinstance(url, str) and url != fields.get("repo_root") and not _is_utf8(url):
+        raise PreconditionError(
+            f"the remote URL '{_shown(url)}' is not UTF-8 text, and Beaker specs are",
+            hint="point the remote at a UTF-8 URL or path (git remote set-url NAME URL)",
+        )
     root = fields.get("repo_root")
     if "tag_read" not in fields and isinstance(root, str):  # read without _read_plain's DESCRIBE
         try:
@@ -363,6 +426,8 @@ def _sha_of(repo: Repo, ref_path: str) -> str | None:
 
     try:
         return SymbolicReference.dereference_recursive(repo, ref_path)
+    except UnicodeDecodeError:
+        raise
     except ValueError:
         return None
 
@@ -386,29 +451,65 @@ def _fetch_url(repo: Repo, remote_name: str) -> str:
     try:
         return next(iter(repo.remote(remote_name).urls))
     except (GitCommandError, StopIteration):
-        raise PreconditionError(
-            f"remote {remote_name!r} has no URL",
-            hint=f"set one with `git remote set-url {remote_name} URL`",
-        ) from None
+        _git("rev-parse", cwd=str(repo.working_tree_dir))  # git refusing the repository itself?
+        raise _no_url(remote_name) from None
+
+
+def _no_url(remote_name: str) -> PreconditionError:
+    return PreconditionError(
+        f"remote {remote_name!r} has no URL", hint=f"set one with `git remote set-url {remote_name} URL`"
+    )
+
+
+# `git status` as both readers ask it. A submodule counts as changed when its checked-out commit
+# differs from the recorded one or its tracked files have changes (the job gets the recorded commit);
+# files untracked inside it do not count, as untracked files of the repository itself do not.
+STATUS = ("--porcelain=v2", "-z", "--no-renames", "--untracked-files=normal", "--ignore-submodules=untracked")
+SUBMODULE_CHANGED = "(a submodule with uncommitted changes)"
 
 
 def _status(root: str) -> tuple[list[str], tuple[str, ...]]:
     """Changed tracked paths and untracked (not ignored) paths, from one `git status`."""
-    out = _git(
-        "status",
-        "--porcelain",
-        "-z",
-        "--no-renames",
-        "--untracked-files=normal",
-        "--ignore-submodules=dirty",
-        cwd=root,
-    )
+    changes = _changes(_git("status", *STATUS, cwd=root))
+    if changes is None:
+        raise PreconditionError(
+            "`git status` answered in a form launchkit does not know", hint="update git (2.11 or newer)"
+        )
+    dirty, untracked = changes
+    return dirty, tuple(untracked)
+
+
+def _changes(status: str) -> tuple[list[str], list[str]] | None:
+    """(changed tracked paths, untracked paths) from STATUS's output (headers skipped); a submodule
+    whose own files changed is marked SUBMODULE_CHANGED. None: an entry of an unknown kind."""
     dirty: list[str] = []
     untracked: list[str] = []
-    for entry in out.split("\0"):
-        if entry:
-            (untracked if entry.startswith("??") else dirty).append(entry[3:])
-    return dirty, tuple(untracked)
+    for entry in status.split("\0"):
+        if entry.startswith("? "):
+            untracked.append(entry[2:])
+        elif entry[:2] in ("1 ", "u "):  # changed tracked file: its path is the last field
+            fields = entry.split(" ", 8 if entry[0] == "1" else 10)
+            inside = fields[2].startswith("S") and fields[2][2] == "M"  # S<commit><modified><untracked>
+            dirty.append(f"{fields[-1]} {SUBMODULE_CHANGED}" if inside else fields[-1])
+        elif entry and not entry.startswith("# "):
+            return None
+    return dirty, untracked
+
+
+def _dirty(dirty: list[str]) -> PreconditionError:
+    subs = [d.removesuffix(f" {SUBMODULE_CHANGED}") for d in dirty if d.endswith(SUBMODULE_CHANGED)]
+    if subs:
+        many = len(subs) > 1
+        return PreconditionError(
+            f"submodule{'s' if many else ''} {_some(subs)} {'have' if many else 'has'} uncommitted "
+            "changes, and a job gets only committed states",
+            hint="commit them in the submodule, then the submodule here, and push both; "
+            "or pass --allow-dirty to launch the last commit anyway",
+        )
+    return PreconditionError(
+        f"you have uncommitted changes to tracked files ({_some(dirty)})",
+        hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
+    )
 
 
 def _some(paths: list[str]) -> str:

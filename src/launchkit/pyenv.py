@@ -445,7 +445,7 @@ def _dry_run_install(
     try:
         with open(os.path.join(root, lock), "rb") as f:
             data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, tomllib.TOMLDecodeError, RecursionError) as e:
         raise PreconditionError(f"{name} cannot be read: {e}", hint=LOCK_HINT) from None
     requires = data.get("requires-python")
     version = job_python(name, requires if isinstance(requires, str) else None, python)

@@ -290,7 +290,7 @@ def _report(application: Application, e: BaseException) -> int:
             sys.stdout.flush()
         except OSError:
             stdout_closed()  # what stdout still buffers would fail again at exit
-    if os.environ.get("LAUNCHKIT_DEBUG"):
+    if _debug():
         import traceback
 
         traceback.print_exception(e, file=application.stderr or sys.stderr)
@@ -307,6 +307,17 @@ def _report(application: Application, e: BaseException) -> int:
             + " (LAUNCHKIT_DEBUG=1 shows the traceback)"
         )
     return err.exit_code
+
+
+def _debug() -> bool:
+    """LAUNCHKIT_DEBUG: a traceback with every error (a value that is not yes/no asks for it too)."""
+    from launchkit.envflags import env_flag
+    from launchkit.errors import UsageError
+
+    try:
+        return env_flag("LAUNCHKIT_DEBUG")
+    except UsageError:
+        return True
 
 
 def _usage_message(e: TyperException, args: list[str], command: list[str] | None) -> str:

@@ -113,11 +113,26 @@ def backend_name(
     """--local/--backend, else the run id's prefix, else (for --latest) your last run's, else config."""
     from launchkit.backends import backend_for_run_id, registry
 
+    if run_id and not run_id.isascii():
+        _check_run_id(run_id)
     if name := registry.resolve_name(backend, local):
         return name
     if run_id:
         return backend_for_run_id(run_id)
     return (latest and last_run_backend()) or default_backend(app)
+
+
+def _check_run_id(run_id: str) -> None:
+    """Run ids are text: bytes from argv that are not UTF-8 name no run (and no backend can look them up)."""
+    from launchkit.errors import UsageError
+
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = run_id.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UsageError(
+            f"'{shown}' is not a run id: it is not UTF-8 text", hint="copy the id from `launchkit list`"
+        ) from None
 
 
 def workspace_option() -> Any:

@@ -18,8 +18,10 @@ def main() -> None:
     if gc.isenabled():
         gc.disable()
         _paused = True
-    from launchkit.cli.app import main as cli_main
-
+    try:
+        from launchkit.cli.app import main as cli_main
+    except KeyboardInterrupt:  # Ctrl-C while starting: nothing has begun, nothing to say
+        raise SystemExit(130) from None
     cli_main()
 
 

@@ -503,7 +503,6 @@ def _submit_sweep(app: Application, b: Backend, whole: Submission, subs: list[Su
 
 def submit(app: Application, b: Backend, request: LaunchRequest, submission: Submission) -> None:
     from launchkit.backends import Capability, registry
-    from launchkit.cli.following import Limits, follow_run
 
     if request.uploads and Capability.uploads not in b.capabilities:
         raise UsageError(
@@ -525,11 +524,28 @@ def submit(app: Application, b: Backend, request: LaunchRequest, submission: Sub
         if request.sweep_experiments
         else [submission]
     )
-    if request.sweep_experiments:
-        run = _submit_sweep(app, b, submission, subs)
-    for sub in [] if request.sweep_experiments else subs:
-        run = b.submit(sub)
-        _launched(app, b, run)
+    run: RunInfo | None = None
+    try:
+        if request.sweep_experiments:
+            run = _submit_sweep(app, b, submission, subs)
+        for sub in [] if request.sweep_experiments else subs:
+            run = b.submit(sub)
+            _launched(app, b, run)
+        assert run is not None  # subs has one submission at least
+        _after_launch(app, b, request, run)
+    except KeyboardInterrupt:  # once a run exists, Ctrl-C is follow's detach, told (before follow's own)
+        if run is None:
+            raise
+        from launchkit.errors import EXIT_INTERRUPTED
+
+        app.info(f"detached from {run.id}; it keeps running. Resume with: launchkit follow {run.id}")
+        raise SystemExit(EXIT_INTERRUPTED) from None
+
+
+def _after_launch(app: Application, b: Backend, request: LaunchRequest, run: RunInfo) -> None:
+    """Slack notifications and --follow, once the run is launched."""
+    from launchkit.cli.following import Limits, follow_run
+
     notifier = None
     if request.slack_webhook_url is not None:
         from launchkit.notify import SlackNotifier

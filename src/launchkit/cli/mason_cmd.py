@@ -43,6 +43,7 @@ def mason(
         if "-h" in argv or "--help" in argv:
             sys.stdout.write(m.parser().format_help())
             raise typer.Exit()
+        _refuse_non_utf8(argv, app.user_command or [])
         margs = m.parse_args(argv, run_name=os.environ.get("RUN_NAME"))
         commands = m.split_commands(app.user_command)
         config = app.config
@@ -88,6 +89,20 @@ def mason(
             f"clone of commit {git.commit[:12]} instead, with the repository's own environment"
         )
     launch_request(app, request, config, backend=backend, why_offline=why_offline, git=git, name=name)
+
+
+def _refuse_non_utf8(argv: list[str], command: list[str]) -> None:
+    """argv bytes that are not UTF-8 refused up front, as `run` does (values unshown: may be secrets)."""
+    from launchkit.core.parse import UTF8_HINT
+    from launchkit.errors import UsageError
+
+    for where, args in (("of `launchkit mason`", argv), ("of the command", command)):
+        for i, arg in enumerate(args):
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                of = f" (the value of {args[i - 1]})" if i and args[i - 1].startswith("-") else ""
+                raise UsageError(f"argument {i + 1} {where}{of} is not valid UTF-8", hint=UTF8_HINT) from None
 
 
 def _probe() -> Any:

@@ -61,6 +61,7 @@ MODES: dict[str, MountMode] = {
 # Env names the spec sets itself; a user --env would silently fight with them.
 RESERVED_ENV_PREFIX = "LAUNCHKIT_"
 RESERVED_ENV = {"RESULTS_DIR"}
+UTF8_HINT = "Beaker specs are UTF-8 text; pass the value through a file instead"
 
 
 def flag(opt: str) -> str:
@@ -277,6 +278,7 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
         if name in out:
             raise _fail(where, name, "is given twice", "pass each variable once")
         _refuse_secret_value(where, name, val, not_secret)
+        _utf8(f"{where} {name}", val, show=False)  # also a value copied from this shell (--env NAME)
         out[name] = EnvVar(name=name, value=val)
     unused = sorted(not_secret - set(out))
     if unused:
@@ -354,6 +356,11 @@ def build_request(
                 raise UsageError(f"{opt.flag} and {new.flag} mean the same: keep {new.flag}")
             given[new.name] = given[opt.name]
     f: dict[str, Any] = {"command": _command(list(given.get("extra") or []), command)}
+    for name, value in given.items():  # argv's bytes that are not UTF-8 (Python keeps them as surrogates)
+        if name != "env":  # values may be secrets: _env_vars names the variable only
+            _utf8(flag(name), value)
+    for key, (value, layer) in (config.values if config is not None else {}).items():
+        _utf8(layer.where(key), value)
     opts = _Options(given, config)
     _workload(opts, f)
     _constraints(opts, f)
@@ -376,6 +383,19 @@ def build_request(
     return request
 
 
+def _utf8(where: str, value: Any, *, show: bool = True) -> None:
+    """Refuse text a spec cannot carry (Beaker specs are UTF-8), as the command's arguments are."""
+    for item in value.items() if isinstance(value, dict) else value if isinstance(value, list) else [value]:
+        for text in item if isinstance(item, tuple) else [item]:
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    if not show:
+                        raise UsageError(f"{where}: the value is not valid UTF-8", hint=UTF8_HINT) from None
+                    raise _fail(where, text, "is not valid UTF-8", UTF8_HINT) from None
+
+
 def _command(extra: list[str], command: list[str] | None) -> list[str]:
     if command is None:
         found = f" (found {' '.join(extra)!r} without it)" if extra else ""
@@ -393,8 +413,7 @@ def _command(extra: list[str], command: list[str] | None) -> list[str]:
             arg.encode("utf-8")
         except UnicodeEncodeError:
             raise UsageError(
-                f"argument {i + 1} of the command is not valid UTF-8: {arg!r}",
-                hint="Beaker specs are UTF-8 text; pass the value through a file instead",
+                f"argument {i + 1} of the command is not valid UTF-8: {arg!r}", hint=UTF8_HINT
             ) from None
     return list(command)
 

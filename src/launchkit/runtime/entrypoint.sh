@@ -298,8 +298,8 @@ lk_progress_stop() {
 # The bytecode cache (7b) applies: a venv of this job's (not conda) on a uv cache directory, not a
 # local run, not turned off. Checked here too, to spare a Python start when it does not.
 lk_bytecode_applies() {
-    [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA && -n ${UV_CACHE_DIR:-} && -z ${LAUNCHKIT_LOCAL_RUN:-} &&
-        ${LAUNCHKIT_BYTECODE_CACHE:-1} != 0 ]]
+    [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA && -n ${UV_CACHE_DIR:-} && -z ${LAUNCHKIT_LOCAL_RUN:-} ]] &&
+        ! lk_off LAUNCHKIT_BYTECODE_CACHE
 }
 LK_BYTECODE='' LK_BYTECODE_DONE='' LK_BYTECODE_MS=0
 lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_INSTALL_KIND

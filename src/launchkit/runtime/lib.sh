@@ -17,6 +17,10 @@ LK_EXIT_EXEC=109
 
 lk_log() { printf '[launchkit] %s\n' "$*" >&2; }
 
+# LAUNCHKIT_* switches read as launchkit reads them (launchkit/envflags.py): 1/true/yes/on, 0/false/no/off
+lk_on() { [[ ${!1:-} =~ ^[[:space:]]*(1|[Tt][Rr][Uu][Ee]|[Yy][Ee][Ss]|[Oo][Nn])[[:space:]]*$ ]]; } # lk_on VAR
+lk_off() { [[ ${!1:-} =~ ^[[:space:]]*(0|[Ff][Aa][Ll][Ss][Ee]|[Nn][Oo]|[Oo][Ff][Ff])[[:space:]]*$ ]]; } # lk_off VAR
+
 lk_node_dir() { # sets LK_NODE_DIR: the folder holding the launchkit_node package (beside this script)
     [[ -n ${LK_NODE_DIR:-} ]] && return 0
     local here=${BASH_SOURCE[0]:-}

@@ -116,7 +116,7 @@ lk_cluster_setup() {
     export LAUNCHKIT_NODE_PROFILE=$chosen
     lk_log "cluster profile: $chosen (${why}; host $host)"
     local multi=1 multi_why=""
-    if [[ -n ${LAUNCHKIT_SKIP_NCCL_SETUP:-} ]]; then
+    if lk_on LAUNCHKIT_SKIP_NCCL_SETUP; then
         multi=0 multi_why="skipped (--skip-nccl-setup)"
     elif ((${BEAKER_REPLICA_COUNT:-1} <= 1)); then
         multi=0 multi_why="not needed (single replica)"

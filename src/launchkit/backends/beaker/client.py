@@ -438,6 +438,8 @@ class Connection:
             return BackendError(f"Beaker error ({code.name}): {details}")
         if isinstance(e, bx.BeakerError):
             return BackendError(f"Beaker error: {_what(e)}")
+        if isinstance(e, OSError) and e.filename is not None:  # a local file, not the network
+            return local_file_error(e)
         if isinstance(e, OSError):  # requests' ConnectionError and friends
             return BackendError(
                 f"cannot reach Beaker at {self.address}: {_what(e)}",
@@ -450,6 +452,21 @@ class Connection:
             "Beaker rejected your token (invalid or expired)",
             hint="get a new one at https://beaker.org/user, then `beaker account login` or set BEAKER_TOKEN",
         )
+
+
+def local_file_error(e: OSError) -> LaunchkitError:
+    """A file launchkit could not write or read here, told as such (exit 3): launchkit's cache
+    directory (the runtime files a launch uploads) named with the fix, any other file by its path."""
+    from launchkit.backends.beaker_remembered import cache_dir
+    from launchkit.errors import from_exception
+
+    cache, path = cache_dir(), Path(os.fsdecode(e.filename))
+    if path == cache or cache in path.parents or path in cache.parents:
+        return PreconditionError(
+            f"launchkit's cache directory {cache} is not usable: {e.strerror} ({path})",
+            hint="make it a directory you may write to, or set XDG_CACHE_HOME to one",
+        )
+    return from_exception(e)
 
 
 HTTP_CODE = re.compile(r"^\[code=(\d{3})\]\s*")

@@ -7,6 +7,7 @@ spec, the run's record (status.json), per-replica runtime/results dirs and times
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -15,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
@@ -83,6 +85,22 @@ class _HasCommit:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+@contextlib.contextmanager
+def _interrupt_held() -> Iterator[list[int]]:
+    """Ctrl-C (SIGINT) noted, not raised, inside the block: the list it yields is non-empty then. The
+    forked supervisor inherits the handler until it sets its own, so it never sees a KeyboardInterrupt."""
+    got: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    except ValueError:  # not the main thread: signals go to the main thread anyway
+        yield got
+        return
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 def stop_grace() -> float:
@@ -198,6 +216,7 @@ class LocalBackend:
                 hint=f"export {missing[0]}=... before launching (the value is never written to disk)",
             )
         stop_grace()
+        procs.cgroups_wanted()  # a bad LAUNCHKIT_CGROUP fails the launch, not the run
         gpus = check_gpus(task)
         env = {v.name: v.value for v in env_vars if not v.secret}
         has_commit = _HasCommit(submission.repo_root, env.get(ENV_GIT_COMMIT))  # runs meanwhile
@@ -244,15 +263,21 @@ class LocalBackend:
             except PreconditionError:
                 pass  # never indexed
             raise e if isinstance(e, PreconditionError) else state_error(str(rdir), e) from None
-        try:
-            with log:
-                pid = spawn.start_supervisor(str(rdir), lock, log.fileno())
-        except OSError as e:
-            raise BackendError(f"could not start the local supervisor: {e}") from None
-        finally:
-            os.close(lock)  # the supervisor holds the lock now
-        self._index({**rec, "supervisor_pid": pid})
-        return self.get(run_id)
+        with _interrupt_held() as interrupted:  # a run exists from here, its id not yet told
+            try:
+                with log:
+                    pid = spawn.start_supervisor(str(rdir), lock, log.fileno())
+            except OSError as e:
+                raise BackendError(f"could not start the local supervisor: {e}") from None
+            finally:
+                os.close(lock)  # the supervisor holds the lock now
+            self._index({**rec, "supervisor_pid": pid})
+            run = self.get(run_id)
+            if interrupted:  # Ctrl-C before the launch was told: nothing of it is left running
+                self.stop(run)
+                self.app.info(f"interrupted: {run_id} was stopped before it started")
+                raise KeyboardInterrupt
+        return run
 
     # ---- state
     def _index(self, rec: dict[str, Any], row: Any = None) -> None:

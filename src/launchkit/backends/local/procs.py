@@ -72,9 +72,16 @@ def own_cgroup() -> str | None:
     return cgroup_dir(mount, path)
 
 
+def cgroups_wanted() -> bool:
+    """LAUNCHKIT_CGROUP (on unless 0/false/no/off; another value is a UsageError, raised at launch)."""
+    from launchkit.envflags import env_flag
+
+    return env_flag(CGROUP_VAR, default=True)
+
+
 def make_cgroup(run_id: str) -> str | None:
     """A new cgroup for the run's processes, beside the supervisor's own; None where not possible."""
-    if os.environ.get(CGROUP_VAR) == "0":
+    if not cgroups_wanted():
         return None
     return child_cgroup(own_cgroup(), run_id)
 

@@ -193,6 +193,7 @@ class Supervisor:
         self.pumps: list[threading.Thread] = []
         self.failed_first: int | None = None  # rank whose failure ended the others
         self.storage_error: str | None = None  # a log could not be written: the run is stopped
+        self.timed_out: str | None = None  # --task-timeout passed: the run is stopped
         self.subreaper = False
         self.cgroup: str | None = None  # the run's cgroup; without one, the process tree is recorded
         self.memory: MemoryLimit | None = None  # --memory, enforced by the kernel where it can be
@@ -359,6 +360,14 @@ class Supervisor:
                 joiner.result()
         if not self.cancel.is_set():
             self.save(status="running", started=time.time())
+            if task.get("timeout"):  # --task-timeout (nanoseconds), from the start, as on Beaker
+                threading.Thread(target=self.time_out, args=(task["timeout"] / 1e9,), daemon=True).start()
+
+    def time_out(self, seconds: float) -> None:
+        """Stop the run once it has run `seconds` (its record then says which timeout)."""
+        if not self.done.wait(seconds) and not self.cancel.is_set():
+            self.timed_out = f"--task-timeout {seconds:g}s passed"
+            self.request_stop()
 
     def track(self, pid: int, in_memory: bool, in_cgroup: bool) -> None:
         """Record where a replica (still at its gate) can be found: the run's cgroup it joined, else
@@ -430,6 +439,8 @@ class Supervisor:
                 self.codes[self.failed_first],
                 f"replica {self.failed_first} failed; the others were stopped",
             )
+        elif self.timed_out is not None:
+            self.end("canceled", first_failure, self.timed_out)
         elif self.cancel.is_set():
             self.end("canceled", first_failure, "stopped by user")
         elif first_failure is not None:

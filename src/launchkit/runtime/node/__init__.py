@@ -5,3 +5,16 @@ or uv's), not launchkit's. On the node the package is importable as `launchkit_n
 `python -m launchkit_node SUBCOMMAND ARGS...` (bash: `lk_node PYTHON SUBCOMMAND ARGS...`, lib.sh);
 launchkit's tests import it as `launchkit.runtime.node`. Modules import each other relatively.
 """
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping
+
+OFF = ("0", "false", "no", "off")
+
+
+def switched_off(environ: Mapping[str, str], name: str) -> bool:
+    """A LAUNCHKIT_* switch that is on by default, turned off with 0/false/no/off (launchkit/envflags.py)."""
+    return environ.get(name, "").strip().lower() in OFF

@@ -25,6 +25,7 @@ import stat
 import sys
 import time
 
+from . import switched_off
 from .steplog import StepLog
 
 TYPE_CHECKING = False  # (typing costs a job's start-up ~10 ms: for the type checker only)
@@ -74,7 +75,7 @@ def tree_key(venv: str, sp: str) -> str:
 
 def off_reason(environ: Mapping[str, str], venv: str) -> str:
     """Why the cache cannot help or was turned off ("" when it may be used)."""
-    if environ.get("LAUNCHKIT_BYTECODE_CACHE", "1") == "0" or not environ.get("UV_CACHE_DIR"):
+    if switched_off(environ, "LAUNCHKIT_BYTECODE_CACHE") or not environ.get("UV_CACHE_DIR"):
         return "off (LAUNCHKIT_BYTECODE_CACHE=0, or no uv cache directory)"
     if environ.get("PYTHONPYCACHEPREFIX") or environ.get("PYTHONDONTWRITEBYTECODE"):
         return "off (PYTHONPYCACHEPREFIX or PYTHONDONTWRITEBYTECODE given)"  # the user's own choice

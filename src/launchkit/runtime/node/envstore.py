@@ -33,6 +33,8 @@ import subprocess
 import sys
 import time
 
+from . import switched_off
+
 TYPE_CHECKING = False  # (typing, re and sysconfig cost a job's start-up ~20 ms: imported where needed)
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict
@@ -678,7 +680,7 @@ def use_store(
     the lock in `checkout` (`args`: the extras and groups asked, as uv flags); returns `venv`, or None
     when the store does not apply. Refused (one line) when it applies but is not used. The install
     that follows (uv sync, uv pip install) finds the locked packages installed and adds the rest."""
-    if environ.get("LAUNCHKIT_ENVSTORE", "1") == "0" or environ.get("LAUNCHKIT_INSTALL_CMD"):
+    if switched_off(environ, "LAUNCHKIT_ENVSTORE") or environ.get("LAUNCHKIT_INSTALL_CMD"):
         return None
     cache = environ.get("UV_CACHE_DIR", "")
     if not cache or environ.get("LAUNCHKIT_UV_VENV") or environ.get("LAUNCHKIT_SYSTEM_PYTHON") == "1":

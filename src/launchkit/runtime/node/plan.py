@@ -80,7 +80,7 @@ def load_pyproject(root: str) -> Table | None:
     try:
         with open(os.path.join(root, "pyproject.toml"), "rb") as f:
             data = tomllib.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply for tomllib
         return {}
     return data if isinstance(data, dict) else {}
 
