@@ -235,11 +235,10 @@ def test_toml_nested_too_deeply_is_one_line(repo: Repo, tmp_path, where, args):
 
 
 def test_toml_nested_too_deeply_in_the_job_is_left_to_uv(tmp_path):
-    from launchkit.runtime.node.pyenv import Settings, pip_groups
+    from launchkit.runtime.node.plan import plan_for
 
     (tmp_path / "pyproject.toml").write_text("[dependency-groups]\n" + DEEP)
-    s = Settings.from_environ({"LAUNCHKIT_UV_GROUPS": "dev"}, str(tmp_path / "venv"))
-    assert pip_groups(str(tmp_path), s, None) == ["dev"]  # type: ignore[arg-type]
+    assert plan_for(str(tmp_path), ["dev"]).groups == ["dev"]  # uv names what is wrong with the file
 
 
 # -- Ctrl-C in the first second of `run --local --follow`: exit 130, no traceback, nothing orphaned ----
