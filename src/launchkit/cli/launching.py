@@ -213,10 +213,11 @@ def launch_request(
             from launchkit.core.profiles import assumed_line
 
             app.info(assumed_line(request, config.get("profiles")))
-        elif backend is not None and request.uploads:
-            from launchkit.core.spec import upload_note
+        elif backend is not None:
+            from launchkit.core.spec import runtime_note, upload_note
 
-            app.info("decided at submit: " + "; ".join(upload_note(request)))
+            if parts := upload_note(request) + runtime_note(submission.spec):
+                app.info("decided at submit: " + "; ".join(parts))
         app.info(
             f"dry run: commit {git.commit[:12]}"
             + (f" ({git.branch})" if git.branch else "")
