@@ -270,7 +270,7 @@ def prepare(
     from launchkit.backends import NoCredentials, registry
 
     try:
-        return b.prepare(submission), None
+        return b.prepare(submission.model_copy(update={"launching": not dry_run})), None
     except NoCredentials:
         if not dry_run:
             raise

@@ -195,9 +195,12 @@ class BeakerBackend:
             if not self._session:  # a session runs no entrypoint (core/session.py drops the mount)
                 # read-only: by id, or by the name submit() creates it under (the workspace's name
                 # remembered for offline dry runs)
-                from launchkit.backends.beaker.runtime_dataset import mount_runtime
+                from launchkit.backends.beaker.runtime_dataset import make_runtime, mount_runtime
 
-                mount_runtime(self._runtime_datasets(), p.workspace, p.spec, names=(p.workspace_name,))
+                names = (p.workspace_name,)
+                mount_runtime(self._runtime_datasets(), p.workspace, p.spec, names=names)
+                if submission.launching:  # made now, so the spec --save-spec writes is the one sent
+                    make_runtime(self._runtime_datasets(), p.workspace, p.spec, names=names)
         for note in p.notes:
             self.app.info(note)
         self._prepared_workspace = (p.workspace_name, p.workspace)
