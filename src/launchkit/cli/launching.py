@@ -129,8 +129,9 @@ def read_state(
         require_pushed=require_pushed,
     )
     app.debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
-    if untracked := git.untracked_warning():
-        app.warn(untracked)
+    for line in (git.dirty_warning(), git.untracked_warning()):
+        if line:
+            app.warn(line)
     return git
 
 

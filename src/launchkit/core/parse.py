@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from launchkit.core.multinode import check_combinations
-from launchkit.core.redact import secret_value_kind
+from launchkit.core.redact import refuse_secret_value
 from launchkit.core.request import (
     BackendChoice,
     DatasetMount,
@@ -208,16 +208,10 @@ def _split_target(flag_: str, item: str, what: str) -> tuple[str, str, MountMode
 
 
 def _refuse_secret_value(where: str, name: str, value: str, not_secret: set[str]) -> None:
-    """--env values go into the spec: one that is itself a secret is refused (named, never quoted)."""
-    kind = None if name in not_secret else secret_value_kind(value, name)
-    if kind:
-        raise _fail(
-            where,
-            name,
-            f"its value looks like {kind}, and --env values are written into the spec",
-            f"store it with `launchkit secret set {name}` and pass --env-secret {name} "
-            f"(not a secret? --env-not-secret {name})",
-        )
+    """--env values go into the spec: refuse_secret_value's rule, --env-not-secret for a false positive."""
+    if name not in not_secret:
+        fix = f"store it with `launchkit secret set {name}` and pass --env-secret {name}"
+        refuse_secret_value(where, name, value, hint=f"{fix} (not a secret? --env-not-secret {name})")
 
 
 def _env_not_secret(opts: _Options) -> tuple[set[str], str]:
@@ -278,7 +272,8 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
             raise _fail(where, name, "is given twice", "pass each variable once")
         _refuse_secret_value(where, name, val, not_secret)
         out[name] = EnvVar(name=name, value=val)
-    unused = sorted(not_secret - set(out))
+    sweep_keys = {str(item).partition("=")[0] for item in opts.given.get("sweep") or []}
+    unused = sorted(not_secret - set(out) - sweep_keys)
     if unused:
         n = unused[0]
         raise _fail(not_secret_where, n, "is not set with --env", f"pass --env {n}=VALUE, or drop it")
@@ -594,14 +589,16 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["retries"] = _positive(
         opts, "retries", int, "give how many times to retry, e.g. 3", maximum=MAX_COUNT, allow_zero=True
     )
-    _several_tasks(given, f)
+    _several_tasks(given, f, _env_not_secret(opts)[0])
 
 
 SWEEP_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _several_tasks(given: dict[str, Any], f: dict[str, Any]) -> None:
-    """--multi (commands split at `--`) and --sweep (a grid of values); docs/run.md."""
+def _several_tasks(given: dict[str, Any], f: dict[str, Any], not_secret: set[str]) -> None:
+    """--multi (commands split at `--`) and --sweep (a grid of values); docs/run.md. Sweep values go
+    into the spec (LAUNCHKIT_SWEEP, task names): checked like --env values (`not_secret`: the keys
+    --env-not-secret names)."""
     f["multi"] = bool(given.get("multi"))
     if f["multi"]:
         commands = split_commands(f["command"])
@@ -623,6 +620,15 @@ def _several_tasks(given: dict[str, Any], f: dict[str, Any]) -> None:
             raise _fail("--sweep", item, "has an empty value or one with spaces", usage)
         if len(set(vals)) != len(vals):
             raise _fail("--sweep", item, "lists a value twice", "give each value once")
+        for v in vals if key not in not_secret else ():
+            refuse_secret_value(
+                "--sweep",
+                key,
+                v,
+                values="--sweep values",
+                hint="store a secret with `launchkit secret set NAME` and pass --env-secret NAME, "
+                f"outside the sweep (not a secret? --env-not-secret {key})",
+            )
         if any(a.key.upper() == key.upper() for a in axes):
             raise _fail("--sweep", item, f"sweeps {key!r} twice", "give all its values in one --sweep")
         axes.append(SweepAxis(key=key, values=vals))

@@ -92,6 +92,7 @@ _NOT_SPEC = {
     "local",
     "placed_clusters",
     "slack_webhook_url",
+    "allow_dirty",
 }  # launch behaviour, not job identity
 
 
