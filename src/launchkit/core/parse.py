@@ -223,42 +223,36 @@ def _env_not_secret(opts: _Options) -> tuple[set[str], str]:
     return set(names), where
 
 
-def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
+def _env_vars(opts: _Options, environ: dict[str, str], cwd: str | None = None) -> list[EnvVar]:
+    """--env over --env-file (later files win) over config env; each value checked where it came from."""
     out: dict[str, EnvVar] = {}
     not_secret, not_secret_where = _env_not_secret(opts)
     value, where = opts.get("env")
+    items: list[tuple[str, str | None, str]] = []  # (name, value: None copies it from here, where)
     if isinstance(value, dict):  # from config: {NAME: VALUE}
-        items = [(str(k), str(v), True) for k, v in value.items()]
+        cfg, value = value, []
     else:
-        items = []
-        for item in value or []:
-            name, sep, val = item.partition("=")
-            if not name:
-                raise _fail(
-                    where, item, "has no variable name", "use --env NAME=VALUE, or --env NAME to copy it"
-                )
-            if not sep:
-                if not ENV_NAME.fullmatch(name):
-                    raise _fail(where, item, "is not a valid variable name", "use --env NAME=VALUE")
-                if name not in environ:
-                    raise _fail(
-                        where,
-                        item,
-                        f"{name} is not set in this shell",
-                        f"export {name} first or pass --env {name}=VALUE",
-                    )
-                val = environ[name]
-            items.append((name, val, False))
-        # config env stays as the base; command line names override it
         cfg = opts.config.get("env") if opts.config is not None else None
-        if isinstance(cfg, dict):
-            given = {n for n, _, _ in items}
-            items = [(str(k), str(v), True) for k, v in cfg.items() if k not in given] + items
-    cfg_where = (
-        opts.config.values["env"][1].where("env") if opts.config and "env" in opts.config.values else where
-    )
-    for name, val, from_config in items:
-        where = cfg_where if from_config else flag("env")
+    for item in value or []:
+        name, sep, val = item.partition("=")
+        if not name:
+            raise _fail(where, item, "has no variable name", "use --env NAME=VALUE, or --env NAME to copy it")
+        if not sep and not ENV_NAME.fullmatch(name):
+            raise _fail(where, item, "is not a valid variable name", "use --env NAME=VALUE")
+        items.append((name, val if sep else None, flag("env")))
+    given = {n for n, _, _ in items}
+    from_files = {n: (v, w) for n, v, w in _env_files(opts, cwd) if n not in given}  # the last one wins
+    items = [(n, v, w) for n, (v, w) in from_files.items()] + items
+    if isinstance(cfg, dict):  # config env stays as the base; files and command line names override it
+        cfg_where = (
+            opts.config.values["env"][1].where("env")
+            if opts.config and "env" in opts.config.values
+            else where
+        )
+        items = [
+            (str(k), str(v), cfg_where) for k, v in cfg.items() if k not in given | set(from_files)
+        ] + items
+    for name, val, where in items:
         if not ENV_NAME.fullmatch(name):
             raise _fail(
                 where,
@@ -266,6 +260,15 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
                 "is not a valid environment variable name",
                 "use letters, digits and '_', not starting with a digit",
             )
+        if val is None:  # NAME alone: its value here
+            if name not in environ:
+                raise _fail(
+                    where,
+                    name,
+                    f"{name} is not set in this shell",
+                    f"export {name} first or pass --env {name}=VALUE",
+                )
+            val = environ[name]
         if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV:
             raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if name in out:
@@ -278,6 +281,25 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
         n = unused[0]
         raise _fail(not_secret_where, n, "is not set with --env", f"pass --env {n}=VALUE, or drop it")
     return list(out.values())
+
+
+def _env_files(opts: _Options, cwd: str | None) -> list[tuple[str, str | None, str]]:
+    """(name, value, `FILE:LINE`) of every --env-file, in order (core/dotenv.py: the syntax)."""
+    from launchkit.core import dotenv
+
+    out = []
+    for path in opts.given.get("env_file") or []:
+        full = os.path.join(cwd or os.getcwd(), os.path.expanduser(path))
+        try:
+            with open(full, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 text"
+            raise _fail(
+                "--env-file", path, f"cannot be read ({why})", "give a dotenv file (NAME=VALUE lines)"
+            ) from None
+        out += [(e.name, e.value, f"{path}:{e.line}") for e in dotenv.parse(text, path)]
+    return out
 
 
 def _env_secrets(opts: _Options) -> list[EnvSecret]:
@@ -452,7 +474,7 @@ def _inputs(
 ) -> None:
     _images(opts, f)
     _mounts(opts, f, cwd)
-    _env(opts, given, f, environ)
+    _env(opts, given, f, environ, cwd)
 
 
 def _images(opts: _Options, f: dict[str, Any]) -> None:
@@ -537,8 +559,10 @@ def _mounts(opts: _Options, f: dict[str, Any], cwd: str | None) -> None:
         )
 
 
-def _env(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str]) -> None:
-    f["env"] = _env_vars(opts, environ)
+def _env(
+    opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str], cwd: str | None
+) -> None:
+    f["env"] = _env_vars(opts, environ, cwd)
     f["env_secrets"] = _env_secrets(opts)
     clash = {e.name for e in f["env"]} & {s.name for s in f["env_secrets"]}
     if clash:

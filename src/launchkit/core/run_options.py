@@ -321,6 +321,14 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         help="Set a variable; NAME alone copies its value from here.",
     ),
     Opt(
+        "env_file",
+        LIST,
+        ("--env-file",),
+        P_INPUTS,
+        metavar="FILE",
+        help="Set variables from a dotenv file (repeatable; --env wins; values checked as --env's).",
+    ),
+    Opt(
         "env_secret",
         LIST,
         ("--env-secret",),
