@@ -167,6 +167,11 @@ class Backend(Protocol):
         """Write raw log bytes (never re-decoded) for the run to `out`."""
         ...
 
+    def secret_values(self, run: RunInfo) -> dict[str, str | None]:
+        """Secret name -> value of every secret the run was given (None: it cannot be read here), so
+        `follow` and `logs` can mask them (launchkit.masking). Never printed or stored."""
+        ...
+
     def follow(
         self,
         run: RunInfo,

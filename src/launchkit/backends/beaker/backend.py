@@ -290,6 +290,26 @@ class BeakerBackend:
             ws, _ = self._secret_workspace(workspace)
             return sorted(s.name for s in self.beaker.secret.list(workspace=ws))
 
+    def secret_values(self, run: RunInfo) -> dict[str, str | None]:
+        """The values of the secrets the experiment's spec references (GetExperimentYamlSpec), read from
+        its workspace (one GET each); None for one this user may not read or that is gone."""
+        from beaker import beaker_pb2 as pb2
+
+        from launchkit.core.specview import SpecView
+
+        wl = self._workload(run.id)
+        with self._errors():
+            names = dict.fromkeys(SpecView(self.beaker.experiment.get_spec(wl).to_json()).secrets())
+            ws = pb2.Workspace(id=wl.experiment.workspace_id)
+            out: dict[str, str | None] = {}
+            for name in names:
+                try:
+                    out[name] = self.beaker.secret.read(pb2.Secret(name=name), workspace=ws)
+                except bx.BeakerError as e:  # permissions (a read-only member: 403), or deleted
+                    self.app.debug(f"secret {name}: {type(e).__name__}")
+                    out[name] = None
+            return out
+
     def user_name(self) -> str:
         with self._errors():
             return str(self.conn.me().name)
