@@ -229,10 +229,9 @@ def _env_vars(opts: _Options, environ: dict[str, str], cwd: str | None = None) -
     not_secret, not_secret_where = _env_not_secret(opts)
     value, where = opts.get("env")
     items: list[tuple[str, str | None, str]] = []  # (name, value: None copies it from here, where)
+    cfg: Any = opts.config.get("env") if opts.config is not None else None
     if isinstance(value, dict):  # from config: {NAME: VALUE}
         cfg, value = value, []
-    else:
-        cfg = opts.config.get("env") if opts.config is not None else None
     for item in value or []:
         name, sep, val = item.partition("=")
         if not name:

@@ -141,7 +141,9 @@ def runtime_note(spec: dict[str, Any]) -> list[str]:
     """The runtime dataset a spec (JSON) mounts by name, not by id: offline, no launch from this machine
     made or found it yet (backends remember the id); prepared, it does not exist yet and submit creates
     it (named `<runtime_dataset_name()>-<workspace id>`)."""
-    sources = {(m.get("source") or {}).get("beaker") or "" for t in SpecView(spec).tasks for m in t.mounts}
+    sources = {
+        str(v) for t in SpecView(spec).tasks for m in t.mounts for v in (m.get("source") or {}).values()
+    }
     return [
         f"runtime dataset id ({name}; created once per launchkit version)"
         for name in sorted(sources)

@@ -76,23 +76,28 @@ class RuntimeDatasets:
             except bx.BeakerDatasetNotFound:
                 pass
             memory.save(self.path, {key: None})  # deleted (or not ours any more): look it up by name
-        found = self.seen[name] = Uploader(self.conn, self.app, workspace).find(name)
+        uploader = Uploader(self.conn, self.app, workspace)
+        found = self.seen[name] = uploader.find(name)
         if found is None or not found.HasField("committed"):
             return None
+        uploader.verify(found, self._tree(name))  # its files, as an --upload found by name
         self._remember(workspace, names, str(found.id))
         return str(found.id)
 
     def make(self, workspace: Any, budget: str | None = None, names: tuple[str, ...] = ()) -> str:
         """Create (or complete) the workspace's runtime dataset, which find() did not find; its id."""
         name = self.name(workspace)
-        tree = scan(str(materialise(self.cache_dir / "runtime")))
-        runtime = _RuntimeTree(tree.source, tree.files, tree.digest, dataset_name=name)
         quiet = Application(verbosity=-1)  # the upload's own lines would be about an "--upload"
         uploader = Uploader(self.conn, quiet, workspace, budget)
-        ds_id = uploader.ensure(runtime, found=self.seen.get(name, LOOK_UP))
+        ds_id = uploader.ensure(self._tree(name), found=self.seen.get(name, LOOK_UP))
         self.app.info(f"runtime dataset {name} ({ds_id}): made once per launchkit version and workspace")
         self._remember(workspace, names, ds_id)
         return ds_id
+
+    def _tree(self, name: str) -> _RuntimeTree:
+        """The runtime's files, as the dataset `name` holds them (written once under the cache dir)."""
+        tree = scan(str(materialise(self.cache_dir / "runtime")))
+        return _RuntimeTree(tree.source, tree.files, tree.digest, dataset_name=name)
 
 
 def _runtime_mounts(spec: dict[str, Any], source: str) -> list[dict[str, Any]]:

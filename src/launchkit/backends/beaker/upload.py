@@ -100,7 +100,7 @@ class Uploader:
         """`found`: what the caller's find(tree.name) just returned (a dataset, or None)."""
         ds = self.find(tree.name) if found is LOOK_UP else found
         if ds is not None and ds.HasField("committed"):
-            self._verify(ds, tree)
+            self.verify(ds, tree)
             self.app.info(f"upload {tree.source}: unchanged, reusing dataset {tree.name} ({ds.id})")
             return str(ds.id)
         fresh = False  # created here: it holds nothing yet (no listing before the upload)
@@ -121,11 +121,11 @@ class Uploader:
                     raise
                 ds = self._adopt(tree.name)  # beaker-py: Beaker sometimes answers a name clash with 400
             if ds.HasField("committed"):
-                self._verify(ds, tree)
+                self.verify(ds, tree)
                 self.app.info(f"upload {tree.source}: uploaded by another launch; using dataset {ds.id}")
                 return str(ds.id)
         self._upload_missing(ds, tree, fresh=fresh)
-        self._verify(ds, tree)  # before the commit: a dataset with a missing file is never committed
+        self.verify(ds, tree)  # before the commit: a dataset with a missing file is never committed
         ds = self.beaker.dataset.commit(ds)
         return str(ds.id)
 
@@ -176,7 +176,7 @@ class Uploader:
                     try:
                         put(f)
                     except bx.BeakerDatasetWriteError:
-                        return  # committed meanwhile by a racing launch: _verify decides
+                        return  # committed meanwhile by a racing launch: verify decides
                     except OSError as e:
                         if isinstance(e, requests.RequestException) or e.filename is None:
                             errors.append(e)
@@ -225,7 +225,7 @@ class Uploader:
             ds, storage=storage, size=f.size, source=f.path, target=quote(f.target, safe="/")
         )
 
-    def _verify(self, ds: Any, tree: LocalTree) -> None:
+    def verify(self, ds: Any, tree: LocalTree) -> None:
         """Every local file is in the dataset with its size (and SHA-256 when given)."""
         missing: list[str] = []
         for attempt in range(VERIFY_ATTEMPTS):
