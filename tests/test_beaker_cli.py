@@ -183,6 +183,30 @@ def test_secret_set_reads_stdin_and_never_prints_the_value(fake_beaker):
     assert r.code == 2
 
 
+def test_secret_set_from_a_file(fake_beaker, tmp_path):
+    key = tmp_path / "key.json"
+    key.write_text('{"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIE\\n"}\n')
+    r = run_cli("secret", "set", "GCP_KEY", "--workspace", WS, "--from-file", str(key), timeout=60)
+    assert r.code == 0, r.stderr
+    stored = fake_beaker.state.find_workspace(WS).secrets["GCP_KEY"].value
+    assert stored == key.read_bytes()[:-1]  # one final newline dropped, as from stdin
+    assert "MIIE" not in r.stdout + r.stderr
+    for args, words in (
+        (("--from-file", str(tmp_path / "none")), "--from-file"),
+        (("--from-file", str(tmp_path)), "cannot read it"),
+    ):
+        bad = run_cli("secret", "set", "X", "--workspace", WS, *args, timeout=60)
+        assert bad.code == 2 and words in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    (tmp_path / "empty").write_text("\n")
+    bad = run_cli("secret", "set", "X", "--workspace", WS, "--from-file", str(tmp_path / "empty"), timeout=60)
+    assert bad.code == 2 and "empty value" in bad.stderr
+    (tmp_path / "bin").write_bytes(b"\xff\xfe")
+    bad = run_cli("secret", "set", "X", "--workspace", WS, "--from-file", str(tmp_path / "bin"), timeout=60)
+    assert bad.code == 2 and "not UTF-8" in bad.stderr
+    piped = run_cli("secret", "set", "P", "--workspace", WS, "--from-file", "-", input="v4l\n", timeout=60)
+    assert piped.code == 0 and fake_beaker.state.find_workspace(WS).secrets["P"].value == b"v4l"
+
+
 def test_open_prints_urls_without_a_tty(fake_beaker):
     exp = fake_beaker.state.add_experiment(WS, "opened", author="alice")
     bob = fake_beaker.state.add_experiment(WS, "bobs", author="bob")

@@ -164,6 +164,24 @@ def test_10_secret_names_case(fake_beaker):
     beaker.experiment.create(spec=s, name="secret-any-case")  # spec resolution: any case (inferred)
 
 
+def test_10_10_read_only_members_list_but_cannot_create_or_touch_secret_values(fake_beaker):
+    ws = fake_beaker.state.find_workspace(WS)
+    ws.readers.add(fake_beaker.user("alice").id)
+    beaker = fake_beaker.client()
+    pws = beaker.workspace.get(WS)
+    assert "HF_TOKEN" in {s.name for s in beaker.secret.list(workspace=pws)}  # listing works
+    assert beaker.dataset.list(workspace=pws) is not None
+    for write in (
+        lambda: beaker.experiment.create(spec=spec(), name="ro", workspace=pws),
+        lambda: beaker.dataset.create("ro-data", workspace=pws, commit=False),
+        lambda: beaker.secret.read(pb2.Secret(name="HF_TOKEN"), workspace=pws),
+        lambda: beaker.secret.write("NEW", "v", workspace=pws),
+    ):
+        with pytest.raises(BeakerPermissionsError):
+            write()
+    assert not fake_beaker.state.experiments and not fake_beaker.state.datasets
+
+
 @pytest.mark.slow
 @both_ways("tie_timestamps")
 def test_11_streams_end_early_get_cut_and_may_share_timestamps(fake_beaker):

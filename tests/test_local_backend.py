@@ -292,7 +292,12 @@ def test_local_secret_comes_from_the_environment(repo, env):
         cwd=repo.path,
         env={**env, "LK_TEST_SECRET": "v4lue"},
     )
-    assert r.code == 0 and "token=v4lue" in r.stdout
+    assert r.code == 0 and "token=***" in r.stdout and "v4lue" not in r.stdout  # masked (issue 31)
+    run_id = launched_id(r.stderr)
+    masked = run_cli("logs", run_id, env={**env, "LK_TEST_SECRET": "v4lue"})
+    assert masked.code == 0 and "token=***" in masked.stdout and "v4lue" not in masked.stdout
+    shown = run_cli("logs", "--no-mask", run_id, env=env)
+    assert shown.code == 0 and "token=v4lue" in shown.stdout
     from launchkit.backends.local.store import home
 
     root = str(home())  # under this test's XDG_STATE_HOME

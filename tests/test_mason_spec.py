@@ -224,6 +224,27 @@ def test_done_when_offline_dry_run(repo, tmp_path, monkeypatch):
     assert f"--output_dir {WEKA_DIR}/deletable_checkpoint/" in task["arguments"][0]
 
 
+@pytest.mark.parametrize("extra", [(), ("--allow-dirty",)])
+def test_a_dirty_tree_launches_the_last_pushed_commit_naming_what_is_left_out(
+    repo, tmp_path, monkeypatch, extra
+):
+    """mason runs the working tree; launchkit launches the pushed commit and says what is left out
+    (issue 31). `--allow-dirty` (run's option) is accepted beside mason's."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("BEAKER_TOKEN", raising=False)
+    import yaml
+
+    head = repo.commit({"open_instruct/finetune.py": "print(1)\n"})
+    (repo.path / "open_instruct/finetune.py").write_text("print(2)\n")
+    (repo.path / "train.py").write_text("changed\n")
+    r = run_main("mason", *extra, *DONE_WHEN, "--dry-run", *DONE_CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    env = {e["name"]: e.get("value") for e in yaml.safe_load(r.stdout)["tasks"][0]["envVars"]}
+    assert env["LAUNCHKIT_GIT_COMMIT"] == head
+    (line,) = [x for x in r.stderr.splitlines() if "uncommitted changes" in x]
+    assert "open_instruct/finetune.py, train.py are not in the job" in line and head[:12] in line
+
+
 @pytest.mark.slow
 def test_done_when_submits_to_the_fake(make_fake_beaker, repo):
     fake = make_fake_beaker(user="alice")

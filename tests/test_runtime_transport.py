@@ -4,6 +4,7 @@ dataset made once and reused (fake Beaker), the same files for local runs."""
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 
 import pytest
@@ -106,7 +107,8 @@ def isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
-def _prepare(name: str = "rt"):
+def _prepare(name: str = "rt", *, submit: bool = True):
+    """The spec prepare() makes (`submit=False`: what a dry run prints), or submit() sends."""
     from launchkit.application import Application
     from launchkit.backends import Submission
     from launchkit.backends.beaker import BeakerBackend
@@ -115,13 +117,22 @@ def _prepare(name: str = "rt"):
     spec["tasks"][0]["image"] = {"docker": "python:3.11"}
     b = BeakerBackend(Application(verbosity=-1), timeout=30, workspace=WS)
     try:
-        return b.prepare(Submission(name=name, spec=spec, workspace=WS)).spec
+        prepared = b.prepare(Submission(name=name, spec=spec, workspace=WS))
+        return b._upload(prepared, b._prepared_ws(prepared)) if submit else prepared.spec
     finally:
         b.close()
 
 
 def _dataset_calls(fake) -> dict[str, int]:
     return {k: n for k, n in fake.calls.items() if "Dataset" in k}
+
+
+# every call that changes something on Beaker (gRPC methods and the fake's HTTP route names)
+WRITES = re.compile(r"^(Create|Update|Delete|Put|Commit|Upload|StartUpload|Cancel|Add|Remove|Set)")
+
+
+def _writes(fake) -> dict[str, int]:
+    return {k: n for k, n in fake.calls.items() if WRITES.match(k)}
 
 
 def test_runtime_dataset_made_once_verified_and_reused(fake_beaker, isolated_cache):
@@ -143,6 +154,27 @@ def test_runtime_dataset_made_once_verified_and_reused(fake_beaker, isolated_cac
     assert _dataset_calls(fake_beaker) == {"GetDataset": 1}, dict(fake_beaker.calls)  # one lookup
 
 
+def test_first_submit_looks_the_runtime_dataset_up_once(fake_beaker, isolated_cache):
+    _prepare()
+    # prepare() found none by name; submit() made it without asking again (GetDataset: the commit's 2)
+    assert fake_beaker.calls["ResolveDatasetName"] == 1 and fake_beaker.calls["GetDataset"] == 2
+
+
+def test_prepare_only_reads_and_names_the_dataset_submit_creates(fake_beaker, isolated_cache):
+    """A dry run writes nothing to Beaker (issue 31): it mounts the runtime dataset by the name submit
+    creates it under; the workspace the user may only read is no obstacle."""
+    ws = fake_beaker.state.find_workspace(WS)
+    ws.readers.add(fake_beaker.user("alice").id)
+    spec = _prepare(submit=False)
+    assert _writes(fake_beaker) == {}, dict(fake_beaker.calls)
+    name = f"{runtime_dataset_name()}-{ws.id}"
+    assert spec["tasks"][0]["datasets"][0]["source"] == {"beaker": name}
+    assert not [d for d in fake_beaker.state.datasets.values() if d.name == name]
+    from launchkit.core.spec import runtime_note
+
+    assert runtime_note(spec) == [f"runtime dataset id ({name}; created once per launchkit version)"]
+
+
 def test_runtime_dataset_found_by_name_without_the_local_cache(fake_beaker, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "one"))
     first = _prepare()
@@ -150,6 +182,7 @@ def test_runtime_dataset_found_by_name_without_the_local_cache(fake_beaker, tmp_
     fake_beaker.reset_calls()
     assert _prepare()["tasks"][0]["datasets"] == first["tasks"][0]["datasets"]
     assert fake_beaker.calls["CreateDataset"] == 0 and fake_beaker.calls["UploadDatasetFile"] == 0
+    assert _prepare(submit=False)["tasks"][0]["datasets"] == first["tasks"][0]["datasets"]  # by id
 
 
 def test_a_deleted_runtime_dataset_is_made_again(fake_beaker, isolated_cache):
@@ -157,6 +190,29 @@ def test_a_deleted_runtime_dataset_is_made_again(fake_beaker, isolated_cache):
     del fake_beaker.state.datasets[first]
     again = _prepare()["tasks"][0]["datasets"][0]["source"]["beaker"]
     assert again != first and again in fake_beaker.state.datasets
+
+
+@pytest.mark.slow
+def test_dry_run_writes_nothing_even_in_a_read_only_workspace(repo, fake_beaker, isolated_cache):
+    """With credentials, `run --dry-run` resolves read-only (issue 31): zero write calls, and it works
+    for a member who may only read the workspace, while `run` itself is refused there."""
+    from conftest import run_cli
+
+    ws = fake_beaker.state.find_workspace(WS)
+    ws.readers.add(fake_beaker.user("alice").id)
+    args = ("--workspace", WS, "--docker-image", "python:3.11", "--", "python", "train.py")
+    fake_beaker.reset_calls()
+    r = run_cli("run", "--dry-run", *args, cwd=repo.path, timeout=90)
+    assert r.code == 0, r.stderr
+    assert _writes(fake_beaker) == {}, dict(fake_beaker.calls)
+    assert fake_beaker.calls["ResolveDatasetName"] == 1  # looked up, read-only
+    name = f"{runtime_dataset_name()}-{ws.id}"
+    assert f"beaker: {name}\n" in r.stdout
+    assert f"decided at submit: runtime dataset id ({name}" in r.stderr, r.stderr
+    assert not fake_beaker.state.datasets
+    refused = run_cli("run", "--yes", "--no-preflight", *args, cwd=repo.path, timeout=90)
+    assert refused.code != 0 and "read-only" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 # --------------------------------------------------------------------------- many tasks: summaries
@@ -340,9 +396,12 @@ def test_offline_dry_run_mounts_the_runtime_dataset_an_earlier_launch_made(
     assert f"beaker: {runtime_dataset_name()}\n" in before.stdout  # nothing remembered: the name...
     assert f"runtime dataset id ({runtime_dataset_name()}" in before.stderr  # ...and the note says so
 
-    online = run_cli("run", "--dry-run", *args, cwd=repo.path, timeout=90)  # makes it (and remembers)
-    assert online.code == 0, online.stderr
+    online = run_cli("run", "--dry-run", *args, cwd=repo.path, timeout=90)  # makes nothing
+    assert online.code == 0 and not fake_beaker.state.datasets, online.stderr
+    launched = run_cli("run", "--yes", "--no-preflight", *args, cwd=repo.path, timeout=90)  # makes it
+    assert launched.code == 0, launched.stderr
     (ds,) = [d for d in fake_beaker.state.datasets.values() if d.name.startswith(runtime_dataset_name())]
+    online = run_cli("run", "--dry-run", *args, cwd=repo.path, timeout=90)
     assert f"beaker: {ds.id}\n" in online.stdout
 
     fake_beaker.reset_calls()

@@ -191,9 +191,10 @@ def test_a_local_job_inherits_no_credentials_from_the_shell(repo, env):
     env = {**env, **SHELL_CREDENTIALS, "LK_PLAIN": "kept", "LK_PASSED": "lk-passed"}
     run_id = launch(repo, env, *NO_PY, "--env-secret", "GITHUB_TOKEN", cmd=["env"])
     assert wait_finished(run_id, env)["status"] == "succeeded"
-    out = run_cli("logs", run_id, env=env).stdout
+    out = run_cli("logs", "--no-mask", run_id, env=env).stdout
     assert "LK_PLAIN=kept" in out
     assert "GITHUB_TOKEN=lk-github-tok" in out  # passed explicitly
+    assert "GITHUB_TOKEN=***" in run_cli("logs", run_id, env=env).stdout  # and masked by default
     for name, value in SHELL_CREDENTIALS.items():
         if name != "GITHUB_TOKEN":
             assert value not in out, name

@@ -59,10 +59,18 @@ def test_dry_run_prints_the_resolved_spec_that_run_submits(repo, fake_beaker, tm
     secrets_before = {n: s.value for n, s in fake_beaker.state.find_workspace(WS).secrets.items()}
     # the name is an input of the run id; the preset asks for the well-known secrets the workspace has
     args = ("--name", "by-launchkit", "--preset", "ai2-oe", *FILTERED, *COMMAND)
+    first = run_cli("run", "--dry-run", *args, cwd=repo.path, timeout=90)
+    assert first.code == 0, first.stderr
+    # read-only: nothing created, not even the runtime dataset, which is named by what submit creates
+    assert not fake_beaker.state.experiments and not fake_beaker.state.datasets
+    assert {n: s.value for n, s in fake_beaker.state.find_workspace(WS).secrets.items()} == secrets_before
+    assert "decided at submit: runtime dataset id (launchkit-runtime-" in first.stderr, first.stderr
+    real = run_cli("run", *args, cwd=repo.path, timeout=90)  # makes the runtime dataset
+    assert real.code == 0, real.stderr
+
     dry = run_cli("run", "--dry-run", "--save-spec", str(saved), *args, cwd=repo.path, timeout=90)
     assert dry.code == 0, dry.stderr
-    assert not fake_beaker.state.experiments  # read-only: nothing created...
-    assert {n: s.value for n, s in fake_beaker.state.find_workspace(WS).secrets.items()} == secrets_before
+    assert "decided at submit" not in dry.stderr  # complete: the runtime dataset by id
     assert saved.read_text() == dry.stdout
     spec = yaml.safe_load(dry.stdout)
     task = spec["tasks"][0]
@@ -79,8 +87,6 @@ def test_dry_run_prints_the_resolved_spec_that_run_submits(repo, fake_beaker, tm
         beaker.experiment.create(
             spec=BeakerExperimentSpec.from_file(saved), name="from-file", workspace=beaker.workspace.get(WS)
         )
-    real = run_cli("run", *args, cwd=repo.path, timeout=90)
-    assert real.code == 0, real.stderr
     # the dry run showed what run sent, but for the launch token: a nonce each launch draws anew
     assert _without_token(_experiment(fake_beaker, "from-file").spec) == _without_token(
         _experiment(fake_beaker, "by-launchkit").spec

@@ -161,7 +161,7 @@ def test_create_race_adopts_the_winners_dataset(make_fake_beaker, tmp_path, monk
     tree = scan(str(d))
     both_missed = threading.Barrier(2, timeout=20)
     first = threading.local()
-    find = Uploader._find
+    find = Uploader.find
 
     def racing_find(self, name):
         found = find(self, name)
@@ -180,7 +180,7 @@ def test_create_race_adopts_the_winners_dataset(make_fake_beaker, tmp_path, monk
         except BaseException as e:  # reported by the assertion below
             errors.append(e)
 
-    monkeypatch.setattr(Uploader, "_find", racing_find)
+    monkeypatch.setattr(Uploader, "find", racing_find)
     threads = [threading.Thread(target=upload) for _ in range(2)]
     for t in threads:
         t.start()

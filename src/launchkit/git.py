@@ -256,7 +256,11 @@ def _read(
         if require_pushed and remote_name is not None and not pushed:
             _require_on_remote(root, head, remote_name, head_branch)
         return _state(
-            commit=head, branch=up_branch if on_upstream else head_branch, untracked=untracked, **state
+            commit=head,
+            branch=up_branch if on_upstream else head_branch,
+            untracked=untracked,
+            dirty=tuple(dirty),
+            **state,
         )
     if require_pushed and remote_name is not None:
         _require_on_remote(root, commit, remote_name, None)
@@ -350,7 +354,13 @@ def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitSta
         _require_on_remote(root, head, remote_name, name)
     tag = _version_tag(root, described)
     return _state(
-        commit=head, branch=up_branch, untracked=tuple(untracked), version_tag=tag, tag_read=True, **state
+        commit=head,
+        branch=up_branch,
+        untracked=tuple(untracked),
+        dirty=tuple(dirty),
+        version_tag=tag,
+        tag_read=True,
+        **state,
     )
 
 

@@ -140,6 +140,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
             if jobs > 1 and per_job > 0:
                 time.sleep(per_job * (jobs - 1))
             ws = self._workspace(args[0])
+            ws.check_write(user.id, "create experiment")
             exp = fake.state.create_experiment(ws.id, spec, name=query.get("name"), author=user.id)
             failure = fake.faults.take_create_failure()
             if failure == "drop":
@@ -166,6 +167,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
 
         def _PutSecretValue(self, user, args, query, body) -> None:
             ws = self._workspace(args[0])
+            ws.check_write(user.id, "write secret")
             old = ws.secret(args[1], exact=False)
             s = fake.state.put_secret(ws.id, old.name if old else args[1], body, author_id=user.id)
             self._send(200, {"name": s.name})
@@ -173,6 +175,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
         # The HTTP secret routes match names case-insensitively (fact 2, OLMo-core "verified empirically").
         def _GetSecretValue(self, user, args, query, body) -> None:
             ws = self._workspace(args[0])
+            ws.check_write(user.id, "read secret")
             sec = ws.secret(args[1], exact=False)
             if sec is None:
                 raise NotFound(f"secret {args[1]!r} not found")
@@ -180,6 +183,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
 
         def _DeleteSecret(self, user, args, query, body) -> None:
             ws = self._workspace(args[0])
+            ws.check_write(user.id, "delete secret")
             with fake.state.lock:
                 sec = ws.secret(args[1], exact=False)
                 if sec is None:
@@ -217,6 +221,7 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
         def _CreateDataset(self, user, args, query, body) -> None:
             data = json.loads(body or b"{}")
             ws = self._workspace(data.get("workspace") or "")
+            ws.check_write(user.id, "create dataset")
             d = fake.state.create_dataset(
                 ws.id,
                 query.get("name"),

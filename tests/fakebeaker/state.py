@@ -172,6 +172,12 @@ class Workspace:
     secrets: dict[str, Secret] = field(default_factory=dict)
     max_priority: str | None = None  # maximum_workload_priority: low, normal, high, urgent
     slot_limit: int | None = None  # unallocated slots the workspace may hold (jobs beyond it stay queued)
+    readers: set[str] = field(default_factory=set)  # user ids who may only read it (fact 10.10)
+
+    def check_write(self, user_id: str, what: str) -> None:
+        """Fact 10.10: a read-only member lists, but creating and secret values answer 403."""
+        if user_id in self.readers:
+            raise Denied(f"{what}: you have read-only access to workspace {self.name!r}")
 
     def secret(self, name: str, *, exact: bool) -> Secret | None:
         """By exact name (gRPC GetSecret), or case-insensitively (HTTP value route, spec resolution)."""
@@ -483,7 +489,9 @@ class State:
         author: str | None = None,
         description: str = "",
         secrets: dict[str, str] | None = None,
+        readers: Iterable[str] = (),
     ) -> Workspace:
+        """`readers`: users (names or ids) who may only read it (fact 10.10)."""
         org_name, name = _split(full_name, "workspace")
         with self.lock:
             o = self.add_org(org_name)
@@ -498,6 +506,7 @@ class State:
             self.workspaces[ws.id] = ws
             for k, v in (secrets or {}).items():
                 self.put_secret(ws.id, k, v, author_id=author_id)
+            ws.readers.update(self.find_user(u).id for u in readers)
             return ws
 
     def put_secret(

@@ -118,6 +118,9 @@ class Submission(BaseModel):
     repo_root: str | None = None  # local checkout (the local backend clones from it)
     auto_secrets: bool = True  # beaker: add well-known secrets (HF_TOKEN, ...) the workspace has
     prepared: bool = False  # `spec` is already exactly what submit() sends (Backend.prepare)
+    # prepare() for a launch (not a dry run) may also create what the spec needs (Beaker: the runtime
+    # dataset), so the spec it returns (--save-spec) is the one submitted; a dry run's only reads
+    launching: bool = False
     # --upload: the placeholder dataset name mounted in the spec (core.spec.upload_dataset_name) -> local path
     uploads: dict[str, str] = {}
 
@@ -138,7 +141,8 @@ class Backend(Protocol):
 
     def prepare(self, submission: Submission) -> Submission:
         """The submission with its spec exactly as submit() will send it (names resolved, secrets
-        added); read-only. Raises NoCredentials when the service cannot be asked at all."""
+        added); read-only unless `submission.launching`. Raises NoCredentials when the service cannot
+        be asked at all."""
         ...
 
     def submit(self, submission: Submission) -> RunInfo: ...
@@ -161,6 +165,11 @@ class Backend(Protocol):
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
         """Write raw log bytes (never re-decoded) for the run to `out`."""
+        ...
+
+    def secret_values(self, run: RunInfo) -> dict[str, str | None]:
+        """Secret name -> value of every secret the run was given (None: it cannot be read here), so
+        `follow` and `logs` can mask them (launchkit.masking). Never printed or stored."""
         ...
 
     def follow(

@@ -31,11 +31,13 @@ def follow(
     task: str | None = typer.Option(
         None, "--task", help="Beaker: only this task (a run of many tasks is otherwise summarised)."
     ),
+    no_mask: bool = typer.Option(False, "--no-mask", help="Show the run's secret values (default: ***)."),
     workspace: str | None = workspace_option(),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
-    """Stream a run's output live. Exits with the job's exit code; Ctrl-C detaches."""
+    """Stream a run's output live (its secrets' values as ***). Exits with the job's exit code; Ctrl-C
+    detaches."""
     from launchkit.backends import Capability, require
     from launchkit.cli.following import follow_run
 
@@ -60,6 +62,7 @@ def follow(
             tail=TAIL_LINES if tail else None,
             notifier=notifier,
             task=task,
+            mask=not no_mask,
         )
     )
 

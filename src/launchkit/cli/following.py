@@ -201,14 +201,19 @@ def follow_run(
     clock: Clock = time.monotonic,
     task: str | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    mask: bool = True,
 ) -> int:
     """Follow until the run finishes. Ctrl-C detaches (the job keeps running) and says how to resume.
 
     With `limits`, the run is stopped when one passes and the exit code is EXIT_TIMED_OUT. With a
-    `notifier`, Slack hears when the job's first output arrives and how it ended."""
+    `notifier`, Slack hears when the job's first output arrives and how it ended. `mask`: the values of
+    the run's secrets show as *** (launchkit.masking)."""
+    from launchkit.masking import masked
+
     app.info(f"following {run.id} (Ctrl-C detaches; the job keeps running)")
     limits = limits or Limits()
-    out: IO[bytes] = sys.stdout.buffer
+    shown = masked(app, backend, run, sys.stdout.buffer, mask=mask)
+    out: IO[bytes] = cast("IO[bytes]", shown)
     if notifier is not None:
         from launchkit.notify import FirstOutput
 
@@ -239,6 +244,7 @@ def follow_run(
         )
         return EXIT_INTERRUPTED
     finally:
+        shown.end()  # the tail the mask held back (it might have begun a secret)
         if dog is not None:
             dog.done.set()
     if dog is not None:

@@ -129,8 +129,9 @@ def read_state(
         require_pushed=require_pushed,
     )
     app.debug(f"git: {git.remote_url} {git.commit} branch={git.branch} root={git.repo_root}")
-    if untracked := git.untracked_warning():
-        app.warn(untracked)
+    for line in (git.dirty_warning(), git.untracked_warning()):
+        if line:
+            app.warn(line)
     return git
 
 
@@ -213,10 +214,11 @@ def launch_request(
             from launchkit.core.profiles import assumed_line
 
             app.info(assumed_line(request, config.get("profiles")))
-        elif backend is not None and request.uploads:
-            from launchkit.core.spec import upload_note
+        elif backend is not None:
+            from launchkit.core.spec import runtime_note, upload_note
 
-            app.info("decided at submit: " + "; ".join(upload_note(request)))
+            if parts := upload_note(request) + runtime_note(submission.spec):
+                app.info("decided at submit: " + "; ".join(parts))
         app.info(
             f"dry run: commit {git.commit[:12]}"
             + (f" ({git.branch})" if git.branch else "")
@@ -269,7 +271,7 @@ def prepare(
     from launchkit.backends import NoCredentials, registry
 
     try:
-        return b.prepare(submission), None
+        return b.prepare(submission.model_copy(update={"launching": not dry_run})), None
     except NoCredentials:
         if not dry_run:
             raise

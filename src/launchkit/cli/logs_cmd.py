@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import sys
+from typing import IO, cast
 
 import typer
 
@@ -68,11 +69,12 @@ def logs(
     output: str | None = typer.Option(
         None, "--output", "-o", help="Write to FILE, or to DIR/ with one file per replica."
     ),
+    no_mask: bool = typer.Option(False, "--no-mask", help="Show the run's secret values (default: ***)."),
     workspace: str | None = workspace_option(),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
-    """Print a run's logs: raw bytes, exactly as the job wrote them."""
+    """Print a run's logs: raw bytes, exactly as the job wrote them (its secrets' values as ***)."""
     import os
 
     from launchkit.backends import Capability, LogQuery, require
@@ -98,7 +100,7 @@ def logs(
                 raise UsageError(f"--follow cannot be combined with {opt}", hint="drop one")
         from launchkit.cli.following import follow_run
 
-        sys.exit(follow_run(app, b, run, replica=replica, tail=tail))
+        sys.exit(follow_run(app, b, run, replica=replica, tail=tail, mask=not no_mask))
     query = LogQuery(
         replica=replica,
         task=task,
@@ -109,9 +111,17 @@ def logs(
         timestamps=timestamps,
         run=run_number,
     )
+
+    def write_logs(query: LogQuery, out: IO[bytes]) -> None:
+        from launchkit.masking import masked
+
+        shown = masked(app, b, run, out, mask=not no_mask)
+        b.write_logs(run, query, cast("IO[bytes]", shown))
+        shown.end()
+
     if output is None:
         try:
-            b.write_logs(run, query, sys.stdout.buffer)
+            write_logs(query, sys.stdout.buffer)
         except BrokenPipeError:
             sys.exit(stdout_closed())
         return
@@ -121,10 +131,10 @@ def logs(
             ranks = [replica] if replica is not None else range(run.replicas)
             for rank in ranks:
                 with open(os.path.join(output, f"{run.id}-replica-{rank}.log"), "wb") as f:
-                    b.write_logs(run, query.model_copy(update={"replica": rank}), f)
+                    write_logs(query.model_copy(update={"replica": rank}), f)
             return
         with open(output, "wb") as f:
-            b.write_logs(run, query, f)
+            write_logs(query, f)
     except OSError as e:
         from launchkit.errors import PreconditionError, from_exception
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -17,10 +18,23 @@ if TYPE_CHECKING:
 _EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
-def _read_value(name: str) -> str:
-    if sys.stdin is None:
+def _read_value(name: str, from_file: str | None = None) -> str:
+    """The value: from `from_file` (`-`: stdin), piped in, or typed at a hidden prompt. One final
+    newline is dropped (what `echo TOKEN > file` adds)."""
+    if from_file is not None and from_file != "-":
+        try:
+            with open(os.path.expanduser(from_file), "rb") as f:
+                data = f.read()
+        except OSError as e:
+            from launchkit.errors import UsageError
+
+            raise UsageError(
+                f"--from-file {from_file!r}: cannot read it ({e.strerror or e})", hint="give a readable file"
+            ) from None
+        value = _decoded(name, data, f"--from-file {from_file}")
+    elif sys.stdin is None:
         raise _usage("no stdin to read the secret value from")
-    if sys.stdin.isatty():
+    elif sys.stdin.isatty() and from_file is None:
         import getpass
 
         try:
@@ -29,20 +43,26 @@ def _read_value(name: str) -> str:
             value = ""
     else:
         data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-        try:
-            value = data.decode("utf-8")
-        except UnicodeDecodeError as e:  # never echo the value, only where it goes wrong
-            from launchkit.errors import UsageError
-
-            raise UsageError(
-                f"the value for secret {name} is not UTF-8 text (byte {e.start + 1} of {len(data)})",
-                hint="Beaker secrets are text: store binary data base64-encoded (`base64 -w0 FILE | "
-                f"launchkit secret set {name}`) and decode it in the job",
-            ) from None
-        if value.endswith("\n"):
-            value = value[:-2] if value.endswith("\r\n") else value[:-1]
+        value = _decoded(name, data, "stdin")
     if not value:
-        raise _usage(f"empty value for secret {name}")
+        raise _usage(f"empty value for secret {name}" + (f" (--from-file {from_file})" if from_file else ""))
+    return value
+
+
+def _decoded(name: str, data: bytes, source: str) -> str:
+    """`data` as text, less one final newline; never echoes it, only where it is not UTF-8."""
+    try:
+        value = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        from launchkit.errors import UsageError
+
+        raise UsageError(
+            f"the value for secret {name} ({source}) is not UTF-8 text (byte {e.start + 1} of {len(data)})",
+            hint="Beaker secrets are text: store binary data base64-encoded (`base64 -w0 FILE | "
+            f"launchkit secret set {name}`) and decode it in the job",
+        ) from None
+    if value.endswith("\n"):
+        value = value[:-2] if value.endswith("\r\n") else value[:-1]
     return value
 
 
@@ -92,11 +112,17 @@ def set_secret(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="Secret name, e.g. HF_TOKEN or <user>_HF_TOKEN."),
     workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
+    from_file: str | None = typer.Option(
+        None,
+        "--from-file",
+        metavar="FILE",
+        help="Read the value from FILE (- for stdin), less one final newline.",
+    ),
 ) -> None:
-    """Set secret NAME from stdin or a hidden prompt (never from the command line)."""
+    """Set secret NAME from a file, stdin or a hidden prompt (never from the command line)."""
     # extra words (a value?) are collected, not echoed by the parser; so are words after `--`
     _check_name(name, [*ctx.args, *(get_app(ctx).user_command or [])])
-    value = _read_value(name)
+    value = _read_value(name, from_file)
     app = get_app(ctx)
     ws = _store(ctx).set_secret(name, value, workspace)
     app.info(f"secret {name} set in workspace {ws}")
@@ -135,7 +161,7 @@ def set_gh_token(
             hint="pipe it in: `gh auth token | launchkit config set-gh-token`",
         )
     name = secret or get_app(ctx).config.get("git_token_secret") or "GITHUB_TOKEN"
-    set_secret(ctx, name, workspace)
+    set_secret(ctx, name, workspace, from_file=None)
 
 
 def config_group() -> typer.Typer:

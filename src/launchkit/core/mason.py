@@ -20,6 +20,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from launchkit.core.profiles import BUILTIN_PROFILES
+from launchkit.core.redact import refuse_secret_value
 from launchkit.core.request import (
     DatasetMount,
     EnvSecret,
@@ -100,6 +101,8 @@ class MasonArgs:
     offline: bool = False
     save_spec: str | None = None
     follow: bool = False
+    env_not_secret: list[str] = field(default_factory=list)
+    allow_dirty: bool = False
 
 
 class _Parser(argparse.ArgumentParser):
@@ -170,6 +173,19 @@ def parser(run_name: str | None = None) -> argparse.ArgumentParser:
     a("--offline", action="store_true", help="launchkit: with --dry-run, do not ask Beaker.")
     a("--save-spec", metavar="FILE", default=None, help="launchkit: also write the spec to FILE.")
     a("--follow", action="store_true", help="launchkit: wait for the job and stream its logs.")
+    a(
+        "--env-not-secret",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="launchkit: keep --env NAME's value although it looks like a secret (repeatable).",
+    )
+    a(
+        "--allow-dirty",
+        action="store_true",
+        help="launchkit: launch the last pushed commit despite uncommitted changes (the default here; "
+        "a warning names them).",
+    )
     return p
 
 
@@ -414,9 +430,21 @@ def to_request(args: MasonArgs, commands: list[list[str]], launch: Launch) -> La
             raise UsageError(f"--timeout {args.timeout!r}: {e.problem}", hint=e.hint) from None
         if timeout <= 0:
             raise UsageError(f"--timeout {args.timeout!r}: must be greater than zero", hint="give e.g. 2h")
+    given = {n for n, _ in args.env}
+    if unknown := [n for n in args.env_not_secret if n not in given]:
+        raise UsageError(
+            f"--env-not-secret {unknown[0]!r}: is not set with --env", hint=f"pass --env {unknown[0]}=VALUE"
+        )
     env = [EnvVar(name=n, value=v) for n, v in args.env]
-    names = {n for n, _ in args.env} | {n for n, _ in args.secret}
+    names = given | {n for n, _ in args.secret}
     extra: list[tuple[str, str]] = [(n, launch.environ[n]) for n in WANDB_PASS_THROUGH if n in launch.environ]
+    passed_on = [(n, v) for n, v in extra if n not in names]  # WANDB_ENTITY, ... from this shell
+    for n, v in [*args.env, *passed_on]:  # written into the spec: the rule run's --env values follow
+        if n not in args.env_not_secret:
+            where = "--env" if n in given else "this shell's"
+            fix = f"store it with `launchkit secret set {n}` and pass --secret {n}={n}"
+            hint = f"{fix} (not a secret? --env-not-secret {n})" if n in given else fix
+            refuse_secret_value(where, n, v, values="mason --env values", hint=hint)
     if all(is_weka(c) for c in args.cluster):
         extra.append(("CHECKPOINT_OUTPUT_DIR", f"{CHECKPOINT_OUTPUT_DIR}/{launch.wandb_id}"))
     if is_resumable(args, commands):
@@ -462,6 +490,8 @@ def to_request(args: MasonArgs, commands: list[list[str]], launch: Launch) -> La
         "offline": args.offline,
         "save_spec": args.save_spec,
         "follow": args.follow,
+        # mason runs the working tree: launchkit launches the last pushed commit, naming what is left out
+        "allow_dirty": True,
     }
     try:
         return LaunchRequest(**fields)

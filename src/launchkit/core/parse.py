@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from launchkit.core.multinode import check_combinations
-from launchkit.core.redact import secret_value_kind
+from launchkit.core.redact import refuse_secret_value
 from launchkit.core.request import (
     BackendChoice,
     DatasetMount,
@@ -209,16 +209,10 @@ def _split_target(flag_: str, item: str, what: str) -> tuple[str, str, MountMode
 
 
 def _refuse_secret_value(where: str, name: str, value: str, not_secret: set[str]) -> None:
-    """--env values go into the spec: one that is itself a secret is refused (named, never quoted)."""
-    kind = None if name in not_secret else secret_value_kind(value, name)
-    if kind:
-        raise _fail(
-            where,
-            name,
-            f"its value looks like {kind}, and --env values are written into the spec",
-            f"store it with `launchkit secret set {name}` and pass --env-secret {name} "
-            f"(not a secret? --env-not-secret {name})",
-        )
+    """--env values go into the spec: refuse_secret_value's rule, --env-not-secret for a false positive."""
+    if name not in not_secret:
+        fix = f"store it with `launchkit secret set {name}` and pass --env-secret {name}"
+        refuse_secret_value(where, name, value, hint=f"{fix} (not a secret? --env-not-secret {name})")
 
 
 def _env_not_secret(opts: _Options) -> tuple[set[str], str]:
@@ -230,42 +224,35 @@ def _env_not_secret(opts: _Options) -> tuple[set[str], str]:
     return set(names), where
 
 
-def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
+def _env_vars(opts: _Options, environ: dict[str, str], cwd: str | None = None) -> list[EnvVar]:
+    """--env over --env-file (later files win) over config env; each value checked where it came from."""
     out: dict[str, EnvVar] = {}
     not_secret, not_secret_where = _env_not_secret(opts)
     value, where = opts.get("env")
+    items: list[tuple[str, str | None, str]] = []  # (name, value: None copies it from here, where)
+    cfg: Any = opts.config.get("env") if opts.config is not None else None
     if isinstance(value, dict):  # from config: {NAME: VALUE}
-        items = [(str(k), str(v), True) for k, v in value.items()]
-    else:
-        items = []
-        for item in value or []:
-            name, sep, val = item.partition("=")
-            if not name:
-                raise _fail(
-                    where, item, "has no variable name", "use --env NAME=VALUE, or --env NAME to copy it"
-                )
-            if not sep:
-                if not ENV_NAME.fullmatch(name):
-                    raise _fail(where, item, "is not a valid variable name", "use --env NAME=VALUE")
-                if name not in environ:
-                    raise _fail(
-                        where,
-                        item,
-                        f"{name} is not set in this shell",
-                        f"export {name} first or pass --env {name}=VALUE",
-                    )
-                val = environ[name]
-            items.append((name, val, False))
-        # config env stays as the base; command line names override it
-        cfg = opts.config.get("env") if opts.config is not None else None
-        if isinstance(cfg, dict):
-            given = {n for n, _, _ in items}
-            items = [(str(k), str(v), True) for k, v in cfg.items() if k not in given] + items
-    cfg_where = (
-        opts.config.values["env"][1].where("env") if opts.config and "env" in opts.config.values else where
-    )
-    for name, val, from_config in items:
-        where = cfg_where if from_config else flag("env")
+        cfg, value = value, []
+    for item in value or []:
+        name, sep, val = item.partition("=")
+        if not name:
+            raise _fail(where, item, "has no variable name", "use --env NAME=VALUE, or --env NAME to copy it")
+        if not sep and not ENV_NAME.fullmatch(name):
+            raise _fail(where, item, "is not a valid variable name", "use --env NAME=VALUE")
+        items.append((name, val if sep else None, flag("env")))
+    given = {n for n, _, _ in items}
+    from_files = {n: (v, w) for n, v, w in _env_files(opts, cwd) if n not in given}  # the last one wins
+    items = [(n, v, w) for n, (v, w) in from_files.items()] + items
+    if isinstance(cfg, dict):  # config env stays as the base; files and command line names override it
+        cfg_where = (
+            opts.config.values["env"][1].where("env")
+            if opts.config and "env" in opts.config.values
+            else where
+        )
+        items = [
+            (str(k), str(v), cfg_where) for k, v in cfg.items() if k not in given | set(from_files)
+        ] + items
+    for name, val, where in items:
         if not ENV_NAME.fullmatch(name):
             raise _fail(
                 where,
@@ -273,6 +260,15 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
                 "is not a valid environment variable name",
                 "use letters, digits and '_', not starting with a digit",
             )
+        if val is None:  # NAME alone: its value here
+            if name not in environ:
+                raise _fail(
+                    where,
+                    name,
+                    f"{name} is not set in this shell",
+                    f"export {name} first or pass --env {name}=VALUE",
+                )
+            val = environ[name]
         if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV:
             raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if name in out:
@@ -280,11 +276,31 @@ def _env_vars(opts: _Options, environ: dict[str, str]) -> list[EnvVar]:
         _refuse_secret_value(where, name, val, not_secret)
         _utf8(f"{where} {name}", val, show=False)  # also a value copied from this shell (--env NAME)
         out[name] = EnvVar(name=name, value=val)
-    unused = sorted(not_secret - set(out))
+    sweep_keys = {str(item).partition("=")[0] for item in opts.given.get("sweep") or []}
+    unused = sorted(not_secret - set(out) - sweep_keys)
     if unused:
         n = unused[0]
         raise _fail(not_secret_where, n, "is not set with --env", f"pass --env {n}=VALUE, or drop it")
     return list(out.values())
+
+
+def _env_files(opts: _Options, cwd: str | None) -> list[tuple[str, str | None, str]]:
+    """(name, value, `FILE:LINE`) of every --env-file, in order (core/dotenv.py: the syntax)."""
+    from launchkit.core import dotenv
+
+    out = []
+    for path in opts.given.get("env_file") or []:
+        full = os.path.join(cwd or os.getcwd(), os.path.expanduser(path))
+        try:
+            with open(full, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 text"
+            raise _fail(
+                "--env-file", path, f"cannot be read ({why})", "give a dotenv file (NAME=VALUE lines)"
+            ) from None
+        out += [(e.name, e.value, f"{path}:{e.line}") for e in dotenv.parse(text, path)]
+    return out
 
 
 def _env_secrets(opts: _Options) -> list[EnvSecret]:
@@ -476,7 +492,7 @@ def _inputs(
 ) -> None:
     _images(opts, f)
     _mounts(opts, f, cwd)
-    _env(opts, given, f, environ)
+    _env(opts, given, f, environ, cwd)
 
 
 def _images(opts: _Options, f: dict[str, Any]) -> None:
@@ -561,8 +577,10 @@ def _mounts(opts: _Options, f: dict[str, Any], cwd: str | None) -> None:
         )
 
 
-def _env(opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str]) -> None:
-    f["env"] = _env_vars(opts, environ)
+def _env(
+    opts: _Options, given: dict[str, Any], f: dict[str, Any], environ: dict[str, str], cwd: str | None
+) -> None:
+    f["env"] = _env_vars(opts, environ, cwd)
     f["env_secrets"] = _env_secrets(opts)
     clash = {e.name for e in f["env"]} & {s.name for s in f["env_secrets"]}
     if clash:
@@ -613,14 +631,16 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["retries"] = _positive(
         opts, "retries", int, "give how many times to retry, e.g. 3", maximum=MAX_COUNT, allow_zero=True
     )
-    _several_tasks(given, f)
+    _several_tasks(given, f, _env_not_secret(opts)[0])
 
 
 SWEEP_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _several_tasks(given: dict[str, Any], f: dict[str, Any]) -> None:
-    """--multi (commands split at `--`) and --sweep (a grid of values); docs/run.md."""
+def _several_tasks(given: dict[str, Any], f: dict[str, Any], not_secret: set[str]) -> None:
+    """--multi (commands split at `--`) and --sweep (a grid of values); docs/run.md. Sweep values go
+    into the spec (LAUNCHKIT_SWEEP, task names): checked like --env values (`not_secret`: the keys
+    --env-not-secret names)."""
     f["multi"] = bool(given.get("multi"))
     if f["multi"]:
         commands = split_commands(f["command"])
@@ -642,6 +662,15 @@ def _several_tasks(given: dict[str, Any], f: dict[str, Any]) -> None:
             raise _fail("--sweep", item, "has an empty value or one with spaces", usage)
         if len(set(vals)) != len(vals):
             raise _fail("--sweep", item, "lists a value twice", "give each value once")
+        for v in vals if key not in not_secret else ():
+            refuse_secret_value(
+                "--sweep",
+                key,
+                v,
+                values="--sweep values",
+                hint="store a secret with `launchkit secret set NAME` and pass --env-secret NAME, "
+                f"outside the sweep (not a secret? --env-not-secret {key})",
+            )
         if any(a.key.upper() == key.upper() for a in axes):
             raise _fail("--sweep", item, f"sweeps {key!r} twice", "give all its values in one --sweep")
         axes.append(SweepAxis(key=key, values=vals))

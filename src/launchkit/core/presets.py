@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
-from launchkit.core.redact import secret_value_kind
+from launchkit.core.redact import refuse_secret_value
 from launchkit.core.request import HostMount, WekaMount
 from launchkit.errors import UsageError
 
@@ -67,10 +67,9 @@ def mount_list(value: Any, model: type) -> Any:
 
 
 def refuse_secret(name: str, value: str) -> None:
-    """Profiles and presets are written into the spec: a value that is itself a secret is refused."""
-    kind = secret_value_kind(value, name)
-    if kind:
-        raise ValueError(f"{name!r}: its value looks like {kind}: pass it with --env-secret {name}")
+    """Profiles and presets are written into the spec: refuse_secret_value's rule (a ValueError in a
+    validator, reported where the profile is defined)."""
+    refuse_secret_value("env", name, value, values="profile and preset values")
 
 
 def check_env(env: dict[str, str]) -> dict[str, str]:

@@ -5,6 +5,7 @@
 - `token_kind`: a value shaped like a known service token (by its documented prefix).
 - `secret_value_kind`: why a value is itself a secret (token, credentials in a URL, JWT, PEM private
   key, a long random string; for a secret-looking name, any word that is not a path, number or URL).
+- `refuse_secret_value`: the one rule every value written into a spec goes through.
 - `redact_url` / `redact_text`: URL user-info and credential query parameters replaced by `***`.
 - `url_host_only`: a URL that is itself a credential (a Slack webhook) shown as scheme and host.
 """
@@ -15,6 +16,8 @@ import math
 import re
 from collections import Counter
 from itertools import pairwise
+
+from launchkit.errors import UsageError
 
 # Parts of a name that mark a secret anywhere in it (`*TOKEN*`, `*SECRET*`, `*PASSW*`, ...) or at its
 # end (`*KEY`, `*PAT`, `*_PWD`). Whole-name matches: AZURE_API_BASE carries a key in its URL.
@@ -147,6 +150,29 @@ def secret_value_kind(value: str, name: str = "") -> str | None:
     if name and looks_secret_name(name) and not _plain(value) and not re.search(r"\s", value.strip()):
         return f"a password or key (not a path, number or URL), and {name} is named like a secret"
     return None
+
+
+class SecretValueError(UsageError, ValueError):
+    """A secret about to be written into a spec. A ValueError too: raised in a pydantic validator (a
+    profile's env in config), it is reported where the value came from."""
+
+    def __str__(self) -> str:
+        return self.one_line()
+
+
+def refuse_secret_value(
+    where: str, name: str, value: str, *, values: str = "--env values", hint: str | None = None
+) -> None:
+    """The secret-by-value rule, the same for every way a value enters a job's spec: `run --env`,
+    `--env-file`, config `env`, profiles and presets, `mason --env`, `--sweep` values. A value that is
+    itself a secret (secret_value_kind) is refused, the variable named and the value never quoted.
+    `values`: what is written into the spec; `hint`: the fix (default: store it, pass its name)."""
+    kind = secret_value_kind(value, name)
+    if kind:
+        raise SecretValueError(
+            f"{where} {name!r}: its value looks like {kind}, and {values} are written into the spec",
+            hint=hint or f"store it with `launchkit secret set {name}` and pass --env-secret {name}",
+        )
 
 
 def redact_url(url: str, mask: str | None = MASK) -> str:

@@ -118,7 +118,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--dry-run",),
         P_LAUNCH,
         help="Print the spec `run` would submit (YAML) and exit. With Beaker credentials it resolves "
-        "clusters, image, secrets and budget read-only; nothing is created.",
+        "clusters, image, secrets, budget and the runtime dataset read-only: nothing is created or "
+        "uploaded (what submit would create is named on stderr).",
     ),
     Opt(
         "offline",
@@ -180,7 +181,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         FLAG,
         ("--allow-dirty",),
         P_LAUNCH,
-        help="Launch the last commit despite uncommitted changes to tracked files.",
+        help="Launch the last commit despite uncommitted changes to tracked files (a warning names them).",
     ),
     Opt("yes", FLAG, ("--yes", "-y"), P_LAUNCH, help="Never prompt."),
     *(
@@ -319,6 +320,14 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         metavar="NAME[=VALUE]",
         key="env",
         help="Set a variable; NAME alone copies its value from here.",
+    ),
+    Opt(
+        "env_file",
+        LIST,
+        ("--env-file",),
+        P_INPUTS,
+        metavar="FILE",
+        help="Set variables from a dotenv file (repeatable; --env wins; values checked as --env's).",
     ),
     Opt(
         "env_secret",

@@ -92,6 +92,7 @@ _NOT_SPEC = {
     "local",
     "placed_clusters",
     "slack_webhook_url",
+    "allow_dirty",
 }  # launch behaviour, not job identity
 
 
@@ -133,11 +134,21 @@ def decided_at_submit(request: LaunchRequest, git: GitState, spec: dict[str, Any
     if request.groups:
         parts.append("group ids")
     parts += upload_note(request)
-    placeholder = runtime_mount().to_json()
-    if any(m == placeholder for t in view.tasks for m in t.mounts):
-        # no launch from this machine made or found it yet (backends remember the id)
-        parts.append(f"runtime dataset id ({runtime_dataset_name()}; created once per launchkit version)")
-    return parts
+    return parts + runtime_note(spec or {})
+
+
+def runtime_note(spec: dict[str, Any]) -> list[str]:
+    """The runtime dataset a spec (JSON) mounts by name, not by id: offline, no launch from this machine
+    made or found it yet (backends remember the id); prepared, it does not exist yet and submit creates
+    it (named `<runtime_dataset_name()>-<workspace id>`)."""
+    sources = {
+        str(v) for t in SpecView(spec).tasks for m in t.mounts for v in (m.get("source") or {}).values()
+    }
+    return [
+        f"runtime dataset id ({name}; created once per launchkit version)"
+        for name in sorted(sources)
+        if name.startswith(runtime_dataset_name())
+    ]
 
 
 def upload_note(request: LaunchRequest) -> list[str]:

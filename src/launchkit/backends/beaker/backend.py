@@ -99,6 +99,7 @@ class BeakerBackend:
         self._workspace = workspace
         self._conn: Connection | None = None
         self._prepared_workspace: tuple[str, Any] | None = None  # (name, pb2.Workspace) from prepare()
+        self._runtime: Any = None  # runtime_dataset.RuntimeDatasets: prepare() finds, submit() makes
         self._session = False  # preparing for `launchkit session`: sessions-only clusters allowed
         self._seen: dict[str, tuple[Any, list[tuple[int, Any, Any]]]] = {}  # get() -> follow()
         self._final: dict[str, RunInfo] = {}  # runs follow() saw finish
@@ -191,11 +192,15 @@ class BeakerBackend:
                 app=self.app,
                 session=self._session,
             )
-            from launchkit.backends.beaker.runtime_dataset import mount_runtime
-
             if not self._session:  # a session runs no entrypoint (core/session.py drops the mount)
-                # by id; made once (a dry run too); the workspace's name remembered for offline dry runs
-                mount_runtime(self.conn, self.app, p.workspace, p.spec, names=(p.workspace_name,))
+                # read-only: by id, or by the name submit() creates it under (the workspace's name
+                # remembered for offline dry runs)
+                from launchkit.backends.beaker.runtime_dataset import make_runtime, mount_runtime
+
+                names = (p.workspace_name,)
+                mount_runtime(self._runtime_datasets(), p.workspace, p.spec, names=names)
+                if submission.launching:  # made now, so the spec --save-spec writes is the one sent
+                    make_runtime(self._runtime_datasets(), p.workspace, p.spec, names=names)
         for note in p.notes:
             self.app.info(note)
         self._prepared_workspace = (p.workspace_name, p.workspace)
@@ -238,14 +243,24 @@ class BeakerBackend:
             return known[1]
         return rs.get_workspace(self.conn, rs.workspace_name(self.conn, submission.workspace))
 
+    def _runtime_datasets(self) -> Any:
+        if self._runtime is None:
+            from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets
+
+            self._runtime = RuntimeDatasets(self.conn, self.app)
+        return self._runtime
+
     def _upload(self, submission: Submission, ws: Any) -> dict[str, Any]:
-        """The prepared spec with each `--upload` placeholder replaced by its dataset's id. Only at
-        submit: prepare() (and so a dry run) never creates datasets."""
-        spec = submission.spec
+        """The prepared spec with the runtime dataset made if prepare() found none, and each `--upload`
+        placeholder replaced by its dataset's id. Only at submit: prepare() (and so a dry run) never
+        creates datasets."""
+        from launchkit.backends.beaker.runtime_dataset import make_runtime
+
+        spec = copy.deepcopy(submission.spec)
+        make_runtime(self._runtime_datasets(), ws, spec, names=(submission.workspace or "",))
         if submission.uploads:
             from launchkit.backends.beaker.upload import mount_uploads
 
-            spec = copy.deepcopy(spec)
             mount_uploads(self.conn, self.app, ws, spec, submission.uploads)
         self.conn.renew()  # hashing and uploading may take long: a fresh deadline for the create
         return spec
@@ -274,6 +289,26 @@ class BeakerBackend:
         with self._errors():
             ws, _ = self._secret_workspace(workspace)
             return sorted(s.name for s in self.beaker.secret.list(workspace=ws))
+
+    def secret_values(self, run: RunInfo) -> dict[str, str | None]:
+        """The values of the secrets the experiment's spec references (GetExperimentYamlSpec), read from
+        its workspace (one GET each); None for one this user may not read or that is gone."""
+        from beaker import beaker_pb2 as pb2
+
+        from launchkit.core.specview import SpecView
+
+        wl = self._workload(run.id)
+        with self._errors():
+            names = dict.fromkeys(SpecView(self.beaker.experiment.get_spec(wl).to_json()).secrets())
+            ws = pb2.Workspace(id=wl.experiment.workspace_id)
+            out: dict[str, str | None] = {}
+            for name in names:
+                try:
+                    out[name] = self.beaker.secret.read(pb2.Secret(name=name), workspace=ws)
+                except bx.BeakerError as e:  # permissions (a read-only member: 403), or deleted
+                    self.app.debug(f"secret {name}: {type(e).__name__}")
+                    out[name] = None
+            return out
 
     def user_name(self) -> str:
         with self._errors():

@@ -7,8 +7,9 @@ and verified through the `--upload` code (upload.Uploader: sizes and SHA-256 of 
 before the commit, a racing launch's dataset adopted), so a committed dataset of that name holds
 exactly these files. Its id is remembered on this machine, with the workspace's names: a later launch
 costs one GetDataset, and an offline dry run mounts it by that id too (backends/beaker_remembered.py).
-Done in prepare(), so `run --dry-run` prints the id `run` submits (and its saved spec can be
-submitted as is); a dry run may so create it, as gantry's does, and says so.
+prepare() only looks it up (read-only: a dry run writes nothing, and works in a workspace the user may
+only read); while it does not exist the spec mounts it by that name, and submit() creates it and mounts
+it by id.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from beaker import exceptions as bx
 from launchkit.application import Application
 from launchkit.backends import beaker_remembered as memory
 from launchkit.backends.beaker.client import Connection
-from launchkit.backends.beaker.upload import LocalTree, Uploader, scan
+from launchkit.backends.beaker.upload import LOOK_UP, LocalTree, Uploader, scan
 from launchkit.runtime import materialise, runtime_dataset_name
 
 
@@ -36,58 +37,101 @@ class _RuntimeTree(LocalTree):
 
 
 class RuntimeDatasets:
-    """Finds (or makes) the runtime dataset of a workspace; remembers ids in beaker-runtime.json
-    (backends/beaker_remembered.py: the offline dry run reads them)."""
+    """Finds (read-only) or makes the runtime dataset of a workspace; remembers ids in
+    beaker-runtime.json (backends/beaker_remembered.py: the offline dry run reads them). One per
+    backend: what find() saw, make() does not ask again."""
 
     def __init__(self, conn: Connection, app: Application, cache_dir: Path | None = None) -> None:
         self.conn, self.app = conn, app
         self.cache_dir = cache_dir or memory.cache_dir()
         self.path = self.cache_dir / memory.CACHE_FILE
+        self.seen: dict[str, Any] = {}  # name -> the dataset find() got by that name (None: none)
 
-    def ensure(self, workspace: Any, budget: str | None = None, names: tuple[str, ...] = ()) -> str:
-        """The id of the workspace's committed runtime dataset, created if need be. `names`: what the
-        launch called the workspace, remembered with its full name for the offline dry run."""
-        name = f"{runtime_dataset_name()}-{workspace.id}"
-        key = memory.dataset_key(self.conn.address, name)
+    def name(self, workspace: Any) -> str:
+        """The content-addressed name of `workspace`'s runtime dataset."""
+        return f"{runtime_dataset_name()}-{workspace.id}"
+
+    def _remember(self, workspace: Any, names: tuple[str, ...], ds_id: str | None = None) -> None:
+        """The workspace's names (and the dataset's id) for the offline dry run, if not known yet."""
         full = f"{workspace.owner_org.name}/{workspace.name}" if "/" not in workspace.name else workspace.name
-        ws_id = str(workspace.id)
-        known_ws = {memory.workspace_key(self.conn.address, n): ws_id for n in {full, *names} if n}
+        known = {memory.workspace_key(self.conn.address, n): str(workspace.id) for n in {full, *names} if n}
+        if ds_id:
+            known[memory.dataset_key(self.conn.address, self.name(workspace))] = ds_id
+        if any(memory.load(self.path).get(k) != v for k, v in known.items()):
+            memory.save(self.path, dict(known))
+
+    def find(self, workspace: Any, names: tuple[str, ...] = ()) -> str | None:
+        """The id of the workspace's committed runtime dataset, or None (not made yet, or its upload
+        unfinished). Read-only: GetDataset of the id remembered here, else of the name. `names`: what
+        the launch called the workspace, remembered with its full name for the offline dry run."""
+        name = self.name(workspace)
+        key = memory.dataset_key(self.conn.address, name)
         known = memory.load(self.path).get(key)
         if known:
             try:
                 ds = self.conn.beaker.dataset.get(known)  # an id: one GetDataset
                 if ds.HasField("committed") and ds.name == name:
-                    if any(memory.load(self.path).get(k) != v for k, v in known_ws.items()):
-                        memory.save(self.path, dict(known_ws))
+                    self._remember(workspace, names)
                     return str(ds.id)
             except bx.BeakerDatasetNotFound:
                 pass
             memory.save(self.path, {key: None})  # deleted (or not ours any more): look it up by name
-        tree = scan(str(materialise(self.cache_dir / "runtime")))
-        runtime = _RuntimeTree(tree.source, tree.files, tree.digest, dataset_name=name)
+        uploader = Uploader(self.conn, self.app, workspace)
+        found = self.seen[name] = uploader.find(name)
+        if found is None or not found.HasField("committed"):
+            return None
+        uploader.verify(found, self._tree(name))  # its files, as an --upload found by name
+        self._remember(workspace, names, str(found.id))
+        return str(found.id)
+
+    def make(self, workspace: Any, budget: str | None = None, names: tuple[str, ...] = ()) -> str:
+        """Create (or complete) the workspace's runtime dataset, which find() did not find; its id."""
+        name = self.name(workspace)
         quiet = Application(verbosity=-1)  # the upload's own lines would be about an "--upload"
-        ds_id = Uploader(self.conn, quiet, workspace, budget).ensure(runtime)
+        uploader = Uploader(self.conn, quiet, workspace, budget)
+        ds_id = uploader.ensure(self._tree(name), found=self.seen.get(name, LOOK_UP))
         self.app.info(f"runtime dataset {name} ({ds_id}): made once per launchkit version and workspace")
-        memory.save(self.path, {key: ds_id, **known_ws})
+        self._remember(workspace, names, ds_id)
         return ds_id
 
+    def _tree(self, name: str) -> _RuntimeTree:
+        """The runtime's files, as the dataset `name` holds them (written once under the cache dir)."""
+        tree = scan(str(materialise(self.cache_dir / "runtime")))
+        return _RuntimeTree(tree.source, tree.files, tree.digest, dataset_name=name)
 
-def mount_runtime(
-    conn: Connection, app: Application, workspace: Any, spec: dict[str, Any], names: tuple[str, ...] = ()
-) -> str | None:
-    """Point the spec's runtime mounts (named runtime_dataset_name()) at the workspace's runtime
-    dataset, by id (changed in place). Returns the id (None: the spec mounts no runtime). `names`: what
-    the launch called the workspace (RuntimeDatasets.ensure)."""
-    placeholder = runtime_dataset_name()
-    mounts = [
+
+def _runtime_mounts(spec: dict[str, Any], source: str) -> list[dict[str, Any]]:
+    return [
         m
         for t in spec.get("tasks", [])
         for m in t.get("datasets") or []
-        if (m.get("source") or {}).get("beaker") == placeholder
+        if (m.get("source") or {}).get("beaker") == source
     ]
+
+
+def mount_runtime(
+    datasets: RuntimeDatasets, workspace: Any, spec: dict[str, Any], names: tuple[str, ...] = ()
+) -> str | None:
+    """Point the spec's runtime mounts (named runtime_dataset_name()) at the workspace's runtime
+    dataset (changed in place), read-only: by id when it exists, else by the content-addressed name
+    submit() creates it under (make_runtime). Returns that name while it does not exist, else None.
+    `names`: what the launch called the workspace (RuntimeDatasets.find)."""
+    mounts = _runtime_mounts(spec, runtime_dataset_name())
     if not mounts:
         return None
-    ds_id = RuntimeDatasets(conn, app).ensure(workspace, spec.get("budget"), names)
+    ds_id = datasets.find(workspace, names)
     for m in mounts:
-        m["source"]["beaker"] = ds_id
-    return ds_id
+        m["source"]["beaker"] = ds_id or datasets.name(workspace)
+    return None if ds_id else datasets.name(workspace)
+
+
+def make_runtime(
+    datasets: RuntimeDatasets, workspace: Any, spec: dict[str, Any], names: tuple[str, ...] = ()
+) -> None:
+    """At submit: create the runtime dataset a prepared spec mounts by name (mount_runtime found none)
+    and mount it by id (changed in place)."""
+    mounts = _runtime_mounts(spec, datasets.name(workspace))
+    if mounts:
+        ds_id = datasets.make(workspace, spec.get("budget"), names)
+        for m in mounts:
+            m["source"]["beaker"] = ds_id

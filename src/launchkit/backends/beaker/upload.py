@@ -34,6 +34,7 @@ from launchkit.errors import BackendError, PreconditionError
 NAME_PREFIX = "launchkit-upload-"
 WORKERS = 8
 VERIFY_ATTEMPTS = 4  # list_files lag: retry 0.5, 0.75, 1.1 s apart
+LOOK_UP = object()  # Uploader.ensure's `found` when the caller has not looked the dataset up
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,11 @@ class Uploader:
         self.conn, self.app, self.workspace, self.budget = conn, app, workspace, budget
         self.beaker = conn.beaker
 
-    def ensure(self, tree: LocalTree) -> str:
-        ds = self._find(tree.name)
+    def ensure(self, tree: LocalTree, *, found: Any = LOOK_UP) -> str:
+        """`found`: what the caller's find(tree.name) just returned (a dataset, or None)."""
+        ds = self.find(tree.name) if found is LOOK_UP else found
         if ds is not None and ds.HasField("committed"):
-            self._verify(ds, tree)
+            self.verify(ds, tree)
             self.app.info(f"upload {tree.source}: unchanged, reusing dataset {tree.name} ({ds.id})")
             return str(ds.id)
         fresh = False  # created here: it holds nothing yet (no listing before the upload)
@@ -119,16 +121,17 @@ class Uploader:
                     raise
                 ds = self._adopt(tree.name)  # beaker-py: Beaker sometimes answers a name clash with 400
             if ds.HasField("committed"):
-                self._verify(ds, tree)
+                self.verify(ds, tree)
                 self.app.info(f"upload {tree.source}: uploaded by another launch; using dataset {ds.id}")
                 return str(ds.id)
         self._upload_missing(ds, tree, fresh=fresh)
-        self._verify(ds, tree)  # before the commit: a dataset with a missing file is never committed
+        self.verify(ds, tree)  # before the commit: a dataset with a missing file is never committed
         ds = self.beaker.dataset.commit(ds)
         return str(ds.id)
 
     # -- steps --------------------------------------------------------------------------------------
-    def _find(self, name: str) -> Any | None:
+    def find(self, name: str) -> Any | None:
+        """This user's dataset of that name, committed or not; None if there is none."""
         try:
             return self.beaker.dataset.get(f"{self.conn.me().name}/{name}")
         except bx.BeakerDatasetNotFound:
@@ -137,7 +140,7 @@ class Uploader:
     def _adopt(self, name: str) -> Any:
         """The name is taken: another launch created the same content. Its dataset may lag in lookups."""
         for attempt in range(VERIFY_ATTEMPTS):
-            ds = self._find(name)
+            ds = self.find(name)
             if ds is not None:
                 return ds
             time.sleep(0.5 * 1.5**attempt)
@@ -173,7 +176,7 @@ class Uploader:
                     try:
                         put(f)
                     except bx.BeakerDatasetWriteError:
-                        return  # committed meanwhile by a racing launch: _verify decides
+                        return  # committed meanwhile by a racing launch: verify decides
                     except OSError as e:
                         if isinstance(e, requests.RequestException) or e.filename is None:
                             errors.append(e)
@@ -222,7 +225,7 @@ class Uploader:
             ds, storage=storage, size=f.size, source=f.path, target=quote(f.target, safe="/")
         )
 
-    def _verify(self, ds: Any, tree: LocalTree) -> None:
+    def verify(self, ds: Any, tree: LocalTree) -> None:
         """Every local file is in the dataset with its size (and SHA-256 when given)."""
         missing: list[str] = []
         for attempt in range(VERIFY_ATTEMPTS):

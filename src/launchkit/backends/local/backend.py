@@ -380,6 +380,15 @@ class LocalBackend:
             )
         return [replica]
 
+    def secret_values(self, run: RunInfo) -> dict[str, str | None]:
+        """The secrets a local run was given come from the launching shell's environment (by name, as
+        submit() reads them): their values there now (None: not set in this shell)."""
+        try:
+            spec = json.loads((self.rdir(run.id) / "spec.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return {name: os.environ.get(name) for name in dict.fromkeys(SpecView(spec).secrets())}
+
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
         ranks = self._ranks(run, query.replica)
         since = int(query.since.timestamp() * 1e9) if query.since else None
