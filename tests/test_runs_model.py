@@ -89,8 +89,15 @@ def test_a_sibling_preemption_resumes_and_the_run_goes_on():
         job("a", C, replica=0, replicas=2, stop=Stop.sibling_preempted, t=0),
         job("b", C, replica=1, replicas=2, stop=Stop.preempted, t=0),
     ]
-    out = outcome(RunView.of(first))
-    assert out.going and out.state == OutcomeState.running
+    out = outcome(RunView.of(first))  # no new jobs (they come with the cancel): not resumed
+    assert (out.state, out.going, out.exit_code) == (OutcomeState.preempted, False, None)
+    assert out.text() == "replica 1 of 2 was preempted (replica 0 was stopped for it)"
+    view = RunView.of([*first, job("c", R, replica=0, replicas=2, t=3, of="a")])
+    assert outcome(view).going and outcome(view).state == OutcomeState.running
+    assert attempt_line(view, first[0]) == (
+        "replica 0 of 2: attempt 1 was stopped because another part of the run was preempted; "
+        "it resumes as a new attempt"
+    )
     done = [
         *first,
         job("c", S, replica=0, replicas=2, t=3, of="a"),

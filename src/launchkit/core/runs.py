@@ -25,9 +25,10 @@ Vocabulary:
   experiment; launchkit's `--retries`). A job that failed gets a new attempt while budget is left.
 - a *resume*: an attempt that follows a preemption (or a sibling's preemption or retry); it does not
   spend the retry budget.
-- `going`: some part has not finished, or its newest attempt ended in a way that brings another one
-  (a resume, a retry with budget left). A retry that has not appeared `grace` seconds after the job
-  finished is given up on (Beaker's delay is unknown, and whether it retries a node loss too).
+- `going`: some part has not finished, or its newest attempt failed with retry budget left (a retry
+  is due). A retry that has not appeared `grace` seconds after the job finished is given up on
+  (Beaker's delay is unknown, and whether it retries a node loss too). A resume after a preemption
+  is created with the cancel (fact sheet 4.3): a preempted newest attempt is not resumed.
 
 Pure functions of their arguments; times are seconds since the epoch (floats) and only compared.
 """
@@ -344,10 +345,8 @@ def _due(view: RunView, part: Part, now: float | None, grace: float | None) -> s
         return None if view.canceled else "its first job"
     if not job.state.finished:
         return None
-    if view.canceled and (job.stop in (None, Stop.user) or job.stop.resumes):
-        return None  # the run was canceled: nothing comes back
-    if job.stop is not None and job.stop.resumes:
-        return "a resume"
+    if view.canceled or (job.stop is not None and job.stop.resumes):
+        return None  # canceled; a resume is created with the cancel (fact 4.3): none came, none will
     if _retried(job) and view.retries_used < view.allowed_retries:
         if now is not None and grace is not None and job.finished is not None and now - job.finished > grace:
             return None  # Beaker did not retry it (e.g. a node loss it does not retry)
@@ -497,7 +496,7 @@ def attempt_line(view: RunView, job: Job) -> str | None:
     found = view.find(job.id)
     if found is None or not job.state.finished:
         return None
-    part = found[0]
+    part, job = found  # numbered
     name = view.name(part)
     head = (f"{name}: " if name else "") + f"attempt {job.attempt} {describe_job(job)}"
     if job.stop is not None and job.stop.resumes:
