@@ -168,12 +168,14 @@ class BeakerBackend:
             attempts=attempts,
         )
 
-    def _outcome(self, wl: Any, rows: Rows, *, complete: bool = True) -> tuple[runs.RunView, runs.Outcome]:
+    def _outcome(
+        self, wl: Any, rows: Rows, *, complete: bool = True, budget: bool = False
+    ) -> tuple[runs.RunView, runs.Outcome]:
         """The run model of `rows` and its outcome. The retry budget (the spec's, one call) is read only
-        when it matters: a newest attempt that failed or lost its node."""
+        when it matters: a newest attempt that failed or lost its node (or `budget`: to number retries)."""
         retries = 0
         latest = [rv.record(t, js[0]) for _, t, js in rows if js]
-        if any(j.state.finished and (j.ended_badly or j.stop == runs.Stop.node_lost) for j in latest):
+        if budget or any(j.state.finished and j.spends_retry for j in latest):
             retries = self._allowed_retries(wl)
         view = rv.view_of(wl, [(t, js) for _, t, js in rows], allowed_retries=retries, complete=complete)
         if not complete:  # some tasks' jobs were not read: the workload's status says whether it ended
@@ -788,7 +790,7 @@ class BeakerBackend:
         budget left), waited for until it comes or `retry_grace` passes; None when none comes."""
         org = self.conn.org()
         wl = self.beaker.workload.get(wl.experiment.id)
-        view, _ = self._outcome(wl, self._task_jobs(wl))
+        view, _ = self._outcome(wl, self._task_jobs(wl), budget=True)
         rec = rv.record(task, job)
         found = view.find(job.id)
         part = found[0] if found else None
@@ -850,19 +852,29 @@ class BeakerBackend:
 
     # -- results --------------------------------------------------------------------------------
     def download_results(self, run: RunInfo, dest: str | None) -> list[str]:
-        """Each replica's result dataset, downloaded under `dest` (default ./results/<experiment id>)."""
+        """Each task's and replica's result dataset (of its newest attempt), downloaded under `dest`
+        (default ./results/<experiment id>): one part -> `dest`; replicas -> `dest/replica-N`; several
+        tasks -> `dest/<task>` (and `dest/<task>/replica-N`)."""
         from pathlib import Path
 
         from launchkit.backends.beaker.results import download
 
         wl = self._workload(run.id)
         with self._errors():
-            datasets: list[tuple[int, str | None]] = []
-            for rank, _, job in self._select(wl, None, None):
+            rows = self._task_jobs(wl)
+            view = rv.view_of(wl, [(t, js) for _, t, js in rows])
+            several_tasks = len(view.tasks) > 1
+            datasets: list[tuple[str, str, str | None]] = []
+            for _, t, js in rows:
+                part = view.part(rv.task_name(t), rv.rank_of(t, js[0] if js else None)[0])
+                if part is None:
+                    continue
+                sub = [part.task] if several_tasks else []
+                sub += [f"replica-{part.replica}"] if part.replicas > 1 else []
                 dataset_id = None  # optional until the job is assigned (fact sheet 7.5)
-                if job is not None and job.assignment_details.HasField("result_dataset_id"):
-                    dataset_id = job.assignment_details.result_dataset_id
-                datasets.append((rank, dataset_id))
+                if js and js[0].assignment_details.HasField("result_dataset_id"):
+                    dataset_id = js[0].assignment_details.result_dataset_id
+                datasets.append((view.name(part) or "the run", "/".join(sub), dataset_id))
             folders = download(self.conn, self.app, run.id, datasets, Path(dest or Path("results") / run.id))
         return [str(f) for f in folders]
 
