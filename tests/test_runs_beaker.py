@@ -226,6 +226,8 @@ def test_follow_of_a_run_canceled_before_its_job_existed_ends_at_once(fake_beake
     assert code == 1, err
     assert "was canceled before any job of it existed (Canceled by bob)" in err, err
     assert "was canceled before any job" in run_cli("why", exp.id).stdout
+    row = next(x for x in json.loads(run_cli("list", "--json").stdout) if x["id"] == exp.id)
+    assert row["status"] == "canceled" and "before any job of it existed" in row["end"]["line"], row
 
 
 def test_an_experiment_deleted_while_followed_ends_follow_and_says_so(fake_beaker):
