@@ -98,7 +98,7 @@ def test_a_retry_that_succeeds_is_followed_to_success_and_told(repo, fake_beaker
     assert "attempt 1 failed with exit code 3; it is retried (retry 1 of 2)" in r.stderr, r.stderr
     exp = _mine(fake_beaker, "retried")
     why = run_cli("why", exp.id).stdout
-    assert why.startswith(f"{exp.id} succeeded (after 1 retry: attempt 1: exit code 3)"), why
+    assert why.startswith(f"{exp.id} succeeded after 1 retry (attempt 1: exit code 3)"), why
     assert f"`launchkit logs {exp.id} --attempt 1`" in why
     assert run_cli("logs", exp.id, "--attempt", "1").stdout == "attempt 1\n"
     assert run_cli("logs", exp.id).stdout == "attempt 2\n"
@@ -296,7 +296,7 @@ def test_node_loss_on_a_run_with_retries(fake_beaker):
     later.close()
     if retried:
         assert result["code"] == 0 and out.getvalue() == b"one\ntwo\n"
-        assert line == "succeeded (after 1 retry: attempt 1: node lost); attempt 1's log: " + (
+        assert line == "succeeded after 1 retry (attempt 1: node lost); attempt 1's log: " + (
             f"`launchkit logs {exp.id} --attempt 1`"
         ), line
     else:
