@@ -117,6 +117,22 @@ def test_every_attempt_failing_shows_every_log_and_the_last_exit_code(repo, fake
     assert "failed with exit code 4 (attempt 2 of 2; attempt 1: exit code 3)" in r.stderr, r.stderr
 
 
+def test_follow_started_after_a_failed_attempt_names_it_and_its_log(fake_beaker):
+    s = fake_beaker.state
+    exp = _exp(fake_beaker, "late", retries=1)
+    first = exp.tasks[0].latest_job
+    s.append_logs(first, ["attempt 1"])
+    s.finish_job(first, 3)  # Beaker retries it: attempt 2
+    second = exp.tasks[0].latest_job
+    assert second.retry_ancestor_id == first.id
+    s.append_logs(second, ["attempt 2"])
+    s.finish_job(second, 0)
+    r = run_cli("follow", exp.id)
+    assert r.code == 0 and r.stdout == "attempt 2\n", r.stderr
+    note = f"following attempt 2; attempt 1 failed with exit code 3 (its log: `launchkit logs {exp.id} --attempt 1`)"
+    assert note in r.stderr, r.stderr
+
+
 def test_retries_above_beakers_cap_are_refused_at_create(fake_beaker):
     with pytest.raises(Invalid, match="maximum is 10"):
         _exp(fake_beaker, "too-many", retries=11)

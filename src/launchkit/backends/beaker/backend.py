@@ -669,6 +669,7 @@ class BeakerBackend:
                         firsts.setdefault(_group(row[1]), row)
                     rows = list(firsts.values())
                 followed = [(rank, t, js[0] if js else None) for rank, t, js in rows]
+                self._earlier_attempts(wl, rows, len(followed) > 1)
                 with Flusher(out):
                     if len(followed) == 1:
                         _, t, job = followed[0]
@@ -689,6 +690,28 @@ class BeakerBackend:
         if info.status == RunStatus.succeeded:
             return 0
         return info.exit_code if info.exit_code not in (None, 0) else EXIT_JOB_FAILED
+
+    def _earlier_attempts(self, wl: Any, rows: Rows, prefixed: bool) -> None:
+        """Before following a replica whose earlier attempts already ended: one line saying how the
+        last of them ended and the command that shows its log (follow shows the newest attempt)."""
+        if not any(len(js) > 1 for _, _, js in rows):
+            return
+        view = rv.view_of(wl, [(t, js) for _, t, js in rows], complete=False)
+        several_tasks = len({_group(t) for t in wl.experiment.tasks}) > 1
+        for rank, t, _ in rows:
+            part = view.part(rv.task_name(t), rank)
+            if part is None or len(part.attempts) < 2:
+                continue
+            prev = part.attempts[-2]
+            where = runs.Where(task=part.task, replica=rank, attempt=prev.attempt or 1)
+            args = runs.logs_args(view, where)
+            if several_tasks and "--task" not in args:
+                args = ["--task", part.task, *args]
+            head = f"[{view.name(part)}] " if prefixed and view.name(part) else ""
+            self.app.info(
+                f"{head}following attempt {len(part.attempts)}; attempt {prev.attempt} "
+                f"{runs.describe_job(prev)} (its log: `launchkit logs {' '.join([_workload_id(wl), *args])}`)"
+            )
 
     def _deleted(self, run_id: str) -> bool:
         try:
