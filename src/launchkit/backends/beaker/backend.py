@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import IO, Any
 
 from beaker import beaker_pb2 as pb2
@@ -613,7 +613,7 @@ class BeakerBackend:
         if query.tail is not None and query.since is not None:
             raise UsageError("--tail and --since cannot be combined", hint="drop one")
         wl = self._workload(run.id)
-        with self._errors():
+        with self._errors(), self._deletion(run.id, "read"):
             task = query.task
             if task is None and not (all_tasks or query.all_tasks) and wl.experiment.tasks:
                 task = _group(wl.experiment.tasks[0])
@@ -658,34 +658,24 @@ class BeakerBackend:
         running). A run deleted while followed ends it at once (NotFoundError)."""
         seen = self._seen.pop(run.id, None)  # what get() just fetched: no second round trip
         wl = seen[0] if seen else self._workload(run.id)
-        with self._errors():
-            try:
-                sampled = len(wl.experiment.tasks) > SAMPLED_TASKS  # get() read only some tasks' jobs
-                rows = seen[1] if seen and task is None and not sampled else self._task_jobs(wl, task)
-                rows = self._pick(wl, rows, replica)
-                if not all_replicas:  # one replica per task: every task of a --multi/--sweep experiment
-                    firsts: dict[str, tuple[int, Any, list[Any]]] = {}
-                    for row in rows:
-                        firsts.setdefault(_group(row[1]), row)
-                    rows = list(firsts.values())
-                followed = [(rank, t, js[0] if js else None) for rank, t, js in rows]
-                self._earlier_attempts(wl, rows, len(followed) > 1)
-                with Flusher(out):
-                    if len(followed) == 1:
-                        _, t, job = followed[0]
-                        self._follow_task(wl, t, job, out.write, b"", tail)
-                    else:
-                        self._follow_many(wl, followed, self._labels(wl, followed), out, tail)
-                info = self._wait_for_run(wl, run.author)
-            except (KeyboardInterrupt, BrokenPipeError):
-                raise
-            except Exception as e:
-                if self._deleted(run.id):
-                    raise NotFoundError(
-                        f"experiment {run.id} was deleted while it was followed",
-                        hint="its jobs, logs and results went with it",
-                    ) from None
-                raise e from None
+        with self._errors(), self._deletion(run.id, "followed"):
+            sampled = len(wl.experiment.tasks) > SAMPLED_TASKS  # get() read only some tasks' jobs
+            rows = seen[1] if seen and task is None and not sampled else self._task_jobs(wl, task)
+            rows = self._pick(wl, rows, replica)
+            if not all_replicas:  # one replica per task: every task of a --multi/--sweep experiment
+                firsts: dict[str, tuple[int, Any, list[Any]]] = {}
+                for row in rows:
+                    firsts.setdefault(_group(row[1]), row)
+                rows = list(firsts.values())
+            followed = [(rank, t, js[0] if js else None) for rank, t, js in rows]
+            self._earlier_attempts(wl, rows, len(followed) > 1)
+            with Flusher(out):
+                if len(followed) == 1:
+                    _, t, job = followed[0]
+                    self._follow_task(wl, t, job, out.write, b"", tail)
+                else:
+                    self._follow_many(wl, followed, self._labels(wl, followed), out, tail)
+            info = self._wait_for_run(wl, run.author)
         self._final[run.id] = info  # the caller's get() needs no round trip
         if info.status == RunStatus.succeeded:
             return 0
@@ -713,13 +703,29 @@ class BeakerBackend:
                 f"{runs.describe_job(prev)} (its log: `launchkit logs {' '.join([_workload_id(wl), *args])}`)"
             )
 
-    def _deleted(self, run_id: str) -> bool:
+    @contextmanager
+    def _deletion(self, run_id: str, doing: str) -> Iterator[None]:
+        """An error while `doing` (followed, read) a run that turns out to be deleted (fact 10.7: its
+        jobs answer NOT_FOUND) is told as that, never as a job id the user did not type."""
+        try:
+            yield
+        except (KeyboardInterrupt, BrokenPipeError, UsageError):
+            raise
+        except Exception:
+            if self._gone(run_id):
+                raise NotFoundError(
+                    f"experiment {run_id} was deleted while it was {doing}",
+                    hint="its jobs, logs and results went with it",
+                ) from None
+            raise
+
+    def _gone(self, run_id: str) -> bool:
         try:
             self.beaker.workload.get(run_id)
         except bx.BeakerWorkloadNotFound:
             return True
-        except Exception:  # noqa: BLE001 - not known to be gone: the original error stands
-            return False
+        except Exception as e:  # noqa: BLE001 - not known to be gone: the original error stands
+            self.app.debug(f"could not tell whether {run_id} still exists: {e}")
         return False
 
     def _wait_for_run(self, wl: Any, author: str | None) -> RunInfo:
