@@ -92,6 +92,7 @@ class RunInfo(BaseModel):
     message: str | None = None  # why it ended that way, when the backend knows (e.g. why it was lost)
     end: EndReason | None = None  # why it ended (finished runs), one line with its fix
     task_statuses: dict[str, int] = {}  # several tasks: RunStatus value -> how many tasks are in it
+    attempts: int = 1  # the most attempts (retries, resumes) any replica of any task had (core/runs.py)
 
 
 class LogQuery(BaseModel):
@@ -104,7 +105,7 @@ class LogQuery(BaseModel):
     head: int | None = None
     since: dt.datetime | None = None
     timestamps: bool = False
-    run: int | None = None  # the task's Nth run (1 = first); None: the latest. Needs Capability.tasks
+    run: int | None = None  # `--attempt`: the Nth attempt (1 = first); None: the newest. Capability.tasks
 
 
 class Submission(BaseModel):
