@@ -54,10 +54,11 @@ def logs(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep streaming until the run ends."),
     run_number: int | None = typer.Option(
         None,
+        "--attempt",
         "--run",
         min=1,
         max=MAX_COUNT,
-        help="Beaker: the task's Nth run (1 = first; default: the latest).",
+        help="The Nth attempt (a retry is one; 1 = first; default: the latest).",
     ),
     replica: int | None = typer.Option(
         None, "--replica", "-r", help="Only this replica (rank).", min=0, max=MAX_COUNT
@@ -84,7 +85,7 @@ def logs(
     b, run = resolve_run(app, backend, local, run_id, latest, workspace=workspace)
     if task and all_tasks:
         raise UsageError("--task and --all cannot be combined", hint="pick one")
-    require(b, Capability.tasks, all_tasks=all_tasks, task=task, run=run_number)
+    require(b, Capability.tasks, all_tasks=all_tasks, task=task)
     if follow:
         for given, opt in (
             (all_tasks, "--all"),
@@ -92,7 +93,7 @@ def logs(
             (since, "--since"),
             (output, "--output"),
             (task, "--task"),
-            (run_number, "--run"),
+            (run_number, "--attempt"),
         ):
             if given not in (None, False):
                 raise UsageError(f"--follow cannot be combined with {opt}", hint="drop one")
