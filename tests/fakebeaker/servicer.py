@@ -298,6 +298,7 @@ class Convert:
             tasks=[self.task(t) for t in e.tasks],
             created=ts(e.created),
             canceled=ts(e.canceled),
+            canceled_for=e.canceled_for,
         )
 
     def workload(self, e: Experiment) -> pb2.Workload:
@@ -753,12 +754,7 @@ class Impl:
 
     def DeleteWorkloads(self, req, caller):
         for wid in req.workload_ids:
-            e = self._id("experiment", wid)
-            for t in e.tasks:
-                for j in t.jobs:
-                    self.s.jobs.pop(j.id, None)
-                self.s.tasks.pop(t.id, None)
-            del self.s.experiments[e.id]
+            self.s.delete_experiment(self._id("experiment", wid))
         return pb2.DeleteWorkloadsResponse()
 
     def GetExperimentYamlSpec(self, req, caller):
@@ -903,7 +899,7 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
     with s.lock:
         job = s.find_job(req.job_id)
         logs = job.logs
-        start = logs.index_at_or_after(ts_ns(req.since)) if req.HasField("since") else 0
+        start = logs.index_at_or_after(_resend_from(s, ts_ns(req.since))) if req.HasField("since") else 0
         if req.tail_lines > 0:
             start = max(start, logs.count - req.tail_lines)
     fault = fake.faults.take_stream_fault(follow=req.follow)
@@ -942,6 +938,8 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
         if not req.follow:
             return
         while logs.count <= idx:
+            if job.id not in s.jobs:  # deleted while followed (fact 10.7): the stream ends
+                return
             if job.finalized is not None:
                 if logs.count <= idx:  # re-read: lines appended just before finalizing
                     return
@@ -949,6 +947,17 @@ async def stream_job_logs(fake: FakeBeaker, req, context):
             if deadline is not None and time.monotonic() >= deadline:
                 break
             await asyncio.sleep(FOLLOW_POLL)
+
+
+def _resend_from(s, since: int) -> int:
+    """Where a `since` request starts, per options.resume_resend (fact 10.13, unknown): exactly at
+    `since`, at the start of its second (earlier lines of that second come again), or at the start."""
+    mode = s.options.resume_resend
+    if mode == "second":
+        return since - since % NS
+    if mode == "all":
+        return 0
+    return since
 
 
 class StreamCut(Exception):

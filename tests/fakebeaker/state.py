@@ -78,6 +78,12 @@ class Options:
     oom_report: str = "message"
     # issue 22: Beaker refuses experiment names longer than this (HTTP 400).
     max_name_length: int = 128
+    # -- runs of many jobs (issue 32; fact sheet 10, README "Runs of many jobs")
+    # *unknown* (10.2): a job canceled for a lost/unhealthy node is retried under allowedTaskRetries.
+    retry_node_loss: bool = False
+    # *unknown* (10.13): what a log request with `since` re-sends: "none" (exact to the ns), "second"
+    # (since honoured to the second: earlier lines of that second again), "all" (from the first line).
+    resume_resend: str = "none"
 
     @classmethod
     def parse(cls, items: dict[str, Any] | None) -> Options:
@@ -344,6 +350,9 @@ class Experiment:
     description: str = ""
     budget_id: str = ""
     canceled: int | None = None
+    canceled_for: str = ""
+    allowed_retries: int = 0  # spec retry.allowedTaskRetries (per experiment, fact 10.1)
+    retries_used: int = 0
     tasks: list[Task] = field(default_factory=list)
     listed_from: float = 0.0  # time.monotonic() from which ListWorkloads shows it (options.list_lag)
 
@@ -356,7 +365,7 @@ class Experiment:
         latest = [t.latest_job for t in self.tasks if t.latest_job is not None]
         names = {j.status_name for j in latest}
         if not latest:
-            return "SUBMITTED"
+            return "CANCELED" if self.canceled is not None else "SUBMITTED"
         for s in ("STOPPING", "RUNNING", "INITIALIZING", "UPLOADING_RESULTS", "QUEUED"):
             if s in names:
                 return s
@@ -368,6 +377,8 @@ class Experiment:
 
     @property
     def finalized(self) -> bool:
+        if self.canceled is not None and not any(t.jobs for t in self.tasks):
+            return True  # canceled before any job existed (fact 10.6)
         return all(t.latest_job is not None and t.latest_job.finalized is not None for t in self.tasks)
 
 
@@ -378,6 +389,11 @@ CANCEL_TIMEOUT = 5
 CANCEL_NODE_UNAVAILABLE = 6
 CANCEL_IMPOSSIBLE_TO_SCHEDULE = 7
 CANCEL_NODE_UNHEALTHY = 12
+CANCEL_HEALTHCHECK_FAILED = 10
+CANCEL_SIBLING_TASK_FAILED = 8
+CANCEL_SIBLING_TASK_PREEMPTION = 9
+CANCEL_SIBLING_TASK_RETRY = 11
+MAX_TASK_RETRIES = 10  # fact 10.1: allowedTaskRetries "with a max limit of 10"
 PRIORITIES = ["low", "normal", "high", "urgent"]
 
 
@@ -837,10 +853,12 @@ class State:
                     raise Invalid(
                         f"task {tname!r}: omitting the cluster constraint is only allowed for preemptible jobs"
                     )
+            retries = _allowed_retries(spec)
             now = self.now()
             exp = Experiment(
                 self.new_id("exp"), name, user.id, ws.id, now, spec, parsed.description or "", budget_id
             )
+            exp.allowed_retries = retries
             for i, t in enumerate(parsed.tasks):
                 replicas = t.replicas or 1
                 for rank in range(replicas):
@@ -864,6 +882,8 @@ class State:
 
     def _first_jobs(self, exp: Experiment) -> None:
         with self.lock:
+            if exp.canceled is not None or exp.id not in self.experiments:
+                return  # canceled (or deleted) before its jobs were made (fact 10.6)
             for task in exp.tasks:
                 if not task.jobs:
                     self._new_job(task)
@@ -1008,6 +1028,8 @@ class State:
                 j.exit_code = exit_code
                 j.events.append(Event("exited", f"Exited with code {exit_code}", j.exited, j.exited))
                 self._release(j)
+                if exit_code != 0:
+                    self._failed(j)
             if finalize:
                 self.finalize_job(j)
             self._touch()
@@ -1019,6 +1041,7 @@ class State:
             if j.finalized is None:
                 j.finalized = self.now()
                 j.events.append(Event("finalized", "Finalized", j.finalized, j.finalized))
+                self._maybe_retry(j)
             self._touch()
             return j
 
@@ -1074,6 +1097,8 @@ class State:
                 else "This job was preempted by a higher-priority job.",
             )
             nxt = self._new_job(j.task, retry_of=j, created=j.canceled)
+            if _propagates(j, "propagatePreemption"):
+                self._stop_siblings(j, CANCEL_SIBLING_TASK_PREEMPTION, resume=True)
             if start_next:
                 self.start_job(nxt)
             self._touch()
@@ -1090,6 +1115,7 @@ class State:
                 j.exited = now
             self._release(j)
             j.events.append(Event("failed", message, now, now))
+            self._failed(j)
             if finalize:
                 self.finalize_job(j)
             self._touch()
@@ -1098,13 +1124,16 @@ class State:
     def lose_node(self, job, *, unhealthy: bool = False) -> Job:
         """The job's node went away (NODE_UNAVAILABLE) or turned unhealthy (NODE_UNHEALTHY): Beaker
         cancels the job (fact 4.6 codes; the texts are the fake's own)."""
-        return self.cancel_job(
-            job,
-            code=CANCEL_NODE_UNHEALTHY if unhealthy else CANCEL_NODE_UNAVAILABLE,
-            message="Node unhealthy" if unhealthy else "Node became unavailable",
-            canceled_for="The node running this job became "
-            + ("unhealthy." if unhealthy else "unavailable."),
-        )
+        with self.lock:
+            j = self.cancel_job(
+                job,
+                code=CANCEL_NODE_UNHEALTHY if unhealthy else CANCEL_NODE_UNAVAILABLE,
+                message="Node unhealthy" if unhealthy else "Node became unavailable",
+                canceled_for="The node running this job became "
+                + ("unhealthy." if unhealthy else "unavailable."),
+            )
+            self._maybe_retry(j)  # finalized at once (a node loss has no STOPPING here)
+            return j
 
     def time_out_job(self, job) -> Job:
         """The job ran past its task timeout: canceled with CANCELATION_CODE_TIMEOUT (fact 4.6)."""
@@ -1136,7 +1165,9 @@ class State:
                         message="canceled",
                         canceled_for=f"Canceled by {by}" if by else "",
                     )
-            e.canceled = e.canceled or self.now()
+            if e.canceled is None:
+                e.canceled = self.now()
+                e.canceled_for = f"Canceled by {by}" if by else ""
             self._touch()
             return e
 
@@ -1206,6 +1237,66 @@ class State:
                 env["BEAKER_LEADER_REPLICA_HOSTNAME"] = leader_node.hostname if leader_node else ""
                 env["BEAKER_LEADER_REPLICA_NODE_ID"] = leader_node.id if leader_node else ""
             return env
+
+    # ---------------------------------------- runs of many jobs (issue 32, fact sheet 10)
+    def _failed(self, j: Job) -> None:
+        """A job failed (exit code != 0, or no exit code): with `propagateFailure` (fact 10.3) the other
+        tasks' unfinished jobs are canceled SIBLING_TASK_FAILED; when the failed task will be retried,
+        SIBLING_TASK_RETRY instead, and they resume with it (inferred: code 11 exists for that)."""
+        if _propagates(j, "propagateFailure"):
+            e = j.experiment
+            retried = e.retries_used < e.allowed_retries
+            code = CANCEL_SIBLING_TASK_RETRY if retried else CANCEL_SIBLING_TASK_FAILED
+            self._stop_siblings(j, code, resume=retried)
+
+    def _stop_siblings(self, j: Job, code: int, *, resume: bool) -> None:
+        """Cancel the unfinished newest jobs of the experiment's other tasks with `code`; with `resume`,
+        each task gets a new job created at its cancel (as a preemption's, fact 4.3)."""
+        why = {
+            CANCEL_SIBLING_TASK_FAILED: "Another task of the experiment failed.",
+            CANCEL_SIBLING_TASK_PREEMPTION: "Another task of the experiment was preempted.",
+            CANCEL_SIBLING_TASK_RETRY: "Another task of the experiment is being retried.",
+        }[code]
+        for t in j.experiment.tasks:
+            sib = t.latest_job
+            if t is j.task or sib is None or sib.finalized is not None or sib.canceled is not None:
+                continue
+            self.cancel_job(sib, code=code, message=why, canceled_for=why)
+            if resume:
+                self._new_job(t, retry_of=sib, created=sib.canceled)
+
+    def _maybe_retry(self, j: Job) -> None:
+        """Fact 10.1: a finalized job that failed gets a new job of its task (retry_ancestor_id = it)
+        while the experiment's allowedTaskRetries last; a node loss too with options.retry_node_loss."""
+        e = j.experiment
+        if j.task.latest_job is not j or e.canceled is not None or e.retries_used >= e.allowed_retries:
+            return
+        node = j.canceled is not None and j.canceled_code in (
+            CANCEL_NODE_UNAVAILABLE,
+            CANCEL_NODE_UNHEALTHY,
+            CANCEL_HEALTHCHECK_FAILED,
+        )
+        failed = j.canceled is None and (j.failed is not None or j.exit_code not in (None, 0))
+        if failed or (node and self.options.retry_node_loss):
+            e.retries_used += 1
+            self._new_job(j.task, retry_of=j)
+
+    def delete_experiment(self, exp: str | Experiment) -> None:
+        """What DeleteWorkloads does (fact 10.7): later reads answer NOT_FOUND; open log streams end."""
+        with self.lock:
+            e = exp if isinstance(exp, Experiment) else self.find_experiment(exp)
+            for t in e.tasks:
+                for j in t.jobs:
+                    self.jobs.pop(j.id, None)
+                self.tasks.pop(t.id, None)
+            self.experiments.pop(e.id, None)
+            self._touch()
+
+    def delete_dataset(self, dataset: str) -> None:
+        """What DeleteDatasets does; a job's result dataset may go while its experiment stays (10.14)."""
+        with self.lock:
+            self.datasets.pop(self.find_dataset(dataset).id)
+            self._touch()
 
     # ------------------------------------------------------------- sessions
     def add_session(self, workspace: str, name: str, *, author: str, cluster: str | None = None) -> Session:
@@ -1395,6 +1486,19 @@ class State:
             with self.changed:
                 self.changed.wait(min(left, 0.1))
         return True
+
+
+def _propagates(j: Job, key: str) -> bool:
+    """The task's spec sets `propagateFailure` / `propagatePreemption` (fact 10.3/10.4)."""
+    return bool(j.task.spec.get(key))
+
+
+def _allowed_retries(spec: dict[str, Any]) -> int:
+    """`retry.allowedTaskRetries` of a spec; above the cap of 10: HTTP 400 (fact 10.1, inferred)."""
+    n = int(((spec.get("retry") or {}).get("allowedTaskRetries")) or 0)
+    if n > MAX_TASK_RETRIES:
+        raise Invalid(f"retry.allowedTaskRetries is {n}; the maximum is {MAX_TASK_RETRIES}")
+    return n
 
 
 def _split(full_name: str, what: str) -> tuple[str, str]:

@@ -92,6 +92,7 @@ class RunInfo(BaseModel):
     message: str | None = None  # why it ended that way, when the backend knows (e.g. why it was lost)
     end: EndReason | None = None  # why it ended (finished runs), one line with its fix
     task_statuses: dict[str, int] = {}  # several tasks: RunStatus value -> how many tasks are in it
+    attempts: int = 1  # the most attempts (retries, resumes) any replica of any task had (core/runs.py)
 
 
 class LogQuery(BaseModel):

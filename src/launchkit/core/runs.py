@@ -15,6 +15,9 @@ Beaker job; a local replica's process run), and every command reads the run thro
     out.cause         -> the Job that decides it; out.where -> Where(task="main", replica=1, attempt=1)
     out.going         -> False                   (True: a part still runs, or a retry/resume is due)
     logs_args(view, out.where) -> ["--replica", "1"]   (what `logs ID ...` needs to show that part)
+    due(view, part, now=..., grace=...) -> "a retry" | "its first job" | None
+    attempt_line(view, job) -> "replica 1 of 2: attempt 1 failed with exit code 3; it is retried ..."
+    describe_job(job) -> "failed with exit code 3"
 
 Vocabulary:
 - a *part* is one task's one replica (`Part`): its jobs, oldest first, are its *attempts* (1-based;
@@ -338,8 +341,9 @@ def _short(job: Job) -> str:
     return job.message or job.state.value
 
 
-def _due(view: RunView, part: Part, now: float | None, grace: float | None) -> str | None:
-    """What the part still waits for after its newest attempt ended: "a resume", "a retry", or None."""
+def due(view: RunView, part: Part, *, now: float | None = None, grace: float | None = None) -> str | None:
+    """What the part still waits for: "its first job", "a retry" (its newest attempt failed with
+    budget left, and `grace` has not passed since), or None (it runs, or nothing more comes)."""
     job = part.latest
     if job is None:
         return None if view.canceled else "its first job"
@@ -373,14 +377,14 @@ def _decide(view: RunView, now: float | None, grace: float | None) -> Outcome:
             line = f"was canceled before any job of it existed{who}"
             return Outcome(state=OutcomeState.canceled, going=False, line=line)
         return Outcome(state=OutcomeState.queued, going=True, waiting_for="its first job")
-    dues = {(p.task, p.replica): _due(view, p, now, grace) for p in view.parts}
+    dues = {(p.task, p.replica): due(view, p, now=now, grace=grace) for p in view.parts}
     unfinished = [p for p in view.parts if p.latest is not None and not p.latest.state.finished]
-    due = next(((k, d) for k, d in dues.items() if d), None)
-    if unfinished or due is not None:
+    pending = next(((k, d) for k, d in dues.items() if d), None)
+    if unfinished or pending is not None:
         started = any(j.started is not None for j in view.jobs)
         waiting = None
-        if due is not None and not unfinished:
-            (task, replica), what = due
+        if pending is not None and not unfinished:
+            (task, replica), what = pending
             p = view.part(task, replica)
             name = view.name(p) if p is not None else ""
             waiting = what + (f" of {name}" if name else "")
@@ -524,6 +528,7 @@ __all__ = [
     "Where",
     "attempt_line",
     "describe_job",
+    "due",
     "logs_args",
     "outcome",
 ]

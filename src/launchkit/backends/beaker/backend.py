@@ -8,22 +8,23 @@ import datetime as dt
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import IO, Any
 
 from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
-from beaker.types import BeakerCancelationCode, BeakerSortOrder, BeakerWorkloadStatus, BeakerWorkloadType
+from beaker.types import BeakerSortOrder, BeakerWorkloadStatus, BeakerWorkloadType
 
 from launchkit.application import Application
 from launchkit.backends import LogQuery, RunInfo, RunStatus, Submission, registry
 from launchkit.backends.beaker import launches
 from launchkit.backends.beaker import resolve as rs
+from launchkit.backends.beaker import runview as rv
 from launchkit.backends.beaker.client import Connection
-from launchkit.backends.beaker.ending import job_end
 from launchkit.backends.beaker.logs import Flusher, stream_job
+from launchkit.core import runs
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
     EXIT_JOB_FAILED,
@@ -45,11 +46,10 @@ _STATUS = {
     W.STATUS_FAILED: RunStatus.failed,
     W.STATUS_CANCELED: RunStatus.canceled,
 }
-_PREEMPTION = {
-    BeakerCancelationCode.system_preemption.as_pb2(),
-    BeakerCancelationCode.user_preemption.as_pb2(),
-}
 STATUS_NAMES = [s.name for s in BeakerWorkloadStatus]
+RETRY_GRACE = 60.0  # seconds a due retry may take to appear before it is given up on (core/runs.py)
+WAIT_POLL = 1.0  # seconds between looks while waiting for a job (gantry polls every second)
+Rows = list[tuple[int, Any, list[Any]]]  # (replica rank, task, its jobs newest first)
 
 
 def _time(ts: Any) -> dt.datetime | None:
@@ -57,34 +57,6 @@ def _time(ts: Any) -> dt.datetime | None:
         return None
     out: dt.datetime = ts.ToDatetime(tzinfo=dt.UTC)
     return out
-
-
-def job_status(job: Any) -> RunStatus:
-    """From timestamps, as Beaker's clients do (fact sheet 4.2). A FAILED job may have no exit code."""
-    s = job.status
-    if s.HasField("canceled"):
-        if s.canceled_code in _PREEMPTION:
-            return RunStatus.preempted
-        return RunStatus.canceled if s.HasField("finalized") else RunStatus.stopping
-    if s.HasField("finalized") or s.HasField("exited") or s.HasField("failed"):
-        if s.HasField("failed") or (s.HasField("exit_code") and s.exit_code != 0):
-            return RunStatus.failed if s.HasField("finalized") else RunStatus.uploading
-        return RunStatus.succeeded if s.HasField("finalized") else RunStatus.uploading
-    if s.HasField("started"):
-        return RunStatus.running
-    if s.HasField("scheduled"):
-        return RunStatus.starting
-    return RunStatus.queued
-
-
-def job_exit_code(job: Any) -> int:
-    """The process exit code the CLI returns for a finished job."""
-    st = job_status(job)
-    if st == RunStatus.succeeded:
-        return 0
-    if st == RunStatus.failed:
-        return job.status.exit_code or EXIT_JOB_FAILED
-    return EXIT_JOB_FAILED  # canceled
 
 
 class BeakerBackend:
@@ -100,8 +72,12 @@ class BeakerBackend:
         self._conn: Connection | None = None
         self._prepared_workspace: tuple[str, Any] | None = None  # (name, pb2.Workspace) from prepare()
         self._session = False  # preparing for `launchkit session`: sessions-only clusters allowed
-        self._seen: dict[str, tuple[Any, list[tuple[int, Any, Any]]]] = {}  # get() -> follow()
+        self._seen: dict[str, tuple[Any, Rows]] = {}  # get() -> follow()
         self._final: dict[str, RunInfo] = {}  # runs follow() saw finish
+        self._retries: dict[str, int] = {}  # experiment id -> allowed task retries (from its spec)
+        self.clock: Callable[[], float] = time.time  # seconds since the epoch (retry grace)
+        self.retry_grace = RETRY_GRACE
+        self.sleep: Callable[[float], None] = time.sleep
 
     # -- plumbing -------------------------------------------------------------------------------
     @property
@@ -138,24 +114,40 @@ class BeakerBackend:
         )
 
     def _info(
-        self, wl: Any, *, author: str | None = None, job: Any = None, events: list[str] | None = None
+        self, wl: Any, *, author: str | None = None, rows: Rows | None = None, events: bool = False
     ) -> RunInfo:
+        """The run as commands show it. With `rows` (its tasks' jobs), status, exit code, end reason and
+        attempts come from the run model (core/runs.py): the newest attempt of every replica and task,
+        and the one outcome computed from them. `events`: read a never-scheduled job's events."""
         ex = wl.experiment
         status = _STATUS.get(wl.status, RunStatus.queued)
-        exit_code = None
-        started = finished = None
-        end = None
-        if job is not None:
-            started, finished = _time(job.status.started), _time(job.status.finalized)
-            js = job_status(job)
-            if status == RunStatus.canceled and js == RunStatus.preempted:
-                status = js  # canceled by a preemption (and not resumed)
-            if status.finished or js.finished or status == RunStatus.preempted:
-                # Beaker's own exit code, or none (an image pull failure has none): never invented
-                exit_code = job.status.exit_code if job.status.HasField("exit_code") else None
-                if exit_code is None and js == RunStatus.succeeded:
-                    exit_code = 0
-                end = job_end(job, ex.id, events=events)
+        exit_code = started = finished = end = message = None
+        attempts = 1
+        if rows is not None:
+            complete = all(js for _, _, js in rows) or not any(js for _, _, js in rows)
+            view, out = self._outcome(wl, rows, complete=complete)
+            attempts = max(1, out.attempts)
+            pb = {j.id: j for _, _, js in rows for j in js}
+            starts = [rj.started for rj in view.jobs if rj.started is not None]
+            started = dt.datetime.fromtimestamp(min(starts), dt.UTC) if starts else None
+            ended = rv.status_of(out)
+            if complete and ended is not None:
+                status = ended
+            elif complete and status.finished:
+                status = RunStatus.queued  # a retry is due: Beaker makes its job
+            elif status == RunStatus.canceled and ended == RunStatus.preempted:
+                status = ended
+            if out.going and out.waiting_for:
+                message = f"waiting for {out.waiting_for}"
+            if status.finished or status == RunStatus.preempted:
+                ends = [rj.finished for rj in view.latest if rj.finished is not None]
+                finished = dt.datetime.fromtimestamp(max(ends), dt.UTC) if ends else None
+                cause = pb.get(out.cause.id) if out.cause is not None else None
+                seen = self._never_scheduled_events(cause) if events else None
+                end = rv.run_end(view, out, ex.id, pb, events=seen)
+                exit_code = out.exit_code
+        elif status == RunStatus.canceled and ex.HasField("canceled"):
+            view = runs.RunView.of([], canceled=True, canceled_by=ex.canceled_for or None)
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -170,9 +162,34 @@ class BeakerBackend:
             tasks=max(1, len({t.name for t in ex.tasks})),
             url=self.beaker.workload.url(wl),
             launchkit=rs.MARKER in ex.description,
+            message=message,
             end=end,
             task_statuses=_task_statuses(ex.tasks),
+            attempts=attempts,
         )
+
+    def _outcome(self, wl: Any, rows: Rows, *, complete: bool = True) -> tuple[runs.RunView, runs.Outcome]:
+        """The run model of `rows` and its outcome. The retry budget (the spec's, one call) is read only
+        when it matters: a newest attempt that failed or lost its node."""
+        retries = 0
+        latest = [rv.record(t, js[0]) for _, t, js in rows if js]
+        if any(j.state.finished and (j.ended_badly or j.stop == runs.Stop.node_lost) for j in latest):
+            retries = self._allowed_retries(wl)
+        view = rv.view_of(wl, [(t, js) for _, t, js in rows], allowed_retries=retries, complete=complete)
+        if not complete:  # some tasks' jobs were not read: the workload's status says whether it ended
+            return view, runs.outcome(view, now=float("inf"), grace=0.0)
+        return view, runs.outcome(view, now=self.clock(), grace=self.retry_grace)
+
+    def _allowed_retries(self, wl: Any) -> int:
+        eid = wl.experiment.id
+        if eid not in self._retries:
+            try:
+                retry = self.beaker.experiment.get_spec(wl).retry
+                self._retries[eid] = int(retry.allowed_task_retries or 0) if retry else 0
+            except (bx.BeakerError, ValueError, TypeError) as e:  # a spec beaker-py cannot parse
+                self.app.debug(f"no retry budget for {eid}: {e}")
+                self._retries[eid] = 0
+        return self._retries[eid]
 
     # -- submit ---------------------------------------------------------------------------------
     def prepare(self, submission: Submission) -> Submission:
@@ -294,13 +311,12 @@ class BeakerBackend:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 author_id = wl.experiment.author_id
                 names = pool.submit(self.conn.user_names, [author_id])
-                rows = self._latest_jobs(wl, sample=SAMPLED_TASKS)
+                rows = self._task_jobs(wl, sample=SAMPLED_TASKS)
                 author = names.result()[author_id]
             self._seen[wl.experiment.id] = (wl, rows)
-            lead = _lead([job for _, _, job in rows])
-            return self._info(wl, author=author, job=lead, events=self._never_scheduled_events(lead))
+            return self._info(wl, author=author, rows=rows, events=True)
 
-    def _never_scheduled_events(self, job: Any) -> list[str] | None:
+    def _never_scheduled_events(self, job: Any | None) -> list[str] | None:
         """A canceled job that never got a node: its scheduling events (why it never fit)."""
         if job is None or not job.status.HasField("canceled") or job.status.HasField("scheduled"):
             return None
@@ -422,7 +438,7 @@ class BeakerBackend:
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
             names = names_f.result()
             infos = [
-                self._info(wl, author=names[wl.experiment.author_id], job=jobs.get(wl.experiment.id))
+                self._info(wl, author=names[wl.experiment.author_id], rows=jobs.get(wl.experiment.id))
                 for wl in rows
             ]
             if shown is not None:  # rows show what was asked for (e.g. preempted vs canceled)
@@ -436,28 +452,35 @@ class BeakerBackend:
     FINISHED = frozenset({W.STATUS_SUCCEEDED, W.STATUS_FAILED, W.STATUS_CANCELED})
     JOB_PAGES = 10  # pages of 50 finished jobs read at most for the EXIT column
 
-    def _finished_jobs(self, rows: list[Any], pages: _JobPages | None = None) -> dict[str, Any]:
-        """Experiment id -> the job that stands for it (a failing replica's, else rank 0's), for the
-        finished rows, from ONE newest-first listing of the org's finalized jobs (not a call per row):
-        it stops once every wanted task is seen or the jobs are older than the oldest finished row."""
+    def _finished_jobs(self, rows: list[Any], pages: _JobPages | None = None) -> dict[str, Rows]:
+        """Experiment id -> its tasks' jobs (newest first), for the finished rows, from ONE newest-first
+        listing of the org's finalized jobs (not a call per row): it stops once every wanted task and
+        every attempt a retry names (`retry_ancestor_id`) is seen, or the jobs are older than the
+        oldest finished row."""
         done = [wl for wl in rows if wl.status in self.FINISHED]
         if not done:
             return {}
         want = {t.id: wl.experiment.id for wl in done for t in wl.experiment.tasks}
         oldest = min(wl.experiment.created.ToNanoseconds() for wl in done)
-        found: dict[str, Any] = {}
+        found: dict[str, list[Any]] = {}
+        ancestors: set[str] = set()  # attempts named by a retry, not seen yet
         pages = pages or _JobPages(self.beaker, self.conn.org())
         for i, job in enumerate(pages.jobs()):
-            if job.task_id in want and job.task_id not in found:
-                found[job.task_id] = job
-            if len(found) == len(want) or job.status.created.ToNanoseconds() < oldest:
+            if job.task_id in want:
+                found.setdefault(job.task_id, []).append(job)
+                ancestors.discard(job.id)
+                if job.retry_ancestor_id:
+                    ancestors.add(job.retry_ancestor_id)
+            if (len(found) == len(want) and not ancestors) or job.status.created.ToNanoseconds() < oldest:
                 break
             if i >= 50 * self.JOB_PAGES:
                 break
-        by_exp: dict[str, list[Any]] = {}
-        for task_id, job in found.items():
-            by_exp.setdefault(want[task_id], []).append(job)
-        return {eid: _lead(jobs) for eid, jobs in by_exp.items()}
+        out: dict[str, Rows] = {}
+        for wl in done:
+            tasks = [(t, found.get(t.id, [])) for t in wl.experiment.tasks]
+            if any(js for _, js in tasks):
+                out[wl.experiment.id] = [(rv.record(t, js[0]).replica if js else 0, t, js) for t, js in tasks]
+        return out
 
     def _list_group(
         self,
@@ -492,14 +515,12 @@ class BeakerBackend:
         return [r for r in infos if not wanted or r.status in wanted][:limit]
 
     # -- jobs and logs --------------------------------------------------------------------------
-    def _latest_jobs(
-        self, wl: Any, task: str | None = None, run: int | None = None, sample: int | None = None
-    ) -> list[tuple[int, Any, Any]]:
-        """[(replica rank, task, latest job or None)] sorted by rank; the tasks' ListJobs run at once.
-        `task` selects a task and its replicas, whatever Beaker names replica tasks (unknown).
-        `run` N (logs --run): the task's Nth job (1 = its first) instead of the latest.
-        `sample` N: with more tasks than N, jobs are read only for N of them (failed ones first, then
-        the first ones; the others' job is None): a 1,000-task run is not 1,000 ListJobs."""
+    def _task_jobs(self, wl: Any, task: str | None = None, sample: int | None = None) -> Rows:
+        """[(replica rank, task, its jobs newest first)] sorted by rank; the tasks' ListJobs run at once
+        (one call each: a task's attempts fit in a page). `task` selects a task and its replicas,
+        whatever Beaker names replica tasks (unknown). `sample` N: with more tasks than N, jobs are
+        read only for N of them (failed ones first, then the first ones; the others' lists are empty):
+        a 1,000-task run is not 1,000 ListJobs."""
         if not wl.HasField("experiment"):
             raise UsageError(
                 f"{_workload_id(wl)} is a session, not an experiment", hint="launchkit follows experiments"
@@ -513,17 +534,8 @@ class BeakerBackend:
             raise NotFoundError(f"experiment has no task {task!r}", hint=f"tasks: {names}")
         org = self.conn.org()
 
-        def latest(t: Any) -> Any:
-            if run is not None:  # newest first from the server (ascending is not implemented there)
-                every = list(self.beaker.job.list(org=org, task=t))[::-1]
-                if not 1 <= run <= len(every):
-                    raise NotFoundError(
-                        f"task {t.name} has no run {run}",
-                        hint=f"it has {len(every)} run(s): --run 1..{len(every)}",
-                    )
-                return every[run - 1]
-            jobs = list(self.beaker.job.list(org=org, task=t, limit=1))
-            return jobs[0] if jobs else None
+        def jobs_of(t: Any) -> list[Any]:  # newest first (ascending is not implemented server-side)
+            return list(self.beaker.job.list(org=org, task=t))
 
         wanted = tasks
         if sample is not None and len(tasks) > sample:
@@ -531,24 +543,37 @@ class BeakerBackend:
             wanted = list({t.id: t for t in [*failed, *tasks[:1]]}.values())[:sample]
         if len(wanted) > 1:
             with ThreadPoolExecutor(max_workers=min(16, len(wanted))) as pool:
-                found = dict(zip((t.id for t in wanted), pool.map(latest, wanted), strict=True))
+                found = dict(zip((t.id for t in wanted), pool.map(jobs_of, wanted), strict=True))
         else:
-            found = {t.id: latest(t) for t in wanted}
-        latest_jobs = [found.get(t.id) for t in tasks]
+            found = {t.id: jobs_of(t) for t in wanted}
         out = []
-        for i, (t, job) in enumerate(zip(tasks, latest_jobs, strict=True)):
+        for i, t in enumerate(tasks):
+            js = found.get(t.id, [])
             rank = i
-            for src in (job.system_details if job is not None else None, t.system_details):
+            for src in (js[0].system_details if js else None, t.system_details):
                 if src is not None and src.HasField("replica_group_details"):
                     rank = src.replica_group_details.rank
                     break
-            out.append((rank, t, job))
+            out.append((rank, t, js))
         return sorted(out, key=lambda r: r[0])
 
     def _select(
-        self, wl: Any, replica: int | None, task: str | None, run: int | None = None
+        self, wl: Any, replica: int | None, task: str | None, attempt: int | None = None
     ) -> list[tuple[int, Any, Any]]:
-        return self._pick(wl, self._latest_jobs(wl, task, run), replica)
+        """[(replica rank, task, its newest job or None)] of the chosen replicas; `attempt` N: each
+        task's Nth job (1 = its first) instead of its newest."""
+        out = []
+        for rank, t, js in self._pick(wl, self._task_jobs(wl, task), replica):
+            if attempt is None:
+                out.append((rank, t, js[0] if js else None))
+                continue
+            if not 1 <= attempt <= len(js):
+                raise NotFoundError(
+                    f"task {t.name} has no attempt {attempt}",
+                    hint=f"it has {len(js)} attempt(s): --attempt 1..{len(js)}",
+                )
+            out.append((rank, t, js[::-1][attempt - 1]))
+        return out
 
     def _pick(
         self, wl: Any, rows: list[tuple[int, Any, Any]], replica: int | None
@@ -607,35 +632,70 @@ class BeakerBackend:
         tail: int | None = None,
         task: str | None = None,
     ) -> int:
-        """Events until start, then raw logs until the job finishes (through preemptions).
+        """Events until start, then raw logs of each followed replica through its attempts (retries,
+        preemptions, a sibling's preemption), until the run as a whole ends (core/runs.py decides).
 
-        Returns the job's exit code (the first non-zero one with several replicas). Ctrl-C raises
-        KeyboardInterrupt to the caller (the job keeps running).
-        """
+        Returns the run's exit code: the failing replica's own, 0 when the newest attempts succeeded,
+        1 when it ended without one. Ctrl-C raises KeyboardInterrupt to the caller (the job keeps
+        running). A run deleted while followed ends it at once (NotFoundError)."""
         seen = self._seen.pop(run.id, None)  # what get() just fetched: no second round trip
         wl = seen[0] if seen else self._workload(run.id)
         with self._errors():
-            if seen and task is None:
-                rows = self._pick(wl, seen[1], replica)
-            else:
-                rows = self._select(wl, replica, task)
-            if not all_replicas:  # one replica per task: every task of a --multi/--sweep experiment
-                firsts: dict[str, tuple[int, Any, Any]] = {}
-                for row in rows:
-                    firsts.setdefault(_group(row[1]), row)
-                rows = list(firsts.values())
-            with Flusher(out):
-                if len(rows) == 1:
-                    _, t, job = rows[0]
-                    code, last = self._follow_task(t, job, out.write, b"", tail)
-                    finals = [last]
-                else:
-                    code, finals = self._follow_many(rows, self._labels(wl, rows), out, tail)
-            lead = _lead(finals)
-            if lead is not None:  # the final state, so the caller's get() needs no round trip
-                info = self._info(wl, author=run.author, job=lead, events=self._never_scheduled_events(lead))
-                self._final[run.id] = info.model_copy(update={"status": job_status(lead)})
-            return code
+            try:
+                rows = self._pick(
+                    wl, seen[1] if seen and task is None else self._task_jobs(wl, task), replica
+                )
+                if not all_replicas:  # one replica per task: every task of a --multi/--sweep experiment
+                    firsts: dict[str, tuple[int, Any, list[Any]]] = {}
+                    for row in rows:
+                        firsts.setdefault(_group(row[1]), row)
+                    rows = list(firsts.values())
+                followed = [(rank, t, js[0] if js else None) for rank, t, js in rows]
+                with Flusher(out):
+                    if len(followed) == 1:
+                        _, t, job = followed[0]
+                        self._follow_task(wl, t, job, out.write, b"", tail)
+                    else:
+                        self._follow_many(wl, followed, self._labels(wl, followed), out, tail)
+                info = self._wait_for_run(wl, run.author)
+            except (KeyboardInterrupt, BrokenPipeError):
+                raise
+            except Exception as e:
+                if self._deleted(run.id):
+                    raise NotFoundError(
+                        f"experiment {run.id} was deleted while it was followed",
+                        hint="its jobs, logs and results went with it",
+                    ) from None
+                raise e from None
+        self._final[run.id] = info  # the caller's get() needs no round trip
+        if info.status == RunStatus.succeeded:
+            return 0
+        return info.exit_code if info.exit_code not in (None, 0) else EXIT_JOB_FAILED
+
+    def _deleted(self, run_id: str) -> bool:
+        try:
+            self.beaker.workload.get(run_id)
+        except bx.BeakerWorkloadNotFound:
+            return True
+        except Exception:  # noqa: BLE001 - not known to be gone: the original error stands
+            return False
+        return False
+
+    def _wait_for_run(self, wl: Any, author: str | None) -> RunInfo:
+        """The run's final state, once no part runs and no retry is due (parts not followed may still
+        run, upload their results or be retried)."""
+        announced = False
+        while True:
+            wl = self.beaker.workload.get(wl.experiment.id)
+            rows = self._task_jobs(wl)
+            _, out = self._outcome(wl, rows)
+            if not out.going:
+                return self._info(wl, author=author, rows=rows, events=True)
+            if not announced:
+                self.app.info(f"waiting for the rest of the run ({out.waiting_for or 'tasks still running'})")
+                announced = True
+            self.conn.renew()
+            self.sleep(WAIT_POLL)
 
     def _labels(self, wl: Any, rows: list[tuple[int, Any, Any]]) -> dict[tuple[str, int], str]:
         """(task name, rank) -> the line prefix: the rank alone for one task; for several tasks the
@@ -662,28 +722,27 @@ class BeakerBackend:
 
     def _follow_many(
         self,
+        wl: Any,
         rows: list[tuple[int, Any, Any]],
         labels: dict[tuple[str, int], str],
         out: IO[bytes],
         tail: int | None,
-    ) -> tuple[int, list[Any]]:
+    ) -> None:
         lock = threading.Lock()
-        codes: dict[int, int] = {}
-        finals: dict[int, Any] = {}
         errors: list[BaseException] = []
 
         def write_locked(data: bytes) -> None:
             with lock:
                 out.write(data)
 
-        def worker(i: int, rank: int, t: Any, job: Any) -> None:
+        def worker(rank: int, t: Any, job: Any) -> None:
             try:
                 prefix = f"[{labels[(t.name, rank)]}] ".encode()
-                codes[i], finals[i] = self._follow_task(t, job, write_locked, prefix, tail)
+                self._follow_task(wl, t, job, write_locked, prefix, tail)
             except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
                 errors.append(e)
 
-        threads = [threading.Thread(target=worker, args=(i, *row), daemon=True) for i, row in enumerate(rows)]
+        threads = [threading.Thread(target=worker, args=row, daemon=True) for row in rows]
         for th in threads:
             th.start()
         for th in threads:
@@ -691,17 +750,15 @@ class BeakerBackend:
                 th.join(0.2)
         if errors:
             raise errors[0]
-        code = next((codes[i] for i in sorted(codes) if codes[i] != 0), 0)
-        return code, [finals[i] for i in sorted(finals)]
 
-    def _follow_task(
-        self, task: Any, job: Any, write: Any, prefix: bytes, tail: int | None
-    ) -> tuple[int, Any]:
-        """Follow one task's jobs to the end; (exit code, final job)."""
-        seen_preempted: set[str] = set()
-        org = self.conn.org()
+    def _follow_task(self, wl: Any, task: Any, job: Any, write: Any, prefix: bytes, tail: int | None) -> None:
+        """Follow one replica of one task (a Beaker task) through its attempts: each job's log, then the
+        next attempt's (a retry, a resume after a preemption) while one comes."""
+        if job is None:
+            job = self._first_job(wl, task, prefix)
+            if job is None:  # canceled before its job existed
+                return
         while True:
-            job = self._wait_for_job(task, job, seen_preempted, org)
             job = self._show_events_until_started(job, prefix)
             watch = _JobWatch(self.conn, job)
             if job.status.HasField("finalized"):
@@ -718,30 +775,64 @@ class BeakerBackend:
                 )
             job = watch.job
             while not job.status.HasField("finalized"):
-                time.sleep(0.5)
+                self.sleep(0.5)
                 job = self.beaker.job.get(job.id)
                 self.conn.renew()
-            if job_status(job) == RunStatus.preempted:
-                self.app.info(
-                    f"{prefix.decode()}job {job.id} was preempted; following the next job of task {task.name}"
-                )
-                seen_preempted.add(job.id)
-                job, tail = None, None
-                continue
-            return job_exit_code(job), job
+            job = self._next_attempt(wl, task, job, prefix)
+            if job is None:
+                return
+            tail = None
 
-    def _wait_for_job(self, task: Any, job: Any, seen: set[str], org: Any) -> Any:
-        announced = False
-        while job is None or job.id in seen:
+    def _next_attempt(self, wl: Any, task: Any, job: Any, prefix: bytes) -> Any | None:
+        """The task's next job after `job` ended: one Beaker made already, or one due (a retry with
+        budget left), waited for until it comes or `retry_grace` passes; None when none comes."""
+        org = self.conn.org()
+        wl = self.beaker.workload.get(wl.experiment.id)
+        view, _ = self._outcome(wl, self._task_jobs(wl))
+        rec = rv.record(task, job)
+        found = view.find(job.id)
+        part = found[0] if found else None
+        head = prefix.decode()
+        newer = part is not None and part.latest is not None and part.latest.id != job.id
+        if part is None or not (newer or runs.due(view, part, now=self.clock(), grace=self.retry_grace)):
+            return None
+        line = runs.attempt_line(view, rec)
+        if newer:
+            if line:
+                self.app.info(f"{head}{line}")
+            jobs = list(self.beaker.job.list(org=org, task=task, limit=1))
+            return jobs[0] if jobs else None
+        name = view.name(part) if part is not None else ""
+        what = (f"{name}: " if name else "") + f"attempt {found[1].attempt if found else '?'}"
+        self.app.info(f"{head}{what} {runs.describe_job(rec)}; waiting for Beaker to retry it")
+        ended = self.clock()
+        while self.clock() - ended <= self.retry_grace:
+            self.sleep(WAIT_POLL)
             jobs = list(self.beaker.job.list(org=org, task=task, limit=1))
             self.conn.renew()
-            job = jobs[0] if jobs else None
-            if job is None or job.id in seen:
-                if not announced:
-                    self.app.info(f"waiting for a job for task {task.name}...")
-                    announced = True
-                time.sleep(1.0)
-        return job
+            if jobs and jobs[0].id != job.id:
+                return jobs[0]
+            if self.beaker.workload.get(wl.experiment.id).experiment.HasField("canceled"):
+                return None
+        self.app.info(f"{head}Beaker did not retry it within {self.retry_grace:g}s")
+        return None
+
+    def _first_job(self, wl: Any, task: Any, prefix: bytes) -> Any | None:
+        """The task's first job, waited for (a task may have none right after create, fact 4.10);
+        None when the run is canceled first (fact 10.6: it never gets one)."""
+        org = self.conn.org()
+        announced = False
+        while True:
+            jobs = list(self.beaker.job.list(org=org, task=task, limit=1))
+            self.conn.renew()
+            if jobs:
+                return jobs[0]
+            if self.beaker.workload.get(wl.experiment.id).experiment.HasField("canceled"):
+                return None
+            if not announced:
+                self.app.info(f"{prefix.decode()}waiting for a job for task {task.name}...")
+                announced = True
+            self.sleep(WAIT_POLL)
 
     def _show_events_until_started(self, job: Any, prefix: bytes) -> Any:
         """Scheduling events until the job starts (none to show, and no call, once it has)."""
@@ -753,7 +844,7 @@ class BeakerBackend:
                     shown.add(key)
                     self.app.info(f"{prefix.decode()}  ✓ {ev.latest_message or ev.status}")
             self.conn.renew()
-            time.sleep(0.5)
+            self.sleep(0.5)
             job = self.beaker.job.get(job.id)
         return job
 
@@ -767,7 +858,7 @@ class BeakerBackend:
         wl = self._workload(run.id)
         with self._errors():
             datasets: list[tuple[int, str | None]] = []
-            for rank, _, job in self._latest_jobs(wl):
+            for rank, _, job in self._select(wl, None, None):
                 dataset_id = None  # optional until the job is assigned (fact sheet 7.5)
                 if job is not None and job.assignment_details.HasField("result_dataset_id"):
                     dataset_id = job.assignment_details.result_dataset_id
@@ -928,13 +1019,6 @@ def _task_statuses(tasks: Any) -> dict[str, int]:
         status = _STATUS.get(t.status, RunStatus.queued).value
         counts[status] = counts.get(status, 0) + 1
     return counts
-
-
-def _lead(jobs: list[Any]) -> Any:
-    """The job whose state stands for the run: a failing replica's, else rank 0's."""
-    jobs = [j for j in jobs if j is not None]
-    failed = (j for j in jobs if job_status(j).finished and job_exit_code(j) != 0)
-    return next(failed, jobs[0] if jobs else None)
 
 
 def _workload_id(wl: Any) -> str:

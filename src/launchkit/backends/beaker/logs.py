@@ -2,7 +2,9 @@
 
 beaker-py's `job.logs()` resumes after a drop with `since = last timestamp + 1 ns`; lines that share
 that timestamp but had not arrived yet are lost. We resume with `since = last timestamp` (inclusive)
-and skip the lines at that timestamp we already wrote, so every line arrives exactly once.
+and skip the lines at that timestamp we already wrote, and any line older than it (a server that
+honours `since` only to the second, or restarts the stream, re-sends them: fact sheet 10.13), so
+every line arrives exactly once.
 """
 
 from __future__ import annotations
@@ -84,9 +86,11 @@ def stream_job(
     while True:
         request = pb2.StreamJobLogsRequest(job_id=job_id, follow=live)
         skip = 0
+        floor = since_ns  # lines before it are dropped, whatever the server re-sends (fact 10.13)
         if last_ts is not None:
             request.since.FromNanoseconds(last_ts)
             skip = at_last
+            floor = last_ts
         else:
             if tail is not None:
                 request.tail_lines = tail
@@ -99,6 +103,8 @@ def stream_job(
             for log in call:
                 stamp = log.timestamp
                 ts = stamp.seconds * 1_000_000_000 + stamp.nanos
+                if floor is not None and ts < floor:
+                    continue  # re-sent from before where this request asked to start
                 if skip:
                     if ts == last_ts:
                         skip -= 1
