@@ -121,8 +121,9 @@ def test_a_retry_is_an_attempt_and_its_success_is_the_run_s(repo, env, tmp_path)
     why = run_cli("why", run_id, env=env, timeout=60)
     assert why.code == 0 and why.stdout.strip() == end, why.stdout
     listed = next(x for x in _json("list", "--local", env=env) if x["id"] == run_id)
-    assert (listed["status"], listed["exit_code"]) == ("succeeded", 0)
-    assert listed["end"]["line"] == end.removeprefix(f"{run_id} "), listed
+    assert (listed["status"], listed["exit_code"], listed["attempts"]) == ("succeeded", 0, 2)
+    assert end == f"{run_id} {listed['end']['line']}; {listed['end']['fix']}", listed
+    assert f"`launchkit logs {run_id} --attempt 1`" in end
     first = run_cli("logs", run_id, "--attempt", "1", env=env, timeout=60)
     assert first.code == 0 and first.stdout.endswith("first attempt fails\n"), first.stdout
     newest = run_cli("logs", run_id, env=env, timeout=60)  # the newest attempt's, as on Beaker

@@ -315,6 +315,7 @@ class LocalBackend:
             author=os.environ.get("USER"),
             message=rec.get("message"),
             end=_end(rec),
+            attempts=max((j["attempt"] for j in outcome.jobs(rec)), default=1),
         )
 
     def get(self, run_ref: str) -> RunInfo:
@@ -678,14 +679,20 @@ def _jobs_end(rec: dict[str, Any], memory: str | None) -> EndReason:
     """A run's end from the run model (core/runs.py): which replica failed, on which attempt, who was
     stopped for it, what failed before a success; the fix shows that replica's and attempt's log."""
     from launchkit.backends import ending
-    from launchkit.core.runs import OutcomeState, logs_args
+    from launchkit.core.runs import OutcomeState, Where, logs_args
 
     run_id, run_view = rec["id"], outcome.view(rec)
     result = outcome.of(rec)
-    if result.state == OutcomeState.succeeded or result.exit_code is None:
-        reason = ending.from_exit_code(0, run_id) if result.state == OutcomeState.succeeded else None
-        kind = EndKind.succeeded if reason else EndKind.failed
-        return EndReason(kind=kind, line=result.text(), exit_code=result.exit_code)
+    if result.state == OutcomeState.succeeded:
+        fix = None
+        failed = [j for j in outcome.jobs(rec) if j.get("status") == "failed"]
+        if failed:  # retried: the log of the last attempt that failed
+            last = Where(task=outcome.TASK, replica=failed[-1]["replica"], attempt=failed[-1]["attempt"])
+            ref = " ".join([run_id, *logs_args(run_view, last)])
+            fix = f"attempt {last.attempt}'s log: `launchkit logs {ref}`"
+        return EndReason(kind=EndKind.succeeded, line=result.text(), fix=fix, exit_code=0)
+    if result.exit_code is None:
+        return EndReason(kind=EndKind.failed, line=result.text())
     job = outcome.recorded(rec, result.where) or {}
     reason = ending.from_exit_code(result.exit_code, run_id, memory=memory, oom=bool(job.get("oom")))
     fix = reason.fix
