@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
-from lk_helpers import FAST_ENV, launched_id, wait_finished
+from lk_helpers import FAST_ENV, launched_id, processes_with, wait_finished
 from mn_helpers import mn_bin  # noqa: F401 - a fixture (skips without a CPU torch)
 
 pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
@@ -216,3 +217,32 @@ def test_torchrun_two_replicas_replica_1_fails(repo, env, mn_bin):  # noqa: F811
     assert why.stdout.startswith(f"{run_id} {told}; ") and "--replica 1 --tail 50" in why.stdout
     listed = next(x for x in _json("list", "--local", env=env) if x["id"] == run_id)
     assert (listed["exit_code"], listed["end"]["line"]) == (code, told)
+
+
+def test_stop_during_a_retry_ends_the_run_with_no_more_attempts(repo, env, tmp_path, marker):
+    script = """
+import os, sys, time
+mark = sys.argv[1]
+if not os.path.exists(mark):
+    open(mark, "w").close()
+    sys.exit(3)
+print("attempt 2 is up", flush=True)
+time.sleep(300)
+"""
+    r = run_cli(
+        "run", *NO_PY, "--retries", "3", "--", PY, "-c", script, str(tmp_path / "tried"), marker,
+        cwd=repo.path, env=env, timeout=60,
+    )  # fmt: skip
+    run_id = launched_id(r.stderr)
+    deadline = time.monotonic() + 60
+    while "attempt 2 is up" not in run_cli("logs", run_id, env=env, timeout=60).stdout:
+        assert time.monotonic() < deadline, "attempt 2 never started"
+    assert processes_with(marker)
+    r = run_cli("stop", "--yes", run_id, env=env, timeout=60)
+    assert r.code == 0 and "canceled" in r.stderr, r.stderr
+    assert processes_with(marker) == []
+    listed = wait_finished(run_id, env)
+    assert (listed["status"], listed["attempts"]) == ("canceled", 2), listed
+    assert not (
+        Path(env["LAUNCHKIT_LOCAL_HOME"]) / "runs" / run_id / "logs" / "replica-0.attempt-3.log"
+    ).exists()
