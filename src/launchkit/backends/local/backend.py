@@ -448,11 +448,11 @@ class LocalBackend:
         self, rec: dict[str, Any], attempt: int, ranks: list[int], told: set[tuple[int, int]]
     ) -> None:
         """Say how a job of `attempt` ended, once its next attempt runs (its log is complete then)."""
-        from launchkit.core.runs import attempt_line
-
         newer = {j["replica"] for j in outcome.jobs(rec) if j["attempt"] > attempt and j["replica"] in ranks}
         if not newer - {r for r, a in told if a == attempt}:
             return
+        from launchkit.core.runs import attempt_line
+
         run_view = outcome.view(rec)
         for rank in sorted(newer):
             part = run_view.part(outcome.TASK, rank)
@@ -670,8 +670,8 @@ def _end(rec: dict[str, Any]) -> EndReason | None:
         return EndReason(kind=EndKind.failed, line="failed" + (f": {message}" if message else ""))
     oom = message.startswith(record.OOM_MESSAGE)  # the supervisor read the kernel's OOM-kill count
     memory = message.removeprefix(record.OOM_MESSAGE) if oom else None
-    if not rec.get("jobs"):  # a run recorded before its jobs were
-        return ending.from_exit_code(code, rec["id"], memory=memory, oom=oom)
+    if len(outcome.jobs(rec)) <= 1:  # one job (or none recorded): its own end, as the run model tells
+        return ending.from_exit_code(code, rec["id"], memory=memory, oom=oom)  # it, without building it
     return _jobs_end(rec, memory)
 
 
