@@ -448,7 +448,7 @@ def test_logs_follow_stop_find_gpus_flags(fake_beaker, tmp_path):
     r = run_cli("logs", exp.id, "-s", "1h")
     assert r.code == 0 and "line 4" in r.stdout
     r = run_cli("logs", exp.id, "--run", "2")
-    assert r.code == 4 and "no run 2" in r.stderr
+    assert r.code == 4 and "no attempt 2" in r.stderr
     _later(1.5, lambda: s.finish_job(exp, 0))
     r = run_cli("logs", exp.id, "-f")
     assert r.code == 0 and "line 4" in r.stdout, r.stderr

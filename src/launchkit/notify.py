@@ -68,13 +68,15 @@ class SlackNotifier:
     def on_end(self, run: Any) -> None:
         """`run`: the final RunInfo."""
         status = getattr(run.status, "value", str(run.status))
+        end = getattr(run, "end", None)
+        line = end.line if end is not None else None  # the run's one outcome (core/runs.py), no fix
         if status == "succeeded":
-            self.post(f":white_check_mark: {self._label(run)} succeeded")
+            self.post(f":white_check_mark: {self._label(run)} {line or 'succeeded'}")
         elif status == "canceled":
-            self.post(f":octagonal_sign: {self._label(run)} was canceled")
+            self.post(f":octagonal_sign: {self._label(run)} {line or 'was canceled'}")
         else:
             code = run.exit_code if run.exit_code is not None else "?"
-            self.post(f":x: {self._label(run)} failed with exit code {code}")
+            self.post(f":x: {self._label(run)} {line or f'failed with exit code {code}'}")
 
 
 class FirstOutput:

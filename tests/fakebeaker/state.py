@@ -411,6 +411,10 @@ class AutoRun:
     line_interval: float = 0.0
     synthetic_lines: int = 0
     preempt_first_after: float | None = None
+    # runs of many jobs (issue 32): (exit code, run_for) per job, from the job (its task's replica_rank,
+    # its attempt = its place in job.task.jobs, 1-based); overrides exit_code and run_for, and `lines`
+    # may then name {rank} and {attempt}. In-process tests only.
+    plan: Any = None
 
 
 class State:
@@ -1415,35 +1419,41 @@ class State:
                     return
                 self.start_job(job)
                 if not auto.line_interval:
-                    self.append_logs(job, auto.lines)
+                    self.append_logs(job, lines)
                 if auto.synthetic_lines:
                     self.append_synthetic_logs(job, auto.synthetic_lines)
             if auto.preempt_first_after is not None and not job.retry_ancestor_id:
                 self._timer(auto.preempt_first_after, preempt)
             if auto.line_interval and auto.lines:
                 self._timer(auto.line_interval, lambda: emit(0))
-            elif auto.run_for is not None:
-                self._timer(auto.run_for, finish)
+            elif run_for is not None:
+                self._timer(run_for, finish)
 
         def emit(i: int):
             with self.lock:
                 if not alive():
                     return
-                self.append_logs(job, [auto.lines[i]])
+                self.append_logs(job, [lines[i]])
             if i + 1 < len(auto.lines):
                 self._timer(auto.line_interval, lambda: emit(i + 1))
-            elif auto.run_for is not None:
-                self._timer(auto.run_for, finish)
+            elif run_for is not None:
+                self._timer(run_for, finish)
 
         def preempt():
             with self.lock:
                 if alive():
                     self.preempt_job(job)
 
+        exit_code, run_for, lines = auto.exit_code, auto.run_for, auto.lines
+        if auto.plan is not None:
+            exit_code, run_for = auto.plan(job)
+            where = {"rank": job.task.replica_rank, "attempt": job.task.jobs.index(job) + 1}
+            lines = [line.format(**where) for line in lines]
+
         def finish():
             with self.lock:
                 if alive():
-                    self.finish_job(job, auto.exit_code)
+                    self.finish_job(job, exit_code)
 
         self._timer(auto.start_after, start)
 

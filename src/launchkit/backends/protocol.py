@@ -105,7 +105,7 @@ class LogQuery(BaseModel):
     head: int | None = None
     since: dt.datetime | None = None
     timestamps: bool = False
-    run: int | None = None  # the task's Nth run (1 = first); None: the latest. Needs Capability.tasks
+    run: int | None = None  # `--attempt`: the Nth attempt (1 = first); None: the newest. Capability.tasks
 
 
 class Submission(BaseModel):

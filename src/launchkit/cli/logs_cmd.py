@@ -58,7 +58,8 @@ def logs(
         "--run",
         min=1,
         max=MAX_COUNT,
-        help="The Nth attempt (a retry is one; 1 = first; default: the latest).",
+        help="The Nth attempt of each replica (1 = first; a retry or a resume after a "
+        "preemption is a new attempt; default: the newest).",
     ),
     replica: int | None = typer.Option(
         None, "--replica", "-r", help="Only this replica (rank).", min=0, max=MAX_COUNT
@@ -85,7 +86,7 @@ def logs(
     b, run = resolve_run(app, backend, local, run_id, latest, workspace=workspace)
     if task and all_tasks:
         raise UsageError("--task and --all cannot be combined", hint="pick one")
-    require(b, Capability.tasks, all_tasks=all_tasks, task=task)
+    require(b, Capability.tasks, all_tasks=all_tasks, task=task)  # --attempt: local runs retry too
     if follow:
         for given, opt in (
             (all_tasks, "--all"),

@@ -23,13 +23,15 @@ def results(
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
-    """Download a run's results, one directory per replica when there are several.
+    """Download a run's results, one directory per task and replica when there are several.
 
     Beaker: the jobs' result datasets (what the job wrote to $RESULTS_DIR). Local runs: their results
     directories (copied to -o DIR when given). Prints the directories on stdout."""
     app = get_app(ctx)
     b, run = resolve_run(app, backend, local, run_id, latest, author)
     folders = b.download_results(run, output)
-    for folder in folders:
+    for folder in folders:  # once each, on stdout
         sys.stdout.write(folder + "\n")
-    app.info(f"results of {run.id}: {', '.join(folders)}")
+    app.info(
+        f"downloaded the results of {run.id} ({len(folders)} director{'y' if len(folders) == 1 else 'ies'})"
+    )

@@ -107,6 +107,11 @@ class Job(BaseModel):
     finished: float | None = None  # finalized (Beaker) / ended (local)
 
     @property
+    def spends_retry(self) -> bool:
+        """Whether the attempt after it is a retry (spends budget) rather than a resume."""
+        return self.ended_badly or self.stop == Stop.node_lost
+
+    @property
     def ended_badly(self) -> bool:
         """Its own failure (not a cancel): an exit code other than 0, or failed without one."""
         return self.state in (JobState.failed, JobState.lost) or (
@@ -212,7 +217,7 @@ class RunView(BaseModel):
     @property
     def retries_used(self) -> int:
         """Attempts made because an earlier one failed (what spends the retry budget)."""
-        return sum(1 for p in self.parts for prev in p.attempts[:-1] if _retried(prev))
+        return sum(1 for p in self.parts for prev in p.attempts[:-1] if prev.spends_retry)
 
     def part(self, task: str | None = None, replica: int = 0) -> Part | None:
         task = task if task is not None else (self.parts[0].task if self.parts else None)
@@ -235,11 +240,6 @@ class RunView(BaseModel):
         if part.replicas > 1:
             bits.append(f"replica {part.replica} of {part.replicas}")
         return " ".join(bits)
-
-
-def _retried(job: Job) -> bool:
-    """Whether the attempt after `job` is a retry (spends budget) rather than a resume."""
-    return job.ended_badly or job.stop == Stop.node_lost
 
 
 def _ordered(jobs: list[Job]) -> tuple[Job, ...]:
@@ -351,7 +351,7 @@ def due(view: RunView, part: Part, *, now: float | None = None, grace: float | N
         return None
     if view.canceled or (job.stop is not None and job.stop.resumes):
         return None  # canceled; a resume is created with the cancel (fact 4.3): none came, none will
-    if _retried(job) and view.retries_used < view.allowed_retries:
+    if job.spends_retry and view.retries_used < view.allowed_retries:
         if now is not None and grace is not None and job.finished is not None and now - job.finished > grace:
             return None  # Beaker did not retry it (e.g. a node loss it does not retry)
         return "a retry"
@@ -444,8 +444,8 @@ def _told(view: RunView, cause: Job | None, state: OutcomeState) -> Outcome:
                 )
     else:  # succeeded: say what it took
         retried = [(p, j) for p in view.parts for j in p.attempts[:-1]]
-        failed = [(p, j) for p, j in retried if _retried(j)]
-        resumed = [(p, j) for p, j in retried if not _retried(j)]
+        failed = [(p, j) for p, j in retried if j.spends_retry]
+        resumed = [(p, j) for p, j in retried if not j.spends_retry]
         if failed:
             n = len(failed)
             detail = ", ".join(f"{_prefix(view.name(p))}attempt {j.attempt}: {_short(j)}" for p, j in failed)
@@ -505,11 +505,11 @@ def attempt_line(view: RunView, job: Job) -> str | None:
     head = (f"{name}: " if name else "") + f"attempt {job.attempt} {describe_job(job)}"
     if job.stop is not None and job.stop.resumes:
         return head + "; it resumes as a new attempt"
-    if _retried(job) and view.allowed_retries:
+    if job.spends_retry and view.allowed_retries:
         if part.latest is job:  # its retry is still to come
             used = view.retries_used + 1
         else:  # the how-manieth retry it was, counting the run's retries by when their job ended
-            done = [j for p in view.parts for j in p.attempts[:-1] if _retried(j)]
+            done = [j for p in view.parts for j in p.attempts[:-1] if j.spends_retry]
             used = sum(1 for j in done if (j.finished or 0) <= (job.finished or 0))
         if used <= view.allowed_retries:
             return head + f"; it is retried (retry {used} of {view.allowed_retries})"

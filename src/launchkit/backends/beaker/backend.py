@@ -47,6 +47,7 @@ _STATUS = {
     W.STATUS_CANCELED: RunStatus.canceled,
 }
 STATUS_NAMES = [s.name for s in BeakerWorkloadStatus]
+_HAD_JOB = set(_STATUS) - {W.STATUS_SUBMITTED}  # a task's status once it has a job
 RETRY_GRACE = 60.0  # seconds a due retry may take to appear before it is given up on (core/runs.py)
 WAIT_POLL = 1.0  # seconds between looks while waiting for a job (gantry polls every second)
 Rows = list[tuple[int, Any, list[Any]]]  # (replica rank, task, its jobs newest first)
@@ -75,6 +76,8 @@ class BeakerBackend:
         self._seen: dict[str, tuple[Any, Rows]] = {}  # get() -> follow()
         self._final: dict[str, RunInfo] = {}  # runs follow() saw finish
         self._retries: dict[str, int] = {}  # experiment id -> allowed task retries (from its spec)
+        self._snapshot: tuple[Any, Rows] | None = None  # follow: the run as its last part to end saw it
+        self._snapshot_lock = threading.Lock()
         self.clock: Callable[[], float] = time.time  # seconds since the epoch (retry grace)
         self.retry_grace = RETRY_GRACE
         self.sleep: Callable[[float], None] = time.sleep
@@ -146,8 +149,9 @@ class BeakerBackend:
                 seen = self._never_scheduled_events(cause) if events else None
                 end = rv.run_end(view, out, ex.id, pb, events=seen)
                 exit_code = out.exit_code
-        elif status == RunStatus.canceled and ex.HasField("canceled"):
-            view = runs.RunView.of([], canceled=True, canceled_by=ex.canceled_for or None)
+        elif status == RunStatus.canceled and not any(t.status in _HAD_JOB for t in ex.tasks):
+            view = rv.view_of(wl, [])  # canceled before any job of it existed (no job to read)
+            end = rv.run_end(view, runs.outcome(view), ex.id, {})
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -168,12 +172,14 @@ class BeakerBackend:
             attempts=attempts,
         )
 
-    def _outcome(self, wl: Any, rows: Rows, *, complete: bool = True) -> tuple[runs.RunView, runs.Outcome]:
+    def _outcome(
+        self, wl: Any, rows: Rows, *, complete: bool = True, budget: bool = False
+    ) -> tuple[runs.RunView, runs.Outcome]:
         """The run model of `rows` and its outcome. The retry budget (the spec's, one call) is read only
-        when it matters: a newest attempt that failed or lost its node."""
+        when it matters: a newest attempt that failed or lost its node (or `budget`: to number retries)."""
         retries = 0
         latest = [rv.record(t, js[0]) for _, t, js in rows if js]
-        if any(j.state.finished and (j.ended_badly or j.stop == runs.Stop.node_lost) for j in latest):
+        if budget or any(j.state.finished and j.spends_retry for j in latest):
             retries = self._allowed_retries(wl)
         view = rv.view_of(wl, [(t, js) for _, t, js in rows], allowed_retries=retries, complete=complete)
         if not complete:  # some tasks' jobs were not read: the workload's status says whether it ended
@@ -642,9 +648,9 @@ class BeakerBackend:
         wl = seen[0] if seen else self._workload(run.id)
         with self._errors():
             try:
-                rows = self._pick(
-                    wl, seen[1] if seen and task is None else self._task_jobs(wl, task), replica
-                )
+                sampled = len(wl.experiment.tasks) > SAMPLED_TASKS  # get() read only some tasks' jobs
+                rows = seen[1] if seen and task is None and not sampled else self._task_jobs(wl, task)
+                rows = self._pick(wl, rows, replica)
                 if not all_replicas:  # one replica per task: every task of a --multi/--sweep experiment
                     firsts: dict[str, tuple[int, Any, list[Any]]] = {}
                     for row in rows:
@@ -685,9 +691,14 @@ class BeakerBackend:
         """The run's final state, once no part runs and no retry is due (parts not followed may still
         run, upload their results or be retried)."""
         announced = False
+        with self._snapshot_lock:
+            snapshot, self._snapshot = self._snapshot, None
         while True:
-            wl = self.beaker.workload.get(wl.experiment.id)
-            rows = self._task_jobs(wl)
+            if snapshot is not None:  # read when the last followed part ended: no new round trip
+                (wl, rows), snapshot = snapshot, None
+            else:
+                wl = self.beaker.workload.get(wl.experiment.id)
+                rows = self._task_jobs(wl)
             _, out = self._outcome(wl, rows)
             if not out.going:
                 return self._info(wl, author=author, rows=rows, events=True)
@@ -788,8 +799,11 @@ class BeakerBackend:
         budget left), waited for until it comes or `retry_grace` passes; None when none comes."""
         org = self.conn.org()
         wl = self.beaker.workload.get(wl.experiment.id)
-        view, _ = self._outcome(wl, self._task_jobs(wl))
+        rows = self._task_jobs(wl)
+        with self._snapshot_lock:  # taken after this part's job ended: the newest one wins
+            self._snapshot = (wl, rows)
         rec = rv.record(task, job)
+        view, _ = self._outcome(wl, rows, budget=rec.spends_retry)  # the budget numbers the retry
         found = view.find(job.id)
         part = found[0] if found else None
         head = prefix.decode()
@@ -850,19 +864,29 @@ class BeakerBackend:
 
     # -- results --------------------------------------------------------------------------------
     def download_results(self, run: RunInfo, dest: str | None) -> list[str]:
-        """Each replica's result dataset, downloaded under `dest` (default ./results/<experiment id>)."""
+        """Each task's and replica's result dataset (of its newest attempt), downloaded under `dest`
+        (default ./results/<experiment id>): one part -> `dest`; replicas -> `dest/replica-N`; several
+        tasks -> `dest/<task>` (and `dest/<task>/replica-N`)."""
         from pathlib import Path
 
         from launchkit.backends.beaker.results import download
 
         wl = self._workload(run.id)
         with self._errors():
-            datasets: list[tuple[int, str | None]] = []
-            for rank, _, job in self._select(wl, None, None):
+            rows = self._task_jobs(wl)
+            view = rv.view_of(wl, [(t, js) for _, t, js in rows])
+            several_tasks = len(view.tasks) > 1
+            datasets: list[tuple[str, str, str | None]] = []
+            for _, t, js in rows:
+                part = view.part(rv.task_name(t), rv.rank_of(t, js[0] if js else None)[0])
+                if part is None:
+                    continue
+                sub = [part.task] if several_tasks else []
+                sub += [f"replica-{part.replica}"] if part.replicas > 1 else []
                 dataset_id = None  # optional until the job is assigned (fact sheet 7.5)
-                if job is not None and job.assignment_details.HasField("result_dataset_id"):
-                    dataset_id = job.assignment_details.result_dataset_id
-                datasets.append((rank, dataset_id))
+                if js and js[0].assignment_details.HasField("result_dataset_id"):
+                    dataset_id = js[0].assignment_details.result_dataset_id
+                datasets.append((view.name(part) or "the run", "/".join(sub), dataset_id))
             folders = download(self.conn, self.app, run.id, datasets, Path(dest or Path("results") / run.id))
         return [str(f) for f in folders]
 

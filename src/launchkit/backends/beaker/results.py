@@ -1,4 +1,4 @@
-"""`launchkit results`: download each replica's result dataset (fact sheet 7.5), with progress.
+"""`launchkit results`: download each task's and replica's result dataset (fact sheet 7.5), with progress.
 
 Every file is checked against the digest Beaker lists for it (beaker-py verifies SHA-256/CRC32C while
 streaming). Paths are kept inside the destination directory.
@@ -13,7 +13,7 @@ from typing import Any
 
 from launchkit.application import Application
 from launchkit.backends.beaker.client import Connection
-from launchkit.errors import BackendError
+from launchkit.errors import BackendError, NotFoundError
 
 
 def _stream(conn: Connection, dataset: Any, file: Any) -> Iterator[bytes]:
@@ -26,19 +26,31 @@ def _stream(conn: Connection, dataset: Any, file: Any) -> Iterator[bytes]:
 
 
 def download(
-    conn: Connection, app: Application, run_id: str, datasets: list[tuple[int, str | None]], dest: Path
+    conn: Connection, app: Application, run_id: str, datasets: list[tuple[str, str, str | None]], dest: Path
 ) -> list[Path]:
-    """datasets: [(replica rank, result dataset id or None)]. One replica -> files go into `dest`;
-    several -> `dest/replica-N`. Returns the directories written."""
-    several = len(datasets) > 1
+    """datasets: [(the part's name for messages, its directory under `dest` ("" for `dest` itself),
+    its result dataset id or None)]. A part without a dataset (never assigned) or whose dataset was
+    deleted is named and skipped. Returns the directories written, each once."""
+    from beaker import exceptions as bx
+
     plan: list[tuple[Path, Any, list[Any]]] = []
-    for rank, dataset_id in datasets:
+    gone = []
+    for part, sub, dataset_id in datasets:
         if not dataset_id:
-            app.warn(f"replica {rank} of {run_id} has no result dataset yet (the job was not assigned)")
+            app.warn(f"{part} of {run_id} has no result dataset yet (its job was not assigned)")
             continue
-        ds = conn.beaker.dataset.get(dataset_id)
+        try:
+            ds = conn.beaker.dataset.get(dataset_id)
+        except bx.BeakerDatasetNotFound:
+            app.warn(f"the result dataset of {part} of {run_id} was deleted")
+            gone.append(part)
+            continue
         files = list(conn.beaker.dataset.list_files(ds))
-        plan.append((dest / f"replica-{rank}" if several else dest, ds, files))
+        plan.append((dest / sub if sub else dest, ds, files))
+    if gone and not plan:
+        what = "result datasets" if len(gone) > 1 else "result dataset"
+        were = "were" if len(gone) > 1 else "was"
+        raise NotFoundError(f"the {what} of {run_id} {were} deleted", hint="nothing is left to download")
     total = sum(f.size for _, _, files in plan for f in files)
     count = sum(len(files) for _, _, files in plan)
     written: list[Path] = []

@@ -73,7 +73,7 @@ def task_name(task: Any) -> str:
     return str(task.name)
 
 
-def _rank(task: Any, job: Any | None) -> tuple[int, int]:
+def rank_of(task: Any, job: Any | None) -> tuple[int, int]:
     for src in (job.system_details if job is not None else None, task.system_details):
         if src is not None and src.HasField("replica_group_details"):
             g = src.replica_group_details
@@ -87,7 +87,7 @@ def record(task: Any, job: Any) -> runs.Job:
     stop = None
     if s.HasField("canceled"):
         stop = _STOPS.get(s.canceled_code, runs.Stop.other)
-    rank, size = _rank(task, job)
+    rank, size = rank_of(task, job)
     return runs.Job(
         id=job.id,
         task=task_name(task),
@@ -116,7 +116,7 @@ def view_of(
     if complete:
         for t in ex.tasks:
             name = task_name(t)
-            shapes[name] = max(shapes.get(name, 0), _rank(t, None)[1])
+            shapes[name] = max(shapes.get(name, 0), rank_of(t, None)[1])
     return runs.RunView.of(
         [record(t, j) for t, js in pairs for j in js],
         tasks=[runs.Shape(name=n, replicas=r) for n, r in shapes.items()],
@@ -147,7 +147,7 @@ def run_end(
     if cause is None:
         if out.state == runs.OutcomeState.succeeded:
             fix = None
-            failed = [(p, j) for p in view.parts for j in p.attempts[:-1] if j.ended_badly]
+            failed = [(p, j) for p in view.parts for j in p.attempts[:-1] if j.spends_retry]
             if failed:
                 p, j = failed[-1]
                 where = runs.Where(task=p.task, replica=p.replica, attempt=j.attempt or 1)
