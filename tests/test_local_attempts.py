@@ -90,16 +90,39 @@ def test_a_failing_replica_is_named_with_its_exit_code(repo, env, tmp_path):
 
 
 def test_without_propagate_failure_the_other_replica_runs_on(repo, env, tmp_path):
-    """Beaker's default without --propagate-failure: the failed replica does not stop the others."""
-    script = REPLICA_FAILS.replace("time.sleep(300)", "print('replica 0 done', flush=True); sys.exit(0)")
-    flag = str(tmp_path / "replica-0-up")
+    """Beaker's default without --propagate-failure: the failed replica does not stop the others.
+    Replica 0 goes on once replica 1's job is over (its process group gone: the supervisor has seen
+    its end), and succeeds."""
+    script = """
+import os, sys, time
+up, gone = sys.argv[1], sys.argv[2]
+if os.environ["BEAKER_REPLICA_RANK"] == "1":
+    while not os.path.exists(up):
+        time.sleep(0.01)
+    with open(gone + ".tmp", "w") as f:
+        f.write(str(os.getpgid(0)))
+    os.rename(gone + ".tmp", gone)
+    print("replica 1 gives up", flush=True)
+    sys.exit(7)
+open(up, "w").close()
+while not os.path.exists(gone):
+    time.sleep(0.01)
+group = int(open(gone).read())
+while True:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.01)
+print("replica 0 done", flush=True)
+"""
     r = run_cli(
         "run", *NO_PY, "--replicas", "2", "--follow",
-        "--", PY, "-c", script, flag, cwd=repo.path, env=env, timeout=120,
+        "--", PY, "-c", script, str(tmp_path / "up"), str(tmp_path / "gone"), cwd=repo.path, env=env, timeout=120,
     )  # fmt: skip
     run_id = launched_id(r.stderr)
     assert r.code == 7, r.stderr
-    assert "[0] replica 0 done" in r.stdout
+    assert "[0] replica 0 done" in r.stdout, r.stdout
     assert f"{run_id} replica 1 of 2 failed with exit code 7;" in r.stderr, r.stderr
     assert "stopped for it" not in r.stderr
 
