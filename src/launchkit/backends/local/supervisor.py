@@ -278,10 +278,13 @@ class Supervisor:
             except OSError:
                 pass
 
+    def groups(self) -> list[int]:
+        """Each replica's newest process group (running or not)."""
+        return [int(j["pgid"]) for j in self.rec["ranks"].values() if isinstance(j.get("pgid"), int)]
+
     def run_procs(self) -> procs.RunProcs:
-        return procs.RunProcs(
-            self.run_id, list(self.procs), cgroup=self.cgroup, rdir=self.rdir, root=os.getpid()
-        )
+        groups = sorted({*self.procs, *self.groups()})
+        return procs.RunProcs(self.run_id, groups, cgroup=self.cgroup, rdir=self.rdir, root=os.getpid())
 
     # ---- tracking (without a cgroup): every descendant with its start time, on disk for `stop`
     def record_tree(self) -> None:
@@ -482,7 +485,7 @@ class Supervisor:
         if self.procs:  # others still run: end what is left in the retried replicas' groups
             self.end_groups([self.job(r)["pgid"] for r in ranks if self.job(r).get("pgid")])
         else:  # nothing else runs: whatever is left of the attempt (daemons, escaped sessions)
-            procs.RunProcs(self.run_id, [], root=os.getpid()).end(self.grace)
+            procs.RunProcs(self.run_id, self.groups(), root=os.getpid()).end(self.grace)
         for r in ranks:
             pump = self.pumps.get(r)
             if pump is not None:
@@ -492,7 +495,7 @@ class Supervisor:
 
     def finish(self) -> None:
         # Nothing may outlive the job: end leftovers (daemons, escaped sessions), then drain the logs.
-        groups = [int(j["pgid"]) for j in self.rec["ranks"].values() if isinstance(j.get("pgid"), int)]
+        groups = self.groups()
         self.done.set()
         if self.watcher is not None:
             self.watcher.join()
