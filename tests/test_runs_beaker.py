@@ -98,7 +98,7 @@ def test_a_retry_that_succeeds_is_followed_to_success_and_told(repo, fake_beaker
     assert "attempt 1 failed with exit code 3; it is retried (retry 1 of 2)" in r.stderr, r.stderr
     exp = _mine(fake_beaker, "retried")
     why = run_cli("why", exp.id).stdout
-    assert why.startswith(f"{exp.id} succeeded (after 1 retry: attempt 1: exit code 3)"), why
+    assert why.startswith(f"{exp.id} succeeded after 1 retry (attempt 1: exit code 3)"), why
     assert f"`launchkit logs {exp.id} --attempt 1`" in why
     assert run_cli("logs", exp.id, "--attempt", "1").stdout == "attempt 1\n"
     assert run_cli("logs", exp.id).stdout == "attempt 2\n"
@@ -115,6 +115,22 @@ def test_every_attempt_failing_shows_every_log_and_the_last_exit_code(repo, fake
     assert r.code == 4, r.stderr  # attempt 2's own exit code
     assert r.stdout.splitlines()[-2:] == ["attempt 1", "attempt 2"]
     assert "failed with exit code 4 (attempt 2 of 2; attempt 1: exit code 3)" in r.stderr, r.stderr
+
+
+def test_follow_started_after_a_failed_attempt_names_it_and_its_log(fake_beaker):
+    s = fake_beaker.state
+    exp = _exp(fake_beaker, "late", retries=1)
+    first = exp.tasks[0].latest_job
+    s.append_logs(first, ["attempt 1"])
+    s.finish_job(first, 3)  # Beaker retries it: attempt 2
+    second = exp.tasks[0].latest_job
+    assert second.retry_ancestor_id == first.id
+    s.append_logs(second, ["attempt 2"])
+    s.finish_job(second, 0)
+    r = run_cli("follow", exp.id)
+    assert r.code == 0 and r.stdout == "attempt 2\n", r.stderr
+    note = f"following attempt 2; attempt 1 failed with exit code 3 (its log: `launchkit logs {exp.id} --attempt 1`)"
+    assert note in r.stderr, r.stderr
 
 
 def test_retries_above_beakers_cap_are_refused_at_create(fake_beaker):
@@ -296,7 +312,7 @@ def test_node_loss_on_a_run_with_retries(fake_beaker):
     later.close()
     if retried:
         assert result["code"] == 0 and out.getvalue() == b"one\ntwo\n"
-        assert line == "succeeded (after 1 retry: attempt 1: node lost); attempt 1's log: " + (
+        assert line == "succeeded after 1 retry (attempt 1: node lost); attempt 1's log: " + (
             f"`launchkit logs {exp.id} --attempt 1`"
         ), line
     else:

@@ -55,7 +55,7 @@ def test_a_retry_that_succeeds_is_a_success_that_names_the_retry():
     view = RunView.of(jobs, allowed_retries=2)
     out = outcome(view)
     assert (out.state, out.exit_code, out.attempts, out.retries) == (OutcomeState.succeeded, 0, 2, 1)
-    assert out.text() == "succeeded (after 1 retry: attempt 1: exit code 3)"
+    assert out.text() == "succeeded after 1 retry (attempt 1: exit code 3)"
     assert [j.attempt for j in view.parts[0].attempts] == [1, 2]
 
 

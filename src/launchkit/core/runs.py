@@ -418,6 +418,7 @@ def _final(view: RunView, latest: list[Job]) -> Outcome:
 
 def _told(view: RunView, cause: Job | None, state: OutcomeState) -> Outcome:
     notes: list[str] = []
+    line = None
     where = subject = None
     part = None
     if cause is not None:
@@ -448,8 +449,10 @@ def _told(view: RunView, cause: Job | None, state: OutcomeState) -> Outcome:
         resumed = [(p, j) for p, j in retried if not j.spends_retry]
         if failed:
             n = len(failed)
-            detail = ", ".join(f"{_prefix(view.name(p))}attempt {j.attempt}: {_short(j)}" for p, j in failed)
-            notes.append(f"after {n} {'retry' if n == 1 else 'retries'}: {detail}")
+            line = f"succeeded after {n} {'retry' if n == 1 else 'retries'}"
+            notes.append(
+                ", ".join(f"{_prefix(view.name(p))}attempt {j.attempt}: {_short(j)}" for p, j in failed)
+            )
         if resumed:
             n = len({(p.task, p.replica, j.id) for p, j in resumed if j.stop == Stop.preempted})
             if n:
@@ -463,6 +466,7 @@ def _told(view: RunView, cause: Job | None, state: OutcomeState) -> Outcome:
         where=where,
         subject=subject or "",
         notes=tuple(notes),
+        line=line,
     )
 
 

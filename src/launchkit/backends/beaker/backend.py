@@ -117,18 +117,25 @@ class BeakerBackend:
         )
 
     def _info(
-        self, wl: Any, *, author: str | None = None, rows: Rows | None = None, events: bool = False
+        self,
+        wl: Any,
+        *,
+        author: str | None = None,
+        rows: Rows | None = None,
+        events: bool = False,
+        budget: bool | None = None,
     ) -> RunInfo:
         """The run as commands show it. With `rows` (its tasks' jobs), status, exit code, end reason and
         attempts come from the run model (core/runs.py): the newest attempt of every replica and task,
-        and the one outcome computed from them. `events`: read a never-scheduled job's events."""
+        and the one outcome computed from them. `events`: read a never-scheduled job's events.
+        `budget`: read the retry budget (None: when a newest attempt failed; False: never, `list`)."""
         ex = wl.experiment
         status = _STATUS.get(wl.status, RunStatus.queued)
         exit_code = started = finished = end = message = None
         attempts = 1
         if rows is not None:
             complete = all(js for _, _, js in rows) or not any(js for _, _, js in rows)
-            view, out = self._outcome(wl, rows, complete=complete)
+            view, out = self._outcome(wl, rows, complete=complete, budget=budget)
             attempts = max(1, out.attempts)
             pb = {j.id: j for _, _, js in rows for j in js}
             starts = [rj.started for rj in view.jobs if rj.started is not None]
@@ -173,13 +180,16 @@ class BeakerBackend:
         )
 
     def _outcome(
-        self, wl: Any, rows: Rows, *, complete: bool = True, budget: bool = False
+        self, wl: Any, rows: Rows, *, complete: bool = True, budget: bool | None = None
     ) -> tuple[runs.RunView, runs.Outcome]:
         """The run model of `rows` and its outcome. The retry budget (the spec's, one call) is read only
-        when it matters: a newest attempt that failed or lost its node (or `budget`: to number retries)."""
+        when it matters: a newest attempt that failed or lost its node (`budget` True: always; False:
+        never, as `list` does: a retry Beaker has not made yet is not waited for there)."""
         retries = 0
         latest = [rv.record(t, js[0]) for _, t, js in rows if js]
-        if budget or any(j.state.finished and j.spends_retry for j in latest):
+        if budget is None:
+            budget = any(j.state.finished and j.spends_retry for j in latest)
+        if budget:
             retries = self._allowed_retries(wl)
         view = rv.view_of(wl, [(t, js) for _, t, js in rows], allowed_retries=retries, complete=complete)
         if not complete:  # some tasks' jobs were not read: the workload's status says whether it ended
@@ -444,7 +454,9 @@ class BeakerBackend:
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
             names = names_f.result()
             infos = [
-                self._info(wl, author=names[wl.experiment.author_id], rows=jobs.get(wl.experiment.id))
+                self._info(
+                    wl, author=names[wl.experiment.author_id], rows=jobs.get(wl.experiment.id), budget=False
+                )
                 for wl in rows
             ]
             if shown is not None:  # rows show what was asked for (e.g. preempted vs canceled)
@@ -657,6 +669,7 @@ class BeakerBackend:
                         firsts.setdefault(_group(row[1]), row)
                     rows = list(firsts.values())
                 followed = [(rank, t, js[0] if js else None) for rank, t, js in rows]
+                self._earlier_attempts(wl, rows, len(followed) > 1)
                 with Flusher(out):
                     if len(followed) == 1:
                         _, t, job = followed[0]
@@ -677,6 +690,28 @@ class BeakerBackend:
         if info.status == RunStatus.succeeded:
             return 0
         return info.exit_code if info.exit_code not in (None, 0) else EXIT_JOB_FAILED
+
+    def _earlier_attempts(self, wl: Any, rows: Rows, prefixed: bool) -> None:
+        """Before following a replica whose earlier attempts already ended: one line saying how the
+        last of them ended and the command that shows its log (follow shows the newest attempt)."""
+        if not any(len(js) > 1 for _, _, js in rows):
+            return
+        view = rv.view_of(wl, [(t, js) for _, t, js in rows], complete=False)
+        several_tasks = len({_group(t) for t in wl.experiment.tasks}) > 1
+        for rank, t, _ in rows:
+            part = view.part(rv.task_name(t), rank)
+            if part is None or len(part.attempts) < 2:
+                continue
+            prev = part.attempts[-2]
+            where = runs.Where(task=part.task, replica=rank, attempt=prev.attempt or 1)
+            args = runs.logs_args(view, where)
+            if several_tasks and "--task" not in args:
+                args = ["--task", part.task, *args]
+            head = f"[{view.name(part)}] " if prefixed and view.name(part) else ""
+            self.app.info(
+                f"{head}following attempt {len(part.attempts)}; attempt {prev.attempt} "
+                f"{runs.describe_job(prev)} (its log: `launchkit logs {' '.join([_workload_id(wl), *args])}`)"
+            )
 
     def _deleted(self, run_id: str) -> bool:
         try:
@@ -803,7 +838,7 @@ class BeakerBackend:
         with self._snapshot_lock:  # taken after this part's job ended: the newest one wins
             self._snapshot = (wl, rows)
         rec = rv.record(task, job)
-        view, _ = self._outcome(wl, rows, budget=rec.spends_retry)  # the budget numbers the retry
+        view, _ = self._outcome(wl, rows, budget=rec.spends_retry or None)  # it numbers the retry
         found = view.find(job.id)
         part = found[0] if found else None
         head = prefix.decode()
