@@ -140,7 +140,7 @@ def test_a_retry_is_an_attempt_and_its_success_is_the_run_s(repo, env, tmp_path)
     assert f"attempt with {run_id}-0\n" in r.stdout and f"attempt with {run_id}-0-attempt-2\n" in r.stdout
     assert "attempt 1 failed with exit code 3; it is retried (retry 1 of 2)" in r.stderr, r.stderr
     end = next(line for line in r.stderr.splitlines() if line.startswith(f"{run_id} succeeded"))
-    assert "after 1 retry" in end and "attempt 1: exit code 3" in end, end
+    assert end.startswith(f"{run_id} succeeded after 1 retry (attempt 1: exit code 3); "), end
 
     why = run_cli("why", run_id, env=env, timeout=60)
     assert why.code == 0 and why.stdout.strip() == end, why.stdout
@@ -203,7 +203,7 @@ sys.exit(7)
         assert f"[{rank}] replica {rank} as {run_id}-{rank}-attempt-2" in r.stdout, r.stdout
     assert "replica 1 of 2: attempt 1 failed with exit code 7; it is retried (retry 1 of 1)" in r.stderr
     end = next(line for line in r.stderr.splitlines() if line.startswith(f"{run_id} succeeded"))
-    assert "after 1 retry" in end and "replica 1 of 2 attempt 1: exit code 7" in end, end
+    assert end.startswith(f"{run_id} succeeded after 1 retry (replica 1 of 2 attempt 1: exit code 7)"), end
 
 
 TORCHRUN_REPLICA_FAILS = """
