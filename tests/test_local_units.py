@@ -128,3 +128,48 @@ def test_a_ringer_started_late_rings_what_was_rung_before(tmp_path):
         never.close()  # the last ring goes even from a notifier never started
         assert rung(door) and not never.thread.is_alive()
     ringer.close()
+
+
+def test_a_runs_db_from_before_attempts_gets_its_jobs_column(tmp_path):
+    """An index written by a launchkit without per-job records is used, not rebuilt: it gains the
+    column, keeps its rows, and indexes a run's jobs from then on."""
+    import sqlite3
+
+    from launchkit.backends.local import record
+    from launchkit.backends.local.store import Store, row_jobs
+
+    (tmp_path / "runs").mkdir()
+    old = sqlite3.connect(tmp_path / "runs.db")
+    old.executescript(
+        "CREATE TABLE runs (id TEXT PRIMARY KEY, name TEXT NOT NULL, status TEXT NOT NULL, exit_code INTEGER,"
+        " created REAL NOT NULL, started REAL, finished REAL, replicas INTEGER NOT NULL, supervisor_pid INTEGER,"
+        " message TEXT);"
+        "INSERT INTO runs VALUES ('local-old', 'old', 'succeeded', 0, 1.0, 1.0, 2.0, 1, NULL, NULL);"
+    )
+    old.commit()
+    old.close()
+    store = Store(tmp_path)
+    assert row_jobs(store.run("local-old")) == {}  # nothing kept for it: read as before
+    rec = record.new("local-new", "new", 1)
+    rec.update(jobs=[{"replica": 0, "attempt": 1, "status": "failed", "exit_code": 3}], allowed_retries=2)
+    store.upsert(rec)
+    assert row_jobs(store.run("local-new")) == {"jobs": rec["jobs"], "allowed_retries": 2}
+    assert [r["id"] for r in store.runs(limit=None)] == ["local-new", "local-old"]
+
+
+def test_a_record_from_before_attempts_reads_as_first_attempts():
+    """A run recorded with only `ranks` (each replica's one job) reads as the model's first attempts."""
+    from launchkit.backends.local import outcome
+
+    rec = {
+        "id": "local-x",
+        "replicas": 2,
+        "status": "failed",
+        "ranks": {
+            "1": {"pgid": 11, "status": "failed", "exit_code": 7, "started": 1.0, "finished": 2.0},
+            "0": {"pgid": 10, "status": "canceled", "exit_code": 143, "started": 1.0, "finished": 3.0},
+        },
+    }
+    result = outcome.of(rec)
+    assert (result.state.value, result.exit_code, result.attempts) == ("failed", 7, 1)
+    assert result.text() == "replica 1 of 2 failed with exit code 7"  # whom it was stopped for: not kept

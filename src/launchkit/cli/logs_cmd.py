@@ -59,7 +59,7 @@ def logs(
         "--run",
         min=1,
         max=MAX_COUNT,
-        help="Beaker: the Nth attempt of each replica (1 = first; a retry or a resume after a "
+        help="The Nth attempt of each replica (1 = first; a retry or a resume after a "
         "preemption is a new attempt; default: the newest).",
     ),
     replica: int | None = typer.Option(
@@ -88,7 +88,7 @@ def logs(
     b, run = resolve_run(app, backend, local, run_id, latest, workspace=workspace)
     if task and all_tasks:
         raise UsageError("--task and --all cannot be combined", hint="pick one")
-    require(b, Capability.tasks, all_tasks=all_tasks, task=task, attempt=run_number)
+    require(b, Capability.tasks, all_tasks=all_tasks, task=task)  # --attempt: local runs retry too
     if follow:
         for given, opt in (
             (all_tasks, "--all"),

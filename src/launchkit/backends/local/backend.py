@@ -23,9 +23,9 @@ from typing import IO, Any
 
 from launchkit.application import Application
 from launchkit.backends import registry
-from launchkit.backends.local import bell, logs, procs, record, spawn
+from launchkit.backends.local import bell, logs, outcome, procs, record, spawn
 from launchkit.backends.local.cleanup import remove_credentials
-from launchkit.backends.local.store import Store, home, state_error
+from launchkit.backends.local.store import Store, column, home, row_jobs, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.protocol import (
     EndKind,
@@ -48,7 +48,7 @@ MIN_POLL, MAX_POLL = 0.003, 0.1
 BASH_NEEDED = (5, 1)  # the entrypoint uses `wait -n -p` (bash 5.1)
 BASH_MEMO = "bash-checked"  # under the state dir: the bash last found new enough (check_bash)
 ENDED = ("succeeded", "failed", "canceled")  # final: the record never changes again
-INDEXED = ("status", "exit_code", "started", "finished", "message")  # what changes after creation
+INDEXED = ("status", "exit_code", "started", "finished", "message", "jobs")  # what changes after creation
 
 
 def _ts(value: float | None) -> dt.datetime | None:
@@ -283,7 +283,7 @@ class LocalBackend:
     def _index(self, rec: dict[str, Any], row: Any = None) -> None:
         """Bring runs.db up to date with a record (unless `row`, its index entry, already is);
         the record stays the truth when the disk is full."""
-        if row is not None and all(row[c] == rec.get(c) for c in INDEXED):
+        if row is not None and all(row[c] == column(rec, c) for c in INDEXED):
             return
         try:
             self.store.upsert(rec)
@@ -315,12 +315,12 @@ class LocalBackend:
     def _record(self, run_id: str) -> dict[str, Any]:
         row = self.store.run(run_id)
         if row is not None and row["status"] in ENDED:
-            return dict(row)
+            return _from_row(row)
         rec = self._current(run_id, row)
         if rec is None:
             if row is None:
                 raise NotFoundError(f"no local run {run_id!r}", hint="see `launchkit list --local`")
-            rec = dict(row)
+            rec = _from_row(row)
             if not self.rdir(run_id).exists() and rec["status"] not in record.FINISHED:
                 rec.update(status="lost", finished=time.time(), message="its run directory was removed")
                 self._index(rec)
@@ -340,6 +340,7 @@ class LocalBackend:
             author=os.environ.get("USER"),
             message=rec.get("message"),
             end=_end(rec),
+            attempts=max((j["attempt"] for j in outcome.jobs(rec)), default=1),
         )
 
     def get(self, run_ref: str) -> RunInfo:
@@ -368,7 +369,7 @@ class LocalBackend:
         rows = self.store.runs(
             limit=limit, statuses=[s.value for s in statuses or []], text=text, since=since
         )
-        return [self._info(dict(r)) for r in rows]
+        return [self._info(_from_row(r)) for r in rows]
 
     # ---- logs
     def _ranks(self, run: RunInfo, replica: int | None) -> list[int]:
@@ -389,14 +390,33 @@ class LocalBackend:
             return {}
         return {name: os.environ.get(name) for name in dict.fromkeys(SpecView(spec).secrets())}
 
+    def _attempts(self, run: RunInfo, ranks: list[int], attempt: int | None) -> list[tuple[int, int]]:
+        """(rank, attempt) of each log to read: attempt `attempt` of each replica that had it, else
+        each replica's newest."""
+        jobs = outcome.jobs(self._record(run.id))
+        had: dict[int, set[int]] = {r: {1} for r in ranks}
+        for job in jobs:
+            if job["replica"] in had:
+                had[job["replica"]].add(job["attempt"])
+        if attempt is None:
+            return [(r, max(had[r])) for r in ranks]
+        found = [(r, attempt) for r in ranks if attempt in had[r]]
+        if not found:
+            most = max(max(a) for a in had.values())
+            raise NotFoundError(
+                f"run {run.id} has no attempt {attempt}",
+                hint=f"attempts are 1..{most}" if most > 1 else "it ran once: drop --attempt",
+            )
+        return found
+
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
         ranks = self._ranks(run, query.replica)
         since = int(query.since.timestamp() * 1e9) if query.since else None
         merged: list[tuple[int, int, bytes]] = []
-        for rank in ranks:
+        for rank, attempt in self._attempts(run, ranks, query.run):
             merged += [
                 (ts, rank, line)
-                for ts, line in logs.read_records(str(logs.log_file(self.rdir(run.id), rank)))
+                for ts, line in logs.read_records(logs.log_file(self.rdir(run.id), rank, attempt))
                 if since is None or ts >= since
             ]
         merged.sort(key=lambda r: (r[0], r[1]))
@@ -428,25 +448,53 @@ class LocalBackend:
         tail: int | None = None,
     ) -> int:
         ranks = self._ranks(run, replica)
-        tails = {rank: logs.Tail(str(logs.log_file(self.rdir(run.id), rank))) for rank in ranks}
+        rdir = self.rdir(run.id)
+        tails = {(rank, 1): logs.Tail(logs.log_file(rdir, rank)) for rank in ranks}
+        told: set[tuple[int, int]] = set()  # (rank, attempt) of the failures said, once retried
         quiet_since = time.monotonic()
         skip = tail is not None  # --tail N: of the lines written so far, only the last N
-        with bell.Doorbell(self.rdir(run.id)) as door:  # before the first read: no ring is missed
+        with bell.Doorbell(rdir) as door:  # before the first read: no ring is missed
             while True:
                 rec = self._record(run.id)  # before reading the logs: an ended run's logs are complete
-                for rank, reader in tails.items():
-                    records = list(reader.read())
-                    if skip:
-                        records = records[-tail:] if tail else []
-                    for ts, line in records:
-                        out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
-                        quiet_since = time.monotonic()
+                jobs = [j for j in outcome.jobs(rec) if j["replica"] in ranks]
+                for attempt in sorted({1, *(j["attempt"] for j in jobs)}):
+                    for rank in ranks:  # attempt by attempt: a retry's lines after its predecessor's
+                        if (rank, attempt) not in tails and any(
+                            j["replica"] == rank and j["attempt"] == attempt for j in jobs
+                        ):
+                            tails[rank, attempt] = logs.Tail(logs.log_file(rdir, rank, attempt))
+                        reader = tails.get((rank, attempt))
+                        records = list(reader.read()) if reader is not None else []
+                        if skip:
+                            records = records[-tail:] if tail else []
+                        for ts, line in records:
+                            out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
+                            quiet_since = time.monotonic()
+                    out.flush()
+                    self._tell_retries(rec, attempt, ranks, told)
                 skip = False
-                out.flush()
                 if rec["status"] in record.FINISHED:
                     return self._outcome(rec)
                 quiet = time.monotonic() - quiet_since
                 door.wait(WAKE_FALLBACK if door.sock else min(max(quiet / 10, MIN_POLL), MAX_POLL))
+
+    def _tell_retries(
+        self, rec: dict[str, Any], attempt: int, ranks: list[int], told: set[tuple[int, int]]
+    ) -> None:
+        """Say how a job of `attempt` ended, once its next attempt runs (its log is complete then)."""
+        newer = {j["replica"] for j in outcome.jobs(rec) if j["attempt"] > attempt and j["replica"] in ranks}
+        if not newer - {r for r, a in told if a == attempt}:
+            return
+        from launchkit.core.runs import attempt_line
+
+        run_view = outcome.view(rec)
+        for rank in sorted(newer):
+            part = run_view.part(outcome.TASK, rank)
+            job = part.attempt(attempt) if part is not None else None
+            told.add((rank, attempt))
+            line = attempt_line(run_view, job) if job is not None else None
+            if line:
+                self.app.info(line)
 
     @staticmethod
     def _outcome(rec: dict[str, Any]) -> int:
@@ -461,26 +509,35 @@ class LocalBackend:
         return 0 if rec["status"] == "succeeded" else (rec["exit_code"] or 1)
 
     # ---- results
-    def _results_dirs(self, run: RunInfo) -> list[Path]:
-        return [self.rdir(run.id) / f"replica-{rank}" / "results" for rank in range(run.replicas)]
+    def _results_dirs(self, run: RunInfo) -> dict[int, Path]:
+        """Each replica's newest job's results dir, by rank."""
+        rdir = str(self.rdir(run.id))
+        newest = self._attempts(run, list(range(run.replicas)), None)
+        return {rank: Path(record.job_dir(rdir, rank, attempt)) / "results" for rank, attempt in newest}
 
     def download_results(self, run: RunInfo, dest: str | None) -> list[str]:
         """A local run's results are already here (its results dirs); with `dest`, copied there."""
-        dirs = [d for d in self._results_dirs(run) if d.is_dir()]
+        dirs = {rank: d for rank, d in self._results_dirs(run).items() if d.is_dir()}
         if not dirs:
             raise NotFoundError(f"{run.id} has no results yet", hint=f"see `launchkit logs {run.id}`")
         if dest is None:
-            return [str(d) for d in dirs]
+            return [str(d) for d in dirs.values()]
         out = []
-        for d in dirs:
-            target = Path(dest) / d.parent.name if len(dirs) > 1 else Path(dest)
+        for rank, d in dirs.items():
+            target = Path(dest) / f"replica-{rank}" if len(dirs) > 1 else Path(dest)
             shutil.copytree(d, target, dirs_exist_ok=True, symlinks=True)
             out.append(str(target))
         return out
 
     def results_location(self, run: RunInfo) -> str:
-        dirs = self._results_dirs(run)
-        where = str(dirs[0]) if len(dirs) == 1 else str(dirs[0].parent.parent / "replica-*" / "results")
+        dirs = list(self._results_dirs(run).values())
+        first = self.rdir(run.id) / "replica-0" / "results"
+        if len(dirs) == 1:
+            where = str(dirs[0])
+        elif all(d == first.parent.parent / f"replica-{r}" / "results" for r, d in enumerate(dirs)):
+            where = str(first.parent.parent / "replica-*" / "results")
+        else:  # a replica was retried: its newest attempt's
+            where = ", ".join(map(str, dirs))
         return f"results: {where}"
 
     # ---- stop
@@ -543,7 +600,9 @@ class LocalBackend:
         rows = self.store.runs(
             limit=None, statuses=[*ENDED, "lost"], before=time.time() - older_than.total_seconds()
         )
-        return [self._info(dict(r)) for r in rows if not self._alive(r["id"], scan=r["status"] == "lost")]
+        return [
+            self._info(_from_row(r)) for r in rows if not self._alive(r["id"], scan=r["status"] == "lost")
+        ]
 
     def _alive(self, run_id: str, *, scan: bool = True) -> list[int]:
         """Pids of the run's live processes (its cgroup, recorded tree and process groups; with
@@ -619,8 +678,13 @@ class LocalBackend:
         return gpus
 
 
+def _from_row(row: Any) -> dict[str, Any]:
+    """A run's index row as a record (its jobs decoded)."""
+    return {**dict(row), "jobs": None, **row_jobs(row)}
+
+
 def _end(rec: dict[str, Any]) -> EndReason | None:
-    """Why a finished local run ended, from its record (exit code, stop, lost supervisor)."""
+    """Why a finished local run ended, from its record (its jobs, exit code, stop, lost supervisor)."""
     from launchkit.backends import ending
 
     status, code, message = rec["status"], rec.get("exit_code"), rec.get("message") or ""
@@ -638,10 +702,38 @@ def _end(rec: dict[str, Any]) -> EndReason | None:
         return None
     if code is None:
         return EndReason(kind=EndKind.failed, line="failed" + (f": {message}" if message else ""))
-    if message.startswith(record.OOM_MESSAGE):  # the supervisor read the kernel's OOM-kill count
-        memory = message.removeprefix(record.OOM_MESSAGE)
-        return ending.from_exit_code(code, rec["id"], memory=memory, oom=True)
-    return ending.from_exit_code(code, rec["id"])
+    oom = message.startswith(record.OOM_MESSAGE)  # the supervisor read the kernel's OOM-kill count
+    memory = message.removeprefix(record.OOM_MESSAGE) if oom else None
+    if len(outcome.jobs(rec)) <= 1:  # one job (or none recorded): its own end, as the run model tells
+        return ending.from_exit_code(code, rec["id"], memory=memory, oom=oom)  # it, without building it
+    return _jobs_end(rec, memory)
+
+
+def _jobs_end(rec: dict[str, Any], memory: str | None) -> EndReason:
+    """A run's end from the run model (core/runs.py): which replica failed, on which attempt, who was
+    stopped for it, what failed before a success; the fix shows that replica's and attempt's log."""
+    from launchkit.backends import ending
+    from launchkit.core.runs import OutcomeState, Where, logs_args
+
+    run_id, run_view = rec["id"], outcome.view(rec)
+    result = outcome.of(rec)
+    if result.state == OutcomeState.succeeded:
+        fix = None
+        failed = [j for j in outcome.jobs(rec) if j.get("status") == "failed"]
+        if failed:  # retried: the log of the last attempt that failed
+            last = Where(task=outcome.TASK, replica=failed[-1]["replica"], attempt=failed[-1]["attempt"])
+            ref = " ".join([run_id, *logs_args(run_view, last)])
+            fix = f"attempt {last.attempt}'s log: `launchkit logs {ref}`"
+        return EndReason(kind=EndKind.succeeded, line=result.text(), fix=fix, exit_code=0)
+    if result.exit_code is None:
+        return EndReason(kind=EndKind.failed, line=result.text())
+    job = outcome.recorded(rec, result.where) or {}
+    reason = ending.from_exit_code(result.exit_code, run_id, memory=memory, oom=bool(job.get("oom")))
+    fix = reason.fix
+    where = " ".join(logs_args(run_view, result.where))
+    if fix and where:  # its own log, not every replica's or its last attempt's
+        fix = fix.replace(f"launchkit logs {run_id}", f"launchkit logs {run_id} {where}")
+    return reason.model_copy(update={"line": result.text(reason.line), "fix": fix})
 
 
 def _leftovers(rdir: Path, rec: dict[str, Any], left: list[int] | None = None) -> str:

@@ -15,9 +15,10 @@ if TYPE_CHECKING:
     from typing import IO
 
 
-def log_file(rdir: str | os.PathLike[str], rank: int) -> str:
-    """Replica `rank`'s log in run dir `rdir`."""
-    return os.path.join(rdir, "logs", f"replica-{rank}.log")
+def log_file(rdir: str | os.PathLike[str], rank: int, attempt: int = 1) -> str:
+    """The log of replica `rank`'s `attempt` in run dir `rdir` (a retry's: `replica-N.attempt-K.log`)."""
+    name = f"replica-{rank}" + (f".attempt-{attempt}" if attempt > 1 else "")
+    return os.path.join(rdir, "logs", f"{name}.log")
 
 
 def pump(stream: IO[bytes], path: str, wrote: Callable[[], None] = lambda: None) -> None:

@@ -101,8 +101,16 @@ def new(run_id: str, name: str, replicas: int, created: float | None = None) -> 
         "replicas": replicas,
         "supervisor_pid": None,
         "message": None,
-        "ranks": {},  # rank -> {"pgid", "status", "exit_code", "started", "finished"}
+        "ranks": {},  # rank -> its newest job ({"pgid", "attempt", "status", "exit_code", "started", ...})
+        "jobs": [],  # every job (a replica's attempt), oldest first: outcome.py reads the run from them
     }
+
+
+def job_dir(rdir: str, rank: int, attempt: int = 1) -> str:
+    """A job's own dir (runtime/, results/): `replica-N`, a retry's `replica-N/attempt-K` (fresh, as
+    a Beaker retry starts on a fresh node with a new result dataset)."""
+    base = os.path.join(rdir, f"replica-{rank}")
+    return base if attempt == 1 else os.path.join(base, f"attempt-{attempt}")
 
 
 def take_lock(rdir: Dir) -> int:

@@ -7,6 +7,7 @@ read-only disk) are one-line errors, never tracebacks.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -28,12 +29,13 @@ CREATE TABLE IF NOT EXISTS runs (
     finished REAL,
     replicas INTEGER NOT NULL,
     supervisor_pid INTEGER,
-    message TEXT
+    message TEXT,
+    jobs TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created);
 """
 COLUMNS: tuple[str, ...] = ("id", "name", "status", "exit_code", "created", "started", "finished")
-COLUMNS += ("replicas", "supervisor_pid", "message")
+COLUMNS += ("replicas", "supervisor_pid", "message", "jobs")  # jobs: JSON, each replica's attempts
 HOME_VAR = "LAUNCHKIT_LOCAL_HOME"
 
 
@@ -110,6 +112,8 @@ class Store:
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.executescript(SCHEMA)
+            if "jobs" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}:
+                db.execute("ALTER TABLE runs ADD COLUMN jobs TEXT")  # a runs.db from before attempts
             db.execute("SELECT count(*) FROM runs").fetchone()
         except BaseException:
             db.close()
@@ -157,7 +161,7 @@ class Store:
             db,
             f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET "
             f"{updates}, supervisor_pid = COALESCE(excluded.supervisor_pid, runs.supervisor_pid)",
-            tuple(rec.get(c) for c in COLUMNS),
+            tuple(column(rec, c) for c in COLUMNS),
         )
 
     def upsert(self, rec: dict[str, Any]) -> None:
@@ -211,10 +215,27 @@ class Store:
         return self._query(sql, args)
 
 
+def column(rec: dict[str, Any], name: str) -> Any:
+    """A record's value for index column `name` (`jobs`: its jobs and retry budget, as JSON)."""
+    if name != "jobs":
+        return rec.get(name)
+    if rec.get("jobs") is None:
+        return None
+    return json.dumps({"jobs": rec["jobs"], "allowed_retries": rec.get("allowed_retries") or 0})
+
+
+def row_jobs(row: Any) -> dict[str, Any]:
+    """What an index row keeps of a run's jobs, as record fields (none for a run indexed before
+    attempts were)."""
+    try:
+        value = json.loads(row["jobs"] or "null")
+    except (IndexError, KeyError, ValueError):
+        return {}
+    return value if isinstance(value, dict) and isinstance(value.get("jobs"), list) else {}
+
+
 def recovered(rdir: Path) -> dict[str, Any] | None:
     """A record for a run directory without one (made by an older launchkit): its end is unknown."""
-    import json
-
     try:
         spec = json.loads((rdir / "spec.json").read_text())
         created = (rdir / "spec.json").stat().st_mtime

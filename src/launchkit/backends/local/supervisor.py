@@ -2,12 +2,16 @@
 
 It starts every replica (the spec's own `bash -c <entrypoint>` command, each in its own session and
 process group, in its own runtime dir), writes their output to timestamped logs, and keeps the run's
-record (record.py) up to date. Each replica's process group is recorded *before* the replica runs:
-the replica first waits at a gate on its stdin, which the supervisor opens only once the record is
-written; if the supervisor dies before that, the gate closes and the replica exits unstarted.
+record (record.py) up to date: one entry per job, a replica's attempt. As on Beaker, a replica that
+fails has its siblings stopped for it under the task's propagateFailure, and gets a new attempt
+while the spec's retry.allowedTaskRetries last (with its siblings, when they were stopped for it).
+Each replica's process group is recorded *before* the replica runs: the replica first waits at a
+gate on its stdin, which the supervisor opens only once the record is written; if the supervisor
+dies before that, the gate closes and the replica exits unstarted.
 On SIGTERM (`launchkit stop`) it ends every process of the run.
 
-Standard library only (psutil only when leftovers must be searched): it starts in ~20 ms.
+Standard library only (psutil only when leftovers must be searched; the run model, pydantic, only to
+end a run of several jobs): it starts in ~20 ms.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import sys
 import threading
 import time
 
-from launchkit.backends.local import bell, logs, procs, record
+from launchkit.backends.local import bell, logs, outcome, procs, record
 from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
 from launchkit.core.specview import TaskView
@@ -114,15 +118,17 @@ def replica_env(
     rank: int,
     count: int,
     total_gpus: int,
+    attempt: int = 1,
 ) -> dict[str, str]:
     run_id = os.path.basename(rdir)
+    job_id = outcome.job_id(run_id, rank, attempt)
     env = dict(base)
     for var in TaskView(spec_task).env:
         if var.secret:
             env[var.name] = os.environ[var.secret]  # checked at submit; never stored
         else:
             env[var.name] = var.value or ""
-    replica_dir = os.path.join(rdir, f"replica-{rank}")
+    replica_dir = record.job_dir(rdir, rank, attempt)
     host = os.uname().nodename  # socket.gethostname(), without importing socket
     gpus, visible = gpu_share(total_gpus, (spec_task.get("resources") or {}).get("gpuCount"), count, rank)
     if visible is not None:
@@ -137,13 +143,13 @@ def replica_env(
             "BEAKER_REPLICA_RANK": str(rank),
             "BEAKER_LEADER_REPLICA_HOSTNAME": "127.0.0.1",
             "BEAKER_ASSIGNED_GPU_COUNT": str(gpus),
-            "BEAKER_JOB_ID": f"{run_id}-{rank}",
+            "BEAKER_JOB_ID": job_id,
             "BEAKER_WORKLOAD_ID": run_id,
             "BEAKER_EXPERIMENT_ID": run_id,
             "BEAKER_TASK_ID": f"{run_id}-{spec_task.get('name', 'main')}",
             "BEAKER_NODE_HOSTNAME": host,
             "BEAKER_NODE_ID": host,
-            "BEAKER_RESULT_DATASET_ID": f"{run_id}-{rank}-results",
+            "BEAKER_RESULT_DATASET_ID": f"{job_id}-results",
         }
     )
     if meta.get("git_remote"):
@@ -181,6 +187,7 @@ class Supervisor:
         rec = record.read(rdir)
         if rec is None:
             raise RuntimeError(f"{os.path.join(rdir, record.STATUS_FILE)} is missing or unreadable")
+        rec.setdefault("jobs", [])
         self.rec = rec
         self.run_id: str = rec["id"]
         self.grace = stop_grace()
@@ -188,10 +195,14 @@ class Supervisor:
         self.done = threading.Event()
         self.stopper: threading.Thread | None = None
         self.lock = threading.Lock()
-        self.procs: dict[int, int] = {}  # pid (= pgid) -> rank
-        self.codes: dict[int, int] = {}  # rank -> exit code
-        self.pumps: list[threading.Thread] = []
-        self.failed_first: int | None = None  # rank whose failure ended the others
+        self.procs: dict[int, int] = {}  # pid (= pgid) -> rank, of each replica's running job
+        self.attempts: dict[int, int] = {}  # rank -> its newest attempt (1, then one more per retry)
+        self.pumps: dict[int, threading.Thread] = {}  # rank -> its newest job's log pump
+        self.failing: int | None = None  # the rank whose failure the other replicas are stopped for
+        self.siblings: threading.Thread | None = None  # stopping them
+        self.retries_left = 0  # the spec's retry.allowedTaskRetries, less the retries made
+        self.propagate = False  # the task's propagateFailure (several replicas)
+        self.ooms = 0  # the memory controller's OOM kills counted so far
         self.storage_error: str | None = None  # a log could not be written: the run is stopped
         self.timed_out: str | None = None  # --task-timeout passed: the run is stopped
         self.subreaper = False
@@ -213,9 +224,18 @@ class Supervisor:
             self.write()
         self.bells.ring()
 
-    def save_rank(self, rank: int, **fields: Any) -> None:
+    def save_job(self, rank: int, **fields: Any) -> None:
+        """Update replica `rank`'s newest job (a new one when `fields` has a new `attempt`)."""
+        attempt = fields.get("attempt", self.attempts.get(rank, 1))
         with self.lock:
-            self.rec["ranks"].setdefault(str(rank), {}).update(fields)
+            job = next(
+                (j for j in self.rec["jobs"] if j["replica"] == rank and j["attempt"] == attempt), None
+            )
+            if job is None:
+                job = {"replica": rank, "attempt": attempt}
+                self.rec["jobs"].append(job)
+            job.update(fields)
+            self.rec["ranks"][str(rank)] = {k: v for k, v in job.items() if k != "replica"}
             self.write()
         self.bells.ring()
 
@@ -225,7 +245,7 @@ class Supervisor:
         try:
             record.write(self.rdir, self.rec)
         except OSError as e:
-            if not self.procs:
+            if not self.procs and not self.rec["jobs"]:
                 raise
             if self.storage_error is None:
                 self.storage_error = f"could not write its record ({e.strerror or e})"
@@ -233,14 +253,18 @@ class Supervisor:
 
     # ---- stopping
     def request_stop(self) -> None:
-        """End every replica (from a signal handler, a failed replica, or a failed log write)."""
+        """End every replica (from a signal handler, or a failed log write)."""
         self.cancel.set()
         if self.stopper is None:
             self.stopper = threading.Thread(target=self.stop_all, daemon=True)
             self.stopper.start()
 
     def stop_all(self) -> None:
-        groups = list(self.procs)
+        self.end_groups(list(self.procs), kill=False)
+        self.run_procs().end(0)  # and whatever escaped the groups
+
+    def end_groups(self, groups: list[int], kill: bool = True) -> None:
+        """SIGTERM to each process group; after the grace time, SIGKILL to what is left (`kill`)."""
         for pgid in groups:
             try:
                 os.killpg(pgid, signal.SIGTERM)
@@ -249,12 +273,19 @@ class Supervisor:
         deadline = time.monotonic() + self.grace
         while time.monotonic() < deadline and any(procs.group_alive(g) for g in groups):
             time.sleep(0.05)
-        self.run_procs().end(0)  # and whatever escaped the groups
+        for pgid in groups if kill else ():
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def groups(self) -> list[int]:
+        """Each replica's newest process group (running or not)."""
+        return [int(j["pgid"]) for j in self.rec["ranks"].values() if isinstance(j.get("pgid"), int)]
 
     def run_procs(self) -> procs.RunProcs:
-        return procs.RunProcs(
-            self.run_id, list(self.procs), cgroup=self.cgroup, rdir=self.rdir, root=os.getpid()
-        )
+        groups = sorted({*self.procs, *self.groups()})
+        return procs.RunProcs(self.run_id, groups, cgroup=self.cgroup, rdir=self.rdir, root=os.getpid())
 
     # ---- tracking (without a cgroup): every descendant with its start time, on disk for `stop`
     def record_tree(self) -> None:
@@ -289,40 +320,57 @@ class Supervisor:
 
     # ---- the job
     def start(self) -> None:
-        spec, meta = (self.read_json(name) for name in ("spec.json", "meta.json"))
-        task = spec["tasks"][0]
-        count = int(task.get("replicas") or 1)
-        argv = [*task["command"], *(task.get("arguments") or [])]
-        base = base_env(self.rdir)
-        gpus = meta.get("gpus")  # counted by the CLI for --gpus (nvidia-smi takes tens of ms)
+        spec, self.meta = (self.read_json(name) for name in ("spec.json", "meta.json"))
+        self.task = task = spec["tasks"][0]
+        self.count = int(task.get("replicas") or 1)
+        self.argv = [*task["command"], *(task.get("arguments") or [])]
+        self.propagate = self.count > 1 and bool(task.get("propagateFailure"))
+        retries = (spec.get("retry") or {}).get("allowedTaskRetries")
+        self.retries_left = retries if isinstance(retries, int) and retries > 0 else 0
+        self.base = base_env(self.rdir)
+        gpus = self.meta.get("gpus")  # counted by the CLI for --gpus (nvidia-smi takes tens of ms)
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
             gpus = gpu_count()
+        self.gpus = gpus
         os.makedirs(os.path.join(self.rdir, "logs"), exist_ok=True)
         self.cgroup = procs.make_cgroup(self.run_id)
         fields: dict[str, Any] = {"supervisor_pid": os.getpid(), "cgroup": self.cgroup}
+        if self.retries_left:
+            fields["allowed_retries"] = self.retries_left
         memory = (task.get("resources") or {}).get("memory")
         if memory:  # the replicas share the limit, as a Beaker task's processes do
             from launchkit.core.units import parse_size
 
             self.memory = MemoryLimit.make(self.run_id, parse_size(memory), self.cgroup)
             fields.update(memory=memory, memory_enforced=self.memory is not None)
+        self.spawn(list(range(self.count)), 1, fields)
+        if not self.cancel.is_set():
+            self.save(status="running", started=time.time())
+            if task.get("timeout"):  # --task-timeout (nanoseconds), from the start, as on Beaker
+                threading.Thread(target=self.time_out, args=(task["timeout"] / 1e9,), daemon=True).start()
+
+    def spawn(self, ranks: list[int], attempt: int, first: dict[str, Any] | None = None) -> None:
+        """Start attempt `attempt` of replicas `ranks`; `first`: the record's fields of the run's
+        start (its first attempt), saved before any replica runs."""
         # Every replica waits at its gate while it joins the run's cgroup (the kernel takes ~10 ms to
         # move a process: an RCU grace period), for all at once and while the rest is set up. Until
         # its gate opens, a replica that loses its supervisor exits unstarted.
         gates: list[tuple[int, Any, int, Joiner]] = []
         try:
-            for rank in range(count):
+            for rank in ranks:
                 if self.cancel.is_set():
                     break
-                replica_dir = os.path.join(self.rdir, f"replica-{rank}")
-                os.makedirs(replica_dir, exist_ok=True)
-                env = replica_env(base, task, meta, self.rdir, rank, count, gpus)
+                job_dir = record.job_dir(self.rdir, rank, attempt)
+                os.makedirs(job_dir, exist_ok=True)
+                env = replica_env(
+                    self.base, self.task, self.meta, self.rdir, rank, self.count, self.gpus, attempt
+                )
                 gate_r, gate_w = os.pipe()
                 try:
                     p = subprocess.Popen(
-                        [*GATE, *argv],
+                        [*GATE, *self.argv],
                         env=env,
-                        cwd=replica_dir,
+                        cwd=job_dir,
                         stdin=gate_r,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT,
@@ -335,33 +383,31 @@ class Supervisor:
                     os.close(gate_r)
                 p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping it
                 self.procs[p.pid] = rank
+                self.attempts[rank] = attempt
                 gates.append((rank, p, gate_w, Joiner(p.pid, self.cgroup, self.memory)))
-            record.reserve(self.rdir)
-            self.save(**fields)
-            self.subreaper = procs.become_subreaper()  # before any replica runs: orphans come back to us
+            if first is not None:
+                record.reserve(self.rdir)
+                self.save(**first)
+                self.subreaper = procs.become_subreaper()  # before any replica runs: orphans come back to us
             while gates:
                 rank, p, gate_w, joiner = gates.pop(0)
                 try:  # recorded before it runs: whoever finds this run can end the group
                     self.track(p.pid, *joiner.result())
-                    self.save_rank(rank, pgid=p.pid, status="running", started=time.time())
+                    self.save_job(rank, attempt=attempt, pgid=p.pid, status="running", started=time.time())
                     if not self.cancel.is_set():
                         os.write(gate_w, b"go\n")
                         self.bells.start()  # not before: its thread would compete with the gates
                 finally:
                     os.close(gate_w)
-                path = logs.log_file(self.rdir, rank)
+                path = logs.log_file(self.rdir, rank, attempt)
                 t = threading.Thread(target=self.pump, args=(p.stdout, path), daemon=True)
                 t.start()
-                self.pumps.append(t)
+                self.pumps[rank] = t
         finally:
             for _, p, gate_w, joiner in gates:  # never opened (an error): they exit at their gates
                 os.close(gate_w)
                 p.stdout.close()
                 joiner.result()
-        if not self.cancel.is_set():
-            self.save(status="running", started=time.time())
-            if task.get("timeout"):  # --task-timeout (nanoseconds), from the start, as on Beaker
-                threading.Thread(target=self.time_out, args=(task["timeout"] / 1e9,), daemon=True).start()
 
     def time_out(self, seconds: float) -> None:
         """Stop the run once it has run `seconds` (its record then says which timeout)."""
@@ -395,31 +441,75 @@ class Supervisor:
                 pass
 
     def wait(self) -> None:
-        live = set(self.procs)
-        while live:
+        while self.procs:
             try:
                 pid, status = os.waitpid(-1, 0)
             except ChildProcessError:
                 break
-            if pid not in live:
+            rank = self.procs.pop(pid, None)
+            if rank is None:
                 continue  # an orphan re-parented to us
-            live.discard(pid)
-            rank, code = self.procs[pid], exit_code(status)
-            self.codes[rank] = code
-            if code != 0 and self.memory is not None and self.memory.oom_kills():  # the kernel's count
-                self.save(message=record.OOM_MESSAGE + str(self.rec.get("memory")))
-            state = "canceled" if self.cancel.is_set() else ("succeeded" if code == 0 else "failed")
-            self.save_rank(rank, status=state, exit_code=code, finished=time.time())
-            if code != 0 and live and not self.cancel.is_set():  # propagate failure, like Beaker
-                self.failed_first = rank
-                self.request_stop()
+            self.job_ended(rank, exit_code(status))
+
+    def job_ended(self, rank: int, code: int) -> None:
+        """Record how replica `rank`'s job ended; on a failure, stop its siblings (propagateFailure)
+        and retry (retry.allowedTaskRetries), as Beaker does."""
+        fields: dict[str, Any] = {"exit_code": code, "finished": time.time()}
+        if code != 0 and self.memory is not None:
+            kills = self.memory.oom_kills()  # the kernel's count, for the whole run
+            if kills > self.ooms:
+                self.ooms = kills
+                fields["oom"] = True
+        if self.cancel.is_set():
+            fields["status"] = "canceled"
+        elif self.failing is not None:
+            fields.update(status="canceled", stopped_for=self.failing)
+        else:
+            fields["status"] = "succeeded" if code == 0 else "failed"
+        self.save_job(rank, **fields)
+        if self.cancel.is_set():
+            return
+        failed = fields["status"] == "failed"
+        if failed and self.propagate and self.procs:
+            self.failing = rank  # the others are stopped for it, then (with retries left) all run again
+            self.siblings = threading.Thread(target=self.end_groups, args=(list(self.procs),), daemon=True)
+            self.siblings.start()
+        elif not self.retries_left:
+            return
+        elif not self.propagate and failed:
+            self.retry([rank])  # the others run on
+        elif self.propagate and not self.procs and (failed or self.failing is not None):
+            self.retry([r for r in range(self.count) if self.job(r).get("status") != "succeeded"])
+
+    def job(self, rank: int) -> dict[str, Any]:
+        return self.rec["ranks"].get(str(rank)) or {}
+
+    def retry(self, ranks: list[int]) -> None:
+        """Run `ranks` again as a new attempt, once what their last one left is ended."""
+        self.retries_left -= 1
+        if self.siblings is not None:
+            self.siblings.join()
+            self.siblings = None
+        self.failing = None
+        if self.procs:  # others still run: end what is left in the retried replicas' groups
+            self.end_groups([self.job(r)["pgid"] for r in ranks if self.job(r).get("pgid")])
+        else:  # nothing else runs: whatever is left of the attempt (daemons, escaped sessions)
+            procs.RunProcs(self.run_id, self.groups(), root=os.getpid()).end(self.grace)
+        for r in ranks:
+            pump = self.pumps.get(r)
+            if pump is not None:
+                pump.join(timeout=5)  # its last lines are logged before the retry shows in the record
+        if not self.cancel.is_set():
+            self.spawn(ranks, max(self.attempts[r] for r in ranks) + 1)
 
     def finish(self) -> None:
         # Nothing may outlive the job: end leftovers (daemons, escaped sessions), then drain the logs.
-        groups = list(self.procs)
+        groups = self.groups()
         self.done.set()
         if self.watcher is not None:
             self.watcher.join()
+        if self.siblings is not None:
+            self.siblings.join()
         clean = self.subreaper and procs.reap_children() and not any(map(procs.group_alive, groups))
         if not (clean and not (self.cgroup and procs.cgroup_pids(self.cgroup))):
             self.run_procs().end(2)
@@ -427,26 +517,17 @@ class Supervisor:
         from launchkit.backends.local.cleanup import remove_credentials  # the supervisor starts light
 
         remove_credentials(self.rdir)  # nothing of the job is left to read them
-        for t in self.pumps:
+        for t in self.pumps.values():
             t.join(timeout=5)
-        first_failure = next((c for _, c in sorted(self.codes.items()) if c != 0), None)
         if self.storage_error is not None:
             self.rec["state_error"] = True
             self.end("failed", None, f"stopped because it {self.storage_error}")
-        elif self.failed_first is not None:
-            self.end(
-                "failed",
-                self.codes[self.failed_first],
-                f"replica {self.failed_first} failed; the others were stopped",
-            )
-        elif self.timed_out is not None:
-            self.end("canceled", first_failure, self.timed_out)
         elif self.cancel.is_set():
-            self.end("canceled", first_failure, "stopped by user")
-        elif first_failure is not None:
-            self.end("failed", first_failure)
+            newest = sorted(self.rec["ranks"].items(), key=lambda kv: int(kv[0]))
+            code = next((c for c in (j.get("exit_code") for _, j in newest) if c), None)
+            self.end("canceled", code, self.timed_out or "stopped by user")
         else:
-            self.end("succeeded", 0)
+            self.end(*self.outcome())
         self.bells.close()  # the last ring, at once: followers see the end now
         # Only the empty shells are left: the run's (empty) cgroups, its record's reserve, its links.
         procs.remove_cgroup(self.cgroup)
@@ -459,6 +540,22 @@ class Supervisor:
         from launchkit.backends.local.uploads import unlink_uploads
 
         unlink_uploads(self.rdir)  # after end(): this run no longer counts as a user of its links
+
+    def outcome(self) -> tuple[str, int | None, str | None]:
+        """(status, exit code, message) of the run, from the run model (core/runs.py); a run of one
+        job is its job's end, without loading the model (pydantic) into the supervisor."""
+        all_jobs = outcome.jobs(self.rec)
+        if len(all_jobs) == 1 and all_jobs[0].get("status") in ("succeeded", "failed"):
+            status, code, message = all_jobs[0]["status"], all_jobs[0].get("exit_code"), None
+            oom = all_jobs[0].get("oom")
+        else:
+            result = outcome.of(self.rec)
+            status = result.state.value if result.state.value in record.FINISHED else "failed"
+            code, message = result.exit_code, (result.text() if result.subject or result.notes else None)
+            oom = (outcome.recorded(self.rec, result.where) or {}).get("oom")
+        if oom:  # the kernel's count says so: kept in the message (runs.db keeps no more)
+            message = record.OOM_MESSAGE + str(self.rec.get("memory"))
+        return status, code, message
 
     def end(self, status: str, code: int | None, message: str | None = None) -> None:
         if self.rec["status"] not in record.FINISHED:
