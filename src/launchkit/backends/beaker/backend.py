@@ -27,6 +27,7 @@ from launchkit.backends.beaker.logs import Flusher, stream_job
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
     EXIT_JOB_FAILED,
+    LaunchkitError,
     NotFoundError,
     PreconditionError,
     UsageError,
@@ -155,7 +156,7 @@ class BeakerBackend:
                 exit_code = job.status.exit_code if job.status.HasField("exit_code") else None
                 if exit_code is None and js == RunStatus.succeeded:
                     exit_code = 0
-                end = job_end(job, ex.id, events=events)
+                end = job_end(job, ex.id, events=events, started=self._command_started(job))
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -299,6 +300,21 @@ class BeakerBackend:
             self._seen[wl.experiment.id] = (wl, rows)
             lead = _lead([job for _, _, job in rows])
             return self._info(wl, author=author, job=lead, events=self._never_scheduled_events(lead))
+
+    def _command_started(self, job: Any) -> bool | None:
+        """For a job that exited with one of the runtime's setup codes (100-109): whether its log says
+        the user's command had started (None: the log could not be read). Else False, unread."""
+        from launchkit.backends.beaker.logs import command_started
+        from launchkit.backends.ending import SETUP_STEPS
+
+        if not job.status.HasField("exit_code") or job.status.exit_code not in SETUP_STEPS:
+            return False
+        try:
+            with self._errors():
+                return command_started(self.conn, job.id)
+        except LaunchkitError as e:
+            self.app.debug(f"the log of job {job.id} could not be read: {e}")
+            return None
 
     def _never_scheduled_events(self, job: Any) -> list[str] | None:
         """A canceled job that never got a node: its scheduling events (why it never fit)."""

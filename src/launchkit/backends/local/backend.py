@@ -314,7 +314,7 @@ class LocalBackend:
             replicas=rec["replicas"],
             author=os.environ.get("USER"),
             message=rec.get("message"),
-            end=_end(rec),
+            end=_end(rec, self.rdir(rec["id"])),
         )
 
     def get(self, run_ref: str) -> RunInfo:
@@ -585,8 +585,10 @@ class LocalBackend:
         return gpus
 
 
-def _end(rec: dict[str, Any]) -> EndReason | None:
-    """Why a finished local run ended, from its record (exit code, stop, lost supervisor)."""
+def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
+    """Why a finished local run ended, from its record (exit code, stop, lost supervisor) and, for
+    the runtime's setup codes, from the log of the replica whose code it is (whether the command
+    had started)."""
     from launchkit.backends import ending
 
     status, code, message = rec["status"], rec.get("exit_code"), rec.get("message") or ""
@@ -607,7 +609,16 @@ def _end(rec: dict[str, Any]) -> EndReason | None:
     if message.startswith(record.OOM_MESSAGE):  # the supervisor read the kernel's OOM-kill count
         memory = message.removeprefix(record.OOM_MESSAGE)
         return ending.from_exit_code(code, rec["id"], memory=memory, oom=True)
-    return ending.from_exit_code(code, rec["id"])
+    started = code in ending.SETUP_STEPS and _command_started(rec, rdir, code)
+    return ending.from_exit_code(code, rec["id"], started=started)
+
+
+def _command_started(rec: dict[str, Any], rdir: Path, code: int) -> bool:
+    """Whether the runtime started the command of the (first) replica that exited with `code`."""
+    from launchkit.backends import ending
+
+    ranks = sorted(int(r) for r, v in (rec.get("ranks") or {}).items() if v.get("exit_code") == code)
+    return ending.command_started(logs.lines(logs.log_file(rdir, ranks[0] if ranks else 0)))
 
 
 def _leftovers(rdir: Path, rec: dict[str, Any], left: list[int] | None = None) -> str:
