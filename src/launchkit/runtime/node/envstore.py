@@ -8,7 +8,7 @@ at `$UV_CACHE_DIR/launchkit-envs-v1/u<uid>/KEY`, built once under a lock (copied
 linked to it, its files made read-only) and published by a rename, so nobody ever sees half of one.
 Each job's venv then becomes a thin venv over it (`link`): a `.pth` puts the store's site-packages on
 sys.path, the packages' `*.dist-info` and what they place outside site-packages are copied in (checked
-against the digests taken when the entry was built: an entry found damaged is built again), console
+against what they were when the entry was built: an entry found damaged is built again), console
 scripts rewritten for the job's interpreter. The usual install that follows finds every locked
 package installed and adds only the project (editable) and local paths. A running job holds a lease
 on its entry (a shared flock the command inherits: `take_lease`), and a prune leaves held entries.
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 STORE = "launchkit-envs-v1"
 MANIFEST = "launchkit-env.json"
 PTH = "_launchkit_envstore.pth"
-FORMAT = 3  # 2: the link plan in the manifest; 3: copied from uv's cache, read-only, with digests
+FORMAT = 3  # 2: the link plan in the manifest; 3: copied from uv's cache, read-only, with stamps
 KEEP_DAYS = 30  # an entry no job used for this long is removed (a job touches its entry's manifest)
 WAIT_SECONDS = 900  # for another job building the same entry; then this job installs for itself
 LEASE_NOTE = ".launchkit-envstore-lease"  # in the job's venv: the lease file the entrypoint holds open
@@ -496,7 +496,7 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
     plan = manifest.get("links")  # built with this entry (else read from the metadata: older entries)
     if not isinstance(plan, dict):
         plan = link_plan(entry, manifest)
-    digests = manifest.get("digests") or {}
+    stamps = manifest.get("stamps") or {}
     added: list[str] = []
     try:
         for inside in manifest.get("present") or []:  # each package's top-level names
@@ -518,8 +518,8 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
             for file in files:
                 if file in METADATA_FILES:  # (names only: never a path)
                     rel = os.path.join("meta", name, file)
-                    _copy_checked(entry, rel, os.path.join(dst, file), digests.get(rel))
-            added.extend(_link_outside(entry, venv, outside, old_python, new_python, digests))
+                    _copy_checked(entry, rel, os.path.join(dst, file), stamps.get(rel))
+            added.extend(_link_outside(entry, venv, outside, old_python, new_python, stamps))
     except BaseException:
         unlink(added)
         raise
@@ -545,16 +545,16 @@ def link_plan(entry: str, manifest: Manifest) -> dict[str, list[list[str]]]:
 
 
 def checks(entry: str, manifest: Manifest) -> Manifest:
-    """What a job checks when it links the entry (Damaged otherwise), taken when it is built: the
-    SHA-256 of each file the job copies (`digests`, by path in the entry), and each package's
-    top-level names in site-packages (`present`)."""
-    digests = {}
+    """What a job checks when it links the entry (Damaged otherwise), taken when it is built: each file
+    the job copies, by its path in the entry, with its size and change time (`stamps`: any write
+    changes the ctime, and nobody can set it back), and each package's top-level names in
+    site-packages (`present`)."""
+    stamps = {}
     for name, (files, outside) in manifest["links"].items():
         for rel in [os.path.join("meta", name, f) for f in files] + [
             os.path.join("venv", p) for p in outside
         ]:
-            with open(os.path.join(entry, rel), "rb") as f:
-                digests[rel] = hashlib.sha256(f.read()).hexdigest()
+            stamps[rel] = _stamp(os.stat(os.path.join(entry, rel)))
     store_sp = os.path.join(entry, manifest["site_packages"])
     present = set()
     for name in manifest["dists"]:
@@ -563,24 +563,39 @@ def checks(entry: str, manifest: Manifest) -> Manifest:
             if top not in ("", "..") and not top.endswith(".dist-info"):
                 present.add(top)
     return {
-        "digests": digests,
+        "stamps": stamps,
         "present": sorted(p for p in present if os.path.lexists(os.path.join(store_sp, p))),
     }
 
 
+def _stamp(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_ctime_ns]
+
+
 def _copy_checked(
-    entry: str, rel: str, dst: str, want: str | None, rewrite: tuple[bytes, bytes] | None = None
-) -> None:
+    entry: str, rel: str, dst: str, want: list[int] | None, rewrite: tuple[bytes, bytes] | None = None
+) -> bool:
     """The entry's file `rel` becomes the job's own file `dst` (a copy: nothing the job writes reaches
-    the store); Damaged when its content is not what the entry was built with."""
-    with open(os.path.join(entry, rel), "rb") as f:
-        data = f.read()
-    if want is not None and hashlib.sha256(data).hexdigest() != want:
+    the store; `rewrite` applied to a script); Damaged when it is not as the entry was built. False
+    when there is no such file (and none was recorded)."""
+    src = os.path.join(entry, rel)
+    try:
+        st = os.stat(src)
+    except FileNotFoundError:
+        if want is not None:
+            raise Damaged(f"{rel} is missing") from None
+        return False
+    if want is not None and _stamp(st) != want:
         raise Damaged(f"{rel} changed since it was built")
-    if rewrite and data.startswith(b"#!"):
-        data = data.replace(*rewrite)
-    with open(dst, "wb") as f:
-        f.write(data)
+    with open(src, "rb") as f:
+        data = f.read() if rewrite and f.read(2) == b"#!" else b""
+    if data:
+        with open(dst, "wb") as f:
+            f.write(b"#!" + data.replace(*rewrite))  # type: ignore[misc]
+    else:
+        shutil.copyfile(src, dst)  # (in the kernel: binaries in bin/ can be tens of MB)
+    os.chmod(dst, 0o755 if st.st_mode & 0o100 else 0o644)
+    return True
 
 
 def linked_site_packages(site_packages: str) -> list[str]:
@@ -627,7 +642,7 @@ def _outside(record: str, built_sp: str, built_venv: str) -> list[str]:
 
 
 def _link_outside(
-    entry: str, venv: str, outside: list[str], old: bytes, new: bytes, digests: dict[str, str]
+    entry: str, venv: str, outside: list[str], old: bytes, new: bytes, stamps: dict[str, list[int]]
 ) -> list[str]:
     """The files a package put outside site-packages (console scripts, `etc/`, `share/`), copied into
     the job's venv: scripts rewritten for the job's interpreter."""
@@ -636,19 +651,13 @@ def _link_outside(
         inside = os.path.normpath(inside)
         if os.path.isabs(inside) or inside.startswith(".."):
             continue  # (the manifest is this user's own; still: never outside the venv)
-        rel = os.path.join("venv", inside)
-        src, dst = os.path.join(entry, rel), os.path.join(venv, inside)
+        rel, dst = os.path.join("venv", inside), os.path.join(venv, inside)
         if os.path.lexists(dst):
             continue
-        if not os.path.isfile(src):
-            if rel in digests:
-                raise Damaged(f"{rel} is missing")
-            continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        script = inside.startswith("bin" + os.sep)
-        _copy_checked(entry, rel, dst, digests.get(rel), (old, new) if script else None)
-        added.append(dst)
-        os.chmod(dst, 0o755 if os.stat(src).st_mode & 0o100 else 0o644)
+        rewrite = (old, new) if inside.startswith("bin" + os.sep) else None
+        if _copy_checked(entry, rel, dst, stamps.get(rel), rewrite):
+            added.append(dst)
     return added
 
 
