@@ -675,10 +675,10 @@ def unlink(added: list[str]) -> None:
 # ---- leases and pruning
 
 
-def take_lease(mine: str, key: str, now: float) -> str:
+def take_lease(mine: str, key: str, now: float, holder: str = "") -> str:
     """A new lease file for entry `key` (the entrypoint holds it open with a shared flock until the
-    command ends: prune() leaves an entry whose lease someone holds). Leases nobody holds that are
-    a day old are removed on the way."""
+    command ends: prune() leaves an entry whose lease someone holds), saying who holds it. Leases
+    nobody holds that are a day old are removed on the way."""
     leases = os.path.join(mine, key + ".leases")
     os.makedirs(leases, 0o700, exist_ok=True)
     for name in os.listdir(leases):
@@ -693,7 +693,7 @@ def take_lease(mine: str, key: str, now: float) -> str:
     path = os.path.join(leases, f"{socket.gethostname()}-{os.getpid()}-{os.urandom(4).hex()}")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(os.environ.get("BEAKER_JOB_ID") or os.environ.get("LAUNCHKIT_RUN_ID") or "")
+        f.write(holder)
     return path
 
 
@@ -845,7 +845,8 @@ def use_store(
                 os.utime(os.path.join(entry, MANIFEST))  # in use (for pruning)
             except OSError:
                 pass
-            lease = take_lease(mine, key, time.time())
+            holder = environ.get("BEAKER_JOB_ID") or environ.get("LAUNCHKIT_RUN_ID") or ""
+            lease = take_lease(mine, key, time.time(), holder)
             with open(os.path.join(venv, LEASE_NOTE), "w", encoding="utf-8") as f:
                 f.write(lease + "\n")
         finally:
