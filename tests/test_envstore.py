@@ -325,6 +325,17 @@ def test_a_half_built_entry_is_never_used(tmp_path):
     shutil.rmtree(entry / "meta")
     with pytest.raises(es.Refused, match="does not hold"):
         es.verify(str(entry), K)
+    # found so by a job: named on its stderr (`say`) and built again
+    said: list[str] = []
+    _, _, built = es.ensure_entry(mine, K, fake_build(calls), lines.append, say=said.append)
+    assert built and said == [
+        f"[launchkit] env store: {entry} does not hold what its manifest lists; building it again"
+    ]
+    (entry / es.MANIFEST).write_text(json.dumps(dict(m, format=es.FORMAT - 1)))
+    with pytest.raises(
+        es.Refused, match=f"built by another version of launchkit \\(format {es.FORMAT - 1}\\)"
+    ):
+        es.verify(str(entry), K)
 
 
 # ---- the thin venv

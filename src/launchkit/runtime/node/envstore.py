@@ -288,8 +288,10 @@ def verify(entry: str, key: str) -> Manifest:
             manifest = json.load(f)
     except (OSError, ValueError):
         raise Refused(f"{entry} is incomplete (no manifest): half-built or not launchkit's") from None
-    if not isinstance(manifest, dict) or manifest.get("key") != key or manifest.get("format") != FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("key") != key:
         raise Refused(f"{entry}: its manifest is for another key")
+    if manifest.get("format") != FORMAT:
+        raise Refused(f"{entry} was built by another version of launchkit (format {manifest.get('format')})")
     meta = os.path.join(entry, "meta")
     sp = os.path.join(entry, str(manifest.get("site_packages", "")))
     dists = manifest.get("dists")
@@ -342,10 +344,12 @@ def ensure_entry(
     sleep: Callable[[float], None] = time.sleep,
     wait: float = WAIT_SECONDS,
     damaged: int | None = None,
+    say: Log | None = None,
 ) -> tuple[str, Manifest, bool]:
     """(entry path, manifest, built by this call). `build(staging)` fills a fresh directory and returns
     its manifest fields; the entry is published by renaming it into place. `damaged`: the inode of
-    the entry a job found damaged; built again unless another job did meanwhile."""
+    the entry a job found damaged; built again unless another job did meanwhile. An entry that is
+    not complete is built again, and `say` (the job's stderr) names it."""
     entry = os.path.join(mine, key)
     if os.path.lexists(entry) and damaged is None:
         try:
@@ -359,9 +363,11 @@ def ensure_entry(
         if os.path.lexists(entry):
             try:
                 if os.lstat(entry).st_ino == damaged:
-                    raise Refused("damaged")
+                    raise Refused("")  # (said by the caller)
                 return entry, verify(entry, key), False
-            except Refused:
+            except Refused as e:
+                if str(e):
+                    (say or log)(f"[launchkit] env store: {e}; building it again")
                 # ours and in our private tree, but incomplete or damaged (a copy, a crash): set aside
                 aside = os.path.join(mine, f".broken-{key}-{os.getpid()}")
                 os.rename(entry, aside)
@@ -818,7 +824,7 @@ def use_store(
     say = say or log
     damaged = None
     for _ in range(3):  # (a damaged entry built again; an entry pruned or replaced meanwhile)
-        entry, manifest, built = ensure_entry(mine, key, build, log, damaged=damaged, **kw)
+        entry, manifest, built = ensure_entry(mine, key, build, log, damaged=damaged, say=say, **kw)
         # linked under a shared lock: a prune (which takes it exclusively) waits, then sees the lease
         fd = _lock(
             entry + ".lock",
