@@ -860,9 +860,11 @@ def test_a_damaged_entry_is_named_and_built_again(repo, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_running_job_keeps_its_entry_through_a_prune(repo, tmp_path):
+@pytest.mark.parametrize("flock", [True, False], ids=["flock", "image-without-flock"])
+def test_a_running_job_keeps_its_entry_through_a_prune(repo, tmp_path, flock):
     """A job still running past the 30 days holds a lease on its entry: a prune leaves it, and the job's
-    next import works; once the job has ended, the entry goes."""
+    next import works; once the job has ended, the entry goes. Without flock(1) in the image, the
+    job's Python takes the lock."""
     from lk_helpers import entrypoint_env, entrypoint_path
 
     wait_then_import = [
@@ -871,9 +873,20 @@ def test_a_running_job_keeps_its_entry_through_a_prune(repo, tmp_path):
         "import sys; print('READY', flush=True); sys.stdin.readline(); import tinydata; print(tinydata.VALUE)",
     ]
     with data_package(repo, tmp_path) as (sha, env):
+        full = entrypoint_env(tmp_path / "j1", str(repo.remote), sha, env)
+        if not flock:  # the PATH's programs but flock
+            tools = tmp_path / "tools-without-flock"
+            tools.mkdir()
+            for d in reversed(full["PATH"].split(os.pathsep)):
+                for prog in Path(d).iterdir() if os.path.isdir(d) else []:
+                    if prog.name != "flock" and os.access(prog, os.X_OK):
+                        (tools / prog.name).unlink(missing_ok=True)
+                        (tools / prog.name).symlink_to(prog)
+            full["PATH"] = str(tools)
+            assert shutil.which("flock", path=full["PATH"]) is None
         job = subprocess.Popen(
             ["bash", entrypoint_path(), *wait_then_import],
-            env=entrypoint_env(tmp_path / "j1", str(repo.remote), sha, env),
+            env=full,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
