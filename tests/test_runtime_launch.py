@@ -419,11 +419,12 @@ def test_ray_head_waits_for_every_node_then_runs_the_driver(tmp_path, fake_ray, 
         "LK_RAY_START_ARGS": "--num-cpus=1",
         "LK_RAY_HEAD_ARGS": "--include-dashboard=false",
     }
+    said: list[str] = []
     rc = ray_cluster.head(
         [str(fake_ray)], "10.0.0.7", 6379, 2, ["sh", "-c", "exit 7"], env, procs.Children(), FakeClock(),
-        lambda: next(answers),
+        lambda: next(answers), starting=lambda: said.append(started(tmp_path)[-1]),
     )  # fmt: skip
-    assert rc == 7
+    assert rc == 7 and len(said) == 1  # the command-started line: once the head is up, before the driver
     assert started(tmp_path) == [
         "start --head --block --port=6379 --node-ip-address=10.0.0.7 --disable-usage-stats --num-cpus=1 "
         "--include-dashboard=false"
@@ -461,7 +462,7 @@ def test_ray_head_that_never_answers_or_dies_is_exit_109(tmp_path, fake_ray, han
     with pytest.raises(LaunchError, match=r"ray head failed to start \(exit 5\)"):
         ray_cluster.head(
             [str(fake_ray)], "127.0.0.1", 1, 1, ["true"], env | {"FAKE_RAY_EXIT": "5"}, procs.Children(),
-            FakeClock(), lambda: None,
+            FakeClock(), lambda: None, starting=lambda: pytest.fail("a launcher failure is not the command's"),
         )  # fmt: skip
 
 
@@ -559,3 +560,16 @@ def test_launch_errors_are_one_line_with_the_steps_code(tmp_path):
         "[launchkit] error: ray across 2 replicas needs BEAKER_LEADER_REPLICA_HOSTNAME (is leader selection on?)"
     )
     assert "Traceback" not in r.stderr and "setup done" not in r.stderr
+
+
+def test_a_ray_worker_does_not_say_the_command_started(tmp_path):
+    """Its command runs on the head: a worker's 109 is always the launcher's (backends/ending.py)."""
+    env = {
+        "BEAKER_REPLICA_COUNT": "2", "BEAKER_REPLICA_RANK": "1", "LAUNCHKIT_LAUNCHER": "ray",
+        "BEAKER_LEADER_REPLICA_HOSTNAME": "127.0.0.1", "LK_RAY_WAIT": "0", "PATH": f"{tmp_path}:/usr/bin:/bin",
+    }  # fmt: skip
+    (tmp_path / "ray").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "ray").chmod(0o755)
+    r = run_launch(tmp_path, ["python", "driver.py"], env)
+    assert r.returncode == 109 and "ray worker: setup done in" in r.stderr, r.stderr
+    assert not any(line.startswith("[launchkit] setup done in") for line in r.stderr.splitlines())

@@ -3,9 +3,15 @@ setup steps, OOM kills). Beaker's own cancelation codes are read in backends/bea
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from launchkit.backends.protocol import EndKind, EndReason, RunInfo, RunStatus
 
 OOM_EXIT = 137  # 128 + SIGKILL: what the kernel's out-of-memory killer leaves
+# The runtime's timing line, printed right before the user's command starts (runtime/lib.sh
+# lk_timing_line, node/launch.py timing_line; a ray head once its driver starts): a job whose log has
+# it ran the command, so its exit code is the command's, 100-109 included.
+COMMAND_STARTED = b"[launchkit] setup done in "
 
 # runtime/entrypoint.sh exit codes (docs/runtime.md, "Steps"): what failed and what to do
 SETUP_STEPS: dict[int, tuple[str, str]] = {
@@ -43,9 +49,24 @@ SETUP_STEPS: dict[int, tuple[str, str]] = {
 }
 
 
-def from_exit_code(code: int, run_id: str, *, memory: str | None = None, oom: bool = False) -> EndReason:
-    """A finished run's reason from its exit code (0: succeeded). `oom`: the backend saw an OOM kill;
-    a bare 137 is reported as most likely one. `memory`: the run's memory limit, if it had one."""
+def command_started(lines: Iterable[bytes]) -> bool:
+    """Whether a job's log (its lines, from the start) says the runtime started the user's command:
+    reads up to the runtime's line that says so, which comes before any of the command's output."""
+    return any(line.startswith(COMMAND_STARTED) for line in lines)
+
+
+def from_exit_code(
+    code: int,
+    run_id: str,
+    *,
+    started: bool | None = False,
+    memory: str | None = None,
+    oom: bool = False,
+) -> EndReason:
+    """A finished run's reason from its exit code (0: succeeded). `started`: whether the user's command
+    had started (command_started: its log says so); the runtime's setup codes (100-109) mean a setup
+    step failed only before that (None: not known). `oom`: the backend saw an OOM kill; a bare 137 is
+    reported as most likely one. `memory`: the run's memory limit, if it had one."""
     if code == 0:
         return EndReason(kind=EndKind.succeeded, line="succeeded", exit_code=0)
     if oom or code == OOM_EXIT:
@@ -63,7 +84,16 @@ def from_exit_code(code: int, run_id: str, *, memory: str | None = None, oom: bo
             else "set a larger --memory (e.g. --memory 64GiB), or use less",
             exit_code=code,
         )
-    if code in SETUP_STEPS:
+    if code in SETUP_STEPS and started is None:
+        what, _ = SETUP_STEPS[code]
+        return EndReason(
+            kind=EndKind.exit_code,
+            line=f"failed with exit code {code}: launchkit's code for \"{what}\", or your command's own"
+            " (its log could not be read to tell whether your command had started)",
+            fix=f"see the end of its log: `launchkit logs {run_id} --tail 50`",
+            exit_code=code,
+        )
+    if code in SETUP_STEPS and not started:
         what, fix = SETUP_STEPS[code]
         return EndReason(
             kind=EndKind.setup,

@@ -329,6 +329,23 @@ lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_I
     fi
     lk_progress_stop
 }
+# A venv linked to the env store (runtime/node/envstore.py) names its entry's lease file: held open here
+# with a shared flock, the descriptor inherited by the command, so no prune removes the entry while
+# the job runs. (flock(1) when the image has it, else the job's Python: the lock stays with the
+# descriptor after either exits.)
+lk_hold_lease() {
+    local lease
+    [[ -f $LK_VENV/.launchkit-envstore-lease ]] || return 0
+    IFS= read -r lease <"$LK_VENV/.launchkit-envstore-lease" || return 0
+    { exec {LK_LEASE_FD}<"$lease"; } 2>/dev/null || { lk_log "warning: cannot open the env store lease $lease"; return 0; }
+    if command -v flock >/dev/null 2>&1; then
+        flock -s -n "$LK_LEASE_FD" && return 0
+    else
+        "$LK_PY" -I -S -c 'import fcntl, sys; fcntl.flock(int(sys.argv[1]), fcntl.LOCK_SH | fcntl.LOCK_NB)' \
+            "$LK_LEASE_FD" 2>/dev/null && return 0
+    fi
+    lk_log "warning: cannot lock the env store lease $lease: a prune may remove the entry while this job runs"
+}
 if [[ -n $LK_CONDA ]]; then
     t=$(lk_now_ms)
     lk_conda_env
@@ -359,6 +376,7 @@ elif [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]]; then
     fi
     t=$(lk_now_ms)
     lk_install "$LK_PY"
+    lk_hold_lease
     lk_timed "install[$LK_INSTALL_KIND]" "$((t + LK_BYTECODE_MS))" # (the bytecode step's time apart)
 elif [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then # --no-python --install: only the command (as gantry)
     t=$(lk_now_ms)

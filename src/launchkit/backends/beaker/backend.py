@@ -28,6 +28,7 @@ from launchkit.core import runs
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
     EXIT_JOB_FAILED,
+    LaunchkitError,
     NotFoundError,
     PreconditionError,
     UsageError,
@@ -155,7 +156,8 @@ class BeakerBackend:
                 finished = dt.datetime.fromtimestamp(max(ends), dt.UTC) if ends else None
                 cause = pb.get(out.cause.id) if out.cause is not None else None
                 seen = self._never_scheduled_events(cause) if events else None
-                end = rv.run_end(view, out, ex.id, pb, events=seen)
+                command_started = self._command_started(cause) if cause is not None else False
+                end = rv.run_end(view, out, ex.id, pb, events=seen, started=command_started)
                 exit_code = out.exit_code
         elif status == RunStatus.canceled and not any(t.status in _HAD_JOB for t in ex.tasks):
             view = rv.view_of(wl, [])  # canceled before any job of it existed (no job to read)
@@ -366,6 +368,21 @@ class BeakerBackend:
                 author = names.result()[author_id]
             self._seen[wl.experiment.id] = (wl, rows)
             return self._info(wl, author=author, rows=rows, events=True)
+
+    def _command_started(self, job: Any) -> bool | None:
+        """For a job that exited with one of the runtime's setup codes (100-109): whether its log says
+        the user's command had started (None: the log could not be read). Else False, unread."""
+        from launchkit.backends.beaker.logs import command_started
+        from launchkit.backends.ending import SETUP_STEPS
+
+        if not job.status.HasField("exit_code") or job.status.exit_code not in SETUP_STEPS:
+            return False
+        try:
+            with self._errors():
+                return command_started(self.conn, job.id)
+        except LaunchkitError as e:
+            self.app.debug(f"the log of job {job.id} could not be read: {e}")
+            return None
 
     def _never_scheduled_events(self, job: Any | None) -> list[str] | None:
         """A canceled job that never got a node: its scheduling events (why it never fit)."""

@@ -57,10 +57,17 @@ def _scheduling(events: list[str]) -> tuple[str, str]:
 
 
 def job_end(
-    job: Any, run_id: str, *, events: list[str] | None = None, resumed: bool = False
+    job: Any,
+    run_id: str,
+    *,
+    events: list[str] | None = None,
+    resumed: bool = False,
+    started: bool | None = False,
 ) -> EndReason | None:
     """The reason a finalized (or canceled) job ended; None while it runs. `resumed`: a newer job of the
-    same task exists (Beaker retries it). `events`: its summarized event messages (never scheduled)."""
+    same task exists (Beaker retries it). `events`: its summarized event messages (never scheduled).
+    `started`: whether the user's command had started (its log says so: backend.py), which tells a
+    setup code (100-109) from the command's own."""
     s = job.status
     code = s.exit_code if s.HasField("exit_code") else None
     by = s.canceled_for or None
@@ -137,4 +144,5 @@ def job_end(
             line="failed without an exit code" + (f": {message}" if message else ""),
             fix=f"see `launchkit logs {run_id}` and the job's events on its Beaker page",
         )
-    return from_exit_code(code, run_id, memory=memory_limit(job), oom=any(w in low for w in _OOM_WORDS))
+    oom = any(w in low for w in _OOM_WORDS)
+    return from_exit_code(code, run_id, started=started, memory=memory_limit(job), oom=oom)

@@ -150,6 +150,27 @@ def stream_job(
         failures = 0
 
 
+class _Seen(Exception):
+    """The line looked for arrived: the stream stops there."""
+
+
+def command_started(conn: Connection, job_id: str) -> bool:
+    """Whether the job's log says the runtime started the user's command (backends/ending.py): its
+    lines from the start, read up to that line, which comes before any of the command's output (a
+    setup failure's log is short), so the read stops there."""
+    from launchkit.backends.ending import COMMAND_STARTED
+
+    def look(line: bytes) -> None:
+        if line.startswith(COMMAND_STARTED):
+            raise _Seen
+
+    try:
+        stream_job(conn, job_id, look)
+    except _Seen:
+        return True
+    return False
+
+
 def _iso(ns: int) -> bytes:
     """`2026-01-31T12:00:00.123456789Z ` (UTC, nanoseconds)."""
     import datetime as dt

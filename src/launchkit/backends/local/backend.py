@@ -339,7 +339,7 @@ class LocalBackend:
             replicas=rec["replicas"],
             author=os.environ.get("USER"),
             message=rec.get("message"),
-            end=_end(rec),
+            end=_end(rec, self.rdir(rec["id"])),
             attempts=max((j["attempt"] for j in outcome.jobs(rec)), default=1),
         )
 
@@ -683,8 +683,10 @@ def _from_row(row: Any) -> dict[str, Any]:
     return {**dict(row), "jobs": None, **row_jobs(row)}
 
 
-def _end(rec: dict[str, Any]) -> EndReason | None:
-    """Why a finished local run ended, from its record (its jobs, exit code, stop, lost supervisor)."""
+def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
+    """Why a finished local run ended, from its record (its jobs, exit code, stop, lost supervisor)
+    and, for the runtime's setup codes, from the log of the job whose code it is (whether the command
+    had started)."""
     from launchkit.backends import ending
 
     status, code, message = rec["status"], rec.get("exit_code"), rec.get("message") or ""
@@ -705,11 +707,22 @@ def _end(rec: dict[str, Any]) -> EndReason | None:
     oom = message.startswith(record.OOM_MESSAGE)  # the supervisor read the kernel's OOM-kill count
     memory = message.removeprefix(record.OOM_MESSAGE) if oom else None
     if len(outcome.jobs(rec)) <= 1:  # one job (or none recorded): its own end, as the run model tells
-        return ending.from_exit_code(code, rec["id"], memory=memory, oom=oom)  # it, without building it
-    return _jobs_end(rec, memory)
+        started = _command_started(rdir, code, 0, 1)  # it, without building it
+        return ending.from_exit_code(code, rec["id"], memory=memory, oom=oom, started=started)
+    return _jobs_end(rec, rdir, memory)
 
 
-def _jobs_end(rec: dict[str, Any], memory: str | None) -> EndReason:
+def _command_started(rdir: Path, code: int, rank: int, attempt: int) -> bool:
+    """For the runtime's setup codes (100-109): whether replica `rank`'s `attempt` had started the
+    user's command (its log says so). Other codes: False, unread."""
+    from launchkit.backends import ending
+
+    return code in ending.SETUP_STEPS and ending.command_started(
+        logs.lines(logs.log_file(rdir, rank, attempt))
+    )
+
+
+def _jobs_end(rec: dict[str, Any], rdir: Path, memory: str | None) -> EndReason:
     """A run's end from the run model (core/runs.py): which replica failed, on which attempt, who was
     stopped for it, what failed before a success; the fix shows that replica's and attempt's log."""
     from launchkit.backends import ending
@@ -728,7 +741,16 @@ def _jobs_end(rec: dict[str, Any], memory: str | None) -> EndReason:
     if result.exit_code is None:
         return EndReason(kind=EndKind.failed, line=result.text())
     job = outcome.recorded(rec, result.where) or {}
-    reason = ending.from_exit_code(result.exit_code, run_id, memory=memory, oom=bool(job.get("oom")))
+    where_job = result.where
+    started = _command_started(
+        rdir,
+        result.exit_code,
+        where_job.replica if where_job else 0,
+        (where_job.attempt if where_job else 1) or 1,
+    )
+    reason = ending.from_exit_code(
+        result.exit_code, run_id, memory=memory, oom=bool(job.get("oom")), started=started
+    )
     fix = reason.fix
     where = " ".join(logs_args(run_view, result.where))
     if fix and where:  # its own log, not every replica's or its last attempt's

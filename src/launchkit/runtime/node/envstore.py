@@ -4,12 +4,14 @@ When the checkout's packages are fully determined (a `uv.lock`, a `pylock.toml`,
 with hashes), the job's venv need not receive a copy of them (the ai2-weka profile copies ~5,000
 files a job). Instead, keyed by content (`env_key`: the lock's bytes, the extras and groups asked,
 uv's settings, the interpreter, the platform), one environment per key is kept in the shared cache
-at `$UV_CACHE_DIR/launchkit-envs-v1/u<uid>/KEY`, built once under a lock and published by a rename,
-so nobody ever sees half of one. Each job's venv then becomes a thin venv over it (`link`): a `.pth`
-puts the store's site-packages on sys.path, the packages' `*.dist-info` are copied in (uv, pip and
-importlib.metadata see them installed, and an upgrade in the job shadows the store instead of
-touching it), console scripts are rewritten for the job's interpreter. The usual install that
-follows finds every locked package installed and adds only the project (editable) and local paths.
+at `$UV_CACHE_DIR/launchkit-envs-v1/u<uid>/KEY`, built once under a lock (copied from uv's cache, never
+linked to it, its files made read-only) and published by a rename, so nobody ever sees half of one.
+Each job's venv then becomes a thin venv over it (`link`): a `.pth` puts the store's site-packages on
+sys.path, the packages' `*.dist-info` and what they place outside site-packages are copied in (checked
+against what they were when the entry was built: an entry found damaged is built again), console
+scripts rewritten for the job's interpreter. The usual install that follows finds every locked
+package installed and adds only the project (editable) and local paths. A running job holds a lease
+on its entry (a shared flock the command inherits: `take_lease`), and a prune leaves held entries.
 
 Poisoning (docs/runtime.md, bytecode.sh's lk_private_tree): the store holds code that runs as the
 job's user, on a file system other users can write. An entry is used only inside `u<uid>`, a real
@@ -45,9 +47,10 @@ if TYPE_CHECKING:
 STORE = "launchkit-envs-v1"
 MANIFEST = "launchkit-env.json"
 PTH = "_launchkit_envstore.pth"
-FORMAT = 2  # 2: the link plan in the manifest (entries of format 1 are built again, once)
+FORMAT = 3  # 2: the link plan in the manifest; 3: copied from uv's cache, read-only, with stamps
 KEEP_DAYS = 30  # an entry no job used for this long is removed (a job touches its entry's manifest)
 WAIT_SECONDS = 900  # for another job building the same entry; then this job installs for itself
+LEASE_NOTE = ".launchkit-envstore-lease"  # in the job's venv: the lease file the entrypoint holds open
 # uv settings that cannot change what gets installed (others, unknown ones included, go in the key)
 _UV_IRRELEVANT = {
     "UV_CACHE_DIR", "UV_LINK_MODE", "UV_PROJECT_ENVIRONMENT", "UV_OFFLINE", "UV_NO_PROGRESS",
@@ -64,6 +67,10 @@ _SECRET_WORDS = ("PASSWORD", "TOKEN", "USERNAME", "CREDENTIAL", "SECRET", "KEY")
 
 class Refused(Exception):
     """The store is not used; the message is one line saying why."""
+
+
+class Damaged(Exception):
+    """An entry does not hold what it held when it was built; the message says what differs."""
 
 
 # ---- which lock
@@ -283,8 +290,10 @@ def verify(entry: str, key: str) -> Manifest:
             manifest = json.load(f)
     except (OSError, ValueError):
         raise Refused(f"{entry} is incomplete (no manifest): half-built or not launchkit's") from None
-    if not isinstance(manifest, dict) or manifest.get("key") != key or manifest.get("format") != FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("key") != key:
         raise Refused(f"{entry}: its manifest is for another key")
+    if manifest.get("format") != FORMAT:
+        raise Refused(f"{entry} was built by another version of launchkit (format {manifest.get('format')})")
     meta = os.path.join(entry, "meta")
     sp = os.path.join(entry, str(manifest.get("site_packages", "")))
     dists = manifest.get("dists")
@@ -306,12 +315,14 @@ def _lock(
     clock: Callable[[], float],
     sleep: Callable[[float], None],
     on_wait: Callable[[], None],
+    shared: bool = False,
 ) -> int:
+    """A POSIX lock on `path` (exclusive: building; shared: linking, which a prune waits for)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     waited = False
     while True:
         try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             return fd
         except OSError as e:
             if e.errno not in (errno.EACCES, errno.EAGAIN):
@@ -334,11 +345,15 @@ def ensure_entry(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     wait: float = WAIT_SECONDS,
+    damaged: int | None = None,
+    say: Log | None = None,
 ) -> tuple[str, Manifest, bool]:
     """(entry path, manifest, built by this call). `build(staging)` fills a fresh directory and returns
-    its manifest fields; the entry is published by renaming it into place."""
+    its manifest fields; the entry is published by renaming it into place. `damaged`: the inode of
+    the entry a job found damaged; built again unless another job did meanwhile. An entry that is
+    not complete is built again, and `say` (the job's stderr) names it."""
     entry = os.path.join(mine, key)
-    if os.path.lexists(entry):
+    if os.path.lexists(entry) and damaged is None:
         try:
             return entry, verify(entry, key), False
         except Refused as e:
@@ -349,9 +364,13 @@ def ensure_entry(
     try:
         if os.path.lexists(entry):
             try:
+                if os.lstat(entry).st_ino == damaged:
+                    raise Refused("")  # (said by the caller)
                 return entry, verify(entry, key), False
-            except Refused:
-                # ours and in our private tree, but incomplete (a copy, a crash): set aside
+            except Refused as e:
+                if str(e):
+                    (say or log)(f"[launchkit] env store: {e}; building it again")
+                # ours and in our private tree, but incomplete or damaged (a copy, a crash): set aside
                 aside = os.path.join(mine, f".broken-{key}-{os.getpid()}")
                 os.rename(entry, aside)
                 shutil.rmtree(aside, ignore_errors=True)
@@ -392,9 +411,9 @@ def build_env(
 
     def build(staging: str) -> Manifest:
         venv = os.path.join(staging, "venv")
-        # The store is on the cache's file system: hard links cost no copy. Any linked file that is not
-        # ours alone (a cache entry another user wrote) is replaced by a copy below (own_files).
-        env = dict(environ, UV_LINK_MODE="hardlink")
+        # Copied, never linked: a file shared with uv's cache would carry any change made through the
+        # store to every later install from the cache (seal() checks it, and makes the files read-only).
+        env = dict(environ, UV_LINK_MODE="copy")
         for name in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONHOME"):
             env.pop(name, None)
         cache = environ.get("UV_CACHE_DIR", "")
@@ -420,9 +439,9 @@ def build_env(
             cmd[3:3] = [f"--python={os.path.join(venv, 'bin', 'python')}"]
         if not any(_run(cmd + extra, log, env, checkout) for extra in tries):
             raise Refused("building the environment failed (see the install log)")
-        copied = own_files(venv)
+        copied = seal(venv)
         if copied:
-            log(f"env store: copied {copied} file(s) that others could write (cache entries of other users)")
+            log(f"env store: copied {copied} file(s) still linked elsewhere (uv's cache) or not ours alone")
         sps = _site_packages(venv)
         if len(sps) != 1:
             raise Refused(f"{venv}: expected one site-packages, found {len(sps)}")
@@ -433,28 +452,32 @@ def build_env(
         for name in dists:  # metadata lives in each job's venv, so it is seen once
             os.rename(os.path.join(sp, name), os.path.join(meta, name))
         site = os.path.relpath(sp, staging)
-        manifest = {"kind": kind, "site_packages": site, "built_at": venv, "dists": dists}
-        return dict(manifest, links=link_plan(staging, manifest))
+        manifest: Manifest = {"kind": kind, "site_packages": site, "built_at": venv, "dists": dists}
+        manifest["links"] = link_plan(staging, manifest)
+        return dict(manifest, **checks(staging, manifest))
 
     return build
 
 
-def own_files(top: str) -> int:
-    """Every file under `top` becomes one only this user can write: a file (a hard link into the uv
-    cache) owned by someone else, or writable by group or others, is replaced by a private copy.
-    Returns how many were copied."""
+def seal(top: str) -> int:
+    """Every file under `top` becomes this user's own and read-only: one that shares its inode with
+    another path (a hard link into uv's cache) or that someone else owns is replaced by a private copy
+    first. Directories stay writable by their owner (Python's `__pycache__`, a prune). Returns how
+    many files were copied."""
     me, copied = os.geteuid(), 0
     for d, _, files in os.walk(top):
         for name in files:
             path = os.path.join(d, name)
             st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode) or (st.st_uid == me and not st.st_mode & 0o022):
+            if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
                 continue
-            tmp = path + ".lk-own"
-            shutil.copyfile(path, tmp)
-            os.chmod(tmp, stat.S_IMODE(st.st_mode) & ~0o022)
-            os.replace(tmp, path)
-            copied += 1
+            mode = stat.S_IMODE(st.st_mode) & ~0o222
+            if st.st_nlink > 1 or st.st_uid != me:
+                tmp = path + ".lk-own"
+                shutil.copyfile(path, tmp)
+                os.replace(tmp, path)
+                copied += 1
+            os.chmod(path, mode)
     return copied
 
 
@@ -481,9 +504,12 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
     plan = manifest.get("links")  # built with this entry (else read from the metadata: older entries)
     if not isinstance(plan, dict):
         plan = link_plan(entry, manifest)
+    stamps = manifest.get("stamps") or {}
     added: list[str] = []
-    place = _Placer()
     try:
+        for inside in manifest.get("present") or []:  # each package's top-level names
+            if not os.path.lexists(os.path.join(store_sp, inside)):
+                raise Damaged(f"{inside} is missing")
         pth = os.path.join(sp, PTH)
         with open(pth, "w", encoding="utf-8") as f:  # `import` lines of a .pth run: the store's .pth too
             f.write(f"import site; site.addsitedir({store_sp!r})\n")
@@ -491,7 +517,7 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
         old_python = os.path.join(manifest["built_at"], "bin", "python").encode()
         new_python = os.path.join(venv, "bin", "python").encode()
         for name in manifest["dists"]:
-            src, dst = os.path.join(entry, "meta", name), os.path.join(sp, name)
+            dst = os.path.join(sp, name)
             if os.path.lexists(dst):
                 continue
             files, outside = plan.get(name) or ([], [])
@@ -499,8 +525,9 @@ def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
             added.append(dst)
             for file in files:
                 if file in METADATA_FILES:  # (names only: never a path)
-                    place(os.path.join(src, file), os.path.join(dst, file))
-            added.extend(_link_outside(entry, venv, outside, old_python, new_python))
+                    rel = os.path.join("meta", name, file)
+                    _copy_checked(entry, rel, os.path.join(dst, file), stamps.get(rel))
+            added.extend(_link_outside(entry, venv, outside, old_python, new_python, stamps))
     except BaseException:
         unlink(added)
         raise
@@ -525,22 +552,58 @@ def link_plan(entry: str, manifest: Manifest) -> dict[str, list[list[str]]]:
     return plan
 
 
-class _Placer:
-    """dst becomes a file of the job's venv with src's content: a hard link when the store is on the
-    same file system (removing or replacing it in the job leaves the store's), else a copy (after
-    one refusal, every later file is copied without trying)."""
+def checks(entry: str, manifest: Manifest) -> Manifest:
+    """What a job checks when it links the entry (Damaged otherwise), taken when it is built: each file
+    the job copies, by its path in the entry, with its size and change time (`stamps`: any write
+    changes the ctime, and nobody can set it back), and each package's top-level names in
+    site-packages (`present`)."""
+    stamps = {}
+    for name, (files, outside) in manifest["links"].items():
+        for rel in [os.path.join("meta", name, f) for f in files] + [
+            os.path.join("venv", p) for p in outside
+        ]:
+            stamps[rel] = _stamp(os.stat(os.path.join(entry, rel)))
+    store_sp = os.path.join(entry, manifest["site_packages"])
+    present = set()
+    for name in manifest["dists"]:
+        for rel in _record_paths(os.path.join(entry, "meta", name, "RECORD")):
+            top = rel.split("/", 1)[0]
+            if top not in ("", "..") and not top.endswith(".dist-info"):
+                present.add(top)
+    return {
+        "stamps": stamps,
+        "present": sorted(p for p in present if os.path.lexists(os.path.join(store_sp, p))),
+    }
 
-    def __init__(self) -> None:
-        self.copy = False
 
-    def __call__(self, src: str, dst: str) -> None:
-        if not self.copy:
-            try:
-                os.link(src, dst)
-                return
-            except OSError as e:
-                self.copy = e.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP)
-        shutil.copyfile(src, dst)
+def _stamp(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_ctime_ns]
+
+
+def _copy_checked(
+    entry: str, rel: str, dst: str, want: list[int] | None, rewrite: tuple[bytes, bytes] | None = None
+) -> bool:
+    """The entry's file `rel` becomes the job's own file `dst` (a copy: nothing the job writes reaches
+    the store; `rewrite` applied to a script); Damaged when it is not as the entry was built. False
+    when there is no such file (and none was recorded)."""
+    src = os.path.join(entry, rel)
+    try:
+        st = os.stat(src)
+    except FileNotFoundError:
+        if want is not None:
+            raise Damaged(f"{rel} is missing") from None
+        return False
+    if want is not None and _stamp(st) != want:
+        raise Damaged(f"{rel} changed since it was built")
+    with open(src, "rb") as f:
+        data = f.read() if rewrite and f.read(2) == b"#!" else b""
+    if data:
+        with open(dst, "wb") as f:
+            f.write(b"#!" + data.replace(*rewrite))  # type: ignore[misc]
+    else:
+        shutil.copyfile(src, dst)  # (in the kernel: binaries in bin/ can be tens of MB)
+    os.chmod(dst, 0o755 if st.st_mode & 0o100 else 0o644)
+    return True
 
 
 def linked_site_packages(site_packages: str) -> list[str]:
@@ -563,18 +626,22 @@ def linked_site_packages(site_packages: str) -> list[str]:
     return [path] if isinstance(path, str) and os.path.isdir(path) else []
 
 
-def _outside(record: str, built_sp: str, built_venv: str) -> list[str]:
-    """The paths (in the venv) of the files a RECORD lists outside site-packages and inside the venv
-    (console scripts in bin/, share/, ...)."""
+def _record_paths(record: str) -> list[str]:
+    """The paths a RECORD lists (relative to site-packages); [] when it cannot be read."""
     import csv
 
     try:
         with open(record, newline="", encoding="utf-8") as f:
-            rows = [r[0] for r in csv.reader(f) if r]
+            return [r[0] for r in csv.reader(f) if r]
     except OSError:
         return []
+
+
+def _outside(record: str, built_sp: str, built_venv: str) -> list[str]:
+    """The paths (in the venv) of the files a RECORD lists outside site-packages and inside the venv
+    (console scripts in bin/, share/, ...)."""
     found = []
-    for rel in rows:
+    for rel in _record_paths(record):
         if rel.startswith("../"):
             inside = os.path.relpath(os.path.normpath(os.path.join(built_sp, rel)), built_venv)
             if not inside.startswith(".."):  # outside the venv: not ours to follow
@@ -582,30 +649,23 @@ def _outside(record: str, built_sp: str, built_venv: str) -> list[str]:
     return found
 
 
-def _link_outside(entry: str, venv: str, outside: list[str], old: bytes, new: bytes) -> list[str]:
-    """The files a package put outside site-packages: scripts rewritten for the job's interpreter,
-    the rest linked to the store's."""
+def _link_outside(
+    entry: str, venv: str, outside: list[str], old: bytes, new: bytes, stamps: dict[str, list[int]]
+) -> list[str]:
+    """The files a package put outside site-packages (console scripts, `etc/`, `share/`), copied into
+    the job's venv: scripts rewritten for the job's interpreter."""
     added: list[str] = []
     for inside in outside:
         inside = os.path.normpath(inside)
         if os.path.isabs(inside) or inside.startswith(".."):
             continue  # (the manifest is this user's own; still: never outside the venv)
-        src = os.path.join(entry, "venv", inside)
-        dst = os.path.join(venv, inside)
-        if os.path.lexists(dst) or not os.path.isfile(src):
+        rel, dst = os.path.join("venv", inside), os.path.join(venv, inside)
+        if os.path.lexists(dst):
             continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        with open(src, "rb") as f:
-            head = f.read(2)
-        if inside.startswith("bin" + os.sep) and head == b"#!":
-            with open(src, "rb") as f:
-                data = f.read()
-            with open(dst, "wb") as f:
-                f.write(data.replace(old, new))
-            os.chmod(dst, 0o755)
-        else:
-            os.symlink(src, dst)
-        added.append(dst)
+        rewrite = (old, new) if inside.startswith("bin" + os.sep) else None
+        if _copy_checked(entry, rel, dst, stamps.get(rel), rewrite):
+            added.append(dst)
     return added
 
 
@@ -620,29 +680,85 @@ def unlink(added: list[str]) -> None:
                 pass
 
 
-# ---- pruning
+# ---- leases and pruning
+
+
+def take_lease(mine: str, key: str, now: float, holder: str = "") -> str:
+    """A new lease file for entry `key` (the entrypoint holds it open with a shared flock until the
+    command ends: prune() leaves an entry whose lease someone holds), saying who holds it. Leases
+    nobody holds that are a day old are removed on the way."""
+    leases = os.path.join(mine, key + ".leases")
+    os.makedirs(leases, 0o700, exist_ok=True)
+    for name in os.listdir(leases):
+        path = os.path.join(leases, name)
+        try:
+            if now - os.lstat(path).st_mtime > 86400 and not _held(path):
+                os.unlink(path)
+        except OSError:
+            pass
+    import socket
+
+    path = os.path.join(leases, f"{socket.gethostname()}-{os.getpid()}-{os.urandom(4).hex()}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(holder)
+    return path
+
+
+def _held(path: str) -> bool:
+    """Whether some process holds a flock on `path` (a running job's lease)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # (and with it the probe's own lock)
+
+
+def in_use(mine: str, key: str) -> bool:
+    """A running job holds a lease on entry `key`."""
+    leases = os.path.join(mine, key + ".leases")
+    try:
+        names = os.listdir(leases)
+    except OSError:
+        return False
+    return any(_held(os.path.join(leases, name)) for name in names)
 
 
 def prune(mine: str, now: float, spawn: Callable[[str], None], days: float = KEEP_DAYS) -> list[str]:
     """Entries no job used for `days` (and builds abandoned for a day) are renamed away, then removed
-    by `spawn` (in the background: an environment is thousands of files). Returns what was renamed."""
+    by `spawn` (in the background: an environment is thousands of files). An entry is left while
+    anyone holds its lock (building, waiting, linking) or a lease on it (a job running on it, however
+    old). Returns what was renamed."""
+
+    def age(name: str) -> float:
+        path = os.path.join(mine, name)
+        stamp = path if name.startswith((".build-", ".broken-")) else os.path.join(path, MANIFEST)
+        try:
+            return now - os.stat(stamp).st_mtime
+        except OSError:
+            return now - os.stat(path).st_mtime
+
     gone = []
     for name in os.listdir(mine):
         path = os.path.join(mine, name)
-        if name.startswith(".trash-") or not os.path.isdir(path) or os.path.islink(path):
+        if (
+            name.startswith(".trash-")
+            or name.endswith(".leases")
+            or not os.path.isdir(path)
+            or os.path.islink(path)
+        ):
             continue
-        if name.startswith((".build-", ".broken-")):
-            stamp, limit = path, 1.0
-        else:
-            stamp, limit = os.path.join(path, MANIFEST), days
-        try:
-            age = now - os.stat(stamp).st_mtime
-        except OSError:
-            age = now - os.stat(path).st_mtime
-        if age < limit * 86400:
+        entry = not name.startswith(".")
+        if age(name) < (days if entry else 1.0) * 86400:
             continue
         fd = -1
-        if not name.startswith("."):  # an entry: only when nobody holds its lock (building or waiting)
+        if entry:
             try:
                 fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -652,7 +768,11 @@ def prune(mine: str, now: float, spawn: Callable[[str], None], days: float = KEE
                 continue
         trash = os.path.join(mine, f".trash-{name}-{os.getpid()}")
         try:
+            if entry and (age(name) < days * 86400 or in_use(mine, name)):  # (under the lock: as it is now)
+                continue
             os.rename(path, trash)
+            if entry and os.path.isdir(path + ".leases"):
+                os.rename(path + ".leases", os.path.join(trash, ".leases"))
             gone.append(trash)
             spawn(trash)
         except OSError:
@@ -674,7 +794,13 @@ def _remove_in_background(path: str) -> None:
 
 
 def use_store(
-    checkout: str, venv: str, args: list[str], environ: dict[str, str], log: Log, **kw: Any
+    checkout: str,
+    venv: str,
+    args: list[str],
+    environ: dict[str, str],
+    log: Log,
+    say: Log | None = None,
+    **kw: Any,
 ) -> str | None:
     """Make `venv` (a fresh venv of the job's interpreter) a thin venv over the store's environment for
     the lock in `checkout` (`args`: the extras and groups asked, as uv flags); returns `venv`, or None
@@ -697,12 +823,45 @@ def use_store(
     key = env_key(kind, lock_text, checkout, args, environ, python_facts())
     build = build_env(kind, checkout, lock_text, args, python, environ, log)
     t = time.monotonic()
-    entry, manifest, built = ensure_entry(mine, key, build, log, **kw)
-    link(entry, manifest, venv)
-    try:
-        os.utime(os.path.join(entry, MANIFEST))  # in use (for pruning)
-    except OSError:
-        pass
+    say = say or log
+    damaged = None
+    for _ in range(3):  # (a damaged entry built again; an entry pruned or replaced meanwhile)
+        entry, manifest, built = ensure_entry(mine, key, build, log, damaged=damaged, say=say, **kw)
+        # linked under a shared lock: a prune (which takes it exclusively) waits, then sees the lease
+        fd = _lock(
+            entry + ".lock",
+            time.monotonic() + WAIT_SECONDS,
+            time.monotonic,
+            time.sleep,
+            lambda: None,
+            shared=True,
+        )
+        try:
+            try:
+                ino = os.lstat(entry).st_ino
+            except OSError:
+                continue  # pruned between the lookup and the lock
+            try:
+                link(entry, manifest, venv)
+            except Damaged as e:
+                if built:
+                    raise Refused(f"{entry} is damaged right after it was built ({e})") from None
+                say(f"[launchkit] env store: {entry} is damaged ({e}); building it again")
+                damaged = ino
+                continue
+            try:
+                os.utime(os.path.join(entry, MANIFEST))  # in use (for pruning)
+            except OSError:
+                pass
+            holder = environ.get("BEAKER_JOB_ID") or environ.get("LAUNCHKIT_RUN_ID") or ""
+            lease = take_lease(mine, key, time.time(), holder)
+            with open(os.path.join(venv, LEASE_NOTE), "w", encoding="utf-8") as f:
+                f.write(lease + "\n")
+        finally:
+            os.close(fd)
+        break
+    else:
+        raise Refused(f"{os.path.join(mine, key)} kept changing while this job linked it")
     try:
         prune(mine, time.time(), _remove_in_background)
     except OSError as e:
@@ -717,9 +876,15 @@ def link_or_fall_back(
     checkout: str, venv: str, args: list[str], environ: dict[str, str], log: Log, stderr: Any = None
 ) -> bool:
     """use_store(), never failing the job: True when `venv` was linked; else False, and a store that
-    applied but was not used is said in one line on `stderr` (the job's; the usual install follows)."""
+    applied but was not used is said in one line on `stderr` (the job's; the usual install follows), as
+    is an entry found damaged."""
+
+    def say(line: str) -> None:
+        print(line, file=stderr or sys.stderr)
+        log(line)
+
     try:
-        return use_store(checkout, venv, args, environ, log) is not None
+        return use_store(checkout, venv, args, environ, log, say) is not None
     except Refused as e:
         why = str(e)
     except Exception as e:  # noqa: BLE001 # never fails the job: the usual install follows

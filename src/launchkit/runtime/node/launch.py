@@ -361,8 +361,11 @@ def _exec(argv: list[str], env: dict[str, str]) -> int:
     return 126  # not reached
 
 
-def run(p: Plan, method: str) -> int:
-    """Run the plan the way the exec method says; the job's exit code."""
+def run(p: Plan, method: str, starting: Callable[[], None] = lambda: None) -> int:
+    """Run the plan the way the exec method says; the job's exit code. `starting()` right before the
+    user's command starts (the timing line, which says that it did: backends/ending.py), never
+    before a launcher setup that can still fail (a ray head) nor on a ray worker (the command runs
+    on the head)."""
     from . import procs
 
     # `--exec-method bash`: the launcher line with the user's words runs as one bash script
@@ -374,8 +377,11 @@ def run(p: Plan, method: str) -> int:
         assert p.topology is not None
         topo, children = p.topology, procs.Children()
         if p.ray == "head":
-            return ray_cluster.head(p.ray_tool, topo.leader_ip, topo.port, topo.nnodes, argv, p.env, children)
+            return ray_cluster.head(
+                p.ray_tool, topo.leader_ip, topo.port, topo.nnodes, argv, p.env, children, starting=starting
+            )
         return ray_cluster.worker(p.ray_tool, topo.leader_ip, topo.port, p.env, children)
+    starting()
     if method == "bash":
         try:
             return procs.run_forwarding(argv, p.env, procs.Children())
@@ -414,9 +420,15 @@ def main(args: list[str]) -> int:
     env = job_env(dict(os.environ), node_dir, cwd)
     try:
         p = plan(argv, env)
-        if t0 is not None:
-            log(timing_line(t0, timings, int(time.time() * 1000)))
-        return run(p, os.environ.get("LAUNCHKIT_EXEC_METHOD") or "exec")
+        said = timing_line(t0, timings, int(time.time() * 1000)) if t0 is not None else ""
+        if said and p.ray == "worker":
+            log(f"ray worker: {said}")  # (not the line that says the command started: it runs on the head)
+
+        def starting() -> None:
+            if said:
+                log(said)
+
+        return run(p, os.environ.get("LAUNCHKIT_EXEC_METHOD") or "exec", starting)
     except LaunchError as e:
         log(f"error: {e}")
         return e.code

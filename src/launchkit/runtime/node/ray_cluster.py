@@ -114,8 +114,10 @@ def head(
     children: Children,
     clock: Clock = Clock(),
     ray_status: Callable[[], str | None] | None = None,
+    starting: Callable[[], None] = lambda: None,
 ) -> int:
-    """Rank 0: start the head, wait until every replica has joined, run the driver; its exit code."""
+    """Rank 0: start the head, wait until every replica has joined, run the driver (`starting()` right
+    before it); its exit code."""
     cfg = settings(env)
     probe = ray_status or (lambda: status(ray, f"{ip}:{port}", env))
     head_pid = _start(
@@ -168,6 +170,7 @@ def head(
         clock.sleep(1)
         n = count_nodes(probe() or "")
     log(f"ray head at {ip}:{port} with {n} node(s); starting the driver")
+    starting()
     try:
         rc = run_forwarding(driver, env, children, ("SIGTERM", "SIGINT", "SIGHUP"), as_signal="SIGTERM")
     except OSError as e:
