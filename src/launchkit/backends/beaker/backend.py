@@ -138,7 +138,13 @@ class BeakerBackend:
         )
 
     def _info(
-        self, wl: Any, *, author: str | None = None, job: Any = None, events: list[str] | None = None
+        self,
+        wl: Any,
+        *,
+        author: str | None = None,
+        job: Any = None,
+        events: list[str] | None = None,
+        waiting: Any = None,
     ) -> RunInfo:
         ex = wl.experiment
         status = _STATUS.get(wl.status, RunStatus.queued)
@@ -172,6 +178,7 @@ class BeakerBackend:
             launchkit=rs.MARKER in ex.description,
             end=end,
             task_statuses=_task_statuses(ex.tasks),
+            waiting=waiting if status == RunStatus.queued else None,
         )
 
     # -- submit ---------------------------------------------------------------------------------
@@ -298,7 +305,29 @@ class BeakerBackend:
                 author = names.result()[author_id]
             self._seen[wl.experiment.id] = (wl, rows)
             lead = _lead([job for _, _, job in rows])
-            return self._info(wl, author=author, job=lead, events=self._never_scheduled_events(lead))
+            events = self._never_scheduled_events(lead)
+            return self._info(wl, author=author, job=lead, events=events, waiting=self._waiting(lead))
+
+    def _waiting(self, job: Any) -> Any:
+        """Why a queued job waits (scheduling.waiting_reason), or None."""
+        from launchkit.backends.beaker.scheduling import waiting_reason
+
+        return waiting_reason(self.conn, job) if job is not None else None
+
+    def _queued_reasons(self, rows: list[Any]) -> dict[str, Any]:
+        """Experiment id -> why it waits, for the queued rows of `list` (their first task's latest job
+        and its events: two calls a queued row, the rows at once)."""
+        queued = [wl for wl in rows if _STATUS.get(wl.status) == RunStatus.queued and wl.experiment.tasks]
+        if not queued:
+            return {}
+        org = self.conn.org()
+
+        def one(wl: Any) -> tuple[str, Any]:
+            jobs = list(self.beaker.job.list(org=org, task=wl.experiment.tasks[0], limit=1))
+            return wl.experiment.id, self._waiting(jobs[0] if jobs else None)
+
+        with ThreadPoolExecutor(max_workers=min(8, len(queued))) as pool:
+            return dict(pool.map(one, queued))
 
     def _never_scheduled_events(self, job: Any) -> list[str] | None:
         """A canceled job that never got a node: its scheduling events (why it never fit)."""
@@ -421,8 +450,14 @@ class BeakerBackend:
             names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
             names = names_f.result()
+            waiting = self._queued_reasons(rows)
             infos = [
-                self._info(wl, author=names[wl.experiment.author_id], job=jobs.get(wl.experiment.id))
+                self._info(
+                    wl,
+                    author=names[wl.experiment.author_id],
+                    job=jobs.get(wl.experiment.id),
+                    waiting=waiting.get(wl.experiment.id),
+                )
                 for wl in rows
             ]
             if shown is not None:  # rows show what was asked for (e.g. preempted vs canceled)
@@ -746,16 +781,34 @@ class BeakerBackend:
     def _show_events_until_started(self, job: Any, prefix: bytes) -> Any:
         """Scheduling events until the job starts (none to show, and no call, once it has)."""
         shown: set[tuple[str, str]] = set()
+        said = None
         while not (job.status.HasField("started") or job.status.HasField("finalized")):
-            for ev in self.beaker.job.list_summarized_events(job, sort_order=BeakerSortOrder.ascending):
+            events = list(self.beaker.job.list_summarized_events(job, sort_order=BeakerSortOrder.ascending))
+            for ev in events:
                 key = (ev.status, ev.latest_message)
                 if key not in shown:
                     shown.add(key)
                     self.app.info(f"{prefix.decode()}  ✓ {ev.latest_message or ev.status}")
+            said = self._say_why_waiting(job, events, prefix, said)
             self.conn.renew()
             time.sleep(0.5)
             job = self.beaker.job.get(job.id)
         return job
+
+    def _say_why_waiting(self, job: Any, events: list[Any], prefix: bytes, said: Any) -> Any:
+        """While a job waits unscheduled: one line saying why, with its fix, each time it changes (from
+        the events just read: no extra call)."""
+        from launchkit.backends.beaker.scheduling import explain
+
+        if job.status.HasField("scheduled") or job.status.HasField("canceled"):
+            return said
+        messages = [ev.latest_message or ev.status for ev in reversed(events)]
+        gpus = int(job.container_spec.resource_request.gpu_count)
+        reason = explain(messages, gpus=gpus, workspace=job.workspace_reference or "the workspace")
+        if reason.kind != "queued" and reason != said:
+            self.app.info(f"{prefix.decode()}waiting: {reason.text()}")
+            return reason
+        return said
 
     # -- results --------------------------------------------------------------------------------
     def download_results(self, run: RunInfo, dest: str | None) -> list[str]:
@@ -796,9 +849,24 @@ class BeakerBackend:
 
     # -- find-gpus ------------------------------------------------------------------------------
     def find_gpus(
-        self, *, gpu_types: list[str] | None = None, include_all: bool = False
+        self,
+        *,
+        gpu_types: list[str] | None = None,
+        include_all: bool = False,
+        gpus: int | None = None,
+        replicas: int = 1,
     ) -> list[dict[str, Any]]:
-        """Clusters that take batch jobs: free GPUs, used/total slots, GPU types of all nodes."""
+        """Clusters that take batch jobs: free GPUs, used/total slots, GPU types of all nodes. With
+        `gpus`: where a replica of that many can start now (scheduling.find_starts)."""
+        if gpus is not None:
+            from launchkit.backends.beaker.scheduling import find_starts
+
+            with self._errors():
+                name = self._scope()
+                ws = rs.get_workspace(self.conn, name) if name else None
+                return find_starts(
+                    self.conn, ws, gpus=gpus, replicas=replicas, gpu_types=gpu_types, include_all=include_all
+                )
         with self._errors():
             clusters = [
                 c
