@@ -314,20 +314,27 @@ class BeakerBackend:
 
         return waiting_reason(self.conn, job) if job is not None else None
 
-    def _queued_reasons(self, rows: list[Any]) -> dict[str, Any]:
-        """Experiment id -> why it waits, for the queued rows of `list` (their first task's latest job
-        and its events: two calls a queued row, the rows at once)."""
+    QUEUED_REASONS = 5  # `list`: queued rows (the newest) whose wait is explained
+
+    def _unscheduled_jobs(self, org: Any) -> list[Any]:
+        """The first page of the org's jobs not yet scheduled, newest first (read while the workloads
+        are listed): where `list` finds its queued rows' jobs."""
+        return list(itertools.islice(self.beaker.job.list(org=org, scheduled=False, finalized=False), 50))
+
+    def _queued_reasons(self, rows: list[Any], unscheduled: list[Any]) -> dict[str, Any]:
+        """Experiment id -> why it waits, for the newest QUEUED_REASONS queued rows of `list` whose job is
+        among `unscheduled`: their events read at once (one round trip). `launchkit why ID` explains any
+        other."""
         queued = [wl for wl in rows if _STATUS.get(wl.status) == RunStatus.queued and wl.experiment.tasks]
-        if not queued:
+        want = {wl.experiment.tasks[0].id: wl.experiment.id for wl in queued[: self.QUEUED_REASONS]}
+        found: dict[str, Any] = {}
+        for job in unscheduled:
+            if job.task_id in want:
+                found.setdefault(want[job.task_id], job)
+        if not found:
             return {}
-        org = self.conn.org()
-
-        def one(wl: Any) -> tuple[str, Any]:
-            jobs = list(self.beaker.job.list(org=org, task=wl.experiment.tasks[0], limit=1))
-            return wl.experiment.id, self._waiting(jobs[0] if jobs else None)
-
-        with ThreadPoolExecutor(max_workers=min(8, len(queued))) as pool:
-            return dict(pool.map(one, queued))
+        with ThreadPoolExecutor(max_workers=len(found)) as pool:
+            return dict(zip(found, pool.map(self._waiting, found.values()), strict=True))
 
     def _never_scheduled_events(self, job: Any) -> list[str] | None:
         """A canceled job that never got a node: its scheduling events (why it never fit)."""
@@ -427,6 +434,8 @@ class BeakerBackend:
             # finished rows are possible: read the newest finished jobs while the workloads come
             may_finish = beaker_statuses is None or any(s.as_pb2() in self.FINISHED for s in beaker_statuses)
             jobs_f = pool.submit(_JobPages, self.beaker, org) if may_finish else None
+            may_queue = beaker_statuses is None or any(s.as_pb2() in self.QUEUED for s in beaker_statuses)
+            queued_f = pool.submit(self._unscheduled_jobs, org) if may_queue else None
             # Without --all, the server filters on the launchkit marker; --text then filters locally.
             server_text = text if (include_all or text) else rs.MARKER
             created_after = dt.datetime.now(dt.UTC) - max_age if max_age else None
@@ -450,7 +459,7 @@ class BeakerBackend:
             names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
             names = names_f.result()
-            waiting = self._queued_reasons(rows)
+            waiting = self._queued_reasons(rows, queued_f.result() if queued_f else [])
             infos = [
                 self._info(
                     wl,
@@ -469,6 +478,7 @@ class BeakerBackend:
         return pb2.Workspace(id=self.beaker.workspace.resolve_workspace_id(name))
 
     FINISHED = frozenset({W.STATUS_SUCCEEDED, W.STATUS_FAILED, W.STATUS_CANCELED})
+    QUEUED = frozenset({W.STATUS_SUBMITTED, W.STATUS_QUEUED, W.STATUS_READY_TO_START})
     JOB_PAGES = 10  # pages of 50 finished jobs read at most for the EXIT column
 
     def _finished_jobs(self, rows: list[Any], pages: _JobPages | None = None) -> dict[str, Any]:
