@@ -132,6 +132,23 @@ def test_list_shows_why_queued_runs_wait(fake_beaker):
     assert [x["waiting"] for x in rows if x["id"] != held.id] == [None]  # the running one
 
 
+def test_list_reads_one_job_events_for_rows_held_by_the_same_full_workspace(fake_beaker):
+    from launchkit.backends.beaker import BeakerBackend
+
+    st = fake_beaker.state
+    _, held = _at_slot_limit(st)
+    also = _gpu_experiment(st, "also", gpus=4)
+    b = BeakerBackend(timeout=30, workspace=WS)
+    try:
+        fake_beaker.reset_calls()
+        rows = {r.id: r for r in b.list_runs(limit=20)}
+    finally:
+        b.close()
+    assert rows[held.id].waiting.line == SLOT_LINE
+    assert rows[also.id].waiting.line == "ai2/launchkit uses 8/8 unallocated slots (it needs 4)"
+    assert fake_beaker.calls["ListJobEvents"] == 1, dict(fake_beaker.calls)
+
+
 def test_why_names_no_node_with_enough_free_gpus_and_a_budget_without_allocation(fake_beaker):
     st = fake_beaker.state
     wide = _gpu_experiment(st, "wide", gpus=16)

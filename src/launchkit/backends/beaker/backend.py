@@ -316,25 +316,40 @@ class BeakerBackend:
 
     QUEUED_REASONS = 5  # `list`: queued rows (the newest) whose wait is explained
 
-    def _unscheduled_jobs(self, org: Any) -> list[Any]:
-        """The first page of the org's jobs not yet scheduled, newest first (read while the workloads
-        are listed): where `list` finds its queued rows' jobs."""
-        return list(itertools.islice(self.beaker.job.list(org=org, scheduled=False, finalized=False), 50))
+    def _queued_reasons(self, rows: list[Any], org: Any) -> dict[str, Any]:
+        """Experiment id -> why it waits, for the newest QUEUED_REASONS queued rows of `list` (no call
+        without one): their jobs from the first page of the org's unscheduled jobs, then the newest
+        one's events; a workspace's slot limit holds every queued job of that workspace that needs slots
+        (its other rows need no call), any other reason is read for each row at once. `launchkit why
+        ID` explains the rest."""
+        from launchkit.backends.beaker.scheduling import slot_limit_for
 
-    def _queued_reasons(self, rows: list[Any], unscheduled: list[Any]) -> dict[str, Any]:
-        """Experiment id -> why it waits, for the newest QUEUED_REASONS queued rows of `list` whose job is
-        among `unscheduled`: their events read at once (one round trip). `launchkit why ID` explains any
-        other."""
         queued = [wl for wl in rows if _STATUS.get(wl.status) == RunStatus.queued and wl.experiment.tasks]
         want = {wl.experiment.tasks[0].id: wl.experiment.id for wl in queued[: self.QUEUED_REASONS]}
+        if not want:
+            return {}
+        unscheduled = itertools.islice(self.beaker.job.list(org=org, scheduled=False, finalized=False), 50)
         found: dict[str, Any] = {}
         for job in unscheduled:
             if job.task_id in want:
                 found.setdefault(want[job.task_id], job)
         if not found:
             return {}
-        with ThreadPoolExecutor(max_workers=len(found)) as pool:
-            return dict(zip(found, pool.map(self._waiting, found.values()), strict=True))
+        first, *others = found.items()
+        out = {first[0]: self._waiting(first[1])}
+        rest = []
+        for eid, job in others:
+            same = slot_limit_for(out[first[0]], first[1], job)  # the same full workspace: no call
+            if same is not None:
+                out[eid] = same
+            else:
+                rest.append((eid, job))
+        if rest:
+            with ThreadPoolExecutor(max_workers=len(rest)) as pool:
+                out.update(
+                    zip((e for e, _ in rest), pool.map(self._waiting, (j for _, j in rest)), strict=True)
+                )
+        return out
 
     def _never_scheduled_events(self, job: Any) -> list[str] | None:
         """A canceled job that never got a node: its scheduling events (why it never fit)."""
@@ -434,8 +449,6 @@ class BeakerBackend:
             # finished rows are possible: read the newest finished jobs while the workloads come
             may_finish = beaker_statuses is None or any(s.as_pb2() in self.FINISHED for s in beaker_statuses)
             jobs_f = pool.submit(_JobPages, self.beaker, org) if may_finish else None
-            may_queue = beaker_statuses is None or any(s.as_pb2() in self.QUEUED for s in beaker_statuses)
-            queued_f = pool.submit(self._unscheduled_jobs, org) if may_queue else None
             # Without --all, the server filters on the launchkit marker; --text then filters locally.
             server_text = text if (include_all or text) else rs.MARKER
             created_after = dt.datetime.now(dt.UTC) - max_age if max_age else None
@@ -459,7 +472,7 @@ class BeakerBackend:
             names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
             names = names_f.result()
-            waiting = self._queued_reasons(rows, queued_f.result() if queued_f else [])
+            waiting = self._queued_reasons(rows, org)
             infos = [
                 self._info(
                     wl,
@@ -478,7 +491,6 @@ class BeakerBackend:
         return pb2.Workspace(id=self.beaker.workspace.resolve_workspace_id(name))
 
     FINISHED = frozenset({W.STATUS_SUCCEEDED, W.STATUS_FAILED, W.STATUS_CANCELED})
-    QUEUED = frozenset({W.STATUS_SUBMITTED, W.STATUS_QUEUED, W.STATUS_READY_TO_START})
     JOB_PAGES = 10  # pages of 50 finished jobs read at most for the EXIT column
 
     def _finished_jobs(self, rows: list[Any], pages: _JobPages | None = None) -> dict[str, Any]:

@@ -174,11 +174,11 @@ def _resolve_clusters(
         chosen = [c for c in chosen if any(w in t.lower() for w in wanted for t in types[c.id])]
         if not chosen:  # name what the chosen ones have, and the clusters that have the type
             have = sorted({t for c in given for t in types[c.id]})
-            every = node_gpu_types(conn, clusters)
+            all_types = node_gpu_types(conn, clusters)
             takers = [
                 cluster_full_name(c)
                 for c in clusters
-                if any(w in t.lower() for w in wanted for t in every[c.id])
+                if any(w in t.lower() for w in wanted for t in all_types[c.id])
             ]
             raise PreconditionError(
                 f"no matching cluster has GPU type {' or '.join(gpu_types)} "

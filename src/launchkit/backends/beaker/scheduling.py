@@ -173,6 +173,19 @@ def waiting_reason(conn: Connection, job: Any) -> WaitReason | None:
     return reason
 
 
+def slot_limit_for(reason: WaitReason | None, held: Any, job: Any) -> WaitReason | None:
+    """`job`'s reason when `held`, of the same workspace, waits for the workspace's slot limit and `job`
+    needs slots too (the limit is the workspace's: it holds both); None otherwise (ask Beaker)."""
+    gpus = int(job.container_spec.resource_request.gpu_count)
+    if reason is None or reason.kind != "slot_limit" or job.workspace_id != held.workspace_id or gpus <= 0:
+        return None
+    line = _NEED_LINE.sub(f"(it needs {gpus})", reason.line)
+    return reason.model_copy(update={"line": line})
+
+
+_NEED_LINE = re.compile(r"\(it needs \d+\)")
+
+
 # -- node sizes: the fit check and find-gpus --gpus ------------------------------------------------
 def sizes(conn: Connection, clusters: list[Any], *, occupancy: bool = False) -> list[ClusterSize]:
     """The clusters as core.fit sees them: each node's GPU type and count, cordoned or not, and (with
