@@ -215,9 +215,9 @@ def _run(repo, *args: str):
         (
             ("--gpus", "16", "--cluster", "ai2/jupiter"),
             [
-                "--gpus 16: no node of ai2/jupiter has 16 GPUs (largest fit: 8 GPUs per replica)",
-                "no cluster would take it",
-                "--gpus 8 --replicas 2",
+                "--gpus 16: no node of ai2/jupiter has 16 GPUs; the largest fit is 8 GPUs per replica; "
+                "nothing was created",
+                "(no cluster would take it whole; split it: --gpus 8 --replicas 2 with --torchrun)",
             ],
         ),
         (
@@ -231,7 +231,7 @@ def _run(repo, *args: str):
             ("--gpus", "8", "--replicas", "3", "--torchrun", "--cluster", "ai2/ceres"),
             [
                 "--replicas 3: ai2/ceres can hold at most 2 replicas of 8 GPUs with host networking",
-                "(largest fit: --replicas 2)",
+                "the largest fit is --replicas 2",
                 "ai2/jupiter, ai2/saturn would take it",
             ],
         ),

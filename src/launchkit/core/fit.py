@@ -67,7 +67,7 @@ def never_fits(ask: Ask, chosen: list[ClusterSize], others: list[ClusterSize]) -
         return None
     names = ", ".join(c.name for c in chosen)
     takers = [c.name for c in others if fits_ever(ask, c)]
-    elsewhere = f"{', '.join(takers[:6])} would take it" if takers else "no cluster would take it"
+    elsewhere = f"{', '.join(takers[:6])} would take it" if takers else "no cluster would take it whole"
     types = " or ".join(ask.gpu_types)
     if ask.gpu_types and not any(typed_nodes(ask, c.nodes) for c in chosen):
         have = sorted({n.gpu_type for c in chosen for n in c.nodes if n.gpu_type})
@@ -80,20 +80,20 @@ def never_fits(ask: Ask, chosen: list[ClusterSize], others: list[ClusterSize]) -
     if ask.gpus > largest:
         split = ask.gpus // largest if largest and ask.gpus % largest == 0 else None
         how = (
-            f"--gpus {largest} --replicas {split * ask.replicas} (a multi-node launcher)"
+            f"split it: --gpus {largest} --replicas {split * ask.replicas} with --torchrun"
             if split
-            else f"at most --gpus {largest}"
+            else f"ask for at most --gpus {largest}"
         )
         return (
-            f"--gpus {ask.gpus}: no node of {names} has {ask.gpus} GPUs (largest fit: {largest} GPUs "
-            f"per replica{f' of type {types}' if types else ''})",
-            f"{elsewhere}; or ask for {how}",
+            f"--gpus {ask.gpus}: no node of {names} has {ask.gpus} GPUs; the largest fit is {largest} GPUs "
+            f"per replica{f' of type {types}' if types else ''}",
+            f"{elsewhere}; {how}",
         )
     most = max(replicas_ever(ask, c) for c in chosen)
     one_each = " with host networking (one replica per node)" if ask.host_networking else ""
     return (
-        f"--replicas {ask.replicas}: {names} can hold at most {most} replicas of {ask.gpus} GPUs{one_each} "
-        f"(largest fit: --replicas {most})",
+        f"--replicas {ask.replicas}: {names} can hold at most {most} replicas of {ask.gpus} GPUs{one_each}; "
+        f"the largest fit is --replicas {most}",
         f"{elsewhere}; or lower --replicas",
     )
 

@@ -247,7 +247,7 @@ def check_fit(conn: Connection, spec: dict[str, Any], ws: Any) -> list[str]:
             continue
         others = [c for c in every if rs.cluster_full_name(c) not in task.clusters]
         problem = never_fits(ask, sizes(conn, chosen), sizes(conn, others)) or problem
-        raise PreconditionError(problem[0] + " (nothing was created)", hint=problem[1])
+        raise PreconditionError(problem[0] + "; nothing was created", hint=problem[1])
     return [w for w in [slot_warning(ws, need, preemptible=bool(spec.get("preemptible")))] if w]
 
 
