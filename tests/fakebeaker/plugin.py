@@ -72,4 +72,5 @@ UNKNOWN = {  # the switches for behaviour the fact sheet calls unknown, with bot
     "replica_task_names": ("same", "distinct"),
     "job_creation_delay": (0.0, 0.4),
     "oom_report": ("message", "exit_code"),
+    "impossible_after": (None, 0.05),
 }
