@@ -230,8 +230,6 @@ def check_fit(conn: Connection, spec: dict[str, Any], ws: Any) -> list[str]:
     its slot limit. Tasks without a cluster constraint are not checked (they may land anywhere)."""
     view = SpecView(spec)
     gpu_types = view.env_list(rs.ENV_GPU_TYPES)
-    every = [c for c in rs.org_clusters(conn) if rs.takes_batch_jobs(c)]
-    by_name = {rs.cluster_full_name(c): c for c in every}
     seen: set[tuple[Any, ...]] = set()
     need = 0
     for task in view.tasks:
@@ -241,6 +239,8 @@ def check_fit(conn: Connection, spec: dict[str, Any], ws: Any) -> list[str]:
         if not task.clusters or ask.gpus <= 0 or key in seen:
             continue
         seen.add(key)
+        every = [c for c in rs.org_clusters(conn) if rs.takes_batch_jobs(c)]  # listed once, by resolve
+        by_name = {rs.cluster_full_name(c): c for c in every}
         chosen = [by_name[n] for n in task.clusters if n in by_name]
         problem = never_fits(ask, sizes(conn, chosen), [])
         if problem is None:
@@ -248,7 +248,8 @@ def check_fit(conn: Connection, spec: dict[str, Any], ws: Any) -> list[str]:
         others = [c for c in every if rs.cluster_full_name(c) not in task.clusters]
         problem = never_fits(ask, sizes(conn, chosen), sizes(conn, others)) or problem
         raise PreconditionError(problem[0] + "; nothing was created", hint=problem[1])
-    return [w for w in [slot_warning(ws, need, preemptible=bool(spec.get("preemptible")))] if w]
+    preemptible = any((t.raw.get("context") or {}).get("preemptible") for t in view.tasks)
+    return [w for w in [slot_warning(ws, need, preemptible=preemptible)] if w]
 
 
 def slot_warning(ws: Any, need: int, *, preemptible: bool = False) -> str | None:
