@@ -305,51 +305,11 @@ class BeakerBackend:
                 author = names.result()[author_id]
             self._seen[wl.experiment.id] = (wl, rows)
             lead = _lead([job for _, _, job in rows])
+            from launchkit.backends.beaker.scheduling import waiting_reason
+
             events = self._never_scheduled_events(lead)
-            return self._info(wl, author=author, job=lead, events=events, waiting=self._waiting(lead))
-
-    def _waiting(self, job: Any) -> Any:
-        """Why a queued job waits (scheduling.waiting_reason), or None."""
-        from launchkit.backends.beaker.scheduling import waiting_reason
-
-        return waiting_reason(self.conn, job) if job is not None else None
-
-    QUEUED_REASONS = 5  # `list`: queued rows (the newest) whose wait is explained
-
-    def _queued_reasons(self, rows: list[Any], org: Any) -> dict[str, Any]:
-        """Experiment id -> why it waits, for the newest QUEUED_REASONS queued rows of `list` (no call
-        without one): their jobs from the first page of the org's unscheduled jobs, then the newest
-        one's events; a workspace's slot limit holds every queued job of that workspace that needs slots
-        (its other rows need no call), any other reason is read for each row at once. `launchkit why
-        ID` explains the rest."""
-        from launchkit.backends.beaker.scheduling import slot_limit_for
-
-        queued = [wl for wl in rows if _STATUS.get(wl.status) == RunStatus.queued and wl.experiment.tasks]
-        want = {wl.experiment.tasks[0].id: wl.experiment.id for wl in queued[: self.QUEUED_REASONS]}
-        if not want:
-            return {}
-        unscheduled = itertools.islice(self.beaker.job.list(org=org, scheduled=False, finalized=False), 50)
-        found: dict[str, Any] = {}
-        for job in unscheduled:
-            if job.task_id in want:
-                found.setdefault(want[job.task_id], job)
-        if not found:
-            return {}
-        first, *others = found.items()
-        out = {first[0]: self._waiting(first[1])}
-        rest = []
-        for eid, job in others:
-            same = slot_limit_for(out[first[0]], first[1], job)  # the same full workspace: no call
-            if same is not None:
-                out[eid] = same
-            else:
-                rest.append((eid, job))
-        if rest:
-            with ThreadPoolExecutor(max_workers=len(rest)) as pool:
-                out.update(
-                    zip((e for e, _ in rest), pool.map(self._waiting, (j for _, j in rest)), strict=True)
-                )
-        return out
+            waiting = waiting_reason(self.conn, lead)  # queued: why it waits (one ListJobEvents)
+            return self._info(wl, author=author, job=lead, events=events, waiting=waiting)
 
     def _never_scheduled_events(self, job: Any) -> list[str] | None:
         """A canceled job that never got a node: its scheduling events (why it never fit)."""
@@ -472,7 +432,9 @@ class BeakerBackend:
             names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
             names = names_f.result()
-            waiting = self._queued_reasons(rows, org)
+            from launchkit.backends.beaker.scheduling import list_reasons
+
+            waiting = list_reasons(self.conn, rows, org)  # the newest queued rows: why they wait
             infos = [
                 self._info(
                     wl,
@@ -802,8 +764,10 @@ class BeakerBackend:
 
     def _show_events_until_started(self, job: Any, prefix: bytes) -> Any:
         """Scheduling events until the job starts (none to show, and no call, once it has)."""
+        from launchkit.backends.beaker.scheduling import WaitTeller
+
         shown: set[tuple[str, str]] = set()
-        said = None
+        teller = WaitTeller()  # why it waits, once each time that changes (from these events)
         while not (job.status.HasField("started") or job.status.HasField("finalized")):
             events = list(self.beaker.job.list_summarized_events(job, sort_order=BeakerSortOrder.ascending))
             for ev in events:
@@ -811,26 +775,12 @@ class BeakerBackend:
                 if key not in shown:
                     shown.add(key)
                     self.app.info(f"{prefix.decode()}  ✓ {ev.latest_message or ev.status}")
-            said = self._say_why_waiting(job, events, prefix, said)
+            if line := teller.line(job, events):
+                self.app.info(f"{prefix.decode()}{line}")
             self.conn.renew()
             time.sleep(0.5)
             job = self.beaker.job.get(job.id)
         return job
-
-    def _say_why_waiting(self, job: Any, events: list[Any], prefix: bytes, said: Any) -> Any:
-        """While a job waits unscheduled: one line saying why, with its fix, each time it changes (from
-        the events just read: no extra call)."""
-        from launchkit.backends.beaker.scheduling import explain
-
-        if job.status.HasField("scheduled") or job.status.HasField("canceled"):
-            return said
-        messages = [ev.latest_message or ev.status for ev in reversed(events)]
-        gpus = int(job.container_spec.resource_request.gpu_count)
-        reason = explain(messages, gpus=gpus, workspace=job.workspace_reference or "the workspace")
-        if reason.kind != "queued" and reason != said:
-            self.app.info(f"{prefix.decode()}waiting: {reason.text()}")
-            return reason
-        return said
 
     # -- results --------------------------------------------------------------------------------
     def download_results(self, run: RunInfo, dest: str | None) -> list[str]:

@@ -12,6 +12,7 @@ Everything else (clusters, nodes, summarized events) goes through beaker-py's pu
 
 from __future__ import annotations
 
+import itertools
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -146,8 +147,10 @@ def explain(messages: list[str], *, gpus: int, workspace: str) -> WaitReason:
 
 
 def waiting_reason(conn: Connection, job: Any) -> WaitReason | None:
-    """Why a queued job (never scheduled, not canceled) waits; None for any other job. One
+    """Why a queued job (never scheduled, not canceled) waits; None for any other job (or none). One
     ListJobEvents; with a budget reason also the budget's allocations (to name its clusters)."""
+    if job is None:
+        return None
     s = job.status
     if s.HasField("scheduled") or s.HasField("canceled") or s.HasField("finalized"):
         return None
@@ -171,6 +174,61 @@ def waiting_reason(conn: Connection, job: Any) -> WaitReason | None:
             line = reason.line.replace("all its", f"all {limit} of its")
             reason = reason.model_copy(update={"line": line})
     return reason
+
+
+LIST_REASONS = 5  # `list`: queued rows (the newest) whose wait is explained
+_QUEUED = {pb2.STATUS_SUBMITTED, pb2.STATUS_QUEUED, pb2.STATUS_READY_TO_START}
+
+
+def list_reasons(conn: Connection, rows: list[Any], org: Any) -> dict[str, WaitReason | None]:
+    """Experiment id -> why it waits, for the newest LIST_REASONS queued workloads of `list` (no call
+    without one): their jobs from the first page of the org's unscheduled jobs, then the newest one's
+    events; a workspace's slot limit holds every queued job of that workspace that needs slots (their
+    rows need no call), any other reason is read for each row at once. `launchkit why ID` explains the
+    rest."""
+    queued = [wl for wl in rows if wl.status in _QUEUED and wl.experiment.tasks][:LIST_REASONS]
+    want = {wl.experiment.tasks[0].id: wl.experiment.id for wl in queued}
+    if not want:
+        return {}
+    found: dict[str, Any] = {}
+    for job in itertools.islice(conn.beaker.job.list(org=org, scheduled=False, finalized=False), 50):
+        if job.task_id in want:
+            found.setdefault(want[job.task_id], job)
+    if not found:
+        return {}
+    (first_id, first), *others = found.items()
+    out = {first_id: waiting_reason(conn, first)}
+    rest = []
+    for eid, job in others:
+        same = slot_limit_for(out[first_id], first, job)  # the same full workspace: no call
+        if same is not None:
+            out[eid] = same
+        else:
+            rest.append((eid, job))
+    if rest:
+        with ThreadPoolExecutor(max_workers=len(rest)) as pool:
+            reasons = pool.map(lambda job: waiting_reason(conn, job), (j for _, j in rest))
+            out.update(zip((e for e, _ in rest), reasons, strict=True))
+    return out
+
+
+class WaitTeller:
+    """`follow`: the line saying why a job waits, from the summarized events just read (no call), once
+    each time the reason changes."""
+
+    def __init__(self) -> None:
+        self.said: WaitReason | None = None
+
+    def line(self, job: Any, events: list[Any]) -> str | None:
+        if job.status.HasField("scheduled") or job.status.HasField("canceled"):
+            return None
+        messages = [ev.latest_message or ev.status for ev in reversed(events)]  # newest first
+        gpus = int(job.container_spec.resource_request.gpu_count)
+        reason = explain(messages, gpus=gpus, workspace=job.workspace_reference or "the workspace")
+        if reason.kind == "queued" or reason == self.said:
+            return None
+        self.said = reason
+        return f"waiting: {reason.text()}"
 
 
 def slot_limit_for(reason: WaitReason | None, held: Any, job: Any) -> WaitReason | None:
@@ -319,7 +377,7 @@ def find_starts(
             {
                 "cluster": size.name,
                 "start": _START.get(r.blocker, r.blocker),
-                "replicas_now": r.replicas_now,
+                "replicas_now": 0 if r.blocker == "slot limit" else r.replicas_now,  # that would start
                 "nodes_ready": len(r.nodes_now),
                 "free_gpus": sum(n.free for n in size.nodes),
                 "largest_node": max((n.gpus for n in typed), default=0),
@@ -329,7 +387,7 @@ def find_starts(
                 "gpu_types": sorted({n.gpu_type for n in size.nodes if n.gpu_type}),
                 "nodes": [
                     {"node": n.name, "gpu_type": n.gpu_type, "free_gpus": n.free, "gpus": n.gpus}
-                    for n in sorted(r.nodes_now, key=lambda n: (-n.free, n.name))
+                    for n in sorted(r.nodes_now if not r.blocker else [], key=lambda n: (-n.free, n.name))
                 ],
             }
         )
