@@ -319,3 +319,23 @@ def test_synchronized_start_default_grows_with_the_replica_count():
     assert sync_start_default(8) == 720
     assert sync_start_default(64) == 90 * 60  # OLMo-core's multi-node value is the cap
     assert sync_start_default(1000) == 90 * 60
+
+
+def test_run_says_which_synchronized_start_it_chose_and_writes_it(repo):
+    import yaml
+
+    from inproc import run_main
+
+    args = ("run", "--dry-run", "--torchrun", "--replicas", "16", "--gpus", "8", "--", "python", "train.py")
+    r = run_main(*args, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    assert (
+        "synchronized start: up to 24m for all 16 replicas (--synchronized-start-timeout to change)"
+        in r.stderr
+    )
+    assert yaml.safe_load(r.stdout)["tasks"][0]["synchronizedStartTimeout"] == 24 * 60 * 10**9
+    given = run_main(
+        *args[:-3], "--synchronized-start-timeout", "2h", "--", "python", "train.py", cwd=repo.path
+    )
+    assert "synchronized start" not in given.stderr  # the user's own: nothing to say
+    assert yaml.safe_load(given.stdout)["tasks"][0]["synchronizedStartTimeout"] == 2 * 3600 * 10**9
