@@ -258,6 +258,17 @@ def test_gpu_type_the_chosen_cluster_lacks_names_the_clusters_that_have_it():
     assert fix.startswith("ai2/holmes would take it")
 
 
+def test_a_cluster_whose_nodes_are_unknown_is_never_refused_on_a_guess():
+    from launchkit.core.fit import Ask, ClusterSize, NodeSize, never_fits
+
+    scaled_to_zero = ClusterSize("ai2/cloud", (), known=False)
+    small = ClusterSize("ai2/small", (NodeSize("n1", "NVIDIA H100", 8),))
+    assert never_fits(Ask(gpus=16), [scaled_to_zero], []) is None
+    assert never_fits(Ask(gpus=16), [small, scaled_to_zero], []) is None
+    problem, fix = never_fits(Ask(gpus=16), [small], [scaled_to_zero])
+    assert "largest fit is 8 GPUs" in problem and "ai2/cloud" not in fix
+
+
 def test_a_workspace_at_its_slot_limit_is_a_warning_at_submit(repo, fake_beaker):
     st = fake_beaker.state
     _at_slot_limit(st)

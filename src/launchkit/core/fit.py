@@ -27,6 +27,7 @@ class ClusterSize:
     slot_limit: int | None = None  # the workspace's effective slot limit here (None: none known)
     slots_used: int = 0  # the workspace's slots in use that count against it
     budget_allocated: bool | None = None  # the budget has an allocation here (None: not known)
+    known: bool = True  # False: its nodes are not known (none listed, e.g. a cloud cluster scaled to 0)
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,10 @@ def largest_gpus(ask: Ask, clusters: list[ClusterSize]) -> int:
 def never_fits(ask: Ask, chosen: list[ClusterSize], others: list[ClusterSize]) -> tuple[str, str] | None:
     """(the problem, its fix) when no chosen cluster could ever take the request; None when one could.
     `others`: the rest of the clusters, named in the fix when they would take it."""
-    if ask.gpus <= 0 or not chosen or any(fits_ever(ask, c) for c in chosen):
-        return None
+    if ask.gpus <= 0 or not chosen or any(not c.known or fits_ever(ask, c) for c in chosen):
+        return None  # a cluster whose nodes are unknown might take it: never refused on a guess
     names = ", ".join(c.name for c in chosen)
-    takers = [c.name for c in others if fits_ever(ask, c)]
+    takers = [c.name for c in others if c.known and fits_ever(ask, c)]
     elsewhere = f"{', '.join(takers[:6])} would take it" if takers else "no cluster would take it whole"
     types = " or ".join(ask.gpu_types)
     if ask.gpu_types and not any(typed_nodes(ask, c.nodes) for c in chosen):

@@ -268,7 +268,12 @@ def sizes(conn: Connection, clusters: list[Any], *, occupancy: bool = False) -> 
                     cordoned=cordoned,
                 )
             )
-        out.append(ClusterSize(rs.cluster_full_name(c), tuple(shown)))
+        if not shown and c.HasField("node_shape") and c.node_shape.gpu_count:  # a cloud cluster's shape
+            shape = c.node_shape
+            count = max(1, int(c.expected_node_count or 1))
+            kind = rs.gpu_type_name(shape.gpu_type)
+            shown = [NodeSize(f"{c.name} (shape)", kind, int(shape.gpu_count)) for _ in range(count)]
+        out.append(ClusterSize(rs.cluster_full_name(c), tuple(shown), known=bool(shown)))
     return out
 
 
