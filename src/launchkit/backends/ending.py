@@ -88,13 +88,17 @@ def from_exit_code(
     started: bool | None = False,
     memory: str | None = None,
     oom: bool = False,
+    stopped: str | None = None,
 ) -> EndReason:
     """A finished run's reason from its exit code (0: succeeded). `started`: whether the user's command
     had started (command_started: its log says so); the runtime's setup codes (100-109) mean a setup
     step failed only before that (None: not known). `oom`: the backend saw an OOM kill; a bare 137 is
-    reported as most likely one. `memory`: the run's memory limit, if it had one."""
+    reported as most likely one. `memory`: the run's memory limit, if it had one. `stopped`: why the
+    runtime's watchdog ended it (watchdog_stop: the last line of its log), for WATCHDOG_EXIT."""
     if code == 0:
         return EndReason(kind=EndKind.succeeded, line="succeeded", exit_code=0)
+    if stopped and code == WATCHDOG_EXIT and not oom:
+        return watchdog_stopped(stopped, code, run_id)
     if oom or code == OOM_EXIT:
         limit = f" (limit {memory})" if memory else ""
         what = (
