@@ -84,11 +84,9 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
         for opt in RUN_OPTIONS:
             if opt.deprecated and given.get(opt.name):
                 app.warn(f"{opt.flag} is deprecated (gantry removed it before 3.7): {opt.deprecated}")
-        limits = ("--start-timeout", "--inactive-timeout", "--inactive-soft-timeout")
-        if ignored := [o for o in limits if given.get(o[2:].replace("-", "_")) and not request.follow]:
+        if given.get("start_timeout") and not request.follow:
             app.warn(
-                f"{', '.join(ignored)} ha{'ve' if len(ignored) > 1 else 's'} no effect: run does not wait "
-                "for the job (add --follow, or --timeout N)"
+                "--start-timeout has no effect: run does not wait for the job (add --follow, or --timeout N)"
             )
         if request.groups and not has(name, Capability.workspaces):
             how = Capability.this_machine.value if has(name, Capability.this_machine) else f"--backend {name}"
@@ -565,9 +563,7 @@ def _after_launch(app: Application, b: Backend, request: LaunchRequest, run: Run
         limits = Limits(
             timeout=request.timeout,
             start=request.start_timeout,
-            inactive=request.inactive_timeout,
-            inactive_soft=request.inactive_soft_timeout,
-        )
+        )  # --inactive-timeout and --stall-timeout: the job's runtime checks them (runtime/node/watchdog.py)
         code = follow_run(app, b, run, limits=limits, show_logs=request.show_logs, notifier=notifier)
         app.fast_exit = True  # the job runs detached: nothing to tear down (saves ~50 ms)
         raise typer.Exit(code)
