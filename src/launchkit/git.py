@@ -1,11 +1,8 @@
-"""Read the local repository's state. I/O lives here, not in launchkit.core.
+"""Read the local repository's state with plain `git` calls. I/O lives here, not in launchkit.core.
 
-The common launch (a branch with an upstream, no --remote/--ref/--branch) asks plain git: three
-calls at once (`rev-parse` for the root, `status --porcelain=v2 --branch` for HEAD, the branch, its
-upstream, ahead/behind and the changes; `for-each-ref` for the upstream's remote), then the remote's
-URL with insteadOf applied (`ls-remote --get-url`, no network). Anything else (no upstream, a
-detached HEAD, --ref, errors) goes through GitPython, imported only then (35-70 ms, incl. the two
-`git version` calls of its own import; `--help` never loads it).
+One reader for every case: the root (`rev-parse`), the remotes, HEAD and its branch, the upstream
+(`for-each-ref`), the remote's URL with insteadOf applied (`ls-remote --get-url`, no network), refs
+resolved by git's own `rev-parse`, the changes from one `git status`.
 Offline: the pushed check trusts the remote-tracking refs from your last push or fetch.
 """
 
@@ -14,15 +11,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
+from launchkit.core.gitstate import GitState
 from launchkit.core.remoteurl import is_url, job_remote, strip_credentials
 from launchkit.errors import PreconditionError, UsageError
-
-if TYPE_CHECKING:
-    from git import Repo
-
-    from launchkit.core.gitstate import GitState
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 NULL_SHA = "0" * 40
@@ -30,9 +23,7 @@ REF_OR_BRANCH = "pass --ref to launch a commit or --branch to launch a branch's 
 
 
 def _git(*args: str, cwd: str, timeout: float = 60) -> str:
-    """Run git directly only where GitPython would shell out anyway: `status` (its is_dirty and
-    untracked_files run `git diff` twice and `git status`; one call answers both), `for-each-ref
-    --contains` (GitPython: one `merge-base` call per ref) and `ls-remote` (no repository to open)."""
+    """git's output; a failure raises _GitFailed (a PreconditionError naming the call)."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         proc = subprocess.run(
@@ -56,35 +47,39 @@ class _GitFailed(PreconditionError):
         self.stderr = stderr
 
 
+@dataclass(frozen=True)
+class Repo:
+    """The checkout being launched: its work tree's root and its remotes' names."""
+
+    root: str
+    remotes: list[str]
+
+    def sha(self, ref: str) -> str | None:
+        """The commit `ref` names (a branch, tag, short or full SHA, `HEAD~2`, ...), or None."""
+        try:
+            out = _git("rev-parse", "--verify", "-q", "--end-of-options", f"{ref}^{{commit}}", cwd=self.root)
+        except _GitFailed:
+            return None
+        return out.strip() or None
+
+    def branch(self) -> str | None:
+        """HEAD's branch (`feature/x`), or None when HEAD is detached."""
+        try:
+            return _git("symbolic-ref", "-q", "--short", "HEAD", cwd=self.root).strip() or None
+        except _GitFailed:
+            return None
+
+
 def _open_repo(path: str) -> Repo | None:
     """The checkout containing `path` (any subdirectory), or None outside a work tree."""
-    quiet = "GIT_PYTHON_REFRESH" not in os.environ
-    if quiet:  # a missing git is reported below in one line, not as an ImportError at import
-        os.environ["GIT_PYTHON_REFRESH"] = "quiet"
     try:
-        import git
-    except ImportError as e:  # GIT_PYTHON_REFRESH=error set by the user, or a broken install
-        raise PreconditionError(
-            f"GitPython cannot start: {str(e).strip().splitlines()[0]}", hint="install git and try again"
-        ) from None
-    finally:
-        if quiet:
-            del os.environ["GIT_PYTHON_REFRESH"]
-    if not git.GIT_OK:
-        raise PreconditionError("git is not installed", hint="install git and try again")
-    try:
-        repo = git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        out = _git("rev-parse", "--is-bare-repository", "--is-inside-git-dir", "--show-toplevel", cwd=path)
+    except _GitFailed:
         return None
-    if repo.bare or repo.working_tree_dir is None or _inside_git_dir(path, repo.git_dir):
-        repo.close()
-        return None
-    return repo
-
-
-def _inside_git_dir(path: str, git_dir: str) -> bool:
-    real = os.path.realpath(path)
-    return os.path.commonpath([real, os.path.realpath(git_dir)]) == os.path.realpath(git_dir)
+    lines = out.splitlines()
+    if len(lines) != 3 or lines[:2] != ["false", "false"]:
+        return None  # a bare repository, or inside .git
+    return Repo(lines[2], _git("remote", cwd=lines[2]).split())
 
 
 def read_git_state(
@@ -102,10 +97,6 @@ def read_git_state(
     repository without a remote, a commit the remote does not have, and SSH remotes of any host.
     """
     path = path or os.getcwd()
-    if remote is None and ref is None and branch is None and os.path.isdir(path):
-        fast = _read_plain(path, allow_dirty=allow_dirty, require_pushed=require_pushed)
-        if fast is not None:
-            return fast
     repo = _open_repo(path) if os.path.isdir(path) else None
     if repo is None:
         if remote and is_url(remote) and (ref or branch):
@@ -114,15 +105,9 @@ def read_git_state(
             f"{path!r} is not inside a git repository",
             hint="run launchkit from your project's checkout, or pass --remote URL with --ref/--branch",
         )
-    with repo:
-        return _read(
-            repo,
-            remote=remote,
-            ref=ref,
-            branch=branch,
-            allow_dirty=allow_dirty,
-            require_pushed=require_pushed,
-        )
+    return _read(
+        repo, remote=remote, ref=ref, branch=branch, allow_dirty=allow_dirty, require_pushed=require_pushed
+    )
 
 
 def _read(
@@ -134,8 +119,8 @@ def _read(
     allow_dirty: bool,
     require_pushed: bool,
 ) -> GitState:
-    root = str(repo.working_tree_dir)
-    names = [r.name for r in repo.remotes]
+    root = repo.root
+    names = repo.remotes
     url_given = bool(remote and is_url(remote))
     if not names and not url_given and not require_pushed:
         remote, url_given = root, True  # nothing to push to: the job clones from the checkout itself
@@ -144,11 +129,11 @@ def _read(
             f"the repository at {root} has no remote",
             hint="add one with `git remote add origin URL` and push, or pass --remote URL",
         )
-    head = _sha_of(repo, "HEAD")
+    head = repo.sha("HEAD")
     if head is None:
         raise PreconditionError(f"the repository at {root} has no commits yet", hint="commit and push first")
-    head_branch = None if repo.head.is_detached else repo.head.reference.name
-    up_remote, up_branch = _upstream(repo, names) if head_branch else (None, None)
+    head_branch = repo.branch()
+    up_remote, up_branch = _upstream(repo, head_branch) if head_branch else (None, None)
 
     # which remote
     remote_name: str | None
@@ -194,7 +179,7 @@ def _read(
                 hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
             )
         on_upstream = up_branch is not None and up_remote == remote_name
-        pushed = on_upstream and _sha_of(repo, f"refs/remotes/{remote_name}/{up_branch}") == head
+        pushed = on_upstream and repo.sha(f"refs/remotes/{remote_name}/{up_branch}") == head
         if require_pushed and remote_name is not None and not pushed:
             _require_on_remote(root, head, remote_name, head_branch)
         return _state(
@@ -203,100 +188,6 @@ def _read(
     if require_pushed and remote_name is not None:
         _require_on_remote(root, commit, remote_name, None)
     return _state(commit=commit, branch=branch, **state)
-
-
-def _git_at_once(
-    cwd: str, *commands: tuple[str, ...], optional: int = 0, timeout: float = 60
-) -> list[str | None] | None:
-    """Run git commands in parallel; their outputs, or None when git is missing or any one fails (the
-    last `optional` ones may fail: their output is None then)."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-    try:
-        procs = [
-            subprocess.Popen(
-                ["git", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-            )
-            for args in commands
-        ]
-    except OSError:
-        return None
-    outs = []
-    for proc in procs:
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            return None
-        outs.append(out if proc.returncode == 0 else None)
-    return None if None in outs[: len(outs) - optional] else outs
-
-
-def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitState | None:
-    """The common case with plain git calls (see the module's docstring); None: ask GitPython."""
-    outs = _git_at_once(
-        path,
-        ("rev-parse", "--is-bare-repository", "--show-toplevel"),
-        (
-            "status",
-            "--porcelain=v2",
-            "--branch",
-            "-z",
-            "--no-renames",
-            "--untracked-files=normal",
-            "--ignore-submodules=dirty",
-        ),
-        ("for-each-ref", "--format=%(refname:short)%00%(upstream:remotename)", "refs/heads/"),
-        DESCRIBE,  # the version tag (pyenv.version_tag's question), while the others run
-        optional=1,
-    )
-    if outs is None:
-        return None
-    top, status, heads, described = outs
-    if top is None or status is None or heads is None:
-        return None
-    lines = top.splitlines()
-    if len(lines) != 2 or lines[0] != "false":
-        return None
-    root = lines[1]
-    info: dict[str, str] = {}
-    dirty: list[str] = []
-    untracked: list[str] = []
-    for entry in status.split("\0"):
-        if entry.startswith("# "):
-            key, _, value = entry[2:].partition(" ")
-            info[key] = value
-        elif entry.startswith("? "):
-            untracked.append(entry[2:])
-        elif entry[:2] in ("1 ", "u "):  # changed tracked file: its path is the last field
-            dirty.append(entry.split(" ", 8 if entry[0] == "1" else 10)[-1])
-        elif entry:
-            return None  # a kind of entry this reader does not know: GitPython decides
-    head, name, upstream = info.get("branch.oid"), info.get("branch.head"), info.get("branch.upstream")
-    if head is None or not FULL_SHA.fullmatch(head) or not name or name == "(detached)" or not upstream:
-        return None
-    remote_of = dict(line.split("\0", 1) for line in heads.splitlines() if "\0" in line)
-    remote_name = remote_of.get(name)
-    if not remote_name or not upstream.startswith(remote_name + "/"):
-        return None  # no remote-tracking upstream (e.g. a local branch): GitPython decides
-    up_branch = upstream[len(remote_name) + 1 :]
-    url = _git("ls-remote", "--get-url", remote_name, cwd=root).strip()
-    if not url or url == remote_name:  # not a configured remote after all
-        return None
-    state: dict[str, object] = {"repo_root": root, "remote_name": remote_name}
-    state.update(_job_remote(url, remote_name, root, require_pushed))
-    if dirty and not allow_dirty:
-        raise PreconditionError(
-            f"you have uncommitted changes to tracked files ({_some(dirty)})",
-            hint="commit and push them, or pass --allow-dirty to launch the last commit anyway",
-        )
-    pushed = info.get("branch.ab") == "+0 -0"  # the upstream is at HEAD
-    if require_pushed and not pushed:
-        _require_on_remote(root, head, remote_name, name)
-    tag = _version_tag(root, described)
-    return _state(
-        commit=head, branch=up_branch, untracked=tuple(untracked), version_tag=tag, tag_read=True, **state
-    )
 
 
 # `git describe` as setuptools-scm, hatch-vcs and versioneer ask it (launchkit.pyenv.version_tag)
@@ -316,10 +207,8 @@ def _version_tag(root: str, described: str | None) -> tuple[str, str, int] | Non
 
 
 def _state(**fields: object) -> GitState:
-    from launchkit.core.gitstate import GitState
-
     root = fields.get("repo_root")
-    if "tag_read" not in fields and isinstance(root, str):  # read without _read_plain's DESCRIBE
+    if "tag_read" not in fields and isinstance(root, str):  # the version tag, read once with the state
         try:
             described: str | None = _git(*DESCRIBE[:-1], str(fields["commit"]), cwd=root)
         except PreconditionError:
@@ -357,39 +246,27 @@ def _absolute_local_path(url: str, root: str | None) -> str:
     return url
 
 
-def _sha_of(repo: Repo, ref_path: str) -> str | None:
-    """The SHA a ref file (loose or packed) holds, read without running git; None if missing."""
-    from git import SymbolicReference
-
-    try:
-        return SymbolicReference.dereference_recursive(repo, ref_path)
-    except ValueError:
-        return None
-
-
-def _upstream(repo: Repo, names: list[str]) -> tuple[str | None, str | None]:
-    """(remote, branch) of HEAD's upstream, e.g. `origin/feature/x` -> ("origin", "feature/x")."""
-    tracking = repo.head.reference.tracking_branch()
-    if tracking is None:
-        return None, None
-    short = tracking.path.removeprefix("refs/remotes/")
-    for name in sorted(names, key=len, reverse=True):
-        if short.startswith(name + "/"):
-            return name, short[len(name) + 1 :]
-    return None, None
+def _upstream(repo: Repo, branch: str) -> tuple[str | None, str | None]:
+    """(remote, branch) of `branch`'s upstream, e.g. `origin/feature/x` -> ("origin", "feature/x")."""
+    out = _git(
+        "for-each-ref", "--format=%(upstream:remotename)%00%(upstream)", f"refs/heads/{branch}", cwd=repo.root
+    )
+    remote, _, upstream = out.strip().partition("\0")
+    prefix = f"refs/remotes/{remote}/"
+    if remote not in repo.remotes or not upstream.startswith(prefix):
+        return None, None  # no upstream, or a local branch's
+    return remote, upstream[len(prefix) :]
 
 
 def _fetch_url(repo: Repo, remote_name: str) -> str:
-    """The remote's fetch URL with insteadOf applied (GitPython asks `git remote get-url`)."""
-    from git import GitCommandError
-
-    try:
-        return next(iter(repo.remote(remote_name).urls))
-    except (GitCommandError, StopIteration):
+    """The remote's fetch URL with insteadOf applied."""
+    url = _git("ls-remote", "--get-url", remote_name, cwd=repo.root).strip()
+    if not url or url == remote_name:  # git answers with the name when the remote has no URL
         raise PreconditionError(
             f"remote {remote_name!r} has no URL",
             hint=f"set one with `git remote set-url {remote_name} URL`",
-        ) from None
+        )
+    return url
 
 
 def _status(root: str) -> tuple[list[str], tuple[str, ...]]:
@@ -434,13 +311,8 @@ def _resolve_ref(repo: Repo, ref: str, remote_name: str | None, shown: str | Non
 
 
 def _commit_of(repo: Repo, ref: str) -> str | None:
-    from gitdb.exc import BadName, BadObject
-
-    try:
-        sha = repo.commit(ref).hexsha  # GitPython's own rev-parse; tags are peeled to their commit
-    except (BadName, BadObject, ValueError, IndexError, TypeError):
-        return None
-    return None if sha == NULL_SHA else sha  # GitPython takes the all-zero SHA without a lookup
+    sha = repo.sha(ref)  # tags are peeled to their commit
+    return None if sha == NULL_SHA else sha
 
 
 def _require_branch_tip(
@@ -448,7 +320,7 @@ def _require_branch_tip(
 ) -> None:
     """--ref with --branch: the ref must be what --branch launches, or the label would lie."""
     if remote_name is None:
-        tip = _from_remote_only(url, ref=None, branch=branch, root=str(repo.working_tree_dir)).commit
+        tip = _from_remote_only(url, ref=None, branch=branch, root=repo.root).commit
     else:
         tip = _resolve_ref(repo, f"refs/remotes/{remote_name}/{branch}", remote_name, shown=branch)
     if tip != commit:
