@@ -1,4 +1,4 @@
-from launchkit.cli.entry import main
+from launchkit.cli.app import main
 
 if __name__ == "__main__":
     main()
