@@ -27,8 +27,7 @@ from typer.exceptions import TyperException
 
 from launchkit import __version__
 from launchkit.application import Application
-from launchkit.cli.backend_choice import stdout_closed
-from launchkit.cli.context import get_app
+from launchkit.cli.context import get_app, stdout_closed
 from launchkit.cli.panels import PanelCommand, PanelGroup
 from launchkit.cli.params import NoArgsIsHelpError, NoSuchOption, PlainOption, UsageError
 from launchkit.core.run_options import Kind

@@ -7,7 +7,6 @@ is named here: the registry knows them. Only typer is imported here; backends lo
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -198,17 +197,3 @@ def resolve_run(
     if run is None:
         raise NotFoundError(f"there are no {b.name} runs yet", hint="start one with `launchkit run`")
     return b, run
-
-
-def stdout_closed() -> int:
-    """After a BrokenPipeError (e.g. `launchkit logs ID | head`) or a failed write: point stdout at
-    /dev/null so nothing buffered is written (or fails) again at exit; return 141 (SIGPIPE)."""
-    import sys
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # not a real file (tests capture stdout in memory)
-        pass
-    return 141

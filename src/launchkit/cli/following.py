@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from launchkit.application import Application
 from launchkit.backends import Backend, RunInfo, RunStatus
-from launchkit.cli.backend_choice import stdout_closed
+from launchkit.cli.context import stdout_closed
 from launchkit.errors import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:

@@ -13,10 +13,9 @@ from launchkit.cli.backend_choice import (
     backend_option,
     local_option,
     resolve_run,
-    stdout_closed,
     workspace_option,
 )
-from launchkit.cli.context import get_app
+from launchkit.cli.context import get_app, stdout_closed
 from launchkit.core.units import MAX_COUNT
 
 
