@@ -32,5 +32,6 @@ def _loaded(*args: str) -> set[str]:
 
 def test_only_the_invoked_command_is_imported():
     assert _loaded("--version") == set()
+    assert _loaded("--help") == set()  # the table's summaries
     assert _loaded("profiles", "--help") == {"launchkit.cli.profiles_cmd"}
     assert _loaded("lst") == set()  # a typo: "did you mean" from the table

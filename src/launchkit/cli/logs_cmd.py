@@ -16,6 +16,7 @@ from launchkit.cli.backend_choice import (
     workspace_option,
 )
 from launchkit.cli.context import get_app, stdout_closed
+from launchkit.cli.options import latest_option, replica_option
 from launchkit.core.units import MAX_COUNT
 
 
@@ -40,7 +41,7 @@ def logs(
     run_id: str | None = typer.Argument(
         None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run whose logs to show."
     ),
-    latest: bool = typer.Option(False, "--latest", "-l", help="Your newest run."),
+    latest: bool = latest_option(),
     tail: int | None = typer.Option(
         None, "--tail", "-t", help="Only the last N lines.", min=0, max=MAX_COUNT
     ),
@@ -58,9 +59,7 @@ def logs(
         max=MAX_COUNT,
         help="Beaker: the task's Nth run (1 = first; default: the latest).",
     ),
-    replica: int | None = typer.Option(
-        None, "--replica", "-r", help="Only this replica (rank).", min=0, max=MAX_COUNT
-    ),
+    replica: int | None = replica_option(),
     task: str | None = typer.Option(None, "--task", help="Beaker: only this task."),
     all_tasks: bool = typer.Option(False, "--all", "-a", help="Beaker: every task of the experiment."),
     timestamps: bool = typer.Option(False, "--timestamps", help="Prefix each line with its time."),
