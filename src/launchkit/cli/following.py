@@ -29,6 +29,24 @@ SOFT_REPEAT = 3600.0  # gantry warns again about inactivity at most once per max
 Clock = Callable[[], float]  # seconds from an arbitrary origin (time.monotonic counts from boot)
 
 
+class FirstOutput:
+    """A byte stream wrapper that calls `callback` once, when the job's first output arrives."""
+
+    def __init__(self, out: IO[bytes], callback: Any) -> None:
+        self._out = out
+        self._callback: Any = callback
+
+    def write(self, data: bytes) -> int:
+        n = self._out.write(data)
+        if self._callback is not None and data:
+            cb, self._callback = self._callback, None
+            cb()
+        return n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Seconds; None = no limit. `timeout` counts from the start of following."""
@@ -210,8 +228,6 @@ def follow_run(
     limits = limits or Limits()
     out: IO[bytes] = sys.stdout.buffer
     if notifier is not None:
-        from launchkit.notify import FirstOutput
-
         out = cast("IO[bytes]", FirstOutput(out, lambda: notifier.on_start(run)))
     sink = _Sink(out, show_logs, clock)
     dog = _Watchdog(app, backend, run, sink, limits) if limits.any else None
