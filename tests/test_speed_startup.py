@@ -3,8 +3,11 @@ command's module; an invocation imports only its own command's."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 from launchkit.cli import app as cli_app
 
@@ -35,3 +38,16 @@ def test_only_the_invoked_command_is_imported():
     assert _loaded("--help") == set()  # the table's summaries
     assert _loaded("profiles", "--help") == {"launchkit.cli.profiles_cmd"}
     assert _loaded("lst") == set()  # a typo: "did you mean" from the table
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [("launchkit lo", "logs"), ("launchkit run --priority h", "high"), ("launchkit secret l", "list")],
+)
+def test_shell_completion_walks_the_lazy_tree(words, expected):
+    env = {**os.environ, "_LAUNCHKIT_COMPLETE": "complete_bash", "COMP_WORDS": words}
+    env["COMP_CWORD"] = str(len(words.split()) - 1)
+    proc = subprocess.run(
+        [sys.executable, "-m", "launchkit"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stdout.split() == [expected], proc.stdout + proc.stderr

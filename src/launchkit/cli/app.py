@@ -29,7 +29,7 @@ from launchkit import __version__
 from launchkit.application import Application
 from launchkit.cli.context import get_app, stdout_closed
 from launchkit.cli.panels import PanelCommand, PanelGroup
-from launchkit.cli.params import NoArgsIsHelpError, NoSuchOption, PlainOption, UsageError
+from launchkit.cli.params import NoArgsIsHelpError, NoSuchOption, PlainOption, UsageError, completion_init
 from launchkit.core.run_options import Kind
 from launchkit.core.units import UnitError, positive_seconds
 from launchkit.errors import LaunchkitError, from_exception
@@ -257,6 +257,7 @@ class LazyGroup(PanelGroup):
 
 def root_group() -> LazyGroup:
     """The `launchkit` command tree (its commands built on first use)."""
+    completion_init()  # TAB completion through Typer's shells (_LAUNCHKIT_COMPLETE=complete_bash ...)
     return LazyGroup(
         name="launchkit",
         params=root_options(),

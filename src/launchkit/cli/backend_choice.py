@@ -197,3 +197,20 @@ def resolve_run(
     if run is None:
         raise NotFoundError(f"there are no {b.name} runs yet", hint="start one with `launchkit run`")
     return b, run
+
+
+def local_run_ids(incomplete: str) -> list[str]:
+    """Completion: ids of local runs, newest first (read from the local backend's SQLite store, read-only)."""
+    import sqlite3
+
+    from launchkit.backends.local.store import home
+
+    db = home() / "runs.db"
+    if not db.is_file():
+        return []
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+            rows = conn.execute("SELECT id FROM runs ORDER BY created DESC LIMIT 50").fetchall()
+    except sqlite3.Error:
+        return []
+    return [r[0] for r in rows if r[0].startswith(incomplete)]

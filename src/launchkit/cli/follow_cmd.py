@@ -6,8 +6,13 @@ import sys
 
 import typer
 
-from launchkit.cli import completing
-from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, workspace_option
+from launchkit.cli.backend_choice import (
+    backend_option,
+    local_option,
+    local_run_ids,
+    resolve_run,
+    workspace_option,
+)
 from launchkit.cli.context import get_app
 from launchkit.cli.options import latest_option, replica_option
 
@@ -15,7 +20,7 @@ from launchkit.cli.options import latest_option, replica_option
 def follow(
     ctx: typer.Context,
     run_id: str | None = typer.Argument(
-        None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run to follow."
+        None, metavar="[ID]", autocompletion=local_run_ids, help="Run to follow."
     ),
     latest: bool = latest_option("Follow your newest run."),
     replica: int | None = replica_option(),

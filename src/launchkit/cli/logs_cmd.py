@@ -8,10 +8,10 @@ import sys
 
 import typer
 
-from launchkit.cli import completing
 from launchkit.cli.backend_choice import (
     backend_option,
     local_option,
+    local_run_ids,
     resolve_run,
     workspace_option,
 )
@@ -39,7 +39,7 @@ def _since(value: str) -> dt.datetime:
 def logs(
     ctx: typer.Context,
     run_id: str | None = typer.Argument(
-        None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run whose logs to show."
+        None, metavar="[ID]", autocompletion=local_run_ids, help="Run whose logs to show."
     ),
     latest: bool = latest_option(),
     tail: int | None = typer.Option(

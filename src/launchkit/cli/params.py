@@ -5,10 +5,10 @@ Typer 0.29 carries click inside itself (`typer._click`, private, without click's
 public `typer.core.TyperOption`/`TyperArgument` are the click parameters it parses with. Their
 constructor takes a `TypeDescriptor` (private) and their `process_value` coerces through a pydantic
 TypeAdapter; `PlainOption`/`PlainArgument` subclass them and convert the kinds a table declares
-themselves (a string, strings, a flag, a count, a whole or decimal number); Typer's completion
-script comes from here too. This is the one module that imports Typer's private modules
-(tests/test_startup.py guards it); pyproject.toml caps Typer below its next minor, and
-`.ci/typer-next` runs the fast tier at that minor when one is out.
+themselves (a string, strings, a flag, a count, a whole or decimal number); Typer's shell
+completion (its shells, its script) comes from here too. This is the one module that imports
+Typer's private modules (tests/test_startup.py guards it); pyproject.toml caps Typer below its
+next minor, and `.ci/typer-next` runs the fast tier at that minor when one is out.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import typer
 from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption, UsageError
 from typer._coercion import TypeDescriptor
+from typer._completion_classes import completion_init  # Typer's shells for click's completion
 from typer._completion_shared import get_completion_script  # what Typer's --show-completion prints
 from typer.core import TyperArgument, TyperOption
 
@@ -31,6 +32,7 @@ __all__ = [
     "PlainArgument",
     "PlainOption",
     "UsageError",
+    "completion_init",
     "get_completion_script",
 ]
 

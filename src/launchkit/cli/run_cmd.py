@@ -9,6 +9,7 @@ runs: `run --help` needs only the table.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -41,6 +42,13 @@ def _help(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> str:
     return opt.help.split("  [default:")[0] + f"  [default: {value} (from {label})]"
 
 
+def _completion(completer: Callable[[str], list[str]] | None) -> Any:
+    """A completer of the value typed so far, as click's completion calls it (ctx, args, incomplete)."""
+    if completer is None:
+        return None
+    return lambda ctx, args, incomplete: completer(incomplete)
+
+
 def _option(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> PlainOption:
     return PlainOption(
         *opt.flags,
@@ -51,7 +59,7 @@ def _option(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> PlainOption:
         metavar=opt.metavar,
         hidden=opt.hidden,
         help=_help(opt, defaults),
-        autocompletion=RUN_COMPLETERS.get(opt.name),
+        autocompletion=_completion(RUN_COMPLETERS.get(opt.name)),
     )
 
 

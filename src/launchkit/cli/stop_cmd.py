@@ -6,8 +6,14 @@ import sys
 
 import typer
 
-from launchkit.cli import completing
-from launchkit.cli.backend_choice import backend_option, choose, local_option, resolve_run, workspace_option
+from launchkit.cli.backend_choice import (
+    backend_option,
+    choose,
+    local_option,
+    local_run_ids,
+    resolve_run,
+    workspace_option,
+)
 from launchkit.cli.context import get_app
 from launchkit.cli.options import confirm, latest_option, yes_option
 
@@ -15,7 +21,7 @@ from launchkit.cli.options import confirm, latest_option, yes_option
 def stop(
     ctx: typer.Context,
     run_ids: list[str] | None = typer.Argument(
-        None, metavar="[ID]...", autocompletion=completing.local_run_ids, help="Runs to stop."
+        None, metavar="[ID]...", autocompletion=local_run_ids, help="Runs to stop."
     ),
     latest: bool = latest_option("Stop your newest run."),
     yes: bool = yes_option(),
