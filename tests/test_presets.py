@@ -62,7 +62,10 @@ def test_multi_node_on_jupiter_gets_the_nccl_setup_without_a_preset(repo):
     stored = runtime_files()["profiles.txt"].decode()
     assert "multi export NCCL_SOCKET_IFNAME=ib\nmulti export NCCL_IB_HCA=^=mlx5_bond_0" in stored
     assert "HF_HOME" not in env and not mounts and "LAUNCHKIT_PRESET_SECRETS" not in env
-    assert added == ["launchkit added: profile ai2-weka (NCCL InfiniBand setup for multi-node)"]
+    assert added == [
+        "launchkit added: profile ai2-weka (NCCL InfiniBand setup for multi-node); synchronized start: up"
+        " to 5m for all 2 replicas (--synchronized-start-timeout to change)"
+    ]
 
 
 def test_presets_from_config_apply_and_the_users_own_values_win(repo):
