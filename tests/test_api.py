@@ -56,28 +56,32 @@ def test_one_spec_build_per_launch(repo, fake_beaker, monkeypatch, cluster):
     """The launch path builds the spec once; the profiles are resolved once, and once more only for the
     clusters the backend placed the job on (launchkit/launch.py). `jup*` resolves to ai2/jupiter,
     whose profile the name already selected: no second build."""
+    import launchkit.core.profiles as profiles
     import launchkit.launch as lp
 
-    counts = {"build_spec": 0, "resolve_profiles": 0}
+    counts = {"build_spec": 0, "_select_profiles": 0}
 
-    def counted(name):
-        real = getattr(lp, name)
+    def counted(module, name):
+        real = getattr(module, name)
 
         def call(*args, **kwargs):
             counts[name] += 1
             return real(*args, **kwargs)
 
-        return call
+        monkeypatch.setattr(module, name, call)
 
-    for name in counts:
-        monkeypatch.setattr(lp, name, counted(name))
+    counted(lp, "build_spec")
+    counted(profiles, "_select_profiles")  # every resolution of the profiles, wherever it is asked
     monkeypatch.chdir(repo.path)
     before = len(fake_beaker.state.experiments)
     launch = api.request(["python", "train.py"], workspace=WS, cluster=cluster).plan()
-    assert counts == {"build_spec": 1, "resolve_profiles": 2}
+    assert counts == {"build_spec": 1, "_select_profiles": 2}
     assert launch.selection.applied == "ai2-weka"  # the notes and the spec name the same profile
     assert launch.notes == []  # not a dry run: nothing to say beside the spec
     assert len(fake_beaker.state.experiments) == before  # planned: nothing submitted
+    counts.update(build_spec=0, _select_profiles=0)
+    api.request(["python", "train.py"], workspace=WS, cluster=cluster).spec()  # offline: its notes too
+    assert counts == {"build_spec": 1, "_select_profiles": 1}
 
 
 def test_local_launch_follow_why_logs_and_list(repo, monkeypatch):
