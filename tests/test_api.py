@@ -3,6 +3,9 @@ launch on the local backend and on the fake Beaker, and the run handle (follow, 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import launchkit
@@ -38,7 +41,18 @@ def test_spec_is_the_bytes_run_dry_run_prints(repo, options, flags):
 
 
 def test_the_package_exports_the_api_lazily():
+    """`import launchkit` loads neither the API nor pydantic (`launchkit --help` stays light); the API
+    and the launch path it shares with `run` import nothing of the CLI."""
     assert launchkit.api is api
+    probe = (
+        "import sys, launchkit; light = sorted(m for m in sys.modules if m in ('pydantic', 'launchkit.api'));"
+        "import launchkit.api; cli = sorted(m for m in sys.modules if m.startswith('launchkit.cli'));"
+        "print(light, cli)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.split() == ["[]", "[]"]
 
 
 def test_wrong_names_and_method_options_are_refused():
