@@ -84,11 +84,9 @@ def request_from_options(
     for opt in RUN_OPTIONS:
         if opt.deprecated and given.get(opt.name):
             app.warn(f"{opt.flag} is deprecated (gantry removed it before 3.7): {opt.deprecated}")
-    limits = ("--start-timeout", "--inactive-timeout", "--inactive-soft-timeout")
-    if ignored := [o for o in limits if given.get(o[2:].replace("-", "_")) and not req.follow]:
+    if given.get("start_timeout") and not req.follow:
         app.warn(
-            f"{', '.join(ignored)} ha{'ve' if len(ignored) > 1 else 's'} no effect: run does not wait "
-            "for the job (add --follow, or --timeout N)"
+            "--start-timeout has no effect: run does not wait for the job (add --follow, or --timeout N)"
         )
     capabilities = registry.info(name).capabilities
     if req.groups and Capability.workspaces not in capabilities:
