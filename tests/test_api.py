@@ -134,3 +134,42 @@ def test_beaker_launch_and_stop(repo, fake_beaker, monkeypatch):
     assert exp.spec["tasks"][0]["constraints"]["cluster"] == ["ai2/jupiter"]
     assert run.stop().status is RunStatus.canceled
     assert "cancel" in run.why()
+
+
+LAUNCH_ONLY_SAMPLES = {  # a value other than the default for each LAUNCH_ONLY field
+    "dry_run": True,
+    "offline": True,
+    "save_spec": "spec.yaml",
+    "follow": True,
+    "show_logs": False,
+    "timeout": 60,
+    "start_timeout": 60,
+    "yes": True,
+    "backend": "local",
+    "local": True,
+    "placed_clusters": ["ai2/jupiter"],  # where the backend placed `--cluster ai2/jupiter`
+    "slack_webhook_url": "https://hooks.slack.com/services/T/B/x",
+    "allow_dirty": True,
+}
+
+
+@pytest.mark.parametrize("field", sorted(LAUNCH_ONLY_SAMPLES))
+def test_launch_only_fields_change_neither_the_run_id_nor_the_job(field):
+    """What is declared launch-only (core/run_options.LAUNCH_ONLY) is left out of the run id, so it
+    must not change the job either: the spec is the same, byte for byte."""
+    from launchkit.core.gitstate import GitState
+    from launchkit.core.parse import build_request
+    from launchkit.core.request import LaunchRequest
+    from launchkit.core.run_options import LAUNCH_ONLY
+    from launchkit.core.spec import build_spec, run_id
+
+    assert set(LAUNCH_ONLY_SAMPLES) == LAUNCH_ONLY
+    assert LAUNCH_ONLY <= set(LaunchRequest.model_fields)
+    git = GitState(remote_url="https://github.com/o/r.git", commit="a" * 40, branch="main")
+    plain = build_request({"cluster": ["ai2/jupiter"], "gpus": 1}, ["python", "a.py"], environ={})
+    default = LaunchRequest.model_fields[field].default
+    value = LAUNCH_ONLY_SAMPLES[field]
+    assert value != default
+    changed = plain.model_copy(update={field: value})
+    assert run_id(changed, git) == run_id(plain, git)
+    assert build_spec(changed, git).to_json() == build_spec(plain, git).to_json()

@@ -72,6 +72,7 @@ from launchkit.core.multinode import ENV_RDZV_PORT, derive_port, task_additions
 from launchkit.core.presets import ENV_PRESET_SECRETS, encode_secrets
 from launchkit.core.profiles import ProfileSelection, job_tags
 from launchkit.core.request import Launcher, LaunchRequest, PythonManager
+from launchkit.core.run_options import LAUNCH_ONLY
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import expand_tasks
 from launchkit.core.units import format_size, to_nanoseconds
@@ -82,28 +83,12 @@ from launchkit.runtime import ENTRYPOINT_NAME, RUNTIME_MOUNT, bootstrap, runtime
 # that InfiniBand NCCL needs on multi-node jobs (a plain python image has none of them).
 DEFAULT_BEAKER_IMAGE = "beaker-py/gantry"
 
-_NOT_SPEC = {
-    "dry_run",
-    "offline",
-    "save_spec",
-    "follow",
-    "show_logs",
-    "timeout",
-    "start_timeout",
-    "yes",
-    "backend",
-    "local",
-    "placed_clusters",
-    "slack_webhook_url",
-    "allow_dirty",
-}  # launch behaviour, not job identity
-
 
 def run_id(request: LaunchRequest, git: GitState) -> str:
     """A stable id for this invocation: same inputs, same id."""
     payload = json.dumps(
         {
-            "request": request.model_dump(mode="json", exclude=_NOT_SPEC, exclude_defaults=True),
+            "request": request.model_dump(mode="json", exclude=set(LAUNCH_ONLY), exclude_defaults=True),
             "remote": git.remote_url,
             "commit": git.commit,
         },
