@@ -5,15 +5,13 @@ notes for a dry run or --save-spec, each launched run's id, then --follow and Sl
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import importlib
-import os
 import sys
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import typer
+
 from launchkit.application import Application
+from launchkit.cli.context import get_app
 from launchkit.errors import UsageError
 
 if TYPE_CHECKING:
@@ -22,41 +20,16 @@ if TYPE_CHECKING:
     from launchkit.launch import Launch
 
 
-# The modules whose pydantic models a launch builds: imported under building_models, as a model
-# first built outside it (the backend's protocol, the git state's) would scan the entry points after all.
-_LAUNCH_MODELS = ("launchkit.core.request", "launchkit.core.spec", "launchkit.backends.protocol")
-
-
-@contextlib.contextmanager
-def building_models() -> Iterator[None]:
-    """pydantic's documented PYDANTIC_DISABLE_PLUGINS while launchkit's own models are built: otherwise
-    the first model scans every installed package's entry points (~10-15 ms). launchkit uses no
-    plugins. Only around pure code, so no child process (git, a local job) inherits the setting.
-    The cyclic GC is paused meanwhile: the imports and models built here live until exit."""
-    was_collecting = gc.isenabled()
-    gc.disable()
-    try:
-        if "PYDANTIC_DISABLE_PLUGINS" in os.environ:
-            yield
-            return
-        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
-        try:
-            for module in _LAUNCH_MODELS:
-                importlib.import_module(module)
-            yield
-        finally:
-            del os.environ["PYDANTIC_DISABLE_PLUGINS"]
-    finally:
-        if was_collecting:
-            gc.enable()
+def run(ctx: typer.Context, extra: list[str], **given: Any) -> None:
+    """`launchkit run` (cli/run_cmd.py declares its options)."""
+    app = get_app(ctx)
+    launch(app, given, extra=extra, command=app.user_command)
 
 
 def launch(app: Application, given: dict[str, Any], *, extra: list[str], command: list[str] | None) -> None:
-    with building_models():
-        from launchkit.api import request_from_options
+    from launchkit.api import request_from_options
 
-        request = request_from_options(app, given, command, extra).launch_request
-    launch_request(app, request)
+    launch_request(app, request_from_options(app, given, command, extra).launch_request)
 
 
 def launch_request(app: Application, request: LaunchRequest, planned: Launch | None = None) -> None:
@@ -78,23 +51,23 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
         return
     assert launch.backend is not None
     b = launch.backend
-    run: RunInfo | None = None
+    last: RunInfo | None = None
 
     def launched(created: RunInfo) -> None:
-        nonlocal run
-        run = created
+        nonlocal last
+        last = created
         _launched(app, b, created)
 
     try:
         submit(app, launch, launched)
-        assert run is not None
-        _after_launch(app, b, request, run)
+        assert last is not None
+        _after_launch(app, b, request, last)
     except KeyboardInterrupt:  # once a run exists, Ctrl-C is follow's detach, told (before follow's own)
-        if run is None:
+        if last is None:
             raise
         from launchkit.errors import EXIT_INTERRUPTED
 
-        app.info(f"detached from {run.id}; it keeps running. Resume with: launchkit follow {run.id}")
+        app.info(f"detached from {last.id}; it keeps running. Resume with: launchkit follow {last.id}")
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
@@ -132,8 +105,6 @@ def _after_launch(app: Application, b: Backend, request: LaunchRequest, run: Run
                 f"or run `launchkit follow {run.id}` with LAUNCHKIT_SLACK_WEBHOOK_URL set"
             )
     if request.follow:
-        import typer
-
         limits = Limits(
             timeout=request.timeout,
             start=request.start_timeout,

@@ -898,7 +898,7 @@ def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
         f["start_timeout"] = None
     f["progress_patterns"] = _patterns(opts)
     for opt in ("progress_pattern", "stall_grace"):
-        if opts.value(opt) is not None and f["stall_timeout"] is None:
+        if opts.value(opt) not in (None, [], ()) and f["stall_timeout"] is None:
             flag = "--" + opt.replace("_", "-")
             raise UsageError(f"{flag} applies to --stall-timeout", hint="add --stall-timeout DURATION")
     watched = [o for o in ("stall_timeout", "inactive_timeout", "inactive_soft_timeout") if f[o] is not None]

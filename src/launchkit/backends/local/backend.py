@@ -231,8 +231,6 @@ class LocalBackend:
             meta: dict[str, Any] = {"repo_root": submission.repo_root, "links": links}
             if gpus is not None:
                 meta["gpus"] = gpus
-            if spawn.forking():
-                spawn.preload()  # while git answers
             if has_commit.answer():
                 meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
         finally:
