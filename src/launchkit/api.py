@@ -24,11 +24,15 @@ from collections.abc import Iterator, Sequence
 from typing import IO, Any, cast
 
 from launchkit.application import Application
-from launchkit.backends import Backend, LogQuery, RunInfo, registry
-from launchkit.core.request import LaunchRequest
+from launchkit.backends import Backend, Capability, LogQuery, RunInfo, registry
+from launchkit.backends.ending import describe
+from launchkit.config import gantry_notice
+from launchkit.core.parse import build_request
+from launchkit.core.request import BackendChoice, LaunchRequest
 from launchkit.core.run_options import RUN_OPTIONS, Kind
 from launchkit.errors import UsageError
-from launchkit.launch import Launch, plan, submit
+from launchkit.launch import Launch, backend_name, plan, submit
+from launchkit.masking import masked
 
 __all__ = ["Follow", "Request", "Run", "get_run", "request", "request_from_options", "runs"]
 
@@ -61,12 +65,6 @@ def request_from_options(
 ) -> Request:
     """The request `run`'s command line gives (`given`: option name -> value, absent ones left out or
     None/False). Config defaults apply and each deprecated or ineffective option is named once."""
-    from launchkit.backends import Capability
-    from launchkit.config import gantry_notice
-    from launchkit.core.parse import build_request
-    from launchkit.core.request import BackendChoice
-    from launchkit.launch import backend_name
-
     config = app.config
     if notice := gantry_notice(config):
         app.info(notice)
@@ -144,8 +142,6 @@ class Follow:
         self._thread.start()
 
     def _stream(self, run: Run, options: dict[str, Any]) -> None:
-        from launchkit.masking import masked
-
         sink = _LineSink(self._lines)
         shown = masked(run.app, run.backend, run.info, cast("IO[bytes]", sink))
         try:
@@ -210,14 +206,10 @@ class Run:
 
     def why(self) -> str:
         """Why it ended (or where it stands), in one line with the fix, as `launchkit why` says it."""
-        from launchkit.backends.ending import describe
-
         return describe(self.refresh())
 
     def logs(self, *, replica: int | None = None, tail: int | None = None, head: int | None = None) -> str:
         """Its output so far (secrets masked), as `launchkit logs` prints it."""
-        from launchkit.masking import masked
-
         out = io.BytesIO()
         shown = masked(self.app, self.backend, self.info, out)
         query = LogQuery(replica=replica, tail=tail, head=head)

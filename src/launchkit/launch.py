@@ -26,6 +26,7 @@ from launchkit.application import Application
 from launchkit.backends import Backend, Capability, NoCredentials, RunInfo, Submission, placement_of, registry
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import added_line
+from launchkit.core.parse import too_old_python
 from launchkit.core.profiles import ProfileSelection, assumed_line, resolve_profiles, wants_placement
 from launchkit.core.request import LaunchRequest, PythonManager
 from launchkit.core.spec import (
@@ -39,6 +40,23 @@ from launchkit.core.spec import (
 )
 from launchkit.core.specview import SpecView
 from launchkit.errors import LaunchkitError, NotFoundError, PreconditionError, UsageError
+from launchkit.git import read_git_state
+from launchkit.jobchecks import (
+    beaker_address,
+    check_command,
+    check_remote_reachable,
+    has_gpu,
+    lock_pins_torch,
+)
+from launchkit.pyenv import (
+    check_job_environment,
+    check_uv_lock,
+    foreign_lock_line,
+    nothing_to_install_line,
+    repo_relative,
+    version_tag,
+)
+from launchkit.sweeps import SweepRecord
 
 
 @dataclass
@@ -110,8 +128,6 @@ def plan(
         git = read_state(app, request, unpushed=Capability.unpushed in registry.info(name).capabilities)
     check_job_start(app, request, git, here=here)
     if git.repo_root and git.version_tag is None and not git.tag_read:
-        from launchkit.pyenv import version_tag
-
         if tag := version_tag(git.repo_root, git.commit):
             git = git.model_copy(update={"version_tag": tag})
             app.debug(f"version tag: {tag[0]} ({tag[2]} commit(s) before {git.commit[:12]})")
@@ -181,8 +197,6 @@ def submit(
 ) -> RunInfo:
     """Send the launch: one run, or one per --sweep-experiments combination (`launched` is told of
     each as it is created); returns the (last) run."""
-    from launchkit.sweeps import SweepRecord
-
     b, request, submission = launch.backend, launch.request, launch.submission
     if b is None or request.dry_run:
         raise UsageError("a dry run submits nothing", hint="drop --dry-run/--offline to launch")
@@ -241,8 +255,6 @@ def submit(
 
 def read_state(app: Application, request: LaunchRequest, *, unpushed: bool) -> GitState:
     """The commit to launch: clean and pushed unless the backend runs unpushed commits (`unpushed`)."""
-    from launchkit.git import read_git_state
-
     git = read_git_state(
         remote=request.remote,
         ref=request.ref,
@@ -279,8 +291,6 @@ def check_job_start(app: Application, request: LaunchRequest, git: GitState, *, 
     """What would fail only in the job, refused now (launchkit.jobchecks): a path relative to the
     subdirectory run was started from, one command word with spaces, a remote nodes cannot clone.
     `here`: the job runs on this machine, cloning this checkout (Capability.this_machine)."""
-    from launchkit.jobchecks import beaker_address, check_command, check_remote_reachable
-
     if git.repo_root:
         commands = request.commands or [request.command]
         check_command(
@@ -306,8 +316,6 @@ def local_torch_backend(
     """A local run on a machine without a GPU installs torch from the CPU index (UV_TORCH_BACKEND=cpu:
     uv pip, not several GB of CUDA wheels), unless a torch backend is chosen. A uv.lock fixes the
     build: said in one line. `gpu`: whether this machine has one (default: launchkit.jobchecks)."""
-    from launchkit.jobchecks import has_gpu, lock_pins_torch
-
     if not here or request.no_python or request.install or request.python_manager is not PythonManager.uv:
         return request
     if request.torch_backend or any(e.name == "UV_TORCH_BACKEND" for e in request.env):
@@ -327,8 +335,6 @@ def local_torch_backend(
 def check_python_files(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
     """--conda-file as a repo path; a stale uv.lock refused; a poetry/pdm lock, or a root with nothing to
     install but packages below it, named (launchkit.pyenv)."""
-    from launchkit.pyenv import check_uv_lock, foreign_lock_line, nothing_to_install_line, repo_relative
-
     if not git.repo_root or request.no_python:
         return request
     if request.conda_file:
@@ -355,8 +361,6 @@ def check_environment(app: Application, request: LaunchRequest, git: GitState, *
     """Preflight before a Beaker submit (launchkit.pyenv.check_job_environment): what the job installs,
     resolved for the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda,
     --no-python."""
-    from launchkit.pyenv import check_job_environment
-
     uv_python = request.python_manager is PythonManager.uv and not (
         request.no_python or request.install or request.system_python or request.uv_venv
     )
@@ -396,8 +400,6 @@ def check_environment(app: Application, request: LaunchRequest, git: GitState, *
 def _refuse_old_python(repo_root: str) -> None:
     """The checkout's .python-version picks the job's Python: one the runtime can't run is refused here,
     not after the job has waited for its GPUs."""
-    from launchkit.core.parse import too_old_python
-
     try:
         words = Path(repo_root, ".python-version").read_text(encoding="utf-8").split()
     except (OSError, UnicodeDecodeError):
