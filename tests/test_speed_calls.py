@@ -67,7 +67,7 @@ def test_list_without_finished_statuses_reads_no_jobs(fake_beaker, backend):
 
 
 def test_default_names_are_free_up_front():
-    from launchkit.cli.launching import default_name
+    from launchkit.launch import default_name
 
     names = {default_name("0123456789abcdef") for _ in range(50)}
     assert len(names) > 40 and all(n.startswith("launchkit-01234567-") and len(n) == 23 for n in names)

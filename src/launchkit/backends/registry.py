@@ -12,7 +12,7 @@ import importlib
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from launchkit.errors import UsageError
+from launchkit.errors import BackendError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -181,11 +181,28 @@ def resolve_name(backend: str | None, local: bool, *, where: str = "--backend") 
     return info(backend, where=where).name if backend is not None else None
 
 
+def configured_name(config: Any) -> str:
+    """`backend` from the config layers (checked, naming the variable or file it came from), else the
+    default."""
+    name = config.get("backend")
+    if name is None:
+        return default_name()
+    return info(name, where=config.values["backend"][1].where("backend")).name
+
+
 def load(name: str, app: Application, *, workspace: str | None = None) -> Backend:
     """An instance of backend `name` for this invocation. `workspace`: where lists and --latest look."""
     entry = info(name)
     module, _, cls = entry.target.partition(":")
-    backend_cls: Any = getattr(importlib.import_module(module), cls)
+    try:
+        backend_cls: Any = getattr(importlib.import_module(module), cls)
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("launchkit.backends"):
+            raise
+        raise BackendError(
+            f"the {name} backend could not be loaded ({e.name} is missing)",
+            hint="reinstall launchkit with its dependencies",
+        ) from None
     if entry.takes_workspace:
         return backend_cls(app, workspace=workspace)  # type: ignore[no-any-return]
     return backend_cls(app)  # type: ignore[no-any-return]

@@ -101,10 +101,14 @@ def launcher_env(request: LaunchRequest, run_id: str) -> list[tuple[str, str]]:
 
 
 def task_additions(
-    request: LaunchRequest, run_id: str, user_profiles: dict[str, Any] | None = None
+    request: LaunchRequest,
+    run_id: str,
+    user_profiles: dict[str, Any] | None = None,
+    selection: ProfileSelection | None = None,
 ) -> TaskAdditions:
-    """Everything profiles and multi-node wiring add to the task. The user's `--env` wins."""
-    selection = resolve_profiles(request, user_profiles)
+    """Everything profiles and multi-node wiring add to the task. The user's `--env` wins.
+    `selection`: the request's profiles, resolved already (default: resolved here)."""
+    selection = selection or resolve_profiles(request, user_profiles)
     user_names = {e.name for e in request.env} | {s.name for s in request.env_secrets}
     if request.uv_cache_dir or ENV_UV_CACHE_DIR in user_names:
         # the user's own uv cache wins over a profile's shared one, and uv picks the link mode for it
@@ -131,10 +135,14 @@ def task_additions(
     )
 
 
-def added_line(request: LaunchRequest, user_profiles: dict[str, Any] | None = None) -> str | None:
+def added_line(
+    request: LaunchRequest,
+    user_profiles: dict[str, Any] | None = None,
+    selection: ProfileSelection | None = None,
+) -> str | None:
     """One line naming everything launchkit adds to the job beyond what the user typed: the cluster
     profile (its env, mounts and runtime setup) and each preset's parts. None when nothing is added."""
-    extra = task_additions(request, "", user_profiles)
+    extra = task_additions(request, "", user_profiles, selection)
     sel = extra.selection
     names = {n for n, _ in extra.env}
     paths = {m.mount_path for m in extra.mounts} | {w.mount_path for w in extra.weka}

@@ -836,6 +836,27 @@ RUN_OPTIONS: tuple[Opt, ...] = (
     ),
 )
 
+# Request fields that say how launchkit launches, not what the job is: left out of the run's id
+# (core/spec.run_id), so they change neither it nor what derives from it (the rendezvous port).
+# `placed_clusters` is the backend's answer for the same request. tests/test_api.py checks each.
+LAUNCH_ONLY = frozenset(
+    {
+        "dry_run",
+        "offline",
+        "save_spec",
+        "follow",
+        "show_logs",
+        "timeout",
+        "start_timeout",
+        "yes",
+        "backend",
+        "local",
+        "placed_clusters",
+        "slack_webhook_url",
+        "allow_dirty",
+    }
+)
+
 BY_NAME: dict[str, Opt] = {o.name: o for o in RUN_OPTIONS}
 CONFIG_KEYS: dict[str, str] = {o.flag: o.key for o in RUN_OPTIONS if o.key}  # long flag -> config key
 TRISTATE_OPTIONS = frozenset(o.name for o in RUN_OPTIONS if o.kind is Kind.TRISTATE)
