@@ -1,0 +1,158 @@
+"""gantry 3.7.0's Python API by import path (issue 35): one script written against `gantry.api` runs
+with gantry itself and, with only its imports changed, with `launchkit.gantry`, against the same fake
+Beaker; each must do the same: a dry run creates no experiment, `launch()` returns beaker-py's workload,
+`follow_workload` returns the finished job with its exit code, callbacks get gantry's events, a failed
+job raises gantry's ExperimentFailedError."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gantry_corpus import make_repo
+
+SCRIPT = Path(__file__).parent / "data" / "gantry_api" / "script.py"
+GANTRY_PYTHON = Path(os.environ.get("FAKEBEAKER_GANTRY_PYTHON") or "/tmp/gantry-venv/bin/python")
+HAVE_GANTRY = GANTRY_PYTHON.is_file()
+
+
+def _script(tool: str, tmp: Path) -> Path:
+    """The script for `tool`: gantry's as written, launchkit's with `gantry.` imports changed only."""
+    text = SCRIPT.read_text()
+    if tool == "launchkit":
+        text = text.replace("from gantry.", "from launchkit.gantry.")
+    path = tmp / f"script_{tool}.py"
+    path.write_text(text)
+    return path
+
+
+def _run(tool: str, script: Path, repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    python = str(GANTRY_PYTHON) if tool == "gantry" else sys.executable
+    return subprocess.run(
+        [python, str(script), *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    "tool",
+    [
+        pytest.param(
+            "gantry",
+            marks=pytest.mark.skipif(
+                not HAVE_GANTRY, reason="gantry 3.7.0 not installed (.ci/install-gantry)"
+            ),
+        ),
+        "launchkit",
+    ],
+)
+def test_a_gantry_api_script_means_the_same_with_launchkit(tool, fake_beaker, tmp_path):
+    from fakebeaker.state import AutoRun
+
+    repo = make_repo(tmp_path / "repo", {"train.py": "print('train')\n"})
+    env = {
+        **os.environ,
+        **fake_beaker.env,
+        "HTTPS_PROXY": fake_beaker.github_proxy,  # github.com (gantry's is_public) answers from the fake
+        "GANTRY_CHECK_FOR_UPGRADES": "0",
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
+    env.pop("GITHUB_TOKEN", None)
+    script = _script(tool, tmp_path)
+    calls = fake_beaker.calls
+
+    # dry_run(): shows the experiment, creates none
+    r = _run(tool, script, repo, env, "dry", f"api-dry-{tool}")
+    assert r.returncode == 0, r.stderr
+    assert "DRY None" in r.stdout
+    assert calls["CreateExperiment"] == 0
+
+    # launch() returns the workload; follow_workload() the finished job, with its exit code
+    fake_beaker.state.set_auto(
+        AutoRun(start_after=0.05, run_for=0.5, exit_code=0, lines=["step 1", "step 2"])
+    )
+    r = _run(tool, script, repo, env, "launch", f"api-launch-{tool}")
+    assert r.returncode == 0, r.stderr
+    assert calls["CreateExperiment"] == 1
+    assert f"WORKLOAD True api-launch-{tool}" in r.stdout
+    assert "FINISHED True exit 0" in r.stdout
+    assert "EVENT start True" in r.stdout and "EVENT log step 2 True" in r.stdout
+    exp = fake_beaker.state.find_experiment(f"alice/api-launch-{tool}")
+    task = exp.spec["tasks"][0]
+    assert exp.spec.get("budget") == "ai2/oe-default" and task["resources"]["gpuCount"] == 1
+    env_vars = {e["name"]: e.get("value") for e in task["envVars"]}
+    assert env_vars["MODE"] == "launch"
+
+    # a failed job: on_failure, then gantry's ExperimentFailedError (a GantryError)
+    fake_beaker.state.set_auto(AutoRun(start_after=0.05, run_for=0.3, exit_code=3, lines=["boom"]))
+    r = _run(tool, script, repo, env, "fail", f"api-fail-{tool}")
+    assert r.returncode == 0, r.stderr
+    assert "EVENT failure 3" in r.stdout
+    assert "RAISED ExperimentFailedError True True" in r.stdout, r.stdout
+
+
+# ---- the names and signatures, against gantry 3.7.0's own
+
+
+def _gantry_signatures() -> dict[str, str]:
+    code = """
+import inspect, json
+import gantry.api as api, gantry.exceptions as exc, gantry.callbacks as cb
+out = {}
+for name in api.__all__:
+    obj = getattr(api, name)
+    out["api." + name] = sorted(inspect.signature(obj).parameters) if callable(obj) else []
+for name in dir(api.Recipe):
+    if not name.startswith("_") and callable(getattr(api.Recipe, name)):
+        out["Recipe." + name] = sorted(inspect.signature(getattr(api.Recipe, name)).parameters)
+for name in dir(cb.Callback):
+    if name.startswith("on_") or name in ("attach", "detach", "interrupt_workload"):
+        out["Callback." + name] = sorted(inspect.signature(getattr(cb.Callback, name)).parameters)
+for name in dir(exc):
+    obj = getattr(exc, name)
+    if isinstance(obj, type) and issubclass(obj, Exception) and obj.__module__ == exc.__name__:
+        out["exceptions." + name] = [b.__name__ for b in obj.__mro__]
+print(json.dumps(out))
+"""
+    r = subprocess.run(
+        [str(GANTRY_PYTHON), "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    import json
+
+    return json.loads(r.stdout)
+
+
+@pytest.mark.skipif(not HAVE_GANTRY, reason="gantry 3.7.0 not installed (.ci/install-gantry)")
+def test_every_public_name_and_parameter_of_gantry_api_is_offered():
+    import launchkit.gantry.api as api
+    import launchkit.gantry.callbacks as cb
+    import launchkit.gantry.exceptions as exc
+
+    mods = {"api": api, "exceptions": exc}
+    for key, want in _gantry_signatures().items():
+        owner, name = key.split(".", 1)
+        if owner == "Recipe":
+            got = sorted(inspect.signature(getattr(api.Recipe, name)).parameters)
+        elif owner == "Callback":
+            got = sorted(inspect.signature(getattr(cb.Callback, name)).parameters)
+        elif owner == "exceptions":
+            got = [b.__name__ for b in getattr(exc, name).__mro__]
+        else:
+            obj = getattr(mods[owner], name)
+            got = sorted(inspect.signature(obj).parameters) if callable(obj) else []
+        if key == "api.follow_workload":
+            got.remove("clock")  # launchkit's: the clock, for tests
+        assert got == want or set(want) <= set(got), (key, got, want)
