@@ -156,3 +156,38 @@ def test_every_public_name_and_parameter_of_gantry_api_is_offered():
         if key == "api.follow_workload":
             got.remove("clock")  # launchkit's: the clock, for tests
         assert got == want or set(want) <= set(got), (key, got, want)
+
+
+# ---- gantry's exceptions for launchkit's refusals
+
+
+def test_a_dirty_tree_an_unpushed_commit_and_a_bad_option_raise_gantrys_classes(repo, monkeypatch):
+    from launchkit.gantry.api import GitRepoState, Recipe
+    from launchkit.gantry.exceptions import (
+        ConfigurationError,
+        DirtyRepoError,
+        GantryError,
+        GitError,
+        UnpushedChangesError,
+    )
+
+    monkeypatch.chdir(repo.path)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo.path, capture_output=True, text=True, timeout=60
+    )
+    state = GitRepoState.from_env()
+    assert (state.ref, state.branch, state.is_dirty) == (head.stdout.strip(), "main", False)
+    (repo.path / "train.py").write_text("print('edited')\n")
+    with pytest.raises(DirtyRepoError) as dirty:
+        Recipe(args=["python", "train.py"]).dry_run()
+    assert isinstance(dirty.value, GitError) and "--allow-dirty" in str(dirty.value)
+    repo.commit({}, "edited", push=False)
+    with pytest.raises(UnpushedChangesError) as unpushed:
+        Recipe(args=["python", "train.py"]).dry_run()
+    assert "git push" in str(unpushed.value)
+    subprocess.run(["git", "push", "-q", "origin", "HEAD"], cwd=repo.path, check=True, timeout=60)
+    with pytest.raises(ConfigurationError) as bad:
+        Recipe(args=["python", "train.py"], priority="whenever", allow_dirty=True).dry_run()
+    assert isinstance(bad.value, GantryError) and "whenever" in str(bad.value)
+    with pytest.raises(ConfigurationError):
+        Recipe(args="python train.py").dry_run()  # type: ignore[arg-type]
