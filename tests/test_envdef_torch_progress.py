@@ -10,9 +10,9 @@ import yaml
 from conftest import git
 from inproc import run_main
 from launchkit.application import Application
-from launchkit.cli.launching import local_torch_backend
 from launchkit.core.gitstate import GitState
 from launchkit.core.parse import build_request
+from launchkit.launch import local_torch_backend
 from lk_helpers import entrypoint
 
 
@@ -26,20 +26,22 @@ def _git(root=None) -> GitState:
 
 def test_local_run_without_a_gpu_takes_cpu_torch(capsys):
     app = Application()
-    assert local_torch_backend(app, _request(), _git(), None, gpu=False).torch_backend == "cpu"
-    assert local_torch_backend(app, _request(), _git(), None, gpu=True).torch_backend is None
+    assert local_torch_backend(app, _request(), _git(), here=True, gpu=False).torch_backend == "cpu"
+    assert local_torch_backend(app, _request(), _git(), here=True, gpu=True).torch_backend is None
     chosen = _request(torch_backend="cu128")
-    assert local_torch_backend(app, chosen, _git(), None, gpu=False).torch_backend == "cu128"
+    assert local_torch_backend(app, chosen, _git(), here=True, gpu=False).torch_backend == "cu128"
     by_env = _request(env=["UV_TORCH_BACKEND=cu126"])
-    assert local_torch_backend(app, by_env, _git(), None, gpu=False).torch_backend is None
+    assert local_torch_backend(app, by_env, _git(), here=True, gpu=False).torch_backend is None
     beaker = _request(local=False)
-    assert local_torch_backend(app, beaker, _git(), None, gpu=False).torch_backend is None
-    assert local_torch_backend(app, _request(no_python=True), _git(), None, gpu=False).torch_backend is None
+    assert local_torch_backend(app, beaker, _git(), here=False, gpu=False).torch_backend is None
+    assert (
+        local_torch_backend(app, _request(no_python=True), _git(), here=True, gpu=False).torch_backend is None
+    )
 
 
 def test_a_lock_with_torch_is_not_changed_but_said(tmp_path, capsys):
     (tmp_path / "uv.lock").write_text('version = 1\n\n[[package]]\nname = "torch"\nversion = "2.9.0"\n')
-    out = local_torch_backend(Application(), _request(), _git(tmp_path), None, gpu=False)
+    out = local_torch_backend(Application(), _request(), _git(tmp_path), here=True, gpu=False)
     assert out.torch_backend is None
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "uv.lock fixes which torch build" in err

@@ -12,7 +12,7 @@ import importlib
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from launchkit.errors import UsageError
+from launchkit.errors import BackendError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -27,7 +27,7 @@ class Capability(str, Enum):
     all_replicas = "--all-replicas"  # follow several replicas at once, lines prefixed [N]
     tasks = "--task/--all"  # runs with several tasks (logs of one task, or of all)
     others_runs = "--all/--mine/--author"  # runs of other people, and not launched by launchkit
-    gpu_filters = "--gpu-type/--all"  # find-gpus filters
+    gpu_filters = "--gpu-type/--all/--gpus/--replicas"  # find-gpus filters
     uploads = "--upload"  # run: upload local files and mount them
     unpushed = "unpushed commits"  # run: launch a commit that is not on a remote
     several_tasks = "--multi/--sweep"  # run: several tasks in one run
@@ -181,11 +181,28 @@ def resolve_name(backend: str | None, local: bool, *, where: str = "--backend") 
     return info(backend, where=where).name if backend is not None else None
 
 
+def configured_name(config: Any) -> str:
+    """`backend` from the config layers (checked, naming the variable or file it came from), else the
+    default."""
+    name = config.get("backend")
+    if name is None:
+        return default_name()
+    return info(name, where=config.values["backend"][1].where("backend")).name
+
+
 def load(name: str, app: Application, *, workspace: str | None = None) -> Backend:
     """An instance of backend `name` for this invocation. `workspace`: where lists and --latest look."""
     entry = info(name)
     module, _, cls = entry.target.partition(":")
-    backend_cls: Any = getattr(importlib.import_module(module), cls)
+    try:
+        backend_cls: Any = getattr(importlib.import_module(module), cls)
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("launchkit.backends"):
+            raise
+        raise BackendError(
+            f"the {name} backend could not be loaded ({e.name} is missing)",
+            hint="reinstall launchkit with its dependencies",
+        ) from None
     if entry.takes_workspace:
         return backend_cls(app, workspace=workspace)  # type: ignore[no-any-return]
     return backend_cls(app)  # type: ignore[no-any-return]

@@ -16,7 +16,7 @@ from launchkit.application import Application
 
 if TYPE_CHECKING:
     from launchkit.backends import Backend, Capability, RunInfo
-    from launchkit.core.request import BackendChoice, LaunchRequest
+    from launchkit.core.request import BackendChoice
 
 P_BACKEND = "Backend"
 
@@ -54,20 +54,7 @@ def default_backend(app: Application) -> str:
     registry's default."""
     from launchkit.backends import registry
 
-    config = app.config
-    name = config.get("backend")
-    if name is None:
-        return registry.default_name()
-    return registry.info(name, where=config.values["backend"][1].where("backend")).name
-
-
-def request_backend(app: Application, request: LaunchRequest) -> str:
-    """The backend a `run` request names: --local, --backend/config, else the default."""
-    from launchkit.backends import registry
-
-    if request.local:
-        return registry.here_name()
-    return registry.info(request.backend).name if request.backend else default_backend(app)
+    return registry.configured_name(app.config)
 
 
 def has(name: str, capability: Capability) -> bool:
@@ -162,19 +149,10 @@ def choose(
 
 def _load(app: Application, name: str, workspace: str | None = None) -> Backend:
     from launchkit.backends import Capability, get_backend, require
-    from launchkit.errors import BackendError
 
-    try:
-        b = get_backend(name, app, workspace=workspace or app.config.get("workspace"))
-        require(b, Capability.workspaces, workspace=workspace)
-        return b
-    except ModuleNotFoundError as e:
-        if not (e.name or "").startswith("launchkit.backends"):
-            raise
-        raise BackendError(
-            f"the {name} backend could not be loaded ({e.name} is missing)",
-            hint="reinstall launchkit with its dependencies",
-        ) from None
+    b = get_backend(name, app, workspace=workspace or app.config.get("workspace"))
+    require(b, Capability.workspaces, workspace=workspace)
+    return b
 
 
 def backend_with(app: Application, capability: Capability, workspace: str | None = None) -> Backend:

@@ -3,7 +3,7 @@
 `python mason.py ARGS` becomes `launchkit mason ARGS` (docs/from-mason.md). The translation is
 launchkit.core.mason (pure); here are the parts that need the launching machine, in mason's order: the
 Beaker user, the local dataset-cache run, then launchkit's usual spec -> prepare -> submit
-(cli/launching.py). Without Beaker credentials it prints the commands, as mason does for external users.
+(launchkit/launch.py). Without Beaker credentials it prints the commands, as mason does for external users.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ def mason(
     Takes mason.py's options as they are (`--help` lists them); each `--`-separated command becomes
     one task. launchkit's own: --dry-run, --offline, --save-spec FILE, --follow.
     """
-    from launchkit.cli.launching import building_models, launch_request, offline_reason, read_state
+    from launchkit.cli.launching import building_models, launch_request
 
     app = get_app(ctx)
     argv = list(args or [])
     with building_models():
         from launchkit.backends import Capability, accounts, registry
         from launchkit.core import mason as m
+        from launchkit.launch import offline_reason, plan, read_state
 
         if "-h" in argv or "--help" in argv:
             sys.stdout.write(m.parser().format_help())
@@ -46,7 +47,6 @@ def mason(
         _refuse_non_utf8(argv, app.user_command or [])
         margs = m.parse_args(argv, run_name=os.environ.get("RUN_NAME"))
         commands = m.split_commands(app.user_command)
-        config = app.config
     name = registry.with_capability(Capability.accounts).name  # mason.py launches on Beaker
     has_credentials = offline_reason(_probe(), name) is None
     external = not has_credentials and not margs.dry_run  # mason's external user: print, launch nothing
@@ -69,7 +69,8 @@ def mason(
         app.warn(warning)
     with building_models():
         request = m.to_request(margs, commands, launch)
-    git = None if external else read_state(app, request, backend, name)  # before the (long) cache run
+    unpushed = Capability.unpushed in registry.info(name).capabilities
+    git = None if external else read_state(app, request, unpushed=unpushed)  # before the (long) cache run
     if margs.dry_run:
         if m.cache_commands(commands, margs):
             app.info("dry run: the local dataset cache (--cache_dataset_only) is not run")
@@ -88,7 +89,7 @@ def mason(
             f"mason would `cd {os.getcwd()}` (a shared filesystem) first; launchkit runs the command in a "
             f"clone of commit {git.commit[:12]} instead, with the repository's own environment"
         )
-    launch_request(app, request, config, backend=backend, why_offline=why_offline, git=git, name=name)
+    launch_request(app, request, plan(app, request, backend=(name, backend, why_offline), git=git))
 
 
 def _refuse_non_utf8(argv: list[str], command: list[str]) -> None:

@@ -227,6 +227,10 @@ class ProfileSelection(Model):
                 out.append((ENV_PROFILE_SETUP, self.setup_program))
         return out
 
+    def job_parts(self) -> dict[str, Any]:
+        """What the selection puts into the job, without the reasons: equal parts, equal specs."""
+        return self.model_dump(exclude={"reasons", "skipped"})
+
     def runtime_summary(self) -> str:
         """The runtime setup that rides along, in a few words ('' when none)."""
         if not self.setup_program:
@@ -400,9 +404,13 @@ def wants_placement(request: LaunchRequest) -> bool:
     return bool(constrained) and not (request.profile or request.no_profile or request.hostnames)
 
 
-def assumed_line(request: LaunchRequest, user_profiles: dict[str, Any] | None = None) -> str:
+def assumed_line(
+    request: LaunchRequest,
+    user_profiles: dict[str, Any] | None = None,
+    selection: ProfileSelection | None = None,
+) -> str:
     """For a spec built without the backend (offline): the profile it assumed, in one line."""
-    sel = resolve_profiles(request, user_profiles)
+    sel = selection or resolve_profiles(request, user_profiles)
     name = sel.applied or (
         f"none (chosen on the node among {', '.join(sel.candidates)})" if sel.candidates else "none"
     )

@@ -65,7 +65,7 @@ from launchkit.core.contract import (
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import ENV_RDZV_PORT, derive_port, task_additions
 from launchkit.core.presets import ENV_PRESET_SECRETS, encode_secrets
-from launchkit.core.profiles import job_tags
+from launchkit.core.profiles import ProfileSelection, job_tags
 from launchkit.core.request import Launcher, LaunchRequest, PythonManager
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import expand_tasks
@@ -260,10 +260,17 @@ def _datasets(request: LaunchRequest) -> list[Any]:
     return mounts
 
 
-def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str, Any] | None = None) -> Any:
+def build_spec(
+    request: LaunchRequest,
+    git: GitState,
+    *,
+    user_profiles: dict[str, Any] | None = None,
+    selection: ProfileSelection | None = None,
+) -> Any:
     """Return a `beaker.types.BeakerExperimentSpec` for the request.
 
-    `user_profiles`: the `[tool.launchkit.profiles]` config table (launchkit.core.profiles)."""
+    `user_profiles`: the `[tool.launchkit.profiles]` config table (launchkit.core.profiles);
+    `selection`: their resolution for this request, when the caller has it already."""
     t = spec_types()
     rid = run_id(request, git)
     parts = TaskParts()
@@ -356,7 +363,7 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
         timeout=to_nanoseconds(request.task_timeout) if request.task_timeout is not None else None,
     )
 
-    apply_profiles_and_multinode(request, rid, parts, user_profiles)
+    apply_profiles_and_multinode(request, rid, parts, user_profiles, selection)
 
     tasks = []
     variants = expand_tasks(request)
@@ -385,12 +392,16 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
 
 
 def apply_profiles_and_multinode(
-    request: LaunchRequest, rid: str, parts: TaskParts, user_profiles: dict[str, Any] | None = None
+    request: LaunchRequest,
+    rid: str,
+    parts: TaskParts,
+    user_profiles: dict[str, Any] | None = None,
+    selection: ProfileSelection | None = None,
 ) -> None:
     """Cluster profiles and multi-node launchers (launchkit.core.multinode): the profile's env and
     mounts, the launcher's rendezvous env, and the replica defaults."""
     t = spec_types()
-    extra = task_additions(request, rid, user_profiles)
+    extra = task_additions(request, rid, user_profiles, selection)
     for name, value in extra.env:
         parts.set_env(name, value)
     if extra.secrets:
