@@ -1,50 +1,47 @@
-"""The one place this API meets launchkit's launch: `run`'s own path (cli/launching.launch) with `run`'s
-option names, so a Recipe means what the same `launchkit run` line means (one path, not a second one).
-
-Until launchkit has a Python API of its own (issue 35 item 1), this calls the CLI's launch function: it
-prints the run id on stdout (the CLI's contract, docs/from-gantry.md), which is read back here, and the
-spec for a dry run, which is passed on."""
+"""The one place this API meets launchkit's launch: launchkit's own Python API (launchkit.api) with
+`run`'s option names, so a Recipe means what the same `launchkit run` line means (one launch path)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import sys
 from typing import Any
 
-from launchkit.gantry.exceptions import GantryError, from_launchkit
+from launchkit.gantry.exceptions import from_launchkit
 
 
 def run_values(**given: Any) -> dict[str, Any]:
-    """Every `run` option at its "not given" value (core/run_options.py), then `given`."""
-    from launchkit.core.run_options import RUN_OPTIONS, Kind
+    """`given`, checked to be `run` options (core/run_options.py): a wrong name is a bug here."""
+    from launchkit.core.run_options import RUN_OPTIONS
 
-    values: dict[str, Any] = {opt.name: False if opt.kind is Kind.FLAG else None for opt in RUN_OPTIONS}
-    unknown = set(given) - set(values)
+    unknown = set(given) - {opt.name for opt in RUN_OPTIONS}
     if unknown:
-        raise AssertionError(f"not run options: {sorted(unknown)}")  # a bug in the mapping, not the user's
-    values.update(given)
-    return values
+        raise AssertionError(f"not run options: {sorted(unknown)}")
+    return given
 
 
 def launch(given: dict[str, Any], command: list[str]) -> str | None:
-    """Launch (or with `dry_run`, print the spec of) `command` with `run`'s option values. Returns the run
-    id, None for a dry run. launchkit's errors are raised as gantry's classes (exceptions.from_launchkit)."""
+    """Launch `command` with `run`'s option values, or with `dry_run` print the spec `run --dry-run`
+    prints (resolved by Beaker when there are credentials) and submit nothing. `save_spec` writes the
+    spec either way, as gantry does. Returns the run id (None for a dry run). launchkit's errors are
+    raised as gantry's classes (exceptions.from_launchkit)."""
+    from launchkit import api
     from launchkit.application import Application
-    from launchkit.cli.launching import launch as run
+    from launchkit.cli.launching import save_spec
     from launchkit.errors import LaunchkitError
 
-    out = io.StringIO()
+    app = Application()
     try:
-        with contextlib.redirect_stdout(out):
-            run(Application(), run_values(**given), extra=[], command=command)
+        planned = api.request_from_options(app, run_values(**given), command).plan()
+        if planned.request.save_spec:
+            save_spec(app, planned.request.save_spec, planned.spec_yaml)
+        if planned.printed:
+            sys.stdout.write(planned.spec_yaml)
+            sys.stdout.flush()
+            for note in planned.notes:
+                app.info(note)
+            return None
+        run = api.launched(app, planned)
     except LaunchkitError as e:
         raise from_launchkit(e) from None
-    if given.get("dry_run"):
-        sys.stdout.write(out.getvalue())
-        sys.stdout.flush()
-        return None
-    lines = out.getvalue().split()
-    if not lines:
-        raise GantryError("launchkit run printed no run id")
-    return lines[-1]
+    app.info(f"launched {run.id}" + (f" -> {run.info.url}" if run.info.url else ""))
+    return run.id

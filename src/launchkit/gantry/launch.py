@@ -1,8 +1,8 @@
 """gantry 3.7.0's `launch_experiment` and `follow_workload` (gantry.launch), on launchkit.
 
 `launch_experiment` takes gantry's keyword arguments, turns them into `launchkit run`'s options (the
-table docs/from-gantry.md gives flag by flag) and launches through launchkit's own launch path
-(`_submit`); what follows the submit (callbacks, following, the result) is gantry's loop on beaker-py.
+table docs/from-gantry.md gives flag by flag) and launches through launchkit's Python API (`_submit`);
+what follows the submit (callbacks, following, the result) is gantry's loop on beaker-py.
 """
 
 from __future__ import annotations
