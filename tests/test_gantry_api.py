@@ -191,3 +191,68 @@ def test_a_dirty_tree_an_unpushed_commit_and_a_bad_option_raise_gantrys_classes(
     assert isinstance(bad.value, GantryError) and "whenever" in str(bad.value)
     with pytest.raises(ConfigurationError):
         Recipe(args="python train.py").dry_run()  # type: ignore[arg-type]
+
+
+# ---- a real client no one here wrote: OLMo-core's Beaker launcher
+
+OLMO_DRIVER = Path(__file__).parent / "data" / "gantry_api" / "olmo_core_launch.py"
+OLMO_VENV = Path(os.environ.get("LAUNCHKIT_TEST_OLMO_CORE_VENV") or "/tmp/olmo-core-venv")
+OLMO_SITE = next(iter(sorted(OLMO_VENV.glob("lib/python3*/site-packages/olmo_core"))), None)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(OLMO_SITE is None, reason="ai2-olmo-core not installed (.ci/install-olmo-core)")
+@pytest.mark.skipif(not HAVE_GANTRY, reason="gantry 3.7.0 not installed (.ci/install-gantry)")
+def test_olmo_cores_launcher_makes_the_job_gantry_makes(fake_beaker, tmp_path):
+    """The published ai2-olmo-core's `BeakerLaunchConfig.dry_run()` and `.launch(follow=True)`, its
+    `gantry.` imports answered by launchkit.gantry, then by gantry 3.7.0 itself: the dry run creates no
+    experiment, the launch follows the job to its end and returns the workload, and the two jobs mean
+    the same (tests/gantry_corpus.py's comparison, field by field)."""
+    import gantry_corpus as gc
+    from fakebeaker.state import AutoRun
+
+    assert OLMO_SITE is not None
+    files = {
+        "train.py": "print('train')\n",
+        "pyproject.toml": "[project]\nname = 'proj'\nversion = '0.1.0'\n",
+    }
+    repo = make_repo(tmp_path / "repo", files)
+    env = {
+        **os.environ,
+        **fake_beaker.env,
+        "HTTPS_PROXY": fake_beaker.github_proxy,
+        "GANTRY_CHECK_FOR_UPGRADES": "0",
+        "NO_COLOR": "1",
+    }
+    env.pop("GITHUB_TOKEN", None)
+    fake_beaker.state.set_auto(AutoRun(start_after=0.05, run_for=0.5, exit_code=0, lines=["step 1"]))
+    specs = {}
+    for tool, python in (("launchkit", sys.executable), ("gantry", str(GANTRY_PYTHON))):
+        created = fake_beaker.calls["CreateExperiment"]
+        for mode in ("dry", "launch"):
+            r = subprocess.run(
+                [python, str(OLMO_DRIVER), str(OLMO_SITE.parent), tool, mode, f"olmo-{mode}-{tool}"],
+                cwd=repo,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            assert r.returncode == 0, (tool, mode, r.stderr[-2000:])
+            assert f"GANTRY FROM {'launchkit.gantry' if tool == 'launchkit' else 'gantry'}.api" in r.stdout
+            if mode == "dry":
+                assert "DRY DONE" in r.stdout and fake_beaker.calls["CreateExperiment"] == created
+        assert f"WORKLOAD True olmo-launch-{tool}" in r.stdout and "step 1" in r.stdout
+        assert fake_beaker.calls["CreateExperiment"] == created + 1
+        specs[tool] = fake_beaker.state.find_experiment(f"alice/olmo-launch-{tool}").spec
+    maps = gc.state_maps(fake_beaker.state)
+    gantrys = gc.meaning(specs["gantry"], "gantry", workspace="ai2/launchkit", **maps)
+    ours = gc.meaning(specs["launchkit"], "launchkit", workspace="ai2/launchkit", **maps)
+    differ = gc.differences(gantrys, ours)
+    # the comparison leaves launchkit's NCCL_DEBUG out (a cluster fact it may add); here it is OLMo-core's
+    task_env = {e["name"]: e.get("value") for e in specs["launchkit"]["tasks"][0]["envVars"]}
+    assert differ.pop("env.NCCL_DEBUG", None) in (None, ("INFO", None)) and task_env["NCCL_DEBUG"] == "INFO"
+    assert differ == {}
+    assert ours["env"]["MODE"] == "launch" and ours["command"][-3:] == ["train.py", "--steps", "2"]
