@@ -7,6 +7,7 @@ job raises gantry's ExperimentFailedError."""
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -256,3 +257,42 @@ def test_olmo_cores_launcher_makes_the_job_gantry_makes(fake_beaker, tmp_path):
     assert differ.pop("env.NCCL_DEBUG", None) in (None, ("INFO", None)) and task_env["NCCL_DEBUG"] == "INFO"
     assert differ == {}
     assert ours["env"]["MODE"] == "launch" and ours["command"][-3:] == ["train.py", "--steps", "2"]
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        pytest.param(
+            "gantry",
+            marks=pytest.mark.skipif(
+                not HAVE_GANTRY, reason="gantry 3.7.0 not installed (.ci/install-gantry)"
+            ),
+        ),
+        "launchkit",
+    ],
+)
+def test_write_metrics_and_update_workload_description_inside_a_job(tool, fake_beaker, tmp_path):
+    text = (Path(__file__).parent / "data" / "gantry_api" / "in_job.py").read_text()
+    if tool == "launchkit":
+        text = text.replace("from gantry.", "from launchkit.gantry.")
+    script = tmp_path / "in_job.py"
+    script.write_text(text)
+    exp = fake_beaker.state.add_experiment(
+        "ai2/launchkit", f"in-job-{tool}", author="alice", description="train"
+    )
+    results = tmp_path / "results"
+    env = {
+        **os.environ,
+        **fake_beaker.env,
+        "BEAKER_WORKLOAD_ID": exp.id,
+        "RESULTS_DIR": str(results),
+        "GANTRY_CHECK_FOR_UPGRADES": "0",
+    }
+    python = str(GANTRY_PYTHON) if tool == "gantry" else sys.executable
+    r = subprocess.run(
+        [python, str(script)], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads((results / "metrics.json").read_text()) == {"loss": 0.25, "step": 3}
+    assert r.stdout.splitlines() == ["DESC train [step 3]", "DESC train [step 4]", "DESC first: train"]
+    assert fake_beaker.state.find_experiment(f"alice/in-job-{tool}").description == "first: train"
