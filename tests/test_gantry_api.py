@@ -296,3 +296,23 @@ def test_write_metrics_and_update_workload_description_inside_a_job(tool, fake_b
     assert json.loads((results / "metrics.json").read_text()) == {"loss": 0.25, "step": 3}
     assert r.stdout.splitlines() == ["DESC train [step 3]", "DESC train [step 4]", "DESC first: train"]
     assert fake_beaker.state.find_experiment(f"alice/in-job-{tool}").description == "first: train"
+
+
+@pytest.mark.slow
+def test_follow_workload_masks_the_values_of_the_jobs_secrets(fake_beaker, tmp_path, monkeypatch, capfd):
+    """launchkit shows no secret's value in logs (as `launchkit follow`); gantry printed them."""
+    from beaker import Beaker
+
+    from fakebeaker.scenarios import BASIC_SECRETS
+    from fakebeaker.state import AutoRun
+    from launchkit.gantry.api import Recipe, follow_workload
+
+    value = BASIC_SECRETS["HF_TOKEN"]
+    monkeypatch.chdir(make_repo(tmp_path / "repo", {"train.py": "print(1)\n"}))
+    fake_beaker.state.set_auto(AutoRun(start_after=0.05, run_for=0.3, lines=[f"token is {value}", "done"]))
+    recipe = Recipe(["python", "train.py"], workspace="ai2/launchkit", env_secrets=[("HF", "HF_TOKEN")])
+    with Beaker.from_env(check_for_upgrades=False) as beaker:
+        job = follow_workload(beaker, recipe.launch(client=beaker))
+    out = capfd.readouterr().out
+    assert job.status.exit_code == 0
+    assert "token is ***\ndone\n" in out and value not in out

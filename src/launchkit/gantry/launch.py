@@ -308,6 +308,32 @@ def _results(beaker: Beaker, workload: BeakerWorkload, job: BeakerJob, callbacks
     raise ExperimentFailedError(f"Job {how}, see {beaker.workload.url(workload)} for details")
 
 
+class _Text:
+    """A text stream as the bytes stream launchkit's masking writes to (UTF-8, decoded incrementally)."""
+
+    def __init__(self, out: Any) -> None:
+        import codecs
+
+        self.out, self._decoder = out, codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def write(self, data: bytes) -> int:
+        self.out.write(self._decoder.decode(data))
+        return len(data)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def _masked_stdout(workload: BeakerWorkload) -> Any:
+    """stdout with the values of the run's secrets masked as `***`, as `launchkit follow` shows logs
+    (launchkit.masking; the values are read at the first line)."""
+    from launchkit import api
+    from launchkit.masking import masked
+
+    run = api.get_run(workload.experiment.id, backend="beaker")
+    return masked(run.app, run.backend, run.info, _Text(sys.stdout))  # type: ignore[arg-type]
+
+
 def _was_preempted(task: BeakerTask, job: BeakerJob) -> bool:
     from launchkit.backends.beaker.runview import record
     from launchkit.core.runs import JobState, Stop
@@ -332,7 +358,8 @@ def follow_workload(
     callbacks: Sequence[Callback] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> BeakerJob:
-    """Follow a workload until its job finishes, streaming the logs to stdout (gantry's meaning).
+    """Follow a workload until its job finishes, streaming the logs to stdout (gantry's meaning; the
+    values of the job's secrets masked as `***`, as launchkit shows logs).
 
     :param task: the task to follow (default: the first). `job` is ignored, as in gantry.
     :param timeout: seconds to wait for the job to finish; `start_timeout`: to start;
@@ -357,6 +384,7 @@ def follow_workload(
         cancel_on += (TermInterrupt, BeakerJobTimeoutError)
     sentinel = object()
     current: BeakerJob | None = None
+    shown: Any = None  # stdout, masked (made at the first line)
 
     def started(j: BeakerJob) -> bool:
         return bool(j.status.HasField("started"))
@@ -457,8 +485,9 @@ def follow_workload(
                         if isinstance(item, Exception):
                             raise item
                         text = item.message.decode(errors="replace")
-                        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-                        sys.stdout.flush()
+                        shown = shown or _masked_stdout(workload)
+                        shown.write((text if text.endswith("\n") else text + "\n").encode())
+                        shown.flush()
                         for callback in callbacks:
                             callback.on_log(
                                 current, text, item.timestamp.seconds + item.timestamp.nanos / 1e9
@@ -499,3 +528,5 @@ def follow_workload(
             tail = True
             if stop is not None:
                 stop.set()
+            if shown is not None:
+                shown.end()
