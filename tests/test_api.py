@@ -3,6 +3,9 @@ launch on the local backend and on the fake Beaker, and the run handle (follow, 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import launchkit
@@ -38,7 +41,18 @@ def test_spec_is_the_bytes_run_dry_run_prints(repo, options, flags):
 
 
 def test_the_package_exports_the_api_lazily():
+    """`import launchkit` loads neither the API nor pydantic (`launchkit --help` stays light); the API
+    and the launch path it shares with `run` import nothing of the CLI."""
     assert launchkit.api is api
+    probe = (
+        "import sys, launchkit; light = sorted(m for m in sys.modules if m in ('pydantic', 'launchkit.api'));"
+        "import launchkit.api; cli = sorted(m for m in sys.modules if m.startswith('launchkit.cli'));"
+        "print(light, cli)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.split() == ["[]", "[]"]
 
 
 def test_wrong_names_and_method_options_are_refused():
@@ -51,27 +65,29 @@ def test_wrong_names_and_method_options_are_refused():
         api.request(["true"], gpus="many")
 
 
+def _count(monkeypatch) -> dict[str, int]:
+    """Calls of the spec build of the launch path and of every resolution of the profiles."""
+    import launchkit.core.profiles as profiles
+    import launchkit.launch as lp
+
+    counts = {"build_spec": 0, "_select_profiles": 0}
+    for module, name in ((lp, "build_spec"), (profiles, "_select_profiles")):
+        real = getattr(module, name)
+
+        def call(*args, _real=real, _name=name, **kwargs):
+            counts[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, call)
+    return counts
+
+
 @pytest.mark.parametrize("cluster", ["ai2/jupiter", "jup*"])
 def test_one_spec_build_per_launch(repo, fake_beaker, monkeypatch, cluster):
     """The launch path builds the spec once; the profiles are resolved once, and once more only for the
     clusters the backend placed the job on (launchkit/launch.py). `jup*` resolves to ai2/jupiter,
     whose profile the name already selected: no second build."""
-    import launchkit.core.profiles as profiles
-    import launchkit.launch as lp
-
-    counts = {"build_spec": 0, "_select_profiles": 0}
-
-    def counted(module, name):
-        real = getattr(module, name)
-
-        def call(*args, **kwargs):
-            counts[name] += 1
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(module, name, call)
-
-    counted(lp, "build_spec")
-    counted(profiles, "_select_profiles")  # every resolution of the profiles, wherever it is asked
+    counts = _count(monkeypatch)
     monkeypatch.chdir(repo.path)
     before = len(fake_beaker.state.experiments)
     launch = api.request(["python", "train.py"], workspace=WS, cluster=cluster).plan()
@@ -82,6 +98,17 @@ def test_one_spec_build_per_launch(repo, fake_beaker, monkeypatch, cluster):
     counts.update(build_spec=0, _select_profiles=0)
     api.request(["python", "train.py"], workspace=WS, cluster=cluster).spec()  # offline: its notes too
     assert counts == {"build_spec": 1, "_select_profiles": 1}
+
+
+def test_the_cli_run_takes_the_same_path(repo, monkeypatch):
+    """`launchkit run` plans through launchkit.launch as the API does: one build, one resolution."""
+    counts = _count(monkeypatch)
+    r = run_main(
+        "run", "--dry-run", "--offline", "--cluster", "ai2/jupiter", "--", "python", "a.py", cwd=repo.path
+    )
+    assert r.code == 0, r.stderr
+    assert counts == {"build_spec": 1, "_select_profiles": 1}
+    assert "profile assumed: ai2-weka" in r.stderr
 
 
 def test_local_launch_follow_why_logs_and_list(repo, monkeypatch):

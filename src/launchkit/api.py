@@ -32,7 +32,7 @@ from launchkit.launch import Launch, plan, submit
 
 __all__ = ["Follow", "Request", "Run", "get_run", "request", "request_from_options", "runs"]
 
-_OPTIONS = {opt.name: opt for opt in RUN_OPTIONS}
+_OPTIONS = {opt.name for opt in RUN_OPTIONS}
 # What a request object does with its methods instead: `spec()`, `launch()`, `Run.follow()`.
 _METHODS = {
     "dry_run": "spec()",
@@ -46,16 +46,14 @@ _METHODS = {
 def request(command: Sequence[str], *, app: Application | None = None, **options: Any) -> Request:
     """A launch request for `command` (the words after `--`), with `run`'s options by name:
     `request(["python", "train.py"], gpus=1, env=["A=1"], local=True)`. A list option also takes one
-    string. Wrong names or values raise `launchkit.errors.UsageError` naming the option and the fix."""
-    given: dict[str, Any] = {}
-    for name, value in options.items():
-        opt = _OPTIONS.get(name)
-        if opt is None:
+    string (as in a config file). Wrong names or values raise `launchkit.errors.UsageError` naming
+    the option and the fix."""
+    for name in options:
+        if name not in _OPTIONS:
             raise UsageError(f"{name}: not an option of `launchkit run`", hint="see `launchkit run --help`")
         if name in _METHODS:
             raise UsageError(f"{name}: not a request option here", hint=f"use the request's {_METHODS[name]}")
-        given[name] = [value] if opt.kind is Kind.LIST and isinstance(value, str) else value
-    return request_from_options(app or Application(), given, list(command))
+    return request_from_options(app or Application(), options, list(command))
 
 
 def request_from_options(

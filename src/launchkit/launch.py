@@ -37,6 +37,7 @@ from launchkit.core.spec import (
     upload_dataset_name,
     upload_note,
 )
+from launchkit.core.specview import SpecView
 from launchkit.errors import LaunchkitError, NotFoundError, PreconditionError, UsageError
 
 
@@ -191,7 +192,7 @@ def submit(
             f"local files to {registry.info(b.name).title} is not supported yet",
             hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
         )
-    tasks = submission.spec.get("tasks") or []
+    tasks = SpecView(submission.spec).tasks
     if len(tasks) > 1 and not request.sweep_experiments and Capability.several_tasks not in b.capabilities:
         raise UsageError(
             f"{len(tasks)} tasks in one run: {b.name} runs have one task",
