@@ -162,7 +162,7 @@ def test_every_public_name_and_parameter_of_gantry_api_is_offered():
 # ---- gantry's exceptions for launchkit's refusals
 
 
-def test_a_dirty_tree_an_unpushed_commit_and_a_bad_option_raise_gantrys_classes(repo, monkeypatch):
+def test_a_dirty_tree_an_unpushed_commit_and_a_bad_option_raise_gantrys_classes(repo, monkeypatch, capsys):
     from launchkit.gantry.api import GitRepoState, Recipe
     from launchkit.gantry.exceptions import (
         ConfigurationError,
@@ -192,6 +192,11 @@ def test_a_dirty_tree_an_unpushed_commit_and_a_bad_option_raise_gantrys_classes(
     assert isinstance(bad.value, GantryError) and "whenever" in str(bad.value)
     with pytest.raises(ConfigurationError):
         Recipe(args="python train.py").dry_run()  # type: ignore[arg-type]
+    # save_spec: the spec the dry run prints (without credentials: offline), written to the file
+    capsys.readouterr()
+    Recipe(args=["python", "train.py"], allow_dirty=True, save_spec=repo.path / "spec.yaml").dry_run()
+    printed = capsys.readouterr().out
+    assert "tasks:" in printed and (repo.path / "spec.yaml").read_text() == printed
 
 
 # ---- a real client no one here wrote: OLMo-core's Beaker launcher

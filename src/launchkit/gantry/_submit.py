@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
-from launchkit.gantry.exceptions import from_launchkit
+from launchkit.gantry.exceptions import ConfigurationError, from_launchkit
 
 
 def run_values(**given: Any) -> dict[str, Any]:
@@ -26,14 +27,17 @@ def launch(given: dict[str, Any], command: list[str]) -> str | None:
     raised as gantry's classes (exceptions.from_launchkit)."""
     from launchkit import api
     from launchkit.application import Application
-    from launchkit.cli.launching import save_spec
     from launchkit.errors import LaunchkitError
 
     app = Application()
     try:
         planned = api.request_from_options(app, run_values(**given), command).plan()
-        if planned.request.save_spec:
-            save_spec(app, planned.request.save_spec, planned.spec_yaml)
+        if path := planned.request.save_spec:
+            try:
+                Path(path).write_text(planned.spec_yaml, encoding="utf-8")
+            except OSError as e:
+                raise ConfigurationError(f"save_spec {path!r}: {e.strerror}") from None
+            app.info(f"spec saved to {path}")
         if planned.printed:
             sys.stdout.write(planned.spec_yaml)
             sys.stdout.flush()

@@ -330,7 +330,7 @@ def _masked_stdout(workload: BeakerWorkload) -> Any:
     from launchkit import api
     from launchkit.masking import masked
 
-    run = api.get_run(workload.experiment.id, backend="beaker")
+    run = api.get_run(workload.experiment.id)  # the backend from the id: Beaker
     return masked(run.app, run.backend, run.info, _Text(sys.stdout))  # type: ignore[arg-type]
 
 
