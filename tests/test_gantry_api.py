@@ -321,3 +321,18 @@ def test_follow_workload_masks_the_values_of_the_jobs_secrets(fake_beaker, tmp_p
     out = capfd.readouterr().out
     assert job.status.exit_code == 0
     assert "token is ***\ndone\n" in out and value not in out
+
+
+def test_the_gantry_api_imports_nothing_of_the_cli():
+    """Like launchkit.api, launchkit.gantry sits on the launch path, not on the CLI (docs/architecture.md)."""
+    import ast
+
+    from conftest import ROOT
+
+    for path in (ROOT / "src" / "launchkit" / "gantry").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = (
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                )
+                assert not any(n.startswith("launchkit.cli") for n in names), (path.name, names)
