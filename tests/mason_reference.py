@@ -284,6 +284,11 @@ _ALIASES = {
 _IB = {"ai2/jupiter", "ai2/ceres", "ai2/titan", "ai2/holmes"}
 
 
+# Nodes per cluster: enough for the corpus's largest multi-node line (32 nodes; real clusters have
+# more), since launchkit refuses replicas a cluster's nodes could never hold (core/fit.py).
+NODES = 64
+
+
 def build_fake_state(lines: list[MasonLine], *, user: str = WHOAMI):
     """A `fakebeaker.State` with what the lines need: user `user` (token `token-<user>`), every
     workspace (budget DEFAULT_BUDGET, no priority cap, the secrets above plus those `--secret` names),
@@ -312,7 +317,7 @@ def build_fake_state(lines: list[MasonLine], *, user: str = WHOAMI):
     canonical = {f"ai2/{a}": c for c, al in _ALIASES.items() for a in al}
     for c in sorted({canonical.get(c, c) for c in needs["clusters"]}):
         tags = ["interconnect:ib"] if c in _IB else []
-        s.add_cluster(c, aliases=_ALIASES.get(c, []), tags=tags, nodes=[{} for _ in range(4)])
+        s.add_cluster(c, aliases=_ALIASES.get(c, []), tags=tags, nodes=[{} for _ in range(NODES)])
     ws = s.find_workspace(DEFAULT_WORKSPACE)
     author_id = s.find_user(user).id
     for d in sorted(needs["datasets"]):
