@@ -1,4 +1,4 @@
-"""The one git reader (launchkit.git, plain `git` calls) in the states a launch meets: real repositories
+"""The one git reader (launchkit.git, through GitPython) in the states a launch meets: real repositories
 with a local bare remote."""
 
 from __future__ import annotations
