@@ -38,16 +38,21 @@ def _no_gitpython(e: ImportError) -> PreconditionError:
 def _git(runner: Git, command: str, *args: str, timeout: float = 60) -> str:
     """`git COMMAND ARGS` through GitPython, its output kept as git printed it (bytes that are not
     UTF-8 as surrogateescape keeps them; refused where they would enter a spec, in _state)."""
-    status, out, err = runner.execute(
-        ["git", command, *args],
-        with_extended_output=True,
-        with_exceptions=False,
-        kill_after_timeout=timeout,
-        env={"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
-    )
+    from git import GitCommandNotFound
+
+    try:
+        status, out, err = getattr(runner, command.replace("-", "_"))(  # GitPython's `git.<command>(...)`
+            *args,
+            with_extended_output=True,
+            with_exceptions=False,
+            kill_after_timeout=timeout,  # killed then: status is not 0, stderr says so
+            env={"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+        )
+    except GitCommandNotFound:
+        raise PreconditionError("git is not installed", hint="install git and try again") from None
     if status != 0:
         raise _unsafe(err) or _GitFailed(command, err.strip())
-    return out
+    return str(out)
 
 
 def _unsafe(stderr: str) -> PreconditionError | None:
