@@ -44,7 +44,7 @@ def test_refuses_uncommitted_changes_to_tracked_files(repo):
     assert ok.code == 0, ok.stderr
     head = git(repo.path, "rev-parse", "HEAD")[:12]  # what is left out is said (issue 31)
     assert f"uncommitted changes to train.py are not in the job: it runs commit {head}" in ok.stderr
-    # the fast path (plain git) and GitPython's (--remote) say the same
+    # named by remote as well (--remote): the same note
     slow = run_main("run", "--dry-run", "--allow-dirty", "--remote", "origin", *CMD, cwd=repo.path)
     assert slow.code == 0 and "uncommitted changes to train.py are not in the job" in slow.stderr, slow.stderr
 

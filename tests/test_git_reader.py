@@ -1,11 +1,11 @@
-"""The one git reader (launchkit.git, plain `git` calls) in the states a launch meets: real repositories
+"""The one git reader (launchkit.git, through GitPython) in the states a launch meets: real repositories
 with a local bare remote."""
 
 from __future__ import annotations
 
 import pytest
 
-from conftest import git
+from conftest import git, run_cli
 from launchkit.errors import PreconditionError, UsageError
 from launchkit.git import read_git_state
 
@@ -73,3 +73,12 @@ def test_a_remote_without_url(repo):
     git(repo.path, "config", "remote.origin.pushurl", "x")
     with pytest.raises(PreconditionError, match="remote 'origin' has no URL"):
         read_git_state(str(repo.path))
+
+
+def test_no_git_on_path_is_one_line(repo, tmp_path):
+    """GitPython refuses to import without git: said in one line, exit 3 (a real process: the test's
+    own GitPython is imported already)."""
+    r = run_cli("run", "--dry-run", "--", "python", "train.py", cwd=repo.path, env={"PATH": str(tmp_path)})
+    assert r.code == 3 and r.stderr.strip() == "error: git is not installed (install git and try again)", (
+        r.stderr
+    )

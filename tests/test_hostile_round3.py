@@ -56,8 +56,11 @@ def test_branch_name_that_is_not_utf8_is_named(repo: Repo, upstream, args):
     one_line(r, 3, "branch 'feature-x\\xff' is not UTF-8", "git branch -m")
 
 
-def test_version_tag_that_is_not_utf8_is_no_tag(repo: Repo):
+@pytest.mark.parametrize("packed", [False, True], ids=["loose", "packed"])
+def test_version_tag_that_is_not_utf8_is_no_tag(repo: Repo, packed):
     git(repo.path, "tag", "v1.0-" + NOT_UTF8)
+    if packed:  # in packed-refs beside the refs launchkit reads (as after a clone or `git gc`)
+        git(repo.path, "pack-refs", "--all")
     r = run_main("run", "--dry-run", *CMD, cwd=repo.path)
     assert r.code == 0, r.stderr
     assert "LAUNCHKIT_GIT_TAG" not in r.stdout

@@ -1,5 +1,5 @@
 """`launchkit --help` and `launchkit CMD --help` stay light: no beaker-py, grpc, GitPython, yaml or pydantic;
-the common launch reads git without GitPython (see bench/ for timings)."""
+a launch loads GitPython (the one git reader, launchkit.git) but no Beaker client (see bench/ for timings)."""
 
 from __future__ import annotations
 
@@ -46,28 +46,28 @@ def test_help_imports_nothing_heavy(args, repo):
 
 @pytest.mark.slow
 def test_dry_run_does_not_load_the_beaker_client(repo):
-    """The dry run needs beaker-py's spec types only: no gRPC client, requests, PyYAML or GitPython (a
-    branch at its upstream is read with plain git calls), nor Typer's pydantic coercion."""
+    """The dry run needs beaker-py's spec types and GitPython only: no gRPC client, requests or PyYAML,
+    nor Typer's pydantic coercion."""
     mods = imported_modules("run", "--dry-run", "--", "python", "train.py", cwd=repo.path)
     assert "beaker.beaker_pb2" in mods  # beaker.types itself loads via importlib (not listed)
     assert not sorted(_unneeded(mods))
+    assert "git.repo" in mods  # the repository's state, read where it is used
 
 
 def _unneeded(mods: set[str]) -> set[str]:
-    """What a launch must not load: gRPC, requests, PyYAML, GitPython, beaker-py's client, and Typer's
-    pydantic coercion (cli/params.py processes the options)."""
+    """What a launch must not load: gRPC, requests, PyYAML, beaker-py's client, and Typer's pydantic
+    coercion (cli/params.py processes the options)."""
     return {
         m
         for m in mods
-        if m.split(".")[0] in ("grpc", "requests", "yaml", "git", "gitdb")
-        or m in ("beaker._client", "typer._adapters")
+        if m.split(".")[0] in ("grpc", "requests", "yaml") or m in ("beaker._client", "typer._adapters")
     }
 
 
 @pytest.mark.slow
-def test_local_run_loads_no_gitpython_or_beaker_client(repo, tmp_path):
-    """`run --local --no-python --follow -- echo hi`: no GitPython, gRPC, requests or PyYAML, nor Typer's
-    pydantic coercion or the spec's YAML."""
+def test_local_run_loads_no_beaker_client(repo, tmp_path):
+    """`run --local --no-python --follow -- echo hi`: no gRPC, requests or PyYAML, nor Typer's pydantic
+    coercion or the spec's YAML."""
     env_home = {"LAUNCHKIT_LOCAL_HOME": str(tmp_path / "state")}
     mods = imported_modules(
         "run", "--local", "--no-python", "--follow", "--", "echo", "hi", cwd=repo.path, env=env_home

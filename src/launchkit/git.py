@@ -1,11 +1,9 @@
 """Read the local repository's state. I/O lives here, not in launchkit.core.
 
-The common launch (a branch with an upstream, no --remote/--ref/--branch) asks plain git: three
-calls at once (`rev-parse` for the root, `status --porcelain=v2 --branch` for HEAD, the branch, its
-upstream, ahead/behind and the changes; `for-each-ref` for the upstream's remote), then the remote's
-URL with insteadOf applied (`ls-remote --get-url`, no network). Anything else (no upstream, a
-detached HEAD, --ref, errors) goes through GitPython, imported only then (35-70 ms, incl. the two
-`git version` calls of its own import; `--help` never loads it).
+One reader, through GitPython (imported inside the functions that need it: `--help` never loads it):
+its Repo, refs and config readers for HEAD, the branch, its upstream and the remotes, and `repo.git`
+for what GitPython only exposes as git commands (`status`, `describe`, `for-each-ref --contains`,
+`ls-remote`). GitPython reads refs and .git/config as UTF-8 only: what is not is explained (_not_utf8).
 Offline: the pushed check trusts the remote-tracking refs from your last push or fetch.
 """
 
@@ -13,50 +11,48 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from typing import TYPE_CHECKING
 
 from launchkit.core.remoteurl import is_url, job_remote, strip_credentials
 from launchkit.errors import PreconditionError, UsageError
 
 if TYPE_CHECKING:
-    from git import Repo
+    from git import Git, Repo
 
     from launchkit.core.gitstate import GitState
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 NULL_SHA = "0" * 40
-# git prints paths and ref names as the bytes they are: what is not UTF-8 is kept as os.fsdecode
-# keeps it (surrogateescape), and refused where it would enter a spec (_state)
-UTF8, BYTES_KEPT = "utf-8", "surrogateescape"
 REF_OR_BRANCH = "pass --ref to launch a commit or --branch to launch a branch's pushed tip, not both"
 
 
-def _git(*args: str, cwd: str, timeout: float = 60) -> str:
-    """Run git directly only where GitPython would shell out anyway: `status` (its is_dirty and
-    untracked_files run `git diff` twice and `git status`; one call answers both), `for-each-ref
-    --contains` (GitPython: one `merge-base` call per ref) and `ls-remote` (no repository to open)."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+def _no_gitpython(e: ImportError) -> PreconditionError:
+    """GitPython's import failed: no git on PATH (GitPython refuses to import then), or a broken install.
+    GitPython is imported where it is used: it runs `git version` at import (35-70 ms)."""
+    said = (str(e).strip() or type(e).__name__).splitlines()[0]
+    if "git executable" in said:
+        return PreconditionError("git is not installed", hint="install git and try again")
+    return PreconditionError(f"GitPython cannot start: {said}", hint="install git and try again")
+
+
+def _git(runner: Git, command: str, *args: str, timeout: float = 60) -> str:
+    """`git COMMAND ARGS` through GitPython, its output kept as git printed it (bytes that are not
+    UTF-8 as surrogateescape keeps them; refused where they would enter a spec, in _state)."""
+    from git import GitCommandNotFound
+
     try:
-        proc = subprocess.run(
-            ["git", *args],
-            check=False,
-            cwd=cwd,
-            capture_output=True,
-            timeout=timeout,
-            env=env,
-            encoding=UTF8,
-            errors=BYTES_KEPT,
+        status, out, err = getattr(runner, command.replace("-", "_"))(  # GitPython's `git.<command>(...)`
+            *args,
+            with_extended_output=True,
+            with_exceptions=False,
+            kill_after_timeout=timeout,  # killed then: status is not 0, stderr says so
+            env={"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
         )
-    except FileNotFoundError:
+    except GitCommandNotFound:
         raise PreconditionError("git is not installed", hint="install git and try again") from None
-    except subprocess.TimeoutExpired:
-        raise PreconditionError(
-            f"`git {args[0]}` took longer than {timeout:.0f}s", hint="check the repository or the remote"
-        ) from None
-    if proc.returncode != 0:
-        raise _unsafe(proc.stderr) or _GitFailed(args[0], proc.stderr.strip())
-    return proc.stdout
+    if status != 0:
+        raise _unsafe(err) or _GitFailed(command, err.strip())
+    return str(out)
 
 
 def _unsafe(stderr: str) -> PreconditionError | None:
@@ -81,25 +77,15 @@ class _GitFailed(PreconditionError):
 
 def _open_repo(path: str) -> Repo | None:
     """The checkout containing `path` (any subdirectory), or None outside a work tree."""
-    quiet = "GIT_PYTHON_REFRESH" not in os.environ
-    if quiet:  # a missing git is reported below in one line, not as an ImportError at import
-        os.environ["GIT_PYTHON_REFRESH"] = "quiet"
     try:
-        import git
-    except ImportError as e:  # GIT_PYTHON_REFRESH=error set by the user, or a broken install
-        raise PreconditionError(
-            f"GitPython cannot start: {str(e).strip().splitlines()[0]}", hint="install git and try again"
-        ) from None
-    finally:
-        if quiet:
-            del os.environ["GIT_PYTHON_REFRESH"]
-    if not git.GIT_OK:
-        raise PreconditionError("git is not installed", hint="install git and try again")
+        from git import InvalidGitRepositoryError, NoSuchPathError, Repo
+    except ImportError as e:
+        raise _no_gitpython(e) from None
     try:
-        repo = git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        repo = Repo(path, search_parent_directories=True)
+    except (InvalidGitRepositoryError, NoSuchPathError):
         return None
-    if repo.bare or repo.working_tree_dir is None or _inside_git_dir(path, repo.git_dir):
+    if repo.bare or repo.working_tree_dir is None or _inside_git_dir(path, str(repo.git_dir)):
         repo.close()
         return None
     return repo
@@ -125,10 +111,6 @@ def read_git_state(
     repository without a remote, a commit the remote does not have, and SSH remotes of any host.
     """
     path = path or os.getcwd()
-    if remote is None and ref is None and branch is None and os.path.isdir(path):
-        fast = _read_plain(path, allow_dirty=allow_dirty, require_pushed=require_pushed)
-        if fast is not None:
-            return fast
     repo = _open_repo(path) if os.path.isdir(path) else None
     if repo is None:
         if remote and is_url(remote) and (ref or branch):
@@ -148,7 +130,7 @@ def read_git_state(
                 require_pushed=require_pushed,
             )
         except UnicodeDecodeError:  # GitPython reads refs and .git/config as UTF-8 only
-            raise _not_utf8(str(repo.working_tree_dir)) from None
+            raise _not_utf8(repo) from None
 
 
 def _shown(text: str) -> str:
@@ -171,18 +153,18 @@ def _not_utf8_branch(name: str) -> PreconditionError:
     )
 
 
-def _not_utf8(root: str) -> PreconditionError:
-    """What in the repository at `root` is not UTF-8, when GitPython could not read it."""
+def _not_utf8(repo: Repo) -> PreconditionError:
+    """What in the repository is not UTF-8, when GitPython could not read it."""
+    root = str(repo.working_tree_dir)
     try:
-        head = _git("symbolic-ref", "-q", "--short", "HEAD", cwd=root).strip()
+        head = _git(repo.git, "symbolic-ref", "-q", "--short", "HEAD").strip()
     except PreconditionError:
         head = ""
     if not _is_utf8(head):
         return _not_utf8_branch(head)
     return PreconditionError(
         f"the repository at {_shown(root)} has a ref name or .git/config value that is not UTF-8 text",
-        hint="rename it (git branch -m, git remote rename) or launch from the plain-git path "
-        "(a branch with an upstream, without --ref/--remote)",
+        hint="rename it (git branch -m NEW_NAME, git remote rename OLD NEW)",
     )
 
 
@@ -248,14 +230,15 @@ def _read(
                 f"HEAD is detached at {head[:12]}",
                 hint="check out a branch, or pass --ref HEAD (or a SHA) to launch this exact commit",
             )
-        dirty, untracked = _status(root)
+        dirty, untracked = _status(repo)
         if dirty and not allow_dirty:
             raise _dirty(dirty)
         on_upstream = up_branch is not None and up_remote == remote_name
         pushed = on_upstream and _sha_of(repo, f"refs/remotes/{remote_name}/{up_branch}") == head
         if require_pushed and remote_name is not None and not pushed:
-            _require_on_remote(root, head, remote_name, head_branch)
+            _require_on_remote(repo, head, remote_name, head_branch)
         return _state(
+            repo.git,
             commit=head,
             branch=up_branch if on_upstream else head_branch,
             untracked=untracked,
@@ -263,124 +246,28 @@ def _read(
             **state,
         )
     if require_pushed and remote_name is not None:
-        _require_on_remote(root, commit, remote_name, None)
-    return _state(commit=commit, branch=branch, **state)
-
-
-def _git_at_once(
-    cwd: str, *commands: tuple[str, ...], optional: int = 0, timeout: float = 60
-) -> list[str | None] | None:
-    """Run git commands in parallel; their outputs, or None when git is missing or any one fails (the
-    last `optional` ones may fail: their output is None then)."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-    try:
-        procs = [
-            subprocess.Popen(
-                ["git", *args],
-                cwd=cwd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                encoding=UTF8,
-                errors=BYTES_KEPT,
-            )
-            for args in commands
-        ]
-    except OSError:
-        return None
-    outs = []
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            return None
-        refused = _unsafe(err) if proc.returncode != 0 else None
-        if refused is not None:
-            for other in procs:
-                other.kill()
-                other.communicate()
-            raise refused
-        outs.append(out if proc.returncode == 0 else None)
-    return None if None in outs[: len(outs) - optional] else outs
-
-
-def _read_plain(path: str, *, allow_dirty: bool, require_pushed: bool) -> GitState | None:
-    """The common case with plain git calls (see the module's docstring); None: ask GitPython."""
-    outs = _git_at_once(
-        path,
-        ("rev-parse", "--is-bare-repository", "--show-toplevel"),
-        ("status", "--branch", *STATUS),
-        ("for-each-ref", "--format=%(refname:short)%00%(upstream:remotename)", "refs/heads/"),
-        DESCRIBE,  # the version tag (pyenv.version_tag's question), while the others run
-        optional=1,
-    )
-    if outs is None:
-        return None
-    top, status, heads, described = outs
-    if top is None or status is None or heads is None:
-        return None
-    lines = top.splitlines()
-    if len(lines) != 2 or lines[0] != "false":
-        return None
-    root = lines[1]
-    info: dict[str, str] = {}
-    for entry in status.split("\0"):
-        if entry.startswith("# "):
-            key, _, value = entry[2:].partition(" ")
-            info[key] = value
-    changes = _changes(status)
-    if changes is None:
-        return None  # a kind of entry this reader does not know: GitPython decides
-    dirty, untracked = changes
-    head, name, upstream = info.get("branch.oid"), info.get("branch.head"), info.get("branch.upstream")
-    if head is None or not FULL_SHA.fullmatch(head) or not name or name == "(detached)" or not upstream:
-        return None
-    remote_of = dict(line.split("\0", 1) for line in heads.splitlines() if "\0" in line)
-    remote_name = remote_of.get(name)
-    if not remote_name or not upstream.startswith(remote_name + "/"):
-        return None  # no remote-tracking upstream (e.g. a local branch): GitPython decides
-    up_branch = upstream[len(remote_name) + 1 :]
-    url = _git("ls-remote", "--get-url", remote_name, cwd=root).strip()
-    if not url or url == remote_name:  # not a configured remote after all
-        return None
-    state: dict[str, object] = {"repo_root": root, "remote_name": remote_name}
-    state.update(_job_remote(url, remote_name, root, require_pushed))
-    if dirty and not allow_dirty:
-        raise _dirty(dirty)
-    pushed = info.get("branch.ab") == "+0 -0"  # the upstream is at HEAD
-    if require_pushed and not pushed:
-        _require_on_remote(root, head, remote_name, name)
-    tag = _version_tag(root, described)
-    return _state(
-        commit=head,
-        branch=up_branch,
-        untracked=tuple(untracked),
-        dirty=tuple(dirty),
-        version_tag=tag,
-        tag_read=True,
-        **state,
-    )
+        _require_on_remote(repo, commit, remote_name, None)
+    return _state(repo.git, commit=commit, branch=branch, **state)
 
 
 # `git describe` as setuptools-scm, hatch-vcs and versioneer ask it (launchkit.pyenv.version_tag)
-DESCRIBE = ("describe", "--tags", "--long", "--match", "*[0-9]*", "HEAD")
+DESCRIBE = ("describe", "--tags", "--long", "--match", "*[0-9]*")
 
 
-def _version_tag(root: str, described: str | None) -> tuple[str, str, int] | None:
+def _version_tag(runner: Git, described: str | None) -> tuple[str, str, int] | None:
     """(tag, tagged commit, commits since) from DESCRIBE's output; None without a version tag."""
     tag, _, distance = (described or "").strip().rpartition("-")[0].rpartition("-")
     if not tag or not distance.isdigit() or not _is_utf8(tag):  # a tag a spec cannot carry: none
         return None
     try:
-        tagged = _git("rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}", cwd=root).strip()
+        tagged = _git(runner, "rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}").strip()
     except PreconditionError:
         return None
     return (tag, tagged, int(distance)) if tagged else None
 
 
-def _state(**fields: object) -> GitState:
+def _state(runner: Git | None, **fields: object) -> GitState:
+    """The GitState of `fields`, with the commit's version tag when there is a repository (`runner`)."""
     from launchkit.core.gitstate import GitState
 
     branch, url = fields.get("branch"), fields.get("remote_url")
@@ -391,13 +278,12 @@ def _state(**fields: object) -> GitState:
             f"the remote URL '{_shown(url)}' is not UTF-8 text, and Beaker specs are",
             hint="point the remote at a UTF-8 URL or path (git remote set-url NAME URL)",
         )
-    root = fields.get("repo_root")
-    if "tag_read" not in fields and isinstance(root, str):  # read without _read_plain's DESCRIBE
+    if runner is not None:
         try:
-            described: str | None = _git(*DESCRIBE[:-1], str(fields["commit"]), cwd=root)
+            described: str | None = _git(runner, *DESCRIBE, str(fields["commit"]))
         except PreconditionError:
             described = None
-        fields.update(version_tag=_version_tag(root, described), tag_read=True)
+        fields.update(version_tag=_version_tag(runner, described), tag_read=True)
     return GitState(**fields)  # type: ignore[arg-type]
 
 
@@ -436,8 +322,11 @@ def _sha_of(repo: Repo, ref_path: str) -> str | None:
 
     try:
         return SymbolicReference.dereference_recursive(repo, ref_path)
-    except UnicodeDecodeError:
-        raise
+    except UnicodeDecodeError:  # GitPython reads packed-refs as UTF-8: another ref there is not
+        try:
+            return _git(repo.git, "rev-parse", "--verify", "-q", ref_path).strip() or None
+        except _GitFailed:
+            return None
     except ValueError:
         return None
 
@@ -459,10 +348,14 @@ def _fetch_url(repo: Repo, remote_name: str) -> str:
     from git import GitCommandError
 
     try:
-        return next(iter(repo.remote(remote_name).urls))
-    except (GitCommandError, StopIteration):
-        _git("rev-parse", cwd=str(repo.working_tree_dir))  # git refusing the repository itself?
-        raise _no_url(remote_name) from None
+        # git answers a remote without a URL with its name
+        url = next((url for url in repo.remote(remote_name).urls if url and url != remote_name), None)
+    except GitCommandError:
+        url = None
+    if url is None:
+        _git(repo.git, "rev-parse")  # git refusing the repository itself?
+        raise _no_url(remote_name)
+    return url
 
 
 def _no_url(remote_name: str) -> PreconditionError:
@@ -471,16 +364,17 @@ def _no_url(remote_name: str) -> PreconditionError:
     )
 
 
-# `git status` as both readers ask it. A submodule counts as changed when its checked-out commit
+# `git status` as launchkit asks it. A submodule counts as changed when its checked-out commit
 # differs from the recorded one or its tracked files have changes (the job gets the recorded commit);
 # files untracked inside it do not count, as untracked files of the repository itself do not.
 STATUS = ("--porcelain=v2", "-z", "--no-renames", "--untracked-files=normal", "--ignore-submodules=untracked")
 SUBMODULE_CHANGED = "(a submodule with uncommitted changes)"
 
 
-def _status(root: str) -> tuple[list[str], tuple[str, ...]]:
-    """Changed tracked paths and untracked (not ignored) paths, from one `git status`."""
-    changes = _changes(_git("status", *STATUS, cwd=root))
+def _status(repo: Repo) -> tuple[list[str], tuple[str, ...]]:
+    """Changed tracked paths and untracked (not ignored) paths, from one `git status` (GitPython's
+    is_dirty and untracked_files run three git commands and do not tell a changed submodule apart)."""
+    changes = _changes(_git(repo.git, "status", *STATUS))
     if changes is None:
         raise PreconditionError(
             "`git status` answered in a form launchkit does not know", hint="update git (2.11 or newer)"
@@ -569,16 +463,17 @@ def _require_branch_tip(
         )
 
 
-def _require_on_remote(root: str, commit: str, remote_name: str, branch: str | None) -> None:
-    """Refuse a commit that no remote-tracking branch of `remote_name` contains."""
+def _require_on_remote(repo: Repo, commit: str, remote_name: str, branch: str | None) -> None:
+    """Refuse a commit that no remote-tracking branch of `remote_name` contains (one git command;
+    GitPython's is_ancestor would run one per branch)."""
     out = _git(
+        repo.git,
         "for-each-ref",
         "--contains",
         commit,
         "--count=1",
         "--format=%(refname)",
         f"refs/remotes/{remote_name}/",
-        cwd=root,
     )
     if out.strip():
         return
@@ -599,34 +494,40 @@ def _from_remote_only(
 ) -> GitState:
     """--remote URL without a local clone of it: resolve the ref with `git ls-remote` (network)."""
     state: dict[str, object] = {"repo_root": root, **_job_remote(url, None, root, require_pushed)}
+    try:
+        from git import Git
+    except ImportError as e:
+        raise _no_gitpython(e) from None
+    runner = Git(root or os.getcwd())
+    in_repo = runner if root is not None else None  # the version tag, where the commit may be
     if ref is not None and FULL_SHA.fullmatch(ref.lower()):
         commit = ref.lower()
         if branch is not None:
-            tip = _ls_remote(url, branch, "--branch", root)
+            tip = _ls_remote(runner, url, branch, "--branch")
             if tip != commit:
                 raise UsageError(
                     f"--ref {ref!r} is not the tip of --branch {branch!r} ({tip[:12]})",
                     hint=REF_OR_BRANCH,
                 )
-        return _state(commit=commit, branch=branch, **state)
+        return _state(in_repo, commit=commit, branch=branch, **state)
     if ref is not None and branch is not None:
-        commit = _ls_remote(url, ref, "--ref", root)
-        if _ls_remote(url, branch, "--branch", root) != commit:
+        commit = _ls_remote(runner, url, ref, "--ref")
+        if _ls_remote(runner, url, branch, "--branch") != commit:
             raise UsageError(
                 f"--ref {ref!r} ({commit[:12]}) is not the tip of --branch {branch!r}",
                 hint=REF_OR_BRANCH,
             )
-        return _state(commit=commit, branch=branch, **state)
+        return _state(in_repo, commit=commit, branch=branch, **state)
     wanted, flag = (ref, "--ref") if ref is not None else (branch, "--branch")
     assert wanted is not None
-    return _state(commit=_ls_remote(url, wanted, flag, root), branch=branch, **state)
+    return _state(in_repo, commit=_ls_remote(runner, url, wanted, flag), branch=branch, **state)
 
 
-def _ls_remote(url: str, wanted: str, flag: str, root: str | None) -> str:
+def _ls_remote(runner: Git, url: str, wanted: str, flag: str) -> str:
     """The SHA `wanted` (a branch or tag name) has on the remote at `url`."""
     shown = strip_credentials(url)  # never echo credentials embedded in the URL
     try:
-        out = _git("ls-remote", "--", url, wanted, cwd=root or os.getcwd())
+        out = _git(runner, "ls-remote", "--", url, wanted)
     except _GitFailed as e:
         lines = e.stderr.replace(url, shown).splitlines()
         raise PreconditionError(
