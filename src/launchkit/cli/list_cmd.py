@@ -11,7 +11,10 @@ from launchkit.application import OutputFormat
 from launchkit.cli import completing
 from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
 from launchkit.cli.context import get_app
+from launchkit.core.status import RunStatus
 from launchkit.core.units import MAX_COUNT
+
+STATUSES = ", ".join(s.value for s in RunStatus)
 
 
 def _age(created: dt.datetime) -> str:
@@ -23,11 +26,10 @@ def _age(created: dt.datetime) -> str:
 
 
 def _reason(run: Any) -> str:
-    """Why it ended, short (the line without its fix; `launchkit why ID` gives the fix)."""
+    """Why it ended (the line without its fix; `launchkit why ID` gives the fix)."""
     if run.end is None or run.end.kind.value == "succeeded":
         return ""
-    line: str = run.end.line
-    return line if len(line) <= 60 else line[:59] + "…"
+    return str(run.end.line)
 
 
 def _is_number(text: str) -> bool:
@@ -44,8 +46,8 @@ def list_runs(
         None,
         "--status",
         "-s",
-        help="Only runs with this status (repeatable): queued, starting, running, stopping, uploading, "
-        "succeeded, failed, canceled, preempted; on Beaker also its own names (uploading_results...).",
+        help=f"Only runs with this status (repeatable): {STATUSES}; "
+        "on Beaker also its own names (uploading_results...).",
         autocompletion=completing.statuses,
     ),
     limit: int = typer.Option(20, "--limit", "-l", "-n", min=1, max=MAX_COUNT, help="At most N runs."),
@@ -63,7 +65,7 @@ def list_runs(
     local: bool = local_option(),
 ) -> None:
     """List runs, newest first."""
-    from launchkit.backends import Capability, RunStatus, require
+    from launchkit.backends import Capability, require
     from launchkit.errors import UsageError
 
     # launchkit's words, or on Beaker also Beaker's own (gantry's vocabulary): the backend checks them
@@ -90,7 +92,7 @@ def list_runs(
         try:
             statuses = [RunStatus(s) for s in statuses]
         except ValueError as e:
-            raise UsageError(str(e), hint="statuses: " + ", ".join(s.value for s in RunStatus)) from None
+            raise UsageError(str(e), hint="statuses: " + STATUSES) from None
     require(b, Capability.others_runs, me=me, all=show_all)
     require(b, Capability.workspaces, group=group)
     scope = {"group": group} if group else {}

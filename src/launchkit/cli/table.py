@@ -1,45 +1,78 @@
-"""Tables for `list`, `find-gpus` and friends: a rich table on a terminal, plain columns otherwise.
-
-Piped output stays plain, aligned and stable for scripts (use `--json` for a contract).
+"""Tables for `list`, `find-gpus` and friends, fitted to the terminal's width (`COLUMNS`, else the
+terminal's, else 80): the widest columns are cut with `…`, never the first (a run id, a cluster).
+Cells are plain text (a service's free-text message is never read as markup). On a terminal the
+header is bold and statuses coloured; piped output is the same text, plain (use `--json` for a
+contract).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
-STATUS_STYLES = {
-    "succeeded": "green",
-    "failed": "red",
-    "canceled": "yellow",
-    "preempted": "yellow",
-    "running": "cyan",
-    "starting": "cyan",
-    "queued": "dim",
+from launchkit.core.status import RunStatus
+
+STATUS_STYLES = {  # a status's value -> its colour
+    s.value: style
+    for s, style in (
+        (RunStatus.queued, "dim"),
+        (RunStatus.starting, "cyan"),
+        (RunStatus.running, "cyan"),
+        (RunStatus.stopping, "yellow"),
+        (RunStatus.uploading, "cyan"),
+        (RunStatus.succeeded, "green"),
+        (RunStatus.failed, "red"),
+        (RunStatus.canceled, "yellow"),
+        (RunStatus.preempted, "yellow"),
+        (RunStatus.lost, "red"),
+    )
 }
+GAP = 2  # spaces between columns
+NARROWEST = 8  # a cut column keeps at least this many characters (or its header's)
+
+
+def width() -> int:
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def fit(
+    header: list[str], rows: list[list[str]], columns: int, keep: tuple[int, ...] = (0,)
+) -> list[list[str]]:
+    """The table (header first) with cells cut so every line fits in `columns` characters; the
+    columns at `keep` are never cut."""
+    table = [[" ".join(c.split("\n")) for c in r] for r in [header, *rows]]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    floor = [w if i in keep else min(w, max(NARROWEST, len(header[i]))) for i, w in enumerate(widths)]
+    over = sum(widths) + GAP * (len(widths) - 1) - columns
+    while over > 0:
+        i = max(range(len(widths)), key=lambda k: widths[k] - floor[k])
+        if widths[i] <= floor[i]:
+            break  # as narrow as it gets: wider than the terminal, still one line per row
+        widths[i] -= 1
+        over -= 1
+    return [[c if len(c) <= w else c[: w - 1] + "…" for c, w in zip(r, widths, strict=True)] for r in table]
 
 
 def print_table(header: list[str], rows: list[list[str]], *, status_column: str | None = None) -> None:
-    if sys.stdout.isatty() and "NO_COLOR" not in os.environ:
-        _rich_table(header, rows, status_column)
-        return
-    table = [header, *rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    for r in table:
-        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
-
-
-def _rich_table(header: list[str], rows: list[list[str]], status_column: str | None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in header:
-        table.add_column(name, overflow="fold")
     status_at = header.index(status_column) if status_column in header else None
-    for r in rows:
-        cells = list(r)
-        if status_at is not None and cells[status_at] in STATUS_STYLES:
-            cells[status_at] = f"[{STATUS_STYLES[cells[status_at]]}]{cells[status_at]}[/]"
-        table.add_row(*cells)
-    Console().print(table)
+    table = fit(header, rows, width(), keep=(0,) if status_at is None else (0, status_at))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
+    if not sys.stdout.isatty() or "NO_COLOR" in os.environ:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    out = [Text(lines[0], style="bold")]
+    for r, line in zip(table[1:], lines[1:], strict=True):
+        text = Text(line)  # plain text: never parsed as markup
+        style = STATUS_STYLES.get(r[status_at], "") if status_at is not None else ""
+        if style and status_at is not None:
+            start = sum(widths[:status_at]) + GAP * status_at
+            text.stylize(style, start, start + len(r[status_at]))
+        out.append(text)
+    console = Console(highlight=False, soft_wrap=True)
+    for text in out:
+        console.print(text)
