@@ -40,9 +40,12 @@ WS = "ai2/launchkit"
 FILES = 1000
 # command -> ceiling of the fake's total calls: what this tree makes (issue 25: list <= 5), so an extra
 # round trip fails the bench. ListDatasetFiles pages hold 100 files in the fake: 10 pages for 1,000.
+# Queued rows (issue 33): + one listing of the org's unscheduled jobs and the newest 5 queued rows' events
+# (populate() leaves every other run queued; a full workspace's slot limit would be read once).
+QUEUED = 1 + 5
 CEILINGS = {
-    "list": 5,
-    "list --limit 200": 8,  # org, workspace, 4 pages of workloads, 2 of finished jobs
+    "list": 5 + QUEUED,
+    "list --limit 200": 8 + QUEUED,  # org, workspace, 4 pages of workloads, 2 of finished jobs
     # The first launch into a workspace makes launchkit's runtime dataset (docs/runtime.md), once per
     # launchkit version: the launch's 9 above, user 1, lookup 1, budget 1, create 2, storage 1, verify 1,
     # commit 2, and one PUT per runtime file (entrypoint.sh, profiles.txt, launchkit_node/*.py)

@@ -46,6 +46,15 @@ def test_list_costs_four_calls(fake_beaker, backend):
     rows = fresh.list_runs(limit=20)
     fresh.close()
     assert len(rows) == 20 and {r.exit_code for r in rows[10:]} == {0, 1, 2}
+    # + queued rows (issue 33): the org's unscheduled jobs, then the newest 5 queued rows' events
+    assert fake_beaker.total_calls <= 4 + 1 + 5, dict(fake_beaker.calls)
+
+
+def test_list_without_queued_rows_costs_four_calls(fake_beaker, backend):
+    _runs(fake_beaker, 20, 20)
+    backend.list_runs(limit=20)
+    fake_beaker.reset_calls()
+    assert len(backend.list_runs(limit=20)) == 20
     assert fake_beaker.total_calls <= 4, dict(fake_beaker.calls)
 
 
@@ -53,7 +62,8 @@ def test_list_without_finished_statuses_reads_no_jobs(fake_beaker, backend):
     _runs(fake_beaker, 5, 2)
     fake_beaker.reset_calls()
     assert len(backend.list_runs(statuses=["running", "queued"])) == 3
-    assert fake_beaker.calls["ListJobs"] == 0, dict(fake_beaker.calls)
+    # no finished jobs read: only the queued rows' (one listing of unscheduled jobs, issue 33)
+    assert fake_beaker.calls["ListJobs"] == 1, dict(fake_beaker.calls)
 
 
 def test_default_names_are_free_up_front():

@@ -74,4 +74,5 @@ UNKNOWN = {  # the switches for behaviour the fact sheet calls unknown, with bot
     "oom_report": ("message", "exit_code"),
     "retry_node_loss": (False, True),
     "resume_resend": ("none", "second", "all"),
+    "impossible_after": (None, 0.05),
 }

@@ -23,6 +23,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from .faults import StreamFault
+from .scheduling import SchedulingRpcs, workspace_usage
 from .state import (
     NS,
     Cluster,
@@ -86,6 +87,7 @@ class Convert:
             msg.maximum_workload_priority = pb2.JobPriority.Value("JOB_PRIORITY_" + w.max_priority.upper())
         if w.slot_limit is not None:
             msg.slot_limit_non_preemptible = w.slot_limit
+        msg.assigned_slots_non_preemptible, msg.queued_slots_non_preemptible = workspace_usage(s, w)
         return msg
 
     def budget(self, b) -> pb2.Budget:
@@ -324,6 +326,8 @@ class Convert:
         if j.canceled is not None:
             st.canceled_code = j.canceled_code
             st.canceled_for = j.canceled_for
+        if j.scheduling_message:
+            st.failed_scheduling_message = j.scheduling_message
         if j.failed is not None:
             st.failed.CopyFrom(ts(j.failed))
         elif j.exit_code not in (None, 0) and j.canceled is None:
@@ -396,7 +400,7 @@ def paginate(items: list, opts, start: int) -> tuple[list, str]:
     return page, token
 
 
-class Impl:
+class Impl(SchedulingRpcs):
     """RPC bodies: (request, caller) -> response. Raise NotFound/Invalid/Conflict for errors."""
 
     def __init__(self, fake: FakeBeaker) -> None:

@@ -84,6 +84,9 @@ class Options:
     # *unknown* (10.13): what a log request with `since` re-sends: "none" (exact to the ns), "second"
     # (since honoured to the second: earlier lines of that second again), "all" (from the first line).
     resume_resend: str = "none"
+    # 10.11 (inferred-medium): seconds after which a job no node can take is canceled
+    # IMPOSSIBLE_TO_SCHEDULE (None: it stays queued). scheduling.py
+    impossible_after: float | None = None
 
     @classmethod
     def parse(cls, items: dict[str, Any] | None) -> Options:
@@ -299,7 +302,8 @@ class Job:
     failed: int | None = None  # set for failures without an exit code too (e.g. an image pull)
     exit_code: int | None = None
     message: str = ""
-    pinned: bool = False  # queue_forever: never scheduled by AutoRun
+    pinned: bool = False  # queue_forever / scheduling.hold: never scheduled by AutoRun
+    scheduling_message: str = ""  # failed_scheduling_message (scheduling.impossible)
     tie_left: int = 0  # options.tie_timestamps: lines that may still reuse the last timestamp
     node_id: str = ""
     cluster_id: str = ""
@@ -448,6 +452,7 @@ class State:
         self.sessions: dict[str, Session] = {}
         self.private_repos: set[str] = set()  # "owner/repo" that github.com answers 404 for
         self.auto: AutoRun | None = None
+        self.allocations: list[Any] = []  # scheduling.Allocation
         self._timers: list[threading.Timer] = []
         self._last_ts = 0
 
@@ -911,6 +916,9 @@ class State:
         job.events.append(Event("queued", "Job queued", now, now))
         task.jobs.append(job)
         self.jobs[job.id] = job
+        from .scheduling import on_new_job
+
+        on_new_job(self, job)  # held when it cannot be placed (slot limit, node sizes, cordons)
         if self.auto is not None:
             self._auto_schedule(job, self.auto)
         return job

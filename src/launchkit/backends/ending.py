@@ -125,4 +125,6 @@ def describe(run: RunInfo) -> str:
     if run.status.finished or run.status == RunStatus.preempted:  # a backend that gave no reason
         code = f" with exit code {run.exit_code}" if run.exit_code not in (None, 0) else ""
         return f"{run.status.value}{code}" + (f": {run.message}" if run.message else "")
+    if run.waiting is not None:
+        return f"is {run.status.value}: {run.waiting.text()}"
     return f"is {run.status.value}" + (f" ({run.message})" if run.message else "")

@@ -55,6 +55,20 @@ class EndReason(BaseModel):
         return self.line + (f"; {self.fix}" if self.fix else "")
 
 
+class WaitReason(BaseModel):
+    """Why a queued run waits, from the backend's own scheduling data: `kind` (slot_limit, no_node,
+    cordoned, budget, priority, queued), one line (no run id) and what to do about it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    line: str
+    fix: str | None = None
+
+    def text(self) -> str:
+        return self.line + (f"; {self.fix}" if self.fix else "")
+
+
 class RunInfo(BaseModel):
     """One run (a Beaker experiment, or a local run) as the CLI shows it."""
 
@@ -77,6 +91,7 @@ class RunInfo(BaseModel):
     end: EndReason | None = None  # why it ended (finished runs), one line with its fix
     task_statuses: dict[str, int] = {}  # several tasks: RunStatus value -> how many tasks are in it
     attempts: int = 1  # the most attempts (retries, resumes) any replica of any task had (core/runs.py)
+    waiting: WaitReason | None = None  # queued: why it waits, one line with its fix
 
 
 class LogQuery(BaseModel):
@@ -114,7 +129,8 @@ class NoCredentials(PreconditionError):
     """The backend's service needs credentials and none are configured (`run --dry-run` stays offline)."""
 
 
-GpuRow = dict[str, "str | int | list[str]"]  # one row of `find-gpus`, keys are the table's columns
+# one row of `find-gpus`, keys are the table's columns (--gpus: `nodes`, the nodes it can start on now)
+GpuRow = dict[str, "str | int | list[str] | list[dict[str, str | int]]"]
 
 
 class Backend(Protocol):
@@ -182,8 +198,16 @@ class Backend(Protocol):
         """One line saying where the run's results are (printed when `follow` ends)."""
         ...
 
-    def find_gpus(self, *, gpu_types: list[str] | None = None, include_all: bool = False) -> list[GpuRow]:
-        """GPUs this backend can use; the filters need Capability.gpu_filters."""
+    def find_gpus(
+        self,
+        *,
+        gpu_types: list[str] | None = None,
+        include_all: bool = False,
+        gpus: int | None = None,
+        replicas: int = 1,
+    ) -> list[GpuRow]:
+        """GPUs this backend can use; the filters need Capability.gpu_filters. `gpus` (and `replicas`):
+        where a replica of that many GPUs can start now, soonest first (Capability.gpu_filters)."""
         ...
 
 

@@ -27,7 +27,7 @@ class Capability(str, Enum):
     all_replicas = "--all-replicas"  # follow several replicas at once, lines prefixed [N]
     tasks = "--task/--all"  # runs with several tasks (logs of one task, or of all)
     others_runs = "--all/--mine/--author"  # runs of other people, and not launched by launchkit
-    gpu_filters = "--gpu-type/--all"  # find-gpus filters
+    gpu_filters = "--gpu-type/--all/--gpus/--replicas"  # find-gpus filters
     uploads = "--upload"  # run: upload local files and mount them
     unpushed = "unpushed commits"  # run: launch a commit that is not on a remote
     several_tasks = "--multi/--sweep"  # run: several tasks in one run

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from launchkit.application import OutputFormat
-from launchkit.cli.backend_choice import backend_option, choose, local_option
+from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
 from launchkit.cli.context import get_app
 
 
@@ -16,6 +18,15 @@ def find_gpus(
         None, "--gpu-type", "-g", help="Beaker: only clusters with this GPU type (substring)."
     ),
     show_all: bool = typer.Option(False, "--all", "-a", help="Beaker: also clusters with no free GPU."),
+    gpus: int | None = typer.Option(
+        None,
+        "--gpus",
+        min=1,
+        help="Beaker: where a replica of N GPUs can start now, per cluster and node, soonest first "
+        "(with the workspace's slot limit and the budget's clusters).",
+    ),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="Beaker, with --gpus: R replicas of N GPUs."),
+    workspace: str | None = workspace_option(),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
@@ -25,23 +36,40 @@ def find_gpus(
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
-    b = choose(app, backend, local)
-    require(b, Capability.gpu_filters, gpu_type=gpu_type, all=show_all)
-    gpus = b.find_gpus(gpu_types=gpu_type, include_all=show_all)
+    b = choose(app, backend, local, workspace=workspace)
+    require(b, Capability.gpu_filters, gpu_type=gpu_type, all=show_all, gpus=gpus, replicas=replicas > 1)
+    if replicas > 1 and gpus is None:
+        from launchkit.errors import UsageError
+
+        raise UsageError("--replicas needs --gpus", hint="e.g. find-gpus --gpus 8 --replicas 4")
+    rows = b.find_gpus(gpu_types=gpu_type, include_all=show_all, gpus=gpus, replicas=replicas)
     from launchkit.cli.completing import remember_clusters
 
-    remember_clusters(str(g["cluster"]) for g in gpus if "cluster" in g)
+    remember_clusters(str(g["cluster"]) for g in rows if "cluster" in g)
     if app.json:
-        app.print_json(gpus)
+        app.print_json(rows)
         return
-    if not gpus:
+    if not rows:
         here = Capability.this_machine in b.capabilities
         app.info("no GPUs here" + (" (nvidia-smi finds none)" if here else ""))
         return
     from launchkit.cli.table import print_table
 
-    keys = list(gpus[0])
-    print_table([k.upper() for k in keys], [[_cell(g.get(k, "")) for k in keys] for g in gpus])
+    nodes = []  # --gpus: the nodes a replica can start on now, in a table of their own
+    for g in rows:
+        listed = g.pop("nodes", [])
+        nodes += (
+            [(str(g["cluster"]), n) for n in listed if isinstance(n, dict)]
+            if isinstance(listed, list)
+            else []
+        )
+    keys = list(rows[0])
+    print_table([k.upper() for k in keys], [[_cell(g.get(k, "")) for k in keys] for g in rows])
+    if nodes:
+        sys.stdout.write("\n")
+        cols = ["node", "gpu_type", "free_gpus", "gpus"]
+        node_rows = [[c, *(_cell(n[k]) for k in cols)] for c, n in nodes]
+        print_table(["CLUSTER", *(c.upper() for c in cols)], node_rows)
 
 
 def _cell(value: object) -> str:

@@ -1,4 +1,5 @@
-"""`launchkit list`: runs, newest first, with status, exit code and why they ended (`--json`: `end`)."""
+"""`launchkit list`: runs, newest first, with status, exit code and why they ended or wait (`--json`:
+`end`, `waiting`)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ def _age(created: dt.datetime) -> str:
 
 
 def _reason(run: Any) -> str:
-    """Why it ended (the line without its fix; `launchkit why ID` gives the fix)."""
-    if run.end is None or run.end.kind.value == "succeeded":
+    """Why it ended, or why it waits (the line without its fix; `launchkit why ID` gives it)."""
+    reason = run.end if run.end is not None else run.waiting
+    if reason is None or reason.kind == "succeeded":
         return ""
-    return str(run.end.line)
+    return str(reason.line)
 
 
 def _is_number(text: str) -> bool:

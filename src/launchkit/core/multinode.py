@@ -31,7 +31,16 @@ def derive_port(rid: str) -> int:
 ENV_RDZV_PORT = "LAUNCHKIT_RDZV_PORT"  # torchrun master, accelerate main process, Ray head
 ENV_RDZV_ID = "LAUNCHKIT_RDZV_ID"  # not in the spec: the entrypoint sets it to LAUNCHKIT_RUN_ID
 
-DEFAULT_SYNC_START_TIMEOUT = 300.0  # seconds (5m)
+DEFAULT_SYNC_START_TIMEOUT = 300.0  # seconds (5m): gantry's, the floor
+SYNC_START_PER_REPLICA = 90.0  # seconds per replica: more replicas take longer to be placed together
+MAX_SYNC_START_TIMEOUT = 5400.0  # 90m: what OLMo-core sets for every multi-node launch (the cap)
+
+
+def sync_start_default(replicas: int) -> float:
+    """The synchronized-start timeout (seconds) for `replicas` replicas when the user gives none: 90 s
+    per replica, at least gantry's 5m and at most OLMo-core's 90m (2-3 replicas 5m, 8 12m, 16 24m,
+    60+ 90m): a 64-node job is not canceled because its last node took six minutes to free up."""
+    return min(MAX_SYNC_START_TIMEOUT, max(DEFAULT_SYNC_START_TIMEOUT, SYNC_START_PER_REPLICA * replicas))
 
 
 class TaskAdditions(BaseModel):
@@ -50,8 +59,8 @@ def replica_fields(request: LaunchRequest) -> dict[str, Any]:
 
     - leader selection: on for replicas with a launcher, unless host networking is turned off;
     - host networking: on for replicas with leader selection;
-    - failure/preemption propagation and a 5m synchronized start: on for replicas with a launcher and
-      leader selection.
+    - failure/preemption propagation and a synchronized start (sync_start_default: 5m to 90m by the
+      replica count): on for replicas with a launcher and leader selection.
     So `--replicas N` alone turns none of them on. What the user says always wins."""
     multi = request.replicas > 1
     launcher = request.launcher is not Launcher.none
@@ -70,7 +79,7 @@ def replica_fields(request: LaunchRequest) -> dict[str, Any]:
     if multi and launcher and leader:
         failure = True if failure is None else failure
         preemption = True if preemption is None and failure else preemption
-        timeout = DEFAULT_SYNC_START_TIMEOUT if timeout is None else timeout
+        timeout = sync_start_default(request.replicas) if timeout is None else timeout
     if failure is not None:
         fields["propagate_failure"] = failure
     if preemption is not None:
@@ -142,6 +151,12 @@ def added_line(request: LaunchRequest, user_profiles: dict[str, Any] | None = No
         )
     elif runtime:
         parts.append(f"profile chosen on the node among {', '.join(sel.candidates)} ({runtime})")
+    if request.synchronized_start_timeout is None and "synchronized_start_timeout" in extra.task_fields:
+        wait = sync_start_default(request.replicas)
+        parts.append(
+            f"synchronized start: up to {wait / 60:g}m for all {request.replicas} replicas "
+            "(--synchronized-start-timeout to change)"
+        )
     for name, part in sel.preset_parts.items():
         kept = part.model_copy(
             update={

@@ -543,7 +543,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--synchronized-start-timeout",),
         P_MULTINODE,
         metavar="DURATION",
-        help="Wait this long for all replicas to start.",
+        help="Wait this long for all replicas to start (with a launcher: 90s a replica, 5m-90m).",
     ),
     Opt("torchrun", FLAG, ("--torchrun",), P_MULTINODE, help="Run the command under torchrun."),
     Opt(

@@ -126,6 +126,7 @@ class BeakerBackend:
         rows: Rows | None = None,
         events: bool = False,
         budget: bool | None = None,
+        waiting: Any = None,
     ) -> RunInfo:
         """The run as commands show it. With `rows` (its tasks' jobs), status, exit code, end reason and
         attempts come from the run model (core/runs.py): the newest attempt of every replica and task,
@@ -180,6 +181,7 @@ class BeakerBackend:
             end=end,
             task_statuses=_task_statuses(ex.tasks),
             attempts=attempts,
+            waiting=waiting if status == RunStatus.queued else None,
         )
 
     def _outcome(
@@ -367,7 +369,12 @@ class BeakerBackend:
                 rows = self._task_jobs(wl, sample=SAMPLED_TASKS)
                 author = names.result()[author_id]
             self._seen[wl.experiment.id] = (wl, rows)
-            return self._info(wl, author=author, rows=rows, events=True)
+            from launchkit.backends.beaker.scheduling import waiting_reason
+
+            newest = [js[0] for _, _, js in rows if js]
+            lead = next((j for j in newest if not j.status.HasField("scheduled")), None)
+            waiting = waiting_reason(self.conn, lead)  # queued: why it waits (one ListJobEvents)
+            return self._info(wl, author=author, rows=rows, events=True, waiting=waiting)
 
     def _command_started(self, job: Any) -> bool | None:
         """For a job that exited with one of the runtime's setup codes (100-109): whether its log says
@@ -505,9 +512,16 @@ class BeakerBackend:
             names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
             names = names_f.result()
+            from launchkit.backends.beaker.scheduling import list_reasons
+
+            waiting = list_reasons(self.conn, rows, org)  # the newest queued rows: why they wait
             infos = [
                 self._info(
-                    wl, author=names[wl.experiment.author_id], rows=jobs.get(wl.experiment.id), budget=False
+                    wl,
+                    author=names[wl.experiment.author_id],
+                    rows=jobs.get(wl.experiment.id),
+                    budget=False,
+                    waiting=waiting.get(wl.experiment.id),
                 )
                 for wl in rows
             ]
@@ -943,13 +957,19 @@ class BeakerBackend:
 
     def _show_events_until_started(self, job: Any, prefix: bytes) -> Any:
         """Scheduling events until the job starts (none to show, and no call, once it has)."""
+        from launchkit.backends.beaker.scheduling import WaitTeller
+
         shown: set[tuple[str, str]] = set()
+        teller = WaitTeller()  # why it waits, once each time that changes (from these events)
         while not (job.status.HasField("started") or job.status.HasField("finalized")):
-            for ev in self.beaker.job.list_summarized_events(job, sort_order=BeakerSortOrder.ascending):
+            events = list(self.beaker.job.list_summarized_events(job, sort_order=BeakerSortOrder.ascending))
+            for ev in events:
                 key = (ev.status, ev.latest_message)
                 if key not in shown:
                     shown.add(key)
                     self.app.info(f"{prefix.decode()}  ✓ {ev.latest_message or ev.status}")
+            if line := teller.line(job, events):
+                self.app.info(f"{prefix.decode()}{line}")
             self.conn.renew()
             self.sleep(0.5)
             job = self.beaker.job.get(job.id)
@@ -1004,9 +1024,24 @@ class BeakerBackend:
 
     # -- find-gpus ------------------------------------------------------------------------------
     def find_gpus(
-        self, *, gpu_types: list[str] | None = None, include_all: bool = False
+        self,
+        *,
+        gpu_types: list[str] | None = None,
+        include_all: bool = False,
+        gpus: int | None = None,
+        replicas: int = 1,
     ) -> list[dict[str, Any]]:
-        """Clusters that take batch jobs: free GPUs, used/total slots, GPU types of all nodes."""
+        """Clusters that take batch jobs: free GPUs, used/total slots, GPU types of all nodes. With
+        `gpus`: where a replica of that many can start now (scheduling.find_starts)."""
+        if gpus is not None:
+            from launchkit.backends.beaker.scheduling import find_starts
+
+            with self._errors():
+                name = self._scope()
+                ws = rs.get_workspace(self.conn, name) if name else None
+                return find_starts(
+                    self.conn, ws, gpus=gpus, replicas=replicas, gpu_types=gpu_types, include_all=include_all
+                )
         with self._errors():
             clusters = [
                 c

@@ -287,6 +287,8 @@ class Connection:
         self._users_loaded = False
         self._users_dirty = False
         self.placements: dict[tuple[Any, ...], list[str]] = {}  # resolve.resolve_clusters' answers
+        self.clusters: list[Any] | None = None  # resolve.org_clusters: the org's clusters, listed once
+        self.nodes: dict[str, list[Any]] = {}  # cluster id -> its nodes (scheduling.sizes)
 
     def org(self) -> Any:
         """The default organization as a pb2 object (resolved once), so list calls skip re-resolving it."""

@@ -58,6 +58,10 @@ def prepare(
     out = resolved.spec
     ws = resolved.workspace
     notes = list(resolved.notes)
+    from launchkit.backends.beaker.scheduling import check_fit
+
+    for warning in check_fit(conn, out, ws):  # refuses a request no node could ever take (exit 3)
+        app.warn(warning)
     if not out.get("budget") and ws.budget_id:
         budget = workspace_budget(conn, ws.budget_id)
         if budget:

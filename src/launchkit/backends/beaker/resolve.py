@@ -75,12 +75,22 @@ def node_gpu_types(conn: Connection, clusters: list[Any]) -> dict[str, list[str]
         return {}
     org = pb2.Organization(id=clusters[0].organization_id) if clusters[0].organization_id else None
 
-    def one(c: Any) -> tuple[str, list[str]]:
-        types = {gpu_type_name(n.node_resources.gpu_type) for n in conn.beaker.node.list(org=org, cluster=c)}
-        return c.id, sorted(t for t in types if t)
+    def one(c: Any) -> tuple[str, list[Any]]:
+        return c.id, list(conn.beaker.node.list(org=org, cluster=c))
 
-    with ThreadPoolExecutor(max_workers=min(32, len(clusters))) as pool:
-        return dict(pool.map(one, clusters))
+    missing = [c for c in clusters if c.id not in conn.nodes]
+    if missing:
+        with ThreadPoolExecutor(max_workers=min(32, len(missing))) as pool:
+            conn.nodes.update(pool.map(one, missing))
+    types = {c.id: {gpu_type_name(n.node_resources.gpu_type) for n in conn.nodes[c.id]} for c in clusters}
+    return {cid: sorted(t for t in ts if t) for cid, ts in types.items()}
+
+
+def org_clusters(conn: Connection) -> list[Any]:
+    """The organization's clusters (one ListClusters per connection)."""
+    if conn.clusters is None:
+        conn.clusters = list(conn.beaker.cluster.list(org=conn.org()))
+    return conn.clusters
 
 
 def cluster_names(cluster: Any) -> list[str]:
@@ -130,7 +140,7 @@ def placement(conn: Connection, view: SpecView, *, session: bool = False) -> lis
 def _resolve_clusters(
     conn: Connection, patterns: list[str], gpu_types: list[str], tags: list[str], *, session: bool
 ) -> list[str]:
-    every = list(conn.beaker.cluster.list(org=conn.org()))
+    every = org_clusters(conn)
     clusters = [c for c in every if session or takes_batch_jobs(c)]
     default_org = conn.beaker.config.default_org
     chosen = clusters
@@ -160,11 +170,22 @@ def _resolve_clusters(
     if gpu_types:
         types = node_gpu_types(conn, chosen)
         wanted = [g.lower() for g in gpu_types]
+        given = chosen
         chosen = [c for c in chosen if any(w in t.lower() for w in wanted for t in types[c.id])]
-        if not chosen:
+        if not chosen:  # name what the chosen ones have, and the clusters that have the type
+            have = sorted({t for c in given for t in types[c.id]})
+            all_types = node_gpu_types(conn, clusters)
+            takers = [
+                cluster_full_name(c)
+                for c in clusters
+                if any(w in t.lower() for w in wanted for t in all_types[c.id])
+            ]
             raise PreconditionError(
-                f"no matching cluster has GPU type {' or '.join(gpu_types)}",
-                hint="see `launchkit find-gpus --all` for the GPU types of each cluster",
+                f"no matching cluster has GPU type {' or '.join(gpu_types)} "
+                f"(they have {', '.join(have) or 'none'})",
+                hint=f"{', '.join(sorted(takers)[:6])} would take it: pass it as --cluster"
+                if takers
+                else "see `launchkit find-gpus --all` for the GPU types of each cluster",
             )
     return sorted(cluster_full_name(c) for c in chosen)
 

@@ -645,7 +645,14 @@ class LocalBackend:
         return total
 
     # ---- GPUs
-    def find_gpus(self, *, gpu_types: list[str] | None = None, include_all: bool = False) -> list[GpuRow]:
+    def find_gpus(
+        self,
+        *,
+        gpu_types: list[str] | None = None,
+        include_all: bool = False,
+        gpus: int | None = None,  # Capability.gpu_filters: refused by the CLI for local runs
+        replicas: int = 1,
+    ) -> list[GpuRow]:
         try:
             r = subprocess.run(
                 [
@@ -662,11 +669,11 @@ class LocalBackend:
             return []
         except (OSError, subprocess.SubprocessError) as e:
             raise BackendError(f"nvidia-smi failed: {e}") from None
-        gpus: list[GpuRow] = []
+        found: list[GpuRow] = []
         for line in r.stdout.splitlines():
             parts = [p.strip() for p in line.split(",")]
             if len(parts) == 5:
-                gpus.append(
+                found.append(
                     {
                         "index": int(parts[0]),
                         "name": parts[1],
@@ -675,7 +682,7 @@ class LocalBackend:
                         "utilization_pct": int(parts[4]),
                     }
                 )
-        return gpus
+        return found
 
 
 def _from_row(row: Any) -> dict[str, Any]:

@@ -1,0 +1,408 @@
+"""Beaker's scheduling data: why a queued job waits, whether a request could ever fit, and where a
+replica of N GPUs can start now (`find-gpus --gpus N`).
+
+beaker-py 2.8.1's protocol has `ListJobEvents`, `GetEffectiveEntityAllocation` and
+`ListEffectiveAllocations` (fact sheet 10.15), but its high-level clients (`beaker.job`, `.cluster`,
+`.workspace`) do not wrap them. This module is the one place that calls them, through the generated stub
+(`client.service.<RPC>`, our Connection's guarded stub: deadline, retries) and beaker-py's own
+`rpc_request` (its credentials and error mapping). `RpcMethod`, the wrapper `rpc_request` takes, is
+beaker-py's private class: the forced private import, here and in prepare.workspace_budget only.
+Everything else (clusters, nodes, summarized events) goes through beaker-py's public clients.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+from beaker import beaker_pb2 as pb2
+from beaker import exceptions as bx
+
+from launchkit.backends.beaker import resolve as rs
+from launchkit.backends.beaker.client import Connection
+from launchkit.backends.protocol import WaitReason
+from launchkit.core.fit import Ask, ClusterSize, NodeSize, never_fits, start_rows, typed_nodes
+from launchkit.core.specview import SpecView
+from launchkit.errors import PreconditionError
+
+EVENTS = 20  # newest job events read for a queued job (one page)
+_UNSUPPORTED = (grpc.RpcError, bx.BeakerError, NotImplementedError)
+
+
+def _rpc(conn: Connection, name: str, response: Any, request: Any) -> Any:
+    from beaker._service_client import RpcMethod  # private: see the module docstring
+
+    client = conn.beaker.job
+    return client.rpc_request(RpcMethod[response](getattr(client.service, name)), request)
+
+
+def job_events(conn: Connection, job_id: str) -> list[str]:
+    """The job's newest event messages, newest first (ListJobEvents, one page)."""
+    req = pb2.ListJobEventsRequest(
+        options=pb2.ListJobEventsRequest.Opts(
+            job_id=job_id,
+            page_size=EVENTS,
+            sort_clause=pb2.ListJobEventsRequest.Opts.SortClause(
+                sort_order=pb2.SORT_ORDER_DESCENDING, created={}
+            ),
+        )
+    )
+    resp = _rpc(conn, "ListJobEvents", pb2.ListJobEventsResponse, req)
+    return [e.message or e.status for e in resp.job_events]
+
+
+def effective_slot_limit(conn: Connection, *, workspace_id: str, cluster_id: str = "") -> int | None:
+    """The workspace's effective slot limit (on a cluster), or None when Beaker has none to tell."""
+    req = pb2.GetEffectiveEntityAllocationRequest(workspace_id=workspace_id, cluster_id=cluster_id)
+    try:
+        resp = _rpc(conn, "GetEffectiveEntityAllocation", pb2.GetEffectiveEntityAllocationResponse, req)
+    except _UNSUPPORTED:
+        return None
+    return int(resp.allocation.effective_slot_limit) if resp.HasField("allocation") else None
+
+
+def allocations(
+    conn: Connection, *, workspace_id: str = "", budget_id: str = ""
+) -> dict[str, tuple[str, int]]:
+    """Cluster id -> (its name, the effective slot limit) of the workspace's or budget's allocations."""
+    out: dict[str, tuple[str, int]] = {}
+    req = pb2.ListEffectiveAllocationsRequest(
+        options=pb2.ListEffectiveAllocationsRequest.Opts(
+            workspace_id=workspace_id or None, budget_id=budget_id or None, page_size=100
+        )
+    )
+    try:
+        while True:
+            resp = _rpc(conn, "ListEffectiveAllocations", pb2.ListEffectiveAllocationsResponse, req)
+            for ea in resp.effective_allocations:
+                c = ea.allocation.cluster
+                out[c.id] = (c.full_name or c.id, int(ea.effective_slot_limit))
+            if not resp.next_page_token:
+                return out
+            req = pb2.ListEffectiveAllocationsRequest(next_page_token=resp.next_page_token)
+    except _UNSUPPORTED:
+        return out
+
+
+# -- why a queued job waits ------------------------------------------------------------------------
+# Observed wording (open-instruct #1807): 'excluded by slot limit (workspace "ai2/x" using 64/64 allowed
+# unallocated slots, the job requires at least 8 slots)' and 'N nodes do not have enough slots available'.
+_SLOTS = re.compile(r'workspace "(?P<ws>[^"]+)" using (?P<used>\d+)/(?P<limit>\d+)', re.IGNORECASE)
+_NEED = re.compile(r"at least (?P<need>\d+) slots?", re.IGNORECASE)
+_NODES = re.compile(r"(?P<n>\d+) nodes? do(?:es)? not have enough", re.IGNORECASE)
+
+
+def explain(messages: list[str], *, gpus: int, workspace: str) -> WaitReason:
+    """Why a job waits, from its event messages (newest first): the workspace's slot limit, a budget
+    without an allocation on the cluster, cordoned nodes, priority, or no node with enough free GPUs."""
+    low = [m.lower() for m in messages]
+
+    def first(*words: str) -> str | None:
+        return next((m for m, lo in zip(messages, low, strict=True) if all(w in lo for w in words)), None)
+
+    find = f"`launchkit find-gpus --gpus {gpus}`" if gpus else "`launchkit find-gpus`"
+    if msg := first("slot limit"):
+        m, need = _SLOTS.search(msg), _NEED.search(msg)
+        ws = m.group("ws") if m else workspace
+        used = f"{m.group('used')}/{m.group('limit')}" if m else "all its"
+        wanted = f" (it needs {need.group('need')})" if need else ""
+        return WaitReason(
+            kind="slot_limit",
+            line=f"{ws} uses {used} unallocated slots{wanted}",
+            fix="wait, lower --gpus, or launch in another workspace (--workspace)",
+        )
+    if msg := first("allocation") or first("budget"):
+        return WaitReason(
+            kind="budget",
+            line=f"its budget may not use this cluster ({msg})",
+            fix=f"launch on a cluster of the budget ({find}), or use --priority low (preemptible, "
+            "any cluster)",
+        )
+    if msg := first("cordon"):
+        return WaitReason(
+            kind="cordoned",
+            line=f"the nodes that could take it are cordoned ({msg})",
+            fix=f"wait for them to return, or choose another --cluster ({find})",
+        )
+    if msg := first("priority"):
+        return WaitReason(
+            kind="priority",
+            line=f"higher-priority jobs go first ({msg})",
+            fix="wait, raise --priority if the workspace allows it, or choose another --cluster",
+        )
+    if msg := first("not have enough"):
+        m = _NODES.search(msg)
+        nodes = f"none of {m.group('n')} nodes" if m else "no node"
+        together = f"{gpus} free GPUs together" if gpus else "room for it"
+        return WaitReason(
+            kind="no_node",
+            line=f"{nodes} of its clusters has {together} now",
+            fix=f"wait, lower --gpus, or see where it can start now: {find}",
+        )
+    latest = f" (latest event: {messages[0]})" if messages else ""
+    return WaitReason(kind="queued", line=f"waiting for Beaker to place it{latest}")
+
+
+def waiting_reason(conn: Connection, job: Any) -> WaitReason | None:
+    """Why a queued job (never scheduled, not canceled) waits; None for any other job (or none). One
+    ListJobEvents; with a budget reason also the budget's allocations (to name its clusters)."""
+    if job is None:
+        return None
+    s = job.status
+    if s.HasField("scheduled") or s.HasField("canceled") or s.HasField("finalized"):
+        return None
+    try:
+        messages = job_events(conn, job.id)
+    except _UNSUPPORTED:  # a server without ListJobEvents: the summarized ones beaker-py wraps
+        from beaker.types import BeakerSortOrder
+
+        events = conn.beaker.job.list_summarized_events(job, sort_order=BeakerSortOrder.descending)
+        messages = [ev.latest_message or ev.status for ev in events]
+    gpus = int(job.container_spec.resource_request.gpu_count)
+    reason = explain(messages, gpus=gpus, workspace=job.workspace_reference or "the workspace")
+    if reason.kind == "budget" and job.budget_id:
+        names = sorted(name for name, _ in allocations(conn, budget_id=job.budget_id).values())
+        if names:
+            fix = f"launch on one of the budget's clusters ({', '.join(names[:6])}), or use --priority low"
+            reason = reason.model_copy(update={"fix": fix})
+    if reason.kind == "slot_limit" and "all its" in reason.line:
+        limit = effective_slot_limit(conn, workspace_id=job.workspace_id)
+        if limit:
+            line = reason.line.replace("all its", f"all {limit} of its")
+            reason = reason.model_copy(update={"line": line})
+    return reason
+
+
+LIST_REASONS = 5  # `list`: queued rows (the newest) whose wait is explained
+_QUEUED = {pb2.STATUS_SUBMITTED, pb2.STATUS_QUEUED, pb2.STATUS_READY_TO_START}
+
+
+def list_reasons(conn: Connection, rows: list[Any], org: Any) -> dict[str, WaitReason | None]:
+    """Experiment id -> why it waits, for the newest LIST_REASONS queued workloads of `list` (no call
+    without one): their jobs from the first page of the org's unscheduled jobs, then the newest one's
+    events; a workspace's slot limit holds every queued job of that workspace that needs slots (their
+    rows need no call), any other reason is read for each row at once. `launchkit why ID` explains the
+    rest."""
+    queued = [wl for wl in rows if wl.status in _QUEUED and wl.experiment.tasks][:LIST_REASONS]
+    want = {wl.experiment.tasks[0].id: wl.experiment.id for wl in queued}
+    if not want:
+        return {}
+    found: dict[str, Any] = {}
+    for job in itertools.islice(conn.beaker.job.list(org=org, scheduled=False, finalized=False), 50):
+        if job.task_id in want:
+            found.setdefault(want[job.task_id], job)
+    if not found:
+        return {}
+    (first_id, first), *others = found.items()
+    out = {first_id: waiting_reason(conn, first)}
+    rest = []
+    for eid, job in others:
+        same = slot_limit_for(out[first_id], first, job)  # the same full workspace: no call
+        if same is not None:
+            out[eid] = same
+        else:
+            rest.append((eid, job))
+    if rest:
+        with ThreadPoolExecutor(max_workers=len(rest)) as pool:
+            reasons = pool.map(lambda job: waiting_reason(conn, job), (j for _, j in rest))
+            out.update(zip((e for e, _ in rest), reasons, strict=True))
+    return out
+
+
+class WaitTeller:
+    """`follow`: the line saying why a job waits, from the summarized events just read (no call), once
+    each time the reason changes."""
+
+    def __init__(self) -> None:
+        self.said: WaitReason | None = None
+
+    def line(self, job: Any, events: list[Any]) -> str | None:
+        if job.status.HasField("scheduled") or job.status.HasField("canceled"):
+            return None
+        messages = [ev.latest_message or ev.status for ev in reversed(events)]  # newest first
+        gpus = int(job.container_spec.resource_request.gpu_count)
+        reason = explain(messages, gpus=gpus, workspace=job.workspace_reference or "the workspace")
+        if reason.kind == "queued" or reason == self.said:
+            return None
+        self.said = reason
+        return f"waiting: {reason.text()}"
+
+
+def slot_limit_for(reason: WaitReason | None, held: Any, job: Any) -> WaitReason | None:
+    """`job`'s reason when `held`, of the same workspace, waits for the workspace's slot limit and `job`
+    needs slots too (the limit is the workspace's: it holds both); None otherwise (ask Beaker)."""
+    gpus = int(job.container_spec.resource_request.gpu_count)
+    if reason is None or reason.kind != "slot_limit" or job.workspace_id != held.workspace_id or gpus <= 0:
+        return None
+    line = _NEED_LINE.sub(f"(it needs {gpus})", reason.line)
+    return reason.model_copy(update={"line": line})
+
+
+_NEED_LINE = re.compile(r"\(it needs \d+\)")
+
+
+# -- node sizes: the fit check and find-gpus --gpus ------------------------------------------------
+def sizes(conn: Connection, clusters: list[Any], *, occupancy: bool = False) -> list[ClusterSize]:
+    """The clusters as core.fit sees them: each node's GPU type and count, cordoned or not, and (with
+    `occupancy`: clusters listed with it) its free GPUs."""
+    rs.node_gpu_types(conn, clusters)  # lists each cluster's nodes once (cached on the connection)
+    nodes = conn.nodes
+    out = []
+    for c in clusters:
+        free: dict[str, int] = {}
+        if occupancy and c.HasField("cluster_occupancy"):
+            free = {o.node_id: o.slot_counts.available for o in c.cluster_occupancy.node_occupancies}
+        shown = []
+        for n in nodes[c.id]:
+            cordoned = n.HasField("cordon_details") and n.cordon_details.HasField("cordoned")
+            gpus = int(n.node_resources.slot_details.gpu_count or len(n.node_resources.gpu_ids))
+            shown.append(
+                NodeSize(
+                    name=n.hostname or n.id,
+                    gpu_type=rs.gpu_type_name(n.node_resources.gpu_type),
+                    gpus=gpus,
+                    free=0 if cordoned else int(free.get(n.id, 0)),
+                    cordoned=cordoned,
+                )
+            )
+        if not shown and c.HasField("node_shape") and c.node_shape.gpu_count:  # a cloud cluster's shape
+            shape = c.node_shape
+            count = max(1, int(c.expected_node_count or 1))
+            kind = rs.gpu_type_name(shape.gpu_type)
+            shown = [NodeSize(f"{c.name} (shape)", kind, int(shape.gpu_count)) for _ in range(count)]
+        out.append(ClusterSize(rs.cluster_full_name(c), tuple(shown), known=bool(shown)))
+    return out
+
+
+def _ask(task: Any, gpu_types: list[str]) -> Ask:
+    raw = task.raw
+    return Ask(
+        gpus=int((raw.get("resources") or {}).get("gpuCount") or 0),
+        replicas=int(raw.get("replicas") or 1),
+        gpu_types=tuple(gpu_types),
+        host_networking=bool(raw.get("hostNetworking")),
+    )
+
+
+def check_fit(conn: Connection, spec: dict[str, Any], ws: Any) -> list[str]:
+    """Before anything is made: refuse (exit 3) a task no node of its clusters could ever take, naming
+    the largest fit and the clusters that would take it; warnings (returned) for a workspace already at
+    its slot limit. Tasks without a cluster constraint are not checked (they may land anywhere)."""
+    view = SpecView(spec)
+    gpu_types = view.env_list(rs.ENV_GPU_TYPES)
+    seen: set[tuple[Any, ...]] = set()
+    need = 0
+    for task in view.tasks:
+        ask = _ask(task, gpu_types)
+        need += ask.gpus * ask.replicas
+        key = (ask, tuple(task.clusters))
+        if not task.clusters or ask.gpus <= 0 or key in seen:
+            continue
+        seen.add(key)
+        every = [c for c in rs.org_clusters(conn) if rs.takes_batch_jobs(c)]  # listed once, by resolve
+        by_name = {rs.cluster_full_name(c): c for c in every}
+        chosen = [by_name[n] for n in task.clusters if n in by_name]
+        problem = never_fits(ask, sizes(conn, chosen), [])
+        if problem is None:
+            continue
+        others = [c for c in every if rs.cluster_full_name(c) not in task.clusters]
+        problem = never_fits(ask, sizes(conn, chosen), sizes(conn, others)) or problem
+        raise PreconditionError(problem[0] + "; nothing was created", hint=problem[1])
+    preemptible = any((t.raw.get("context") or {}).get("preemptible") for t in view.tasks)
+    return [w for w in [slot_warning(ws, need, preemptible=preemptible)] if w]
+
+
+def slot_warning(ws: Any, need: int, *, preemptible: bool = False) -> str | None:
+    """A warning when the workspace already uses its slot limit (the job will queue, not fail)."""
+    limit = ws.slot_limit_preemptible if preemptible else ws.slot_limit_non_preemptible
+    used = ws.assigned_slots_preemptible if preemptible else ws.assigned_slots_non_preemptible
+    if not limit or used + need <= limit:
+        return None
+    name = ws.name if "/" in ws.name else f"{ws.owner_org.name}/{ws.name}"
+    return (
+        f"workspace {name} uses {used}/{limit} unallocated slots: this job ({need} more) will wait until "
+        "slots free up; to start sooner launch in another workspace (--workspace) or ask for fewer GPUs"
+    )
+
+
+def find_starts(
+    conn: Connection,
+    ws: Any | None,
+    *,
+    gpus: int,
+    replicas: int,
+    gpu_types: list[str] | None,
+    include_all: bool,
+) -> list[dict[str, Any]]:
+    """`find-gpus --gpus N [--replicas R]`: per cluster (and node) where a replica of N GPUs can start
+    now, with the workspace's effective slot limit and its budget's clusters; soonest first."""
+    from beaker.types import BeakerSortOrder
+
+    clusters = [
+        c
+        for c in conn.beaker.cluster.list(
+            org=conn.org(),
+            sort_field="free_gpus",
+            sort_order=BeakerSortOrder.descending,
+            include_cluster_occupancy=True,
+        )
+        if rs.takes_batch_jobs(c)
+    ]
+    limits: dict[str, tuple[str, int]] = {}
+    budget: set[str] | None = None
+    if ws is not None:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            lim_f = pool.submit(allocations, conn, workspace_id=ws.id)
+            bud_f = pool.submit(allocations, conn, budget_id=ws.budget_id) if ws.budget_id else None
+            limits = lim_f.result()
+            budget = set(bud_f.result()) if bud_f else None
+    ask = Ask(gpus=gpus, replicas=replicas, gpu_types=tuple(gpu_types or ()), host_networking=replicas > 1)
+    shaped = []
+    for c, size in zip(clusters, sizes(conn, clusters, occupancy=True), strict=True):
+        limit = limits[c.id][1] if c.id in limits else (ws.slot_limit_non_preemptible if ws else 0)
+        shaped.append(
+            ClusterSize(
+                size.name,
+                size.nodes,
+                slot_limit=limit or None,
+                slots_used=int(ws.assigned_slots_non_preemptible) if ws else 0,
+                budget_allocated=None if budget is None else c.id in budget,
+            )
+        )
+    rows = []
+    for r in start_rows(ask, shaped):
+        size = r.cluster
+        typed = typed_nodes(ask, size.nodes)
+        if not typed or (r.blocker == "never fits" and not include_all):
+            continue
+        rows.append(
+            {
+                "cluster": size.name,
+                "start": _START.get(r.blocker, r.blocker),
+                "replicas_now": 0 if r.blocker == "slot limit" else r.replicas_now,  # that would start
+                "nodes_ready": len(r.nodes_now),
+                "free_gpus": sum(n.free for n in size.nodes),
+                "largest_node": max((n.gpus for n in typed), default=0),
+                "cordoned_nodes": sum(1 for n in size.nodes if n.cordoned),
+                "slots": f"{size.slots_used}/{size.slot_limit}" if size.slot_limit is not None else "",
+                "budget": {None: "", True: "allocated", False: "unallocated"}[size.budget_allocated],
+                "gpu_types": sorted({n.gpu_type for n in size.nodes if n.gpu_type}),
+                "nodes": [
+                    {"node": n.name, "gpu_type": n.gpu_type, "free_gpus": n.free, "gpus": n.gpus}
+                    for n in sorted(r.nodes_now if not r.blocker else [], key=lambda n: (-n.free, n.name))
+                ],
+            }
+        )
+    return rows
+
+
+_START = {
+    "": "now",
+    "busy": "when nodes free up",
+    "cordoned": "when cordoned nodes return",
+    "slot limit": "after the workspace's slot limit",
+    "never fits": "never",
+}
