@@ -36,7 +36,7 @@ def test_local_exit_code_and_memory_kill(repo):
     assert _why(bad).startswith(f"{bad} failed with exit code 7")
     line = _why(oom)
     assert "out of memory" in line and "--memory" in line, line
-    r = run_cli("list", "--local", env=FAST_ENV, timeout=60)
+    r = run_cli("list", "--local", env={**FAST_ENV, "COLUMNS": "200"}, timeout=60)  # whole reasons
     assert "out of memory" in next(x for x in r.stdout.splitlines() if oom in x)
 
 

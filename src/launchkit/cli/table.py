@@ -29,7 +29,7 @@ STATUS_STYLES = {  # a status's value -> its colour
     )
 }
 GAP = 2  # spaces between columns
-NARROWEST = 8  # a cut column keeps at least this many characters (or its header's)
+NARROWEST = 6  # a cut column keeps at least this many characters (or its header's)
 
 
 def width() -> int:
@@ -39,34 +39,45 @@ def width() -> int:
 def fit(
     header: list[str], rows: list[list[str]], columns: int, keep: tuple[int, ...] = (0,)
 ) -> list[list[str]]:
-    """The table (header first) with cells cut so every line fits in `columns` characters; the
-    columns at `keep` are never cut."""
-    table = [[" ".join(c.split("\n")) for c in r] for r in [header, *rows]]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    floor = [w if i in keep else min(w, max(NARROWEST, len(header[i]))) for i, w in enumerate(widths)]
-    over = sum(widths) + GAP * (len(widths) - 1) - columns
-    while over > 0:
-        i = max(range(len(widths)), key=lambda k: widths[k] - floor[k])
-        if widths[i] <= floor[i]:
-            break  # as narrow as it gets: wider than the terminal, still one line per row
-        widths[i] -= 1
-        over -= 1
-    return [[c if len(c) <= w else c[: w - 1] + "…" for c, w in zip(r, widths, strict=True)] for r in table]
+    """The table's lines as cells, header first, cut so every line fits in `columns` characters: the
+    widest columns are cut with `…` (never those at `keep`); if that is not enough, headers are
+    stacked at their `_`s (bottom-aligned, over several lines)."""
+    cells = [[" ".join(c.split("\n")) for c in r] for r in rows]
+    for stacked in (False, True):
+        heads = [h.split("_") if stacked else [h] for h in header]
+        named = [max(map(len, parts)) for parts in heads]
+        widths = [max([named[i], *(len(r[i]) for r in cells)]) for i in range(len(header))]
+        floor = [w if i in keep else min(w, max(NARROWEST, named[i])) for i, w in enumerate(widths)]
+        over = sum(widths) + GAP * (len(widths) - 1) - columns
+        while over > 0:
+            i = max(range(len(widths)), key=lambda k: widths[k] - floor[k])
+            if widths[i] <= floor[i]:
+                break  # as narrow as it gets: wider than the terminal, still one line per row
+            widths[i] -= 1
+            over -= 1
+        if over <= 0:
+            break
+    height = max(map(len, heads))
+    padded = [[""] * (height - len(parts)) + parts for parts in heads]
+    table = [[parts[j] for parts in padded] for j in range(height)]
+    table += [[c if len(c) <= w else c[: w - 1] + "…" for c, w in zip(r, widths, strict=True)] for r in cells]
+    return table
 
 
 def print_table(header: list[str], rows: list[list[str]], *, status_column: str | None = None) -> None:
     status_at = header.index(status_column) if status_column in header else None
     table = fit(header, rows, width(), keep=(0,) if status_at is None else (0, status_at))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
+    lines = [(" " * GAP).join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
+    heads = len(table) - len(rows)
     if not sys.stdout.isatty() or "NO_COLOR" in os.environ:
         sys.stdout.write("".join(line + "\n" for line in lines))
         return
     from rich.console import Console
     from rich.text import Text
 
-    out = [Text(lines[0], style="bold")]
-    for r, line in zip(table[1:], lines[1:], strict=True):
+    out = [Text(line, style="bold") for line in lines[:heads]]
+    for r, line in zip(table[heads:], lines[heads:], strict=True):
         text = Text(line)  # plain text: never parsed as markup
         style = STATUS_STYLES.get(r[status_at], "") if status_at is not None else ""
         if style and status_at is not None:
