@@ -12,8 +12,6 @@ Usage (from the repository root):  uv run python bench/bench_local.py [-n 15] [-
   ms, with `run --local --dry-run` (no job at all) as the floor of the CLI itself, and below it
   `python -c pass`, the libraries `run` uses (bench_startup.LIBRARIES) and the job alone (the entrypoint,
   run directly). Target (issue 25): the local follow run < 250 ms median. Exit 1 if missed.
-- Also times this tree's follow run with its supervisor started as a new interpreter
-  (LAUNCHKIT_SUPERVISOR_START=exec, as on macOS) rather than forked from the CLI.
 - Splits each tree's follow run by the run's own record (its clock is the wall clock, as the bench's):
   the CLI (start to the backend's submit), submit to the job's start (the supervisor, its replica's
   gate opened), the job (gate to exit, as the supervisor saw it) and the end to the CLI's exit (the
@@ -111,9 +109,6 @@ def main() -> int:
             for name in trees
             for label, cmd in (("run --local --follow", RUN), ("run --local --dry-run", FLOOR))
         }
-        # The supervisor as a new interpreter (as on macOS) rather than the CLI forked
-        exec_env = {**envs["current"], "LAUNCHKIT_SUPERVISOR_START": "exec"}
-        commands["current run --local --follow, exec"] = ([*lk, *RUN], exec_env)
         # What `run` cannot go below: the interpreter, and importing the libraries it must use
         commands["python -c pass"] = ([str(python), "-c", "pass"], envs["current"])
         commands[LIBRARIES_ROW] = ([str(python), "-c", LIBRARIES], envs["current"])

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Start-up benchmark: `launchkit --help`, `run --help` and `run --dry-run` against gantry 3.7.0.
+"""Start-up benchmark: `launchkit --help`, `run --help`, `run --dry-run` and `list --local` against
+gantry 3.7.0 and a baseline, with launchkit's own time above the libraries' floor.
 
-Usage (from the repository root):  uv run python bench/bench_startup.py [-n 15] [--baseline REF]
+Usage (from the repository root):  uv run python bench/bench_startup.py [-n 15] [--baseline REF|DIR]
 
 - Installs beaker-gantry==3.7.0 into its own venv (bench/results/gantry-venv) with uv.
 - Byte-compiles both environments and src/ (PYTHONDONTWRITEBYTECODE would otherwise make every
@@ -10,15 +11,15 @@ Usage (from the repository root):  uv run python bench/bench_startup.py [-n 15] 
 - `gantry run --dry-run` talks to Beaker (it is not offline): it runs against the fake Beaker
   (tests/fakebeaker) answering every call after 20 ms, github.com served by the fake's proxy.
   `launchkit run --dry-run` runs offline (no Beaker credentials), as a user's dry run does.
-- Targets: `launchkit --help` <= 0.4x `gantry --help` (issue 14); `launchkit run --help` <= 0.30x
-  `gantry run --help` and the offline `launchkit run --dry-run` <= 0.25x gantry's online one (issue 25).
-  Exit 1 if missed.
-- Also times "the libraries alone" (LIBRARIES: the interpreter, Typer, one pydantic model, beaker-py's
-  spec types), the floor under any launch that uses them, and says how much of the dry-run target
-  that floor leaves for launchkit's own work.
-- --baseline REF (repeatable; default 095abbc, before issue 25) also runs that commit's src/ (`git
-  archive`, same interpreter, PYTHONPATH) in the same batches, so before and after are measured side
-  by side; `--baseline ''` for none.
+- Targets (issue 36): `launchkit --help` <= 0.40x `gantry --help`, `launchkit run --help` <= 0.40x
+  `gantry run --help`, the offline `launchkit run --dry-run` <= 0.45x gantry's online one, and no
+  command more than 20% slower than at the (first) baseline. Exit 1 if missed.
+- Floors: "typer alone" (the interpreter and `import typer`) under the help rows and `list`, "the
+  libraries alone" (LIBRARIES: the interpreter, Typer, one pydantic model, beaker-py's spec types)
+  under the dry run; the `own` column is a command's median above its floor: launchkit's own work.
+- --baseline REF or DIR (repeatable; default a88a165, before issue 36) also runs that commit's src/
+  (`git archive`; DIR: a checkout, e.g. a `git worktree`) with the same interpreter (PYTHONPATH) in
+  the same batches, so before and after are measured side by side; `--baseline ''` for none.
 """
 
 from __future__ import annotations
@@ -39,16 +40,18 @@ RESULTS = ROOT / "bench" / "results"
 GANTRY_VENV = Path(os.environ.get("LK_BENCH_GANTRY_VENV") or RESULTS / "gantry-venv")  # or an existing venv
 # command -> (target ratio, the gantry command it is compared with)
 TARGETS = {
-    "launchkit --help": (0.4, "gantry --help"),
-    "launchkit run --help": (0.30, "gantry run --help"),
-    "launchkit run --dry-run": (0.25, "gantry run --dry-run"),
+    "launchkit --help": (0.40, "gantry --help"),
+    "launchkit run --help": (0.40, "gantry run --help"),
+    "launchkit run --dry-run": (0.45, "gantry run --dry-run"),
 }
+SLOWER_AT_MOST = 1.20  # against the first baseline, per command
+TYPER_ALONE = "typer alone"
+LIBRARIES_ALONE = "the libraries alone"
 FAKE_LATENCY = 0.02
 # What a launch cannot go below with the libraries the developers' guide names for its jobs: the
-# interpreter, Typer, one pydantic model built and validated (plugins off, as launchkit builds its own)
-# and beaker-py's spec types. `launchkit run --dry-run` is measured against it as well as against gantry.
+# interpreter, Typer, one pydantic model built and validated (stock pydantic, as launchkit builds its
+# own) and beaker-py's spec types. `launchkit run --dry-run` is measured against it as well as against gantry.
 LIBRARIES = (
-    "import os; os.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'\n"
     "import typer\n"
     "from pydantic import BaseModel\n"
     "class Request(BaseModel):\n"
@@ -133,7 +136,9 @@ def start_fake(tmp: Path):  # -> fakebeaker.FakeBeaker
 
 
 def baseline_src(ref: str) -> Path:
-    """`ref`'s src/ extracted (once) into bench/results/baseline-<sha>/."""
+    """`ref`'s src/ extracted (once) into bench/results/baseline-<sha>/; a directory's own src/."""
+    if (Path(ref) / "src" / "launchkit").is_dir():
+        return Path(ref).resolve() / "src"
     sha = subprocess.run(
         ["git", "rev-parse", "--short=12", ref],
         cwd=ROOT,
@@ -171,10 +176,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=15, help="runs per command (default 15)")
     ap.add_argument(
-        "--baseline", action="append", help="git ref run alongside (repeatable; '' for none; default 095abbc)"
+        "--baseline",
+        action="append",
+        help="git ref or checkout run alongside (repeatable; '' for none; default a88a165)",
     )
     args = ap.parse_args()
-    refs = [r for r in (args.baseline or ["095abbc"]) if r]
+    refs = [r for r in (args.baseline or ["a88a165"]) if r]
 
     launchkit_python = Path(sys.executable)
     gantry = gantry_bin()
@@ -187,6 +194,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         repo = small_repo(Path(tmp))
         env["HOME"] = tmp  # no user config, no Beaker config: launchkit's dry run is offline
+        env["LAUNCHKIT_LOCAL_HOME"] = str(Path(tmp) / "local")  # `list --local`: no runs yet
         fake = start_fake(Path(tmp))
         gantry_env = {
             **env,
@@ -199,20 +207,25 @@ def main() -> int:
         env["PYTHONPATH"] = str(ROOT / "src")
         gantry_run = [str(gantry), "run", "--yes", "--budget", "ai2/oe-default", "--dry-run", "--gpus", "1"]
         dry = ["run", "--dry-run", "--gpus", "1", "--", "python", "train.py"]
+        rows = {
+            "--help": ["--help"],
+            "run --help": ["run", "--help"],
+            "run --dry-run": dry,
+            "list --local": ["list", "--local"],
+        }
         commands = {
             "gantry --help": ([str(gantry), "--help"], env),
             "gantry run --help": ([str(gantry), "run", "--help"], env),
             "gantry run --dry-run": ([*gantry_run, "--", "python", "train.py"], gantry_env),
-            "launchkit --help": ([*lk, "--help"], env),
-            "launchkit run --help": ([*lk, "run", "--help"], env),
-            "launchkit run --dry-run": ([*lk, *dry], env),
-            "the libraries alone": ([str(launchkit_python), "-c", LIBRARIES], env),
+            TYPER_ALONE: ([str(launchkit_python), "-c", "import typer"], env),
+            LIBRARIES_ALONE: ([str(launchkit_python), "-c", LIBRARIES], env),
         }
-        for ref, base in bases.items():  # the same interpreter and libraries, the baseline's src/
-            old_env = {**env, "PYTHONPATH": str(base)}
-            commands[f"{ref} --help"] = ([*lk, "--help"], old_env)
-            commands[f"{ref} run --help"] = ([*lk, "run", "--help"], old_env)
-            commands[f"{ref} run --dry-run"] = ([*lk, *dry], old_env)
+        for tree, tree_env in (
+            ("launchkit", env),
+            *((ref, {**env, "PYTHONPATH": str(b)}) for ref, b in bases.items()),
+        ):
+            for label, argv in rows.items():  # the same interpreter and libraries, each tree's src/
+                commands[f"{tree} {label}"] = ([*lk, *argv], tree_env)
         try:
             for cmd, cmd_env in commands.values():  # warm the page cache
                 time_once(cmd, repo, cmd_env)
@@ -231,14 +244,15 @@ def main() -> int:
         f" baselines {', '.join(refs) or '-'}; wall time is what the targets use;"
         f" fake Beaker latency {FAKE_LATENCY * 1000:.0f} ms per call"
     )
-    print(
-        f"{'command':<26} {'median':>8} {'min':>7} {'max':>7} {'cpu':>7}  vs gantry     target   (n={args.n})"
-    )
+    print(f"{'command':<34} {'median':>8} {'min':>7} {'max':>7} {'cpu':>7} {'own':>7}  checks   (n={args.n})")
     for name, pairs in samples.items():
         walls = [w for w, _ in pairs]
+        label = name.split(" ", 1)[1] if " " in name else name
+        floor = LIBRARIES_ALONE if label == "run --dry-run" else TYPER_ALONE
+        own = f"{medians[name] - medians[floor]:6.0f}ms" if not name.startswith(("gantry", floor)) else ""
         line = (
-            f"{name:<26} {medians[name]:7.0f}ms {min(walls):6.0f}ms {max(walls):6.0f}ms "
-            f"{cpu_medians[name]:6.0f}ms"
+            f"{name:<34} {medians[name]:7.0f}ms {min(walls):6.0f}ms {max(walls):6.0f}ms "
+            f"{cpu_medians[name]:6.0f}ms {own:>7}"
         )
         if name in TARGETS:
             target, versus = TARGETS[name]
@@ -247,8 +261,14 @@ def main() -> int:
             line += f"  {ratio:5.2f}x {versus.split()[-1]:<9} <= {target}x " + (
                 "ok" if ratio <= target else "MISSED"
             )
+        if name.startswith("launchkit ") and refs:
+            before = medians[f"{refs[0]} {label}"]
+            ok &= medians[name] <= SLOWER_AT_MOST * before
+            line += f"  {medians[name] / before:5.2f}x {refs[0][:9]} <= {SLOWER_AT_MOST}x " + (
+                "ok" if medians[name] <= SLOWER_AT_MOST * before else "MISSED"
+            )
         print(line)
-    floor, versus = medians["the libraries alone"], medians["gantry run --dry-run"]
+    floor, versus = medians[LIBRARIES_ALONE], medians["gantry run --dry-run"]
     target = TARGETS["launchkit run --dry-run"][0] * versus
     print(
         f"floor: the libraries alone take {floor:.0f} ms, {floor / versus:.2f}x gantry's online dry run; "

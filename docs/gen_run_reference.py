@@ -26,18 +26,15 @@ def render() -> str:
         old = os.getcwd()
         os.chdir(empty)
         try:
-            import typer.main
-
-            from launchkit.cli.app import app
-            from launchkit.cli.panels import shown_param
+            from launchkit.cli.app import root_group
+            from launchkit.cli.panels import help_record, shown_param
             from launchkit.core.run_options import CONFIG_KEYS
 
-            group = typer.main.get_command(app)
-            run = group.commands["run"]  # type: ignore[attr-defined]
+            run = root_group().get_command(None, "run")  # type: ignore[arg-type]
             ctx = run.make_context("run", ["--", "x"], resilient_parsing=True)
             panels: dict[str, list[tuple[str, str, str]]] = {}
             for param in run.get_params(ctx):
-                record = shown_param(param).get_help_record(ctx)  # gantry's aliases: docs/from-gantry.md
+                record = help_record(shown_param(param), ctx)  # gantry's aliases: docs/from-gantry.md
                 if record is None or param.name == "help":
                     continue
                 flags, text = record

@@ -157,6 +157,46 @@ def test_a_commands_own_setup_code_is_told_as_its_exit_code(fake_beaker):
     assert "setup failed before your command ran: installing the project's dependencies failed" in line
 
 
+def test_the_runtimes_watchdog_stop_is_told_as_launchkits(fake_beaker, tmp_path):
+    """The real runtime stops a stalled command; its log and exit code, as Beaker keeps them, are told
+    by why, list and follow as launchkit's stop with its cause (one tail read, only for exit 124). A
+    command's own 124 (no such line) stays its own."""
+    import subprocess
+    import sys
+
+    (tmp_path / "job.py").write_text(
+        "import time\nprint('[step=7/100] loss=1.0', flush=True)\n"
+        "while True:\n    print('NCCL WARN', flush=True); time.sleep(0.05)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "LAUNCHKIT_STALL_TIMEOUT": "1", "LAUNCHKIT_STALL_GRACE": "0"}
+    cmd = [sys.executable, "-m", "launchkit.runtime.node", "launch", "--cwd", str(tmp_path), "--t0", "0"]
+    ran = subprocess.run(
+        [*cmd, "--", sys.executable, "job.py"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=120,
+    )
+    assert ran.returncode == 124, ran.stdout
+    s = fake_beaker.state
+    stalled, own = _exp(fake_beaker, "stalled"), _exp(fake_beaker, "own")
+    for exp, lines, code in ((stalled, ran.stdout.decode().splitlines(), 124), (own, ["bye"], 124)):
+        s.start_job(exp)
+        s.append_logs(exp, lines)
+        s.finish_job(exp, code)
+    line = _why(stalled.id)
+    assert line.startswith(f"{stalled.id} stopped by launchkit: no progress for 1s (last: step=7/100 at "), (
+        line
+    )
+    assert "--stall-timeout" in line and "canceled" not in line, line
+    assert _why(own.id).startswith(f"{own.id} failed with exit code 124")
+    r = run_main("list", "--json")
+    row = next(x for x in json.loads(r.stdout) if x["id"] == stalled.id)
+    assert row["end"]["kind"] == "timeout" and row["end"]["by"] == "launchkit", row
+    follow = run_cli("follow", stalled.id)
+    assert follow.code == 124 and "stopped by launchkit: no progress for 1s" in follow.stderr, follow.stderr
+
+
 @both_ways("oom_report", ("message", "exit_code"))
 def test_why_oom_kill_names_the_memory_limit_and_the_fix(fake_beaker):
     exp = _exp(fake_beaker, "oom")

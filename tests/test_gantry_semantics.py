@@ -42,12 +42,7 @@ def test_no_python_with_install_runs_the_install_command(repo):
 
 
 @pytest.mark.parametrize(
-    "args",
-    [
-        ["--start-timeout", "5m"],
-        ["--inactive-timeout", "30m"],
-        ["--start-timeout", "5m", "--inactive-timeout", "30m", "--inactive-soft-timeout", "10m"],
-    ],
+    "args", [["--start-timeout", "5m"], ["--start-timeout", "5m", "--inactive-timeout", "30m"]]
 )
 def test_waiting_limits_without_waiting_are_accepted_with_one_warning(repo, args):
     r, _ = _dry(repo, *args)
@@ -55,6 +50,34 @@ def test_waiting_limits_without_waiting_are_accepted_with_one_warning(repo, args
     assert len(warned) == 1 and "no effect" in warned[0] and args[0] in warned[0], r.stderr
     r, _ = _dry(repo, "--follow", *args)  # waiting: they apply, no warning
     assert _warnings(r) == []
+
+
+@pytest.mark.parametrize("follow", [[], ["--follow"]])
+def test_the_job_watchdog_settings_go_to_the_job_followed_or_not(repo, follow):
+    """--inactive-timeout, --inactive-soft-timeout and --stall-timeout are checked by the job's runtime."""
+    args = ["--inactive-timeout", "30m", "--inactive-soft-timeout", "10m", "--stall-timeout", "1h"]
+    r, task = _dry(repo, *follow, *args, "--progress-pattern", r"iter \d+", "--progress-pattern", "ok")
+    assert _warnings(r) == [], r.stderr
+    env = _env(task)
+    assert env["LAUNCHKIT_INACTIVE_TIMEOUT"] == "1800" and env["LAUNCHKIT_INACTIVE_SOFT_TIMEOUT"] == "600"
+    assert env["LAUNCHKIT_STALL_TIMEOUT"] == "3600" and env["LAUNCHKIT_PROGRESS_PATTERNS"] == "iter \\d+\nok"
+    assert "LAUNCHKIT_STALL_GRACE" not in env
+    _, task = _dry(repo)
+    assert not any(k.startswith(("LAUNCHKIT_STALL", "LAUNCHKIT_INACTIVE")) for k in _env(task))
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--progress-pattern", "x"], "--progress-pattern applies to --stall-timeout"),
+        (["--stall-timeout", "1m", "--progress-pattern", "("], "is not a regular expression"),
+        (["--stall-timeout", "0"], "must be longer than zero"),
+        (["--ray", "--stall-timeout", "1m"], "--stall-timeout is not checked on a Ray job yet"),
+    ],
+)
+def test_bad_watchdog_settings_are_one_line_usage_errors(repo, args, said):
+    r = run_main("run", "--dry-run", *args, "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_replicas_alone_turn_nothing_on(repo):

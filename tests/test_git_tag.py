@@ -1,5 +1,5 @@
-"""The version tag git.py reads with the repository state (DESCRIBE, in parallel with the plain
-reader's calls) is launchkit.pyenv.version_tag's answer, on the plain and the GitPython path alike."""
+"""The version tag git.py reads with the repository state (DESCRIBE) is launchkit.pyenv.version_tag's
+answer."""
 
 from __future__ import annotations
 
@@ -8,18 +8,9 @@ from launchkit import git as lkgit
 from launchkit.pyenv import version_tag
 
 
-def _states(path):
-    plain = lkgit._read_plain(str(path), allow_dirty=False, require_pushed=True)
-    repo = lkgit._open_repo(str(path))
-    assert repo is not None and plain is not None
-    with repo:
-        slow = lkgit._read(repo, remote=None, ref=None, branch=None, allow_dirty=False, require_pushed=True)
-    return plain, slow
-
-
 def test_no_tag_is_read_once(repo):
-    plain, slow = _states(repo.path)
-    assert plain == slow and plain.tag_read and plain.version_tag is None
+    plain = lkgit.read_git_state(str(repo.path))
+    assert plain.tag_read and plain.version_tag is None
     assert version_tag(str(repo.path), plain.commit) is None
 
 
@@ -29,8 +20,8 @@ def test_the_nearest_version_tag(repo):
     repo.commit({"a.py": "1\n"}, "one")
     git(repo.path, "tag", "-a", "notes", "-m", "no digit: not a version tag")
     repo.commit({"b.py": "2\n"}, "two")
-    plain, slow = _states(repo.path)
-    assert plain == slow and plain.tag_read
+    plain = lkgit.read_git_state(str(repo.path))
+    assert plain.tag_read
     assert plain.version_tag == ("release-1.0", tagged, 2) == version_tag(str(repo.path), plain.commit)
 
 

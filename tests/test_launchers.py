@@ -249,3 +249,11 @@ def test_no_python_image_without_launcher_runs_the_command_in_bash(bare_bin):
     env = {"LAUNCHKIT_NO_PYTHON": "1", "PATH": str(bare_bin)}
     r = run_node(["bash", "-c", 'echo "ran $0 $1"; exit 5', "x", "y"], env)
     assert r.returncode == 5 and r.stdout == "ran x y\n", r.stderr
+
+
+def test_no_python_image_refuses_the_watchdog(bare_bin):
+    """--no-python on an image without Python 3.8+: the watchdog needs the Python runtime."""
+    env = {"LAUNCHKIT_NO_PYTHON": "1", "LAUNCHKIT_INACTIVE_TIMEOUT": "60", "PATH": str(bare_bin)}
+    r = run_node(["true"], env)
+    assert r.returncode == 109, r.stderr
+    assert "--stall-timeout and --inactive-timeout need Python 3.8+ on PATH" in r.stderr

@@ -77,3 +77,29 @@ def test_local_canceled_and_timeout(repo):
     assert "stopped by a timeout: --timeout 1s passed" in r.stderr and "raise that limit" in r.stderr, (
         r.stderr
     )
+
+
+STALLS = (
+    "import sys, time",
+    "print('[step=1/100] loss=3.2', flush=True)",
+    "while True:",
+    "    print('NCCL WARN still here', flush=True); time.sleep(0.05)",
+)
+
+
+def test_an_unfollowed_job_that_stalls_is_stopped_by_its_runtime_and_told_as_launchkits(repo):
+    """Nobody follows: the job's runtime ends it, and why/list/follow tell launchkit's stop with its cause."""
+    stalled = _launch(repo, *STALLS, extra=("--stall-timeout", "2s", "--stall-grace", "0s"))
+    silent = _launch(
+        repo, "import time; print('hi', flush=True); time.sleep(600)", extra=("--inactive-timeout", "2s")
+    )
+    assert wait_finished(stalled, FAST_ENV)["exit_code"] == 124
+    line = _why(stalled)
+    assert line.startswith(f"{stalled} stopped by launchkit: no progress for 2s (last: step=1/100 at "), line
+    assert "--stall-timeout" in line and "canceled" not in line and "by you" not in line, line
+    assert wait_finished(silent, FAST_ENV)["exit_code"] == 124
+    assert _why(silent).startswith(f"{silent} stopped by launchkit: no output for 2s (--inactive-timeout)")
+    r = run_cli("list", "--local", env=FAST_ENV, timeout=60)
+    assert "stopped by launchkit: no progress" in next(x for x in r.stdout.splitlines() if stalled in x)
+    r = run_cli("follow", stalled, env=FAST_ENV, timeout=60)
+    assert r.code == 124 and "stopped by launchkit: no progress for 2s" in r.stderr, r.stderr

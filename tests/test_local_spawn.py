@@ -1,6 +1,6 @@
-"""How a local run's supervisor starts (backends/local/spawn.py): forked from the CLI on Linux, a new
-interpreter otherwise; either way detached, holding nothing of the CLI's but the run's lock, and
-every replica in the run's cgroup before it runs. Real processes."""
+"""How a local run's supervisor starts (backends/local/spawn.py): a new interpreter, detached, holding
+nothing of the CLI's but the run's lock, and every replica in the run's cgroup before it runs. Real
+processes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import os
 import select
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -20,31 +19,6 @@ from test_local_reliability import gone, wait_for
 from test_safety_local import cgroup_usable
 
 NO_PY = ("--local", "--no-python")
-
-
-def test_a_cli_with_threads_never_forks(monkeypatch):
-    from launchkit.backends.local import spawn
-
-    stop = threading.Event()
-    t = threading.Thread(target=stop.wait, daemon=True)
-    t.start()
-    try:
-        assert not spawn.single_threaded()
-        assert not spawn.forking()
-    finally:
-        stop.set()
-        t.join()
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="the supervisor is forked on Linux only")
-def test_a_fresh_single_threaded_cli_forks_unless_told_to_exec():
-    code = "from launchkit.backends.local import spawn; print(spawn.single_threaded(), spawn.forking())"
-    env = {k: v for k, v in os.environ.items() if k != "LAUNCHKIT_SUPERVISOR_START"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
-    assert r.stdout.split() == ["True", "True"], r.stderr
-    env["LAUNCHKIT_SUPERVISOR_START"] = "exec"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
-    assert r.stdout.split() == ["True", "False"], r.stderr
 
 
 def _fds(pid: int) -> list[str]:
@@ -60,11 +34,9 @@ def _fds(pid: int) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-@pytest.mark.parametrize("start", ["fork", "exec"])
-def test_the_supervisor_keeps_nothing_of_the_cli_but_the_runs_lock(repo, tmp_path, marker, start):
+def test_the_supervisor_keeps_nothing_of_the_cli_but_the_runs_lock(repo, tmp_path, marker):
     state = tmp_path / "lkstate"
     env = {**os.environ, **FAST_ENV, "LAUNCHKIT_LOCAL_HOME": str(state)}
-    env["LAUNCHKIT_SUPERVISOR_START"] = start
     job = f"cat /proc/self/cgroup; exec -a {marker} sleep 300"
     theirs_r, theirs_w = os.pipe()  # a descriptor the CLI's caller gave it: only the CLI may hold it
     try:
@@ -96,7 +68,7 @@ def test_the_supervisor_keeps_nothing_of_the_cli_but_the_runs_lock(repo, tmp_pat
     try:
         assert Path(f"/proc/{pid}/comm").read_text().strip() == "lk-supervisor"
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        assert (b"launchkit.backends.local.supervisor" in cmdline) == (start == "exec"), cmdline
+        assert b"launchkit.backends.local.supervisor" in cmdline, cmdline  # exec'd, never a fork
         held = _fds(pid)
         assert str(rdir / "supervisor.lock") in held  # the lock: held for as long as it lives
         assert not [f for f in held if "runs.db" in f], held  # nothing of the CLI's

@@ -3,16 +3,15 @@ parse's lookups must agree with it."""
 
 from __future__ import annotations
 
-import typer.main
-
+from launchkit.cli.params import METAVARS
 from launchkit.core.configschema import KEYS
 from launchkit.core.run_options import CONFIG_KEYS, RUN_OPTIONS, TRISTATE_OPTIONS, Kind, config_key
 
 
 def _run_params():
-    from launchkit.cli.app import app
+    from launchkit.cli.app import root_group
 
-    run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    run = root_group().get_command(None, "run")
     return {p.name: p for p in run.params if p.name not in ("extra", "help")}
 
 
@@ -24,7 +23,7 @@ def test_every_row_is_one_option_of_run_with_its_flags_panel_and_metavar():
         declared = [f for flags in (*opt.flags, *opt.aliases) for f in flags.split("/")]
         assert sorted(param.opts + param.secondary_opts) == sorted(declared), opt.name
         assert param.rich_help_panel == opt.panel, opt.name
-        assert param.metavar == opt.metavar, opt.name
+        assert param.metavar == (opt.metavar or METAVARS.get(opt.kind)), opt.name  # none for a flag
         assert param.help.startswith(opt.help), opt.name
 
 

@@ -101,3 +101,18 @@ def test_bad_url_is_a_usage_error_without_the_url(repo):
     assert r.code == 2 and "ftp://hooks.example/…" in r.stderr and SECRET_PART not in r.stderr
     r = run_cli("run", "--dry-run", "--slack-webhook-url", "http://127.0.0.1/x", "--", "x", cwd=repo.path)
     assert r.code == 0 and "127.0.0.1/x" not in r.stdout  # not in the spec
+
+
+def test_a_watchdog_stop_is_told_as_launchkits(repo, slack):
+    """An --inactive-timeout stop (checked by the job's runtime) is posted as launchkit's, with the limit."""
+    url, posts, _ = slack
+    r = run_cli(
+        "run", "--local", "--no-python", "--follow", "--inactive-timeout", "2", "--slack-webhook-url", url,
+        "--", "bash", "-c", "echo one; sleep 600",
+        cwd=repo.path, timeout=120,
+    )  # fmt: skip
+    assert r.code == 124, r.stderr
+    last = posts[-1]["json"]["text"]
+    assert "stopped by launchkit: no output for 2s (--inactive-timeout)" in last and "canceled" not in last, (
+        last
+    )

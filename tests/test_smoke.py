@@ -13,15 +13,15 @@ CORE_COMMANDS = [
 def listed_commands(help_text: str) -> list[str]:
     """The command names in the `Commands:` section of `launchkit --help`, in order."""
     section = help_text.split("\nCommands:\n", 1)[1]
-    return [line.split()[0] for line in section.splitlines() if line.startswith("  ") and line.split()]
+    return [
+        line.split()[0] for line in section.splitlines() if line[:2] == "  " and line[2:3] not in (" ", "")
+    ]
 
 
 def registered_commands() -> list[str]:
-    import typer.main
+    from launchkit.cli.app import root_group
 
-    from launchkit.cli.app import build_app
-
-    group = typer.main.get_command(build_app())
+    group = root_group()
     return [name for name in group.list_commands(None) if not group.get_command(None, name).hidden]
 
 

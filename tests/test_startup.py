@@ -3,10 +3,12 @@ the common launch reads git without GitPython (see bench/ for timings)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -83,193 +85,81 @@ def test_version():
     assert proc.returncode == 0 and proc.stdout.strip() == f"launchkit {__version__}"
 
 
-# Every value a corpus of argv-like inputs gives each parameter of every command (and the root):
-# cli/params.plain either leaves it to Typer (SLOW) or returns exactly what Typer's pydantic coercion does.
-CORPUS = (None, (), ("a", "b"), ["x"], "x", "", "7", "-3", "+5", "007", "1_0", "3.0", "2.5", "1e3", " 5")
-CORPUS += (True, False, 0, 3, 2.5)
-
-
-def _all_params():
-    import typer.main
-
-    from launchkit.cli import app as cli_app
-    from launchkit.cli.panels import PanelCommand, PanelGroup
-    from launchkit.cli.params import PlainCommand
-
-    group = typer.main.get_command(cli_app.build_app())
-    ctx = typer.Context(group, info_name="launchkit")
-    todo = [(group, ctx)]
-    while todo:
-        command, command_ctx = todo.pop()
-        for param in command.get_params(command_ctx):
-            yield param, command_ctx, isinstance(command, (PanelCommand, PanelGroup, PlainCommand))
-        for name in getattr(command, "commands", {}):
-            sub = command.commands[name]
-            todo.append((sub, typer.Context(sub, info_name=name, parent=command_ctx)))
-
-
-def test_plain_values_are_what_typer_makes_of_them():
-    from launchkit.cli.params import SLOW, PlainArgument, PlainOption, plain
-
-    taken = slow = panel = 0
-    for param, ctx, in_panel in _all_params():
-        if in_panel:  # the commands launchkit builds (not the secret and config groups' own)
-            assert isinstance(param, (PlainOption, PlainArgument)), param.name
-            panel += 1
-        for value in CORPUS:
-            fast = plain(param, value)
-            if fast is SLOW:
-                slow += 1
-                continue
-            taken += 1
-            typers = param.get_runtime_param().coerce(value, param=param, ctx=ctx)
-            assert (type(fast), fast) == (type(typers), typers), (param.name, value)
-    assert panel > 200 and taken > 1000 and slow > 1000, (panel, taken, slow)
-
-
-def test_every_command_processes_plain_values_itself():
-    import typer.main
-
-    from launchkit.cli import app as cli_app
-    from launchkit.cli.panels import PanelCommand, PanelGroup
-    from launchkit.cli.params import PlainCommand
-
-    group = typer.main.get_command(cli_app.build_app())
-    kinds = {name: type(c) for name, c in group.commands.items()}  # type: ignore[attr-defined]
-    assert all(issubclass(k, (PanelCommand, PanelGroup, PlainCommand)) for k in kinds.values()), kinds
-
-
 def test_run_is_parsed_without_pydantic():
-    """`run`'s and `session`'s options and the root's, given or not, are processed without pydantic."""
+    """`run`'s and `session`'s options and the root's, given or not, are click options of their kind
+    (cli/params.py): parsing them loads no pydantic."""
     code = """
-import sys, typer.main
-from launchkit.cli.app import build_app
-group = typer.main.get_command(build_app(only="run"))
+import sys
+from launchkit.cli.app import root_group
+group = root_group()
 ctx = group.make_context("launchkit", ["-vv", "--beaker-timeout", "5", "run", "--gpus", "2"])
 run = group.get_command(ctx, "run")
 args = ["--gpus", "2", "--cpus", "1.5", "--env", "A=1", "--env", "B=2", "--follow", "--dry-run", "x"]
 sub = run.make_context("run", args, parent=ctx)
 p = sub.params
-assert (p["gpus"], p["cpus"], p["env"], p["follow"], p["dry_run"], p["preemptible"]) == (
-    2, 1.5, ["A=1", "B=2"], True, True, None), p
+assert (p["gpus"], p["cpus"], p["env"], p["follow"], p["dry_run"], p["preemptible"], p["extra"]) == (
+    2, 1.5, ["A=1", "B=2"], True, True, None, ["x"]), p
 assert ctx.params["verbose"] == 2 and ctx.params["beaker_timeout"] == 5.0, ctx.params
-group = typer.main.get_command(build_app(only="session"))  # its own options too (--port: list[int])
-ctx = group.make_context("launchkit", ["session"])
-group.get_command(ctx, "session").make_context("session", ["--gpus", "1"], parent=ctx)
-assert "pydantic" not in sys.modules and "typer._adapters" not in sys.modules
+session = group.get_command(ctx, "session")
+assert session.make_context("session", ["--port", "8888", "--port", "22"], parent=ctx).params["port"] == [8888, 22]
+assert "pydantic" not in sys.modules and "typer._adapters" not in sys.modules, "pydantic loaded"
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-SCANNED = """
-import os, sys
-import pydantic.plugin._loader as loader
-plugins = loader.get_plugins
-def get_plugins():
-    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") is None:  # a model built outside building_models
-        raise SystemExit("pydantic scanned the entry points for plugins")
-    return plugins()
-loader.get_plugins = get_plugins
-from launchkit.cli.app import main
-main(sys.argv[1:])
-"""
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize(
-    "args",
+    ("args", "message"),
     [
-        ["run", "--dry-run", "--offline", "--", "python", "train.py"],
-        ["run", "--local", "--no-python", "--follow", "--", "echo", "hi"],
+        (["run", "--gpus", "x"], "--gpus 'x': not a whole number"),
+        (["run", "--cpus", "1.5x"], "--cpus '1.5x': not a number"),
+        (["run", "--cpus", "nan"], "--cpus 'nan': not a number"),
+        (["--beaker-timeout", "soon", "list"], "--beaker-timeout 'soon': not a number"),
+        (["session", "--port", "ssh"], "--port 'ssh': not a whole number"),
     ],
 )
-def test_a_launch_does_not_scan_for_pydantic_plugins(args, repo, tmp_path):
-    """Every launchkit model a launch builds is built with pydantic's plugins off (cli/launching.py:
-    building_models): the scan of every installed package's entry points costs ~10-15 ms."""
-    env = {**os.environ, "LAUNCHKIT_LOCAL_HOME": str(tmp_path / "state")}
-    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", SCANNED, *args],
-        cwd=repo.path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-
-
-def test_start_up_pauses_the_gc_until_the_command_runs(monkeypatch):
-    """The console script parses with Python's cyclic GC paused (what start-up allocates lives until
-    exit) and the command itself runs with it on again: `follow` or a local job's supervisor may run
-    for hours (cli/entry.py)."""
-    import gc
-
-    import typer
-
-    import launchkit.cli.open_cmd as open_cmd
-    from launchkit.cli import app as cli_app
-    from launchkit.cli import entry
-
-    seen: dict[str, bool] = {}
-    command_of = cli_app._command_of
-
-    def parsing(args):
-        seen["parsing"] = gc.isenabled()
-        return command_of(args)
-
-    def open_page(ctx) -> None:
-        seen["command"] = gc.isenabled()
-
-    open_page.__annotations__["ctx"] = typer.Context  # this module's annotations are strings
-
-    monkeypatch.setattr(cli_app, "_command_of", parsing)
-    monkeypatch.setattr(open_cmd, "open_page", open_page)
-    monkeypatch.setattr(sys, "argv", ["launchkit", "open"])
-    try:
-        with pytest.raises(SystemExit) as exited:
-            entry.main()
-    finally:
-        gc.enable()
-    assert exited.value.code == 0
-    assert seen == {"parsing": False, "command": True}
-
-
-def test_in_process_callers_keep_their_gc(monkeypatch):
-    """Only the console script pauses: `main(argv)` called in-process leaves the caller's GC alone."""
-    import gc
-
+def test_a_bad_number_is_a_usage_error_naming_it(args, message, capsys):
     from launchkit.cli.app import main
 
-    assert gc.isenabled()
-    with pytest.raises(SystemExit):
-        main(["--version"])
-    assert gc.isenabled()
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("plugins_env", [None, "__all__"])
-def test_models_are_built_with_the_gc_paused(monkeypatch, plugins_env):
-    """building_models() pauses the cyclic GC and turns it back on, also when the block raises."""
-    import gc
+SRC = Path(__file__).resolve().parents[1] / "src" / "launchkit"
 
-    from launchkit.cli.launching import building_models
 
-    if plugins_env is None:
-        monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
-    else:
-        monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", plugins_env)
-    assert gc.isenabled()
-    with building_models():
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError), building_models():
-        raise RuntimeError("model failed")
-    assert gc.isenabled()
-    gc.disable()  # a caller that paused it already gets it back paused
-    try:
-        with building_models():
-            pass
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
+def _modules() -> dict[str, ast.Module]:
+    return {str(p.relative_to(SRC)): ast.parse(p.read_text()) for p in sorted(SRC.rglob("*.py"))}
+
+
+def test_typer_private_modules_are_imported_in_one_module():
+    """Typer's private modules (`typer._click`, `typer._coercion`, ...) only in cli/params.py."""
+    importing = sorted(
+        path
+        for path, tree in _modules().items()
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("typer._"))
+        or (isinstance(node, ast.Import) and any(a.name.startswith("typer._") for a in node.names))
+    )
+    assert set(importing) == {"cli/params.py"}, importing
+
+
+def test_no_gc_pauses_class_swaps_or_environment_edits_at_start_up():
+    """Start-up the plain way: no `gc.disable()`, no `obj.__class__ = ...`, no os.environ edited by
+    the CLI's own code (a child process gets its own env dict)."""
+    found = []
+    for path, tree in _modules().items():
+        if path.startswith("runtime/"):
+            continue  # the node's runtime sets up the job's own process environment
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("gc.disable", "gc.freeze"):
+                found.append(f"{path}:{node.lineno} {ast.unparse(node)}")
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            targets += [node.target] if isinstance(node, ast.AugAssign) else []
+            for target in targets + (node.targets if isinstance(node, ast.Delete) else []):
+                text = ast.unparse(target)
+                if text.endswith(".__class__") or text.startswith("os.environ["):
+                    found.append(f"{path}:{node.lineno} {text}")
+    assert not found, found

@@ -11,7 +11,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from typing import IO, Any
+from typing import Any
 
 from launchkit.application import Application
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
@@ -77,21 +77,3 @@ class SlackNotifier:
         else:
             code = run.exit_code if run.exit_code is not None else "?"
             self.post(f":x: {self._label(run)} {line or f'failed with exit code {code}'}")
-
-
-class FirstOutput:
-    """A byte stream wrapper that calls `callback` once, when the job's first output arrives."""
-
-    def __init__(self, out: IO[bytes], callback: Any) -> None:
-        self._out = out
-        self._callback: Any = callback
-
-    def write(self, data: bytes) -> int:
-        n = self._out.write(data)
-        if self._callback is not None and data:
-            cb, self._callback = self._callback, None
-            cb()
-        return n
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._out, name)

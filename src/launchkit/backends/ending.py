@@ -12,6 +12,10 @@ OOM_EXIT = 137  # 128 + SIGKILL: what the kernel's out-of-memory killer leaves
 # lk_timing_line, node/launch.py timing_line; a ray head once its driver starts): a job whose log has
 # it ran the command, so its exit code is the command's, 100-109 included.
 COMMAND_STARTED = b"[launchkit] setup done in "
+# The runtime's watchdog (runtime/node/watchdog.py) ends a command that stalls or goes silent with this
+# exit code, and says why in the last line of the job's log.
+WATCHDOG_EXIT = 124
+WATCHDOG_STOPPED = b"[launchkit] stopped: "
 
 # runtime/entrypoint.sh exit codes (docs/runtime.md, "Steps"): what failed and what to do
 SETUP_STEPS: dict[int, tuple[str, str]] = {
@@ -55,6 +59,28 @@ def command_started(lines: Iterable[bytes]) -> bool:
     return any(line.startswith(COMMAND_STARTED) for line in lines)
 
 
+def watchdog_stop(lines: Iterable[bytes]) -> str | None:
+    """Why the runtime's watchdog ended the job (the last `[launchkit] stopped: ...` line of its log's
+    tail), or None."""
+    why = None
+    for line in lines:
+        if line.startswith(WATCHDOG_STOPPED):
+            why = line[len(WATCHDOG_STOPPED) :].decode("utf-8", "replace").strip()
+    return why
+
+
+def watchdog_stopped(why: str, code: int, run_id: str) -> EndReason:
+    """The run's end when the runtime's watchdog stopped it: launchkit's stop, never the user's."""
+    flag = "--inactive-timeout" if "--inactive-timeout" in why else "--stall-timeout"
+    return EndReason(
+        kind=EndKind.timeout,
+        line=f"stopped by launchkit: {why}",
+        fix=f"see what it was doing: `launchkit logs {run_id} --tail 50`; if it was working, raise {flag}",
+        by="launchkit",
+        exit_code=code,
+    )
+
+
 def from_exit_code(
     code: int,
     run_id: str,
@@ -62,13 +88,17 @@ def from_exit_code(
     started: bool | None = False,
     memory: str | None = None,
     oom: bool = False,
+    stopped: str | None = None,
 ) -> EndReason:
     """A finished run's reason from its exit code (0: succeeded). `started`: whether the user's command
     had started (command_started: its log says so); the runtime's setup codes (100-109) mean a setup
     step failed only before that (None: not known). `oom`: the backend saw an OOM kill; a bare 137 is
-    reported as most likely one. `memory`: the run's memory limit, if it had one."""
+    reported as most likely one. `memory`: the run's memory limit, if it had one. `stopped`: why the
+    runtime's watchdog ended it (watchdog_stop: the last line of its log), for WATCHDOG_EXIT."""
     if code == 0:
         return EndReason(kind=EndKind.succeeded, line="succeeded", exit_code=0)
+    if stopped and code == WATCHDOG_EXIT and not oom:
+        return watchdog_stopped(stopped, code, run_id)
     if oom or code == OOM_EXIT:
         limit = f" (limit {memory})" if memory else ""
         what = (

@@ -1,140 +1,196 @@
-"""The root Typer app: global options, command registration, and the single error boundary.
+"""The root command group: global options, the command table, and the single error boundary.
 
-Rule: nothing imported at module level here or in any `launchkit.cli.*` module may load beaker-py,
-grpc, GitPython, pydantic or yaml. Commands import what they need inside their bodies
-(tests/test_startup.py guards this).
+`LazyGroup` (click's `list_commands`/`get_command`, as datadog-agent-dev's `DynamicGroup`) imports a
+command's module only when that command runs or shows its own help; `launchkit --help` lists the
+table's summaries without importing any. Heavy libraries (beaker-py, grpc) are imported inside the
+functions that use them (tests/test_startup.py lists each such import).
 
-Commands are module-level functions in `launchkit.cli.<name>_cmd`; `build_app()` registers them.
-Each gets the invocation's `Application` with `get_app(ctx)` (launchkit.cli.context).
+Commands are module-level functions in `launchkit.cli.<name>_cmd`; each gets the invocation's
+`Application` with `get_app(ctx)` (launchkit.cli.context).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import signal
 import sys
+import traceback
+from dataclasses import dataclass, field
 from typing import Any
 
 import typer
-from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption  # the click typer vendors
+import typer.completion
+import typer.main
 from typer.exceptions import TyperException
 
 from launchkit import __version__
 from launchkit.application import Application
-from launchkit.cli.backend_choice import stdout_closed
-from launchkit.cli.context import get_app
-from launchkit.cli.entry import resume_gc
+from launchkit.cli.context import get_app, stdout_closed
 from launchkit.cli.panels import PanelCommand, PanelGroup
-from launchkit.cli.params import PlainCommand
+from launchkit.cli.params import NoArgsIsHelpError, NoSuchOption, PlainOption, UsageError, completion_init
+from launchkit.core.run_options import Kind
+from launchkit.core.units import UnitError, positive_seconds
+from launchkit.errors import LaunchkitError, from_exception
+from launchkit.errors import UsageError as LaunchkitUsageError
+
+HELP = "Launch ML jobs from your git repository onto Beaker GPU clusters, or run them right here."
 
 
-def _version(value: bool) -> None:
-    if value:
+def _version(ctx: typer.Context, param: Any, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
         print(f"launchkit {__version__}")
         raise typer.Exit()
 
 
-def root(
-    ctx: typer.Context,
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
-    ),
-    verbose: int = typer.Option(
-        0, "--verbose", "-v", count=True, show_default=False, help="More output (repeatable)."
-    ),
-    quiet: bool = typer.Option(
-        False, "--quiet/--not-quiet", "-q", help="Only errors and the data you asked for."
-    ),
-    log_level: str | None = typer.Option(
-        None, "--log-level", hidden=True, help="gantry's spelling: debug = -v, error = -q."
-    ),
-    check_for_upgrades: bool | None = typer.Option(
-        None,
-        "--check-for-upgrades/--no-check-for-upgrades",
-        hidden=True,
-        help="gantry's; see docs/from-gantry.md.",
-    ),
-    beaker_timeout: float = typer.Option(
-        None,
-        "--beaker-timeout",
-        metavar="SECONDS",
-        help="Give up when Beaker does not answer for this long (default 60).",
-    ),
-) -> None:
-    resume_gc()  # the command line is parsed: what follows may run for hours
-    app = get_app(ctx)
-    app.verbosity = -1 if quiet else verbose
-    if beaker_timeout is not None:  # checked here for every command, whichever backend it uses
-        from launchkit.core.units import UnitError, positive_seconds
-        from launchkit.errors import UsageError
+def root_options() -> list[Any]:
+    """The root's own options, and Typer's --install-completion/--show-completion."""
+    completion = typer.completion
+    return [
+        PlainOption(
+            "--version",
+            kind=Kind.FLAG,
+            callback=_version,
+            is_eager=True,
+            expose_value=False,
+            help="Show the version and exit.",
+        ),
+        PlainOption("--verbose", "-v", kind=Kind.INT, count=True, help="More output (repeatable)."),
+        PlainOption(
+            "--quiet/--not-quiet", "-q", kind=Kind.FLAG, help="Only errors and the data you asked for."
+        ),
+        PlainOption(
+            "--log-level", kind=Kind.STR, hidden=True, help="gantry's spelling: debug = -v, error = -q."
+        ),
+        PlainOption(
+            "--check-for-upgrades/--no-check-for-upgrades",
+            kind=Kind.TRISTATE,
+            hidden=True,
+            help="gantry's; see docs/from-gantry.md.",
+        ),
+        PlainOption(
+            "--beaker-timeout",
+            kind=Kind.FLOAT,
+            metavar="SECONDS",
+            help="Give up when Beaker does not answer for this long (default 60).",
+        ),
+        PlainOption(
+            "--install-completion",
+            kind=Kind.FLAG,
+            callback=completion.install_callback,
+            expose_value=False,
+            help="Install completion for the current shell.",
+        ),
+        PlainOption(
+            "--show-completion",
+            kind=Kind.FLAG,
+            callback=completion.show_callback,
+            expose_value=False,
+            help="Show completion for the current shell, to copy it or customize the installation.",
+        ),
+    ]
 
+
+def apply_root_options(
+    app: Application,
+    *,
+    verbose: int,
+    quiet: bool,
+    log_level: str | None,
+    check_for_upgrades: bool | None,
+    beaker_timeout: float | None,
+) -> None:
+    """The root's options, onto the invocation's Application (checked for every command, whichever
+    backend it uses)."""
+    app.verbosity = -1 if quiet else verbose
+    if beaker_timeout is not None:
         try:
             positive_seconds(beaker_timeout)
         except UnitError as e:
-            raise UsageError(f"--beaker-timeout {beaker_timeout!r}: {e.problem}", hint=e.hint) from None
+            raise LaunchkitUsageError(
+                f"--beaker-timeout {beaker_timeout!r}: {e.problem}", hint=e.hint
+            ) from None
     app.beaker_timeout = beaker_timeout
     if log_level is not None:  # gantry 3.7.0's global option
         levels = {"debug": 1, "info": 0, "warning": 0, "error": -1}
         if log_level.lower() not in levels:
-            from launchkit.errors import UsageError
-
-            raise UsageError(
+            raise LaunchkitUsageError(
                 f"--log-level {log_level!r}: unknown level", hint="use debug, info, warning or error"
             )
         app.verbosity = min(app.verbosity, -1) if quiet else max(verbose, levels[log_level.lower()])
     if check_for_upgrades:
-        from launchkit.errors import UsageError
-
-        raise UsageError(
+        raise LaunchkitUsageError(
             "--check-for-upgrades is not supported: launchkit never checks PyPI by itself",
             hint="upgrade with your package manager (uv tool upgrade launchkit)",
         )
 
 
-# Every command, in registration order (Typer lists the groups last): (name, module, attribute,
-# how). The command is `launchkit.cli.<module>.<attribute>`; how: "factory" (call it for the
-# command), "group" (a Typer group, added with add_typer); the rest goes to Typer as it is.
-REGISTRY: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
-    (
+@dataclass(frozen=True)
+class Entry:
+    """One command: `launchkit.cli.<module>.<attribute>`, its one-sentence summary for the root's
+    help (tests/test_smoke.py checks it against the command's own help), and how it is built:
+    "function" (a Typer command function), "command" (called, it returns the click command),
+    "group" (called, it returns a Typer group)."""
+
+    name: str
+    module: str
+    attribute: str
+    summary: str
+    how: str = "function"
+    hidden: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)  # for Typer's `command()`
+
+
+# Every command, in the order `launchkit --help` lists them.
+REGISTRY: tuple[Entry, ...] = (
+    Entry(
         "run",
         "run_cmd",
         "run_command",
-        {
-            "factory": True,
-            "options_metavar": "[OPTIONS] -- COMMAND...",
-            "short_help": "Launch the committed, pushed state of this repository as a job.",
-        },
+        "Launch the committed, pushed state of this repository as a job.",
+        "command",
     ),
-    ("follow", "follow_cmd", "follow", {}),
-    ("logs", "logs_cmd", "logs", {}),
-    ("stop", "stop_cmd", "stop", {}),
-    ("list", "list_cmd", "list_runs", {}),
-    ("why", "why_cmd", "why", {}),
-    ("find-gpus", "find_gpus_cmd", "find_gpus", {}),
-    ("open", "open_cmd", "open_page", {}),
-    ("profiles", "profiles_cmd", "profiles", {}),
-    ("prune", "prune_cmd", "prune", {}),
-    ("secret", "secret_cmd", "secret_group", {"group": True}),
-    ("results", "results_cmd", "results", {}),
-    (
+    Entry("follow", "follow_cmd", "follow", "Stream a run's output live."),
+    Entry("logs", "logs_cmd", "logs", "Print a run's logs: raw bytes, exactly as the job wrote them."),
+    Entry("stop", "stop_cmd", "stop", "Stop runs."),
+    Entry("list", "list_cmd", "list_runs", "List runs, newest first."),
+    Entry("why", "why_cmd", "why", "Why a run ended, from the backend's own record."),
+    Entry(
+        "find-gpus",
+        "find_gpus_cmd",
+        "find_gpus",
+        "Show GPUs: on this machine with --local (via nvidia-smi), or free GPUs on Beaker clusters.",
+    ),
+    Entry("open", "open_cmd", "open_page", "Open Beaker pages in the browser."),
+    Entry(
+        "profiles",
+        "profiles_cmd",
+        "profiles",
+        "Show what the cluster profile would add to a job on CLUSTER... and why.",
+    ),
+    Entry("prune", "prune_cmd", "prune", "Remove old local runs (their directories and logs)."),
+    Entry(
+        "results",
+        "results_cmd",
+        "results",
+        "Download a run's results, one directory per task and replica when there are several.",
+    ),
+    Entry(
         "session",
         "session_cmd",
         "session_command",
-        {
-            "factory": True,
-            "options_metavar": "[OPTIONS] [-- COMMAND...]",
-            "short_help": "Interactive Beaker session with the resources of run.",
-        },
+        "Start an interactive Beaker session with the resources, env, mounts and secrets `run` would use.",
+        "command",
     ),
-    (
+    Entry(
         "mason",
         "mason_cmd",
         "mason",
-        {
-            "cls": PlainCommand,  # Typer's own command: mason's argv passes through, with its own --help
+        "Launch with open-instruct's mason.py command line, as it is.",
+        settings={
             "options_metavar": "[MASON OPTIONS] -- COMMAND [-- COMMAND...]",
-            "short_help": "Launch with open-instruct's mason.py command line, as it is.",
+            # mason's argv passes through, with its own --help
             "context_settings": {
                 "ignore_unknown_options": True,
                 "allow_extra_args": True,
@@ -142,74 +198,78 @@ REGISTRY: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
             },
         },
     ),
-    ("completion", "completion_cmd", "completion", {}),
-    ("config", "secret_cmd", "config_group", {"group": True, "hidden": True}),  # gantry's
+    Entry(
+        "secret",
+        "secret_cmd",
+        "secret_group",
+        "Beaker workspace secrets (values are never printed).",
+        "group",
+    ),
+    Entry("completion", "completion_cmd", "completion", "Print the completion script for SHELL."),
+    Entry("config", "secret_cmd", "config_group", "gantry's `config` commands.", "group", hidden=True),
 )
+BY_NAME = {entry.name: entry for entry in REGISTRY}
+COMMANDS = frozenset(BY_NAME)
 
 
-def build_app(only: str | None = None) -> typer.Typer:
-    """The `launchkit` command tree; with `only`, the root and that one command (what an invocation
-    of it needs: Typer turns every registered command into a click command on each call, and `run`
-    and `session` have a hundred options each)."""
-    cli = typer.Typer(
+def build(entry: Entry) -> Any:
+    """The click command of a table row (importing its module)."""
+    made = getattr(importlib.import_module(f"launchkit.cli.{entry.module}"), entry.attribute)
+    if entry.how == "command":
+        return made()
+    holder = typer.Typer(rich_markup_mode=None, add_completion=False)
+    if entry.how == "group":
+        holder.add_typer(made(), name=entry.name, cls=PanelGroup, hidden=entry.hidden, **entry.settings)
+        return typer.main.get_group(holder).commands[entry.name]
+    holder.command(entry.name, cls=PanelCommand, hidden=entry.hidden, **entry.settings)(made)
+    return typer.main.get_command(holder)
+
+
+class LazyGroup(PanelGroup):
+    """The root: its commands come from REGISTRY, each module imported when the command is used."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        return [entry.name for entry in REGISTRY]
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:  # type: ignore[override]
+        if cmd_name not in self.commands and cmd_name in BY_NAME:
+            self.commands[cmd_name] = build(BY_NAME[cmd_name])
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:  # type: ignore[override]
+        rows = [(entry.name, entry.summary) for entry in REGISTRY if not entry.hidden]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]) -> Any:  # type: ignore[override]
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as e:
+            close = difflib.get_close_matches(args[0], [e.name for e in REGISTRY if not e.hidden])
+            if close and "Did you mean" not in e.message:
+                e.message = e.message.rstrip(".") + ". Did you mean " + ", ".join(map(repr, close)) + "?"
+            raise
+
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        apply_root_options(get_app(ctx), **ctx.params)  # before the command, as a root callback
+        return super().invoke(ctx)
+
+
+def root_group() -> LazyGroup:
+    """The `launchkit` command tree (its commands built on first use)."""
+    completion_init()  # TAB completion through Typer's shells (_LAUNCHKIT_COMPLETE=complete_bash ...)
+    return LazyGroup(
         name="launchkit",
-        cls=PanelGroup,
-        help="Launch ML jobs from your git repository onto Beaker GPU clusters, or run them right here.",
+        params=root_options(),
+        help=HELP,
         no_args_is_help=True,
-        add_completion=True,  # Typer's --install-completion / --show-completion
-        pretty_exceptions_enable=False,
         rich_markup_mode=None,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
-    cli.callback()(root)
-    for name, module, attribute, how in REGISTRY:
-        if only is not None and name != only:
-            continue  # launchkit.cli.<module> is imported only for a command that is built
-        kwargs = dict(how)
-        command = getattr(importlib.import_module(f"launchkit.cli.{module}"), attribute)
-        if kwargs.pop("group", False):
-            cli.add_typer(command(), name=name, cls=PanelGroup, **kwargs)
-            continue
-        if kwargs.pop("factory", False):
-            command = command()
-        kwargs.setdefault("cls", PanelCommand)
-        cli.command(name, **kwargs)(command)
-    return cli
-
-
-COMMANDS = frozenset(name for name, *_ in REGISTRY)
-ROOT_VALUE_OPTIONS = frozenset({"--beaker-timeout", "--log-level"})  # root options that take a value
-
-
-def _command_of(args: list[str]) -> str | None:
-    """The command an argv invokes (after the root's options), or None (root help, a typo, completion)."""
-    if any(k.endswith("_COMPLETE") and k.startswith("_") for k in os.environ):
-        return None  # shell completion walks the whole tree
-    i = 0
-    while i < len(args):
-        token = args[i]
-        if not token.startswith("-"):
-            return token if token in COMMANDS else None
-        i += 2 if token in ROOT_VALUE_OPTIONS else 1
-    return None
-
-
-_app: typer.Typer | None = None
-
-
-def __getattr__(name: str) -> typer.Typer:
-    """`launchkit.cli.app.app`: the whole tree, built on first use (an invocation builds only its command)."""
-    global _app
-    if name != "app":
-        raise AttributeError(name)
-    if _app is None:
-        _app = build_app()
-    return _app
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The CLI (the console script calls it through cli/entry.py). Everything after the first `--` is
-    the user's command, verbatim."""
+    """The CLI (the console script). Everything after the first `--` is the user's command, verbatim."""
     args = list(sys.argv[1:] if argv is None else argv)
     application = Application()
     if "--" in args:
@@ -217,12 +277,7 @@ def main(argv: list[str] | None = None) -> None:
         args, application.user_command = args[:cut], args[cut + 1 :]
     code = 0
     try:
-        command = _command_of(args)
-        if _subcommand_help(args, application):
-            returned = None
-        else:
-            cli = build_app(only=command)  # None: the whole tree
-            returned = cli(args=args, prog_name="launchkit", standalone_mode=False, obj=application)
+        returned = root_group().main(args=args, prog_name="launchkit", standalone_mode=False, obj=application)
         if isinstance(returned, int):  # typer.Exit(code) comes back as a value without standalone mode
             code = returned
         sys.stdout.flush()  # a write error (full disk, /dev/full) belongs inside the boundary
@@ -254,21 +309,6 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code)
 
 
-def _subcommand_help(args: list[str], application: Application) -> bool:
-    """`launchkit CMD --help`: the command's help without processing the root's options first. Typer
-    coerces every processed option value through a pydantic TypeAdapter, so going through the root
-    group costs importing pydantic (~50 ms) for nothing the help needs. False when `args` is not that."""
-    if len(args) != 2 or args[1] not in ("--help", "-h") or args[0].startswith("-"):
-        return False
-    group = typer.main.get_command(build_app(only=args[0] if args[0] in COMMANDS else None))
-    with typer.Context(group, info_name="launchkit", obj=application, **group.context_settings) as parent:
-        command = group.get_command(parent, args[0])  # type: ignore[attr-defined]
-        if command is None or command.context_settings.get("help_option_names") == []:
-            return False  # an unknown command (the usual error), or `mason` (its own --help)
-        command.make_context(args[0], [args[1]], parent=parent)  # prints the help, raises typer.Exit
-    return True
-
-
 def _flushed(application: Application, code: int) -> int:
     """`code`, or the write error's exit code when stdout cannot take what is buffered."""
     try:
@@ -280,8 +320,6 @@ def _flushed(application: Application, code: int) -> int:
 
 def _report(application: Application, e: BaseException) -> int:
     """Report a failure once, as one line; return the exit code. -v adds detail, never another code."""
-    from launchkit.errors import LaunchkitError, from_exception
-
     if isinstance(e, BrokenPipeError):  # `launchkit list | head`: the reader has gone, nothing to say
         return stdout_closed()
     err = e if isinstance(e, LaunchkitError) else from_exception(e)
@@ -291,8 +329,6 @@ def _report(application: Application, e: BaseException) -> int:
         except OSError:
             stdout_closed()  # what stdout still buffers would fail again at exit
     if _debug():
-        import traceback
-
         traceback.print_exception(e, file=application.stderr or sys.stderr)
     application.error(err.one_line())
     if application.verbose:

@@ -7,7 +7,6 @@ is named here: the registry knows them. Only typer is imported here; backends lo
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -215,15 +214,18 @@ def resolve_run(
     return b, run
 
 
-def stdout_closed() -> int:
-    """After a BrokenPipeError (e.g. `launchkit logs ID | head`) or a failed write: point stdout at
-    /dev/null so nothing buffered is written (or fails) again at exit; return 141 (SIGPIPE)."""
-    import sys
+def local_run_ids(incomplete: str) -> list[str]:
+    """Completion: ids of local runs, newest first (read from the local backend's SQLite store, read-only)."""
+    import sqlite3
 
+    from launchkit.backends.local.store import home
+
+    db = home() / "runs.db"
+    if not db.is_file():
+        return []
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # not a real file (tests capture stdout in memory)
-        pass
-    return 141
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+            rows = conn.execute("SELECT id FROM runs ORDER BY created DESC LIMIT 50").fetchall()
+    except sqlite3.Error:
+        return []
+    return [r[0] for r in rows if r[0].startswith(incomplete)]

@@ -1,5 +1,5 @@
 """Shell completion of option values launchkit knows without the network: profiles, cluster names
-cached by the last `find-gpus`, local run ids, run statuses, option choices.
+cached by the last `find-gpus`, run statuses, option choices (local run ids: cli/backend_choice.py).
 
 Each completer is cheap (no beaker-py, no git): shells call them on every TAB.
 """
@@ -59,23 +59,6 @@ def profiles(incomplete: str) -> list[str]:
 
     user = help_defaults().get("profiles", ({}, ""))[0]
     return _matching([*BUILTIN_PROFILES, *(user if isinstance(user, dict) else {})], incomplete)
-
-
-def local_run_ids(incomplete: str) -> list[str]:
-    """Ids of local runs, newest first (read from the local backend's SQLite store, read-only)."""
-    import sqlite3
-
-    from launchkit.backends.local.store import home
-
-    db = home() / "runs.db"
-    if not db.is_file():
-        return []
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
-            rows = conn.execute("SELECT id FROM runs ORDER BY created DESC LIMIT 50").fetchall()
-    except sqlite3.Error:
-        return []
-    return _matching([r[0] for r in rows], incomplete)
 
 
 def statuses(incomplete: str) -> list[str]:

@@ -5,11 +5,12 @@
 
 from __future__ import annotations
 
-import os
+import sys
 
 import typer
 
 from launchkit.cli.completing import choices
+from launchkit.cli.params import get_completion_script
 
 COMPLETE_VAR = "_LAUNCHKIT_COMPLETE"  # Typer/click's variable for prog_name "launchkit"
 
@@ -22,11 +23,6 @@ def completion(
 
     if shell not in ("bash", "zsh", "fish"):
         raise UsageError(f"unknown shell {shell!r}", hint="use bash, zsh or fish")
-    from launchkit.cli.app import build_app
-
-    # As gantry does: re-enter the CLI in click's "source" mode, which prints the script and exits.
-    os.environ[COMPLETE_VAR] = f"source_{shell}"  # Typer keeps the pre-click-8 order
-    try:
-        build_app()(args=[], prog_name="launchkit", standalone_mode=False)
-    finally:
-        os.environ.pop(COMPLETE_VAR, None)
+    sys.stdout.write(
+        get_completion_script(prog_name="launchkit", complete_var=COMPLETE_VAR, shell=shell) + "\n"
+    )

@@ -1,6 +1,10 @@
-"""How a command gets the `Application`: `main()` puts it on the click context as `obj`."""
+"""How a command gets the `Application` (`main()` puts it on the click context as `obj`), and what
+becomes of stdout when its reader has gone."""
 
 from __future__ import annotations
+
+import os
+import sys
 
 import typer
 
@@ -10,3 +14,15 @@ from launchkit.application import Application
 def get_app(ctx: typer.Context) -> Application:
     """The invocation's Application (a default one when a command is invoked without `main()`)."""
     return ctx.ensure_object(Application)
+
+
+def stdout_closed() -> int:
+    """After a BrokenPipeError (e.g. `launchkit logs ID | head`) or a failed write: point stdout at
+    /dev/null so nothing buffered is written (or fails) again at exit; return 141 (SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (tests capture stdout in memory)
+        pass
+    return 141

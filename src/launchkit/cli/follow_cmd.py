@@ -6,21 +6,24 @@ import sys
 
 import typer
 
-from launchkit.cli import completing
-from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, workspace_option
+from launchkit.cli.backend_choice import (
+    backend_option,
+    local_option,
+    local_run_ids,
+    resolve_run,
+    workspace_option,
+)
 from launchkit.cli.context import get_app
-from launchkit.core.units import MAX_COUNT
+from launchkit.cli.options import latest_option, replica_option
 
 
 def follow(
     ctx: typer.Context,
     run_id: str | None = typer.Argument(
-        None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run to follow."
+        None, metavar="[ID]", autocompletion=local_run_ids, help="Run to follow."
     ),
-    latest: bool = typer.Option(False, "--latest", "-l", help="Follow your newest run."),
-    replica: int | None = typer.Option(
-        None, "--replica", "-r", help="Only this replica (rank).", min=0, max=MAX_COUNT
-    ),
+    latest: bool = latest_option("Follow your newest run."),
+    replica: int | None = replica_option(),
     all_replicas: bool = typer.Option(
         False, "--all-replicas", help="Beaker: all replicas, lines prefixed [N]."
     ),

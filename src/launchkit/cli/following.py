@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from launchkit.application import Application
 from launchkit.backends import Backend, RunInfo, RunStatus
-from launchkit.cli.backend_choice import stdout_closed
+from launchkit.cli.context import stdout_closed
 from launchkit.core.status import SUMMARY_ORDER
 from launchkit.errors import EXIT_INTERRUPTED
 
@@ -28,6 +28,24 @@ EXIT_TIMED_OUT = 124  # a waiting limit passed and launchkit stopped the run (as
 SOFT_REPEAT = 3600.0  # gantry warns again about inactivity at most once per max(soft, 1 h)
 
 Clock = Callable[[], float]  # seconds from an arbitrary origin (time.monotonic counts from boot)
+
+
+class FirstOutput:
+    """A byte stream wrapper that calls `callback` once, when the job's first output arrives."""
+
+    def __init__(self, out: IO[bytes], callback: Any) -> None:
+        self._out = out
+        self._callback: Any = callback
+
+    def write(self, data: bytes) -> int:
+        n = self._out.write(data)
+        if self._callback is not None and data:
+            cb, self._callback = self._callback, None
+            cb()
+        return n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
 
 
 @dataclass(frozen=True)
@@ -216,8 +234,6 @@ def follow_run(
     shown = masked(app, backend, run, sys.stdout.buffer, mask=mask)
     out: IO[bytes] = cast("IO[bytes]", shown)
     if notifier is not None:
-        from launchkit.notify import FirstOutput
-
         out = cast("IO[bytes]", FirstOutput(out, lambda: notifier.on_start(run)))
     sink = _Sink(out, show_logs, clock)
     dog = _Watchdog(app, backend, run, sink, limits) if limits.any else None

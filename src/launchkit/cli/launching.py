@@ -12,16 +12,15 @@ Steps:
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import importlib
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import typer
+
 from launchkit.application import Application
+from launchkit.cli.context import get_app
 from launchkit.errors import PreconditionError, UsageError
 
 if TYPE_CHECKING:
@@ -30,77 +29,50 @@ if TYPE_CHECKING:
     from launchkit.core.request import LaunchRequest
 
 
-# The modules whose pydantic models a launch builds: imported under building_models, as a model
-# first built outside it (the backend's protocol, the git state's) would scan the entry points after all.
-_LAUNCH_MODELS = ("launchkit.core.request", "launchkit.core.spec", "launchkit.backends.protocol")
-
-
-@contextlib.contextmanager
-def building_models() -> Iterator[None]:
-    """pydantic's documented PYDANTIC_DISABLE_PLUGINS while launchkit's own models are built: otherwise
-    the first model scans every installed package's entry points (~10-15 ms). launchkit uses no
-    plugins. Only around pure code, so no child process (git, a local job) inherits the setting.
-    The cyclic GC is paused meanwhile: the imports and models built here live until exit."""
-    was_collecting = gc.isenabled()
-    gc.disable()
-    try:
-        if "PYDANTIC_DISABLE_PLUGINS" in os.environ:
-            yield
-            return
-        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
-        try:
-            for module in _LAUNCH_MODELS:
-                importlib.import_module(module)
-            yield
-        finally:
-            del os.environ["PYDANTIC_DISABLE_PLUGINS"]
-    finally:
-        if was_collecting:
-            gc.enable()
+def run(ctx: typer.Context, extra: list[str], **given: Any) -> None:
+    """`launchkit run` (cli/run_cmd.py declares its options)."""
+    app = get_app(ctx)
+    launch(app, given, extra=extra, command=app.user_command)
 
 
 def launch(app: Application, given: dict[str, Any], *, extra: list[str], command: list[str] | None) -> None:
+    from launchkit.backends import Capability
     from launchkit.cli.backend_choice import choose, has, registered, request_backend
+    from launchkit.config import gantry_notice
+    from launchkit.core.parse import build_request
 
-    with building_models():
-        from launchkit.backends import Capability
-        from launchkit.config import gantry_notice
-        from launchkit.core.parse import build_request
+    config = app.config
+    if notice := gantry_notice(config):
+        app.info(notice)
+    for layer in config.layers:
+        app.debug(
+            f"defaults from {layer.label}"
+            + (f" ({layer.path})" if layer.path else "")
+            + ": "
+            + ", ".join(sorted(layer.values))
+        )
+    request = build_request({**given, "extra": extra}, command, config=config, backends=registered())
+    name = request_backend(app, request)
+    from launchkit.core.run_options import RUN_OPTIONS
 
-        config = app.config
-        if notice := gantry_notice(config):
-            app.info(notice)
-        for layer in config.layers:
-            app.debug(
-                f"defaults from {layer.label}"
-                + (f" ({layer.path})" if layer.path else "")
-                + ": "
-                + ", ".join(sorted(layer.values))
-            )
-        request = build_request({**given, "extra": extra}, command, config=config, backends=registered())
-        name = request_backend(app, request)
-        from launchkit.core.run_options import RUN_OPTIONS
-
-        for opt in RUN_OPTIONS:
-            if opt.deprecated and given.get(opt.name):
-                app.warn(f"{opt.flag} is deprecated (gantry removed it before 3.7): {opt.deprecated}")
-        limits = ("--start-timeout", "--inactive-timeout", "--inactive-soft-timeout")
-        if ignored := [o for o in limits if given.get(o[2:].replace("-", "_")) and not request.follow]:
-            app.warn(
-                f"{', '.join(ignored)} ha{'ve' if len(ignored) > 1 else 's'} no effect: run does not wait "
-                "for the job (add --follow, or --timeout N)"
-            )
-        if request.groups and not has(name, Capability.workspaces):
-            how = Capability.this_machine.value if has(name, Capability.this_machine) else f"--backend {name}"
-            app.warn(
-                f"--group has no effect with {how}: it names a Beaker group "
-                "(for a dependency group of the project use --uv-group NAME)"
-            )
-        if request.preemptible is not None:
-            app.warn(
-                "--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "
-                "(0 = preemptible any time) and --no-auto-resume"
-            )
+    for opt in RUN_OPTIONS:
+        if opt.deprecated and given.get(opt.name):
+            app.warn(f"{opt.flag} is deprecated (gantry removed it before 3.7): {opt.deprecated}")
+    if given.get("start_timeout") and not request.follow:
+        app.warn(
+            "--start-timeout has no effect: run does not wait for the job (add --follow, or --timeout N)"
+        )
+    if request.groups and not has(name, Capability.workspaces):
+        how = Capability.this_machine.value if has(name, Capability.this_machine) else f"--backend {name}"
+        app.warn(
+            f"--group has no effect with {how}: it names a Beaker group "
+            "(for a dependency group of the project use --uv-group NAME)"
+        )
+    if request.preemptible is not None:
+        app.warn(
+            "--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "
+            "(0 = preemptible any time) and --no-auto-resume"
+        )
 
     why_offline = offline_reason(request, name)
     nothing_to_resolve = request.dry_run and not has(name, Capability.service)
@@ -164,27 +136,25 @@ def launch_request(
     request = check_python_files(app, request, git)
     request = local_torch_backend(app, request, git, backend, name=name)
     check_environment(app, request, git, backend, name)
-    with building_models():
-        from launchkit.backends import Submission
-        from launchkit.core.multinode import added_line
-        from launchkit.core.spec import upload_dataset_name
+    from launchkit.backends import Submission
+    from launchkit.core.multinode import added_line
+    from launchkit.core.spec import upload_dataset_name
 
-        submission = Submission(
-            name=request.name or default_name(git.commit),
-            spec=build_spec(request, git, user_profiles=config.get("profiles")).to_json(),
-            workspace=request.workspace,
-            repo_root=git.repo_root,
-            auto_secrets=request.auto_secrets,
-            uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
-        )
-    with building_models():
-        if backend is not None and (placed := placement(backend, request, submission)):
-            # the profile follows the clusters the backend resolved, not the names given
-            request = request.model_copy(update={"placed_clusters": placed})
-            spec = build_spec(request, git, user_profiles=config.get("profiles"))
-            submission = submission.model_copy(update={"spec": spec.to_json()})
-        if added := added_line(request, config.get("profiles")):
-            app.info(added)
+    submission = Submission(
+        name=request.name or default_name(git.commit),
+        spec=build_spec(request, git, user_profiles=config.get("profiles")).to_json(),
+        workspace=request.workspace,
+        repo_root=git.repo_root,
+        auto_secrets=request.auto_secrets,
+        uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
+    )
+    if backend is not None and (placed := placement(backend, request, submission)):
+        # the profile follows the clusters the backend resolved, not the names given
+        request = request.model_copy(update={"placed_clusters": placed})
+        spec = build_spec(request, git, user_profiles=config.get("profiles"))
+        submission = submission.model_copy(update={"spec": spec.to_json()})
+    if added := added_line(request, config.get("profiles")):
+        app.info(added)
     if backend is not None:
         submission, why_offline = prepare(app, backend, submission, dry_run=request.dry_run)
     if why_offline:  # what this machine remembers of the service (the runtime dataset's id)
@@ -565,9 +535,7 @@ def _after_launch(app: Application, b: Backend, request: LaunchRequest, run: Run
         limits = Limits(
             timeout=request.timeout,
             start=request.start_timeout,
-            inactive=request.inactive_timeout,
-            inactive_soft=request.inactive_soft_timeout,
-        )
+        )  # --inactive-timeout and --stall-timeout: the job's runtime checks them (runtime/node/watchdog.py)
         code = follow_run(app, b, run, limits=limits, show_logs=request.show_logs, notifier=notifier)
         app.fast_exit = True  # the job runs detached: nothing to tear down (saves ~50 ms)
         raise typer.Exit(code)

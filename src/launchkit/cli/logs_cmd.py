@@ -9,15 +9,15 @@ from typing import IO, cast
 
 import typer
 
-from launchkit.cli import completing
 from launchkit.cli.backend_choice import (
     backend_option,
     local_option,
+    local_run_ids,
     resolve_run,
-    stdout_closed,
     workspace_option,
 )
-from launchkit.cli.context import get_app
+from launchkit.cli.context import get_app, stdout_closed
+from launchkit.cli.options import latest_option, replica_option
 from launchkit.core.units import MAX_COUNT
 
 
@@ -40,9 +40,9 @@ def _since(value: str) -> dt.datetime:
 def logs(
     ctx: typer.Context,
     run_id: str | None = typer.Argument(
-        None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run whose logs to show."
+        None, metavar="[ID]", autocompletion=local_run_ids, help="Run whose logs to show."
     ),
-    latest: bool = typer.Option(False, "--latest", "-l", help="Your newest run."),
+    latest: bool = latest_option(),
     tail: int | None = typer.Option(
         None, "--tail", "-t", help="Only the last N lines.", min=0, max=MAX_COUNT
     ),
@@ -62,9 +62,7 @@ def logs(
         help="The Nth attempt of each replica (1 = first; a retry or a resume after a "
         "preemption is a new attempt; default: the newest).",
     ),
-    replica: int | None = typer.Option(
-        None, "--replica", "-r", help="Only this replica (rank).", min=0, max=MAX_COUNT
-    ),
+    replica: int | None = replica_option(),
     task: str | None = typer.Option(None, "--task", help="Beaker: only this task."),
     all_tasks: bool = typer.Option(False, "--all", "-a", help="Beaker: every task of the experiment."),
     timestamps: bool = typer.Option(False, "--timestamps", help="Prefix each line with its time."),

@@ -27,26 +27,26 @@ def mason(
     ctx: typer.Context,
     args: list[str] | None = typer.Argument(None, metavar="[MASON OPTIONS]", show_default=False),
 ) -> None:
-    """Launch like open-instruct's mason.py: `launchkit mason --cluster ai2/jupiter --gpus 8 -- python ...`.
+    """Launch with open-instruct's mason.py command line, as it is.
 
+    `launchkit mason --cluster ai2/jupiter --gpus 8 -- python ...`, as `python mason.py ...`.
     Takes mason.py's options as they are (`--help` lists them); each `--`-separated command becomes
     one task. launchkit's own: --dry-run, --offline, --save-spec FILE, --follow.
     """
-    from launchkit.cli.launching import building_models, launch_request, offline_reason, read_state
+    from launchkit.cli.launching import launch_request, offline_reason, read_state
 
     app = get_app(ctx)
     argv = list(args or [])
-    with building_models():
-        from launchkit.backends import Capability, accounts, registry
-        from launchkit.core import mason as m
+    from launchkit.backends import Capability, accounts, registry
+    from launchkit.core import mason as m
 
-        if "-h" in argv or "--help" in argv:
-            sys.stdout.write(m.parser().format_help())
-            raise typer.Exit()
-        _refuse_non_utf8(argv, app.user_command or [])
-        margs = m.parse_args(argv, run_name=os.environ.get("RUN_NAME"))
-        commands = m.split_commands(app.user_command)
-        config = app.config
+    if "-h" in argv or "--help" in argv:
+        sys.stdout.write(m.parser().format_help())
+        raise typer.Exit()
+    _refuse_non_utf8(argv, app.user_command or [])
+    margs = m.parse_args(argv, run_name=os.environ.get("RUN_NAME"))
+    commands = m.split_commands(app.user_command)
+    config = app.config
     name = registry.with_capability(Capability.accounts).name  # mason.py launches on Beaker
     has_credentials = offline_reason(_probe(), name) is None
     external = not has_credentials and not margs.dry_run  # mason's external user: print, launch nothing
@@ -67,8 +67,7 @@ def mason(
     launch = m.Launch(whoami=whoami, wandb_id=_wandb_id(), now=_now(), rand=_rand(), environ=dict(os.environ))
     if warning := m.interconnect_warning(margs):
         app.warn(warning)
-    with building_models():
-        request = m.to_request(margs, commands, launch)
+    request = m.to_request(margs, commands, launch)
     git = None if external else read_state(app, request, backend, name)  # before the (long) cache run
     if margs.dry_run:
         if m.cache_commands(commands, margs):

@@ -8,6 +8,7 @@ import sys
 import typer
 
 from launchkit.cli.context import get_app
+from launchkit.cli.options import latest_option
 
 
 def open_page(
@@ -17,7 +18,7 @@ def open_page(
         metavar="[TARGET]...",
         help="Experiment, workspace, cluster, image, dataset or group (id or name); default: the workspace.",
     ),
-    latest: bool = typer.Option(False, "--latest", "-l", help="Your newest experiment."),
+    latest: bool = latest_option("Your newest experiment."),
     workspace: str | None = typer.Option(None, "--workspace", "-w", help="Beaker workspace (org/name)."),
     print_only: bool = typer.Option(False, "--print", "-p", help="Only print the URLs."),
 ) -> None:

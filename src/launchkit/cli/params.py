@@ -1,100 +1,132 @@
-"""Typer's parameters, processed without pydantic when the value is plain.
+"""Command-line parameters declared from launchkit's own tables (the root's options, `run`'s rows in
+core/run_options.py), converted by their kind: no pydantic, no function signatures.
 
-Stock Typer coerces every processed parameter, given or not, through a pydantic TypeAdapter: the first
-one imports typer._adapters (and pydantic) and each builds a schema (~40 ms of wall time for `run`'s
-~100 options on the bench machine, bench/bench_startup.py). What argv gives is already plain: None,
-a bool from a flag, a string, a tuple of strings, an int from a count. `plain(param, value)` returns
-exactly what Typer's coercion returns for those and `SLOW` for anything else (a parser, a path, a
-choice, an int written `1_000`, a missing required value...), which goes to Typer's own
-`process_value`: the same values, messages and exit codes. `fast(params)` makes Typer's own
-`TyperOption`/`TyperArgument` objects process that way (click's `process_value` hook).
+Typer 0.29 carries click inside itself (`typer._click`, private, without click's `Option` class); its
+public `typer.core.TyperOption`/`TyperArgument` are the click parameters it parses with. Their
+constructor takes a `TypeDescriptor` (private) and their `process_value` coerces through a pydantic
+TypeAdapter; `PlainOption`/`PlainArgument` subclass them and convert the kinds a table declares
+themselves (a string, strings, a flag, a count, a whole or decimal number); Typer's shell
+completion (its shells, its script) comes from here too. This is the one module that imports
+Typer's private modules (tests/test_startup.py guards it); pyproject.toml caps Typer below its
+next minor, and `.ci/typer-next` runs the fast tier at that minor when one is out.
 """
 
 from __future__ import annotations
 
-from typing import Any, get_origin
+import math
+from collections.abc import Callable
+from typing import Any
 
 import typer
-from typer.core import TyperArgument, TyperCommand, TyperOption
+from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption, UsageError
+from typer._coercion import TypeDescriptor
+from typer._completion_classes import completion_init  # Typer's shells for click's completion
+from typer._completion_shared import get_completion_script  # what Typer's --show-completion prints
+from typer.core import TyperArgument, TyperOption
 
-SLOW: Any = object()  # not a plain value: Typer's coercion decides
+from launchkit.core.run_options import Kind
 
+__all__ = [
+    "NoArgsIsHelpError",
+    "NoSuchOption",
+    "PlainArgument",
+    "PlainOption",
+    "UsageError",
+    "completion_init",
+    "get_completion_script",
+]
 
-def _decimal(value: str, *, point: bool) -> bool:
-    """`-?[0-9]+`, or with `point` also `-?[0-9]+.[0-9]+` (ASCII digits only: int() takes others; a `+`
-    is left to Typer: pydantic 2.7 refuses "+5", later ones take it)."""
-    digits = value[1:] if value[:1] == "-" else value
-    parts = digits.split(".", 1) if point else [digits]
-    return all(p.isascii() and p.isdigit() for p in parts)
-
-
-def plain(param: TyperOption | TyperArgument, value: Any) -> Any:
-    """What Typer's coercion makes of `value`, or SLOW when it takes more than a plain conversion."""
-    desc = getattr(param, "type_descriptor", None)  # Typer's; without it (another Typer), Typer decides
-    info = getattr(desc, "parameter_info", None)
-    if desc is None or info is None:
-        return SLOW
-    if info.parser is not None or desc.is_file or desc.is_path or desc.is_choice or desc.is_tuple:
-        return SLOW
-    multi = param.multiple or param.nargs == -1
-    if value is None:
-        return SLOW if param.required else (() if multi else None)
-    annotation = desc.annotation
-    if multi:
-        if not isinstance(value, (list, tuple)) or get_origin(annotation) is not list:
-            return SLOW
-        if not value or (annotation == list[str] and all(type(v) is str for v in value)):
-            return list(value)
-        return SLOW
-    if annotation is bool or annotation is str:
-        return value if type(value) is annotation else SLOW
-    if annotation is int or annotation is float:
-        if info.min is not None or info.max is not None or getattr(param, "min", None) not in (None, 0):
-            return SLOW
-        if type(value) is annotation or (annotation is float and type(value) is int):
-            return annotation(value)
-        if isinstance(value, str) and _decimal(value, point=annotation is float):
-            return annotation(value)
-    return SLOW
+# What Typer's help and completion read of an option's type (never its coercion: ours replaces it)
+_ANNOTATIONS: dict[Kind, Any] = {
+    Kind.STR: str,
+    Kind.LIST: list[str],
+    Kind.INT: int,
+    Kind.FLOAT: float,
+    Kind.FLAG: bool,
+    Kind.TRISTATE: bool,
+}
+METAVARS = {Kind.STR: "TEXT", Kind.LIST: "TEXT", Kind.INT: "N", Kind.FLOAT: "NUMBER"}
 
 
-def _process(param: Any, ctx: typer.Context, value: Any, slow: Any) -> Any:
-    result = plain(param, value)
-    if result is SLOW or (param.required and param.value_is_missing(result)):
-        return slow(ctx, value)
-    if param.callback is not None:
-        result = param.callback(ctx, param, result)
-    return result
+def _descriptor(kind: Kind) -> TypeDescriptor:
+    return TypeDescriptor(
+        annotation=_ANNOTATIONS[kind], parameter_info=typer.Option(None), file_annotation=None
+    )
+
+
+def convert(kind: Kind, value: Any, param: Any, ctx: Any, item: Callable[[str], Any] = str) -> Any:
+    """The value click's parser collected, as `kind` says: a flag's bool (a tristate's None when not
+    given), a string, a list (each through `item`), a whole or a decimal number; a bad number is a
+    usage error naming the option."""
+    if kind is Kind.LIST:
+        return [_number(item, v, param, ctx) if item is not str else v for v in value or ()]
+    if value is None or kind in (Kind.STR, Kind.TRISTATE):
+        return value
+    if kind is Kind.FLAG:
+        return bool(value)
+    return _number(int if kind is Kind.INT else float, value, param, ctx)
+
+
+def _number(kind: Callable[[str], Any], value: Any, param: Any, ctx: Any) -> Any:
+    if type(value) is kind or (kind is float and type(value) is int):
+        return kind(value)
+    try:
+        number = kind(str(value).strip())
+    except ValueError:
+        number = None
+    if number is None or (kind is float and not math.isfinite(number)):
+        what = "a whole number" if kind is int else "a number"
+        raise typer.BadParameter(f"not {what}", ctx=ctx, param=param)
+    return number
 
 
 class PlainOption(TyperOption):
-    """A TyperOption whose plain values skip pydantic (see the module's docstring)."""
+    """An option of a given `Kind`: `--x VALUE` (STR, INT, FLOAT), repeatable (LIST), `--x` (FLAG),
+    `--x/--no-x` (TRISTATE: None when neither is given), or `count=True` (`-vv`)."""
+
+    def __init__(
+        self,
+        *decls: str,
+        kind: Kind,
+        panel: str | None = None,
+        metavar: str | None = None,
+        item: Callable[[str], Any] = str,
+        count: bool = False,
+        **attrs: Any,
+    ) -> None:
+        flag = kind in (Kind.FLAG, Kind.TRISTATE) or count
+        attrs.setdefault("default", 0 if count else (False if kind is Kind.FLAG else None))
+        super().__init__(
+            param_decls=list(decls),
+            type_descriptor=_descriptor(kind),
+            is_flag=flag and not count,
+            count=count,
+            multiple=kind is Kind.LIST,
+            metavar=None if flag else metavar or METAVARS[kind],
+            rich_help_panel=panel,
+            **attrs,
+        )
+        self.kind, self.item = kind, item
 
     def process_value(self, ctx: typer.Context, value: Any) -> Any:  # type: ignore[override]
-        return _process(self, ctx, value, super().process_value)
+        value = value if self.count else convert(self.kind, value, self, ctx, self.item)
+        if self.callback is not None:
+            value = self.callback(ctx, self, value)
+        return value
 
 
 class PlainArgument(TyperArgument):
-    """A TyperArgument whose plain values skip pydantic (see the module's docstring)."""
+    """Positional words, as strings: one (`nargs=1`) or all that are left (`nargs=-1`, a list)."""
+
+    def __init__(self, name: str, *, nargs: int = 1, **attrs: Any) -> None:
+        kind = Kind.STR if nargs == 1 else Kind.LIST
+        super().__init__(param_decls=[name], type_descriptor=_descriptor(kind), nargs=nargs, **attrs)
+        self.kind = kind
 
     def process_value(self, ctx: typer.Context, value: Any) -> Any:  # type: ignore[override]
-        return _process(self, ctx, value, super().process_value)
-
-
-def fast(params: list[Any]) -> list[Any]:
-    """`params` with Typer's own parameters (exactly TyperOption/TyperArgument, as Typer builds them)
-    made plain-fast in place: the same objects, help, completion and errors; only `process_value`
-    differs."""
-    for param in params:
-        if type(param) is TyperOption:
-            param.__class__ = PlainOption
-        elif type(param) is TyperArgument:
-            param.__class__ = PlainArgument
-    return params
-
-
-class PlainCommand(TyperCommand):
-    """Typer's own command (its help, its parsing), with plain values processed without pydantic."""
-
-    def get_params(self, ctx: typer.Context) -> list[Any]:  # type: ignore[override]
-        return fast(super().get_params(ctx))
+        value = convert(self.kind, value, self, ctx)
+        if self.required and self.value_is_missing(value):
+            raise typer.BadParameter("missing", ctx=ctx, param=self)
+        if self.callback is not None:
+            value = self.callback(ctx, self, value)
+        return value

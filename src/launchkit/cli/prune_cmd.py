@@ -7,6 +7,7 @@ import sys
 import typer
 
 from launchkit.cli.context import get_app
+from launchkit.cli.options import confirm, yes_option
 
 
 def prune(
@@ -15,7 +16,7 @@ def prune(
         "7d", "--older-than", metavar="DURATION", help="Only runs that ended longer ago (7d, 12h)."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
+    yes: bool = yes_option(),
 ) -> None:
     """Remove old local runs (their directories and logs). Running runs are never touched."""
     import datetime as dt
@@ -45,10 +46,7 @@ def prune(
         app.info(f"would remove {len(runs)} runs ({total})")
         return
     if not yes:
-        if not sys.stdin.isatty():
-            raise UsageError("prune needs confirmation, but stdin is not a terminal", hint="pass --yes")
-        if not typer.confirm(f"Remove {len(runs)} local runs ({total})?", default=False, err=True):
-            sys.exit(1)
+        confirm(f"Remove {len(runs)} local runs ({total})?", command="prune")
     for run in runs:
         backend.remove(run)
     app.info(f"removed {len(runs)} runs ({total})")

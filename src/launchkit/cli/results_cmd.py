@@ -8,12 +8,13 @@ import typer
 
 from launchkit.cli.backend_choice import backend_option, local_option, resolve_run
 from launchkit.cli.context import get_app
+from launchkit.cli.options import latest_option
 
 
 def results(
     ctx: typer.Context,
     run_id: str | None = typer.Argument(None, metavar="[ID]", help="Run whose results to fetch."),
-    latest: bool = typer.Option(False, "--latest", "-l", help="Your newest run."),
+    latest: bool = latest_option(),
     output: str | None = typer.Option(
         None, "--output", "-o", metavar="DIR", help="Where to put them [default: ./results/ID on Beaker]."
     ),

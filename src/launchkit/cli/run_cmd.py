@@ -1,42 +1,31 @@
 """`launchkit run [OPTIONS] -- COMMAND...`: launch the committed and pushed repo state as a job.
 
-The options come from one table, launchkit.core.run_options.RUN_OPTIONS: `run_command()` builds the
-command's signature from it (Typer reads `__signature__`). Options only collect raw values here; all
-validation lives in launchkit.core.parse.
+The options come from one table, launchkit.core.run_options.RUN_OPTIONS: `run_command()` makes one
+click option per row (cli/params.PlainOption). Options only collect raw values here; all validation
+lives in launchkit.core.parse. The command's function (cli/launching.py: `run`) is imported when it
+runs: `run --help` needs only the table.
 """
 
 from __future__ import annotations
 
-import inspect
+import importlib
+from collections.abc import Callable
 from typing import Any
 
 import typer
 
 from launchkit.cli.completing import RUN_COMPLETERS
-from launchkit.cli.context import get_app
-from launchkit.core.run_options import RUN_OPTIONS, Kind, Opt
+from launchkit.cli.panels import PanelCommand
+from launchkit.cli.params import PlainArgument, PlainOption
+from launchkit.config import help_defaults
+from launchkit.core.run_options import RUN_OPTIONS, Opt
 
-_ANNOTATIONS: dict[Kind, Any] = {
-    Kind.STR: str | None,
-    Kind.LIST: list[str] | None,
-    Kind.INT: int | None,
-    Kind.FLOAT: float | None,
-    Kind.FLAG: bool,
-    Kind.TRISTATE: bool | None,
-}
+RUN_HELP = """Launch the committed, pushed state of this repository as a job.
 
-
-def run(ctx: typer.Context, extra: list[str] | None = None, **given: Any) -> None:
-    """Launch the committed, pushed state of this repository as a job.
-
-    Everything after `--` is the command, passed to the job exactly as given.
-    Defaults come from [tool.launchkit] in pyproject.toml, the user config file and LAUNCHKIT_*
-    variables (the command line wins); `[default: ...]` shows where one came from.
-    """
-    from launchkit.cli.launching import launch
-
-    app = get_app(ctx)
-    launch(app, given, extra=extra or [], command=app.user_command)
+Everything after `--` is the command, passed to the job exactly as given.
+Defaults come from [tool.launchkit] in pyproject.toml, the user config file and LAUNCHKIT_*
+variables (the command line wins); `[default: ...]` shows where one came from.
+"""
 
 
 def _help(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> str:
@@ -53,48 +42,60 @@ def _help(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> str:
     return opt.help.split("  [default:")[0] + f"  [default: {value} (from {label})]"
 
 
-def _parameter(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> inspect.Parameter:
-    default = False if opt.kind is Kind.FLAG else None
-    option = typer.Option(
-        default,
+def _completion(completer: Callable[[str], list[str]] | None) -> Any:
+    """A completer of the value typed so far, as click's completion calls it (ctx, args, incomplete)."""
+    if completer is None:
+        return None
+    return lambda ctx, args, incomplete: completer(incomplete)
+
+
+def _option(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> PlainOption:
+    return PlainOption(
         *opt.flags,
         *opt.aliases,
-        hidden=opt.hidden,
-        autocompletion=RUN_COMPLETERS.get(opt.name),
-        help=_help(opt, defaults),
+        opt.name,
+        kind=opt.kind,
+        panel=opt.panel,
         metavar=opt.metavar,
-        rich_help_panel=opt.panel,
-        show_default=False,
-    )
-    return inspect.Parameter(
-        opt.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=_ANNOTATIONS[opt.kind]
+        hidden=opt.hidden,
+        help=_help(opt, defaults),
+        autocompletion=_completion(RUN_COMPLETERS.get(opt.name)),
     )
 
 
-def run_command(handler: Any = None, own: tuple[inspect.Parameter, ...] = ()) -> Any:
-    """`run` with one parameter per RUN_OPTIONS row; `[default: ...]` in the help shows config defaults.
+class TableCommand(PanelCommand):
+    """A command declared from an option table. Its function, `handler` ("module:function", taking
+    the context and then the options by name), is imported when the command runs."""
 
-    `handler` (default: `run`) with `own` extra parameters builds another command on the same options
-    (`launchkit session`)."""
-    from launchkit.config import help_defaults
+    def __init__(self, name: str, *, handler: str, **attrs: Any) -> None:
+        super().__init__(name, **attrs)
+        self.handler = handler
 
-    handler = handler or run
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        module, _, function = self.handler.partition(":")
+        return ctx.invoke(getattr(importlib.import_module(module), function), ctx, **ctx.params)
+
+
+def run_command(
+    handler: str = "launchkit.cli.launching:run",
+    help: str = RUN_HELP,
+    own: tuple[PlainOption, ...] = (),
+    name: str = "run",
+) -> TableCommand:
+    """`run`: one option per RUN_OPTIONS row; `[default: ...]` in the help shows config defaults.
+
+    Another `handler` with `own` extra options is another command on the same options (`session`)."""
     defaults = help_defaults()
-    params = [
-        inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
-        inspect.Parameter(
-            "extra",
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=typer.Argument(None, hidden=True),
-            annotation=list[str] | None,
-        ),
-        *own,
-        *(_parameter(opt, defaults) for opt in RUN_OPTIONS),
-    ]
-
-    def command(ctx: typer.Context, extra: list[str] | None = None, **given: Any) -> None:
-        handler(ctx, extra, **given)
-
-    command.__doc__ = handler.__doc__
-    command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
-    return command
+    return TableCommand(
+        name,
+        handler=handler,
+        params=[
+            PlainArgument("extra", nargs=-1, hidden=True),  # words before `--`: parse says to add it
+            *own,
+            *(_option(opt, defaults) for opt in RUN_OPTIONS),
+        ],
+        help=help,
+        options_metavar="[OPTIONS] -- COMMAND..." if name == "run" else "[OPTIONS] [-- COMMAND...]",
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )

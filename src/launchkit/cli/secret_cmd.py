@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from launchkit.cli.context import get_app
+from launchkit.cli.options import yes_option
+from launchkit.cli.panels import PanelCommand
 
 if TYPE_CHECKING:
     from launchkit.backends import SecretStore
@@ -150,7 +152,7 @@ def set_gh_token(
     secret: str | None = typer.Option(
         None, "--secret", "-s", help="Secret name (default: git_token_secret from config, else GITHUB_TOKEN)."
     ),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Accepted: launchkit does not prompt here."),
+    yes: bool = yes_option("Accepted: launchkit does not prompt here."),
 ) -> None:
     """gantry's `config set-gh-token`: store a GitHub token for cloning private repositories."""
     from launchkit.errors import UsageError
@@ -167,13 +169,13 @@ def set_gh_token(
 def config_group() -> typer.Typer:
     """`launchkit config`: gantry's command group (hidden from help; `secret` is launchkit's)."""
     group = typer.Typer(help="gantry's `config` commands.", no_args_is_help=True)
-    group.command("set-gh-token", context_settings=_EXTRA_ARGS)(set_gh_token)
+    group.command("set-gh-token", cls=PanelCommand, context_settings=_EXTRA_ARGS)(set_gh_token)
     return group
 
 
 def secret_group() -> typer.Typer:
     """`launchkit secret ...`, a sub-app with its own commands."""
     group = typer.Typer(help="Beaker workspace secrets (values are never printed).", no_args_is_help=True)
-    group.command("set", context_settings=_EXTRA_ARGS)(set_secret)
-    group.command("list")(list_secrets)
+    group.command("set", cls=PanelCommand, context_settings=_EXTRA_ARGS)(set_secret)
+    group.command("list", cls=PanelCommand)(list_secrets)
     return group

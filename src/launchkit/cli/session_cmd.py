@@ -9,7 +9,6 @@ with `--upload .:/code` or a mount.
 
 from __future__ import annotations
 
-import inspect
 import os
 import shlex
 import shutil
@@ -19,6 +18,9 @@ from typing import Any
 import typer
 
 from launchkit.cli.context import get_app
+from launchkit.cli.params import PlainOption
+from launchkit.cli.run_cmd import TableCommand, run_command
+from launchkit.core.run_options import Kind
 from launchkit.errors import PreconditionError, UsageError
 
 
@@ -49,7 +51,6 @@ def session(
     Everything after `--` is the session's command (default: the image's shell).
     """
     from launchkit.backends import Capability, Submission, registry, session_host
-    from launchkit.cli.launching import building_models
     from launchkit.core.gitstate import GitState
     from launchkit.core.session import session_argv
     from launchkit.core.spec import build_spec, upload_dataset_name
@@ -65,18 +66,17 @@ def session(
         if given.get(opt):
             raise UsageError(f"--{opt.replace('_', '-')} is for `launchkit run`", hint="drop it for sessions")
     command = list(app.user_command or [])
-    with building_models():
-        from launchkit.cli.backend_choice import registered
-        from launchkit.core.parse import build_request
+    from launchkit.cli.backend_choice import registered
+    from launchkit.core.parse import build_request
 
-        config = app.config
-        request = build_request(
-            {**given, "extra": extra or []}, command or ["bash"], config=config, backends=registered()
-        )
-        # A session clones nothing: the spec builder's git inputs are placeholders, dropped again by
-        # session_argv.
-        git = GitState(remote_url="-", commit="0" * 40)
-        spec = build_spec(request, git, user_profiles=config.get("profiles")).to_json()
+    config = app.config
+    request = build_request(
+        {**given, "extra": extra or []}, command or ["bash"], config=config, backends=registered()
+    )
+    # A session clones nothing: the spec builder's git inputs are placeholders, dropped again by
+    # session_argv.
+    git = GitState(remote_url="-", commit="0" * 40)
+    spec = build_spec(request, git, user_profiles=config.get("profiles")).to_json()
 
     def to_argv(spec: dict[str, Any], workspace: str | None) -> list[str]:
         return session_argv(
@@ -112,9 +112,9 @@ def session(
         uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
     )
     if wants_placement(request) and (placed := backend.session_placement(submission)):
-        with building_models():  # the profile follows the clusters Beaker resolved, as for run
-            request = request.model_copy(update={"placed_clusters": placed})
-            spec = build_spec(request, git, user_profiles=config.get("profiles")).to_json()
+        # the profile follows the clusters Beaker resolved, as for run
+        request = request.model_copy(update={"placed_clusters": placed})
+        spec = build_spec(request, git, user_profiles=config.get("profiles")).to_json()
         submission = submission.model_copy(update={"spec": spec})
     workspace, resolved = backend.session_spec(submission)
     backend.close()
@@ -128,35 +128,17 @@ def session(
         raise PreconditionError(f"cannot run {beaker_cli}: {e.strerror}", hint=install_hint()) from None
 
 
-def session_command() -> Any:
+def session_command() -> TableCommand:
     own = (
-        inspect.Parameter(
-            "port",
-            inspect.Parameter.KEYWORD_ONLY,
-            default=typer.Option(
-                None,
-                "--port",
-                metavar="PORT",
-                help="Expose this port (repeatable).",
-                rich_help_panel="Session",
-            ),
-            annotation=list[int] | None,
+        PlainOption(
+            "--port",
+            kind=Kind.LIST,
+            item=int,
+            metavar="PORT",
+            panel="Session",
+            help="Expose this port (repeatable).",
         ),
-        inspect.Parameter(
-            "detach",
-            inspect.Parameter.KEYWORD_ONLY,
-            default=typer.Option(False, "--detach", help="Start it and return.", rich_help_panel="Session"),
-            annotation=bool,
-        ),
-        inspect.Parameter(
-            "bare",
-            inspect.Parameter.KEYWORD_ONLY,
-            default=typer.Option(
-                False, "--bare", help="No default home/mounts from Beaker.", rich_help_panel="Session"
-            ),
-            annotation=bool,
-        ),
+        PlainOption("--detach", kind=Kind.FLAG, panel="Session", help="Start it and return."),
+        PlainOption("--bare", kind=Kind.FLAG, panel="Session", help="No default home/mounts from Beaker."),
     )
-    from launchkit.cli.run_cmd import run_command
-
-    return run_command(session, own)
+    return run_command("launchkit.cli.session_cmd:session", session.__doc__ or "", own, name="session")

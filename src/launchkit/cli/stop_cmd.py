@@ -6,18 +6,25 @@ import sys
 
 import typer
 
-from launchkit.cli import completing
-from launchkit.cli.backend_choice import backend_option, choose, local_option, resolve_run, workspace_option
+from launchkit.cli.backend_choice import (
+    backend_option,
+    choose,
+    local_option,
+    local_run_ids,
+    resolve_run,
+    workspace_option,
+)
 from launchkit.cli.context import get_app
+from launchkit.cli.options import confirm, latest_option, yes_option
 
 
 def stop(
     ctx: typer.Context,
     run_ids: list[str] | None = typer.Argument(
-        None, metavar="[ID]...", autocompletion=completing.local_run_ids, help="Runs to stop."
+        None, metavar="[ID]...", autocompletion=local_run_ids, help="Runs to stop."
     ),
-    latest: bool = typer.Option(False, "--latest", "-l", help="Stop your newest run."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Don't ask for confirmation."),
+    latest: bool = latest_option("Stop your newest run."),
+    yes: bool = yes_option(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only show what would be stopped."),
     as_json: bool = typer.Option(False, "--json", help="With --dry-run: JSON output."),
     workspace: str | None = workspace_option(),
@@ -47,11 +54,8 @@ def stop(
             sys.stdout.write(f"would stop {run.id} ({run.name}, {run.status.value})\n")
         return
     if not yes:
-        if not sys.stdin.isatty():
-            raise UsageError("stop needs confirmation, but stdin is not a terminal", hint="pass --yes")
         names = ", ".join(f"{run.id} ({run.status.value})" for _, run in runs)
-        if not typer.confirm(f"Stop {names}?", default=False, err=True):
-            sys.exit(1)
+        confirm(f"Stop {names}?", command="stop")
     for b, run in runs:
         if run.status.finished and run.status.value != "lost":  # a lost run may have processes left
             app.info(f"{run.id} already {run.status.value}")

@@ -7,17 +7,15 @@ import sys
 import typer
 
 from launchkit.application import OutputFormat
-from launchkit.cli import completing
-from launchkit.cli.backend_choice import backend_option, local_option, resolve_run
+from launchkit.cli.backend_choice import backend_option, local_option, local_run_ids, resolve_run
 from launchkit.cli.context import get_app
+from launchkit.cli.options import latest_option
 
 
 def why(
     ctx: typer.Context,
-    run_id: str | None = typer.Argument(
-        None, metavar="[ID]", autocompletion=completing.local_run_ids, help="Run id."
-    ),
-    latest: bool = typer.Option(False, "--latest", "-l", help="Your newest run."),
+    run_id: str | None = typer.Argument(None, metavar="[ID]", autocompletion=local_run_ids, help="Run id."),
+    latest: bool = latest_option(),
     as_json: bool = typer.Option(False, "--json", help="JSON: the run, with its `end` reason."),
     backend: str | None = backend_option(),
     local: bool = local_option(),

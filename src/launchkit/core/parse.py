@@ -892,10 +892,41 @@ def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["follow"] = bool(follow) or (timeout is not None and timeout != 0)
     f["show_logs"] = follow is not False
     f["timeout"] = timeout if timeout is not None and timeout > 0 else None
-    for opt in ("start_timeout", "inactive_timeout", "inactive_soft_timeout"):
-        f[opt] = _duration(opts, opt, allow_zero=False)
-    if not f["follow"]:  # gantry ignores them when it does not wait (cli/launching.py says so)
-        f["start_timeout"] = f["inactive_timeout"] = f["inactive_soft_timeout"] = None
+    for opt in ("start_timeout", "inactive_timeout", "inactive_soft_timeout", "stall_timeout", "stall_grace"):
+        f[opt] = _duration(opts, opt, allow_zero=opt == "stall_grace")
+    if not f["follow"]:  # gantry ignores it when it does not wait (cli/launching.py says so)
+        f["start_timeout"] = None
+    f["progress_patterns"] = _patterns(opts)
+    for opt in ("progress_pattern", "stall_grace"):
+        if opts.value(opt) not in (None, [], ()) and f["stall_timeout"] is None:
+            flag = "--" + opt.replace("_", "-")
+            raise UsageError(f"{flag} applies to --stall-timeout", hint="add --stall-timeout DURATION")
+    watched = [o for o in ("stall_timeout", "inactive_timeout", "inactive_soft_timeout") if f[o] is not None]
+    if watched and given.get("ray"):
+        raise UsageError(
+            f"--{watched[0].replace('_', '-')} is not checked on a Ray job yet (its driver runs on the head)",
+            hint="drop it, or watch the run with `launchkit follow ID`",
+        )
+
+
+def _patterns(opts: _Options) -> list[str]:
+    """--progress-pattern: regular expressions (Python's `re`, as the job's runtime reads them)."""
+    import re
+
+    value, where = opts.get("progress_pattern")
+    items = [value] if isinstance(value, str) else list(value or [])
+    for item in items:
+        if not isinstance(item, str) or not item or "\n" in item:
+            raise _fail(
+                where, item, "is not a one-line pattern", "give a regular expression such as 'step=\\d+'"
+            )
+        try:
+            re.compile(item)
+        except re.error as e:
+            raise _fail(
+                where, item, f"is not a regular expression ({e})", "fix it (Python's re syntax)"
+            ) from None
+    return items
 
 
 def too_old_python(version: str) -> bool:

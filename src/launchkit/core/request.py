@@ -220,8 +220,12 @@ class LaunchRequest(_Model):
     show_logs: bool = True  # while waiting, stream the logs (--no-follow/--no-logs: wait silently)
     timeout: float | None = None  # seconds to wait before stopping the job; None: until it ends
     start_timeout: float | None = None  # while waiting: stop the job if not started by then
-    inactive_timeout: float | None = None  # while waiting: stop the job after this long without output
-    inactive_soft_timeout: float | None = None  # while waiting: warn after this long without output
+    # the runtime's watchdog (runtime/node/watchdog.py), where the job runs, followed or not
+    inactive_timeout: float | None = None  # stop the job after this long without output
+    inactive_soft_timeout: float | None = None  # warn after this long without output
+    stall_timeout: float | None = None  # stop the job after this long without a progress line
+    stall_grace: float | None = None  # extra time before the first progress line (None: 10 min)
+    progress_patterns: list[str] = Field(default_factory=list)  # regexes; empty: the runtime's defaults
     yes: bool = False
     slack_webhook_url: SecretStr | None = None  # a credential: never shown (SecretStr masks it)
 

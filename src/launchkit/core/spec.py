@@ -38,18 +38,23 @@ from launchkit.core.contract import (
     ENV_GIT_TAG_DISTANCE,
     ENV_GIT_TOKEN,
     ENV_GOOGLE_CREDENTIALS,
+    ENV_INACTIVE_SOFT_TIMEOUT,
+    ENV_INACTIVE_TIMEOUT,
     ENV_INSTALL_CMD,
     ENV_INTERCONNECT,
     ENV_LAUNCHER,
     ENV_NO_PYTHON,
     ENV_POST_SETUP,
     ENV_PRE_SETUP,
+    ENV_PROGRESS_PATTERNS,
     ENV_PYTHON_MANAGER,
     ENV_PYTHON_VERSION,
     ENV_RESULTS_DIR,
     ENV_RUN_ID,
     ENV_RUNTIME_DIR,
     ENV_SKIP_NCCL_SETUP,
+    ENV_STALL_GRACE,
+    ENV_STALL_TIMEOUT,
     ENV_SYSTEM_PYTHON,
     ENV_TASK_NAME,
     ENV_UV_ALL_EXTRAS,
@@ -85,8 +90,6 @@ _NOT_SPEC = {
     "show_logs",
     "timeout",
     "start_timeout",
-    "inactive_timeout",
-    "inactive_soft_timeout",
     "yes",
     "backend",
     "local",
@@ -287,6 +290,14 @@ def build_spec(request: LaunchRequest, git: GitState, *, user_profiles: dict[str
         (ENV_EXEC_METHOD, request.exec_method.value, DEFAULT_EXEC_METHOD),
     ):
         parts.set_env(name, value if value != default else None)
+    for name, seconds in (
+        (ENV_STALL_TIMEOUT, request.stall_timeout),
+        (ENV_STALL_GRACE, request.stall_grace),
+        (ENV_INACTIVE_TIMEOUT, request.inactive_timeout),
+        (ENV_INACTIVE_SOFT_TIMEOUT, request.inactive_soft_timeout),
+    ):
+        parts.set_env(name, f"{seconds:.10g}" if seconds is not None else None)
+    parts.set_env(ENV_PROGRESS_PATTERNS, "\n".join(request.progress_patterns) or None)
     parts.set_env(ENV_PRE_SETUP, request.pre_setup)
     parts.set_env(ENV_POST_SETUP, request.post_setup)
     _python_env(request, parts)

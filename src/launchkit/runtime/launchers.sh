@@ -3,13 +3,15 @@
 # Contract: lk_exec "$@" never returns. Inputs: LAUNCHKIT_LAUNCHER (torchrun|accelerate|ray; empty or
 # none: the command as is), LAUNCHKIT_EXEC_METHOD (exec|bash), LK_T0/LK_TIMINGS (the timing line).
 # With a launcher, the Python runtime (node/launch.py, docs/multi-node.md) builds its argv and execs it,
-# or supervises Ray's head or worker. Without one, and in images without Python (--no-python), bash
-# runs the command itself.
+# or supervises Ray's head or worker; with a watchdog setting it runs the command under the watchdog.
+# Without either, and in images without Python (--no-python), bash runs the command itself.
 
 lk_exec() {
     local py cwd=$PWD
     local -a timing=()
-    if [[ -n ${LAUNCHKIT_LAUNCHER:-} && $LAUNCHKIT_LAUNCHER != none ]]; then
+    local watched=${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-}${LAUNCHKIT_INACTIVE_SOFT_TIMEOUT:-}
+    if [[ -n $watched || (-n ${LAUNCHKIT_LAUNCHER:-} && $LAUNCHKIT_LAUNCHER != none) ]]; then
+        # a launcher, or the watchdog (node/watchdog.py: --stall-timeout, --inactive-timeout)
         lk__python py || lk__no_launcher_without_python
         lk_node_dir || lk_die "$LK_EXIT_INPUTS" "the runtime is incomplete: no launchkit_node package"
         [[ -n ${LK_T0:-} ]] && timing=(--t0 "$LK_T0" "${LK_TIMINGS[@]/#/--timing=}")
@@ -69,7 +71,8 @@ lk__python() {
 }
 
 lk__no_launcher_without_python() {
-    case $LAUNCHKIT_LAUNCHER in
+    case ${LAUNCHKIT_LAUNCHER:-none} in
+        none) lk_die "$LK_EXIT_EXEC" "--stall-timeout and --inactive-timeout need Python 3.8+ on PATH (python or python3) for the job's watchdog" ;;
         torchrun | accelerate | ray)
             command -v "$LAUNCHKIT_LAUNCHER" >/dev/null 2>&1 &&
                 lk_die "$LK_EXIT_EXEC" "--$LAUNCHKIT_LAUNCHER needs Python 3.8+ on PATH (python or python3) to start '$LAUNCHKIT_LAUNCHER'"

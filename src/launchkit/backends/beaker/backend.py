@@ -158,7 +158,8 @@ class BeakerBackend:
                 cause = pb.get(out.cause.id) if out.cause is not None else None
                 seen = self._never_scheduled_events(cause) if events else None
                 command_started = self._command_started(cause) if cause is not None else False
-                end = rv.run_end(view, out, ex.id, pb, events=seen, started=command_started)
+                stopped = self._watchdog_stop(cause) if cause is not None else None
+                end = rv.run_end(view, out, ex.id, pb, events=seen, started=command_started, stopped=stopped)
                 exit_code = out.exit_code
         elif status == RunStatus.canceled and not any(t.status in _HAD_JOB for t in ex.tasks):
             view = rv.view_of(wl, [])  # canceled before any job of it existed (no job to read)
@@ -390,6 +391,23 @@ class BeakerBackend:
         except LaunchkitError as e:
             self.app.debug(f"the log of job {job.id} could not be read: {e}")
             return None
+
+    def _watchdog_stop(self, job: Any) -> str | None:
+        """For a job that exited with the watchdog's code: why it stopped the job (its log's last lines,
+        one `tail_lines` read). Else None, unread."""
+        from launchkit.backends.beaker.logs import stream_job
+        from launchkit.backends.ending import WATCHDOG_EXIT, watchdog_stop
+
+        if not job.status.HasField("exit_code") or job.status.exit_code != WATCHDOG_EXIT:
+            return None
+        lines: list[bytes] = []
+        try:
+            with self._errors():
+                stream_job(self.conn, job.id, lines.append, tail=5)
+        except LaunchkitError as e:
+            self.app.debug(f"the log of job {job.id} could not be read: {e}")
+            return None
+        return watchdog_stop(lines)
 
     def _never_scheduled_events(self, job: Any | None) -> list[str] | None:
         """A canceled job that never got a node: its scheduling events (why it never fit)."""

@@ -63,11 +63,12 @@ def job_end(
     events: list[str] | None = None,
     resumed: bool = False,
     started: bool | None = False,
+    stopped: str | None = None,
 ) -> EndReason | None:
     """The reason a finalized (or canceled) job ended; None while it runs. `resumed`: a newer job of the
     same task exists (Beaker retries it). `events`: its summarized event messages (never scheduled).
     `started`: whether the user's command had started (its log says so: backend.py), which tells a
-    setup code (100-109) from the command's own."""
+    setup code (100-109) from the command's own; `stopped`: why the runtime's watchdog ended it."""
     s = job.status
     code = s.exit_code if s.HasField("exit_code") else None
     by = s.canceled_for or None
@@ -145,4 +146,4 @@ def job_end(
             fix=f"see `launchkit logs {run_id}` and the job's events on its Beaker page",
         )
     oom = any(w in low for w in _OOM_WORDS)
-    return from_exit_code(code, run_id, started=started, memory=memory_limit(job), oom=oom)
+    return from_exit_code(code, run_id, started=started, memory=memory_limit(job), oom=oom, stopped=stopped)

@@ -134,11 +134,13 @@ def run_end(
     *,
     events: list[str] | None = None,
     started: bool | None = False,
+    stopped: str | None = None,
 ) -> EndReason:
     """Why the run ended: the deciding job's own reason (backends/beaker/ending.py) told for its part
     (`replica 1 of 2 failed with exit code 7 (replica 0 was stopped for it)`), and a fix whose `logs`
     command shows that part's log. `pb_jobs`: job id -> pb2.Job; `started`: whether the deciding
-    job's log says the user's command started (ending.from_exit_code)."""
+    job's log says the user's command started, `stopped` why the runtime's watchdog ended it
+    (ending.from_exit_code)."""
     logs_ref = " ".join([run_id, *runs.logs_args(view, out.where)])  # `launchkit logs <this>`
     cause = out.cause
     if cause is None:
@@ -153,7 +155,7 @@ def run_end(
             return EndReason(kind=EndKind.succeeded, line=out.text(), fix=fix, exit_code=0)
         return EndReason(kind=EndKind.canceled, line=out.text(), by=view.canceled_by)
     pb = pb_jobs.get(cause.id)
-    base = job_end(pb, logs_ref, events=events, started=started) if pb is not None else None
+    base = job_end(pb, logs_ref, events=events, started=started, stopped=stopped) if pb is not None else None
     if base is None:
         return EndReason(kind=EndKind.failed, line=out.text(), exit_code=out.exit_code)
     fix = base.fix

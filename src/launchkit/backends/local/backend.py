@@ -231,8 +231,6 @@ class LocalBackend:
             meta: dict[str, Any] = {"repo_root": submission.repo_root, "links": links}
             if gpus is not None:
                 meta["gpus"] = gpus
-            if spawn.forking():
-                spawn.preload()  # while git answers
             if has_commit.answer():
                 meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
         finally:
@@ -715,7 +713,10 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
     memory = message.removeprefix(record.OOM_MESSAGE) if oom else None
     if len(outcome.jobs(rec)) <= 1:  # one job (or none recorded): its own end, as the run model tells
         started = _command_started(rdir, code, 0, 1)  # it, without building it
-        return ending.from_exit_code(code, rec["id"], memory=memory, oom=oom, started=started)
+        stopped = _watchdog_stop(rdir, code, 0, 1)
+        return ending.from_exit_code(
+            code, rec["id"], memory=memory, oom=oom, started=started, stopped=stopped
+        )
     return _jobs_end(rec, rdir, memory)
 
 
@@ -727,6 +728,15 @@ def _command_started(rdir: Path, code: int, rank: int, attempt: int) -> bool:
     return code in ending.SETUP_STEPS and ending.command_started(
         logs.lines(logs.log_file(rdir, rank, attempt))
     )
+
+
+def _watchdog_stop(rdir: Path, code: int, rank: int, attempt: int) -> str | None:
+    """For the watchdog's exit code: why it stopped replica `rank`'s `attempt` (its log's last lines)."""
+    from launchkit.backends import ending
+
+    if code != ending.WATCHDOG_EXIT:
+        return None
+    return ending.watchdog_stop(logs.last_lines(logs.log_file(rdir, rank, attempt)))
 
 
 def _jobs_end(rec: dict[str, Any], rdir: Path, memory: str | None) -> EndReason:
@@ -749,14 +759,11 @@ def _jobs_end(rec: dict[str, Any], rdir: Path, memory: str | None) -> EndReason:
         return EndReason(kind=EndKind.failed, line=result.text())
     job = outcome.recorded(rec, result.where) or {}
     where_job = result.where
-    started = _command_started(
-        rdir,
-        result.exit_code,
-        where_job.replica if where_job else 0,
-        (where_job.attempt if where_job else 1) or 1,
-    )
+    rank, attempt = (where_job.replica, where_job.attempt or 1) if where_job else (0, 1)
+    started = _command_started(rdir, result.exit_code, rank, attempt)
+    stopped = _watchdog_stop(rdir, result.exit_code, rank, attempt)
     reason = ending.from_exit_code(
-        result.exit_code, run_id, memory=memory, oom=bool(job.get("oom")), started=started
+        result.exit_code, run_id, memory=memory, oom=bool(job.get("oom")), started=started, stopped=stopped
     )
     fix = reason.fix
     where = " ".join(logs_args(run_view, result.where))

@@ -69,6 +69,20 @@ def lines(path: str) -> Iterator[bytes]:
         return
 
 
+def last_lines(path: str, size: int = 8192) -> list[bytes]:
+    """The output lines in the last `size` bytes of a log file (one bounded read; no timestamps)."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(0, end - size))
+            buf = f.read(size)
+    except FileNotFoundError:
+        return []
+    if end > size:
+        buf = buf[buf.find(b"\n") + 1 :]  # the first record was cut
+    return [line for _, line in parse(buf)[0]]
+
+
 class Tail:
     """Incremental reader of one log file (for follow)."""
 

@@ -2,8 +2,9 @@
 torchrun, accelerate or ray; docs/multi-node.md). It builds the launcher's argv from the replica topology
 Beaker gives (BEAKER_REPLICA_COUNT/RANK, BEAKER_LEADER_REPLICA_HOSTNAME, BEAKER_ASSIGNED_GPU_COUNT) and
 execs it, so the launcher gets the job's signals and its exit code is the job's; with
-`--exec-method bash` it stays the parent and forwards signals; Ray's head and workers are supervised
-(ray_cluster.py). Bash hands over with `launch [--cwd DIR] [--t0 MS] [--timing STEP]... -- ARGV...`.
+`--exec-method bash` or a watchdog (watchdog.py) it stays the parent and forwards signals; Ray's head
+and workers are supervised (ray_cluster.py). Bash hands over with
+`launch [--cwd DIR] [--t0 MS] [--timing STEP]... -- ARGV...`.
 """
 
 from __future__ import annotations
@@ -381,7 +382,19 @@ def run(p: Plan, method: str, starting: Callable[[], None] = lambda: None) -> in
                 p.ray_tool, topo.leader_ip, topo.port, topo.nnodes, argv, p.env, children, starting=starting
             )
         return ray_cluster.worker(p.ray_tool, topo.leader_ip, topo.port, p.env, children)
+    from . import watchdog
+
+    try:
+        watched = watchdog.settings(p.env)
+    except ValueError as e:
+        raise LaunchError(EXIT_INPUTS, str(e)) from None
     starting()
+    if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
+        try:
+            return watchdog.run(argv, p.env, watched)
+        except OSError as e:
+            log(f"error: cannot run {argv[0]}: {e.strerror or e}")
+            return 127 if isinstance(e, FileNotFoundError) else 126
     if method == "bash":
         try:
             return procs.run_forwarding(argv, p.env, procs.Children())

@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 # Python ignores these; a child must not inherit that (subprocess's restore_signals does the same).
 _RESET = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, n))
@@ -27,15 +27,25 @@ def restore_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def spawn(argv: Sequence[str], env: dict[str, str], new_group: bool = False) -> int:
-    """Start argv (looked up in env's PATH); its pid. new_group: its own session and process group."""
-    kwargs = {"setsigdef": _RESET}
+def spawn(
+    argv: Sequence[str],
+    env: dict[str, str],
+    new_group: bool = False,
+    *,
+    own_group: bool = False,
+    file_actions: Sequence[tuple[int, ...]] = (),
+) -> int:
+    """Start argv (looked up in env's PATH); its pid. new_group: its own session and process group;
+    own_group: its own process group in this session. file_actions: as os.posix_spawn's."""
+    kwargs: dict[str, Any] = {"setsigdef": _RESET, "file_actions": list(file_actions)}
+    if own_group:
+        kwargs["setpgroup"] = 0
     if new_group:
         try:
-            return os.posix_spawnp(argv[0], list(argv), env, setsid=True, **kwargs)  # type: ignore[arg-type]
+            return os.posix_spawnp(argv[0], list(argv), env, setsid=True, **kwargs)
         except NotImplementedError:  # no POSIX_SPAWN_SETSID: as bash without setsid, the same group
             pass
-    return os.posix_spawnp(argv[0], list(argv), env, **kwargs)  # type: ignore[arg-type]
+    return os.posix_spawnp(argv[0], list(argv), env, **kwargs)
 
 
 class Children:

@@ -1,0 +1,255 @@
+"""The job's watchdog (docs/runtime.md, "Watchdog"): with `--stall-timeout` or `--inactive-timeout`
+/ `--inactive-soft-timeout` the runtime stays the command's parent instead of exec'ing it. It passes
+the command's output through byte for byte, forwards the job's signals to the command's process group,
+and, where the job runs and with nobody following, ends that group when the command makes no progress
+(no line matching a progress pattern) or prints nothing for too long. It then says why in the job's
+log, as its last line (`[launchkit] stopped: ...`, which the backends read: backends/ending.py), and
+exits EXIT_STOPPED.
+
+Settings come from the job's environment (core/spec.py writes them; seconds as decimals):
+LAUNCHKIT_STALL_TIMEOUT, LAUNCHKIT_STALL_GRACE, LAUNCHKIT_PROGRESS_PATTERNS (one regex a line; unset:
+DEFAULT_PATTERNS), LAUNCHKIT_INACTIVE_TIMEOUT, LAUNCHKIT_INACTIVE_SOFT_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
+
+if TYPE_CHECKING:
+    import re
+
+EXIT_STOPPED = 124  # the watchdog ended the command (as timeout(1)); its log's last line says why
+STOPPED = "stopped: "  # after "[launchkit] ": the line the backends read (backends/ending.py)
+SOFT_REPEAT = 3600.0  # the soft warning comes again at most every max(soft, 1 h), as gantry's
+STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL to the command's group
+LINE_MAX = 4096  # bytes of an unfinished line kept for matching
+
+# Progress lines of common trainers (docs/runtime.md lists them with examples).
+DEFAULT_PATTERNS = (
+    r"\[step=\d+(/\d+)?",  # OLMo-core: [step=1200/5000,epoch=1] ...
+    r"\d+/\d+ \[\d",  # tqdm, as Hugging Face Trainer's bar: 12/500 [00:03<01:40, 4.8it/s]
+    r"\{'loss': .*'epoch': ",  # Hugging Face Trainer's logging: {'loss': 1.2, ..., 'epoch': 0.5}
+    r"Epoch \d+: .*it/s",  # PyTorch Lightning's bar: Epoch 0:  40%|####  | 40/100 [00:02<..., 18.1it/s]
+    r"(?i)\bstep[ =:]\s*\d+",  # plain: step 12, Step: 12, step=12
+)
+
+
+class Settings(NamedTuple):
+    stall: float | None
+    grace: float
+    patterns: list[re.Pattern[str]]
+    inactive: float | None
+    soft: float | None
+
+
+def _seconds(env: dict[str, str], name: str) -> float | None:
+    value = env.get(name) or ""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        raise ValueError(f"{name}='{value}' must be a number of seconds")
+    return seconds
+
+
+def settings(env: dict[str, str]) -> Settings | None:
+    """The watchdog's settings from the job's environment; None when none is set (the command is
+    exec'd as always). ValueError names a malformed one."""
+    stall = _seconds(env, "LAUNCHKIT_STALL_TIMEOUT")
+    inactive = _seconds(env, "LAUNCHKIT_INACTIVE_TIMEOUT")
+    soft = _seconds(env, "LAUNCHKIT_INACTIVE_SOFT_TIMEOUT")
+    if stall is None and inactive is None and soft is None:
+        return None
+    import re
+
+    given = [p for p in (env.get("LAUNCHKIT_PROGRESS_PATTERNS") or "").split("\n") if p]
+    try:
+        patterns = [re.compile(p) for p in given or DEFAULT_PATTERNS]
+    except re.error as e:
+        raise ValueError(f"LAUNCHKIT_PROGRESS_PATTERNS: not a regular expression ({e})") from None
+    grace = _seconds(env, "LAUNCHKIT_STALL_GRACE")
+    return Settings(stall, 600.0 if grace is None else grace, patterns, inactive, soft)
+
+
+def fmt_secs(seconds: float) -> str:
+    """90 -> "1m30s", 7200 -> "2h", 2 -> "2s" (as the durations the user gives)."""
+    s = round(seconds)
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return "".join(f"{n}{u}" for n, u in ((h, "h"), (m, "m"), (s, "s")) if n) or "0s"
+
+
+def _clock_time(t: float) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(t))
+
+
+class Watch:
+    """What the watchdog knows: when output and progress last came, the last progress text.
+    Fed with output (`saw`), asked with the time (`check`); both clocks are parameters."""
+
+    def __init__(self, s: Settings, now: float, wall: float) -> None:
+        self.s = s
+        self.t0 = self.last_output = now
+        self.last_progress: float | None = None
+        self.progress_text = ""
+        self.progress_wall = wall
+        self.warned: float | None = None
+        self.pending: dict[int, bytes] = {}  # fd -> the unfinished line's bytes
+
+    def saw(self, fd: int, data: bytes, now: float, wall: float) -> None:
+        self.last_output = now
+        if self.s.stall is None:
+            return
+        buf = self.pending.get(fd, b"") + data
+        parts = buf.replace(b"\r", b"\n").split(b"\n")
+        self.pending[fd] = parts.pop()[-LINE_MAX:]
+        for raw in reversed(parts):  # the newest complete line that matches
+            line = raw.decode("utf-8", "replace")
+            for p in self.s.patterns:
+                m = p.search(line)
+                if m:
+                    self.last_progress, self.progress_wall = now, wall
+                    self.progress_text = m.group(0).strip("[]{} ")[:80]
+                    return
+
+    def check(self, now: float) -> tuple[str | None, str | None]:
+        """(why to stop, or None; a warning to give now, or None)."""
+        s = self.s
+        quiet = now - self.last_output
+        if s.inactive is not None and quiet >= s.inactive:
+            return f"no output for {fmt_secs(s.inactive)} (--inactive-timeout)", None
+        if s.stall is not None:
+            if self.last_progress is not None and now - self.last_progress >= s.stall:
+                last = f"last: {self.progress_text} at {_clock_time(self.progress_wall)}"
+                return f"no progress for {fmt_secs(s.stall)} ({last}; --stall-timeout)", None
+            if self.last_progress is None and now - self.t0 >= s.stall + s.grace:
+                return (
+                    f"no progress line in {fmt_secs(s.stall + s.grace)} since it started"
+                    f" (--stall-timeout {fmt_secs(s.stall)} after a --stall-grace of {fmt_secs(s.grace)})",
+                    None,
+                )
+        if s.soft is not None and quiet >= s.soft:
+            if self.warned is None or now - self.warned >= max(s.soft, SOFT_REPEAT):
+                self.warned = now
+                return None, f"warning: no output for {fmt_secs(quiet)} (--inactive-soft-timeout)"
+        return None, None
+
+    def next_check(self, now: float) -> float:
+        """Seconds until a limit could pass (at most 1: the soft warning and signals stay timely)."""
+        s, waits = self.s, [1.0]
+        if s.inactive is not None:
+            waits.append(self.last_output + s.inactive - now)
+        if s.stall is not None:
+            since = self.last_progress if self.last_progress is not None else self.t0 + s.grace
+            waits.append(since + s.stall - now)
+        return max(0.01, min(waits))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        try:
+            n = os.write(fd, data)
+        except OSError:
+            return  # nobody reads our output any more: the command's goes on being watched
+        data = data[n:]
+
+
+def _say(message: str) -> None:
+    _write_all(2, f"[launchkit] {message}\n".encode())
+
+
+def _same_file(a: int, b: int) -> bool:
+    try:
+        sa, sb = os.fstat(a), os.fstat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def run(
+    argv: Sequence[str],
+    env: dict[str, str],
+    s: Settings,
+    clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+) -> int:
+    """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED."""
+    import select
+
+    from .procs import FORWARDED, Children, spawn, stop_group
+
+    children = Children()
+    # the command's stdout and stderr: one pipe when ours are the same file (their order is kept)
+    outs = [1] if _same_file(1, 2) else [1, 2]
+    pipes = [os.pipe() for _ in outs]
+    targets = [(pipes[0][1], 1), (pipes[-1][1], 2)]
+    actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_DUP2, w, fd) for w, fd in targets]
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for pair in pipes for fd in pair]
+    child: list[int] = []
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if not child:
+            pending.append(signum)
+            return
+        try:
+            os.killpg(child[0], signum)
+        except OSError:
+            pass
+
+    for name in FORWARDED:
+        signal.signal(getattr(signal, name), forward)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        child.append(spawn(argv, env, own_group=True, file_actions=actions))
+    finally:
+        for _, w in pipes:
+            os.close(w)
+    pid = child[0]
+    for sig in pending:
+        forward(sig, None)
+    watch = Watch(s, clock(), wall())
+    sink = {r: out for (r, _), out in zip(pipes, outs)}
+    open_fds = list(sink)
+    why: str | None = None
+    ended_at: float | None = None
+    while open_fds:
+        now = clock()
+        code = children.poll(pid)
+        if code is not None and ended_at is None:
+            ended_at = now
+        if ended_at is not None and now - ended_at >= 1.0:
+            break  # the command ended; something it left holds its output open: stop reading
+        timeout = 0.2 if ended_at is not None else watch.next_check(now)
+        ready, _, _ = select.select(open_fds, [], [], timeout)
+        for fd in ready:
+            data = os.read(fd, 65536)
+            if not data:
+                open_fds.remove(fd)
+                continue
+            _write_all(sink[fd], data)
+            if why is None:
+                watch.saw(fd, data, clock(), wall())
+        if why is None and ended_at is None:
+            why, warning = watch.check(clock())
+            if warning:
+                _say(warning)
+            if why:
+                _say(f"stopping the command: {why}")
+                stop_group(pid, STOP_GRACE, children)
+                ended_at = clock()
+    for r, _ in pipes:
+        os.close(r)
+    code = children.wait(pid)
+    if why:
+        _say(STOPPED + why)  # the last line of the job's log
+        return EXIT_STOPPED
+    return code
