@@ -132,3 +132,12 @@ def test_headers_stack_at_underscores_when_cutting_is_not_enough():
         ["CLUSTER", "NOW", "NODES", "TYPES"],
         ["ai2/jupiter", "12", "0", "NVIDIA…"],
     ]
+
+
+@pytest.mark.slow  # a real terminal
+def test_profiles_prose_wraps_on_a_terminal_and_stays_whole_piped(repo):
+    code, shown = run_in_pty("profiles", cwd=repo.path, env={"COLUMNS": "80"})
+    assert code == 0 and _widest(shown) <= 80, shown
+    assert "\n      jupiter* or host titan*" in shown  # the cause's line goes on indented
+    r = run_cli("profiles", cwd=repo.path, env={"COLUMNS": "80"})
+    assert r.code == 0 and "(ai2-weka: host jupiter* or host titan*" in r.stdout, r.stdout

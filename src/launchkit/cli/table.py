@@ -36,6 +36,21 @@ def width() -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
+def wrap(lines: list[str]) -> str:
+    """Prose lines, on a terminal wrapped to its width (a wrapped line goes on indented under itself);
+    piped, one line each, for grep."""
+    if not sys.stdout.isatty():
+        return "\n".join(lines)
+    import textwrap
+
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        more = textwrap.wrap(line, width(), subsequent_indent=indent + "    ", break_on_hyphens=False)
+        out += more or [line]
+    return "\n".join(out)
+
+
 def fit(
     header: list[str], rows: list[list[str]], columns: int, keep: tuple[int, ...] = (0,)
 ) -> list[list[str]]:
