@@ -345,6 +345,14 @@ def _in_thread(fn):
     return th, result
 
 
+def wait_until(predicate, timeout: float = 60) -> None:
+    """Until `predicate()` holds (a state the test waits for; the timeout only ends a hang)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "never happened"
+        time.sleep(0.01)
+
+
 @pytest.mark.slow
 def test_follow_events_then_logs_then_exit_code(fake, backend, capsys):
     exp, (job,) = _exp_with_job(fake)
@@ -353,13 +361,13 @@ def test_follow_events_then_logs_then_exit_code(fake, backend, capsys):
     th, result = _in_thread(lambda: backend.follow(run, out))
     fake.state.schedule_job(job)
     fake.state.add_event(job, "pulling", "Pulling image python:3.11")
-    time.sleep(0.8)
+    asked = fake.calls["ListSummarizedJobEvents"]
+    wait_until(lambda: fake.calls["ListSummarizedJobEvents"] > asked)  # the follower read the event
     fake.state.start_job(job)
     fake.faults.end_streams(after_lines=2, count=3)  # Beaker ends follow streams early sometimes
     for i in range(10):
         fake.state.append_logs(job, [f"step {i}"])
-        time.sleep(0.02)
-    time.sleep(0.3)
+    wait_until(lambda: b"step 9\n" in out.getvalue())  # all of it while the job still runs
     fake.state.finish_job(job, 3)
     th.join(30)
     assert result.get("value") == 3, result
@@ -379,8 +387,7 @@ def test_follow_live_job_through_cuts_and_early_ends_exactly_once(fake, backend)
     for _ in range(20):
         fake.state.append_logs(job, [f"live {n + i}" for i in range(250)])
         n += 250
-        time.sleep(0.02)
-    time.sleep(0.5)
+    wait_until(lambda: f"live {n - 1}\n".encode() in out.getvalue())  # all of it while the job still runs
     fake.state.finish_job(job, 0)
     th.join(60)
     assert result.get("value") == 0, result
@@ -394,10 +401,10 @@ def test_follow_through_preemption(fake, backend):
     fake.state.append_logs(job, ["first job"])
     out = io.BytesIO()
     th, result = _in_thread(lambda: backend.follow(backend.get(exp.id), out))
-    time.sleep(0.5)
+    wait_until(lambda: out.getvalue() == b"first job\n")
     nxt = fake.state.preempt_job(job, start_next=True)
     fake.state.append_logs(nxt, ["second job"])
-    time.sleep(0.3)
+    wait_until(lambda: b"second job" in out.getvalue())  # the next job followed while it runs
     fake.state.finish_job(nxt, 0)
     th.join(30)
     assert result.get("value") == 0, result
@@ -504,12 +511,9 @@ def test_find_gpus_all_node_types_and_batch_only(fake, backend):
 def test_find_gpus_node_lookups_are_concurrent(fake, backend):
     for i in range(8):
         fake.state.add_cluster(f"ai2/extra{i}", nodes=[{"gpu_type": "NVIDIA_H100", "gpus": 8}])
-    backend.find_gpus()  # warm up the connection
-    fake.faults.latency(0.2, "ListNodes")
-    t = time.monotonic()
+    fake.faults.together("ListNodes", 2, wait=10)  # serial lookups would never have two in flight
     rows = backend.find_gpus()
-    assert len(rows) == 10
-    assert time.monotonic() - t < 1.2  # serial: 10 x 0.2 s
+    assert len(rows) == 10 and fake.faults.met["ListNodes"] == 10
 
 
 # ---------------------------------------------------------------------------------------------- deadline

@@ -60,14 +60,12 @@ def test_run_with_an_alias_writes_the_canonical_name(repo, fake_beaker):
 # -- creates the server refuses -------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_create_the_server_rejects_is_final(repo, fake_beaker):
-    t0 = time.monotonic()
     r = _run(repo, "--name", "urgent", "--priority", "urgent", "--cluster", "ai2/jupiter")
-    took = time.monotonic() - t0
     assert r.code in (2, 3), r.stderr
     assert "maximum priority" in r.stderr and "Traceback" not in r.stderr  # the server's own message
     assert "try again later" not in r.stderr
+    # final: one round trip, never retried
     assert fake_beaker.calls["CreateExperiment"] == 1 and not fake_beaker.state.experiments_of(author="alice")
-    assert took < 10  # seconds, subprocess start-up included (the create itself: one round trip)
 
 
 @pytest.mark.slow

@@ -228,16 +228,21 @@ CONCURRENT = """
 import json, os, sys, time
 sys.path.insert(0, {src!r})
 from launchkit.runtime.node import envstore as es
-mine, counter = sys.argv[1], sys.argv[2]
+mine, counter, arrived = sys.argv[1:4]
 def build(staging):
     with open(counter, "a") as f:
         f.write("build\\n")
-    time.sleep(0.5)  # long enough for the other process to arrive meanwhile
+    deadline = time.monotonic() + 60
+    while not os.path.exists(arrived) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the other process waits for this build
     m = {fake!r}
     os.makedirs(os.path.join(staging, m["site_packages"]))
     os.makedirs(os.path.join(staging, "meta", "fakepkg-1.0.dist-info"))
     return dict(m, built_at=os.path.join(staging, "venv"))
-entry, manifest, built = es.ensure_entry(mine, {key!r}, build, lambda s: None)
+def said(line):
+    with open(arrived, "a") as f:
+        f.write(line + "\\n")
+entry, manifest, built = es.ensure_entry(mine, {key!r}, build, said)
 print(json.dumps([entry, built, sorted(os.listdir(entry))]))
 """
 
@@ -252,12 +257,17 @@ def test_two_processes_build_once_and_neither_sees_half(tmp_path):
     }
     code = CONCURRENT.format(src=SRC, fake=fake, key=K)
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, mine, str(counter)], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", code, mine, str(counter), str(tmp_path / "arrived")],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     results = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert counter.read_text().splitlines() == ["build"]
+    assert (tmp_path / "arrived").read_text() == f"env store: waiting for {K}\n"  # it came meanwhile
     assert sorted(r[1] for r in results) == [False, True]
     for entry, _, listing in results:
         assert entry == os.path.join(mine, K) and listing == [es.MANIFEST, "meta", "venv"]

@@ -8,7 +8,6 @@ import http.server
 import json
 import socket
 import threading
-import time
 
 import pytest
 
@@ -84,12 +83,11 @@ def test_github_remote_gets_the_workspace_token_secret(repo, fake_beaker, github
 def test_private_repository_without_a_token_is_refused_before_submitting(repo, fake_beaker, github_api):
     _on_github(repo, "private")
     _drop_secret(fake_beaker, "GITHUB_TOKEN")
-    started = time.monotonic()
     r = run_cli("run", "--workspace", WS, *COMMAND, cwd=repo.path, timeout=90)
     assert r.code == 3, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "acme/private" in lines[0] and "launchkit secret set GITHUB_TOKEN" in lines[0]
-    assert "Traceback" not in r.stderr and time.monotonic() - started < 30
+    assert "Traceback" not in r.stderr
     assert github_api.asked == ["/repos/acme/private"]
     assert not _submitted(fake_beaker)
 

@@ -194,8 +194,7 @@ def test_stop_ends_the_whole_process_tree(repo, env, marker):
     r = run_cli("stop", "--yes", run_id, env=env)
     assert r.code == 0, r.stderr
     assert "canceled" in r.stderr
-    time.sleep(0.3)
-    assert processes_with(marker) == []
+    assert processes_with(marker) == []  # stop returns once the tree is gone
     info = wait_finished(run_id, env)
     assert info["status"] == "canceled"
 

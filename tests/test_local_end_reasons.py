@@ -36,7 +36,7 @@ def test_local_exit_code_and_memory_kill(repo):
     assert _why(bad).startswith(f"{bad} failed with exit code 7")
     line = _why(oom)
     assert "out of memory" in line and "--memory" in line, line
-    r = run_cli("list", "--local", env=FAST_ENV, timeout=60)
+    r = run_cli("list", "--local", env={**FAST_ENV, "COLUMNS": "200"}, timeout=60)  # whole reasons
     assert "out of memory" in next(x for x in r.stdout.splitlines() if oom in x)
 
 
@@ -99,7 +99,7 @@ def test_an_unfollowed_job_that_stalls_is_stopped_by_its_runtime_and_told_as_lau
     assert "--stall-timeout" in line and "canceled" not in line and "by you" not in line, line
     assert wait_finished(silent, FAST_ENV)["exit_code"] == 124
     assert _why(silent).startswith(f"{silent} stopped by launchkit: no output for 2s (--inactive-timeout)")
-    r = run_cli("list", "--local", env=FAST_ENV, timeout=60)
+    r = run_cli("list", "--local", env={**FAST_ENV, "COLUMNS": "200"}, timeout=60)  # whole reasons
     assert "stopped by launchkit: no progress" in next(x for x in r.stdout.splitlines() if stalled in x)
     r = run_cli("follow", stalled, env=FAST_ENV, timeout=60)
     assert r.code == 124 and "stopped by launchkit: no progress for 2s" in r.stderr, r.stderr

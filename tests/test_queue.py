@@ -122,7 +122,7 @@ def test_why_says_the_workspace_slot_limit_holds_it_with_the_fix(fake_beaker):
 
 def test_list_shows_why_queued_runs_wait(fake_beaker):
     _, held = _at_slot_limit(fake_beaker.state)
-    r = run_cli("list", "-w", WS, timeout=60)
+    r = run_cli("list", "-w", WS, env={"COLUMNS": "200"}, timeout=60)  # room for whole reasons
     assert r.code == 0, r.stderr
     row = next(line for line in r.stdout.splitlines() if held.id in line)
     assert "ai2/launchkit uses 8/8 unallocated slots" in row
@@ -298,7 +298,7 @@ def test_find_gpus_gpus_ranks_clusters_by_what_starts_soonest(fake_beaker):
     assert "ai2/phobos" not in rows  # CPU only: never (shown with --all)
     every = json.loads(run_cli("find-gpus", "--gpus", "8", "-w", WS, "--json", "--all", timeout=60).stdout)
     assert every[-1]["cluster"] == "ai2/phobos" and every[-1]["start"] == "never"
-    table = run_cli("find-gpus", "--gpus", "8", "-w", WS, timeout=60).stdout
+    table = run_cli("find-gpus", "--gpus", "8", "-w", WS, env={"COLUMNS": "200"}, timeout=60).stdout
     assert table.splitlines()[0].split()[:3] == ["CLUSTER", "START", "REPLICAS_NOW"]
 
 

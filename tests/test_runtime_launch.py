@@ -344,7 +344,7 @@ def test_stop_group_kills_what_ignores_term_after_the_grace(tmp_path):
     inner = int((tmp_path / "inner").read_text())
     started = time.monotonic()
     procs.stop_group(pid, 0.4, children)
-    assert 0.3 < time.monotonic() - started < 5
+    assert time.monotonic() - started > 0.3  # TERM first, KILL only after the 0.4 s grace
     assert children.codes[pid] == 137
     assert gone(inner)  # the whole group went, not only its leader
 

@@ -80,23 +80,85 @@ def test_the_runtime_travels_as_files() -> None:
     assert len(files["entrypoint.sh"]) < 128 * 1024  # fits one argument, were it ever passed as one
 
 
-def test_a_python_older_than_the_runtime_is_refused_in_one_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr(sys, "version_info", (3, 7, 17, "final", 0))
-    assert node_main.main(["ping"]) == 106
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "the job's Python is 3.7.17" in err and "--python-version" in err
+OLD_PYTHON_SITE = """
+import importlib.machinery, sys
+
+sys.version_info = (3, 6, 15, "final", 0)  # as Python 3.6 tells it
+compile_source = importlib.machinery.SourceFileLoader.source_to_code
+
+
+def source_to_code(self, data, path, *args, **kwargs):  # as Python 3.6 compiles it
+    if b"from __future__ import annotations" in data:
+        raise SyntaxError("future feature annotations is not defined", (path, 1, 1, ""))
+    return compile_source(self, data, path, *args, **kwargs)
+
+
+importlib.machinery.SourceFileLoader.source_to_code = source_to_code
+"""
+
+
+@pytest.fixture
+def python36(tmp_path):
+    """An interpreter that behaves as Python 3.6 does with the runtime: it tells 3.6.15 and refuses
+    to compile `from __future__ import annotations` (no real 3.6 here)."""
+    site = tmp_path / "py36site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(OLD_PYTHON_SITE)
+    stub = tmp_path / "python3.6"
+    stub.write_text(
+        f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site}" exec {sys.executable} -B "$@"\n'
+    )
+    stub.chmod(0o755)
+    return stub
+
+
+def _lk_node(tmp_path, python, *args: str) -> subprocess.CompletedProcess[str]:
+    files = materialise(tmp_path / "rt")
+    lib = (entrypoint_script().split("# ---- lib.sh\n", 1)[1]).split("# ---- nccl.sh\n", 1)[0]
+    (tmp_path / "t.sh").write_text(lib + 'lk_node "$@"\n')
+    return subprocess.run(
+        ["bash", str(tmp_path / "t.sh"), str(python), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "LK_NODE_DIR": str(files)},
+    )
+
+
+def test_the_stub_fails_as_python36_does(python36, tmp_path) -> None:
+    """What the runtime met on 3.6 before bash checked: a traceback and exit 1."""
+    files = materialise(tmp_path / "rt")
+    r = subprocess.run(
+        [str(python36), "-s", "-m", NODE_PACKAGE, "ping"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(files)},
+    )
+    assert r.returncode == 1 and "Traceback" in r.stderr and "future feature annotations" in r.stderr
+
+
+@pytest.mark.parametrize("sub", ["ping", "install", "conda-install", "no-such"])
+def test_a_python_older_than_the_runtime_is_refused_in_one_line(python36, tmp_path, sub) -> None:
+    r = _lk_node(tmp_path, python36, sub, "x")
+    assert r.returncode == 106 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"the job's Python is 3.6.15 ({python36.parent}" not in r.stderr  # the interpreter, not the stub
+    assert "the job's Python is 3.6.15 (" in r.stderr and "--python-version 3.12" in r.stderr, r.stderr
+
+
+def test_lk_node_runs_the_package_as_dash_m_does(tmp_path) -> None:
+    """argv as with `-m`, and the working directory (a checkout) stands in for no module."""
+    (tmp_path / NODE_PACKAGE).mkdir()
+    (tmp_path / NODE_PACKAGE / "__init__.py").write_text("raise SystemExit('the checkout')\n")
+    r = _lk_node(tmp_path, sys.executable, "ping", "a", "b")
+    assert r.returncode == 0 and r.stdout.split()[-2:] == ["a", "b"], r.stderr
 
 
 def test_the_runtime_and_the_launch_agree_on_the_oldest_python() -> None:
     from launchkit.core.parse import MIN_JOB_PYTHON, too_old_python
+    from launchkit.runtime import entrypoint_script
 
-    assert node_main.MIN_PYTHON == MIN_JOB_PYTHON == (3, 8)
+    assert f"sys.version_info[:2] < {MIN_JOB_PYTHON}" in entrypoint_script()
     assert too_old_python("3.7") and too_old_python("3.6.15") and not too_old_python("3.8")
     assert not too_old_python("3.13.1") and not too_old_python("pypy")
-
-
-def test_the_entry_parses_under_old_pythons_so_the_refusal_can_show() -> None:
-    for name in ("__init__.py", "__main__.py"):
-        ast.parse(node_files()[name], filename=name, feature_version=(3, 6))

@@ -47,6 +47,8 @@ class Faults:
             self._create_failures: list[tuple[_Counted, str]] = []
             self._retryable: list[_Counted] = []
             self._rate_limits: list[tuple[_Counted, float]] = []
+            self._together: dict[str, threading.Barrier] = {}
+            self.met: dict[str, int] = {}  # method -> how many calls were answered n at a time
 
     # ---- arrange
     def unavailable(self, n: int = 1, method: str | None = None) -> None:
@@ -69,6 +71,26 @@ class Faults:
                 if counted.matches(method) and counted.take():
                     return after
             return None
+
+    def together(self, method: str, n: int, *, wait: float = 30.0) -> None:
+        """Hold each call of `method` until `n` are in flight at once (at most `wait` seconds; then it
+        is answered anyway, uncounted): `met[method]` counts the calls answered together."""
+        with self._lock:
+            self._together[method] = threading.Barrier(n, timeout=wait)
+            self.met[method] = 0
+
+    def meet(self, method: str) -> None:
+        with self._lock:
+            barrier = self._together.get(method)
+        if barrier is None:
+            return
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            barrier.reset()
+            return
+        with self._lock:
+            self.met[method] += 1
 
     def latency(self, seconds: float, method: str | None = None) -> None:
         """Add `seconds` to every call (of `method`, or of all methods; 0 removes it)."""

@@ -1015,6 +1015,7 @@ class FakeServicer(beaker_pb2_grpc.BeakerServicer):
         return user, None
 
     def _unary(self, name: str, request, context):
+        self.fake.faults.meet(name)
         delay = self.fake.faults.delay_for(name)
         if delay:
             time.sleep(delay)

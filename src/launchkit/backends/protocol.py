@@ -14,26 +14,10 @@ from typing import IO, Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from launchkit.backends.registry import Capability, titles
+from launchkit.core.status import RunStatus
 from launchkit.errors import PreconditionError, UsageError
 
-__all__ = ["Capability"]  # re-exported: it lives in the (light) registry
-
-
-class RunStatus(str, Enum):
-    queued = "queued"
-    starting = "starting"
-    running = "running"
-    stopping = "stopping"  # canceled, the job is still shutting down (Beaker's STOPPING)
-    uploading = "uploading"  # the job exited; results are being uploaded (Beaker's UPLOADING_RESULTS)
-    succeeded = "succeeded"
-    failed = "failed"
-    canceled = "canceled"
-    preempted = "preempted"
-    lost = "lost"  # local: its supervisor died; processes it left may still run until `stop`
-
-    @property
-    def finished(self) -> bool:
-        return self in (RunStatus.succeeded, RunStatus.failed, RunStatus.canceled, RunStatus.lost)
+__all__ = ["Capability", "RunStatus"]  # re-exported: they live in light modules
 
 
 class EndKind(str, Enum):

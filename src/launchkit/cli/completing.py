@@ -11,8 +11,6 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-RUN_STATUSES = ("queued", "starting", "running", "succeeded", "failed", "canceled", "preempted")
-
 
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.expanduser("~/.cache")
@@ -64,7 +62,9 @@ def profiles(incomplete: str) -> list[str]:
 
 
 def statuses(incomplete: str) -> list[str]:
-    return _matching(RUN_STATUSES, incomplete)
+    from launchkit.core.status import RunStatus
+
+    return _matching([s.value for s in RunStatus], incomplete)
 
 
 def choices(*values: str) -> Callable[[str], list[str]]:

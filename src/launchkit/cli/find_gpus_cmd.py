@@ -63,7 +63,9 @@ def find_gpus(
             if isinstance(listed, list)
             else []
         )
-    keys = list(rows[0])
+    keys = [
+        k for k in rows[0] if any(_cell(g.get(k, "")) for g in rows)
+    ]  # a column with no value says nothing
     print_table([k.upper() for k in keys], [[_cell(g.get(k, "")) for k in keys] for g in rows])
     if nodes:
         sys.stdout.write("\n")

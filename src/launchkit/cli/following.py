@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from launchkit.application import Application
 from launchkit.backends import Backend, RunInfo, RunStatus
 from launchkit.cli.context import stdout_closed
+from launchkit.core.status import SUMMARY_ORDER
 from launchkit.errors import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
@@ -158,14 +159,14 @@ def _secs(seconds: float) -> str:
 
 SUMMARY_OVER = 8  # a run with more tasks is followed by a status summary, not every task's lines
 SUMMARY_POLL = 5.0  # seconds between looks at a summarised run
-_ORDER = ("running", "starting", "queued", "stopping", "uploading", "succeeded", "failed", "canceled")
 
 
 def task_summary(statuses: dict[str, int]) -> str:
     """`1000 tasks: 12 running, 980 queued, 8 succeeded` (states with no task left out; replicas
     count as the tasks Beaker makes of them)."""
     total = sum(statuses.values())
-    order = [*_ORDER, *sorted(set(statuses) - set(_ORDER))]
+    order = [s.value for s in SUMMARY_ORDER]
+    order += sorted(set(statuses) - set(order))
     parts = [f"{statuses[s]} {s}" for s in order if statuses.get(s)]
     return f"{total} tasks: " + ", ".join(parts)
 

@@ -12,7 +12,10 @@ from launchkit.application import OutputFormat
 from launchkit.cli import completing
 from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
 from launchkit.cli.context import get_app
+from launchkit.core.status import RunStatus
 from launchkit.core.units import MAX_COUNT
+
+STATUSES = ", ".join(s.value for s in RunStatus)
 
 
 def _age(created: dt.datetime) -> str:
@@ -24,12 +27,11 @@ def _age(created: dt.datetime) -> str:
 
 
 def _reason(run: Any) -> str:
-    """Why it ended, or why it waits, short (the line without its fix; `launchkit why ID` gives it)."""
+    """Why it ended, or why it waits (the line without its fix; `launchkit why ID` gives it)."""
     reason = run.end if run.end is not None else run.waiting
     if reason is None or reason.kind == "succeeded":
         return ""
-    line: str = reason.line
-    return line if len(line) <= 60 else line[:59] + "…"
+    return str(reason.line)
 
 
 def _is_number(text: str) -> bool:
@@ -46,8 +48,8 @@ def list_runs(
         None,
         "--status",
         "-s",
-        help="Only runs with this status (repeatable): queued, starting, running, stopping, uploading, "
-        "succeeded, failed, canceled, preempted; on Beaker also its own names (uploading_results...).",
+        help=f"Only runs with this status (repeatable): {STATUSES}; "
+        "on Beaker also its own names (uploading_results...).",
         autocompletion=completing.statuses,
     ),
     limit: int = typer.Option(20, "--limit", "-l", "-n", min=1, max=MAX_COUNT, help="At most N runs."),
@@ -65,7 +67,7 @@ def list_runs(
     local: bool = local_option(),
 ) -> None:
     """List runs, newest first."""
-    from launchkit.backends import Capability, RunStatus, require
+    from launchkit.backends import Capability, require
     from launchkit.errors import UsageError
 
     # launchkit's words, or on Beaker also Beaker's own (gantry's vocabulary): the backend checks them
@@ -92,7 +94,7 @@ def list_runs(
         try:
             statuses = [RunStatus(s) for s in statuses]
         except ValueError as e:
-            raise UsageError(str(e), hint="statuses: " + ", ".join(s.value for s in RunStatus)) from None
+            raise UsageError(str(e), hint="statuses: " + STATUSES) from None
     require(b, Capability.others_runs, me=me, all=show_all)
     require(b, Capability.workspaces, group=group)
     scope = {"group": group} if group else {}

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from launchkit.cli.context import get_app
+from launchkit.cli.table import wrap
 
 if TYPE_CHECKING:  # pydantic models: imported lazily at runtime to keep `--help` fast
     from launchkit.core.profiles import Profile, ProfileSelection
@@ -84,12 +85,12 @@ def profiles(
             for name, part in pr.by_profile.items():
                 out += [f"  with profile {name}: {item}" for item in part.items()]
             out.append("")
-        typer.echo("\n".join(out))
+        typer.echo(wrap(out))
         return
     selection = resolve_profiles(request, table)
     out += _describe_selection(selection, request)
     out.append(added_line(request, table) or "launchkit added: nothing")
-    typer.echo("\n".join(out))
+    typer.echo(wrap(out))
 
 
 def _describe_profile(p: Profile, *, user: bool) -> list[str]:

@@ -43,23 +43,10 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict
 
+from launchkit.core.status import RunStatus
 
-class JobState(str, Enum):
-    """Where one job stands (Beaker's statuses, read from timestamps; a local process's state)."""
-
-    queued = "queued"
-    starting = "starting"
-    running = "running"
-    stopping = "stopping"  # canceled, still shutting down
-    uploading = "uploading"  # exited, results being uploaded
-    succeeded = "succeeded"
-    failed = "failed"  # exited non-zero, or failed without an exit code
-    canceled = "canceled"  # see Job.stop for why
-    lost = "lost"  # local: its supervisor died
-
-    @property
-    def finished(self) -> bool:
-        return self in (JobState.succeeded, JobState.failed, JobState.canceled, JobState.lost)
+# where a job stands: the one vocabulary (Beaker's statuses read from timestamps; a local process's state)
+JobState = RunStatus
 
 
 class Stop(str, Enum):
@@ -265,14 +252,9 @@ def _ordered(jobs: list[Job]) -> tuple[Job, ...]:
     return tuple(j.model_copy(update={"attempt": i}) for i, j in enumerate(out, 1))
 
 
-class OutcomeState(str, Enum):
-    running = "running"  # some part runs (or waits to start, or a retry/resume is due)
-    queued = "queued"  # no part has started yet
-    succeeded = "succeeded"
-    failed = "failed"
-    canceled = "canceled"
-    preempted = "preempted"  # preempted and not resumed
-    lost = "lost"
+# how a run ended or where it stands (running: a part runs, or a retry/resume is due; queued: none
+# has started yet): the same vocabulary
+OutcomeState = RunStatus
 
 
 class Outcome(BaseModel):

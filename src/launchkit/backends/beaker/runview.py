@@ -31,13 +31,6 @@ _STOPS = {
     C.CANCELATION_CODE_SIBLING_TASK_RETRY: runs.Stop.sibling_retry,
     C.CANCELATION_CODE_NODE_UNHEALTHY: runs.Stop.node_lost,
 }
-_STATUS = {  # runs.OutcomeState of a finished run -> the status commands show
-    runs.OutcomeState.succeeded: RunStatus.succeeded,
-    runs.OutcomeState.failed: RunStatus.failed,
-    runs.OutcomeState.canceled: RunStatus.canceled,
-    runs.OutcomeState.preempted: RunStatus.preempted,
-    runs.OutcomeState.lost: RunStatus.failed,
-}
 
 
 def _secs(ts: Any) -> float | None:
@@ -128,7 +121,9 @@ def view_of(
 
 def status_of(out: runs.Outcome) -> RunStatus | None:
     """The status of a run that has ended (None: it is still going)."""
-    return None if out.going else _STATUS[out.state]
+    if out.going:
+        return None
+    return RunStatus.failed if out.state == RunStatus.lost else out.state
 
 
 def run_end(

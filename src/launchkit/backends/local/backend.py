@@ -47,7 +47,7 @@ WAKE_FALLBACK = 0.25
 MIN_POLL, MAX_POLL = 0.003, 0.1
 BASH_NEEDED = (5, 1)  # the entrypoint uses `wait -n -p` (bash 5.1)
 BASH_MEMO = "bash-checked"  # under the state dir: the bash last found new enough (check_bash)
-ENDED = ("succeeded", "failed", "canceled")  # final: the record never changes again
+ENDED = tuple(s for s in record.FINISHED if s != "lost")  # final: the record never changes again
 INDEXED = ("status", "exit_code", "started", "finished", "message", "jobs")  # what changes after creation
 
 

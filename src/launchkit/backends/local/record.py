@@ -18,13 +18,15 @@ import json
 import os
 import time
 
+from launchkit.core import status
+
 TYPE_CHECKING = False  # the supervisor imports this module: no `typing`, no `pathlib` at run time
 if TYPE_CHECKING:
     from typing import Any
 
     Dir = str | os.PathLike[str]
 
-FINISHED = ("succeeded", "failed", "canceled", "lost")
+FINISHED = tuple(s.value for s in status.FINISHED)
 OOM_MESSAGE = "killed for going over --memory "  # + the limit; kept in runs.db's message column
 STATUS_FILE = "status.json"
 LOCK_FILE = "supervisor.lock"

@@ -20,19 +20,9 @@ SUBCOMMANDS = {
 }
 
 
-MIN_PYTHON = (3, 8)  # the runtime's syntax; launch refuses older (core/parse.py MIN_JOB_PYTHON)
-
-
 def main(argv: list[str] | None = None) -> int:
+    """An older Python than 3.8 never gets here: bash refuses it first (lib.sh: LK_NODE_MAIN)."""
     args = sys.argv[1:] if argv is None else argv
-    if sys.version_info[:2] < MIN_PYTHON:  # this file must parse under 3.6+ for the message to show
-        found = ".".join(str(n) for n in sys.version_info[:3])
-        print(
-            f"[launchkit] error: the job's Python is {found} ({sys.executable}); launchkit's runtime needs"
-            " 3.8 or newer: pass --python-version 3.12, or use an image with a newer Python",
-            file=sys.stderr,
-        )
-        return 106
     if not args or args[0] not in SUBCOMMANDS:
         known = ", ".join(sorted(SUBCOMMANDS))
         print(f"[launchkit] error: runtime subcommand {args[:1]} unknown (known: {known})", file=sys.stderr)
