@@ -190,6 +190,10 @@ LOCAL_IMPORTS = {
     ): "PEP 562: the supervisor starts light",
     ("backends/local/__init__.py", "from launchkit.backends.local.backend import LocalBackend"): "PEP 562",
     ("backends/local/procs.py", "import ctypes"): "optional (except: no subreaper)",
+    ("backends/local/outcome.py", "from launchkit.core.runs import Job, JobState, RunView, Shape, Stop"): (
+        "the supervisor (it runs for the whole job) loads pydantic only for a run of several jobs"
+    ),
+    ("backends/local/outcome.py", "from launchkit.core.runs import outcome"): "the same",
     ("runtime/node/plan.py", "import tomllib"): "optional: Python 3.11+ on the node",
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
     # import cycles inside runtime/node (issue 36 item 4 splits the package)

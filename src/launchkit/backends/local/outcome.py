@@ -9,13 +9,11 @@ only (the supervisor uses them); `view()`/`of()` load the model (pydantic).
 
 from __future__ import annotations
 
-from launchkit.core.runs import Job, JobState, RunView, Shape, Stop, outcome
-
 TYPE_CHECKING = False  # the supervisor imports this module: no `typing` at run time
 if TYPE_CHECKING:
     from typing import Any
 
-    from launchkit.core.runs import Outcome, Where
+    from launchkit.core.runs import Outcome, RunView, Where
 
 TASK = "main"  # a local run has one task (core/tasks.py names a single task `main`)
 
@@ -48,6 +46,8 @@ def recorded(rec: dict[str, Any], where: Where | None) -> dict[str, Any] | None:
 
 def view(rec: dict[str, Any]) -> RunView:
     """The run as the model reads it: one task, `replicas` parts, each job an attempt."""
+    from launchkit.core.runs import Job, JobState, RunView, Shape, Stop
+
     states = {s.value: s for s in JobState}
     model_jobs = []
     for j in jobs(rec):
@@ -79,4 +79,6 @@ def view(rec: dict[str, Any]) -> RunView:
 
 def of(rec: dict[str, Any]) -> Outcome:
     """The outcome of a run its supervisor has ended (no retry is still to come)."""
+    from launchkit.core.runs import outcome
+
     return outcome(view(rec), now=float("inf"), grace=0.0)
