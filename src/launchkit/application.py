@@ -10,11 +10,16 @@ Import-free on purpose: `launchkit --help` loads it.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TextIO
+
+from launchkit.config import load_config
+from launchkit.core.redact import redact_text
 
 
 class OutputFormat(str, Enum):
@@ -50,8 +55,6 @@ class Application:
     def config(self) -> Any:
         """The merged, validated config layers (launchkit.config.load_config), read once per invocation."""
         if self._config is None:
-            from launchkit.config import load_config
-
             self._config = load_config()
         return self._config
 
@@ -62,8 +65,6 @@ class Application:
     # -- messages for people (stderr) -----------------------------------------------------------
     def _emit(self, prefix: str, style: str, msg: str) -> None:
         if "://" in msg:  # no credentials from a URL in any message
-            from launchkit.core.redact import redact_text
-
             msg = redact_text(msg)
         if self.color and prefix:
             prefix = f"\x1b[{style}m{prefix}\x1b[0m"
@@ -103,8 +104,6 @@ class Application:
 
     def print_json(self, data: object) -> None:
         """Data for programs: JSON on stdout (commands with --json)."""
-        import json
-
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
     # -- progress (stderr) ----------------------------------------------------------------------
@@ -119,8 +118,6 @@ class Progress:
     """See `Application.progress`."""
 
     def __init__(self, app: Application, label: str, total: int, unit: str) -> None:
-        import threading
-
         self.app, self.label, self.total, self.unit = app, label, total, unit
         self.done = 0
         self._lock = threading.Lock()

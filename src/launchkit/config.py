@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import os
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from platformdirs import user_config_dir
+from platformdirs import user_state_dir as platform_state_dir
 
 from launchkit.core.configschema import (
     ENV_PREFIX,
@@ -25,6 +29,7 @@ from launchkit.core.configschema import (
     Config,
     Layer,
 )
+from launchkit.core.run_options import RUN_OPTIONS
 from launchkit.errors import UsageError
 
 __all__ = ["KEYS", "Config", "Layer", "help_defaults", "load_config", "merge", "read_layers"]
@@ -60,15 +65,12 @@ def user_config_path(environ: dict[str, str] | os._Environ[str] | None = None) -
         if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and ignored
             base = os.path.expanduser("~/.config")
         return Path(base) / "launchkit" / "config.toml"
-    from platformdirs import user_config_dir
 
     return Path(user_config_dir("launchkit")) / "config.toml"
 
 
 def user_state_dir() -> Path:
     """launchkit's state directory (platformdirs' `user_state_dir`, imported only when asked)."""
-    from platformdirs import user_state_dir as platform_state_dir
-
     return Path(platform_state_dir("launchkit"))
 
 
@@ -104,8 +106,6 @@ def _read_toml(path: Path, *, only_if_mentions_launchkit: bool = False) -> dict[
     if only_if_mentions_launchkit and b"launchkit" not in data and b"tool.gantry" not in data:
         result: dict[str, Any] = {}
     else:
-        import tomllib
-
         try:
             result = tomllib.loads(data.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -169,8 +169,6 @@ GANTRY_ONLY_KEYS = {
 
 def gantry_keys() -> dict[str, str]:
     """[tool.gantry] key -> launchkit config key: option names and gantry's spellings (run_options)."""
-    from launchkit.core.run_options import RUN_OPTIONS
-
     out: dict[str, str] = {}
     for opt in RUN_OPTIONS:
         if opt.key:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from launchkit.errors import UsageError
+
 YES, NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 WORDS = {**dict.fromkeys(YES, True), **dict.fromkeys(NO, False)}
 
@@ -19,8 +21,6 @@ def env_flag(name: str, default: bool = False, environ: dict[str, str] | None = 
         return default
     value = WORDS.get(raw.lower())
     if value is None:
-        from launchkit.errors import UsageError
-
         raise UsageError(
             f"{name}={raw!r} is not a yes/no value",
             hint=f"set {name}=1 or {name}=0 (true/false, yes/no and on/off work too), or unset it",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 # CLI exit codes (docs/beaker.md lists them; the entrypoint's setup codes are in docs/runtime.md).
 EXIT_JOB_FAILED = 1
 EXIT_USAGE = 2
@@ -54,8 +56,6 @@ def from_exception(e: BaseException) -> LaunchkitError:
     """An unexpected exception as one reportable line: a write or read error names the file and the
     fix (exit 3); anything else is a launchkit bug (exit 70)."""
     if isinstance(e, OSError):
-        import errno
-
         what = f"cannot write {e.filename}" if e.filename else "cannot write the output"
         hint = {
             errno.ENOSPC: "free some disk space, or write somewhere else",

@@ -13,13 +13,13 @@ import os
 import re
 from typing import TYPE_CHECKING
 
+from launchkit.core.gitstate import GitState
 from launchkit.core.remoteurl import is_url, job_remote, strip_credentials
 from launchkit.errors import PreconditionError, UsageError
 
 if TYPE_CHECKING:
     from git import Git, Repo
 
-    from launchkit.core.gitstate import GitState
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 NULL_SHA = "0" * 40
@@ -268,8 +268,6 @@ def _version_tag(runner: Git, described: str | None) -> tuple[str, str, int] | N
 
 def _state(runner: Git | None, **fields: object) -> GitState:
     """The GitState of `fields`, with the commit's version tag when there is a repository (`runner`)."""
-    from launchkit.core.gitstate import GitState
-
     branch, url = fields.get("branch"), fields.get("remote_url")
     if isinstance(branch, str) and not _is_utf8(branch):
         raise _not_utf8_branch(branch)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from urllib.parse import urlsplit
 
+from launchkit.backends.beaker_remembered import configured_address
 from launchkit.errors import PreconditionError, UsageError
 
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -91,8 +93,6 @@ def local_remote(url: str) -> bool:
 def beaker_address(environ: dict[str, str] | None = None) -> str | None:
     """The Beaker address beaker-py would use: BEAKER_ADDR, else `agent_address` in BEAKER_CONFIG or
     ~/.beaker/config.yml; None when neither says (beaker.org)."""
-    from launchkit.backends.beaker_remembered import configured_address
-
     return configured_address(environ)
 
 
@@ -114,8 +114,6 @@ def check_remote_reachable(url: str, *, beaker_addr: str | None) -> None:
 def has_gpu(root: str = "/") -> bool:
     """An NVIDIA driver (/dev/nvidiactl, /proc/driver/nvidia) or ROCm (/dev/kfd) on this machine; a
     Mac counts as one (uv's default torch there already is the right build)."""
-    import sys
-
     if sys.platform != "linux":
         return True
     return any(

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING, Any
 
+from launchkit.errors import LaunchkitError
+
 if TYPE_CHECKING:
     from launchkit.application import Application
     from launchkit.backends import Backend, RunInfo
@@ -121,7 +123,6 @@ def masked(
     def values() -> list[str]:
         if not mask:
             return []
-        from launchkit.errors import LaunchkitError
 
         try:
             found = backend.secret_values(run)

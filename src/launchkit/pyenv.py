@@ -19,7 +19,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import tomllib
 from collections.abc import Mapping
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from uv import find_uv_bin
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
@@ -89,8 +94,6 @@ def _uv(
 ) -> tuple[int, str]:
     """Run uv (the one launchkit ships with) for a check: exit code and output; -1 when it could not run.
     `environ`: the environment (default: this process's)."""
-    from uv import find_uv_bin
-
     env = {**(os.environ if environ is None else environ), "UV_PYTHON_DOWNLOADS": "never"}  # never fetch one
     env.pop("VIRTUAL_ENV", None)
     try:
@@ -440,8 +443,6 @@ def _dry_run_install(
     tmp: str,
     env: dict[str, str],
 ) -> None:
-    import tomllib
-
     try:
         with open(os.path.join(root, lock), "rb") as f:
             data = tomllib.load(f)
@@ -475,9 +476,6 @@ def job_python(name: str, requires: str | None, python: str | None) -> str | Non
     --python-version or .python-version); when it is not known at launch, launchkit's own if `requires`
     (the file's requires-python) allows it, else the oldest 3.x that it does. Refuses (exit 3) when
     `requires` excludes the job's Python, or every Python the runtime runs on (3.8 or newer)."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
     try:
         allowed = SpecifierSet(requires or "")
     except InvalidSpecifier:

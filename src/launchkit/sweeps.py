@@ -14,13 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from launchkit.config import user_state_dir
 from launchkit.core.contract import ENV_RUN_ID
+from launchkit.core.specview import SpecView
 
 
 def _path(backend: str, spec: dict[str, Any]) -> Path | None:
-    from launchkit.config import user_state_dir
-    from launchkit.core.specview import SpecView
-
     rid = SpecView(spec).env_value(ENV_RUN_ID)
     return user_state_dir() / "sweeps" / f"{backend}-{rid}.json" if rid else None
 

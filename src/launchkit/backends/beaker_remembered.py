@@ -19,13 +19,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
+from launchkit.core.specview import SpecView
+from launchkit.runtime import runtime_dataset_name
+
 CACHE_FILE = "beaker-runtime.json"
 DEFAULT_ADDRESS = "https://beaker.org"  # beaker-py's Config.agent_address
 
 
 def cache_dir() -> Path:
-    import platformdirs
-
     return Path(platformdirs.user_cache_dir("launchkit"))
 
 
@@ -97,8 +100,6 @@ def remembered_runtime_id(
 ) -> str | None:
     """The id `run` would mount the runtime dataset by in `workspace` (None: the config's default),
     if a launch from this machine made or found it; else None."""
-    from launchkit.runtime import runtime_dataset_name
-
     addr = address(environ)
     name = workspace or default_workspace(environ)
     if not name:
@@ -113,9 +114,6 @@ def remembered_runtime_id(
 def offline_spec(submission: Any) -> Any:
     """The submission with its runtime mounts pointing at the remembered dataset id, when there is one
     (the registry's `offline` hook for Beaker)."""
-    from launchkit.core.specview import SpecView
-    from launchkit.runtime import runtime_dataset_name
-
     ds_id = remembered_runtime_id(submission.workspace)
     if ds_id is None:
         return submission

@@ -9,7 +9,9 @@ outside `launchkit.backends` names a backend: the CLI asks this module for the d
 from __future__ import annotations
 
 import importlib
+import os
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launchkit.errors import BackendError, UsageError
@@ -96,9 +98,6 @@ class BackendInfo:
 def _beaker_credentials() -> str | None:
     """Without BEAKER_TOKEN, BEAKER_CONFIG or ~/.beaker/config.yml (where beaker-py's Config.from_env
     looks) there can be no credentials, and a dry run stays offline without loading its gRPC client."""
-    import os
-    from pathlib import Path
-
     if any(k in os.environ for k in ("BEAKER_TOKEN", "BEAKER_CONFIG")):
         return None
     return None if (Path.home() / ".beaker" / "config.yml").is_file() else "no Beaker credentials"

@@ -32,6 +32,7 @@ from launchkit.cli.panels import PanelCommand, PanelGroup
 from launchkit.cli.params import NoArgsIsHelpError, NoSuchOption, PlainOption, UsageError, completion_init
 from launchkit.core.run_options import Kind
 from launchkit.core.units import UnitError, positive_seconds
+from launchkit.envflags import env_flag
 from launchkit.errors import LaunchkitError, from_exception
 from launchkit.errors import UsageError as LaunchkitUsageError
 
@@ -347,12 +348,9 @@ def _report(application: Application, e: BaseException) -> int:
 
 def _debug() -> bool:
     """LAUNCHKIT_DEBUG: a traceback with every error (a value that is not yes/no asks for it too)."""
-    from launchkit.envflags import env_flag
-    from launchkit.errors import UsageError
-
     try:
         return env_flag("LAUNCHKIT_DEBUG")
-    except UsageError:
+    except LaunchkitUsageError:
         return True
 
 

@@ -7,22 +7,26 @@ is named here: the registry knows them. Only typer is imported here; backends lo
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from launchkit.application import Application
+from launchkit.backends import Capability, backend_for_run_id, get_backend, registry, require
+from launchkit.backends.local.store import home
+from launchkit.config import user_state_dir
+from launchkit.core.request import BackendChoice
+from launchkit.errors import NotFoundError, UsageError
 
 if TYPE_CHECKING:
-    from launchkit.backends import Backend, Capability, RunInfo
-    from launchkit.core.request import BackendChoice
+    from launchkit.backends import Backend, RunInfo
 
 P_BACKEND = "Backend"
 
 
 def backend_option() -> Any:
-    from launchkit.backends import registry
-
     return typer.Option(
         None,
         "--backend",
@@ -33,8 +37,6 @@ def backend_option() -> Any:
 
 
 def local_option() -> Any:
-    from launchkit.backends import registry
-
     return typer.Option(
         False, "--local", help=f"Shortcut for --backend {registry.here_name()}.", rich_help_panel=P_BACKEND
     )
@@ -42,37 +44,26 @@ def local_option() -> Any:
 
 def registered() -> BackendChoice:
     """The registry's backends, for the parser (launchkit.core.parse.build_request)."""
-    from launchkit.backends import registry
-    from launchkit.core.request import BackendChoice
-
     return BackendChoice(known=tuple(registry.names()), here=registry.here_name())
 
 
 def default_backend(app: Application) -> str:
     """`backend` from the config layers (checked, naming the variable or file it came from), else the
     registry's default."""
-    from launchkit.backends import registry
-
     return registry.configured_name(app.config)
 
 
 def has(name: str, capability: Capability) -> bool:
     """Whether the registered backend `name` has `capability` (without loading it)."""
-    from launchkit.backends import registry
-
     return capability in registry.info(name).capabilities
 
 
 def _last_run_file() -> Any:
-    from launchkit.config import user_state_dir
-
     return user_state_dir() / "last-run.json"
 
 
 def remember_last_run(backend: str, run_id: str) -> None:
     """Written at submit, so that `--latest` goes to the backend of your most recent run."""
-    import json
-
     try:
         path = _last_run_file()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,9 +73,6 @@ def remember_last_run(backend: str, run_id: str) -> None:
 
 
 def last_run_backend() -> str | None:
-    import json
-
-    from launchkit.backends import registry
 
     try:
         name = json.loads(_last_run_file().read_text()).get("backend")
@@ -97,8 +85,6 @@ def backend_name(
     app: Application, backend: str | None, local: bool, run_id: str | None = None, latest: bool = False
 ) -> str:
     """--local/--backend, else the run id's prefix, else (for --latest) your last run's, else config."""
-    from launchkit.backends import backend_for_run_id, registry
-
     if run_id and not run_id.isascii():
         _check_run_id(run_id)
     if name := registry.resolve_name(backend, local):
@@ -110,8 +96,6 @@ def backend_name(
 
 def _check_run_id(run_id: str) -> None:
     """Run ids are text: bytes from argv that are not UTF-8 name no run (and no backend can look them up)."""
-    from launchkit.errors import UsageError
-
     try:
         run_id.encode("utf-8")
     except UnicodeEncodeError:
@@ -147,8 +131,6 @@ def choose(
 
 
 def _load(app: Application, name: str, workspace: str | None = None) -> Backend:
-    from launchkit.backends import Capability, get_backend, require
-
     b = get_backend(name, app, workspace=workspace or app.config.get("workspace"))
     require(b, Capability.workspaces, workspace=workspace)
     return b
@@ -157,8 +139,6 @@ def _load(app: Application, name: str, workspace: str | None = None) -> Backend:
 def backend_with(app: Application, capability: Capability, workspace: str | None = None) -> Backend:
     """The backend for a command that needs `capability` (`secret`, `session`, `open`, `prune`, ...):
     the configured default when it has it, else the first registered backend that does."""
-    from launchkit.backends import registry
-
     name = default_backend(app)
     if capability not in registry.info(name).capabilities:
         name = registry.with_capability(capability).name
@@ -175,8 +155,6 @@ def resolve_run(
     workspace: str | None = None,
 ) -> tuple[Backend, RunInfo]:
     """(backend, RunInfo) for `ID` or `--latest`."""
-    from launchkit.errors import NotFoundError, UsageError
-
     if run_id and latest:
         raise UsageError("give a run ID or --latest, not both", hint="drop one of them")
     if not run_id and not latest:
@@ -194,9 +172,6 @@ def resolve_run(
 
 def local_run_ids(incomplete: str) -> list[str]:
     """Completion: ids of local runs, newest first (read from the local backend's SQLite store, read-only)."""
-    import sqlite3
-
-    from launchkit.backends.local.store import home
 
     db = home() / "runs.db"
     if not db.is_file():

@@ -11,6 +11,10 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from launchkit.backends import registry
+from launchkit.config import help_defaults
+from launchkit.core.status import RunStatus
+
 
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.expanduser("~/.cache")
@@ -48,13 +52,10 @@ def clusters(incomplete: str) -> list[str]:
 
 
 def _backend_names() -> list[str]:
-    from launchkit.backends import registry
-
     return registry.names()
 
 
 def profiles(incomplete: str) -> list[str]:
-    from launchkit.config import help_defaults
     from launchkit.core.profiles import BUILTIN_PROFILES
 
     user = help_defaults().get("profiles", ({}, ""))[0]
@@ -62,8 +63,6 @@ def profiles(incomplete: str) -> list[str]:
 
 
 def statuses(incomplete: str) -> list[str]:
-    from launchkit.core.status import RunStatus
-
     return _matching([s.value for s in RunStatus], incomplete)
 
 

@@ -11,6 +11,7 @@ import typer
 
 from launchkit.cli.completing import choices
 from launchkit.cli.params import get_completion_script
+from launchkit.errors import UsageError
 
 COMPLETE_VAR = "_LAUNCHKIT_COMPLETE"  # Typer/click's variable for prog_name "launchkit"
 
@@ -19,8 +20,6 @@ def completion(
     shell: str = typer.Argument(..., metavar="bash|zsh|fish", autocompletion=choices("bash", "zsh", "fish")),
 ) -> None:
     """Print the completion script for SHELL, e.g. eval "$(launchkit completion bash)"."""
-    from launchkit.errors import UsageError
-
     if shell not in ("bash", "zsh", "fish"):
         raise UsageError(f"unknown shell {shell!r}", hint="use bash, zsh or fish")
     sys.stdout.write(

@@ -7,8 +7,12 @@ import sys
 import typer
 
 from launchkit.application import OutputFormat
+from launchkit.backends import Capability, require
 from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
+from launchkit.cli.completing import remember_clusters
 from launchkit.cli.context import get_app
+from launchkit.cli.table import print_table
+from launchkit.errors import UsageError
 
 
 def find_gpus(
@@ -31,19 +35,14 @@ def find_gpus(
     local: bool = local_option(),
 ) -> None:
     """Show GPUs: on this machine with --local (via nvidia-smi), or free GPUs on Beaker clusters."""
-    from launchkit.backends import Capability, require
-
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
     b = choose(app, backend, local, workspace=workspace)
     require(b, Capability.gpu_filters, gpu_type=gpu_type, all=show_all, gpus=gpus, replicas=replicas > 1)
     if replicas > 1 and gpus is None:
-        from launchkit.errors import UsageError
-
         raise UsageError("--replicas needs --gpus", hint="e.g. find-gpus --gpus 8 --replicas 4")
     rows = b.find_gpus(gpu_types=gpu_type, include_all=show_all, gpus=gpus, replicas=replicas)
-    from launchkit.cli.completing import remember_clusters
 
     remember_clusters(str(g["cluster"]) for g in rows if "cluster" in g)
     if app.json:
@@ -53,7 +52,6 @@ def find_gpus(
         here = Capability.this_machine in b.capabilities
         app.info("no GPUs here" + (" (nvidia-smi finds none)" if here else ""))
         return
-    from launchkit.cli.table import print_table
 
     nodes = []  # --gpus: the nodes a replica can start on now, in a table of their own
     for g in rows:

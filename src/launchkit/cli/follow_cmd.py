@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
 
+from launchkit.backends import Capability, require
 from launchkit.cli.backend_choice import (
     backend_option,
     local_option,
@@ -14,7 +16,9 @@ from launchkit.cli.backend_choice import (
     workspace_option,
 )
 from launchkit.cli.context import get_app
+from launchkit.cli.following import follow_run
 from launchkit.cli.options import latest_option, replica_option
+from launchkit.notify import SlackNotifier, url_from_env
 
 
 def follow(
@@ -41,16 +45,10 @@ def follow(
 ) -> None:
     """Stream a run's output live (its secrets' values as ***). Exits with the job's exit code; Ctrl-C
     detaches."""
-    from launchkit.backends import Capability, require
-    from launchkit.cli.following import follow_run
-
     app = get_app(ctx)
     b, run = resolve_run(app, backend, local, run_id, latest, author, workspace)
     require(b, Capability.all_replicas, all_replicas=all_replicas)
     require(b, Capability.tasks, task=task)
-    import os
-
-    from launchkit.notify import SlackNotifier, url_from_env
 
     url = url_from_env(os.environ)  # LAUNCHKIT_SLACK_WEBHOOK_URL (or gantry's GANTRY_SLACK_WEBHOOK_URL)
     notifier = SlackNotifier(app, url) if url else None

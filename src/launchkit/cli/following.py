@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from launchkit.application import Application
-from launchkit.backends import Backend, RunInfo, RunStatus
+from launchkit.backends import Backend, EndKind, RunInfo, RunStatus
+from launchkit.backends.ending import describe, timed_out
 from launchkit.cli.context import stdout_closed
 from launchkit.core.status import SUMMARY_ORDER
 from launchkit.errors import EXIT_INTERRUPTED
+from launchkit.masking import masked
 
 if TYPE_CHECKING:
     from launchkit.notify import SlackNotifier
@@ -227,8 +229,6 @@ def follow_run(
     With `limits`, the run is stopped when one passes and the exit code is EXIT_TIMED_OUT. With a
     `notifier`, Slack hears when the job's first output arrives and how it ended. `mask`: the values of
     the run's secrets show as *** (launchkit.masking)."""
-    from launchkit.masking import masked
-
     app.info(f"following {run.id} (Ctrl-C detaches; the job keeps running)")
     limits = limits or Limits()
     shown = masked(app, backend, run, sys.stdout.buffer, mask=mask)
@@ -267,15 +267,11 @@ def follow_run(
     if dog is not None:
         dog.join(timeout=5)
         if dog.reason:
-            from launchkit.backends.ending import timed_out
-
             app.error(f"{run.id} {timed_out(dog.reason, 'raise that limit, or drop it').text()}")
             return EXIT_TIMED_OUT
     final = backend.get(run.id)
     if notifier is not None:
         notifier.on_end(final)
-    from launchkit.backends import EndKind
-    from launchkit.backends.ending import describe
 
     why = describe(final)  # one line from the backend's own fields: how it ended, and the fix
     if final.status == RunStatus.succeeded:

@@ -10,9 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from launchkit.api import request_from_options
 from launchkit.application import Application
+from launchkit.cli.backend_choice import remember_last_run
 from launchkit.cli.context import get_app
-from launchkit.errors import UsageError
+from launchkit.cli.following import Limits, follow_run
+from launchkit.errors import EXIT_INTERRUPTED, UsageError
+from launchkit.launch import plan, submit
+from launchkit.notify import SlackNotifier
 
 if TYPE_CHECKING:
     from launchkit.backends import Backend, RunInfo
@@ -27,16 +32,12 @@ def run(ctx: typer.Context, extra: list[str], **given: Any) -> None:
 
 
 def launch(app: Application, given: dict[str, Any], *, extra: list[str], command: list[str] | None) -> None:
-    from launchkit.api import request_from_options
-
     launch_request(app, request_from_options(app, given, command, extra).launch_request)
 
 
 def launch_request(app: Application, request: LaunchRequest, planned: Launch | None = None) -> None:
     """Plan the launch (`launchkit.launch.plan`, unless `planned`), then print it (a dry run) or submit
     it and say what was launched (`run`, `mason`)."""
-    from launchkit.launch import plan, submit
-
     launch = planned or plan(app, request)
     request = launch.request
     text = launch.spec_yaml if launch.printed or request.save_spec else ""  # not for a launch
@@ -65,7 +66,6 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
     except KeyboardInterrupt:  # once a run exists, Ctrl-C is follow's detach, told (before follow's own)
         if last is None:
             raise
-        from launchkit.errors import EXIT_INTERRUPTED
 
         app.info(f"detached from {last.id}; it keeps running. Resume with: launchkit follow {last.id}")
         raise SystemExit(EXIT_INTERRUPTED) from None
@@ -81,8 +81,6 @@ def save_spec(app: Application, path: str, text: str) -> None:
 
 
 def _launched(app: Application, b: Backend, run: RunInfo) -> None:
-    from launchkit.cli.backend_choice import remember_last_run
-
     remember_last_run(b.name, run.id)
     sys.stdout.write(run.id + "\n")  # for scripts: ID=$(launchkit -q run ...)
     sys.stdout.flush()
@@ -91,12 +89,8 @@ def _launched(app: Application, b: Backend, run: RunInfo) -> None:
 
 def _after_launch(app: Application, b: Backend, request: LaunchRequest, run: RunInfo) -> None:
     """Slack notifications and --follow, once the run is launched."""
-    from launchkit.cli.following import Limits, follow_run
-
     notifier = None
     if request.slack_webhook_url is not None:
-        from launchkit.notify import SlackNotifier
-
         if request.follow:
             notifier = SlackNotifier(app, request.slack_webhook_url.get_secret_value())
         else:

@@ -9,11 +9,15 @@ from typing import Any
 import typer
 
 from launchkit.application import OutputFormat
+from launchkit.backends import Capability, require
 from launchkit.cli import completing
 from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
 from launchkit.cli.context import get_app
+from launchkit.cli.following import task_summary
+from launchkit.cli.table import print_table
 from launchkit.core.status import RunStatus
-from launchkit.core.units import MAX_COUNT
+from launchkit.core.units import MAX_COUNT, parse_duration
+from launchkit.errors import UsageError
 
 STATUSES = ", ".join(s.value for s in RunStatus)
 
@@ -67,17 +71,12 @@ def list_runs(
     local: bool = local_option(),
 ) -> None:
     """List runs, newest first."""
-    from launchkit.backends import Capability, require
-    from launchkit.errors import UsageError
-
     # launchkit's words, or on Beaker also Beaker's own (gantry's vocabulary): the backend checks them
     statuses: list[Any] = [s.lower() for s in status or []]
     if me and author:
         raise UsageError("--me and --author cannot be combined", hint="drop one")
     age = None
     if max_age is not None:
-        from launchkit.core.units import parse_duration
-
         try:  # a bare number is days, as in gantry
             age = (
                 dt.timedelta(days=float(max_age))
@@ -111,7 +110,6 @@ def list_runs(
     if app.json:
         app.print_json([r.model_dump(mode="json") for r in runs])
         return
-    from launchkit.cli.table import print_table
 
     header = ["ID", "NAME", "STATUS", "EXIT", "CREATED", "REASON"]
     rows = [
@@ -126,8 +124,6 @@ def list_runs(
         for r in runs
     ]
     if any(r.tasks > 1 for r in runs):
-        from launchkit.cli.following import task_summary
-
         header.insert(2, "TASKS")
         for row, r in zip(rows, runs, strict=True):  # a many-task run: how many are in each state
             row.insert(2, task_summary(r.task_statuses) if r.task_statuses else str(r.tasks))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import sys
 from typing import IO, cast
 
 import typer
 
+from launchkit.backends import Capability, LogQuery, require
 from launchkit.cli.backend_choice import (
     backend_option,
     local_option,
@@ -17,14 +19,14 @@ from launchkit.cli.backend_choice import (
     workspace_option,
 )
 from launchkit.cli.context import get_app, stdout_closed
+from launchkit.cli.following import follow_run
 from launchkit.cli.options import latest_option, replica_option
-from launchkit.core.units import MAX_COUNT
+from launchkit.core.units import MAX_COUNT, parse_duration
+from launchkit.errors import PreconditionError, UsageError, from_exception
+from launchkit.masking import masked
 
 
 def _since(value: str) -> dt.datetime:
-    from launchkit.core.units import parse_duration
-    from launchkit.errors import UsageError
-
     with contextlib.suppress(ValueError, TypeError):  # not a duration: try a timestamp
         return dt.datetime.now(dt.UTC) - dt.timedelta(seconds=parse_duration(value))
     try:
@@ -75,10 +77,6 @@ def logs(
     local: bool = local_option(),
 ) -> None:
     """Print a run's logs: raw bytes, exactly as the job wrote them (its secrets' values as ***)."""
-    import os
-
-    from launchkit.backends import Capability, LogQuery, require
-    from launchkit.errors import UsageError
 
     if head is not None and tail is not None:
         raise UsageError("--head and --tail cannot be combined", hint="pick one")
@@ -98,7 +96,6 @@ def logs(
         ):
             if given not in (None, False):
                 raise UsageError(f"--follow cannot be combined with {opt}", hint="drop one")
-        from launchkit.cli.following import follow_run
 
         sys.exit(follow_run(app, b, run, replica=replica, tail=tail, mask=not no_mask))
     query = LogQuery(
@@ -113,8 +110,6 @@ def logs(
     )
 
     def write_logs(query: LogQuery, out: IO[bytes]) -> None:
-        from launchkit.masking import masked
-
         shown = masked(app, b, run, out, mask=not no_mask)
         b.write_logs(run, query, cast("IO[bytes]", shown))
         shown.end()
@@ -136,7 +131,5 @@ def logs(
         with open(output, "wb") as f:
             write_logs(query, f)
     except OSError as e:
-        from launchkit.errors import PreconditionError, from_exception
-
         hint = from_exception(e).hint
         raise PreconditionError(f"--output {output!r}: {e.strerror or e}", hint=hint) from None

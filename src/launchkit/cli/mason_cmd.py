@@ -8,13 +8,29 @@ Beaker user, the local dataset-cache run, then launchkit's usual spec -> prepare
 
 from __future__ import annotations
 
+import getpass
 import os
+import random
+import secrets
+import shlex
+import string
+import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from launchkit.backends import Capability, accounts, registry
+from launchkit.cli.backend_choice import choose
 from launchkit.cli.context import get_app
+from launchkit.cli.launching import launch_request
+from launchkit.core import mason as m
+from launchkit.core.parse import UTF8_HINT
+from launchkit.core.request import LaunchRequest
+from launchkit.errors import PreconditionError, UsageError
+from launchkit.launch import offline_reason, plan, read_state
 
 if TYPE_CHECKING:
     from launchkit.application import Application
@@ -33,13 +49,8 @@ def mason(
     Takes mason.py's options as they are (`--help` lists them); each `--`-separated command becomes
     one task. launchkit's own: --dry-run, --offline, --save-spec FILE, --follow.
     """
-    from launchkit.cli.launching import launch_request
-    from launchkit.launch import offline_reason, plan, read_state
-
     app = get_app(ctx)
     argv = list(args or [])
-    from launchkit.backends import Capability, accounts, registry
-    from launchkit.core import mason as m
 
     if "-h" in argv or "--help" in argv:
         sys.stdout.write(m.parser().format_help())
@@ -60,8 +71,6 @@ def mason(
             "--output_dir/--checkpoint_state_dir; at submit it is the Beaker account's"
         )
     elif not external:
-        from launchkit.cli.backend_choice import choose
-
         backend = choose(app, name, False)
         whoami = accounts(backend).user_name()
     launch = m.Launch(whoami=whoami, wandb_id=_wandb_id(), now=_now(), rand=_rand(), environ=dict(os.environ))
@@ -93,9 +102,6 @@ def mason(
 
 def _refuse_non_utf8(argv: list[str], command: list[str]) -> None:
     """argv bytes that are not UTF-8 refused up front, as `run` does (values unshown: may be secrets)."""
-    from launchkit.core.parse import UTF8_HINT
-    from launchkit.errors import UsageError
-
     for where, args in (("of `launchkit mason`", argv), ("of the command", command)):
         for i, arg in enumerate(args):
             try:
@@ -107,14 +113,10 @@ def _refuse_non_utf8(argv: list[str], command: list[str]) -> None:
 
 def _probe() -> Any:
     """A stand-in request for `offline_reason`: a Beaker dry run, so only the credentials decide."""
-    from launchkit.core.request import LaunchRequest
-
     return LaunchRequest(command=["true"], dry_run=True)
 
 
 def _assumed_user() -> str:
-    import getpass
-
     try:
         return getpass.getuser()
     except (KeyError, OSError):
@@ -123,32 +125,21 @@ def _assumed_user() -> str:
 
 def _wandb_id() -> str:
     """mason's `generate_id()`: 8 characters of [a-z0-9], one per invocation."""
-    import secrets
-    import string
-
     alphabet = string.ascii_lowercase + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(8))
 
 
 def _now() -> float:
-    import time
-
     return time.time()
 
 
 def _rand() -> int:
-    import random
-
     return random.randint(0, 1_000_000)  # mason's checkpoint-dir suffix
 
 
 def run_cache(app: Application, margs: MasonArgs, commands: list[list[str]], user: str) -> None:
     """mason's local dataset cache: `python SCRIPT ARGS --cache_dataset_only` in this directory, before
     launching, output streamed (to stderr: stdout is for the run id); a failure stops the launch."""
-    import shlex
-    from pathlib import Path
-
-    from launchkit.core import mason as m
 
     for argv in m.cache_commands(commands, margs):
         if not Path(argv[0]).is_file():
@@ -174,9 +165,6 @@ def run_cache(app: Application, margs: MasonArgs, commands: list[list[str]], use
 
 def _stream(app: Application, line: str, what: str) -> list[str]:
     """Run a shell line as mason does (`shell=True`), its output copied to stderr as it comes."""
-    import subprocess
-
-    from launchkit.errors import PreconditionError
 
     lines: list[str] = []
     err = app.stderr or sys.stderr

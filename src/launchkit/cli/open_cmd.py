@@ -4,11 +4,16 @@ group), or print their URLs."""
 from __future__ import annotations
 
 import sys
+import webbrowser
 
 import typer
 
+from launchkit.backends import Capability, page_links
+from launchkit.cli.backend_choice import backend_with
 from launchkit.cli.context import get_app
 from launchkit.cli.options import latest_option
+from launchkit.core.redact import redact_url
+from launchkit.errors import NotFoundError, UsageError
 
 
 def open_page(
@@ -23,10 +28,6 @@ def open_page(
     print_only: bool = typer.Option(False, "--print", "-p", help="Only print the URLs."),
 ) -> None:
     """Open Beaker pages in the browser; the URLs are printed when there is no browser or no TTY."""
-    from launchkit.backends import Capability, page_links
-    from launchkit.cli.backend_choice import backend_with
-    from launchkit.errors import NotFoundError, UsageError
-
     if latest and targets:
         raise UsageError("give TARGETs or --latest, not both")
     backend = page_links(backend_with(get_app(ctx), Capability.pages, workspace))
@@ -43,13 +44,9 @@ def open_page(
 
 
 def _open(url: str, print_only: bool) -> None:
-    from launchkit.core.redact import redact_url
-
     url = redact_url(url)  # printed below: never a credential from a URL
     opened = False
     if not print_only and sys.stdout.isatty():
-        import webbrowser
-
         try:
             opened = webbrowser.open(url)
         except Exception:  # noqa: BLE001 - no browser: print instead

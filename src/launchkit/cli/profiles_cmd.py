@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import typer
 
 from launchkit.cli.context import get_app
 from launchkit.cli.table import wrap
+from launchkit.core.multinode import added_line
+from launchkit.core.parse import build_request
+from launchkit.core.presets import PRESETS
+from launchkit.core.profiles import load_profiles, resolve_profiles
 
 if TYPE_CHECKING:  # pydantic models: imported lazily at runtime to keep `--help` fast
     from launchkit.core.profiles import Profile, ProfileSelection
@@ -35,11 +40,6 @@ def profiles(
     ),
 ) -> None:
     """Show what the cluster profile would add to a job on CLUSTER... and why."""
-    from launchkit.core.multinode import added_line
-    from launchkit.core.parse import build_request
-    from launchkit.core.presets import PRESETS
-    from launchkit.core.profiles import load_profiles, resolve_profiles
-
     config = get_app(ctx).config  # defaults (clusters, profile, ...) and [tool.launchkit.profiles]
     table = config.get("profiles") or {}
     given = {
@@ -56,8 +56,6 @@ def profiles(
     request = build_request(given, ["true"], config=config)
     out: list[str] = []
     if as_json:
-        import json
-
         if list_all:
             data: object = [
                 {**p.model_dump(mode="json"), "from_config": p.name in table}

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 
 import typer
 
+from launchkit.backends import Capability, pruning
+from launchkit.cli.backend_choice import backend_with
 from launchkit.cli.context import get_app
 from launchkit.cli.options import confirm, yes_option
+from launchkit.core.units import parse_duration
+from launchkit.errors import UsageError
 
 
 def prune(
@@ -19,12 +24,6 @@ def prune(
     yes: bool = yes_option(),
 ) -> None:
     """Remove old local runs (their directories and logs). Running runs are never touched."""
-    import datetime as dt
-
-    from launchkit.backends import Capability, pruning
-    from launchkit.cli.backend_choice import backend_with
-    from launchkit.core.units import parse_duration
-    from launchkit.errors import UsageError
 
     app = get_app(ctx)
     try:

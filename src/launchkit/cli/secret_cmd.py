@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import sys
 from typing import TYPE_CHECKING
 
 import typer
 
+from launchkit.backends import Capability, secret_store
+from launchkit.cli.backend_choice import backend_with
 from launchkit.cli.context import get_app
 from launchkit.cli.options import yes_option
 from launchkit.cli.panels import PanelCommand
+from launchkit.core.parse import SECRET
+from launchkit.core.redact import secret_value_kind
+from launchkit.errors import UsageError
 
 if TYPE_CHECKING:
     from launchkit.backends import SecretStore
@@ -28,8 +34,6 @@ def _read_value(name: str, from_file: str | None = None) -> str:
             with open(os.path.expanduser(from_file), "rb") as f:
                 data = f.read()
         except OSError as e:
-            from launchkit.errors import UsageError
-
             raise UsageError(
                 f"--from-file {from_file!r}: cannot read it ({e.strerror or e})", hint="give a readable file"
             ) from None
@@ -37,8 +41,6 @@ def _read_value(name: str, from_file: str | None = None) -> str:
     elif sys.stdin is None:
         raise _usage("no stdin to read the secret value from")
     elif sys.stdin.isatty() and from_file is None:
-        import getpass
-
         try:
             value = getpass.getpass(f"value for {name} (hidden): ")
         except EOFError:  # Ctrl-D at the prompt
@@ -56,8 +58,6 @@ def _decoded(name: str, data: bytes, source: str) -> str:
     try:
         value = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        from launchkit.errors import UsageError
-
         raise UsageError(
             f"the value for secret {name} ({source}) is not UTF-8 text (byte {e.start + 1} of {len(data)})",
             hint="Beaker secrets are text: store binary data base64-encoded (`base64 -w0 FILE | "
@@ -69,8 +69,6 @@ def _decoded(name: str, data: bytes, source: str) -> str:
 
 
 def _usage(msg: str) -> Exception:
-    from launchkit.errors import UsageError
-
     return UsageError(
         msg, hint="pipe the value in (`launchkit secret set NAME < file`) or type it at the prompt"
     )
@@ -78,9 +76,6 @@ def _usage(msg: str) -> Exception:
 
 def _check_name(name: str, extra: list[str] | None) -> None:
     """NAME is valid and no value came with it; no message quotes what may be the value."""
-    from launchkit.core.parse import SECRET
-    from launchkit.errors import UsageError
-
     key, sep, _ = name.partition("=")
     if sep or extra:  # `secret set NAME VALUE` or `NAME=VALUE`: never echoed, never stored
         shown = key if SECRET.fullmatch(key) else "NAME"
@@ -89,7 +84,6 @@ def _check_name(name: str, extra: list[str] | None) -> None:
             "command line ends up in your shell history), nothing was stored",
             hint=f"pipe it in (`launchkit secret set {shown} < file`) or type it at the hidden prompt",
         )
-    from launchkit.core.redact import secret_value_kind
 
     if secret_value_kind(name):  # `secret set hf_...`: the value given as the name
         raise UsageError(
@@ -104,9 +98,6 @@ def _check_name(name: str, extra: list[str] | None) -> None:
 
 def _store(ctx: typer.Context) -> SecretStore:
     """The backend that keeps workspace secrets (Capability.secrets), through its typed interface."""
-    from launchkit.backends import Capability, secret_store
-    from launchkit.cli.backend_choice import backend_with
-
     return secret_store(backend_with(get_app(ctx), Capability.secrets))
 
 
@@ -155,8 +146,6 @@ def set_gh_token(
     yes: bool = yes_option("Accepted: launchkit does not prompt here."),
 ) -> None:
     """gantry's `config set-gh-token`: store a GitHub token for cloning private repositories."""
-    from launchkit.errors import UsageError
-
     if token is not None or ctx.args or get_app(ctx).user_command:
         raise UsageError(
             "a token on the command line ends up in your shell history",

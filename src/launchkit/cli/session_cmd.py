@@ -10,6 +10,7 @@ with `--upload .:/code` or a mount.
 from __future__ import annotations
 
 import os
+import platform
 import shlex
 import shutil
 import sys
@@ -17,17 +18,22 @@ from typing import Any
 
 import typer
 
+from launchkit.backends import Capability, Submission, registry, session_host
+from launchkit.cli.backend_choice import backend_with, registered
 from launchkit.cli.context import get_app
 from launchkit.cli.params import PlainOption
 from launchkit.cli.run_cmd import TableCommand, run_command
+from launchkit.core.gitstate import GitState
+from launchkit.core.parse import build_request
+from launchkit.core.profiles import wants_placement
 from launchkit.core.run_options import Kind
+from launchkit.core.session import session_argv
+from launchkit.core.spec import build_spec, upload_dataset_name
 from launchkit.errors import PreconditionError, UsageError
 
 
 def install_hint() -> str:
     """How to get the `beaker` CLI here: Beaker's release endpoint, as AI2 images install it."""
-    import platform
-
     system = "darwin" if sys.platform == "darwin" else "linux"
     arch = "arm64" if platform.machine().lower() in ("arm64", "aarch64") else "amd64"
     return (
@@ -50,11 +56,6 @@ def session(
     Calls the `beaker` CLI (`beaker session create`); with --dry-run, prints that command instead.
     Everything after `--` is the session's command (default: the image's shell).
     """
-    from launchkit.backends import Capability, Submission, registry, session_host
-    from launchkit.core.gitstate import GitState
-    from launchkit.core.session import session_argv
-    from launchkit.core.spec import build_spec, upload_dataset_name
-
     app = get_app(ctx)
     host = registry.with_capability(Capability.sessions)
     chosen = registry.resolve_name(given.get("backend"), bool(given.get("local")))
@@ -66,8 +67,6 @@ def session(
         if given.get(opt):
             raise UsageError(f"--{opt.replace('_', '-')} is for `launchkit run`", hint="drop it for sessions")
     command = list(app.user_command or [])
-    from launchkit.cli.backend_choice import registered
-    from launchkit.core.parse import build_request
 
     config = app.config
     request = build_request(
@@ -100,8 +99,6 @@ def session(
         raise PreconditionError(
             "`launchkit session` needs the `beaker` CLI, which is not on PATH", hint=install_hint()
         )
-    from launchkit.cli.backend_choice import backend_with
-    from launchkit.core.profiles import wants_placement
 
     backend = session_host(backend_with(app, Capability.sessions))
     submission = Submission(

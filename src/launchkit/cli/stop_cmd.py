@@ -16,6 +16,7 @@ from launchkit.cli.backend_choice import (
 )
 from launchkit.cli.context import get_app
 from launchkit.cli.options import confirm, latest_option, yes_option
+from launchkit.errors import UsageError
 
 
 def stop(
@@ -32,8 +33,6 @@ def stop(
     local: bool = local_option(),
 ) -> None:
     """Stop runs. Asks first unless --yes."""
-    from launchkit.errors import UsageError
-
     app = get_app(ctx)
     if run_ids and latest:
         raise UsageError("give run IDs or --latest, not both", hint="drop one of them")

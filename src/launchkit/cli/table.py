@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import textwrap
 
 from launchkit.core.status import RunStatus
 
@@ -41,7 +42,6 @@ def wrap(lines: list[str]) -> str:
     piped, one line each, for grep."""
     if not sys.stdout.isatty():
         return "\n".join(lines)
-    import textwrap
 
     out = []
     for line in lines:

@@ -7,6 +7,7 @@ import sys
 import typer
 
 from launchkit.application import OutputFormat
+from launchkit.backends.ending import describe
 from launchkit.cli.backend_choice import backend_option, local_option, local_run_ids, resolve_run
 from launchkit.cli.context import get_app
 from launchkit.cli.options import latest_option
@@ -23,8 +24,6 @@ def why(
     """Why a run ended, from the backend's own record: exit code, out of memory, preempted, canceled
     (by whom, or by which timeout), node lost, never scheduled, image pull failure, or a setup step
     that failed; with what to do about it. Prints where a run still going stands."""
-    from launchkit.backends.ending import describe
-
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json

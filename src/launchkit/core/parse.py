@@ -12,11 +12,14 @@ import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
+from launchkit.core import dotenv
+from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.multinode import check_combinations
-from launchkit.core.redact import refuse_secret_value
+from launchkit.core.redact import refuse_secret_value, url_host_only
 from launchkit.core.request import (
     BackendChoice,
     DatasetMount,
@@ -39,6 +42,7 @@ from launchkit.core.run_options import RUN_OPTIONS, TRISTATE_OPTIONS, config_key
 from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, split_commands
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
+from launchkit.runtime import RUNTIME_MOUNT
 
 if TYPE_CHECKING:
     from launchkit.core.configschema import Config
@@ -286,8 +290,6 @@ def _env_vars(opts: _Options, environ: dict[str, str], cwd: str | None = None) -
 
 def _env_files(opts: _Options, cwd: str | None) -> list[tuple[str, str | None, str]]:
     """(name, value, `FILE:LINE`) of every --env-file, in order (core/dotenv.py: the syntax)."""
-    from launchkit.core import dotenv
-
     out = []
     for path in opts.given.get("env_file") or []:
         full = os.path.join(cwd or os.getcwd(), os.path.expanduser(path))
@@ -568,7 +570,6 @@ def _mounts(opts: _Options, f: dict[str, Any], cwd: str | None) -> None:
             f"two inputs are mounted at {dup!r}",
             hint="give each --dataset/--mount/--weka/--upload/--dataset-secret its own path",
         )
-    from launchkit.runtime import RUNTIME_MOUNT
 
     if RUNTIME_MOUNT in targets:  # launchkit's runtime is mounted there (docs/runtime.md)
         raise UsageError(
@@ -768,10 +769,6 @@ def _launch(
 def _slack_webhook_url(opts: _Options, environ: dict[str, str]) -> str | None:
     """--slack-webhook-url, else LAUNCHKIT_SLACK_WEBHOOK_URL, else gantry's GANTRY_SLACK_WEBHOOK_URL.
     The URL is a credential: errors show only its scheme and host."""
-    from urllib.parse import urlsplit
-
-    from launchkit.core.contract import SLACK_WEBHOOK_ENV
-    from launchkit.core.redact import url_host_only
 
     url, where = opts.get("slack_webhook_url")
     if not url:
@@ -911,8 +908,6 @@ def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
 
 def _patterns(opts: _Options) -> list[str]:
     """--progress-pattern: regular expressions (Python's `re`, as the job's runtime reads them)."""
-    import re
-
     value, where = opts.get("progress_pattern")
     items = [value] if isinstance(value, str) else list(value or [])
     for item in items:

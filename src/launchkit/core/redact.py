@@ -16,6 +16,7 @@ import math
 import re
 from collections import Counter
 from itertools import pairwise
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from launchkit.errors import UsageError
 
@@ -94,7 +95,6 @@ def url_credential(value: str) -> str | None:
     """What credential a URL in `value` carries (user-info, or a secret query/fragment parameter)."""
     if "://" not in value:
         return None
-    from urllib.parse import parse_qsl, urlsplit
 
     for m in _URL.finditer(value):
         try:
@@ -180,7 +180,6 @@ def redact_url(url: str, mask: str | None = MASK) -> str:
     replaced by `mask`; with `mask=None` they are removed. Anything that is not a URL is unchanged."""
     if "://" not in url:
         return url
-    from urllib.parse import urlsplit, urlunsplit
 
     try:
         parts = urlsplit(url)
@@ -210,7 +209,6 @@ def _mask_params(section: str, mask: str | None) -> str:
     """A query (or fragment) with credential parameters' values masked, or removed (`mask=None`)."""
     if not section or not _CREDENTIAL_PARAM.search(section):
         return section
-    from urllib.parse import parse_qsl, urlencode
 
     pairs = parse_qsl(section, keep_blank_values=True)
     kept = [
@@ -230,8 +228,6 @@ def redact_text(text: str) -> str:
 
 def url_host_only(url: str) -> str:
     """What may be shown of a URL that is itself a credential (a Slack webhook): scheme and host only."""
-    from urllib.parse import urlsplit
-
     try:
         parts = urlsplit(url)
         host = parts.hostname

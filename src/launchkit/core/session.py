@@ -14,6 +14,7 @@ from typing import Any
 from launchkit.core.contract import ENV_AWS_CONFIG, ENV_AWS_CREDENTIALS, ENV_GOOGLE_CREDENTIALS
 from launchkit.core.specview import TaskView
 from launchkit.errors import UsageError
+from launchkit.runtime import RUNTIME_MOUNT
 
 # A session runs no entrypoint, so the LAUNCHKIT_* variables that drive it are left out, and the
 # cloud-credential secrets the entrypoint would write to files are mounted as files by Beaker instead
@@ -87,7 +88,6 @@ def session_argv(
         argv += ["--image", f"beaker://{image['beaker']}"]
     elif image.get("docker"):
         argv += ["--image", f"docker://{image['docker']}"]
-    from launchkit.runtime import RUNTIME_MOUNT
 
     # no entrypoint runs in a session: no runtime dataset either
     mounts = [_mount(m) for m in task.get("datasets") or [] if m["mountPath"] != RUNTIME_MOUNT]

@@ -76,6 +76,7 @@ from launchkit.core.run_options import LAUNCH_ONLY
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import expand_tasks
 from launchkit.core.units import format_size, to_nanoseconds
+from launchkit.core.yamlout import dump
 from launchkit.runtime import ENTRYPOINT_NAME, RUNTIME_MOUNT, bootstrap, runtime_dataset_name
 
 # The image used when neither the command line nor a config names one: gantry 3.7.0's default, so a
@@ -463,6 +464,4 @@ def spec_json_to_yaml(spec_json: dict[str, Any]) -> str:
 
 
 def dump_yaml(data: Any) -> str:
-    from launchkit.core.yamlout import dump
-
     return dump(data)

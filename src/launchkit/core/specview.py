@@ -9,6 +9,10 @@ own `BeakerExperimentSpec` of the JSON, with the one field beaker-py 2.8.1 fails
 
 from __future__ import annotations
 
+import warnings
+
+from launchkit.core.beaker_types import spec_types
+
 TYPE_CHECKING = False  # not typing's: the local supervisor imports this and skips `typing`
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -172,9 +176,6 @@ def beaker_spec(spec: dict[str, Any]) -> Any:
     beaker-py 2.8.1 leaves each mount's `source` a dict (snake_case keys), which breaks sending any spec
     with mounts: repaired here. It also warns about `preemptible` while parsing though it sends it
     (core/spec.py): not the user's doing, so not shown."""
-    import warnings
-
-    from launchkit.core.beaker_types import spec_types
 
     t = spec_types()
     with warnings.catch_warnings():

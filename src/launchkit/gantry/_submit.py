@@ -7,13 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from launchkit import api
+from launchkit.application import Application
+from launchkit.core.run_options import RUN_OPTIONS
+from launchkit.errors import LaunchkitError
 from launchkit.gantry.exceptions import ConfigurationError, from_launchkit
 
 
 def run_values(**given: Any) -> dict[str, Any]:
     """`given`, checked to be `run` options (core/run_options.py): a wrong name is a bug here."""
-    from launchkit.core.run_options import RUN_OPTIONS
-
     unknown = set(given) - {opt.name for opt in RUN_OPTIONS}
     if unknown:
         raise AssertionError(f"not run options: {sorted(unknown)}")
@@ -25,10 +27,6 @@ def launch(given: dict[str, Any], command: list[str]) -> str | None:
     prints (resolved by Beaker when there are credentials) and submit nothing. `save_spec` writes the
     spec either way, as gantry does. Returns the run id (None for a dry run). launchkit's errors are
     raised as gantry's classes (exceptions.from_launchkit)."""
-    from launchkit import api
-    from launchkit.application import Application
-    from launchkit.errors import LaunchkitError
-
     app = Application()
     try:
         planned = api.request_from_options(app, run_values(**given), command).plan()

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from launchkit.application import Application
 from launchkit.gantry.exceptions import GantryInterruptWorkload
+from launchkit.notify import SlackNotifier
 
 if TYPE_CHECKING:
     from beaker import Beaker, BeakerDataset, BeakerExperimentSpec, BeakerJob, BeakerWorkload
@@ -182,9 +184,6 @@ class SlackCallback(Callback):
         return str(self.beaker.workload.url(self.workload))
 
     def _post(self, text: str) -> None:
-        from launchkit.application import Application
-        from launchkit.notify import SlackNotifier
-
         link = f"Workload <{self.workload_url}|*{self.workload_name}*>"
         SlackNotifier(Application(), self.webhook_url).post(text.format(link=link))
 

@@ -4,6 +4,8 @@ launchkit's own errors (launchkit.errors) reach this API's callers as these clas
 
 from __future__ import annotations
 
+from launchkit import errors
+
 __all__ = [
     "BeakerJobTimeoutError",
     "ConfigurationError",
@@ -82,8 +84,6 @@ def from_launchkit(e: Exception) -> GantryError:
     """The gantry class for a launchkit error, its one-line message kept: a usage error is gantry's
     ConfigurationError, not found NotFoundError, anything else GantryError. (A dirty tree and an unpushed
     commit are found by GitRepoState first, as in gantry, and raised as its git errors.)"""
-    from launchkit import errors
-
     text = e.one_line() if isinstance(e, errors.LaunchkitError) else str(e)
     if isinstance(e, errors.UsageError):
         return ConfigurationError(text)

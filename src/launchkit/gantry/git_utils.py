@@ -11,7 +11,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from launchkit.backends.beaker.github import visibility
+from launchkit.core.remoteurl import github_repo, is_url, job_remote
+from launchkit.errors import LaunchkitError
 from launchkit.gantry.exceptions import ConfigurationError, GitError, InvalidRemoteError, UnpushedChangesError
+from launchkit.git import read_git_state
+from launchkit.jobchecks import local_remote
 
 if TYPE_CHECKING:
     from launchkit.core.gitstate import GitState
@@ -21,9 +26,6 @@ __all__ = ["GitRepoState"]
 
 def _names(remote_url: str) -> tuple[str, str]:
     """(`org/repo`, the browsable https URL) of a remote URL."""
-    from launchkit.core.remoteurl import github_repo, job_remote
-    from launchkit.jobchecks import local_remote
-
     if gh := github_repo(remote_url):
         return gh, f"https://github.com/{gh}"
     url = remote_url if local_remote(remote_url) else job_remote(remote_url).url
@@ -61,9 +63,6 @@ class GitRepoState:
     def is_public(self) -> bool:
         """Whether the repository can be cloned without a token (GitHub's answer; other hosts: True
         unless the clone needs credentials, which launchkit cannot tell, so False)."""
-        from launchkit.backends.beaker.github import visibility
-        from launchkit.core.remoteurl import github_repo
-
         if not github_repo(self.repo_url):
             return False
         return visibility(self.repo).private is False
@@ -125,10 +124,6 @@ class GitRepoState:
     @classmethod
     def from_remote(cls, remote_url: str, ref: str | None = None, branch: str | None = None) -> GitRepoState:
         """A remote repository's commit: `ref`, or the tip of `branch`."""
-        from launchkit.core.remoteurl import is_url
-        from launchkit.errors import LaunchkitError
-        from launchkit.git import read_git_state
-
         if ref is None and branch is None:
             raise ConfigurationError("Either --ref or --branch is required when using remote repositories.")
         if not is_url(remote_url):
@@ -148,9 +143,6 @@ class GitRepoState:
         :raises GitError: not in a git repository, or one launchkit cannot launch from.
         :raises UnpushedChangesError: the commit is not on the remote.
         """
-        from launchkit.errors import LaunchkitError
-        from launchkit.git import read_git_state
-
         try:
             state = read_git_state(ref=ref, branch=branch, allow_dirty=True, require_pushed=False)
         except LaunchkitError as e:

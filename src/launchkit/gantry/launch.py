@@ -7,6 +7,7 @@ what follows the submit (callbacks, following, the result) is gantry's loop on b
 
 from __future__ import annotations
 
+import codecs
 import os
 import sys
 import time
@@ -16,8 +17,13 @@ from queue import Empty, Queue
 from threading import Event, Thread
 from typing import TYPE_CHECKING, Any, Literal
 
+from google.protobuf.json_format import MessageToDict
+
+from launchkit import api
+from launchkit.backends.beaker.runview import job_state, record
 from launchkit.core.contract import DEFAULT_RESULTS_DIR as RESULTS_DIR
 from launchkit.core.contract import DEFAULT_RUNTIME_DIR as RUNTIME_DIR
+from launchkit.core.runs import JobState, Stop
 from launchkit.gantry import _submit
 from launchkit.gantry.callbacks import Callback
 from launchkit.gantry.exceptions import (
@@ -29,6 +35,7 @@ from launchkit.gantry.exceptions import (
     TermInterrupt,
 )
 from launchkit.gantry.git_utils import GitRepoState
+from launchkit.masking import masked
 
 if TYPE_CHECKING:
     from beaker import Beaker, BeakerJob, BeakerTask, BeakerWorkload
@@ -283,13 +290,8 @@ def launch_experiment(
 
 def _results(beaker: Beaker, workload: BeakerWorkload, job: BeakerJob, callbacks: Sequence[Callback]) -> None:
     """gantry's end of a followed launch: on_success, or on_failure and ExperimentFailedError."""
-    from launchkit.backends.beaker.runview import job_state
-    from launchkit.core.runs import JobState
-
     metrics: dict[str, Any] | None = None
     if job.HasField("metrics") and job.metrics.fields:
-        from google.protobuf.json_format import MessageToDict
-
         metrics = MessageToDict(job.metrics)
     results_ds = None
     if job.assignment_details.result_dataset_id:
@@ -312,8 +314,6 @@ class _Text:
     """A text stream as the bytes stream launchkit's masking writes to (UTF-8, decoded incrementally)."""
 
     def __init__(self, out: Any) -> None:
-        import codecs
-
         self.out, self._decoder = out, codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def write(self, data: bytes) -> int:
@@ -327,17 +327,11 @@ class _Text:
 def _masked_stdout(workload: BeakerWorkload) -> Any:
     """stdout with the values of the run's secrets masked as `***`, as `launchkit follow` shows logs
     (launchkit.masking; the values are read at the first line)."""
-    from launchkit import api
-    from launchkit.masking import masked
-
     run = api.get_run(workload.experiment.id)  # the backend from the id: Beaker
     return masked(run.app, run.backend, run.info, _Text(sys.stdout))  # type: ignore[arg-type]
 
 
 def _was_preempted(task: BeakerTask, job: BeakerJob) -> bool:
-    from launchkit.backends.beaker.runview import record
-    from launchkit.core.runs import JobState, Stop
-
     r = record(task, job)
     return r.state is JobState.canceled and r.stop is Stop.preempted
 

@@ -21,6 +21,8 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from launchkit import __version__
+
 # Library parts first (functions only), the main flow last.
 PARTS = ("lib.sh", "nccl.sh", "launchers.sh", "entrypoint.sh")
 
@@ -66,8 +68,6 @@ def runtime_files() -> dict[str, bytes]:
 @lru_cache(maxsize=1)
 def runtime_key() -> str:
     """Hex SHA-256 over launchkit's version and every runtime file (path, content)."""
-    from launchkit import __version__
-
     h = hashlib.sha256(f"launchkit {__version__}\0".encode())
     for name, data in sorted(runtime_files().items()):
         h.update(f"{name}\0{len(data)}\0".encode() + hashlib.sha256(data).digest())

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import IO, Any
 
 from beaker import beaker_pb2 as pb2
@@ -23,8 +24,16 @@ from launchkit.backends.beaker import launches
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import runview as rv
 from launchkit.backends.beaker.client import Connection
-from launchkit.backends.beaker.logs import Flusher, stream_job
+from launchkit.backends.beaker.logs import Flusher, command_started, stream_job
+from launchkit.backends.beaker.prepare import prepare
+from launchkit.backends.beaker.results import download
+from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
+from launchkit.backends.beaker.scheduling import WaitTeller, find_starts, list_reasons, waiting_reason
+from launchkit.backends.beaker.submit import check_name, create_once
+from launchkit.backends.beaker.upload import mount_uploads
+from launchkit.backends.ending import SETUP_STEPS, WATCHDOG_EXIT, watchdog_stop
 from launchkit.core import runs
+from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
     EXIT_JOB_FAILED,
@@ -215,9 +224,6 @@ class BeakerBackend:
 
     # -- submit ---------------------------------------------------------------------------------
     def prepare(self, submission: Submission) -> Submission:
-        from launchkit.backends.beaker.prepare import prepare
-        from launchkit.backends.beaker.submit import check_name
-
         if submission.prepared:
             return submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
@@ -233,8 +239,6 @@ class BeakerBackend:
             if not self._session:  # a session runs no entrypoint (core/session.py drops the mount)
                 # read-only: by id, or by the name submit() creates it under (the workspace's name
                 # remembered for offline dry runs)
-                from launchkit.backends.beaker.runtime_dataset import make_runtime, mount_runtime
-
                 names = (p.workspace_name,)
                 mount_runtime(self._runtime_datasets(), p.workspace, p.spec, names=names)
                 if submission.launching:  # made now, so the spec --save-spec writes is the one sent
@@ -245,8 +249,6 @@ class BeakerBackend:
         return submission.model_copy(update={"spec": p.spec, "workspace": p.workspace_name, "prepared": True})
 
     def submit(self, submission: Submission) -> RunInfo:
-        from launchkit.backends.beaker.submit import create_once
-
         submission = self.prepare(submission)
         with self._errors():
             ws = self._prepared_ws(submission)
@@ -283,8 +285,6 @@ class BeakerBackend:
 
     def _runtime_datasets(self) -> Any:
         if self._runtime is None:
-            from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets
-
             self._runtime = RuntimeDatasets(self.conn, self.app)
         return self._runtime
 
@@ -292,13 +292,9 @@ class BeakerBackend:
         """The prepared spec with the runtime dataset made if prepare() found none, and each `--upload`
         placeholder replaced by its dataset's id. Only at submit: prepare() (and so a dry run) never
         creates datasets."""
-        from launchkit.backends.beaker.runtime_dataset import make_runtime
-
         spec = copy.deepcopy(submission.spec)
         make_runtime(self._runtime_datasets(), ws, spec, names=(submission.workspace or "",))
         if submission.uploads:
-            from launchkit.backends.beaker.upload import mount_uploads
-
             mount_uploads(self.conn, self.app, ws, spec, submission.uploads)
         self.conn.renew()  # hashing and uploading may take long: a fresh deadline for the create
         return spec
@@ -306,8 +302,6 @@ class BeakerBackend:
     # -- optional interfaces (protocol.py: Placement, SecretStore, Accounts) ---------------------
     def placement(self, submission: Submission) -> list[str] | None:
         """The clusters the spec's constraints resolve to (prepare() reuses the answer: no new calls)."""
-        from launchkit.core.specview import SpecView
-
         view = SpecView(submission.spec)
         with self._errors():
             return rs.placement(self.conn, view, session=self._session)
@@ -332,8 +326,6 @@ class BeakerBackend:
         """The values of the secrets the experiment's spec references (GetExperimentYamlSpec), read from
         its workspace (one GET each); None for one this user may not read or that is gone."""
         from beaker import beaker_pb2 as pb2
-
-        from launchkit.core.specview import SpecView
 
         wl = self._workload(run.id)
         with self._errors():
@@ -370,7 +362,6 @@ class BeakerBackend:
                 rows = self._task_jobs(wl, sample=SAMPLED_TASKS)
                 author = names.result()[author_id]
             self._seen[wl.experiment.id] = (wl, rows)
-            from launchkit.backends.beaker.scheduling import waiting_reason
 
             newest = [js[0] for _, _, js in rows if js]
             lead = next((j for j in newest if not j.status.HasField("scheduled")), None)
@@ -380,9 +371,6 @@ class BeakerBackend:
     def _command_started(self, job: Any) -> bool | None:
         """For a job that exited with one of the runtime's setup codes (100-109): whether its log says
         the user's command had started (None: the log could not be read). Else False, unread."""
-        from launchkit.backends.beaker.logs import command_started
-        from launchkit.backends.ending import SETUP_STEPS
-
         if not job.status.HasField("exit_code") or job.status.exit_code not in SETUP_STEPS:
             return False
         try:
@@ -395,9 +383,6 @@ class BeakerBackend:
     def _watchdog_stop(self, job: Any) -> str | None:
         """For a job that exited with the watchdog's code: why it stopped the job (its log's last lines,
         one `tail_lines` read). Else None, unread."""
-        from launchkit.backends.beaker.logs import stream_job
-        from launchkit.backends.ending import WATCHDOG_EXIT, watchdog_stop
-
         if not job.status.HasField("exit_code") or job.status.exit_code != WATCHDOG_EXIT:
             return None
         lines: list[bytes] = []
@@ -530,7 +515,6 @@ class BeakerBackend:
             names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
             names = names_f.result()
-            from launchkit.backends.beaker.scheduling import list_reasons
 
             waiting = list_reasons(self.conn, rows, org)  # the newest queued rows: why they wait
             infos = [
@@ -975,8 +959,6 @@ class BeakerBackend:
 
     def _show_events_until_started(self, job: Any, prefix: bytes) -> Any:
         """Scheduling events until the job starts (none to show, and no call, once it has)."""
-        from launchkit.backends.beaker.scheduling import WaitTeller
-
         shown: set[tuple[str, str]] = set()
         teller = WaitTeller()  # why it waits, once each time that changes (from these events)
         while not (job.status.HasField("started") or job.status.HasField("finalized")):
@@ -998,9 +980,6 @@ class BeakerBackend:
         """Each task's and replica's result dataset (of its newest attempt), downloaded under `dest`
         (default ./results/<experiment id>): one part -> `dest`; replicas -> `dest/replica-N`; several
         tasks -> `dest/<task>` (and `dest/<task>/replica-N`)."""
-        from pathlib import Path
-
-        from launchkit.backends.beaker.results import download
 
         wl = self._workload(run.id)
         with self._errors():
@@ -1052,8 +1031,6 @@ class BeakerBackend:
         """Clusters that take batch jobs: free GPUs, used/total slots, GPU types of all nodes. With
         `gpus`: where a replica of that many can start now (scheduling.find_starts)."""
         if gpus is not None:
-            from launchkit.backends.beaker.scheduling import find_starts
-
             with self._errors():
                 name = self._scope()
                 ws = rs.get_workspace(self.conn, name) if name else None

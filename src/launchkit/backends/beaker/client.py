@@ -12,6 +12,8 @@ what is left. Log streams (logs.py) use the same policy between reconnects.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import random
 import re
@@ -23,12 +25,25 @@ from typing import Any
 
 import grpc
 import grpc.experimental
+import platformdirs
 import requests
 from beaker import Beaker
 from beaker import exceptions as bx
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 from launchkit.backends import NoCredentials
-from launchkit.errors import BackendError, LaunchkitError, NotFoundError, PreconditionError, UsageError
+from launchkit.backends.beaker_remembered import cache_dir
+from launchkit.config import merge, read_layers
+from launchkit.core.units import UnitError, positive_seconds
+from launchkit.errors import (
+    BackendError,
+    LaunchkitError,
+    NotFoundError,
+    PreconditionError,
+    UsageError,
+    from_exception,
+)
 
 DEFAULT_TIMEOUT = 60.0  # seconds without an answer before a command gives up
 
@@ -41,16 +56,12 @@ def configured_timeout(explicit: float | None = None, config: Any = None) -> flo
     """--beaker-timeout, else `beaker_timeout` from launchkit's config layers (LAUNCHKIT_BEAKER_TIMEOUT,
     [tool.launchkit] in pyproject.toml, the user config file), else 60 s. `config`: the layers already
     read (the Application's); None: read them here."""
-    from launchkit.core.units import UnitError, positive_seconds
-
     if explicit is not None:
         try:
             return positive_seconds(explicit)
         except UnitError as e:
             raise UsageError(f"--beaker-timeout {explicit!r}: {e.problem}", hint=e.hint) from None
     if config is None:
-        from launchkit.config import merge, read_layers
-
         config = merge(read_layers())
     raw = config.get("beaker_timeout")
     if raw is None:
@@ -234,9 +245,6 @@ class _Beaker(Beaker):
 
     def _init_http_session(self) -> requests.Session:
         """Our RetryPolicy for status answers; urllib3 only retries connecting (nothing was sent)."""
-        from requests.adapters import HTTPAdapter
-        from urllib3.util.retry import Retry
-
         session = _RetryingSession()
         session.conn = self.conn
         retries = Retry(total=None, connect=3, read=0, status=0, other=0, backoff_factor=0.2)
@@ -321,7 +329,6 @@ class Connection:
         if self._users_loaded:
             return self._users
         self._users_loaded = True
-        import json
 
         try:
             data = json.loads(self._user_cache_path().read_text())
@@ -331,14 +338,11 @@ class Connection:
         return self._users
 
     def _user_cache_path(self) -> Path:
-        import platformdirs
-
         return Path(platformdirs.user_cache_dir("launchkit")) / "beaker-users.json"
 
     def _save_user_cache(self) -> None:
         if not self._users_dirty:
             return
-        import json
 
         path = self._user_cache_path()
         try:
@@ -368,7 +372,6 @@ class Connection:
             if isinstance(error, BaseException):
                 raise self.translate(error) from None
             raise self.unreachable()
-        import logging
 
         name = error.status_code if isinstance(error, requests.Response) else type(error).__name__
         logging.getLogger("launchkit").debug("%s: %s; retrying in %.2fs", what, name, wait)
@@ -459,9 +462,6 @@ class Connection:
 def local_file_error(e: OSError) -> LaunchkitError:
     """A file launchkit could not write or read here, told as such (exit 3): launchkit's cache
     directory (the runtime files a launch uploads) named with the fix, any other file by its path."""
-    from launchkit.backends.beaker_remembered import cache_dir
-    from launchkit.errors import from_exception
-
     cache, path = cache_dir(), Path(os.fsdecode(e.filename))
     if path == cache or cache in path.parents or path in cache.parents:
         return PreconditionError(

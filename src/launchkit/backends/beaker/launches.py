@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from launchkit.config import user_state_dir
+
 KEEP = 200  # launches kept per file (the newest)
 
 
 def path() -> Path:
-    from launchkit.config import user_state_dir
-
     return user_state_dir() / "beaker" / "launches.jsonl"
 
 

@@ -9,6 +9,7 @@ every line arrives exactly once.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from beaker import exceptions as bx
 from beaker._service_client import coerce_rpc_error
 
 from launchkit.backends.beaker.client import Connection, transient
+from launchkit.backends.ending import COMMAND_STARTED
 
 _RECONNECTABLE = (bx.BeakerStreamConnectionClosedError, bx.BeakerServerUnavailableError, bx.BeakerServerError)
 
@@ -158,7 +160,6 @@ def command_started(conn: Connection, job_id: str) -> bool:
     """Whether the job's log says the runtime started the user's command (backends/ending.py): its
     lines from the start, read up to that line, which comes before any of the command's output (a
     setup failure's log is short), so the read stops there."""
-    from launchkit.backends.ending import COMMAND_STARTED
 
     def look(line: bytes) -> None:
         if line.startswith(COMMAND_STARTED):
@@ -173,7 +174,5 @@ def command_started(conn: Connection, job_id: str) -> bool:
 
 def _iso(ns: int) -> bytes:
     """`2026-01-31T12:00:00.123456789Z ` (UTC, nanoseconds)."""
-    import datetime as dt
-
     secs, frac = divmod(ns, 1_000_000_000)
     return dt.datetime.fromtimestamp(secs, dt.UTC).strftime(f"%Y-%m-%dT%H:%M:%S.{frac:09d}Z ").encode()

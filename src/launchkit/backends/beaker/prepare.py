@@ -16,6 +16,9 @@ from beaker import exceptions as bx
 from launchkit.application import Application
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker.client import Connection
+from launchkit.backends.beaker.github import visibility
+from launchkit.backends.beaker.scheduling import check_fit
+from launchkit.backends.beaker.submit import parsed_spec, with_token
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_GIT_TOKEN
 from launchkit.core.remoteurl import github_repo
 from launchkit.core.specview import EnvVar, SpecView
@@ -43,8 +46,6 @@ def prepare(
     session: bool = False,
 ) -> Prepared:
     """`session`: for `launchkit session` (sessions-only clusters allowed)."""
-    from launchkit.backends.beaker.submit import parsed_spec, with_token
-
     name = rs.workspace_name(conn, workspace)
     resolved = rs.resolve(
         conn,
@@ -58,7 +59,6 @@ def prepare(
     out = resolved.spec
     ws = resolved.workspace
     notes = list(resolved.notes)
-    from launchkit.backends.beaker.scheduling import check_fit
 
     for warning in check_fit(conn, out, ws):  # refuses a request no node could ever take (exit 3)
         app.warn(warning)
@@ -113,7 +113,6 @@ def github_token(
     repo = github_repo(view.env_value(ENV_GIT_REMOTE) or "")
     if repo is None or view.has_env(GITHUB_TOKEN) or view.has_env(ENV_GIT_TOKEN):
         return None  # not GitHub, or the user passed a token (--env-secret / --git-token-secret)
-    from launchkit.backends.beaker.github import visibility
 
     seen = visibility(repo)
     if seen.private is False:

@@ -5,6 +5,7 @@ Each check names the bad value and how to fix it. The spec (JSON) is rewritten w
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -200,8 +201,6 @@ def resolve(
     auto_secrets: bool,
     session: bool = False,
 ) -> Resolved:
-    import copy
-
     spec = copy.deepcopy(spec)
     view = SpecView(spec)
     ws = get_workspace(conn, workspace_name(conn, workspace))

@@ -15,7 +15,7 @@ from typing import Any
 from beaker import exceptions as bx
 
 from launchkit.application import Application
-from launchkit.backends.beaker.client import Connection, rate_limited
+from launchkit.backends.beaker.client import Connection, http_status, rate_limited
 from launchkit.core.specview import EnvVar, SpecView, beaker_spec
 from launchkit.errors import BackendError, UsageError
 
@@ -87,8 +87,6 @@ def _final(e: Exception) -> bool:
     HTTP 4xx (beaker-py raises plain BeakerError("[code=400] ...")), client/permission errors, a bad
     token, or any non-transient gRPC status."""
     import grpc
-
-    from launchkit.backends.beaker.client import http_status
 
     if rate_limited(e):  # HTTP 429 / RESOURCE_EXHAUSTED: nothing was done; transient
         return False

@@ -16,6 +16,7 @@ What is read is exactly the directory named (backends/uploadtree.py).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import threading
 import time
@@ -29,6 +30,7 @@ from beaker import exceptions as bx
 
 from launchkit.application import Application
 from launchkit.backends.beaker.client import Connection
+from launchkit.backends.uploadtree import files as tree_files
 from launchkit.errors import BackendError, PreconditionError
 
 NAME_PREFIX = "launchkit-upload-"
@@ -71,8 +73,6 @@ def _hash_file(path: Path) -> bytes:
 def scan(local_path: str) -> LocalTree:
     """The files under `local_path` (uploadtree.files: exactly that directory; links out of it,
     special files and unreadable files refused) and the content digest."""
-    from launchkit.backends.uploadtree import files as tree_files
-
     pairs = tree_files(local_path)
     files = []
     for p, t in pairs:
@@ -243,8 +243,6 @@ class Uploader:
 
 
 def _takes(function: Any, *names: str) -> bool:
-    import inspect
-
     try:
         return set(names) <= set(inspect.signature(function).parameters)
     except (TypeError, ValueError):

@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from launchkit.application import Application
-from launchkit.backends import registry
+from launchkit.backends import ending, registry
 from launchkit.backends.local import bell, logs, outcome, procs, record, spawn
 from launchkit.backends.local.cleanup import remove_credentials
+from launchkit.backends.local.runtime_files import use_runtime
 from launchkit.backends.local.store import Store, column, home, row_jobs, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
+from launchkit.backends.local.uploads import link_uploads, unlink_uploads
 from launchkit.backends.protocol import (
     EndKind,
     EndReason,
@@ -37,6 +39,7 @@ from launchkit.backends.protocol import (
     Submission,
 )
 from launchkit.core.contract import ENV_GIT_COMMIT
+from launchkit.core.runs import OutcomeState, Where, attempt_line, logs_args
 from launchkit.core.specview import SpecView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
@@ -199,8 +202,6 @@ class LocalBackend:
         return submission
 
     def submit(self, submission: Submission) -> RunInfo:
-        from launchkit.backends.local.runtime_files import use_runtime
-
         received = time.time()  # the run's `created` (bench_local.py times the parts from here)
 
         spec = json.loads(json.dumps(submission.spec))  # the runtime mount becomes local files
@@ -224,8 +225,6 @@ class LocalBackend:
             check_bash(self.root / BASH_MEMO)
             links: list[list[str]] = []
             if submission.uploads:  # the job sees each --upload at its path through a symlink
-                from launchkit.backends.local.uploads import link_uploads
-
                 links = link_uploads(self.root, submission.spec, submission.uploads)
             store = self.store  # the state dir and runs.db are usable before anything is written
             meta: dict[str, Any] = {"repo_root": submission.repo_root, "links": links}
@@ -483,7 +482,6 @@ class LocalBackend:
         newer = {j["replica"] for j in outcome.jobs(rec) if j["attempt"] > attempt and j["replica"] in ranks}
         if not newer - {r for r, a in told if a == attempt}:
             return
-        from launchkit.core.runs import attempt_line
 
         run_view = outcome.view(rec)
         for rank in sorted(newer):
@@ -692,8 +690,6 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
     """Why a finished local run ended, from its record (its jobs, exit code, stop, lost supervisor)
     and, for the runtime's setup codes, from the log of the job whose code it is (whether the command
     had started)."""
-    from launchkit.backends import ending
-
     status, code, message = rec["status"], rec.get("exit_code"), rec.get("message") or ""
     if status == "lost":
         return EndReason(
@@ -723,8 +719,6 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
 def _command_started(rdir: Path, code: int, rank: int, attempt: int) -> bool:
     """For the runtime's setup codes (100-109): whether replica `rank`'s `attempt` had started the
     user's command (its log says so). Other codes: False, unread."""
-    from launchkit.backends import ending
-
     return code in ending.SETUP_STEPS and ending.command_started(
         logs.lines(logs.log_file(rdir, rank, attempt))
     )
@@ -732,8 +726,6 @@ def _command_started(rdir: Path, code: int, rank: int, attempt: int) -> bool:
 
 def _watchdog_stop(rdir: Path, code: int, rank: int, attempt: int) -> str | None:
     """For the watchdog's exit code: why it stopped replica `rank`'s `attempt` (its log's last lines)."""
-    from launchkit.backends import ending
-
     if code != ending.WATCHDOG_EXIT:
         return None
     return ending.watchdog_stop(logs.last_lines(logs.log_file(rdir, rank, attempt)))
@@ -742,9 +734,6 @@ def _watchdog_stop(rdir: Path, code: int, rank: int, attempt: int) -> str | None
 def _jobs_end(rec: dict[str, Any], rdir: Path, memory: str | None) -> EndReason:
     """A run's end from the run model (core/runs.py): which replica failed, on which attempt, who was
     stopped for it, what failed before a success; the fix shows that replica's and attempt's log."""
-    from launchkit.backends import ending
-    from launchkit.core.runs import OutcomeState, Where, logs_args
-
     run_id, run_view = rec["id"], outcome.view(rec)
     result = outcome.of(rec)
     if result.state == OutcomeState.succeeded:
@@ -786,8 +775,6 @@ def _leftovers(rdir: Path, rec: dict[str, Any], left: list[int] | None = None) -
 
 
 def _unlink_uploads(rdir: Path) -> None:
-    from launchkit.backends.local.uploads import unlink_uploads
-
     unlink_uploads(str(rdir))
 
 

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import errno
 import os
+import select
+import socket
+import tempfile
 import threading
 import time
 
@@ -70,8 +73,6 @@ class Doorbell:
     """A follower's bell (a context manager). Without one (unwritable run dir, ...), `wait` sleeps."""
 
     def __init__(self, rdir: Dir):
-        import socket
-
         self.entry: str | None = None
         self.sock: socket.socket | None = None
         folder = os.path.join(rdir, BELLS)
@@ -88,8 +89,6 @@ class Doorbell:
             if len(os.fsencode(entry)) < MAX_PATH:
                 sock.bind(entry)
             else:  # bind where the path is short enough, and point to it from the run dir
-                import tempfile
-
                 short = tempfile.mkdtemp(prefix=TEMP_PREFIX)
                 if len(os.fsencode(short)) + 2 >= MAX_PATH:
                     os.rmdir(short)
@@ -113,7 +112,6 @@ class Doorbell:
         if self.sock is None:
             time.sleep(timeout)
             return
-        import select
 
         if select.select([self.sock], [], [], timeout)[0]:
             try:
@@ -188,8 +186,6 @@ class Ringer:
         except OSError:
             return False
         if names and self.sock is None:
-            import socket
-
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self.sock.setblocking(False)
         for name in names:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from launchkit.backends.local import record
+from launchkit.config import user_state_dir
 from launchkit.errors import PreconditionError, UsageError
 
 SCHEMA = """
@@ -43,7 +44,6 @@ def home() -> Path:
     """Root of the local backend's state: runs.db, runs/<id>/, tools/."""
     if os.environ.get(HOME_VAR):
         return Path(os.environ[HOME_VAR]).absolute()  # replicas run in their own directories
-    from launchkit.config import user_state_dir
 
     return user_state_dir() / "local"
 

@@ -24,10 +24,16 @@ import sys
 import threading
 import time
 
+import psutil
+
 from launchkit.backends.local import bell, logs, outcome, procs, record
+from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
+from launchkit.backends.local.uploads import unlink_uploads
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
+from launchkit.core.redact import looks_secret_name, redact_url, token_kind
 from launchkit.core.specview import TaskView
+from launchkit.core.units import parse_size
 
 TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
 if TYPE_CHECKING:
@@ -80,8 +86,6 @@ def is_credential(name: str, value: str) -> bool:
     """A variable of the user's shell that a Beaker job would not have: a credential by its name
     (BEAKER_TOKEN, GITHUB_TOKEN, *_SECRET, *_KEY, *WEBHOOK*, ...) or by its value (a known token
     format, a URL carrying user-info or credential parameters, a Slack webhook)."""
-    from launchkit.core.redact import looks_secret_name, redact_url, token_kind
-
     if name in CREDENTIAL_NAMES or looks_secret_name(name) or token_kind(value):
         return True
     return "://" in value and (redact_url(value) != value or "hooks.slack.com/" in value)
@@ -289,8 +293,6 @@ class Supervisor:
 
     # ---- tracking (without a cgroup): every descendant with its start time, on disk for `stop`
     def record_tree(self) -> None:
-        import psutil
-
         with self.lock:
             alive = {}
             for pid, started in self.tree.items():  # gone from our tree (not a subreaper)? still ours
@@ -339,8 +341,6 @@ class Supervisor:
             fields["allowed_retries"] = self.retries_left
         memory = (task.get("resources") or {}).get("memory")
         if memory:  # the replicas share the limit, as a Beaker task's processes do
-            from launchkit.core.units import parse_size
-
             self.memory = MemoryLimit.make(self.run_id, parse_size(memory), self.cgroup)
             fields.update(memory=memory, memory_enforced=self.memory is not None)
         self.spawn(list(range(self.count)), 1, fields)
@@ -514,7 +514,6 @@ class Supervisor:
         if not (clean and not (self.cgroup and procs.cgroup_pids(self.cgroup))):
             self.run_procs().end(2)
             procs.reap_children()
-        from launchkit.backends.local.cleanup import remove_credentials  # the supervisor starts light
 
         remove_credentials(self.rdir)  # nothing of the job is left to read them
         for t in self.pumps.values():
@@ -537,7 +536,6 @@ class Supervisor:
             os.unlink(os.path.join(self.rdir, record.RESERVE_FILE))
         except OSError:
             pass
-        from launchkit.backends.local.uploads import unlink_uploads
 
         unlink_uploads(self.rdir)  # after end(): this run no longer counts as a user of its links
 

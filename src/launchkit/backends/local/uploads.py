@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from launchkit.backends.local import record
+from launchkit.backends.uploadtree import files
 from launchkit.errors import PreconditionError
 
 
@@ -41,8 +42,6 @@ def _save_created(root: Path, links: dict[str, str]) -> None:
 def link_uploads(root: Path, spec: dict[str, Any], uploads: dict[str, str]) -> list[list[str]]:
     """Link each upload's mount path to its local path; drop those mounts from the spec. Returns the
     [mount path, local path] pairs this run uses. `root`: the local backend's state dir."""
-    from launchkit.backends.uploadtree import files
-
     for path in uploads.values():
         files(path)  # what a Beaker upload would refuse (links out, special files) is refused here too
     used: list[list[str]] = []

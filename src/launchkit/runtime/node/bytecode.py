@@ -20,12 +20,18 @@ is the background part it starts.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import py_compile
+import shutil
 import stat
+import subprocess
 import sys
+import sysconfig
 import time
 
 from . import switched_off
+from .envstore import linked_site_packages
 from .steplog import StepLog
 
 TYPE_CHECKING = False  # (typing costs a job's start-up ~10 ms: for the type checker only)
@@ -133,8 +139,6 @@ def seed(tops: Iterable[str], prefix: str) -> int:
     """Hash-checked .pyc files, under `prefix` (as PYTHONPYCACHEPREFIX lays them out), for every .py
     below each top (`stdlib`: this Python's standard library) whose cached one is missing,
     time-checked or stale. Returns how many were compiled."""
-    import sysconfig
-
     saved, sys.pycache_prefix = sys.pycache_prefix, prefix
     compiled = 0
     try:
@@ -148,9 +152,6 @@ def seed(tops: Iterable[str], prefix: str) -> int:
 
 
 def _seed_tree(top: str, library: bool) -> int:
-    import importlib.util
-    import py_compile
-
     skip = {".git", ".venv", "__pycache__"}
     if library or top.endswith("-packages"):  # a library: its tests are not imported
         skip |= LIBRARY_SKIP
@@ -217,7 +218,6 @@ def choose(
         # compiles what it imports meanwhile), niced. A job that ends first leaves it to the next.
         log.write(f"[launchkit] bytecode cache: filling {tree} for later jobs")
         delay = environ.get("LAUNCHKIT_BYTECODE_SEED_DELAY", "") or str(SEED_DELAY)
-        from .envstore import linked_site_packages  # a thin venv's packages are in the env store
 
         fill = ["--seed", tree, "--delay", delay, "--nice", "--", "stdlib", sp, *linked_site_packages(sp)]
     if (fill or stale) and start is not None:
@@ -229,8 +229,6 @@ def start_fill(log: StepLog) -> Callable[[list[str]], None]:
     """Starts `python -S -m <this package> bytecode-fill ARGS` in the background, output to the log."""
 
     def start(args: list[str]) -> None:
-        import subprocess
-
         package = __package__ or "launchkit_node"
         root = os.path.dirname(os.path.abspath(__file__))
         for _ in package.split("."):
@@ -284,7 +282,6 @@ def fill(argv: list[str]) -> int:
         elif argv[i] == "--delay":
             delay = float(argv[i + 1])
         i += 2
-    import shutil
 
     for p in prune:  # (a job whose tree goes meanwhile just compiles again)
         shutil.rmtree(p, ignore_errors=True)

@@ -24,15 +24,20 @@ as it always did.
 
 from __future__ import annotations
 
+import ast
+import csv
 import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
+import sysconfig
 import time
 
 from . import switched_off
@@ -161,8 +166,6 @@ def pinned_requirements(text: str) -> tuple[str, bool]:
 
 def pinned_pylock(text: str) -> str:
     """pylock.toml without its local packages (a `directory`, or an archive or wheel by `path` alone)."""
-    import re
-
     blocks: list[list[str]] = [[]]
     for line in text.splitlines():
         s = line.strip()
@@ -197,8 +200,6 @@ def _uv_tool_settings(pyproject: str) -> str:
 
 def python_facts() -> list[str]:
     """What makes one interpreter's environment unusable by another."""
-    import sysconfig
-
     libc = ""
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
@@ -609,8 +610,6 @@ def _copy_checked(
 def linked_site_packages(site_packages: str) -> list[str]:
     """The store's site-packages a thin venv's `site_packages` is linked to ([] for none), as link()
     wrote it in the venv's .pth."""
-    import ast
-
     head, tail = "import site; site.addsitedir(", ")"
     try:
         with open(os.path.join(site_packages, PTH), encoding="utf-8") as f:
@@ -628,8 +627,6 @@ def linked_site_packages(site_packages: str) -> list[str]:
 
 def _record_paths(record: str) -> list[str]:
     """The paths a RECORD lists (relative to site-packages); [] when it cannot be read."""
-    import csv
-
     try:
         with open(record, newline="", encoding="utf-8") as f:
             return [r[0] for r in csv.reader(f) if r]
@@ -696,7 +693,6 @@ def take_lease(mine: str, key: str, now: float, holder: str = "") -> str:
                 os.unlink(path)
         except OSError:
             pass
-    import socket
 
     path = os.path.join(leases, f"{socket.gethostname()}-{os.getpid()}-{os.urandom(4).hex()}")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -9,11 +9,17 @@ and workers are supervised (ray_cluster.py). Bash hands over with
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
 import signal
+import site
+import socket
 import sys
 import time
 from typing import Callable, NamedTuple, Sequence
+
+from .procs import restore_signals
 
 # Imported when needed, not here: this runs once per job on the job's critical path (re, shutil,
 # socket and importlib.util would add ~25 ms of imports to the hand-over).
@@ -53,8 +59,6 @@ def _whole(name: str, value: str) -> int:
 
 def _lookup_v4(name: str) -> str | None:
     """The first IPv4 address of name, as `getent ahostsv4` gives it, or None."""
-    import socket
-
     try:
         infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
     except OSError:
@@ -132,12 +136,7 @@ def split_program(argv: Sequence[str]) -> tuple[str, list[str]]:
 def module_present(dotted: str, find_spec: Callable[[str], object] | None = None) -> bool:
     """Is the module installed for this interpreter? Found on disk without importing it (importing
     torch or ray would cost seconds and stay in memory for the whole job)."""
-    import importlib.machinery
-    import importlib.util
-
     if sys.flags.no_site:  # bash starts the runtime with -S (faster): site-packages are added only now
-        import site
-
         site.main()
     find_spec = find_spec or importlib.util.find_spec
     top, *rest = dotted.split(".")
@@ -351,7 +350,6 @@ def _exec(argv: list[str], env: dict[str, str]) -> int:
     """Replace this process by argv; returns only if that fails (127 not found, 126 not runnable)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    from .procs import restore_signals
 
     restore_signals()
     try:

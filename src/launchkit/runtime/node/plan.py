@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import quote
 
 TYPE_CHECKING = False  # (typing costs a job's start-up: for the type checker only)
 if TYPE_CHECKING:
@@ -323,8 +324,6 @@ def _python_marker(op: str, version: str) -> str:
 
 
 def _file_url(path: str) -> str:
-    from urllib.parse import quote
-
     return "file://" + quote(os.path.abspath(path))
 
 

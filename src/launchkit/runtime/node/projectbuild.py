@@ -11,8 +11,14 @@ shares them; writes are atomic renames.
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import json
 import os
 import subprocess
+import tarfile
+import tempfile
+from urllib.parse import unquote, urlsplit
 
 from .plan import assigns, read_text, toml_lines
 from .pyenv import Settings
@@ -20,7 +26,6 @@ from .steplog import StepLog, child_environ
 
 TYPE_CHECKING = False  # (typing costs a job's start-up: for the type checker only)
 if TYPE_CHECKING:
-    import tarfile
     from typing import Callable, Optional, Sequence
 
     Git = Callable[[Sequence[str]], Optional[str]]
@@ -79,7 +84,6 @@ def project_key(root: str, venv: str, s: Settings, git: Git | None = None) -> st
     packaging = "".join(meta + "\t" + name + "\n" for meta, name in entries if name in PACKAGING)
     names = "".join(name + "\n" for _, name in entries)
     text = f"launchkit-project-v1\n{root}\n{venv}\n{py}{commit}\n{packaging}{names}{below}"
-    import hashlib
 
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
@@ -122,16 +126,12 @@ def _site_packages(venv: str) -> list[str]:
 
 
 def _file_url_path(url: str) -> str:
-    from urllib.parse import unquote, urlsplit
-
     parts = urlsplit(url)
     return unquote(parts.path) if parts.scheme == "file" and parts.netloc in ("", "localhost") else ""
 
 
 def editable_dist(root: str, venv: str) -> str:
     """The one *.dist-info of an editable install of `root` in `venv` ("" for none or several)."""
-    import json
-
     found = []
     for sp in _site_packages(venv):
         for name in sorted(os.listdir(sp)):
@@ -152,8 +152,6 @@ def editable_dist(root: str, venv: str) -> str:
 def record_files(dist: str, venv: str) -> list[str]:
     """The files a dist-info's RECORD lists, relative to the venv ([] when one lies outside it).
     uv's `uv_cache.json` (its ctime record of this clone) is left out: uv rechecks it."""
-    import csv
-
     site = os.path.dirname(dist)
     files = []
     try:
@@ -176,9 +174,6 @@ def record_files(dist: str, venv: str) -> list[str]:
 
 def store_project(root: str, venv: str, stored: str, log: StepLog) -> bool:
     """Keep the editable install of the project at `root` as the tar `stored` (atomically)."""
-    import tarfile
-    import tempfile
-
     dist = editable_dist(root, venv)
     if not dist or not os.path.isfile(os.path.join(dist, "RECORD")):
         return False  # a virtual project: nothing was built
@@ -234,8 +229,6 @@ def safe_members(tar: tarfile.TarFile, dest: str) -> list[tarfile.TarInfo]:
 
 def install_stored(stored: str, venv: str) -> str:
     """Unpack a stored build into the venv: "" when done, else why not."""
-    import tarfile
-
     try:
         with tarfile.open(stored, "r:") as tar:
             members = safe_members(tar, venv)

@@ -10,9 +10,11 @@ the user's command.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 
 from .plan import PlanError, extra_flags, is_project, plan_for, read_text, sync_group_flags
 from .steplog import StepLog, child_environ
@@ -251,8 +253,6 @@ def freeze_text(venv: str) -> str | None:
     """What `uv pip freeze` prints for `venv`, read from its *.dist-info names (no process competing
     with the command's start): `name==version` sorted by normalised name, `-e URL` for an editable
     install. None when a package has a direct URL (uv prints those its own way) or a name is odd."""
-    import json
-
     from .projectbuild import _site_packages
 
     sps = _site_packages(venv)
@@ -325,8 +325,6 @@ def install(argv: list[str]) -> int:
 
 def _bytecode_line(log_path: str, venv: str, checkout: str) -> str:
     """The bytecode step (bytecode.py) after the install, as `bytecode MS [TREE]`; never fails."""
-    import time
-
     from . import bytecode
 
     t = time.monotonic()

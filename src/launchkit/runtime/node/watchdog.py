@@ -14,13 +14,14 @@ DEFAULT_PATTERNS), LAUNCHKIT_INACTIVE_TIMEOUT, LAUNCHKIT_INACTIVE_SOFT_TIMEOUT.
 from __future__ import annotations
 
 import os
+import re
+import select
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
-if TYPE_CHECKING:
-    import re
+from .procs import FORWARDED, Children, spawn, stop_group
 
 EXIT_STOPPED = 124  # the watchdog ended the command (as timeout(1)); its log's last line says why
 STOPPED = "stopped: "  # after "[launchkit] ": the line the backends read (backends/ending.py)
@@ -67,7 +68,6 @@ def settings(env: dict[str, str]) -> Settings | None:
     soft = _seconds(env, "LAUNCHKIT_INACTIVE_SOFT_TIMEOUT")
     if stall is None and inactive is None and soft is None:
         return None
-    import re
 
     given = [p for p in (env.get("LAUNCHKIT_PROGRESS_PATTERNS") or "").split("\n") if p]
     try:
@@ -181,9 +181,6 @@ def run(
     wall: Callable[[], float] = time.time,
 ) -> int:
     """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED."""
-    import select
-
-    from .procs import FORWARDED, Children, spawn, stop_group
 
     children = Children()
     # the command's stdout and stderr: one pipe when ours are the same file (their order is kept)
