@@ -52,6 +52,9 @@ DATA = HERE / "data" / "gantry_corpus"
 LINES = DATA / "lines.jsonl"
 RECORDS = DATA / "gantry.jsonl"
 SPECS = DATA / "gantry"
+# Nodes per GPU cluster in the corpus's fake: the largest line asks 112 replicas (real clusters have more); launchkit
+# refuses replicas a cluster's nodes could never hold (core/fit.py).
+CORPUS_NODES = 128
 GITHUB_REMOTE = "https://github.com/allenai/corpus-proj.git"
 DEFAULT_WORKSPACE = "ai2/launchkit"  # the fake's default workspace (its beaker config)
 GANTRY_PYTHON_DEFAULT = "3.11"  # the Python of the venv gantry 3.7.0 runs in (its default version)
@@ -199,7 +202,7 @@ def build_state(lines: Iterable[Line]) -> Any:
             (x for x in by_name.values() if c.split("/", 1)[-1] in x.aliases), None
         )
         if known is None:
-            by_name[short] = st.add_cluster(
+            known = by_name[short] = st.add_cluster(
                 canon,
                 aliases=aliases,
                 tags=["interconnect:ib", "storage:weka"],
@@ -207,6 +210,10 @@ def build_state(lines: Iterable[Line]) -> Any:
             )
         else:
             known.aliases.extend(a for a in aliases if a not in known.aliases)
+        gpu_nodes = [n for n in known.nodes if n.gpu_count]
+        for _ in range(len(known.nodes), CORPUS_NODES if gpu_nodes else 0):  # more busy nodes of its kind
+            like = gpu_nodes[0]
+            st.add_node(known.id, gpu_type=like.gpu_type, gpus=like.gpu_count, assigned=like.gpu_count)
     users = {u.name for u in st.users.values()}
 
     def user(name: str) -> None:

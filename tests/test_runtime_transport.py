@@ -340,13 +340,17 @@ def test_a_1000_task_sweep_is_one_experiment_in_bounded_calls(repo, make_fake_be
     assert r.code == 0, r.stderr[-2000:]
     exps = [e for e in fake.state.experiments.values() if e.name == "big"]
     assert len(exps) == 1 and len(exps[0].tasks) == 1000
-    assert fake.total_calls <= 30, dict(fake.calls)  # nothing per task (the runtime dataset made once)
+    # nothing per task: the runtime dataset made once (one upload per file), 17 other calls
+    from launchkit.runtime import runtime_files
+
+    assert fake.calls["UploadDatasetFile"] == len(runtime_files()), dict(fake.calls)
+    assert fake.total_calls - fake.calls["UploadDatasetFile"] <= 17, dict(fake.calls)
     runtime = {m["source"]["beaker"] for t in exps[0].spec["tasks"] for m in t["datasets"]}
     assert len(runtime) == 1 and runtime <= set(fake.state.datasets)
     for t in exps[0].tasks:
         fake.state.finish_job(t.latest_job, 0)
     fake.reset_calls()
-    listed = run_cli("list", "--workspace", WS, timeout=60)
+    listed = run_cli("list", "--workspace", WS, timeout=60, env={"COLUMNS": "200"})
     assert "1000 tasks: 1000 succeeded" in listed.stdout, listed.stdout
     followed = run_cli("follow", exps[0].id, timeout=120)
     assert followed.code == 0 and "1000 tasks: 1000 succeeded" in followed.stderr, followed.stderr

@@ -3,12 +3,10 @@ ending quietly (exit 130, nothing has begun) instead of with a traceback."""
 
 from __future__ import annotations
 
-from launchkit.cli.app import main as cli_main
-
 
 def main() -> None:
     try:
-        pass
+        from launchkit.cli.app import main as cli_main
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     cli_main()
