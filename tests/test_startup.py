@@ -142,16 +142,26 @@ def _modules() -> dict[str, ast.Module]:
     return {str(p.relative_to(SRC)): ast.parse(p.read_text()) for p in sorted(SRC.rglob("*.py"))}
 
 
-def test_typer_private_modules_are_imported_in_one_module():
-    """Typer's private modules (`typer._click`, `typer._coercion`, ...) only in cli/params.py."""
-    importing = sorted(
+def _importing(private: str) -> set[str]:
+    """The modules of src/launchkit that import a private module of a library (`typer._`, `beaker._`)."""
+    return {
         path
         for path, tree in _modules().items()
         for node in ast.walk(tree)
-        if (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("typer._"))
-        or (isinstance(node, ast.Import) and any(a.name.startswith("typer._") for a in node.names))
-    )
-    assert set(importing) == {"cli/params.py"}, importing
+        if (isinstance(node, ast.ImportFrom) and (node.module or "").startswith(private))
+        or (isinstance(node, ast.Import) and any(a.name.startswith(private) for a in node.names))
+    }
+
+
+def test_typer_private_modules_are_imported_in_one_module():
+    """Typer's private modules (`typer._click`, `typer._coercion`, ...) only in cli/params.py."""
+    assert _importing("typer._") == {"cli/params.py"}
+
+
+def test_beaker_py_private_modules_are_imported_in_one_module():
+    """beaker-py's private modules (`beaker._service_client`: RpcMethod, coerce_rpc_error) only in
+    backends/beaker/unwrapped.py."""
+    assert _importing("beaker._") == {"backends/beaker/unwrapped.py"}
 
 
 def test_no_gc_pauses_class_swaps_or_environment_edits_at_start_up():

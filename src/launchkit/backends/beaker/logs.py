@@ -18,8 +18,8 @@ from typing import IO, Any, Self
 import grpc
 from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
-from beaker._service_client import coerce_rpc_error
 
+from launchkit.backends.beaker import unwrapped
 from launchkit.backends.beaker.client import Connection, transient
 from launchkit.backends.ending import COMMAND_STARTED
 
@@ -127,7 +127,7 @@ def stream_job(
                 if not got & 4095:
                     conn.renew()
         except grpc.RpcError as e:
-            err = coerce_rpc_error(e, not_found)
+            err = unwrapped.coerce_rpc_error(e, not_found)
             written += got
             if not (isinstance(err, _RECONNECTABLE) or transient(e)):
                 raise err from None

@@ -15,6 +15,7 @@ from beaker import exceptions as bx
 
 from launchkit.application import Application
 from launchkit.backends.beaker import resolve as rs
+from launchkit.backends.beaker import unwrapped
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.beaker.github import visibility
 from launchkit.backends.beaker.scheduling import check_fit
@@ -85,16 +86,11 @@ def _label(ws: Any, name: str) -> str:
 
 def workspace_budget(conn: Connection, budget_id: str) -> str | None:
     """`org/name` of the workspace's default budget (what Beaker charges when the spec names none).
-    beaker-py 2.8.1 has no budget getter: the one private import here (`RpcMethod`) sends GetBudget
-    through its client, with its credentials, retries and error mapping."""
-    from beaker._service_client import RpcMethod
-
-    client = conn.beaker.workspace
+    beaker-py 2.8.1 has no budget getter: GetBudget goes through its client (unwrapped.py), with its
+    credentials, retries and error mapping."""
     try:
-        budget = client.rpc_request(
-            RpcMethod[pb2.GetBudgetResponse](client.service.GetBudget),
-            pb2.GetBudgetRequest(budget_id=budget_id),
-        ).budget
+        request = pb2.GetBudgetRequest(budget_id=budget_id)
+        budget = unwrapped.rpc(conn.beaker.workspace, "GetBudget", pb2.GetBudgetResponse, request).budget
     except (grpc.RpcError, bx.BeakerError):
         return None  # the spec then names no budget and Beaker uses the workspace's
     full: str = budget.full_name or (f"{budget.organization_name}/{budget.name}" if budget.name else "")

@@ -5,8 +5,8 @@ beaker-py 2.8.1's protocol has `ListJobEvents`, `GetEffectiveEntityAllocation` a
 `ListEffectiveAllocations` (fact sheet 10.15), but its high-level clients (`beaker.job`, `.cluster`,
 `.workspace`) do not wrap them. This module is the one place that calls them, through the generated stub
 (`client.service.<RPC>`, our Connection's guarded stub: deadline, retries) and beaker-py's own
-`rpc_request` (its credentials and error mapping). `RpcMethod`, the wrapper `rpc_request` takes, is
-beaker-py's private class: the forced private import, here and in prepare.workspace_budget only.
+`rpc_request` (its credentials and error mapping), through `unwrapped.py`, where beaker-py's private
+API is used.
 Everything else (clusters, nodes, summarized events) goes through beaker-py's public clients.
 """
 
@@ -22,6 +22,7 @@ from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
 
 from launchkit.backends.beaker import resolve as rs
+from launchkit.backends.beaker import unwrapped
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.protocol import WaitReason
 from launchkit.core.fit import Ask, ClusterSize, NodeSize, never_fits, start_rows, typed_nodes
@@ -33,10 +34,7 @@ _UNSUPPORTED = (grpc.RpcError, bx.BeakerError, NotImplementedError)
 
 
 def _rpc(conn: Connection, name: str, response: Any, request: Any) -> Any:
-    from beaker._service_client import RpcMethod  # private: see the module docstring
-
-    client = conn.beaker.job
-    return client.rpc_request(RpcMethod[response](getattr(client.service, name)), request)
+    return unwrapped.rpc(conn.beaker.job, name, response, request)
 
 
 def job_events(conn: Connection, job_id: str) -> list[str]:
