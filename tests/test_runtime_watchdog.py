@@ -96,8 +96,10 @@ def test_no_progress_line_at_all_is_stopped_after_the_grace(tmp_path):
 
 def test_signals_reach_the_command_through_the_watchdog(tmp_path):
     script = (
-        "import signal, sys, time\n"
-        "signal.signal(signal.SIGTERM, lambda *a: (print('got TERM', flush=True), sys.exit(5)))\n"
+        "import os, signal, time\n"
+        # os.write: the signal may land while the main thread is still inside print('ready'), and a
+        # second print on the same buffer would be a reentrant call
+        "signal.signal(signal.SIGTERM, lambda *a: (os.write(1, b'got TERM\\n'), os._exit(5)))\n"
         "print('ready', flush=True)\n"
         "time.sleep(600)\n"
     )
