@@ -247,11 +247,14 @@ def main() -> int:
     medians = {name: statistics.median(w for w, _ in pairs) for name, pairs in samples.items()}
     cpu_medians = {name: statistics.median(c for _, c in pairs) for name, pairs in samples.items()}
     ok = True
+    load = os.getloadavg()
     print(
-        f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs;"
-        f" baselines {', '.join(refs) or '-'}; wall time is what the targets use;"
+        f"load average: {' '.join(f'{x:.2f}' for x in load)} on {os.cpu_count()} CPUs;"
+        f" baselines {', '.join(refs) or '-'}; wall time is what the targets use (the CPU ratio beside);"
         f" fake Beaker latency {FAKE_LATENCY * 1000:.0f} ms per call"
     )
+    if load[0] > (os.cpu_count() or 1):
+        print("the machine is busier than its CPUs: wall times wait for a CPU, compare the cpu column too")
     print(f"{'command':<34} {'median':>8} {'min':>7} {'max':>7} {'cpu':>7} {'own':>7}  checks   (n={args.n})")
     for name, pairs in samples.items():
         walls = [w for w, _ in pairs]
@@ -270,12 +273,14 @@ def main() -> int:
             line += f"  {ratio:5.2f}x {versus.split()[-1]:<9} <= {target}x " + (
                 "ok" if ratio <= target else "MISSED"
             )
+            line += f" (cpu {cpu_medians[name] / cpu_medians[versus]:4.2f}x)"
         if name.startswith("launchkit ") and REFERENCE in refs:
             before = medians[f"{REFERENCE} {label}"]
             ok &= medians[name] <= SLOWER_AT_MOST * before
             line += f"  {medians[name] / before:5.2f}x {REFERENCE} <= {SLOWER_AT_MOST}x " + (
                 "ok" if medians[name] <= SLOWER_AT_MOST * before else "MISSED"
             )
+            line += f" (cpu {cpu_medians[name] / cpu_medians[f'{REFERENCE} {label}']:4.2f}x)"
         print(line)
     floor, versus = medians[LIBRARIES_ALONE], medians["gantry run --dry-run"]
     target = TARGETS["launchkit run --dry-run"][0] * versus
