@@ -72,6 +72,52 @@ def _unneeded(mods: set[str]) -> set[str]:
     }
 
 
+def loaded_modules(*args: str, cwd, env=None) -> set[str]:
+    """sys.modules after `launchkit ARGS` ran in a fresh interpreter (in-process main: no fast exit)."""
+    code = (
+        "import sys\nfrom launchkit.cli.app import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('modules:', *sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return set(proc.stdout.splitlines()[-1].split()[1:])
+
+
+# What only a launch needs: the last-run record (cli/backend_choice, sqlite3), --follow, Slack (urllib).
+LAUNCH_ONLY = (
+    "launchkit.cli.launching",
+    "launchkit.cli.backend_choice",
+    "launchkit.cli.following",
+    "launchkit.notify",
+    "sqlite3",
+    "urllib.request",
+)
+
+
+def test_dry_run_loads_nothing_only_a_launch_needs(repo):
+    """`run --dry-run` runs cli/dry_run.py (cli/run_cmd.py: TableCommand's dry_run_handler), which
+    prints the spec; cli/launching.py, for a launch, is not imported."""
+    mods = loaded_modules("run", "--dry-run", "--", "python", "train.py", cwd=repo.path)
+    assert not sorted(m for m in LAUNCH_ONLY if m in mods)
+    assert "launchkit.cli.dry_run" in mods
+
+
+def test_commands_that_choose_a_backend_build_no_launch_request(repo, tmp_path):
+    """cli/backend_choice (list, follow, logs, stop, ...) takes BackendChoice from core/run_options:
+    the launch request's pydantic models (core/request.py) are built only for a launch."""
+    mods = loaded_modules("list", "--local", cwd=repo.path, env={"LAUNCHKIT_LOCAL_HOME": str(tmp_path / "s")})
+    assert "launchkit.cli.backend_choice" in mods
+    assert "launchkit.core.request" not in mods
+
+
 @pytest.mark.slow
 def test_local_run_loads_no_beaker_client(repo, tmp_path):
     """`run --local --no-python --follow -- echo hi`: no gRPC, requests or PyYAML, nor Typer's pydantic

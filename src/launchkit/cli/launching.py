@@ -1,6 +1,6 @@
 """`run`'s output: the request is built by `launchkit.api` and launched by `launchkit.launch` (the one
-launch path, shared with the Python API); this module only prints what they decide: the spec and its
-notes for a dry run or --save-spec, each launched run's id, then --follow and Slack.
+launch path, shared with the Python API); this module only prints what they decide: each launched
+run's id, then --follow and Slack (a dry run's spec and notes, and --save-spec: cli/dry_run.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from launchkit.api import request_from_options
 from launchkit.application import Application
 from launchkit.cli.backend_choice import remember_last_run
 from launchkit.cli.context import get_app
+from launchkit.cli.dry_run import write_spec
 from launchkit.cli.following import Limits, follow_run
-from launchkit.errors import EXIT_INTERRUPTED, UsageError
+from launchkit.errors import EXIT_INTERRUPTED
 from launchkit.launch import plan, submit
 from launchkit.notify import SlackNotifier
 
@@ -40,15 +41,7 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
     it and say what was launched (`run`, `mason`)."""
     launch = planned or plan(app, request)
     request = launch.request
-    text = launch.spec_yaml if launch.printed or request.save_spec else ""  # not for a launch
-    if request.save_spec:
-        save_spec(app, request.save_spec, text)
-    if launch.printed:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        for note in launch.notes:
-            app.info(note)
-        app.fast_exit = True
+    if write_spec(app, launch):
         return
     assert launch.backend is not None
     b = launch.backend
@@ -69,15 +62,6 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
 
         app.info(f"detached from {last.id}; it keeps running. Resume with: launchkit follow {last.id}")
         raise SystemExit(EXIT_INTERRUPTED) from None
-
-
-def save_spec(app: Application, path: str, text: str) -> None:
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise UsageError(f"--save-spec {path!r}: {e.strerror}", hint="give a writable file path") from None
-    app.info(f"spec saved to {path}")
 
 
 def _launched(app: Application, b: Backend, run: RunInfo) -> None:

@@ -21,7 +21,6 @@ from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.multinode import check_combinations
 from launchkit.core.redact import refuse_secret_value, url_host_only
 from launchkit.core.request import (
-    BackendChoice,
     DatasetMount,
     EnvSecret,
     EnvVar,
@@ -38,7 +37,7 @@ from launchkit.core.request import (
     WekaMount,
 )
 from launchkit.core.run_options import BY_NAME as RUN_OPTIONS_BY_NAME
-from launchkit.core.run_options import RUN_OPTIONS, TRISTATE_OPTIONS, config_key
+from launchkit.core.run_options import RUN_OPTIONS, TRISTATE_OPTIONS, BackendChoice, config_key
 from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, split_commands
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError

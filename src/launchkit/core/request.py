@@ -7,7 +7,7 @@ Validation errors become one-line usage errors (exit 2) in `launchkit.core.parse
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -32,14 +32,6 @@ class Launcher(str, Enum):
     torchrun = "torchrun"
     accelerate = "accelerate"
     ray = "ray"
-
-
-class BackendChoice(NamedTuple):
-    """The registered backends (launchkit.backends.registry), given to the parser by the CLI: the core
-    names no backend. Without it, `--backend` is taken as given and checked when the backend loads."""
-
-    known: tuple[str, ...] = ()
-    here: str = ""  # the backend `--local` means
 
 
 class _Model(BaseModel):

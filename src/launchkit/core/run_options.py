@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 
 class Kind(Enum):
@@ -34,6 +35,14 @@ P_TASK = "Task"
 P_MULTINODE = "Multi-node"
 P_RUNTIME = "Runtime"
 P_PYTHON = "Python"
+
+
+class BackendChoice(NamedTuple):
+    """The registered backends (launchkit.backends.registry), given to the parser by the CLI: the core
+    names no backend. Without it, `--backend` is taken as given and checked when the backend loads."""
+
+    known: tuple[str, ...] = ()
+    here: str = ""  # the backend `--local` means
 
 
 @dataclass(frozen=True)
