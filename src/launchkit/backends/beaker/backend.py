@@ -29,7 +29,7 @@ from launchkit.backends.beaker.prepare import prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
 from launchkit.backends.beaker.scheduling import WaitTeller, find_starts, list_reasons, waiting_reason
-from launchkit.backends.beaker.submit import check_name, create_once
+from launchkit.backends.beaker.submit import check_name, check_retry_on, create_once
 from launchkit.backends.beaker.upload import mount_uploads
 from launchkit.backends.ending import SETUP_STEPS, WATCHDOG_EXIT, watchdog_stop
 from launchkit.core import runs
@@ -227,6 +227,7 @@ class BeakerBackend:
         if submission.prepared:
             return submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
+        check_retry_on(submission.spec)
         with self._errors():
             p = prepare(
                 self.conn,
