@@ -145,10 +145,12 @@ class BeakerBackend:
         status = _STATUS.get(wl.status, RunStatus.queued)
         exit_code = started = finished = end = message = None
         attempts = 1
+        retry = None
         if rows is not None:
             complete = all(js for _, _, js in rows) or not any(js for _, _, js in rows)
             view, out = self._outcome(wl, rows, complete=complete, budget=budget)
             attempts = max(1, out.attempts)
+            retry = runs.attempt_text(view)
             pb = {j.id: j for _, _, js in rows for j in js}
             starts = [rj.started for rj in view.jobs if rj.started is not None]
             started = dt.datetime.fromtimestamp(min(starts), dt.UTC) if starts else None
@@ -191,6 +193,7 @@ class BeakerBackend:
             end=end,
             task_statuses=_task_statuses(ex.tasks),
             attempts=attempts,
+            retry=retry,
             waiting=waiting if status == RunStatus.queued else None,
         )
 
