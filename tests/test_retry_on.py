@@ -104,11 +104,14 @@ def test_attempt_text_names_the_attempt_its_cap_and_the_last_end():
     lost = job("a", JobState.canceled, stop=Stop.node_lost)
     pre = job("bb", JobState.canceled, stop=Stop.preempted, retry_of="a")
     now = job("ccc", JobState.running, retry_of="bb")
-    assert runs.attempt_text(RunView.of([lost, now.model_copy(update={"retry_of": "a"})], allowed_retries=4)) == (
-        "attempt 2 of 5; last: node lost"
-    )
+    assert runs.attempt_text(
+        RunView.of([lost, now.model_copy(update={"retry_of": "a"})], allowed_retries=4)
+    ) == ("attempt 2 of 5; last: node lost")
     # a resume after a preemption does not spend the budget: the cap moves with it
-    assert runs.attempt_text(RunView.of([lost, pre, now], allowed_retries=4)) == "attempt 3 of 6; last: preempted"
+    assert (
+        runs.attempt_text(RunView.of([lost, pre, now], allowed_retries=4))
+        == "attempt 3 of 6; last: preempted"
+    )
     assert runs.attempt_text(RunView.of([pre, now.model_copy(update={"retry_of": "bb"})])) == (
         "attempt 2; last: preempted"  # Beaker's auto-resume alone: no cap to tell
     )
@@ -130,7 +133,9 @@ while True:
 """
 
 
-@pytest.mark.parametrize(("cap", "code", "starts"), [("2", 0, ["1 0", "2 1", "3 2"]), ("1", 124, ["1 0", "2 1"])])
+@pytest.mark.parametrize(
+    ("cap", "code", "starts"), [("2", 0, ["1 0", "2 1", "3 2"]), ("1", 124, ["1 0", "2 1"])]
+)
 def test_the_runtime_restarts_a_stalled_command_in_place(tmp_path, cap, code, starts):
     (tmp_path / "job.py").write_text(STALLS_TWICE)
     seen = tmp_path / "starts"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launchkit import __version__
+from launchkit.core import retrying
 from launchkit.core.beaker_types import spec_types
 from launchkit.core.contract import (
     DEFAULT_EXEC_METHOD,
@@ -67,7 +68,6 @@ from launchkit.core.contract import (
     ENV_UV_VENV,
     ENV_VERSION,
 )
-from launchkit.core import retrying
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import ENV_RDZV_PORT, derive_port, task_additions
 from launchkit.core.presets import ENV_PRESET_SECRETS, encode_secrets
@@ -292,8 +292,8 @@ def build_spec(
     ):
         parts.set_env(name, f"{seconds:.10g}" if seconds is not None else None)
     parts.set_env(ENV_PROGRESS_PATTERNS, "\n".join(request.progress_patterns) or None)
-    for name, value in retrying.env(request).items():  # --retry-on (core/retrying.py)
-        parts.set_env(name, value)
+    for retry_var, retry_value in retrying.env(request).items():  # --retry-on (core/retrying.py)
+        parts.set_env(retry_var, retry_value)
     parts.set_env(ENV_PRE_SETUP, request.pre_setup)
     parts.set_env(ENV_POST_SETUP, request.post_setup)
     _python_env(request, parts)

@@ -206,7 +206,8 @@ class BeakerBackend:
         retries = 0
         latest = [rv.record(t, js[0]) for _, t, js in rows if js]
         if budget is None:  # (a retried run: its attempts are told against it)
-            budget = any(j.state.finished and j.spends_retry for j in latest) or any(len(js) > 1 for _, _, js in rows)
+            retried = any(len(js) > 1 for _, _, js in rows)
+            budget = retried or any(j.state.finished and j.spends_retry for j in latest)
         if budget:
             retries = self._allowed_retries(wl)
         view = rv.view_of(wl, [(t, js) for _, t, js in rows], allowed_retries=retries, complete=complete)

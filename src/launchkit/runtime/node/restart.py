@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Sequence
 
 from . import watchdog
 from .procs import FORWARDED
@@ -17,7 +17,7 @@ from .procs import FORWARDED
 Runner = Callable[..., int]
 
 
-def allowed(env: Dict[str, str]) -> int:
+def allowed(env: dict[str, str]) -> int:
     """Restarts allowed: LAUNCHKIT_RETRY_CAP when LAUNCHKIT_RETRY_ON names `stalled`, else 0."""
     if "stalled" not in (env.get("LAUNCHKIT_RETRY_ON") or "").split(","):
         return 0
@@ -29,16 +29,14 @@ def _say(message: str) -> None:
     print(f"[launchkit] {message}", file=sys.stderr, flush=True)
 
 
-def run(
-    argv: Sequence[str], env: Dict[str, str], s: watchdog.Settings, runner: Runner = watchdog.run
-) -> int:
+def run(argv: Sequence[str], env: dict[str, str], s: watchdog.Settings, runner: Runner = watchdog.run) -> int:
     """Run argv under the watchdog, again after each of its stops while restarts are left."""
     left = allowed(env)
     base = env.get("LAUNCHKIT_ATTEMPT") or ""
     restart = 0
-    signalled: List[int] = []
+    signalled: list[int] = []
     while True:
-        stops: List[str] = []
+        stops: list[str] = []
         code = runner(argv, env, s, stops=stops)
         if signalled:  # a signal came while it was being restarted
             return 128 + signalled[0]
@@ -48,7 +46,7 @@ def run(
             signal.signal(getattr(signal, name), lambda n, _f: signalled.append(n))
         restart += 1
         env = dict(env, LAUNCHKIT_RESTART=str(restart))
-        attempt: Optional[str] = None
+        attempt: str | None = None
         if base.isdigit():
             attempt = str(int(base) + restart)
             env["LAUNCHKIT_ATTEMPT"] = attempt
