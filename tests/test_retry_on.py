@@ -230,6 +230,19 @@ def test_local_retry_on_failure_retries_an_exit_1_and_a_preemption_only_when_nam
 
 
 @pytest.mark.slow
+def test_local_never_started_retries_a_failed_setup_step_not_the_command(repo, env, tmp_path):
+    """--pre-setup fails the first time (exit 103 before the command ran): a new attempt; the command's
+    own exit 103 afterwards is a failure, not retried."""
+    mark = tmp_path / "setup-failed-once"
+    hook = f"test -e {mark} || {{ touch {mark}; exit 1; }}"
+    r = run_cli("run", *NO_PY, "--retry-on", "never-started", "--pre-setup", hook, "--follow", "--", PY, "-c",
+                "import os, sys; sys.exit(103)", cwd=repo.path, env=env, timeout=120)  # fmt: skip
+    assert r.code == 103, r.stderr
+    done = _listed(launched_id(r.stderr), env)
+    assert (done["attempts"], done["retry"]) == (2, "attempt 2 of 4; last: never started"), done
+
+
+@pytest.mark.slow
 def test_local_stalled_job_is_restarted_in_place_by_its_runtime(repo, env, tmp_path):
     seen = tmp_path / "starts"
     r = run_cli("run", *NO_PY, "--retry-on", "stalled", "--retries", "2", "--stall-timeout", "1s",
