@@ -4,7 +4,8 @@ It starts every replica (the spec's own `bash -c <entrypoint>` command, each in 
 process group, in its own runtime dir), writes their output to timestamped logs, and keeps the run's
 record (record.py) up to date: one entry per job, a replica's attempt. As on Beaker, a replica that
 fails has its siblings stopped for it under the task's propagateFailure, and gets a new attempt
-while the spec's retry.allowedTaskRetries last (with its siblings, when they were stopped for it).
+while the spec's retry.allowedTaskRetries last (with its siblings, when they were stopped for it);
+with --retry-on, only for the causes it names, up to its cap (retry.py).
 Each replica's process group is recorded *before* the replica runs: the replica first waits at a
 gate on its stdin, which the supervisor opens only once the record is written; if the supervisor
 dies before that, the gate closes and the replica exits unstarted.
