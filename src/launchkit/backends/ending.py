@@ -157,4 +157,5 @@ def describe(run: RunInfo) -> str:
         return f"{run.status.value}{code}" + (f": {run.message}" if run.message else "")
     if run.waiting is not None:
         return f"is {run.status.value}: {run.waiting.text()}"
-    return f"is {run.status.value}" + (f" ({run.message})" if run.message else "")
+    notes = [n for n in (run.retry, run.message) if n]  # a retried run: its attempt and the last one's end
+    return f"is {run.status.value}" + (f" ({'; '.join(notes)})" if notes else "")

@@ -91,6 +91,7 @@ class RunInfo(BaseModel):
     end: EndReason | None = None  # why it ended (finished runs), one line with its fix
     task_statuses: dict[str, int] = {}  # several tasks: RunStatus value -> how many tasks are in it
     attempts: int = 1  # the most attempts (retries, resumes) any replica of any task had (core/runs.py)
+    retry: str | None = None  # retried or resumed: "attempt 2 of 5; last: node lost" (runs.attempt_text)
     waiting: WaitReason | None = None  # queued: why it waits, one line with its fix
 
 

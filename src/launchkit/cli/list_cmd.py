@@ -34,7 +34,7 @@ def _reason(run: Any) -> str:
     """Why it ended, or why it waits (the line without its fix; `launchkit why ID` gives it)."""
     reason = run.end if run.end is not None else run.waiting
     if reason is None or reason.kind == "succeeded":
-        return ""
+        return (run.retry or "") if run.end is None else ""  # still going: its attempt, if retried
     return str(reason.line)
 
 

@@ -39,6 +39,7 @@ KEYS: dict[str, str] = {
     "min_runtime": "duration",
     "preemptible": "bool",
     "retries": "int",
+    "retry_on": "list",
     "replicas": "int",
     "profile": "str",
     "presets": "list",

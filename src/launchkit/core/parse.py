@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from launchkit.core import dotenv
+from launchkit.core import dotenv, retrying
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.multinode import check_combinations
 from launchkit.core.redact import refuse_secret_value, url_host_only
@@ -396,6 +396,7 @@ def build_request(
         loc = flag(str(err["loc"][0])) if err["loc"] else "run"
         raise UsageError(f"{loc}: {err['msg'].removeprefix('Value error, ')}") from None
     check_combinations(request)  # launcher/replica conflicts
+    retrying.check(request)  # --retry-on causes no backend can honour
     _check_task_names(request)
     return request
 
@@ -631,6 +632,8 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["retries"] = _positive(
         opts, "retries", int, "give how many times to retry, e.g. 3", maximum=MAX_COUNT, allow_zero=True
     )
+    causes, where = opts.get("retry_on")
+    f["retry_on"] = retrying.parse([causes] if isinstance(causes, str) else causes or [], where)
     _several_tasks(given, f, _env_not_secret(opts)[0])
 
 

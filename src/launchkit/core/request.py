@@ -162,6 +162,7 @@ class LaunchRequest(_Model):
     no_auto_resume: bool = False
     preemptible: bool | None = None
     retries: int | None = Field(default=None, ge=0)
+    retry_on: tuple[str, ...] = ()  # --retry-on causes (core/retrying.py), in its CAUSES order
 
     # --- multi-node (defaults refined by launchkit.core.profiles / multinode)
     replicas: int = Field(default=1, ge=1)

@@ -539,7 +539,17 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         P_TASK,
         metavar="N",
         key="retries",
-        help="Retry a failed task up to N times.",
+        help="Retry a failed task up to N times (with --retry-on: the cap, default 3).",
+    ),
+    Opt(
+        "retry_on",
+        LIST,
+        ("--retry-on",),
+        P_TASK,
+        metavar="CAUSE",
+        key="retry_on",
+        help="Retry only on these causes (repeatable, or comma-separated): preemption, stalled,"
+        " never-started, failure.",
     ),
     Opt("replicas", INT, ("--replicas",), P_MULTINODE, metavar="N", key="replicas", help="Number of nodes."),
     Opt(

@@ -63,6 +63,9 @@ lk_task_env() {
     return 0
 }
 lk_task_env
+# The run's id as launchkit shows it, the same in every attempt (docs/retries.md): the experiment's id
+# (a local run's, from its supervisor); else the spec's own, the launch's hash.
+if [[ -n ${BEAKER_EXPERIMENT_ID:-} ]]; then export LAUNCHKIT_RUN_ID=$BEAKER_EXPERIMENT_ID; fi
 RESULTS_DIR=${RESULTS_DIR:-/results}
 LAUNCHKIT_RUNTIME_DIR=${LAUNCHKIT_RUNTIME_DIR:-/launchkit-runtime}
 LAUNCHKIT_EXEC_METHOD=${LAUNCHKIT_EXEC_METHOD:-exec}

@@ -29,7 +29,7 @@ from launchkit.backends.beaker.prepare import prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
 from launchkit.backends.beaker.scheduling import WaitTeller, find_starts, list_reasons, waiting_reason
-from launchkit.backends.beaker.submit import check_name, create_once
+from launchkit.backends.beaker.submit import check_name, check_retry_on, create_once
 from launchkit.backends.beaker.upload import mount_uploads
 from launchkit.backends.ending import SETUP_STEPS, WATCHDOG_EXIT, watchdog_stop
 from launchkit.core import runs
@@ -145,10 +145,12 @@ class BeakerBackend:
         status = _STATUS.get(wl.status, RunStatus.queued)
         exit_code = started = finished = end = message = None
         attempts = 1
+        retry = None
         if rows is not None:
             complete = all(js for _, _, js in rows) or not any(js for _, _, js in rows)
             view, out = self._outcome(wl, rows, complete=complete, budget=budget)
             attempts = max(1, out.attempts)
+            retry = runs.attempt_text(view)
             pb = {j.id: j for _, _, js in rows for j in js}
             starts = [rj.started for rj in view.jobs if rj.started is not None]
             started = dt.datetime.fromtimestamp(min(starts), dt.UTC) if starts else None
@@ -191,6 +193,7 @@ class BeakerBackend:
             end=end,
             task_statuses=_task_statuses(ex.tasks),
             attempts=attempts,
+            retry=retry,
             waiting=waiting if status == RunStatus.queued else None,
         )
 
@@ -202,8 +205,9 @@ class BeakerBackend:
         never, as `list` does: a retry Beaker has not made yet is not waited for there)."""
         retries = 0
         latest = [rv.record(t, js[0]) for _, t, js in rows if js]
-        if budget is None:
-            budget = any(j.state.finished and j.spends_retry for j in latest)
+        if budget is None:  # (a retried run: its attempts are told against it)
+            retried = any(len(js) > 1 for _, _, js in rows)
+            budget = retried or any(j.state.finished and j.spends_retry for j in latest)
         if budget:
             retries = self._allowed_retries(wl)
         view = rv.view_of(wl, [(t, js) for _, t, js in rows], allowed_retries=retries, complete=complete)
@@ -227,6 +231,7 @@ class BeakerBackend:
         if submission.prepared:
             return submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
+        check_retry_on(submission.spec)
         with self._errors():
             p = prepare(
                 self.conn,

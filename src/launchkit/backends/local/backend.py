@@ -39,7 +39,7 @@ from launchkit.backends.protocol import (
     Submission,
 )
 from launchkit.core.contract import ENV_GIT_COMMIT
-from launchkit.core.runs import OutcomeState, Where, attempt_line, logs_args
+from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, logs_args
 from launchkit.core.specview import SpecView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
@@ -324,6 +324,7 @@ class LocalBackend:
         return rec
 
     def _info(self, rec: dict[str, Any]) -> RunInfo:
+        attempts = max((j["attempt"] for j in outcome.jobs(rec)), default=1)
         return RunInfo(
             id=rec["id"],
             name=rec["name"],
@@ -337,7 +338,8 @@ class LocalBackend:
             author=os.environ.get("USER"),
             message=rec.get("message"),
             end=_end(rec, self.rdir(rec["id"])),
-            attempts=max((j["attempt"] for j in outcome.jobs(rec)), default=1),
+            attempts=attempts,
+            retry=attempt_text(outcome.view(rec)) if attempts > 1 else None,
         )
 
     def get(self, run_ref: str) -> RunInfo:
@@ -705,6 +707,16 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
         return None
     if code is None:
         return EndReason(kind=EndKind.failed, line="failed" + (f": {message}" if message else ""))
+    if any(j.get("stop") == "preempted" for j in outcome.jobs(rec)):  # --retry-on: local/retry.py
+        result = outcome.of(rec)
+        if result.state == OutcomeState.preempted:
+            return EndReason(
+                kind=EndKind.preempted,
+                line=result.text() + " (a SIGTERM from outside launchkit)",
+                fix="launch it again (not your code's fault)",
+                exit_code=result.exit_code,
+                will_retry=False,
+            )
     oom = message.startswith(record.OOM_MESSAGE)  # the supervisor read the kernel's OOM-kill count
     memory = message.removeprefix(record.OOM_MESSAGE) if oom else None
     if len(outcome.jobs(rec)) <= 1:  # one job (or none recorded): its own end, as the run model tells

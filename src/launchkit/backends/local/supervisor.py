@@ -4,7 +4,8 @@ It starts every replica (the spec's own `bash -c <entrypoint>` command, each in 
 process group, in its own runtime dir), writes their output to timestamped logs, and keeps the run's
 record (record.py) up to date: one entry per job, a replica's attempt. As on Beaker, a replica that
 fails has its siblings stopped for it under the task's propagateFailure, and gets a new attempt
-while the spec's retry.allowedTaskRetries last (with its siblings, when they were stopped for it).
+while the spec's retry.allowedTaskRetries last (with its siblings, when they were stopped for it);
+with --retry-on, only for the causes it names, up to its cap (retry.py).
 Each replica's process group is recorded *before* the replica runs: the replica first waits at a
 gate on its stdin, which the supervisor opens only once the record is written; if the supervisor
 dies before that, the gate closes and the replica exits unstarted.
@@ -26,12 +27,13 @@ import time
 
 import psutil
 
-from launchkit.backends.local import bell, logs, outcome, procs, record
+from launchkit.backends.local import bell, logs, outcome, procs, record, retry
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.backends.local.uploads import unlink_uploads
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
 from launchkit.core.redact import looks_secret_name, redact_url, token_kind
+from launchkit.core.retrying import ENV_ATTEMPT, ENV_RETRY_CAP, ENV_RETRY_ON, PREEMPTION, from_env
 from launchkit.core.specview import TaskView
 from launchkit.core.units import parse_size
 
@@ -148,6 +150,7 @@ def replica_env(
             "BEAKER_LEADER_REPLICA_HOSTNAME": "127.0.0.1",
             "BEAKER_ASSIGNED_GPU_COUNT": str(gpus),
             "BEAKER_JOB_ID": job_id,
+            ENV_ATTEMPT: str(attempt),  # the runtime adds its in-place restarts (runtime/node/restart.py)
             "BEAKER_WORKLOAD_ID": run_id,
             "BEAKER_EXPERIMENT_ID": run_id,
             "BEAKER_TASK_ID": f"{run_id}-{spec_task.get('name', 'main')}",
@@ -205,6 +208,8 @@ class Supervisor:
         self.failing: int | None = None  # the rank whose failure the other replicas are stopped for
         self.siblings: threading.Thread | None = None  # stopping them
         self.retries_left = 0  # the spec's retry.allowedTaskRetries, less the retries made
+        self.retry_on: tuple[str, ...] = ()  # --retry-on: only these causes are retried (retry.py)
+        self.retried_cause: str | None = None  # the cause of the failure siblings are stopped for
         self.propagate = False  # the task's propagateFailure (several replicas)
         self.ooms = 0  # the memory controller's OOM kills counted so far
         self.storage_error: str | None = None  # a log could not be written: the run is stopped
@@ -329,6 +334,11 @@ class Supervisor:
         self.propagate = self.count > 1 and bool(task.get("propagateFailure"))
         retries = (spec.get("retry") or {}).get("allowedTaskRetries")
         self.retries_left = retries if isinstance(retries, int) and retries > 0 else 0
+        view = TaskView(task)
+        self.retry_on = from_env(view.env_value(ENV_RETRY_ON))
+        if self.retry_on:  # the cap counts every cause's retries (the runtime's in-place ones apart)
+            cap = view.env_value(ENV_RETRY_CAP) or ""
+            self.retries_left = int(cap) if cap.isdigit() else 0
         self.base = base_env(self.rdir)
         gpus = self.meta.get("gpus")  # counted by the CLI for --gpus (nvidia-smi takes tens of ms)
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
@@ -460,21 +470,27 @@ class Supervisor:
             if kills > self.ooms:
                 self.ooms = kills
                 fields["oom"] = True
+        cause = None
         if self.cancel.is_set():
             fields["status"] = "canceled"
         elif self.failing is not None:
             fields.update(status="canceled", stopped_for=self.failing)
+        elif code != 0 and self.retry_on:
+            cause = retry.cause_of(code, self.rdir, rank, self.attempts.get(rank, 1), self.pumps.get(rank))
+            fields.update(retry.fields(cause))
         else:
             fields["status"] = "succeeded" if code == 0 else "failed"
         self.save_job(rank, **fields)
         if self.cancel.is_set():
             return
-        failed = fields["status"] == "failed"
+        failed = fields["status"] == "failed" or cause == PREEMPTION
+        if failed:
+            self.retried_cause = cause
         if failed and self.propagate and self.procs:
             self.failing = rank  # the others are stopped for it, then (with retries left) all run again
             self.siblings = threading.Thread(target=self.end_groups, args=(list(self.procs),), daemon=True)
             self.siblings.start()
-        elif not self.retries_left:
+        elif not self.retries_left or not retry.wanted(self.retry_on, self.retried_cause):
             return
         elif not self.propagate and failed:
             self.retry([rank])  # the others run on

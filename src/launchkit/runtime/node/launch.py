@@ -388,8 +388,10 @@ def run(p: Plan, method: str, starting: Callable[[], None] = lambda: None) -> in
         raise LaunchError(EXIT_INPUTS, str(e)) from None
     starting()
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
+        from . import restart
+
         try:
-            return watchdog.run(argv, p.env, watched)
+            return restart.run(argv, p.env, watched)  # again after a stop, with --retry-on stalled
         except OSError as e:
             log(f"error: cannot run {argv[0]}: {e.strerror or e}")
             return 127 if isinstance(e, FileNotFoundError) else 126

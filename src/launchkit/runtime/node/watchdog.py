@@ -179,8 +179,10 @@ def run(
     s: Settings,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
+    stops: list[str] | None = None,
 ) -> int:
-    """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED."""
+    """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED (and why,
+    appended to `stops`: the command's own 124 is not a stop)."""
 
     children = Children()
     # the command's stdout and stderr: one pipe when ours are the same file (their order is kept)
@@ -248,5 +250,7 @@ def run(
     code = children.wait(pid)
     if why:
         _say(STOPPED + why)  # the last line of the job's log
+        if stops is not None:
+            stops.append(why)
         return EXIT_STOPPED
     return code
