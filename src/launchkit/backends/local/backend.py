@@ -29,11 +29,13 @@ from launchkit.backends.local.runtime_files import use_runtime
 from launchkit.backends.local.store import Store, column, home, row_jobs, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.local.uploads import link_uploads, unlink_uploads
+from launchkit.backends.progress import ENV_PROGRESS_PATTERNS, TAIL_BYTES, last_progress
 from launchkit.backends.protocol import (
     EndKind,
     EndReason,
     GpuRow,
     LogQuery,
+    Progress,
     RunInfo,
     RunStatus,
     Submission,
@@ -358,6 +360,7 @@ class LocalBackend:
         max_age: dt.timedelta | None = None,
         include_all: bool = False,  # no Capability.others_runs: every local run is yours
         mine: bool = False,
+        progress: bool = False,
     ) -> list[RunInfo]:
         _no_author(author)
         for row in self.store.runs(limit=None, statuses=["queued", "running"]):
@@ -366,7 +369,26 @@ class LocalBackend:
         rows = self.store.runs(
             limit=limit, statuses=[s.value for s in statuses or []], text=text, since=since
         )
-        return [self._info(_from_row(r)) for r in rows]
+        infos = [self._info(_from_row(r)) for r in rows]
+        if not progress:
+            return infos
+        return [
+            r.model_copy(update={"progress": self.progress(r)}) if r.status == RunStatus.running else r
+            for r in infos
+        ]
+
+    def progress(self, run: RunInfo) -> Progress | None:
+        """Replica 0's newest attempt: the last TAIL_BYTES of its log, with the run's own patterns."""
+        if run.status != RunStatus.running:
+            return None
+        rdir = self.rdir(run.id)
+        rec = record.read(rdir) or {"id": run.id}
+        attempt = max((j["attempt"] for j in outcome.jobs(rec) if j["replica"] == 0), default=1)
+        try:
+            patterns = SpecView(json.loads((rdir / "spec.json").read_text())).env_value(ENV_PROGRESS_PATTERNS)
+        except (OSError, ValueError):
+            patterns = None
+        return last_progress(logs.last_records(logs.log_file(rdir, 0, attempt), TAIL_BYTES), patterns)
 
     # ---- logs
     def _ranks(self, run: RunInfo, replica: int | None) -> list[int]:
