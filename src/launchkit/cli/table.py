@@ -95,12 +95,12 @@ def print_table(
     status_column: str | None = None,
     optional: str | None = None,
 ) -> None:
-    """`optional`: a column cut before the others, and left out when the table does not fit with it."""
+    """`optional`: a column cut before the others, and left out when cutting it is not enough."""
     columns = width()
     at = header.index(optional) if optional in header else None
     if at is not None:
-        keep = (0,) if status_column not in header else (0, header.index(status_column))
-        if _width(fit(header, rows, columns, keep=keep, first=(at,))) > columns:
+        others = tuple(i for i in range(len(header)) if i != at)
+        if _width(fit(header, rows, columns, keep=others)) > columns:  # only it cut
             header = header[:at] + header[at + 1 :]
             rows = [r[:at] + r[at + 1 :] for r in rows]
             at = None
