@@ -161,3 +161,68 @@ def test_the_progress_column_is_cut_first_and_left_out_when_it_cannot_fit(capsys
     print_table(header, rows, status_column="STATUS", optional="PROGRESS")
     out = capsys.readouterr().out.splitlines()
     assert "PROGRESS" not in out[0] and out[2].endswith(reason) and max(map(len, out)) <= 60, out
+
+
+def _follower(backend, run, limits):
+    """`run --follow`'s watchdog over a real backend, looked at with a clock the test moves."""
+    import io
+
+    from launchkit.application import Application
+    from launchkit.cli.following import _Sink, _Watchdog
+
+    now = [100.0]
+    sink = _Sink(io.BytesIO(), True, lambda: now[0])
+    return _Watchdog(Application(stderr=io.StringIO(), color=False), backend, run, sink, limits), now
+
+
+def test_beaker_a_follow_limit_stop_is_told_as_launchkits(fake_beaker):
+    """`run --follow --start-timeout` stops a run that never starts: why and list tell launchkit's stop
+    with the limit (CancelWorkloads carries no reason: the description does), a user's stop stays theirs."""
+    from launchkit.backends.beaker.backend import BeakerBackend
+    from launchkit.cli.following import Limits
+
+    st = fake_beaker.state
+    never = st.add_experiment(WS, "never-starts", author="alice", description="[launchkit] run")
+    theirs = st.add_experiment(WS, "stopped-by-alice", author="alice", description="[launchkit] run")
+    backend = BeakerBackend()
+    dog, now = _follower(backend, backend.get(never.id), Limits(start=5))
+    assert not dog.check()
+    now[0] += 5
+    assert dog.check()
+    assert run_main("stop", theirs.id, "--yes").code == 0
+    st.finalize_job(st._job(never))
+    st.finalize_job(st._job(theirs))
+    line = f"{never.id} stopped by launchkit following it: it did not start within --start-timeout 5s"
+    assert run_main("why", never.id).stdout.startswith(line + "; raise that limit"), run_main("why", never.id)
+    assert "canceled" in run_main("why", theirs.id).stdout
+    rows = {x["id"]: x["end"] for x in json.loads(run_main("list", "--json").stdout)}
+    assert rows[never.id]["kind"] == "timeout" and rows[never.id]["by"] == "launchkit", rows
+    assert rows[theirs.id]["kind"] == "canceled", rows
+    r = run_main("list", env={"COLUMNS": "200"})
+    assert "stopped by launchkit following it: it did not" in next(
+        x for x in r.stdout.splitlines() if never.id in x
+    )
+
+
+def test_beaker_an_inactive_timeout_stop_is_told_as_launchkits(fake_beaker, tmp_path):
+    """The real runtime ends a silent command (--inactive-timeout, nobody following); its log and exit
+    code as Beaker keeps them are told by why, list and follow as launchkit's stop, with the timeout."""
+    (tmp_path / "job.py").write_text("import time\nprint('hi', flush=True)\ntime.sleep(600)\n")
+    env = {"PATH": "/usr/bin:/bin", "LAUNCHKIT_INACTIVE_TIMEOUT": "1"}
+    cmd = [sys.executable, "-m", "launchkit.runtime.node", "launch", "--cwd", str(tmp_path), "--t0", "0"]
+    ran = subprocess.run(
+        [*cmd, "--", sys.executable, "job.py"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        timeout=120,
+    )  # fmt: skip
+    assert ran.returncode == 124, ran.stdout
+    st = fake_beaker.state
+    silent = st.add_experiment(WS, "silent", author="alice", description="[launchkit] run")
+    st.start_job(silent)
+    st.append_logs(silent, ran.stdout.decode().splitlines())
+    st.finish_job(silent, 124)
+    quiet = f"{silent.id} stopped by launchkit: no output for 1s (--inactive-timeout)"
+    assert run_main("why", silent.id).stdout.startswith(quiet)
+    r = run_main("list", env={"COLUMNS": "200"})
+    assert quiet.split(" ", 1)[1] in next(x for x in r.stdout.splitlines() if silent.id in x), r.stdout
+    r = run_cli("follow", silent.id, timeout=60)
+    assert r.code == 124 and quiet in r.stderr and "canceled" not in r.stderr, r.stderr

@@ -214,7 +214,10 @@ class Backend(Protocol):
         `all_replicas` needs Capability.all_replicas; `tail`: start with the last N lines so far."""
         ...
 
-    def stop(self, run: RunInfo) -> RunInfo: ...
+    def stop(self, run: RunInfo, *, reason: str | None = None) -> RunInfo:
+        """Cancel the run. `reason`: launchkit's own stop (a limit of `run --follow` passed), kept where
+        `why` and `list` read it (ending.launchkit_stopped), so it is never told as the user's."""
+        ...
 
     def download_results(self, run: RunInfo, dest: str | None) -> list[str]:
         """Fetch the run's results (per replica) into `dest` (None: the backend's default); return the

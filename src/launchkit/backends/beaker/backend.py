@@ -31,9 +31,15 @@ from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runt
 from launchkit.backends.beaker.scheduling import WaitTeller, find_starts, list_reasons, waiting_reason
 from launchkit.backends.beaker.submit import check_name, create_once
 from launchkit.backends.beaker.upload import mount_uploads
-from launchkit.backends.ending import SETUP_STEPS, WATCHDOG_EXIT, watchdog_stop
+from launchkit.backends.ending import (
+    LAUNCHKIT_STOP,
+    SETUP_STEPS,
+    WATCHDOG_EXIT,
+    launchkit_stopped,
+    watchdog_stop,
+)
 from launchkit.backends.progress import ENV_PROGRESS_PATTERNS, TAIL_LINES, last_progress
-from launchkit.backends.protocol import Progress
+from launchkit.backends.protocol import EndKind, EndReason, Progress
 from launchkit.core import runs
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
@@ -176,6 +182,8 @@ class BeakerBackend:
         elif status == RunStatus.canceled and not any(t.status in _HAD_JOB for t in ex.tasks):
             view = rv.view_of(wl, [])  # canceled before any job of it existed (no job to read)
             end = rv.run_end(view, runs.outcome(view), ex.id, {})
+        if end is not None and end.kind == EndKind.canceled and end.by != "Beaker":
+            end = _launchkit_stop(ex.description) or end  # launchkit's own stop (stop(reason=))
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -1059,8 +1067,11 @@ class BeakerBackend:
         return f"results: `launchkit results {run.id}` downloads them (Beaker result datasets)"
 
     # -- stop -----------------------------------------------------------------------------------
-    def stop(self, run: RunInfo) -> RunInfo:
-        """Cancel the run: only ever the current user's."""
+    def stop(self, run: RunInfo, *, reason: str | None = None) -> RunInfo:
+        """Cancel the run: only ever the current user's. `reason` (launchkit's own stop): CancelWorkloads
+        carries none, so it goes first into a line of the experiment's description, which every read of
+        the workload has (`_info`: no extra call); OLMo-core updates running workloads' descriptions
+        too (fact sheet 9.2)."""
         wl = self._workload(run.id)
         with self._errors():
             me = self.conn.me()
@@ -1070,6 +1081,12 @@ class BeakerBackend:
                     f"experiment {wl.experiment.id} belongs to {owner}, not to you ({me.name})",
                     hint="launchkit only stops your own jobs",
                 )
+            if reason is not None:
+                try:
+                    text = f"{wl.experiment.description}\n{LAUNCHKIT_STOP}{reason}"
+                    self.beaker.workload.update(wl, description=text)
+                except bx.BeakerError as e:  # the stop matters more than its reason
+                    self.app.debug(f"the reason for stopping {run.id} could not be recorded: {e}")
             self.beaker.workload.cancel(wl)
             wl = self.beaker.workload.get(wl.experiment.id)
             return self._info(wl, author=me.name)
@@ -1192,6 +1209,14 @@ class _JobWatch:
         self.job = self.conn.beaker.job.get(self.job.id)
         self.conn.renew()
         return bool(self.job.status.HasField("finalized"))
+
+
+def _launchkit_stop(description: str) -> EndReason | None:
+    """launchkit's own stop, from the line stop(reason=) added to the experiment's description."""
+    at = description.rfind(LAUNCHKIT_STOP)
+    if at < 0:
+        return None
+    return launchkit_stopped(description[at + len(LAUNCHKIT_STOP) :].split("\n")[0])
 
 
 def _group(task: Any) -> str:

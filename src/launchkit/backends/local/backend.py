@@ -559,12 +559,17 @@ class LocalBackend:
         return f"results: {where}"
 
     # ---- stop
-    def stop(self, run: RunInfo) -> RunInfo:
+    def stop(self, run: RunInfo, *, reason: str | None = None) -> RunInfo:
         grace = stop_grace()
         rec = self._record(run.id)
         if rec["status"] in ENDED:
             return self._info(rec)
         rdir = self.rdir(run.id)
+        if reason is not None:  # launchkit's own stop: the supervisor records it as the message
+            try:
+                record.ask_stop(rdir, ending.LAUNCHKIT_STOP + reason)
+            except OSError as e:
+                self.app.debug(f"the reason for stopping {run.id} could not be written: {e}")
         asked = record.supervisor_alive(rdir)  # then it ends as canceled, even if it dies doing so
         if asked:
             row = self.store.run(run.id)
@@ -595,7 +600,7 @@ class LocalBackend:
                 rec.update(
                     status="canceled",
                     finished=time.time(),
-                    message="stopped by user" + (" after its supervisor died" if was_lost else ""),
+                    message=record.stop_reason(rdir) + (" after its supervisor died" if was_lost else ""),
                 )
             else:
                 rec["message"] = (rec.get("message") or "").split(";")[0] + "; nothing of it is left running"
@@ -720,9 +725,11 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
             fix=f"`launchkit stop {rec['id']}` ends what it left",
         )
     if status == "canceled":
+        if message.startswith(ending.LAUNCHKIT_STOP):
+            return ending.launchkit_stopped(message[len(ending.LAUNCHKIT_STOP) :].split(" after its ")[0])
         if "timeout" in message:
             return ending.timed_out(message, "raise the timeout, or drop it")
-        return ending.canceled("you (`launchkit stop`)" if "stopped by user" in message else None)
+        return ending.canceled("you (`launchkit stop`)" if record.STOPPED_BY_USER in message else None)
     if status not in ("succeeded", "failed"):
         return None
     if code is None:
