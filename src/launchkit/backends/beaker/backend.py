@@ -68,6 +68,9 @@ STATUS_NAMES = [s.name for s in BeakerWorkloadStatus]
 _HAD_JOB = set(_STATUS) - {W.STATUS_SUBMITTED}  # a task's status once it has a job
 RETRY_GRACE = 60.0  # seconds a due retry may take to appear before it is given up on (core/runs.py)
 WAIT_POLL = 1.0  # seconds between looks while waiting for a job (gantry polls every second)
+# the watchdog's `[launchkit] stopped:` line is among its job's last lines (after it: a --ray head's
+# shutdown output and the runtime's last line)
+WATCHDOG_TAIL = 20
 PROGRESS_ROWS = 5  # `list`: the newest running rows whose progress is read (2 calls each, at once)
 Rows = list[tuple[int, Any, list[Any]]]  # (replica rank, task, its jobs newest first)
 
@@ -392,14 +395,14 @@ class BeakerBackend:
             return None
 
     def _watchdog_stop(self, job: Any) -> str | None:
-        """For a job that exited with the watchdog's code: why it stopped the job (its log's last lines,
-        one `tail_lines` read). Else None, unread."""
+        """For a job that exited with the watchdog's code: why it stopped the job (its log's last
+        WATCHDOG_TAIL lines, one `tail_lines` read). Else None, unread."""
         if not job.status.HasField("exit_code") or job.status.exit_code != WATCHDOG_EXIT:
             return None
         lines: list[bytes] = []
         try:
             with self._errors():
-                stream_job(self.conn, job.id, lines.append, tail=5)
+                stream_job(self.conn, job.id, lines.append, tail=WATCHDOG_TAIL)
         except LaunchkitError as e:
             self.app.debug(f"the log of job {job.id} could not be read: {e}")
             return None
