@@ -140,5 +140,5 @@ def _progress(progress: Any, now: dt.datetime) -> str:
     """`step=1200 (4m ago)`: the last progress line of a running run (`launchkit why ID` says more)."""
     if progress is None:
         return ""
-    ago = progress.ago(now)
-    return f"{progress.text} ({ago})" if ago else str(progress.text)
+    when = progress.ago(now)
+    return f"{progress.text} ({when})" if when else str(progress.text)

@@ -565,11 +565,10 @@ class LocalBackend:
         if rec["status"] in ENDED:
             return self._info(rec)
         rdir = self.rdir(run.id)
-        if reason is not None:  # launchkit's own stop: the supervisor records it as the message
-            try:
-                record.ask_stop(rdir, ending.LAUNCHKIT_STOP + reason)
-            except OSError as e:
-                self.app.debug(f"the reason for stopping {run.id} could not be written: {e}")
+        try:  # launchkit's own stop: the supervisor records its reason as the message (else the user's)
+            record.ask_stop(rdir, ending.LAUNCHKIT_STOP + reason if reason is not None else "")
+        except OSError as e:
+            self.app.debug(f"the reason for stopping {run.id} could not be written: {e}")
         asked = record.supervisor_alive(rdir)  # then it ends as canceled, even if it dies doing so
         if asked:
             row = self.store.run(run.id)

@@ -48,7 +48,8 @@ def read(rdir: Dir) -> dict[str, Any] | None:
 
 
 def ask_stop(rdir: Dir, reason: str) -> None:
-    """Say why the run is being stopped, before its supervisor is signalled (it reads stop_reason)."""
+    """Say why the run is being stopped, before its supervisor is signalled (it reads stop_reason);
+    "": a user's `launchkit stop` (a reason left by an earlier stop that did not finish goes)."""
     tmp = os.path.join(rdir, f".{STOP_REASON_FILE}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(reason)
