@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import subprocess
 import sys
@@ -120,7 +121,7 @@ def test_local_list_and_why_show_the_last_progress(repo, marker):
             [sys.executable, "-m", "launchkit", "follow", run_id],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env={**__import__("os").environ, **FAST_ENV},
+            env={**os.environ, **FAST_ENV},
         ) as follow:
             assert follow.stdout is not None
             for line in follow.stdout:
