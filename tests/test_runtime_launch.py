@@ -435,6 +435,36 @@ def test_ray_head_waits_for_every_node_then_runs_the_driver(tmp_path, fake_ray, 
     assert not alive_groups(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("env", "driver", "why"),
+    [
+        ({"LAUNCHKIT_INACTIVE_TIMEOUT": "1"}, "echo hi; sleep 30", "no output for 1s (--inactive-timeout)"),
+        (
+            {"LAUNCHKIT_STALL_TIMEOUT": "1", "LAUNCHKIT_STALL_GRACE": "0"},
+            "echo '(pid=7) step 3'; for i in $(seq 600); do echo NCCL WARN; sleep 0.05; done",
+            "no progress for 1s (last: step 3 at ",
+        ),
+    ],
+)
+def test_ray_head_runs_the_driver_under_the_watchdog(tmp_path, fake_ray, handlers, capfd, env, driver, why):
+    """--ray with the watchdog's options: the head watches the driver (whose output has its Ray tasks'),
+    ends it when it stalls or goes silent, stops the head, and the job's log says why near its end."""
+    from launchkit.backends.beaker.backend import WATCHDOG_TAIL
+    from launchkit.backends.ending import watchdog_stop
+    from launchkit.runtime.node import watchdog
+
+    full = dict(os.environ) | env
+    watched = watchdog.settings(full)
+    rc = ray_cluster.head(
+        [str(fake_ray)], "127.0.0.1", 1, 1, ["sh", "-c", driver], full, procs.Children(), FakeClock(),
+        lambda: RAY_STATUS_V1, watched=watched,
+    )  # fmt: skip
+    assert rc == watchdog.EXIT_STOPPED and not alive_groups(tmp_path)
+    out, err = capfd.readouterr()
+    tail = (out + err).encode().splitlines()[-WATCHDOG_TAIL:]
+    assert (watchdog_stop(tail) or "").startswith(why), err
+
+
 def test_ray_head_goes_on_without_missing_nodes_after_the_wait(tmp_path, fake_ray, handlers, capsys):
     env = dict(os.environ) | {"LK_RAY_WAIT": "5"}
     rc = ray_cluster.head(

@@ -139,6 +139,21 @@ def from_exit_code(
     )
 
 
+# launchkit's own stop of a run it follows (`run --timeout/--start-timeout`: cli/following.py), as the
+# backends keep it (local: the run's record; Beaker: a line of the experiment's description)
+LAUNCHKIT_STOP = "stopped by launchkit following it: "
+
+
+def launchkit_stopped(why: str) -> EndReason:
+    """A run that launchkit's follower stopped (a limit of `run --follow` passed): never the user's."""
+    return EndReason(
+        kind=EndKind.timeout,
+        line=LAUNCHKIT_STOP + why,
+        fix="raise that limit, or drop it",
+        by="launchkit",
+    )
+
+
 def canceled(by: str | None = None) -> EndReason:
     who = f" by {by}" if by else ""
     return EndReason(kind=EndKind.canceled, line=f"was canceled{who}", by=by)

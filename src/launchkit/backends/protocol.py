@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from launchkit.backends.registry import Capability, titles
 from launchkit.core.status import RunStatus
+from launchkit.core.units import ago
 from launchkit.errors import PreconditionError, UsageError
 
 __all__ = ["Capability", "RunStatus"]  # re-exported: they live in light modules
@@ -69,6 +70,25 @@ class WaitReason(BaseModel):
         return self.line + (f"; {self.fix}" if self.fix else "")
 
 
+class Progress(BaseModel):
+    """A running run's last progress line as its watchdog's patterns match it (runtime/node/watchdog.py:
+    `progress_in`): what it said (`step=1200`) and when it was logged (None: not known)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    at: dt.datetime | None = None
+
+    def ago(self, now: dt.datetime) -> str:
+        """`4m ago` (empty when the time is not known)."""
+        return "" if self.at is None else ago((now - self.at).total_seconds())
+
+    def line(self, now: dt.datetime) -> str:
+        """`last progress: step=1200 at 12:03 UTC (4m ago)`."""
+        when = f" at {self.at.astimezone(dt.UTC):%H:%M} UTC ({self.ago(now)})" if self.at else ""
+        return f"last progress: {self.text}{when}"
+
+
 class RunInfo(BaseModel):
     """One run (a Beaker experiment, or a local run) as the CLI shows it."""
 
@@ -93,6 +113,7 @@ class RunInfo(BaseModel):
     attempts: int = 1  # the most attempts (retries, resumes) any replica of any task had (core/runs.py)
     retry: str | None = None  # retried or resumed: "attempt 2 of 5; last: node lost" (runs.attempt_text)
     waiting: WaitReason | None = None  # queued: why it waits, one line with its fix
+    progress: Progress | None = None  # running: its last progress line (`list`, `why`: Backend.progress)
 
 
 class LogQuery(BaseModel):
@@ -163,7 +184,13 @@ class Backend(Protocol):
         max_age: dt.timedelta | None = None,
         include_all: bool = False,  # Capability.others_runs
         mine: bool = False,  # Capability.others_runs
+        progress: bool = False,  # fill `progress` of running runs (Beaker: the newest few, PROGRESS_ROWS)
     ) -> list[RunInfo]: ...
+
+    def progress(self, run: RunInfo) -> Progress | None:
+        """A running run's last progress line (replica 0's newest attempt): its log's tail (one bounded
+        read) matched with the run's own progress patterns. None: not running, or no line matched."""
+        ...
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
         """Write raw log bytes (never re-decoded) for the run to `out`."""
@@ -188,7 +215,10 @@ class Backend(Protocol):
         `all_replicas` needs Capability.all_replicas; `tail`: start with the last N lines so far."""
         ...
 
-    def stop(self, run: RunInfo) -> RunInfo: ...
+    def stop(self, run: RunInfo, *, reason: str | None = None) -> RunInfo:
+        """Cancel the run. `reason`: launchkit's own stop (a limit of `run --follow` passed), kept where
+        `why` and `list` read it (ending.launchkit_stopped), so it is never told as the user's."""
+        ...
 
     def download_results(self, run: RunInfo, dest: str | None) -> list[str]:
         """Fetch the run's results (per replica) into `dest` (None: the backend's default); return the

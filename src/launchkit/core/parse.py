@@ -900,12 +900,6 @@ def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
         if opts.value(opt) not in (None, [], ()) and f["stall_timeout"] is None:
             flag = "--" + opt.replace("_", "-")
             raise UsageError(f"{flag} applies to --stall-timeout", hint="add --stall-timeout DURATION")
-    watched = [o for o in ("stall_timeout", "inactive_timeout", "inactive_soft_timeout") if f[o] is not None]
-    if watched and given.get("ray"):
-        raise UsageError(
-            f"--{watched[0].replace('_', '-')} is not checked on a Ray job yet (its driver runs on the head)",
-            hint="drop it, or watch the run with `launchkit follow ID`",
-        )
 
 
 def _patterns(opts: _Options) -> list[str]:

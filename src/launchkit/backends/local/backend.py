@@ -29,11 +29,13 @@ from launchkit.backends.local.runtime_files import use_runtime
 from launchkit.backends.local.store import Store, column, home, row_jobs, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.local.uploads import link_uploads, unlink_uploads
+from launchkit.backends.progress import ENV_PROGRESS_PATTERNS, TAIL_BYTES, last_progress
 from launchkit.backends.protocol import (
     EndKind,
     EndReason,
     GpuRow,
     LogQuery,
+    Progress,
     RunInfo,
     RunStatus,
     Submission,
@@ -360,6 +362,7 @@ class LocalBackend:
         max_age: dt.timedelta | None = None,
         include_all: bool = False,  # no Capability.others_runs: every local run is yours
         mine: bool = False,
+        progress: bool = False,
     ) -> list[RunInfo]:
         _no_author(author)
         for row in self.store.runs(limit=None, statuses=["queued", "running"]):
@@ -368,7 +371,26 @@ class LocalBackend:
         rows = self.store.runs(
             limit=limit, statuses=[s.value for s in statuses or []], text=text, since=since
         )
-        return [self._info(_from_row(r)) for r in rows]
+        infos = [self._info(_from_row(r)) for r in rows]
+        if not progress:
+            return infos
+        return [
+            r.model_copy(update={"progress": self.progress(r)}) if r.status == RunStatus.running else r
+            for r in infos
+        ]
+
+    def progress(self, run: RunInfo) -> Progress | None:
+        """Replica 0's newest attempt: the last TAIL_BYTES of its log, with the run's own patterns."""
+        if run.status != RunStatus.running:
+            return None
+        rdir = self.rdir(run.id)
+        rec = record.read(rdir) or {"id": run.id}
+        attempt = max((j["attempt"] for j in outcome.jobs(rec) if j["replica"] == 0), default=1)
+        try:
+            patterns = SpecView(json.loads((rdir / "spec.json").read_text())).env_value(ENV_PROGRESS_PATTERNS)
+        except (OSError, ValueError):
+            patterns = None
+        return last_progress(logs.last_records(logs.log_file(rdir, 0, attempt), TAIL_BYTES), patterns)
 
     # ---- logs
     def _ranks(self, run: RunInfo, replica: int | None) -> list[int]:
@@ -539,12 +561,16 @@ class LocalBackend:
         return f"results: {where}"
 
     # ---- stop
-    def stop(self, run: RunInfo) -> RunInfo:
+    def stop(self, run: RunInfo, *, reason: str | None = None) -> RunInfo:
         grace = stop_grace()
         rec = self._record(run.id)
         if rec["status"] in ENDED:
             return self._info(rec)
         rdir = self.rdir(run.id)
+        try:  # launchkit's own stop: the supervisor records its reason as the message (else the user's)
+            record.ask_stop(rdir, ending.LAUNCHKIT_STOP + reason if reason is not None else "")
+        except OSError as e:
+            self.app.debug(f"the reason for stopping {run.id} could not be written: {e}")
         asked = record.supervisor_alive(rdir)  # then it ends as canceled, even if it dies doing so
         if asked:
             row = self.store.run(run.id)
@@ -575,7 +601,7 @@ class LocalBackend:
                 rec.update(
                     status="canceled",
                     finished=time.time(),
-                    message="stopped by user" + (" after its supervisor died" if was_lost else ""),
+                    message=record.stop_reason(rdir) + (" after its supervisor died" if was_lost else ""),
                 )
             else:
                 rec["message"] = (rec.get("message") or "").split(";")[0] + "; nothing of it is left running"
@@ -700,9 +726,11 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
             fix=f"`launchkit stop {rec['id']}` ends what it left",
         )
     if status == "canceled":
+        if message.startswith(ending.LAUNCHKIT_STOP):
+            return ending.launchkit_stopped(message[len(ending.LAUNCHKIT_STOP) :].split(" after its ")[0])
         if "timeout" in message:
             return ending.timed_out(message, "raise the timeout, or drop it")
-        return ending.canceled("you (`launchkit stop`)" if "stopped by user" in message else None)
+        return ending.canceled("you (`launchkit stop`)" if record.STOPPED_BY_USER in message else None)
     if status not in ("succeeded", "failed"):
         return None
     if code is None:

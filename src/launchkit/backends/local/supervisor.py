@@ -540,7 +540,7 @@ class Supervisor:
         elif self.cancel.is_set():
             newest = sorted(self.rec["ranks"].items(), key=lambda kv: int(kv[0]))
             code = next((c for c in (j.get("exit_code") for _, j in newest) if c), None)
-            self.end("canceled", code, self.timed_out or "stopped by user")
+            self.end("canceled", code, self.timed_out or record.stop_reason(self.rdir))
         else:
             self.end(*self.outcome())
         self.bells.close()  # the last ring, at once: followers see the end now

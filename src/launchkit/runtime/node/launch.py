@@ -370,22 +370,23 @@ def run(p: Plan, method: str, starting: Callable[[], None] = lambda: None) -> in
     # `--exec-method bash`: the launcher line with the user's words runs as one bash script
     # (`bash -c "$*"`, as gantry), so `$BEAKER_REPLICA_RANK` in the command expands on each replica.
     argv = ["bash", "-c", " ".join(p.argv), p.argv[0]] if method == "bash" else p.argv
-    if p.ray is not None:
-        from . import ray_cluster
-
-        assert p.topology is not None
-        topo, children = p.topology, procs.Children()
-        if p.ray == "head":
-            return ray_cluster.head(
-                p.ray_tool, topo.leader_ip, topo.port, topo.nnodes, argv, p.env, children, starting=starting
-            )
-        return ray_cluster.worker(p.ray_tool, topo.leader_ip, topo.port, p.env, children)
     from . import watchdog
 
     try:
         watched = watchdog.settings(p.env)
     except ValueError as e:
         raise LaunchError(EXIT_INPUTS, str(e)) from None
+    if p.ray is not None:
+        from . import ray_cluster
+
+        assert p.topology is not None
+        topo, children = p.topology, procs.Children()
+        if p.ray == "head":  # the watchdog watches the driver, whose output has its tasks' (log_to_driver)
+            return ray_cluster.head(
+                p.ray_tool, topo.leader_ip, topo.port, topo.nnodes, argv, p.env, children, starting=starting,
+                watched=watched,
+            )  # fmt: skip
+        return ray_cluster.worker(p.ray_tool, topo.leader_ip, topo.port, p.env, children)
     starting()
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
         from . import restart

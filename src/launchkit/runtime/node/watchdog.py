@@ -69,13 +69,28 @@ def settings(env: dict[str, str]) -> Settings | None:
     if stall is None and inactive is None and soft is None:
         return None
 
-    given = [p for p in (env.get("LAUNCHKIT_PROGRESS_PATTERNS") or "").split("\n") if p]
-    try:
-        patterns = [re.compile(p) for p in given or DEFAULT_PATTERNS]
-    except re.error as e:
-        raise ValueError(f"LAUNCHKIT_PROGRESS_PATTERNS: not a regular expression ({e})") from None
+    patterns = progress_patterns(env.get("LAUNCHKIT_PROGRESS_PATTERNS"))
     grace = _seconds(env, "LAUNCHKIT_STALL_GRACE")
     return Settings(stall, 600.0 if grace is None else grace, patterns, inactive, soft)
+
+
+def progress_patterns(given: str | None) -> list[re.Pattern[str]]:
+    """LAUNCHKIT_PROGRESS_PATTERNS' regexes (one a line), else DEFAULT_PATTERNS; ValueError names a
+    bad one. The backends read a run's progress with these too (`launchkit list`, `why`)."""
+    try:
+        return [re.compile(p) for p in [p for p in (given or "").split("\n") if p] or DEFAULT_PATTERNS]
+    except re.error as e:
+        raise ValueError(f"LAUNCHKIT_PROGRESS_PATTERNS: not a regular expression ({e})") from None
+
+
+def progress_in(line: str, patterns: Sequence[re.Pattern[str]]) -> str | None:
+    """The progress a line shows (`step=1200/5000`), or None: the one matcher of the watchdog and of
+    the backends' `list`/`why`."""
+    for p in patterns:
+        m = p.search(line)
+        if m:
+            return m.group(0).strip("[]{} ")[:80]
+    return None
 
 
 def fmt_secs(seconds: float) -> str:
@@ -111,13 +126,10 @@ class Watch:
         parts = buf.replace(b"\r", b"\n").split(b"\n")
         self.pending[fd] = parts.pop()[-LINE_MAX:]
         for raw in reversed(parts):  # the newest complete line that matches
-            line = raw.decode("utf-8", "replace")
-            for p in self.s.patterns:
-                m = p.search(line)
-                if m:
-                    self.last_progress, self.progress_wall = now, wall
-                    self.progress_text = m.group(0).strip("[]{} ")[:80]
-                    return
+            text = progress_in(raw.decode("utf-8", "replace"), self.s.patterns)
+            if text is not None:
+                self.last_progress, self.progress_wall, self.progress_text = now, wall, text
+                return
 
     def check(self, now: float) -> tuple[str | None, str | None]:
         """(why to stop, or None; a warning to give now, or None)."""
