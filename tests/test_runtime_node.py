@@ -66,6 +66,7 @@ def test_the_entrypoint_finds_the_package_beside_it(tmp_path) -> None:
     assert out.returncode == 100 and "no launchkit_node package beside" in out.stderr
     (tmp_path / NODE_PACKAGE).mkdir()
     for name, text in node_files().items():
+        (tmp_path / NODE_PACKAGE / name).parent.mkdir(exist_ok=True)
         (tmp_path / NODE_PACKAGE / name).write_text(text)
     out = subprocess.run(run, capture_output=True, text=True, timeout=30, env=env)
     assert out.returncode == 0 and out.stdout.split()[2] == str(tmp_path / NODE_PACKAGE), out.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from launchkit.backends import ending
-from launchkit.runtime.node import watchdog
+from launchkit.runtime.node.launch import watchdog
 
 
 def launch(tmp_path: Path, script: str, env: dict[str, str], **kw) -> subprocess.Popen[bytes]:

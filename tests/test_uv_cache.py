@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from launchkit.runtime.node import bytecode
+from launchkit.runtime.node.environment import bytecode
 from lk_helpers import LocalIndex, entrypoint
 
 # A PEP 517/660 build backend inside the repository, so builds need no registry. Every editable

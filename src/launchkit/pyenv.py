@@ -28,7 +28,7 @@ from uv import find_uv_bin
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
-from launchkit.runtime.node.plan import (
+from launchkit.runtime.node.environment.plan import (
     Plan,
     PlanError,
     extra_flags,

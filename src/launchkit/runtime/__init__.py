@@ -34,8 +34,9 @@ _FOLDER = Path(__file__).parent  # a plain package directory (wheel or checkout)
 
 @lru_cache(maxsize=1)
 def node_files() -> dict[str, str]:
-    """The node-side Python package: file name -> source, sorted by name."""
-    return {p.name: p.read_text() for p in sorted((_FOLDER / "node").glob("*.py"))}
+    """The node-side Python package: path inside it (`launch/watchdog.py`) -> source, sorted by path."""
+    node = _FOLDER / "node"
+    return {p.relative_to(node).as_posix(): p.read_text() for p in sorted(node.rglob("*.py"))}
 
 
 @lru_cache(maxsize=1)

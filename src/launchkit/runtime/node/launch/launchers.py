@@ -427,7 +427,7 @@ def main(args: list[str]) -> int:
         return EXIT_INPUTS
     if cwd:
         os.chdir(cwd)
-    node_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    node_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = job_env(dict(os.environ), node_dir, cwd)
     try:
         p = plan(argv, env)
