@@ -207,14 +207,6 @@ LOCAL_IMPORTS = {
     ("backends/local/outcome.py", "from launchkit.core.runs import outcome"): "the same",
     ("runtime/node/environment/plan.py", "import tomllib"): "optional: Python 3.11+ on the node",
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
-    # import cycles inside runtime/node (issue 36 item 4 splits the package)
-    ("runtime/node/launch/launchers.py", "from . import procs"): "cycle",
-    ("runtime/node/launch/launchers.py", "from . import ray_cluster"): "cycle",
-    ("runtime/node/launch/launchers.py", "from . import watchdog"): "cycle",
-    ("runtime/node/environment/pyenv.py", "from . import envstore"): "cycle",
-    ("runtime/node/environment/pyenv.py", "from .projectbuild import _site_packages"): "cycle",
-    ("runtime/node/environment/pyenv.py", "from . import bytecode"): "cycle",
-    ("runtime/node/environment/pyenv.py", "from . import projectbuild"): "cycle",
 }
 
 

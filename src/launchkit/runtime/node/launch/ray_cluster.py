@@ -11,7 +11,7 @@ import subprocess
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from .launchers import EXIT_EXEC, LaunchError, log
+from . import EXIT_EXEC, LaunchError, log
 from .procs import Children, run_forwarding, spawn, stop_group
 
 _SECTION = re.compile(r"^([A-Z][A-Za-z ]*):\s*$")
