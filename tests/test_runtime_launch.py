@@ -385,6 +385,21 @@ def test_signals_are_forwarded_to_the_command(tmp_path, handlers):
     assert procs.run_forwarding(["sh", "-c", child], dict(os.environ), procs.Children()) == 42
 
 
+@pytest.mark.parametrize("own_group", [False, True])  # launchers' bash method / Ray's driver; the watchdog
+def test_a_signal_that_comes_while_the_command_starts_reaches_it(monkeypatch, handlers, own_group):
+    spawned = procs.spawn
+
+    def spawn_signalled(*args, **kwargs):  # the job is signalled after the handlers, before the child
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return spawned(*args, **kwargs)
+
+    monkeypatch.setattr(procs, "spawn", spawn_signalled)
+    child = ["sh", "-c", "trap 'exit 42' USR1; for i in $(seq 200); do sleep 0.05; done"]
+    pid = procs.spawn_forwarding(child, dict(os.environ), own_group=own_group)
+    # passed on right after the start: sh takes it with its trap set, or dies of it just before
+    assert procs.Children().wait(pid) in (42, 128 + signal.SIGUSR1)
+
+
 # --- Ray supervision with a stand-in `ray` (a real process that runs until stopped)
 
 
