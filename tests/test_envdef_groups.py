@@ -155,7 +155,7 @@ def test_beaker_group_with_local_says_it_has_no_effect(repo):
 
 # ---------------------------------------------------------------------------------------------- poetry
 # A poetry project's groups, selectable as PEP 735 groups are (issue 31): the job's `uv pip install` gets
-# their requirements, and the launch-time preflight resolves the same ones (one planner: runtime/node/plan.py).
+# their requirements, and the launch-time preflight resolves the same ones (one planner: runtime/node/environment/plan.py).
 POETRY = """\
 [tool.poetry]
 name = "demo"

@@ -1,4 +1,4 @@
-"""The env store (runtime/node/envstore.py): keying, publish and lookup, two processes at once, the
+"""The env store (runtime/node/environment/envstore.py): keying, publish and lookup, two processes at once, the
 poisoning refusals, and a thin venv over an entry. The end-to-end tests (slow) run real bash and uv: two jobs on one shared cache, what one
 job writes in its venv never reaching the next, a damaged entry built again, a running job's lease."""
 

@@ -1,4 +1,4 @@
-"""The bytecode shared between jobs in the node runtime (runtime/node/bytecode.py), called directly:
+"""The bytecode shared between jobs in the node runtime (runtime/node/environment/bytecode.py), called directly:
 the trust check on shared trees, the key, when it is off, seeding and pruning. Fast tier (tmp_path
 trees; the background fill is recorded, not started; the end-to-end tests are in test_uv_cache.py and
 test_creds_bytecode.py)."""

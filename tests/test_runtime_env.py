@@ -1,4 +1,4 @@
-"""The job's Python environment in the node runtime (runtime/node/pyenv.py, projectbuild.py), called
+"""The job's Python environment in the node runtime (runtime/node/environment/: pyenv.py, projectbuild.py), called
 directly: what the commit contains -> which uv commands run, the project's stored build (RECORD read
 as CSV), its key.
 Fast tier: tmp_path trees, a recording log instead of uv (the end-to-end tests run the real uv)."""

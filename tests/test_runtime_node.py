@@ -82,12 +82,17 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_the_node_runtime_has_no_import_cycle() -> None:
-    """Each module of runtime/node imports only what comes before it (environment/ and launch/ are
-    one-way: a module needs no import inside a function to break a loop)."""
+    """No module of runtime/node reaches itself through its imports (function-local ones included),
+    and its two concerns, environment/ and launch/, do not import each other."""
     graph = _node_imports(node_files())
     assert {"launch.procs", "launch"} <= graph["launch.ray_cluster"]  # the graph is read right
     assert {"environment.plan", ""} <= graph["environment.envstore"] | graph["environment.pyenv"]
     assert _cycle(graph) == []
+    concern = {m: m.split(".")[0] for m in graph}  # environment/, launch/ or the package's own modules
+    apart = [
+        (m, n) for m in graph for n in graph[m] if {concern[m], concern.get(n)} == {"environment", "launch"}
+    ]
+    assert apart == []  # the two concerns share only what node/__init__.py holds
 
 
 def test_the_cycle_check_sees_a_cycle() -> None:

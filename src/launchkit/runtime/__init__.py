@@ -1,7 +1,7 @@
 """The runtime the job runs (on Beaker, or here with the local backend): a bash bootstrap and the
 stdlib-only Python package `node/` it hands over to once a Python exists.
 
-The script is assembled from the `*.sh` parts in this folder, in `PARTS` order; `node/*.py` travels
+The script is assembled from the `*.sh` parts in this folder, in `PARTS` order; `node/` travels
 beside it as the package `launchkit_node`.
 
 The runtime travels once, not per task (docs/runtime.md): its files (`runtime_files()`) are a
