@@ -1,6 +1,7 @@
 """Child processes of the runtime: spawn one (in its own process group or not), wait for it while
 reaping every other child (orphans too, when the runtime is the container's PID 1, as bash does), stop
-a group with a grace period, and forward signals to a child."""
+a group with a grace period, and start a child that the job's signals are passed on to (spawn_forwarding:
+where the bash exec method, Ray's driver and the watchdog all start the command)."""
 
 from __future__ import annotations
 
