@@ -51,7 +51,7 @@ CEILINGS = {
     "list --limit 200": 8 + QUEUED + RUNNING,  # org, workspace, 4 pages of workloads, 2 of finished jobs
     # The first launch into a workspace makes launchkit's runtime dataset (docs/runtime.md), once per
     # launchkit version: the launch's 9 above, user 1, lookup 1, budget 1, create 2, storage 1, verify 1,
-    # commit 2, and one PUT per runtime file (entrypoint.sh, profiles.txt, launchkit_node/*.py)
+    # commit 2, and one PUT per runtime file (entrypoint.sh, profiles.txt, launchkit_node/**.py)
     "submit (first: makes the runtime dataset)": 17 + len(runtime_files()),
     # workspace 2, image 2 (gantry's default image, by id), secrets 1, budget 1, create 1 (+ GetWorkload),
     # and the runtime dataset: 1 (GetDataset of the id remembered on this machine)

@@ -1,6 +1,6 @@
 """A running run's last progress without reading its logs (issue 34, item 4): `list`'s PROGRESS column,
 `list --json`'s `progress`, `why`'s "last progress: ..." line; matched with the run's own patterns by
-the watchdog's one matcher (runtime/node/watchdog.py: `progress_in`)."""
+the watchdog's one matcher (runtime/node/launch/watchdog.py: `progress_in`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ NS = 1_000_000_000
 
 def test_the_backends_read_progress_with_the_watchdogs_matcher():
     from launchkit.backends.progress import last_progress
-    from launchkit.runtime.node import watchdog
+    from launchkit.runtime.node.launch import watchdog
 
     lines = [b"[step=3/100] loss=2.0", b"Epoch 0:  40%|####| 4/10 [00:02<00:03, 1.8it/s]\r5/10 [00:03", b"x"]
     got = last_progress([(i * NS, line) for i, line in enumerate(lines, 1)], None)

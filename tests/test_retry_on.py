@@ -19,7 +19,7 @@ from conftest import run_cli
 from inproc import run_main
 from launchkit.core import runs
 from launchkit.core.runs import Job, JobState, RunView, Stop
-from launchkit.runtime.node import restart
+from launchkit.runtime.node.launch import restart
 from lk_helpers import FAST_ENV, launched_id, wait_finished
 
 PY = sys.executable

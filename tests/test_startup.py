@@ -252,17 +252,8 @@ LOCAL_IMPORTS = {
     ),
     ("backends/local/outcome.py", "from launchkit.core.runs import outcome"): "the same",
     ("backends/local/retry.py", "from launchkit.backends import ending"): "the same, when a log is read",
-    ("runtime/node/plan.py", "import tomllib"): "optional: Python 3.11+ on the node",
+    ("runtime/node/environment/plan.py", "import tomllib"): "optional: Python 3.11+ on the node",
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
-    # import cycles inside runtime/node (issue 36 item 4 splits the package)
-    ("runtime/node/launch.py", "from . import procs"): "cycle",
-    ("runtime/node/launch.py", "from . import ray_cluster"): "cycle",
-    ("runtime/node/launch.py", "from . import watchdog"): "cycle",
-    ("runtime/node/launch.py", "from . import restart"): "cycle (it imports watchdog)",
-    ("runtime/node/pyenv.py", "from . import envstore"): "cycle",
-    ("runtime/node/pyenv.py", "from .projectbuild import _site_packages"): "cycle",
-    ("runtime/node/pyenv.py", "from . import bytecode"): "cycle",
-    ("runtime/node/pyenv.py", "from . import projectbuild"): "cycle",
 }
 
 

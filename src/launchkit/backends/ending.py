@@ -9,10 +9,10 @@ from launchkit.backends.protocol import EndKind, EndReason, RunInfo, RunStatus
 
 OOM_EXIT = 137  # 128 + SIGKILL: what the kernel's out-of-memory killer leaves
 # The runtime's timing line, printed right before the user's command starts (runtime/lib.sh
-# lk_timing_line, node/launch.py timing_line; a ray head once its driver starts): a job whose log has
-# it ran the command, so its exit code is the command's, 100-109 included.
+# lk_timing_line, node/launch/launchers.py timing_line; a ray head once its driver starts): a job
+# whose log has it ran the command, so its exit code is the command's, 100-109 included.
 COMMAND_STARTED = b"[launchkit] setup done in "
-# The runtime's watchdog (runtime/node/watchdog.py) ends a command that stalls or goes silent with this
+# The runtime's watchdog (runtime/node/launch/watchdog.py) ends a command that stalls or goes silent with this
 # exit code, and says why in the last line of the job's log.
 WATCHDOG_EXIT = 124
 WATCHDOG_STOPPED = b"[launchkit] stopped: "

@@ -1,6 +1,6 @@
 """A running run's last progress (`launchkit list`'s PROGRESS column, `why`): the newest line of its
 log's tail that the run's own progress patterns match, with the watchdog's one matcher
-(runtime/node/watchdog.py: `progress_in`; the patterns are the job's LAUNCHKIT_PROGRESS_PATTERNS, else
+(runtime/node/launch/watchdog.py: `progress_in`; the patterns are the job's LAUNCHKIT_PROGRESS_PATTERNS, else
 its DEFAULT_PATTERNS). Both backends read the tail and hand the lines here."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from launchkit.backends.protocol import Progress
 from launchkit.core.contract import ENV_PROGRESS_PATTERNS
-from launchkit.runtime.node.watchdog import progress_in, progress_patterns
+from launchkit.runtime.node.launch.watchdog import progress_in, progress_patterns
 
 __all__ = ["ENV_PROGRESS_PATTERNS", "TAIL_BYTES", "TAIL_LINES", "last_progress"]
 

@@ -71,7 +71,7 @@ class WaitReason(BaseModel):
 
 
 class Progress(BaseModel):
-    """A running run's last progress line as its watchdog's patterns match it (runtime/node/watchdog.py:
+    """A running run's last progress line as its watchdog's patterns match it (node/launch/watchdog.py:
     `progress_in`): what it said (`step=1200`) and when it was logged (None: not known)."""
 
     model_config = ConfigDict(frozen=True)

@@ -86,7 +86,7 @@ def _after_launch(app: Application, b: Backend, request: LaunchRequest, run: Run
         limits = Limits(
             timeout=request.timeout,
             start=request.start_timeout,
-        )  # --inactive-timeout and --stall-timeout: the job's runtime checks them (runtime/node/watchdog.py)
+        )  # --inactive-timeout and --stall-timeout: the job's runtime checks them (node/launch/watchdog.py)
         code = follow_run(app, b, run, limits=limits, show_logs=request.show_logs, notifier=notifier)
         app.fast_exit = True  # the job runs detached: nothing to tear down (saves ~50 ms)
         raise typer.Exit(code)

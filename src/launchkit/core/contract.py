@@ -19,7 +19,7 @@ ENV_GIT_TAG_DISTANCE = "LAUNCHKIT_GIT_TAG_DISTANCE"
 ENV_TASK_NAME = "LAUNCHKIT_TASK_NAME"
 ENV_RUNTIME_DIR = "LAUNCHKIT_RUNTIME_DIR"
 ENV_EXEC_METHOD = "LAUNCHKIT_EXEC_METHOD"
-# The runtime's watchdog (runtime/node/watchdog.py): seconds, and regexes one a line
+# The runtime's watchdog (runtime/node/launch/watchdog.py): seconds, and regexes one a line
 ENV_STALL_TIMEOUT = "LAUNCHKIT_STALL_TIMEOUT"
 ENV_STALL_GRACE = "LAUNCHKIT_STALL_GRACE"
 ENV_PROGRESS_PATTERNS = "LAUNCHKIT_PROGRESS_PATTERNS"

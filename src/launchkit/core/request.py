@@ -213,7 +213,7 @@ class LaunchRequest(_Model):
     show_logs: bool = True  # while waiting, stream the logs (--no-follow/--no-logs: wait silently)
     timeout: float | None = None  # seconds to wait before stopping the job; None: until it ends
     start_timeout: float | None = None  # while waiting: stop the job if not started by then
-    # the runtime's watchdog (runtime/node/watchdog.py), where the job runs, followed or not
+    # the runtime's watchdog (runtime/node/launch/watchdog.py), where the job runs, followed or not
     inactive_timeout: float | None = None  # stop the job after this long without output
     inactive_soft_timeout: float | None = None  # warn after this long without output
     stall_timeout: float | None = None  # stop the job after this long without a progress line

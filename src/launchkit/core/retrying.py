@@ -9,7 +9,7 @@
   cap), which retry both alike, so `never-started` alone is refused on Beaker
   (backends/beaker/prepare.py); locally the supervisor tells them apart.
 - `stalled`: the runtime restarts the command in place after its watchdog stopped it
-  (runtime/node/restart.py), up to the cap, on both backends; one replica only.
+  (runtime/node/launch/restart.py), up to the cap, on both backends; one replica only.
 - `node-lost`: refused: whether Beaker starts a new job after a lost node is not known (fact sheet
   10.2), and a local run's node is this machine.
 

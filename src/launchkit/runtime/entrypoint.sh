@@ -221,7 +221,7 @@ lk_timed clone "$t"
 lk_step "cluster setup" "$LK_EXIT_CLUSTER_SETUP"
 lk_cluster_setup
 
-# ---- 6. Python environment, chosen by what the commit contains: runtime/node/pyenv.py (under the
+# ---- 6. Python environment, chosen by what the commit contains: runtime/node/environment/pyenv.py (under the
 # interpreter it installs into). What stays here: the conda environment (created and activated in this
 # shell, as the venv is in step 3), the custom --install command (its exports reach the command) and
 # the progress lines.
@@ -332,7 +332,7 @@ lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_I
     fi
     lk_progress_stop
 }
-# A venv linked to the env store (runtime/node/envstore.py) names its entry's lease file: held open here
+# A venv linked to the env store (runtime/node/environment/envstore.py) names its entry's lease file: held open here
 # with a shared flock, the descriptor inherited by the command, so no prune removes the entry while
 # the job runs. (flock(1) when the image has it, else the job's Python: the lock stays with the
 # descriptor after either exits.)
@@ -395,7 +395,7 @@ if [[ -n ${LAUNCHKIT_POST_SETUP:-} ]]; then
     lk_run_hook "$LAUNCHKIT_POST_SETUP"
     lk_timed post-setup "$t"
 fi
-# ---- 7b. bytecode shared between jobs (runtime/node/bytecode.py): after the hook, which may install
+# ---- 7b. bytecode shared between jobs (runtime/node/environment/bytecode.py): after the hook, which may install
 # more (without a hook, the install step did it: lk_install).
 if [[ -n $LK_BYTECODE_DONE ]]; then
     if [[ -n $LK_BYTECODE ]]; then

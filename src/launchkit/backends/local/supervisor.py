@@ -150,7 +150,9 @@ def replica_env(
             "BEAKER_LEADER_REPLICA_HOSTNAME": "127.0.0.1",
             "BEAKER_ASSIGNED_GPU_COUNT": str(gpus),
             "BEAKER_JOB_ID": job_id,
-            ENV_ATTEMPT: str(attempt),  # the runtime adds its in-place restarts (runtime/node/restart.py)
+            ENV_ATTEMPT: str(
+                attempt
+            ),  # the runtime adds its in-place restarts (runtime/node/launch/restart.py)
             "BEAKER_WORKLOAD_ID": run_id,
             "BEAKER_EXPERIMENT_ID": run_id,
             "BEAKER_TASK_ID": f"{run_id}-{spec_task.get('name', 'main')}",

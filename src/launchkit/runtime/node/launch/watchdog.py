@@ -16,12 +16,10 @@ from __future__ import annotations
 import os
 import re
 import select
-import signal
-import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from .procs import FORWARDED, Children, spawn, stop_group
+from .procs import Children, spawn_forwarding, stop_group
 
 EXIT_STOPPED = 124  # the watchdog ended the command (as timeout(1)); its log's last line says why
 STOPPED = "stopped: "  # after "[launchkit] ": the line the backends read (backends/ending.py)
@@ -203,30 +201,11 @@ def run(
     targets = [(pipes[0][1], 1), (pipes[-1][1], 2)]
     actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_DUP2, w, fd) for w, fd in targets]
     actions += [(os.POSIX_SPAWN_CLOSE, fd) for pair in pipes for fd in pair]
-    child: list[int] = []
-    pending: list[int] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        if not child:
-            pending.append(signum)
-            return
-        try:
-            os.killpg(child[0], signum)
-        except OSError:
-            pass
-
-    for name in FORWARDED:
-        signal.signal(getattr(signal, name), forward)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        child.append(spawn(argv, env, own_group=True, file_actions=actions))
+    try:  # the job's signals go to the command's process group
+        pid = spawn_forwarding(argv, env, own_group=True, file_actions=actions)
     finally:
         for _, w in pipes:
             os.close(w)
-    pid = child[0]
-    for sig in pending:
-        forward(sig, None)
     watch = Watch(s, clock(), wall())
     sink = {r: out for (r, _), out in zip(pipes, outs)}
     open_fds = list(sink)

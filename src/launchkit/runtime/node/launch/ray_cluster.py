@@ -11,8 +11,7 @@ import subprocess
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from . import watchdog
-from .launch import EXIT_EXEC, LaunchError, log
+from . import EXIT_EXEC, LaunchError, log, watchdog
 from .procs import Children, run_forwarding, spawn, stop_group
 
 _SECTION = re.compile(r"^([A-Z][A-Za-z ]*):\s*$")

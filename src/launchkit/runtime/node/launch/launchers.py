@@ -19,14 +19,8 @@ import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from .procs import restore_signals
+from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, procs, ray_cluster, restart, watchdog
 
-# Imported when needed, not here: this runs once per job on the job's critical path (re, shutil,
-# socket and importlib.util would add ~25 ms of imports to the hand-over).
-
-# Exit codes of the setup steps (docs/runtime.md, lib.sh).
-EXIT_INPUTS = 100
-EXIT_EXEC = 109
 LAUNCHERS = ("torchrun", "accelerate", "ray")
 
 
@@ -37,18 +31,6 @@ def _digits(value: str, also: str = "") -> bool:
 def _is_python(word: str) -> bool:
     """python, python3 or python3.N (the words that run a script the launchers can take over)."""
     return word in ("python", "python3") or (word.startswith("python3.") and _digits(word[8:]))
-
-
-class LaunchError(Exception):
-    """The launcher cannot run: one line for the job's log, and the step's exit code."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def log(message: str) -> None:
-    print(f"[launchkit] {message}", file=sys.stderr, flush=True)
 
 
 def _whole(name: str, value: str) -> int:
@@ -351,7 +333,7 @@ def _exec(argv: list[str], env: dict[str, str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
 
-    restore_signals()
+    procs.restore_signals()
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as e:
@@ -365,20 +347,15 @@ def run(p: Plan, method: str, starting: Callable[[], None] = lambda: None) -> in
     user's command starts (the timing line, which says that it did: backends/ending.py), never
     before a launcher setup that can still fail (a ray head) nor on a ray worker (the command runs
     on the head)."""
-    from . import procs
-
     # `--exec-method bash`: the launcher line with the user's words runs as one bash script
     # (`bash -c "$*"`, as gantry), so `$BEAKER_REPLICA_RANK` in the command expands on each replica.
     argv = ["bash", "-c", " ".join(p.argv), p.argv[0]] if method == "bash" else p.argv
-    from . import watchdog
 
     try:
         watched = watchdog.settings(p.env)
     except ValueError as e:
         raise LaunchError(EXIT_INPUTS, str(e)) from None
     if p.ray is not None:
-        from . import ray_cluster
-
         assert p.topology is not None
         topo, children = p.topology, procs.Children()
         if p.ray == "head":  # the watchdog watches the driver, whose output has its tasks' (log_to_driver)
@@ -389,8 +366,6 @@ def run(p: Plan, method: str, starting: Callable[[], None] = lambda: None) -> in
         return ray_cluster.worker(p.ray_tool, topo.leader_ip, topo.port, p.env, children)
     starting()
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
-        from . import restart
-
         try:
             return restart.run(argv, p.env, watched)  # again after a stop, with --retry-on stalled
         except OSError as e:
@@ -430,7 +405,7 @@ def main(args: list[str]) -> int:
         return EXIT_INPUTS
     if cwd:
         os.chdir(cwd)
-    node_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    node_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = job_env(dict(os.environ), node_dir, cwd)
     try:
         p = plan(argv, env)
