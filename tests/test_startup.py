@@ -211,6 +211,10 @@ LOCAL_IMPORTS = {
     ("runtime/node/launch.py", "from . import procs"): "cycle",
     ("runtime/node/launch.py", "from . import ray_cluster"): "cycle",
     ("runtime/node/launch.py", "from . import watchdog"): "cycle",
+    ("runtime/node/launch.py", "from . import notify"): "only with a webhook: urllib off the job's start",
+    ("backends/local/slack.py", "from launchkit.backends import ending"): (
+        "at a failed run's end only: the supervisor starts without pydantic"
+    ),
     ("runtime/node/pyenv.py", "from . import envstore"): "cycle",
     ("runtime/node/pyenv.py", "from .projectbuild import _site_packages"): "cycle",
     ("runtime/node/pyenv.py", "from . import bytecode"): "cycle",

@@ -53,6 +53,7 @@ from launchkit.core.contract import (
     ENV_RUN_ID,
     ENV_RUNTIME_DIR,
     ENV_SKIP_NCCL_SETUP,
+    ENV_SLACK_WEBHOOK,
     ENV_STALL_GRACE,
     ENV_STALL_TIMEOUT,
     ENV_SYSTEM_PYTHON,
@@ -291,6 +292,8 @@ def build_spec(
     ):
         parts.set_env(name, f"{seconds:.10g}" if seconds is not None else None)
     parts.set_env(ENV_PROGRESS_PATTERNS, "\n".join(request.progress_patterns) or None)
+    if request.slack_webhook_secret:  # by name only: the runtime posts (runtime/node/notify.py)
+        parts.set_secret(ENV_SLACK_WEBHOOK, request.slack_webhook_secret)
     parts.set_env(ENV_PRE_SETUP, request.pre_setup)
     parts.set_env(ENV_POST_SETUP, request.post_setup)
     _python_env(request, parts)

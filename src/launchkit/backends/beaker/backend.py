@@ -19,7 +19,7 @@ from beaker import exceptions as bx
 from beaker.types import BeakerSortOrder, BeakerWorkloadStatus, BeakerWorkloadType
 
 from launchkit.application import Application
-from launchkit.backends import LogQuery, RunInfo, RunStatus, Submission, registry
+from launchkit.backends import LogQuery, Posting, RunInfo, RunStatus, Submission, registry
 from launchkit.backends.beaker import launches
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import runview as rv
@@ -33,6 +33,7 @@ from launchkit.backends.beaker.submit import check_name, create_once
 from launchkit.backends.beaker.upload import mount_uploads
 from launchkit.backends.ending import SETUP_STEPS, WATCHDOG_EXIT, watchdog_stop
 from launchkit.core import runs
+from launchkit.core.contract import ENV_SLACK_WEBHOOK
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
@@ -339,6 +340,14 @@ class BeakerBackend:
                     self.app.debug(f"secret {name}: {type(e).__name__}")
                     out[name] = None
             return out
+
+    def slack_posting(self, run: RunInfo) -> Posting:
+        """A webhook secret in the spec (--slack-webhook-secret): the job's runtime posts what it knows."""
+        wl = self._workload(run.id)
+        with self._errors():
+            view = SpecView(self.beaker.experiment.get_spec(wl).to_json())
+        given = any(v.name == ENV_SLACK_WEBHOOK and v.secret for t in view.tasks for v in t.env)
+        return Posting.job if given else Posting.follower
 
     def user_name(self) -> str:
         with self._errors():

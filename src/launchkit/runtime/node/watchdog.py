@@ -179,8 +179,10 @@ def run(
     s: Settings,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
+    tell: Callable[[str, str], None] | None = None,
 ) -> int:
-    """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED."""
+    """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED.
+    `tell(what, text)` hears of "signal" (forwarded), "warning" and "stopped" (node/notify.py)."""
 
     children = Children()
     # the command's stdout and stderr: one pipe when ours are the same file (their order is kept)
@@ -193,6 +195,8 @@ def run(
     pending: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
+        if tell is not None:
+            tell("signal", signal.Signals(signum).name)
         if not child:
             pending.append(signum)
             return
@@ -239,6 +243,8 @@ def run(
             why, warning = watch.check(clock())
             if warning:
                 _say(warning)
+                if tell is not None:
+                    tell("warning", warning)
             if why:
                 _say(f"stopping the command: {why}")
                 stop_group(pid, STOP_GRACE, children)
@@ -248,5 +254,7 @@ def run(
     code = children.wait(pid)
     if why:
         _say(STOPPED + why)  # the last line of the job's log
+        if tell is not None:
+            tell("stopped", why)
         return EXIT_STOPPED
     return code
