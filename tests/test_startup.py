@@ -212,6 +212,10 @@ LOCAL_IMPORTS = {
     ("runtime/node/launch.py", "from . import ray_cluster"): "cycle",
     ("runtime/node/launch.py", "from . import watchdog"): "cycle",
     ("runtime/node/launch.py", "from . import notify"): "only with a webhook: urllib off the job's start",
+    **{
+        ("runtime/node/notify.py", stmt): "the local supervisor imports it: http.client only to post"
+        for stmt in ("import json", "import urllib.error", "import urllib.request")
+    },
     ("backends/local/slack.py", "from launchkit.backends import ending"): (
         "at a failed run's end only: the supervisor starts without pydantic"
     ),

@@ -12,11 +12,8 @@ scheme and host, and a failed post is one warning line on the job's stderr, neve
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-import urllib.error
-import urllib.request
 from typing import Callable
 from urllib.parse import urlsplit
 
@@ -51,6 +48,10 @@ def host_only(url: str) -> str:
 
 def post(url: str, text: str, timeout: float = TIMEOUT) -> str | None:
     """POST {"text": text} to url; None when it went, else why not (never the URL)."""
+    import json
+    import urllib.error
+    import urllib.request
+
     req = urllib.request.Request(
         url, data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"}
     )
