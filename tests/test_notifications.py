@@ -172,3 +172,20 @@ def test_the_job_posts_through_the_runtime_as_the_fake_beaker_runs_it_and_follow
     assert (
         hook.texts[2].startswith(":octagonal_sign: launchkit run *canceled* <") and "bob" in hook.texts[2]
     ), hook.texts[2]
+
+
+def test_a_local_job_that_fails_before_its_command_is_posted_by_the_supervisor(repo, hook):
+    """The runtime never got to post (a setup step failed): the supervisor posts the failure, once."""
+    r = run_cli(
+        "run", "--local", "--no-python", "--pre-setup", "exit 3", "--slack-webhook-url", hook.url,
+        "--", "echo", "never",
+        cwd=repo.path, env=FAST_ENV, timeout=60,
+    )  # fmt: skip
+    assert r.code == 0, r.stderr
+    run_id = launched_id(r.stderr)
+    assert wait_finished(run_id, FAST_ENV)["exit_code"] == 103
+    _supervisor_gone(run_id)
+    assert hook.texts == [
+        f":x: launchkit run *{run_id}* failed with exit code 103: the --pre-setup hook failed; "
+        f"see why: `launchkit why {run_id}`"
+    ]
