@@ -74,7 +74,10 @@ lk__python() {
 
 lk__no_launcher_without_python() {
     case ${LAUNCHKIT_LAUNCHER:-none} in
-        none) lk_die "$LK_EXIT_EXEC" "--stall-timeout, --inactive-timeout and a Slack webhook in the job need Python 3.8+ on PATH (python or python3) for the job's watchdog" ;;
+        none)
+            [[ -n ${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-}${LAUNCHKIT_INACTIVE_SOFT_TIMEOUT:-} ]] ||
+                lk_die "$LK_EXIT_EXEC" "--slack-webhook-secret needs Python 3.8+ on PATH (python or python3): the job's runtime posts"
+            lk_die "$LK_EXIT_EXEC" "--stall-timeout and --inactive-timeout need Python 3.8+ on PATH (python or python3) for the job's watchdog" ;;
         torchrun | accelerate | ray)
             command -v "$LAUNCHKIT_LAUNCHER" >/dev/null 2>&1 &&
                 lk_die "$LK_EXIT_EXEC" "--$LAUNCHKIT_LAUNCHER needs Python 3.8+ on PATH (python or python3) to start '$LAUNCHKIT_LAUNCHER'"
