@@ -100,7 +100,7 @@ def test_a_local_secret_webhook_and_a_stop_post_start_and_cancel_once(repo, hook
     assert "ready" in log and "LAUNCHKIT_SLACK_WEBHOOK" not in log and HOOK_PATH not in log, log
 
 
-def test_the_spec_names_the_secret_and_never_holds_a_webhook(repo, hook):
+def test_the_spec_names_the_secret_and_never_holds_a_webhook(repo, hook, tmp_path):
     r = run_cli(
         "run", "--dry-run", "--offline", "--slack-webhook-secret", "team.slack-hook",
         "--slack-webhook-url", hook.url, "--", "python", "t.py", cwd=repo.path,
@@ -108,6 +108,11 @@ def test_the_spec_names_the_secret_and_never_holds_a_webhook(repo, hook):
     assert r.code == 0, r.stderr
     assert "name: LAUNCHKIT_SLACK_WEBHOOK\n" in r.stdout and "secret: team.slack-hook" in r.stdout
     assert HOOK_PATH not in r.stdout + r.stderr
+    config = tmp_path / "config.toml"
+    config.write_text('slack_webhook_secret = "team.hook"\n')
+    env = {"LAUNCHKIT_CONFIG": str(config)}
+    r = run_cli("run", "--dry-run", "--offline", "--", "x", cwd=repo.path, env=env)
+    assert r.code == 0 and "secret: team.hook" in r.stdout, r.stderr  # a config key too (a team's default)
     r = run_cli("run", "--dry-run", "--slack-webhook-secret", "no/slash", "--", "x", cwd=repo.path)
     assert r.code == 2 and "--slack-webhook-secret 'no/slash': is not a valid secret name" in r.stderr
 

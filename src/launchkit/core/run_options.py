@@ -237,6 +237,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--slack-webhook-secret",),
         P_LAUNCH,
         metavar="NAME",
+        key="slack_webhook_secret",
         help="Post to Slack from where the job runs, with the webhook in this secret "
         "(docs/notifications.md).",
     ),
