@@ -12,19 +12,14 @@ a warning; it never fails the launch or the follow.
 
 from __future__ import annotations
 
-import json
 import threading
-import urllib.error
-import urllib.request
 from typing import Any
 
 from launchkit.application import Application
 from launchkit.backends.protocol import EndKind, EndReason, Posting
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.redact import url_host_only
-from launchkit.runtime.node.notify import message
-
-TIMEOUT = 10.0  # seconds per post
+from launchkit.runtime.node.notify import TIMEOUT, message, post
 
 
 def url_from_env(environ: dict[str, str] | Any) -> str | None:
@@ -44,21 +39,12 @@ class SlackNotifier:
         return f"SlackNotifier({url_host_only(self._url)})"
 
     def post(self, text: str) -> bool:
-        body = json.dumps({"text": text}).encode()
-        req = urllib.request.Request(
-            self._url, data=body, headers={"Content-Type": "application/json"}, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
-                resp.read()
-            self.app.debug(f"slack: posted to {url_host_only(self._url)}")
-            return True
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            reason = (
-                e.code if isinstance(e, urllib.error.HTTPError) else getattr(e, "reason", type(e).__name__)
-            )
-            self.app.warn(f"Slack notification to {url_host_only(self._url)} failed ({reason})")
+        why = post(self._url, text, TIMEOUT)
+        if why is not None:
+            self.app.warn(f"Slack notification to {url_host_only(self._url)} failed ({why})")
             return False
+        self.app.debug(f"slack: posted to {url_host_only(self._url)}")
+        return True
 
     # -- run events -------------------------------------------------------------------------------
     @staticmethod

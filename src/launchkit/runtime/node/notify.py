@@ -60,7 +60,7 @@ def post(url: str, text: str, timeout: float = TIMEOUT) -> str | None:
             resp.read()
         return None
     except urllib.error.HTTPError as e:
-        return f"HTTP {e.code}"
+        return str(e.code)
     except (urllib.error.URLError, OSError, ValueError) as e:
         return str(getattr(e, "reason", None) or type(e).__name__)
 
