@@ -104,7 +104,7 @@ def test_a_webhook_that_fails_is_one_warning_line_and_changes_nothing_else(tmp_p
     assert code == 5 and out == "done\n", err
     warnings = [line for line in err.splitlines() if "Slack" in line]
     assert len(warnings) == 2, err  # the start's and the end's
-    assert warnings[0].startswith("[launchkit] warning: Slack notification to http://127.0.0.1 failed (")
+    assert warnings[0].startswith("[launchkit] warning: Slack notification to http://127.0.0.1/… failed (")
     assert HOOK_PATH not in err
 
 

@@ -41,9 +41,13 @@ def message(event: str, label: str, line: str) -> str:
 
 
 def host_only(url: str) -> str:
-    """What may be shown of a webhook: its scheme and host (launchkit.core.redact.url_host_only)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}" if parts.hostname else "(a webhook)"
+    """What may be shown of a webhook: its scheme and host (as launchkit.core.redact.url_host_only)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # not a parseable URL (e.g. a bad port)
+        return "(hidden)"
+    return f"{parts.scheme}://{host}/…" if host else "(hidden)"
 
 
 def post(url: str, text: str, timeout: float = TIMEOUT) -> str | None:
