@@ -254,6 +254,13 @@ LOCAL_IMPORTS = {
     ("backends/local/retry.py", "from launchkit.backends import ending"): "the same, when a log is read",
     ("runtime/node/environment/plan.py", "import tomllib"): "optional: Python 3.11+ on the node",
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
+    **{
+        ("runtime/node/launch/notify.py", stmt): "the local supervisor imports it: http.client only to post"
+        for stmt in ("import json", "import urllib.error", "import urllib.request")
+    },
+    ("backends/local/slack.py", "from launchkit.backends import ending"): (
+        "at a failed run's end only: the supervisor starts without pydantic"
+    ),
 }
 
 

@@ -11,7 +11,7 @@ import datetime as dt
 from enum import Enum
 from typing import IO, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SecretStr
 
 from launchkit.backends.registry import Capability, titles
 from launchkit.core.status import RunStatus
@@ -36,6 +36,14 @@ class EndKind(str, Enum):
     node_lost = "node_lost"  # its node went away or failed its health checks
     unschedulable = "unschedulable"  # never scheduled (slot limit, no matching cluster, ...)
     lost = "lost"  # local: its supervisor died
+
+
+class Posting(str, Enum):
+    """Who posts a run's Slack messages (docs/notifications.md)."""
+
+    follower = "follower"  # `follow`, with its webhook: every event it sees
+    job = "job"  # the job's runtime what it knows (a webhook secret); `follow` only the rest
+    run = "run"  # the run itself, every event (local: its runtime and its supervisor)
 
 
 class EndReason(BaseModel):
@@ -145,6 +153,9 @@ class Submission(BaseModel):
     launching: bool = False
     # --upload: the placeholder dataset name mounted in the spec (core.spec.upload_dataset_name) -> local path
     uploads: dict[str, str] = {}
+    # --slack-webhook-url: a backend that runs the job here hands it to the job's runtime (local:
+    # its supervisor's environment; docs/notifications.md); never in the spec
+    slack_webhook_url: SecretStr | None = None
 
 
 class NoCredentials(PreconditionError):
@@ -199,6 +210,11 @@ class Backend(Protocol):
     def secret_values(self, run: RunInfo) -> dict[str, str | None]:
         """Secret name -> value of every secret the run was given (None: it cannot be read here), so
         `follow` and `logs` can mask them (launchkit.masking). Never printed or stored."""
+        ...
+
+    def slack_posting(self, run: RunInfo) -> Posting:
+        """Who posts the run's Slack messages (docs/notifications.md): `follow`, the job (a webhook
+        given to it; `follow` posts only what the job cannot know) or the run itself."""
         ...
 
     def follow(

@@ -268,6 +268,8 @@ def follow_run(
         dog.join(timeout=5)
         if dog.reason:
             app.error(f"{run.id} {launchkit_stopped(dog.reason).text()}")
+            if notifier is not None:
+                notifier.on_stop(run, dog.reason)
             return EXIT_TIMED_OUT
     final = backend.get(run.id)
     if notifier is not None:

@@ -12,6 +12,7 @@ import typer
 
 from launchkit.api import request_from_options
 from launchkit.application import Application
+from launchkit.backends.protocol import Posting
 from launchkit.cli.backend_choice import remember_last_run
 from launchkit.cli.context import get_app
 from launchkit.cli.dry_run import write_spec
@@ -75,12 +76,14 @@ def _after_launch(app: Application, b: Backend, request: LaunchRequest, run: Run
     """Slack notifications and --follow, once the run is launched."""
     notifier = None
     if request.slack_webhook_url is not None:
+        posting = b.slack_posting(run)  # who else posts (docs/notifications.md)
         if request.follow:
-            notifier = SlackNotifier(app, request.slack_webhook_url.get_secret_value())
-        else:
+            notifier = SlackNotifier(app, request.slack_webhook_url.get_secret_value(), posting)
+        elif posting == Posting.follower:
             app.warn(
-                f"Slack notifications are sent while a run is followed: add --follow, "
-                f"or run `launchkit follow {run.id}` with LAUNCHKIT_SLACK_WEBHOOK_URL set"
+                f"--slack-webhook-url posts while a run is followed: add --follow, run `launchkit "
+                f"follow {run.id}` with LAUNCHKIT_SLACK_WEBHOOK_URL set, or let the job post with "
+                f"--slack-webhook-secret NAME"
             )
     if request.follow:
         limits = Limits(

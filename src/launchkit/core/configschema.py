@@ -32,6 +32,7 @@ KEYS: dict[str, str] = {
     "env_not_secret": "list",
     "auto_secrets": "bool",
     "git_token_secret": "str",
+    "slack_webhook_secret": "str",
     "results": "str",
     "task_name": "str",
     "priority": "str",

@@ -25,6 +25,8 @@ ENV_STALL_GRACE = "LAUNCHKIT_STALL_GRACE"
 ENV_PROGRESS_PATTERNS = "LAUNCHKIT_PROGRESS_PATTERNS"
 ENV_INACTIVE_TIMEOUT = "LAUNCHKIT_INACTIVE_TIMEOUT"
 ENV_INACTIVE_SOFT_TIMEOUT = "LAUNCHKIT_INACTIVE_SOFT_TIMEOUT"
+# The Slack webhook the job's runtime posts with (runtime/node/launch/notify.py: ENV), a secret by name
+ENV_SLACK_WEBHOOK = "LAUNCHKIT_SLACK_WEBHOOK"
 ENV_RESULTS_DIR = "RESULTS_DIR"
 # The entrypoint's defaults (runtime/entrypoint.sh, which exports them): a spec spells out only others.
 DEFAULT_RESULTS_DIR = "/results"

@@ -765,7 +765,23 @@ def _launch(
         raise UsageError("--offline only applies to --dry-run", hint="add --dry-run, or drop --offline")
     f["save_spec"] = given.get("save_spec")
     f["slack_webhook_url"] = _slack_webhook_url(opts, environ)
+    f["slack_webhook_secret"] = _slack_webhook_secret(opts, given)
     _waiting(opts, given, f)
+
+
+def _slack_webhook_secret(opts: _Options, given: dict[str, Any]) -> str | None:
+    """--slack-webhook-secret NAME: a secret's name (the job's runtime posts, docs/notifications.md)."""
+    name, where = opts.get("slack_webhook_secret")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not SECRET.fullmatch(name):
+        raise _fail(where, name, "is not a valid secret name", "use letters, digits, '.', '_' or '-'")
+    if given.get("ray"):
+        raise UsageError(
+            f"{where} is not posted from a Ray job yet (its driver runs on the head)",
+            hint="drop it, and use --slack-webhook-url with --follow",
+        )
+    return name
 
 
 def _slack_webhook_url(opts: _Options, environ: dict[str, str]) -> str | None:

@@ -221,6 +221,7 @@ class LaunchRequest(_Model):
     progress_patterns: list[str] = Field(default_factory=list)  # regexes; empty: the runtime's defaults
     yes: bool = False
     slack_webhook_url: SecretStr | None = None  # a credential: never shown (SecretStr masks it)
+    slack_webhook_secret: str | None = None  # the secret holding the webhook the job's runtime posts with
 
     @model_validator(mode="after")
     def _consistent(self) -> LaunchRequest:

@@ -237,7 +237,18 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--slack-webhook-url",),
         P_LAUNCH,
         metavar="URL",
-        help="Post start/end/failure to Slack while following (env LAUNCHKIT_SLACK_WEBHOOK_URL).",
+        help="Post start/end/failure to Slack while following; a local run posts from where it runs "
+        "(env LAUNCHKIT_SLACK_WEBHOOK_URL).",
+    ),
+    Opt(
+        "slack_webhook_secret",
+        STR,
+        ("--slack-webhook-secret",),
+        P_LAUNCH,
+        metavar="NAME",
+        key="slack_webhook_secret",
+        help="Post to Slack from where the job runs, with the webhook in this secret "
+        "(docs/notifications.md).",
     ),
     Opt(
         "cluster",

@@ -54,6 +54,7 @@ from launchkit.core.contract import (
     ENV_RUN_ID,
     ENV_RUNTIME_DIR,
     ENV_SKIP_NCCL_SETUP,
+    ENV_SLACK_WEBHOOK,
     ENV_STALL_GRACE,
     ENV_STALL_TIMEOUT,
     ENV_SYSTEM_PYTHON,
@@ -294,6 +295,8 @@ def build_spec(
     parts.set_env(ENV_PROGRESS_PATTERNS, "\n".join(request.progress_patterns) or None)
     for retry_var, retry_value in retrying.env(request).items():  # --retry-on (core/retrying.py)
         parts.set_env(retry_var, retry_value)
+    if request.slack_webhook_secret:  # by name only: the runtime posts (runtime/node/launch/notify.py)
+        parts.set_secret(ENV_SLACK_WEBHOOK, request.slack_webhook_secret)
     parts.set_env(ENV_PRE_SETUP, request.pre_setup)
     parts.set_env(ENV_POST_SETUP, request.post_setup)
     _python_env(request, parts)

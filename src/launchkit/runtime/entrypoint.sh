@@ -7,6 +7,11 @@ LK_T0=$(lk_now_ms)
 # shellcheck disable=SC2034 # read by lk_node_dir (lib.sh): found anew, never taken from the environment
 LK_NODE_DIR=''
 lk_node_dir || true # now, before any cd (the --no-python path never needs it)
+# The Slack webhook (node/launch/notify.py) is kept from every step and the command: only the runtime that
+# posts gets it (lk_exec).
+# shellcheck disable=SC2034 # read by lk_exec (launchers.sh; the parts are one script)
+LK_SLACK_WEBHOOK=${LAUNCHKIT_SLACK_WEBHOOK:-}
+unset LAUNCHKIT_SLACK_WEBHOOK
 
 # ---- 1. inputs: report everything that is missing at once
 lk_check_inputs() {

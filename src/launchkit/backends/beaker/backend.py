@@ -19,7 +19,7 @@ from beaker import exceptions as bx
 from beaker.types import BeakerSortOrder, BeakerWorkloadStatus, BeakerWorkloadType
 
 from launchkit.application import Application
-from launchkit.backends import LogQuery, RunInfo, RunStatus, Submission, registry
+from launchkit.backends import LogQuery, Posting, RunInfo, RunStatus, Submission, registry
 from launchkit.backends.beaker import launches
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import runview as rv
@@ -41,6 +41,7 @@ from launchkit.backends.ending import (
 from launchkit.backends.progress import ENV_PROGRESS_PATTERNS, TAIL_LINES, last_progress
 from launchkit.backends.protocol import EndKind, EndReason, Progress
 from launchkit.core import runs
+from launchkit.core.contract import ENV_SLACK_WEBHOOK
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
@@ -358,6 +359,14 @@ class BeakerBackend:
                     self.app.debug(f"secret {name}: {type(e).__name__}")
                     out[name] = None
             return out
+
+    def slack_posting(self, run: RunInfo) -> Posting:
+        """A webhook secret in the spec (--slack-webhook-secret): the job's runtime posts what it knows."""
+        wl = self._workload(run.id)
+        with self._errors():
+            view = SpecView(self.beaker.experiment.get_spec(wl).to_json())
+        given = any(v.name == ENV_SLACK_WEBHOOK and v.secret for t in view.tasks for v in t.env)
+        return Posting.job if given else Posting.follower
 
     def user_name(self) -> str:
         with self._errors():

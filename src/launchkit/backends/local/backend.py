@@ -35,12 +35,13 @@ from launchkit.backends.protocol import (
     EndReason,
     GpuRow,
     LogQuery,
+    Posting,
     Progress,
     RunInfo,
     RunStatus,
     Submission,
 )
-from launchkit.core.contract import ENV_GIT_COMMIT
+from launchkit.core.contract import ENV_GIT_COMMIT, ENV_SLACK_WEBHOOK
 from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, logs_args
 from launchkit.core.specview import SpecView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
@@ -234,6 +235,9 @@ class LocalBackend:
                 meta["gpus"] = gpus
             if has_commit.answer():
                 meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
+            webhook = submission.slack_webhook_url
+            if webhook is not None or any(v.name == ENV_SLACK_WEBHOOK and v.secret for v in env_vars):
+                meta["slack"] = True  # the run posts its own messages (node_notifies); never the URL
         finally:
             has_commit.close()
         if task.get("datasets"):
@@ -265,7 +269,9 @@ class LocalBackend:
         with _interrupt_held() as interrupted:  # a run exists from here, its id not yet told
             try:
                 with log:
-                    pid = spawn.start_supervisor(str(rdir), lock, log.fileno())
+                    pid = spawn.start_supervisor(
+                        str(rdir), lock, log.fileno(), webhook.get_secret_value() if webhook else None
+                    )
             except OSError as e:
                 raise BackendError(f"could not start the local supervisor: {e}") from None
             finally:
@@ -410,6 +416,14 @@ class LocalBackend:
         except (OSError, ValueError):
             return {}
         return {name: os.environ.get(name) for name in dict.fromkeys(SpecView(spec).secrets())}
+
+    def slack_posting(self, run: RunInfo) -> Posting:
+        """A local run with a webhook posts every message itself (its runtime and its supervisor)."""
+        try:
+            given = json.loads((self.rdir(run.id) / "meta.json").read_text()).get("slack")
+        except (OSError, ValueError):
+            given = False
+        return Posting.run if given else Posting.follower
 
     def _attempts(self, run: RunInfo, ranks: list[int], attempt: int | None) -> list[tuple[int, int]]:
         """(rank, attempt) of each log to read: attempt `attempt` of each replica that had it, else

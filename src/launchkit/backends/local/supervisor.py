@@ -27,11 +27,11 @@ import time
 
 import psutil
 
-from launchkit.backends.local import bell, logs, outcome, procs, record, retry
+from launchkit.backends.local import bell, logs, outcome, procs, record, retry, slack
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.backends.local.uploads import unlink_uploads
-from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
+from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR, ENV_SLACK_WEBHOOK
 from launchkit.core.redact import looks_secret_name, redact_url, token_kind
 from launchkit.core.retrying import ENV_ATTEMPT, ENV_RETRY_CAP, ENV_RETRY_ON, PREEMPTION, from_env
 from launchkit.core.specview import TaskView
@@ -130,6 +130,8 @@ def replica_env(
     job_id = outcome.job_id(run_id, rank, attempt)
     env = dict(base)
     for var in TaskView(spec_task).env:
+        if var.name == ENV_SLACK_WEBHOOK:
+            continue  # the supervisor's, given to the runtime alone (slack.py)
         if var.secret:
             env[var.name] = os.environ[var.secret]  # checked at submit; never stored
         else:
@@ -216,6 +218,7 @@ class Supervisor:
         self.ooms = 0  # the memory controller's OOM kills counted so far
         self.storage_error: str | None = None  # a log could not be written: the run is stopped
         self.timed_out: str | None = None  # --task-timeout passed: the run is stopped
+        self.webhook: str | None = None  # the run's Slack webhook (slack.py), in memory only
         self.subreaper = False
         self.cgroup: str | None = None  # the run's cgroup; without one, the process tree is recorded
         self.memory: MemoryLimit | None = None  # --memory, enforced by the kernel where it can be
@@ -333,6 +336,7 @@ class Supervisor:
         self.task = task = spec["tasks"][0]
         self.count = int(task.get("replicas") or 1)
         self.argv = [*task["command"], *(task.get("arguments") or [])]
+        self.webhook = slack.webhook(task)  # the runtime posts with it, and so do we (slack.py)
         self.propagate = self.count > 1 and bool(task.get("propagateFailure"))
         retries = (spec.get("retry") or {}).get("allowedTaskRetries")
         self.retries_left = retries if isinstance(retries, int) and retries > 0 else 0
@@ -377,6 +381,8 @@ class Supervisor:
                 env = replica_env(
                     self.base, self.task, self.meta, self.rdir, rank, self.count, self.gpus, attempt
                 )
+                if self.webhook:
+                    env[ENV_SLACK_WEBHOOK] = self.webhook
                 gate_r, gate_w = os.pipe()
                 try:
                     p = subprocess.Popen(
@@ -546,6 +552,9 @@ class Supervisor:
         else:
             self.end(*self.outcome())
         self.bells.close()  # the last ring, at once: followers see the end now
+        if self.webhook:
+            text = slack.end_message(self.rdir, self.rec, self.timed_out, self.storage_error)
+            slack.post(self.webhook, text)
         # Only the empty shells are left: the run's (empty) cgroups, its record's reserve, its links.
         procs.remove_cgroup(self.cgroup)
         if self.memory is not None:

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, procs, ray_cluster, restart, watchdog
+from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, notify, procs, ray_cluster, restart, watchdog
 
 LAUNCHERS = ("torchrun", "accelerate", "ray")
 
@@ -342,11 +342,13 @@ def _exec(argv: list[str], env: dict[str, str]) -> int:
     return 126  # not reached
 
 
-def run(p: Plan, method: str, starting: Callable[[], None] = lambda: None) -> int:
+def run(
+    p: Plan, method: str, starting: Callable[[], None] = lambda: None, job: notify.Job | None = None
+) -> int:
     """Run the plan the way the exec method says; the job's exit code. `starting()` right before the
     user's command starts (the timing line, which says that it did: backends/ending.py), never
     before a launcher setup that can still fail (a ray head) nor on a ray worker (the command runs
-    on the head)."""
+    on the head). `job`: the job's Slack poster (notify.Job), which keeps the runtime the parent."""
     # `--exec-method bash`: the launcher line with the user's words runs as one bash script
     # (`bash -c "$*"`, as gantry), so `$BEAKER_REPLICA_RANK` in the command expands on each replica.
     argv = ["bash", "-c", " ".join(p.argv), p.argv[0]] if method == "bash" else p.argv
@@ -365,12 +367,20 @@ def run(p: Plan, method: str, starting: Callable[[], None] = lambda: None) -> in
             )  # fmt: skip
         return ray_cluster.worker(p.ray_tool, topo.leader_ip, topo.port, p.env, children)
     starting()
+    if watched is None and job is not None:  # posting the end: the runtime stays the parent
+        watched = watchdog.Settings(None, 0.0, [], None, None)
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
+        if job is not None:
+            job.started()
         try:
-            return restart.run(argv, p.env, watched)  # again after a stop, with --retry-on stalled
+            tell = None if job is None else job.tell
+            code = restart.run(argv, p.env, watched, tell=tell)  # again after a stop: --retry-on stalled
         except OSError as e:
             log(f"error: cannot run {argv[0]}: {e.strerror or e}")
-            return 127 if isinstance(e, FileNotFoundError) else 126
+            code = 127 if isinstance(e, FileNotFoundError) else 126
+        if job is not None:
+            job.ended(code)
+        return code
     if method == "bash":
         try:
             return procs.run_forwarding(argv, p.env, procs.Children())
@@ -407,6 +417,9 @@ def main(args: list[str]) -> int:
         os.chdir(cwd)
     node_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = job_env(dict(os.environ), node_dir, cwd)
+    job = None
+    if "LAUNCHKIT_SLACK_WEBHOOK" in env:  # (notify.ENV) its poster; the command never sees it
+        job = notify.from_env(env)
     try:
         p = plan(argv, env)
         said = timing_line(t0, timings, int(time.time() * 1000)) if t0 is not None else ""
@@ -417,7 +430,7 @@ def main(args: list[str]) -> int:
             if said:
                 log(said)
 
-        return run(p, os.environ.get("LAUNCHKIT_EXEC_METHOD") or "exec", starting)
+        return run(p, os.environ.get("LAUNCHKIT_EXEC_METHOD") or "exec", starting, job)
     except LaunchError as e:
         log(f"error: {e}")
         return e.code

@@ -118,10 +118,12 @@ def spawn_forwarding(
     *,
     own_group: bool = False,
     file_actions: Sequence[tuple[int, ...]] = (),
+    on_signal: Callable[[int], None] | None = None,
 ) -> int:
     """Start argv as a child (see spawn) and pass the signals named in `forwarded` on to it from now on
     (each as itself, or all as `as_signal`): to its process group with own_group, else to it. A signal
-    that arrives while the child is being started is passed on right after. Its pid."""
+    that arrives while the child is being started is passed on right after. `on_signal(signum)` hears
+    of each first. Its pid."""
     child: list[int] = []
     pending: list[int] = []
     kill = os.killpg if own_group else os.kill
@@ -133,6 +135,8 @@ def spawn_forwarding(
             pass
 
     def forward(signum: int, _frame: object) -> None:
+        if on_signal is not None:
+            on_signal(signum)
         sig = getattr(signal, as_signal) if as_signal else signum
         if child:
             send(sig)

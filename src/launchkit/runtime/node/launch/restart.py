@@ -29,15 +29,22 @@ def _say(message: str) -> None:
     print(f"[launchkit] {message}", file=sys.stderr, flush=True)
 
 
-def run(argv: Sequence[str], env: dict[str, str], s: watchdog.Settings, runner: Runner = watchdog.run) -> int:
-    """Run argv under the watchdog, again after each of its stops while restarts are left."""
+def run(
+    argv: Sequence[str],
+    env: dict[str, str],
+    s: watchdog.Settings,
+    runner: Runner = watchdog.run,
+    tell: Callable[[str, str], None] | None = None,
+) -> int:
+    """Run argv under the watchdog, again after each of its stops while restarts are left; `tell` as
+    watchdog.run's (the job's Slack poster)."""
     left = allowed(env)
     base = env.get("LAUNCHKIT_ATTEMPT") or ""
     restart = 0
     signalled: list[int] = []
     while True:
         stops: list[str] = []
-        code = runner(argv, env, s, stops=stops)
+        code = runner(argv, env, s, stops=stops, tell=tell)
         if signalled:  # a signal came while it was being restarted
             return 128 + signalled[0]
         if not stops or restart >= left:

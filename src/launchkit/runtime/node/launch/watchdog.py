@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import signal
 import time
 from typing import Callable, NamedTuple, Sequence
 
@@ -190,9 +191,11 @@ def run(
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
     stops: list[str] | None = None,
+    tell: Callable[[str, str], None] | None = None,
 ) -> int:
     """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED (and why,
-    appended to `stops`: the command's own 124 is not a stop)."""
+    appended to `stops`: the command's own 124 is not a stop). `tell(what, text)` hears of "signal"
+    (forwarded), "warning" and "stopped" (node/launch/notify.py)."""
 
     children = Children()
     # the command's stdout and stderr: one pipe when ours are the same file (their order is kept)
@@ -201,8 +204,9 @@ def run(
     targets = [(pipes[0][1], 1), (pipes[-1][1], 2)]
     actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_DUP2, w, fd) for w, fd in targets]
     actions += [(os.POSIX_SPAWN_CLOSE, fd) for pair in pipes for fd in pair]
+    heard = None if tell is None else (lambda signum: tell("signal", signal.Signals(signum).name))
     try:  # the job's signals go to the command's process group
-        pid = spawn_forwarding(argv, env, own_group=True, file_actions=actions)
+        pid = spawn_forwarding(argv, env, own_group=True, file_actions=actions, on_signal=heard)
     finally:
         for _, w in pipes:
             os.close(w)
@@ -232,6 +236,8 @@ def run(
             why, warning = watch.check(clock())
             if warning:
                 _say(warning)
+                if tell is not None:
+                    tell("warning", warning)
             if why:
                 _say(f"stopping the command: {why}")
                 stop_group(pid, STOP_GRACE, children)
@@ -243,5 +249,7 @@ def run(
         _say(STOPPED + why)  # the last line of the job's log
         if stops is not None:
             stops.append(why)
+        if tell is not None:
+            tell("stopped", why)
         return EXIT_STOPPED
     return code
