@@ -289,3 +289,63 @@ def test_follow_writes_what_a_running_job_writes_until_it_ends(repo, state, tmp_
     out = Out()
     assert b.follow(b.get(run_id), out, tail=1) == 3
     assert out.getvalue() == b"second\n"
+
+
+def test_an_upload_is_linked_for_the_run_and_unlinked_after(repo, state, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.txt").write_text("uploaded\n")
+    mount = tmp_path / "mnt" / "data"
+    r = run_main(
+        "run", *NO_PY, "--upload", f"{data}:{mount}", "--follow", "--", "bash", "-c", f"cat {mount}/x.txt",
+        cwd=repo.path,
+    )  # fmt: skip
+    assert r.code == 0 and "uploaded" in r.stdout, r.stderr
+    assert not mount.exists() and not mount.is_symlink()  # the link launchkit made is gone with the run
+    assert json.loads((state / "upload-links.json").read_text()) == {}
+    mount.parent.mkdir(parents=True, exist_ok=True)
+    mount.write_text("in the way")
+    r = run_main("run", *NO_PY, "--upload", f"{data}:{mount}", "--", "true", cwd=repo.path)
+    assert r.code == 3 and f"a local run cannot put it at {mount}" in r.stderr, r.stderr
+    assert mount.read_text() == "in the way"
+
+
+def test_a_failed_replica_stops_its_sibling_and_both_run_again(repo, state, tmp_path, monkeypatch):
+    monkeypatch.setenv("LAUNCHKIT_CGROUP", "0")  # the run's processes found through the recorded tree
+    ready, failed = tmp_path / "ready0", tmp_path / "failed1"
+    job = (
+        f'if [ ! -e {failed} ]; then if [ "$BEAKER_REPLICA_RANK" = 0 ]; then touch {ready}; exec sleep 300; fi; '
+        f"until [ -e {ready} ]; do sleep 0.01; done; touch {failed}; exit 3; fi; "
+        'echo "ok $BEAKER_REPLICA_RANK"'
+    )
+    r = run_main(
+        "run", *NO_PY, "--replicas", "2", "--propagate-failure", "--retries", "1", "--follow",
+        "--", "bash", "-c", job, cwd=repo.path,
+    )  # fmt: skip
+    assert r.code == 0, r.stderr
+    assert "[0] ok 0" in r.stdout and "[1] ok 1" in r.stdout
+    run_id = launched_id(r.stderr)
+    run = backend().get(run_id)
+    assert run.status.value == "succeeded" and run.attempts == 2
+    assert (
+        run.end is not None and "--attempt 1" in (run.end.fix or "") and "--replica 1" in (run.end.fix or "")
+    )
+    assert run_main("logs", run_id, "--attempt", "1", "--replica", "1").stdout.count("ok") == 0
+    assert run_main("logs", run_id, "--attempt", "2", "--replica", "0").stdout.endswith("ok 0\n")
+    rec = json.loads((state / "runs" / run_id / "status.json").read_text())
+    assert rec["cgroup"] is None
+    first = {(j["replica"], j["attempt"]): j["status"] for j in rec["jobs"]}
+    assert first == {(0, 1): "canceled", (1, 1): "failed", (0, 2): "succeeded", (1, 2): "succeeded"}
+
+
+def test_the_task_timeout_stops_the_run_and_says_which(repo, state):
+    r = run_main(
+        "run", *NO_PY, "--task-timeout", "1s", "--memory", "256MiB", "--follow",
+        "--", "bash", "-c", "echo up; exec sleep 300", cwd=repo.path,
+    )  # fmt: skip
+    run_id = launched_id(r.stderr)
+    run = backend().get(run_id)
+    assert run.status.value == "canceled" and "--task-timeout 1s passed" in (run.message or ""), run
+    assert run.end is not None and "raise the timeout" in (run.end.fix or ""), run.end
+    rec = json.loads((state / "runs" / run_id / "status.json").read_text())
+    assert rec["memory"] == "256MiB" and isinstance(rec["memory_enforced"], bool)
