@@ -349,3 +349,63 @@ def test_the_task_timeout_stops_the_run_and_says_which(repo, state):
     assert run.end is not None and "raise the timeout" in (run.end.fix or ""), run.end
     rec = json.loads((state / "runs" / run_id / "status.json").read_text())
     assert rec["memory"] == "256MiB" and isinstance(rec["memory_enforced"], bool)
+
+
+def _ended_run(state: Path, run_id: str, status: str = "succeeded") -> None:
+    """A run directory as a finished supervisor leaves it (no process)."""
+    from launchkit.backends.local import record
+
+    rdir = state / "runs" / run_id
+    rdir.mkdir(parents=True)
+    rec = record.new(run_id, run_id, 1)
+    rec.update(status=status, exit_code=0 if status == "succeeded" else 1, finished=rec["created"])
+    record.write(rdir, rec)
+
+
+def test_runs_db_is_rebuilt_from_the_run_directories(state):
+    from launchkit.backends.local.store import Store
+
+    warnings: list[str] = []
+    _ended_run(state, "local-a")
+    _ended_run(state, "local-b", "failed")
+    old = state / "runs" / "local-old"  # from an older launchkit: a spec, no record
+    old.mkdir()
+    (old / "spec.json").write_text(json.dumps({"description": "older", "tasks": [{"replicas": 2}]}))
+    (state / "runs" / "local-junk").mkdir()  # neither: not a run
+    store = Store(state, warn=warnings.append)
+    assert warnings == ["runs.db was missing; rebuilt it from 3 run directories"]
+    rows = {row["id"]: row for row in store.runs(limit=None)}
+    assert sorted(rows) == ["local-a", "local-b", "local-old"]
+    assert (rows["local-old"]["status"], rows["local-old"]["replicas"], rows["local-old"]["name"]) == (
+        "lost",
+        2,
+        "older",
+    )
+    assert [r["id"] for r in store.runs(limit=None, statuses=["failed"])] == ["local-b"]
+    assert [r["id"] for r in store.runs(limit=None, text="-a")] == ["local-a"]
+    assert store.runs(limit=None, since=time.time() + 60) == []
+    store.delete("local-a")
+    assert store.run("local-a") is None and store.run("local-b") is not None
+    store.db.close()
+
+    # an unreadable runs.db is set aside (kept) and rebuilt
+    (state / "runs.db").write_bytes(b"this is not a database" * 100)
+    for stale in ("runs.db-wal", "runs.db-shm"):
+        (state / stale).unlink(missing_ok=True)
+    warnings.clear()
+    store = Store(state, warn=warnings.append)
+    assert (
+        len(warnings) == 1
+        and "runs.db was unreadable" in warnings[0]
+        and "kept as runs.db.corrupt-" in warnings[0]
+    )
+    assert sorted(r["id"] for r in store.runs(limit=None)) == ["local-a", "local-b", "local-old"]
+    assert list(state.glob("runs.db.corrupt-*"))
+
+
+def test_a_state_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch):
+    path = tmp_path / "afile"
+    path.write_text("x")
+    monkeypatch.setenv("LAUNCHKIT_LOCAL_HOME", str(path))
+    r = run_main("list", "--local")
+    assert r.code == 2 and f"LAUNCHKIT_LOCAL_HOME={path} is a file, not a directory" in r.stderr, r.stderr
