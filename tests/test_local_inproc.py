@@ -51,6 +51,16 @@ def wait_for_file(path: Path, timeout: float = 60) -> None:
         time.sleep(0.01)
 
 
+def supervisor_gone(rdir: Path, timeout: float = 60) -> None:
+    """Until the run's supervisor has exited (it holds the run's lock until then)."""
+    from launchkit.backends.local import record
+
+    deadline = time.monotonic() + timeout
+    while record.supervisor_alive(rdir):
+        assert time.monotonic() < deadline, f"the supervisor of {rdir.name} never exited"
+        time.sleep(0.01)
+
+
 TWO_REPLICAS = (
     'echo "replica $BEAKER_REPLICA_RANK says hi"; printf "\\xff raw\\n"; '
     'echo "r$BEAKER_REPLICA_RANK" > "$RESULTS_DIR/out.txt"; '
@@ -126,7 +136,8 @@ def test_a_run_of_two_replicas_through_every_command(repo, state, tmp_path):
     assert b.size(run) > 0
     assert b.latest().id == run_id  # type: ignore[union-attr]
 
-    # prune: an ended run, once old enough
+    # prune: an ended run, once old enough (and its supervisor gone)
+    supervisor_gone(state / "runs" / run_id)
     r = run_main("prune", "--older-than", "0s", "--dry-run")
     assert r.code == 0 and run_id in r.stdout + r.stderr
     assert (state / "runs" / run_id).is_dir()
@@ -301,6 +312,7 @@ def test_an_upload_is_linked_for_the_run_and_unlinked_after(repo, state, tmp_pat
         cwd=repo.path,
     )  # fmt: skip
     assert r.code == 0 and "uploaded" in r.stdout, r.stderr
+    supervisor_gone(state / "runs" / launched_id(r.stderr))  # its last step removes the link
     assert not mount.exists() and not mount.is_symlink()  # the link launchkit made is gone with the run
     assert json.loads((state / "upload-links.json").read_text()) == {}
     mount.parent.mkdir(parents=True, exist_ok=True)
