@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from inproc import run_main
 from lk_helpers import FAST_ENV, launched_id, processes_with, wait_finished
 
 NO_PY = ("--local", "--no-python")
@@ -288,7 +289,7 @@ def test_unwritable_state_dir_is_one_line(repo, env, tmp_path):
         target = tmp_path / "ro"
         target.mkdir()
         target.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    r = run_cli("run", *NO_PY, "--", "true", cwd=repo.path, env={**env, "LAUNCHKIT_LOCAL_HOME": str(target)})
+    r = run_main("run", *NO_PY, "--", "true", cwd=repo.path, env={**env, "LAUNCHKIT_LOCAL_HOME": str(target)})
     assert r.code == 3 and one_line(r.stderr), r.stderr
     assert "cannot write the local state" in r.stderr and "LAUNCHKIT_LOCAL_HOME" in r.stderr
 
