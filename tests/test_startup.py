@@ -85,7 +85,8 @@ def loaded_modules(*args: str, cwd, env=None) -> set[str]:
         text=True,
         timeout=60,
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        # not measured by coverage (--cov), whose own imports (sqlite3) would be counted as ours
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}, **(env or {})},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return set(proc.stdout.splitlines()[-1].split()[1:])
