@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from launchkit.core import request
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import ENV_RDZV_PORT
 from launchkit.core.parse import build_request
-from launchkit.core import request
 from launchkit.core.request import (
     DatasetMount,
     EnvSecret,
@@ -114,7 +114,6 @@ SAMPLES: dict[str, Any] = {
     "leader_selection": False,
     "propagate_failure": False,
     "propagate_preemption": False,
-
     "launcher": Launcher.accelerate,
     "presets": ["ai2-oe"],
     "profile": "ai2-weka",

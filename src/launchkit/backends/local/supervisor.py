@@ -114,6 +114,15 @@ def base_env(rdir: str) -> dict[str, str]:
     return env
 
 
+def what_runs(spec: SpecView) -> tuple[TaskView, int, list[str], bool, int]:
+    """The spec's job: (its task, replicas, argv, whether one replica's failure stops the others,
+    retries allowed)."""
+    task = spec.tasks[0]
+    count = task.replicas
+    argv = [*task.command, *task.arguments]
+    return task, count, argv, count > 1 and task.propagate_failure, spec.task_retries
+
+
 def replica_env(
     base: dict[str, str],
     spec_task: TaskView,
@@ -323,11 +332,8 @@ class Supervisor:
     # ---- the job
     def start(self) -> None:
         spec, self.meta = SpecView(self.read_json("spec.json")), self.read_json("meta.json")
-        self.task = task = spec.tasks[0]
-        self.count = task.replicas
-        self.argv = [*task.command, *task.arguments]
-        self.propagate = self.count > 1 and task.propagate_failure
-        self.retries_left = spec.task_retries
+        self.task, self.count, self.argv, self.propagate, self.retries_left = what_runs(spec)
+        task = self.task
         self.base = base_env(self.rdir)
         gpus = self.meta.get("gpus")  # counted by the CLI for --gpus (nvidia-smi takes tens of ms)
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
