@@ -8,7 +8,7 @@ the fake Beaker (tests/fakebeaker, in this process), which counts every gRPC met
 Counts are not timings: they do not depend on the machine's load, so the ceilings are exact.
 
 - list:    `launchkit list` (20 rows) and `list --limit 200` of 200 launchkit runs in the workspace (every
-           other one finished, 2 authors). Beaker pages hold 50 rows, so 200 rows take 4 ListWorkloads
+           other one finished, a quarter running, 2 authors). Beaker pages hold 50 rows, so 200 rows take 4 ListWorkloads
            and, for the EXIT column, 2 ListJobs in series.
 - submit:  `launchkit run -- python train.py` (no --upload), three times from the same commit: the first
            makes the runtime dataset (once per launchkit version and workspace), the later ones find it
@@ -43,12 +43,15 @@ FILES = 1000
 # Queued rows (issue 33): + one listing of the org's unscheduled jobs and the newest 5 queued rows' events
 # (populate() leaves every other run queued; a full workspace's slot limit would be read once).
 QUEUED = 1 + 5
+# Running rows (issue 34, the PROGRESS column): the newest 5 running rows' newest job (one ListJobs each)
+# and their log's tail (one StreamJobLogs each), all at once (backends/beaker/backend.py: PROGRESS_ROWS).
+RUNNING = 2 * 5
 CEILINGS = {
-    "list": 5 + QUEUED,
-    "list --limit 200": 8 + QUEUED,  # org, workspace, 4 pages of workloads, 2 of finished jobs
+    "list": 5 + QUEUED + RUNNING,
+    "list --limit 200": 8 + QUEUED + RUNNING,  # org, workspace, 4 pages of workloads, 2 of finished jobs
     # The first launch into a workspace makes launchkit's runtime dataset (docs/runtime.md), once per
     # launchkit version: the launch's 9 above, user 1, lookup 1, budget 1, create 2, storage 1, verify 1,
-    # commit 2, and one PUT per runtime file (entrypoint.sh, profiles.txt, launchkit_node/*.py)
+    # commit 2, and one PUT per runtime file (entrypoint.sh, profiles.txt, launchkit_node/**.py)
     "submit (first: makes the runtime dataset)": 17 + len(runtime_files()),
     # workspace 2, image 2 (gantry's default image, by id), secrets 1, budget 1, create 1 (+ GetWorkload),
     # and the runtime dataset: 1 (GetDataset of the id remembered on this machine)
@@ -105,6 +108,8 @@ def populate(fake) -> None:
         )
         if i % 2:
             fake.state.finish_job(exp.tasks[0].latest_job or fake.state.schedule_job(exp), i % 3)
+        elif i % 4 == 0:  # running, with a progress line (a quarter of the rows; the rest stay queued)
+            fake.state.append_logs(fake.state.start_job(exp), [f"[step={i}/1000] loss=2.0", "NCCL WARN"])
 
 
 def main() -> int:

@@ -14,7 +14,12 @@ interleaved so that drift on the machine hits all alike:
   install), so a first job pays the copy a job without the store pays: a store built with hard links
   from the cache (main before issue 31) was faster here and is reported for the record;
 - second job: this tree's entrypoint with the entry built, against gantry on the same warm cache
-  (target: <= 0.15x gantry), and the baseline's second job for reference.
+  (target: <= 0.15x gantry), and the baseline's second job for reference;
+- what each of the runtime's caches in uv's cache directory pays (a cache stays only while it pays):
+  the second job with one of them missing, each in turn: the env store off (`LAUNCHKIT_ENVSTORE=0`),
+  the bytecode trees off (`LAUNCHKIT_BYTECODE_CACHE=0`; and with the env store off too, against the
+  store off alone: a job the store does not serve), no stored project build (removed before the job,
+  which stores it again).
 
 Time is launch -> the command's first line. The load average and core count are recorded. Jobs get a
 PATH as on a node (`node_path`): uv's own binary, no pyenv shims (each uv call, and uv's interpreter
@@ -38,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from bench_entrypoint import (
@@ -54,6 +60,18 @@ from bench_entrypoint import (
     timed,
     wait_seeded,
 )
+
+from launchkit.runtime.node.environment.projectbuild import PROJECTS
+
+# the runtime's caches in uv's cache directory, and how a job goes without each (docs/runtime.md)
+CACHES: dict[str, dict[str, str]] = {
+    "env_store": {"LAUNCHKIT_ENVSTORE": "0"},
+    "bytecode": {"LAUNCHKIT_BYTECODE_CACHE": "0"},
+    # a job the env store does not serve (no uv.lock, say) gets a fresh venv: the bytecode trees there
+    "bytecode_no_store": {"LAUNCHKIT_BYTECODE_CACHE": "0", "LAUNCHKIT_ENVSTORE": "0"},
+    "project_build": {},  # no switch: its stored builds are removed before the job
+}
+AGAINST = {"bytecode_no_store": "env_store"}  # timed against the second job with that cache off
 
 
 def baseline_script(ref: str, work: Path) -> str:
@@ -131,12 +149,14 @@ def main() -> None:
         shared = root / "shared"
         copy = {"UV_LINK_MODE": "copy"}
         store = shared / "launchkit-envs-v1"
-        # warm: every wheel in the shared cache, the project's build stored, bytecode trees seeded,
-        # a store entry built and imported once (its bytecode written)
+        # warm: every wheel in the shared cache, the project's build stored, bytecode trees seeded
+        # (also a plain venv's, as a job the store does not serve has), a store entry built and
+        # imported once (its bytecode written)
         run_with(r, theirs, shared, **copy)
         r.gantry_run(shared, **copy)
         run_with(r, ours, shared, **copy)
         run_with(r, ours, shared, **copy)
+        run_with(r, ours, shared, **copy, **CACHES["env_store"])
         wait_seeded(shared)
         run_with(r, theirs, shared, **copy)
         run_with(r, ours, shared, **copy)
@@ -179,6 +199,19 @@ def main() -> None:
             times["second_baseline"].append(t)
             detail["second_baseline"] = breakdown(out)
 
+        def second_without(cache: str, switch: dict[str, str]) -> Callable[[int], None]:
+            def step(i: int) -> None:
+                if cache == "project_build":  # the stored builds go: this job builds the project, stores it
+                    shutil.rmtree(shared / PROJECTS)
+                t, out = run_with(r, ours, shared, **copy, **switch)
+                times[f"second_{cache}_off"].append(t)
+                detail[f"second_{cache}_off"] = breakdown(out)
+
+            return step
+
+        def with_it(cache: str) -> str:
+            return f"second_{AGAINST[cache]}_off" if cache in AGAINST else "second_launchkit"
+
         def second_gantry(i: int) -> None:
             times["second_gantry"].append(r.gantry_run(shared, **copy)[0])
 
@@ -195,10 +228,19 @@ def main() -> None:
                 "second_launchkit_setup_only",
                 "second_baseline",
                 "second_gantry",
+                *(f"second_{cache}_off" for cache in CACHES),
             )
         }
         detail: dict[str, str] = {}
-        steps = [first_ours, first_off, first_base, second_ours, second_base, second_gantry]
+        steps: list[Callable[[int], None]] = [
+            first_ours,
+            first_off,
+            first_base,
+            second_ours,
+            second_base,
+            second_gantry,
+        ]
+        steps += [second_without(cache, switch) for cache, switch in CACHES.items()]
         for i in range(args.rounds):
             for step in steps if i % 2 == 0 else steps[::-1]:  # every other round reversed: no order bias
                 step(i)
@@ -234,6 +276,14 @@ def main() -> None:
                 "baseline": med(second_base_s),
                 "baseline_ratio": round(med(second_base_s) / med(gy), 3),
             },
+            "second_job_without_each_cache_s": {
+                cache: {
+                    "without": med(times[f"second_{cache}_off"]),
+                    "with": med(times[with_it(cache)]),
+                    "ratio_with": round(med(times[with_it(cache)]) / med(times[f"second_{cache}_off"]), 3),
+                }
+                for cache in CACHES
+            },
             "all_s": {k: [round(x, 3) for x in v] for k, v in times.items()},
             "breakdown": detail,
         }
@@ -252,6 +302,12 @@ def main() -> None:
         ]
         for label, ok in checks:
             print(f"target {label}: {'PASS' if ok else 'FAIL'}", file=sys.stderr)
+        for cache, row in result["second_job_without_each_cache_s"].items():
+            pays = "pays" if row["ratio_with"] < 1 else "DOES NOT PAY"
+            print(
+                f"cache {cache}: second job {row['with']}s with it, {row['without']}s without: {pays}",
+                file=sys.stderr,
+            )
     finally:
         if args.keep:
             print(f"work dir kept: {root}", file=sys.stderr)

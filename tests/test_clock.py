@@ -42,7 +42,7 @@ class Backend:
             id=run_id, name="x", backend="local", status=self.status, created=dt.datetime.now(dt.UTC)
         )
 
-    def stop(self, run: RunInfo) -> None:
+    def stop(self, run: RunInfo, *, reason: str | None = None) -> None:
         self.stopped += 1
 
 

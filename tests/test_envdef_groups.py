@@ -12,7 +12,7 @@ from conftest import run_cli
 from launchkit.core.parse import build_request
 from launchkit.core.spec import build_spec
 from launchkit.errors import UsageError
-from launchkit.runtime.node.pyenv import InstallFailed
+from launchkit.runtime.node.environment.pyenv import InstallFailed
 from lk_helpers import FAST_ENV, entrypoint, make_wheel
 from test_spec import GIT, env_of, spec_for
 
@@ -155,7 +155,7 @@ def test_beaker_group_with_local_says_it_has_no_effect(repo):
 
 # ---------------------------------------------------------------------------------------------- poetry
 # A poetry project's groups, selectable as PEP 735 groups are (issue 31): the job's `uv pip install` gets
-# their requirements, and the launch-time preflight resolves the same ones (one planner: runtime/node/plan.py).
+# their requirements, and the launch-time preflight resolves the same ones (one planner: runtime/node/environment/plan.py).
 POETRY = """\
 [tool.poetry]
 name = "demo"
@@ -184,7 +184,7 @@ zero = "^0.0.3"
 
 
 def _poetry_plan(tmp_path, pyproject=POETRY, **kw):
-    from launchkit.runtime.node.plan import plan_for
+    from launchkit.runtime.node.environment.plan import plan_for
 
     (tmp_path / "pyproject.toml").write_text(pyproject)
     return plan_for(str(tmp_path), **kw)
@@ -247,7 +247,7 @@ def test_poetry_version_constraints(tmp_path, constraint, pep440):
 
 
 def test_a_poetry_constraint_with_no_pep_508_form_is_refused(tmp_path, repo):
-    from launchkit.runtime.node.plan import PlanError
+    from launchkit.runtime.node.environment.plan import PlanError
 
     text = '[tool.poetry.group.dev.dependencies]\npytest = "^6 || ^7"\n'
     with pytest.raises(PlanError, match=r"poetry group 'dev': pytest = '\^6 \|\| \^7': '\|\|'"):

@@ -1,4 +1,4 @@
-"""The env store (runtime/node/envstore.py): keying, publish and lookup, two processes at once, the
+"""The env store (runtime/node/environment/envstore.py): keying, publish and lookup, two processes at once, the
 poisoning refusals, and a thin venv over an entry. The end-to-end tests (slow) run real bash and uv: two jobs on one shared cache, what one
 job writes in its venv never reaching the next, a damaged entry built again, a running job's lease."""
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from launchkit.runtime.node import envstore as es
+from launchkit.runtime.node.environment import envstore as es
 
 SRC = str(Path(es.__file__).resolve().parents[3])  # .../src, for the child processes
 
@@ -227,7 +227,7 @@ def test_waits_for_another_builder_then_gives_up_with_one_line(tmp_path):
 CONCURRENT = """
 import json, os, sys, time
 sys.path.insert(0, {src!r})
-from launchkit.runtime.node import envstore as es
+from launchkit.runtime.node.environment import envstore as es
 mine, counter, arrived = sys.argv[1:4]
 def build(staging):
     with open(counter, "a") as f:
@@ -740,7 +740,7 @@ def test_what_a_job_gets_are_copies_checked_against_the_build(tmp_path):
 def test_the_record_of_a_linked_venv_is_what_uv_pip_freeze_prints(tmp_path):
     """install() writes $RESULTS_DIR/.launchkit/requirements.txt of a linked venv from its metadata
     (no uv process beside the command's start): the same text as `uv pip freeze`."""
-    from launchkit.runtime.node import pyenv
+    from launchkit.runtime.node.environment import pyenv
 
     mine = es.user_tree(str(tmp_path / "cache"))
     entry, manifest, _ = es.ensure_entry(mine, K, fake_build([]), print)

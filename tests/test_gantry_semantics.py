@@ -72,12 +72,19 @@ def test_the_job_watchdog_settings_go_to_the_job_followed_or_not(repo, follow):
         (["--progress-pattern", "x"], "--progress-pattern applies to --stall-timeout"),
         (["--stall-timeout", "1m", "--progress-pattern", "("], "is not a regular expression"),
         (["--stall-timeout", "0"], "must be longer than zero"),
-        (["--ray", "--stall-timeout", "1m"], "--stall-timeout is not checked on a Ray job yet"),
     ],
 )
 def test_bad_watchdog_settings_are_one_line_usage_errors(repo, args, said):
     r = run_main("run", "--dry-run", *args, "--", "python", "train.py", cwd=repo.path)
     assert r.code == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_the_watchdog_options_hold_for_a_ray_job(repo):
+    """--ray: the head's runtime runs the driver under the watchdog (node/ray_cluster.py)."""
+    _, task = _dry(repo, "--ray", "--replicas", "2", "--stall-timeout", "1m", "--inactive-timeout", "5m")
+    env = _env(task)
+    assert env["LAUNCHKIT_LAUNCHER"] == "ray", env
+    assert env["LAUNCHKIT_STALL_TIMEOUT"] == "60" and env["LAUNCHKIT_INACTIVE_TIMEOUT"] == "300", env
 
 
 def test_replicas_alone_turn_nothing_on(repo):

@@ -163,7 +163,7 @@ def test_node_switches_read_like_launchkit(value):
     """The job's Python (runtime/node) and bash (lib.sh) read a switch as launchkit does."""
     from launchkit.envflags import WORDS
     from launchkit.runtime.node import switched_off
-    from launchkit.runtime.node.bytecode import off_reason
+    from launchkit.runtime.node.environment.bytecode import off_reason
 
     off = WORDS.get(value.lower()) is False
     assert switched_off({"V": value}, "V") == off
@@ -238,7 +238,7 @@ def test_toml_nested_too_deeply_is_one_line(repo: Repo, tmp_path, where, args):
 
 
 def test_toml_nested_too_deeply_in_the_job_is_left_to_uv(tmp_path):
-    from launchkit.runtime.node.plan import plan_for
+    from launchkit.runtime.node.environment.plan import plan_for
 
     (tmp_path / "pyproject.toml").write_text("[dependency-groups]\n" + DEEP)
     assert plan_for(str(tmp_path), ["dev"]).groups == ["dev"]  # uv names what is wrong with the file

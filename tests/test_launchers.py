@@ -257,3 +257,16 @@ def test_no_python_image_refuses_the_watchdog(bare_bin):
     r = run_node(["true"], env)
     assert r.returncode == 109, r.stderr
     assert "--stall-timeout and --inactive-timeout need Python 3.8+ on PATH" in r.stderr
+
+
+def test_no_python_image_refuses_a_webhook_in_the_job(bare_bin):
+    """--slack-webhook-secret: the job's runtime posts, so it needs Python (docs/notifications.md)."""
+    # (the parts without entrypoint.sh's start, which moves LAUNCHKIT_SLACK_WEBHOOK to LK_SLACK_WEBHOOK)
+    env = {
+        "LAUNCHKIT_NO_PYTHON": "1",
+        "LK_SLACK_WEBHOOK": "http://127.0.0.1:9/x",
+        "PATH": str(bare_bin),
+    }
+    r = run_node(["true"], env)
+    assert r.returncode == 109, r.stderr
+    assert "--slack-webhook-secret needs Python 3.8+ on PATH" in r.stderr and "127.0.0.1" not in r.stderr

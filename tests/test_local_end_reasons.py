@@ -74,8 +74,14 @@ def test_local_canceled_and_timeout(repo):
         cwd=repo.path, env=FAST_ENV, timeout=90,
     )  # fmt: skip
     assert r.code == 124, r.stderr
-    assert "stopped by a timeout: --timeout 1s passed" in r.stderr and "raise that limit" in r.stderr, (
-        r.stderr
+    timed = launched_id(r.stderr)
+    line = f"{timed} stopped by launchkit following it: --timeout 1s passed; raise that limit"
+    assert line in r.stderr, r.stderr
+    assert wait_finished(timed, FAST_ENV)["end"]["by"] == "launchkit"  # never told as the user's
+    assert _why(timed).startswith(line), _why(timed)
+    r = run_cli("list", "--local", env={**FAST_ENV, "COLUMNS": "200"}, timeout=60)
+    assert "stopped by launchkit following it: --timeout 1s" in next(
+        x for x in r.stdout.splitlines() if timed in x
     )
 
 
@@ -98,8 +104,12 @@ def test_an_unfollowed_job_that_stalls_is_stopped_by_its_runtime_and_told_as_lau
     assert line.startswith(f"{stalled} stopped by launchkit: no progress for 2s (last: step=1/100 at "), line
     assert "--stall-timeout" in line and "canceled" not in line and "by you" not in line, line
     assert wait_finished(silent, FAST_ENV)["exit_code"] == 124
-    assert _why(silent).startswith(f"{silent} stopped by launchkit: no output for 2s (--inactive-timeout)")
+    quiet = "stopped by launchkit: no output for 2s (--inactive-timeout)"
+    assert _why(silent).startswith(f"{silent} {quiet}")
     r = run_cli("list", "--local", env={**FAST_ENV, "COLUMNS": "200"}, timeout=60)  # whole reasons
     assert "stopped by launchkit: no progress" in next(x for x in r.stdout.splitlines() if stalled in x)
+    assert quiet in next(x for x in r.stdout.splitlines() if silent in x)
     r = run_cli("follow", stalled, env=FAST_ENV, timeout=60)
     assert r.code == 124 and "stopped by launchkit: no progress for 2s" in r.stderr, r.stderr
+    r = run_cli("follow", silent, env=FAST_ENV, timeout=60)
+    assert r.code == 124 and f"{silent} {quiet}" in r.stderr and "canceled" not in r.stderr, r.stderr

@@ -124,6 +124,7 @@ SAMPLES: dict[str, Any] = {
     "torch_backend": "cu128",
     "uv_cache_dir": "/weka/uv-cache",
     "progress_patterns": ["loss="],
+    "retry_on": ({}, ("preemption", "failure")),
     "runtime_dir": "/other-runtime",
     "exec_method": ExecMethod.bash,
     "priority": Priority.high,

@@ -1,4 +1,4 @@
-"""The bytecode shared between jobs in the node runtime (runtime/node/bytecode.py), called directly:
+"""The bytecode shared between jobs in the node runtime (runtime/node/environment/bytecode.py), called directly:
 the trust check on shared trees, the key, when it is off, seeding and pruning. Fast tier (tmp_path
 trees; the background fill is recorded, not started; the end-to-end tests are in test_uv_cache.py and
 test_creds_bytecode.py)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launchkit.runtime.node import bytecode, steplog
+from launchkit.runtime.node.environment import bytecode, steplog
 
 UID = os.geteuid()
 DAY = 86400.0
@@ -177,7 +177,7 @@ def test_choose_leaves_an_untrusted_tree_alone(tmp_path):
 def test_the_fill_compiles_the_env_stores_packages_of_a_thin_venv(tmp_path):
     """A venv linked to the env store has its packages there: the first job's fill compiles them too,
     so later jobs import them compiled."""
-    from launchkit.runtime.node import envstore
+    from launchkit.runtime.node.environment import envstore
 
     v = venv(tmp_path)
     store_sp = tmp_path / "store/venv/lib/python3.12/site-packages"

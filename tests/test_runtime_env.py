@@ -1,4 +1,4 @@
-"""The job's Python environment in the node runtime (runtime/node/pyenv.py, projectbuild.py), called
+"""The job's Python environment in the node runtime (runtime/node/environment/: pyenv.py, projectbuild.py), called
 directly: what the commit contains -> which uv commands run, the project's stored build (RECORD read
 as CSV), its key.
 Fast tier: tmp_path trees, a recording log instead of uv (the end-to-end tests run the real uv)."""
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from launchkit.runtime.node import plan as planner
-from launchkit.runtime.node import projectbuild, pyenv, steplog
-from launchkit.runtime.node.pyenv import InstallFailed, Settings, build_env
+from launchkit.runtime.node.environment import plan as planner
+from launchkit.runtime.node.environment import projectbuild, pyenv, steplog
+from launchkit.runtime.node.environment.pyenv import InstallFailed, Settings, build_env
 
 
 class Recorder(steplog.StepLog):
@@ -476,7 +476,7 @@ def test_install_with_bytecode_prints_its_line(tmp_path, monkeypatch, capsys):
     assert kind == "nothing to install" and line.split()[0] == "bytecode" and line.split()[1].isdigit()
     assert len(line.split()) == 2  # no uv cache: no tree
 
-    from launchkit.runtime.node import bytecode
+    from launchkit.runtime.node.environment import bytecode
 
     def broken(*a, **k):
         raise OSError("disk gone")
@@ -576,7 +576,7 @@ def test_project_key_is_the_one_the_bash_runtime_computed(tmp_path, extra):
 
 
 def test_child_commands_do_not_see_the_runtime_on_pythonpath():
-    here = str(Path(steplog.__file__).parents[1])
+    here = str(Path(steplog.__file__).parents[2])
     env = steplog.child_environ({"PYTHONPATH": os.pathsep.join([here, "/user/lib"]), "A": "1"})
     assert env == {"PYTHONPATH": "/user/lib", "A": "1"}
     assert "PYTHONPATH" not in steplog.child_environ({"PYTHONPATH": here})
@@ -608,6 +608,7 @@ def test_the_users_modules_do_not_shadow_the_runtimes(tmp_path):
     package = tmp_path / "node" / NODE_PACKAGE
     package.mkdir(parents=True)
     for name, text in node_files().items():
+        (package / name).parent.mkdir(exist_ok=True)
         (package / name).write_text(text)
     checkout = tree(
         tmp_path / "checkout",

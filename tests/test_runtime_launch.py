@@ -1,4 +1,4 @@
-"""The launchers and the final exec in the node runtime (node/launch.py, node/ray_cluster.py, node/procs.py):
+"""The launchers and the final exec in the node runtime (node/launch/: launchers.py, ray_cluster.py, procs.py):
 argv building per launcher and topology, `ray status` parsing, Ray head/worker supervision and signal
 forwarding with short-lived real child processes. The bash side is tests/test_launchers.py."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from launchkit.runtime.node import launch, procs, ray_cluster
-from launchkit.runtime.node.launch import LaunchError, Topology
+from launchkit.runtime.node.launch import launchers, procs, ray_cluster
+from launchkit.runtime.node.launch.launchers import LaunchError, Topology
 
 # `ray status` of ray 2.60 with a head and one worker (recorded on 127.0.0.1): the v1 autoscaler lists
 # both nodes as Active, the v2 one (RAY_enable_autoscaler_v2=1, KubeRay's default) as Idle (its
@@ -77,7 +77,7 @@ def no_resolve(name: str) -> str:
 
 
 def test_topology_defaults_to_one_cpu_process_on_one_node(capsys):
-    assert launch.topology("torchrun", {}, no_resolve) == Topology(1, 0, 1, 29500, "127.0.0.1")
+    assert launchers.topology("torchrun", {}, no_resolve) == Topology(1, 0, 1, 29500, "127.0.0.1")
     err = capsys.readouterr().err
     assert "torchrun: no GPUs assigned, one CPU process per replica" in err
     assert "torchrun: replica 0 of 1, 1 process(es) per replica, leader 127.0.0.1:29500" in err
@@ -85,7 +85,7 @@ def test_topology_defaults_to_one_cpu_process_on_one_node(capsys):
 
 def test_topology_across_replicas_resolves_the_leader(capsys):
     env = env_of(replica_count=4, replica_rank=2, assigned_gpu_count=8, leader_replica_hostname="lead")
-    assert launch.topology("accelerate", env, {"lead": "10.0.0.7"}.__getitem__) == Topology(
+    assert launchers.topology("accelerate", env, {"lead": "10.0.0.7"}.__getitem__) == Topology(
         4, 2, 8, 29123, "10.0.0.7"
     )
     assert (
@@ -95,7 +95,7 @@ def test_topology_across_replicas_resolves_the_leader(capsys):
 
 
 def test_torchrun_without_leader_runs_each_replica_on_its_own(capsys):
-    topo = launch.topology(
+    topo = launchers.topology(
         "torchrun", env_of(replica_count=2, replica_rank=1, assigned_gpu_count=8), no_resolve
     )
     assert topo == Topology(1, 0, 8, 29123, "127.0.0.1")
@@ -105,7 +105,7 @@ def test_torchrun_without_leader_runs_each_replica_on_its_own(capsys):
 @pytest.mark.parametrize("launcher", ["accelerate", "ray"])
 def test_other_launchers_across_replicas_need_the_leader(launcher):
     with pytest.raises(LaunchError, match="needs BEAKER_LEADER_REPLICA_HOSTNAME") as e:
-        launch.topology(launcher, env_of(replica_count=2), no_resolve)
+        launchers.topology(launcher, env_of(replica_count=2), no_resolve)
     assert e.value.code == 109
 
 
@@ -115,22 +115,22 @@ def test_other_launchers_across_replicas_need_the_leader(launcher):
 )
 def test_non_numeric_topology_is_an_input_error(var, value):
     with pytest.raises(LaunchError, match=f"{var} must be a whole number, got '{value}'") as e:
-        launch.topology("torchrun", {var: value}, no_resolve)
+        launchers.topology("torchrun", {var: value}, no_resolve)
     assert e.value.code == 100
 
 
 def test_leader_name_is_retried_until_it_resolves_then_falls_back_to_the_name(capsys):
     answers, slept = iter([None, None, "10.1.2.3"]), []
-    assert launch.resolve_ip("leader", lambda _n: next(answers), slept.append) == "10.1.2.3"
+    assert launchers.resolve_ip("leader", lambda _n: next(answers), slept.append) == "10.1.2.3"
     assert slept == [1, 2]
     slept.clear()
-    assert launch.resolve_ip("gone", lambda _n: None, slept.append) == "gone"
+    assert launchers.resolve_ip("gone", lambda _n: None, slept.append) == "gone"
     assert slept == list(range(1, 10)) and "could not resolve gone; using the name" in capsys.readouterr().err
-    assert launch.resolve_ip("10.0.0.1", no_resolve, slept.append) == "10.0.0.1"
+    assert launchers.resolve_ip("10.0.0.1", no_resolve, slept.append) == "10.0.0.1"
 
 
 def test_localhost_resolves_to_its_ipv4_address():
-    assert launch.resolve_ip("localhost", sleep=lambda _s: None) == "127.0.0.1"
+    assert launchers.resolve_ip("localhost", sleep=lambda _s: None) == "127.0.0.1"
 
 
 # --- argv per launcher
@@ -149,16 +149,16 @@ def test_localhost_resolves_to_its_ipv4_address():
     ],
 )
 def test_program_forms(argv, mode, prog):
-    assert launch.split_program(argv) == (mode, prog)
+    assert launchers.split_program(argv) == (mode, prog)
 
 
 def test_torchrun_argv_single_and_multi_node():
     one = Topology(1, 0, 8, 29123, "127.0.0.1")
-    assert launch.wrap_torchrun(["python", "-m", "pkg"], one, ["torchrun"], "abc") == [
+    assert launchers.wrap_torchrun(["python", "-m", "pkg"], one, ["torchrun"], "abc") == [
         "torchrun", "--nproc-per-node=8", "--standalone", "-m", "pkg",
     ]  # fmt: skip
     two = Topology(2, 1, 8, 29123, "10.0.0.7")
-    assert launch.wrap_torchrun(["bash", "x.sh"], two, ["/py", "-m", "torch.distributed.run"], "abc") == [
+    assert launchers.wrap_torchrun(["bash", "x.sh"], two, ["/py", "-m", "torch.distributed.run"], "abc") == [
         "/py", "-m", "torch.distributed.run", "--nproc-per-node=8", "--nnodes=2", "--node-rank=1",
         "--rdzv-backend=static", "--rdzv-endpoint=10.0.0.7:29123", "--rdzv-id=abc",
         "--rdzv-conf=read_timeout=420", "--no-python", "bash", "x.sh",
@@ -168,7 +168,7 @@ def test_torchrun_argv_single_and_multi_node():
 def test_accelerate_argv_and_cpu_replicas():
     env: dict[str, str] = {}
     cpu = Topology(2, 0, 1, 29123, "10.0.0.7")
-    argv = launch.wrap_accelerate(["python", "train.py"], cpu, ["accelerate"], env)
+    argv = launchers.wrap_accelerate(["python", "train.py"], cpu, ["accelerate"], env)
     assert argv == [
         "accelerate", "launch", "--num_machines", "2", "--machine_rank", "0", "--num_processes", "2",
         "--main_process_ip", "10.0.0.7", "--main_process_port", "29123", "--dynamo_backend", "no",
@@ -176,7 +176,7 @@ def test_accelerate_argv_and_cpu_replicas():
     ]  # fmt: skip
     assert env == {"ACCELERATE_USE_CPU": "true"}
     env = {"BEAKER_ASSIGNED_GPU_COUNT": "1"}
-    one = launch.wrap_accelerate(
+    one = launchers.wrap_accelerate(
         ["run"], Topology(1, 0, 1, 1, "127.0.0.1"), ["/py", "-m", "accelerate.commands.launch"], env
     )
     assert one[:3] == ["/py", "-m", "accelerate.commands.launch"] and one[-2:] == ["--no_python", "run"]
@@ -189,16 +189,16 @@ def test_accelerate_launch_in_the_command_gets_only_the_topology(capsys):
         "python3", "-m", "accelerate.commands.launch", "--num-processes=4", "--main_process_ip", "1.2.3.4",
         "--machine-rank=9", "--config_file", "c.yaml", "-m", "pkg", "--num_processes", "3",
     ]  # fmt: skip
-    assert launch.accelerate_given(given)
-    assert launch.wrap_accelerate_given(given, topo) == [
+    assert launchers.accelerate_given(given)
+    assert launchers.wrap_accelerate_given(given, topo) == [
         "python3", "-m", "accelerate.commands.launch", "--num_machines", "2", "--machine_rank", "1",
         "--num_processes", "8", "--main_process_ip", "10.0.0.7", "--main_process_port", "29123",
         "--config_file", "c.yaml", "-m", "pkg", "--num_processes", "3",
     ]  # fmt: skip
     assert "(--num_processes 8)" in capsys.readouterr().err
-    assert not launch.accelerate_given(["accelerate", "config"])
+    assert not launchers.accelerate_given(["accelerate", "config"])
     with pytest.raises(LaunchError, match="--num_processes must be a whole number, got ''") as e:
-        launch.wrap_accelerate_given(["accelerate", "launch", "--num_processes"], topo)
+        launchers.wrap_accelerate_given(["accelerate", "launch", "--num_processes"], topo)
     assert e.value.code == 100
 
 
@@ -209,13 +209,15 @@ def test_tool_on_path_then_as_a_module_then_a_clear_error(tmp_path):
     (tmp_path / "torchrun").write_text("#!/bin/sh\n")
     (tmp_path / "torchrun").chmod(0o755)
     env = {"PATH": str(tmp_path)}
-    assert launch.tool("torchrun", "torch.distributed.run", "torchrun", env, "/py", lambda _m: False) == [
+    assert launchers.tool("torchrun", "torch.distributed.run", "torchrun", env, "/py", lambda _m: False) == [
         "torchrun"
     ]
-    found = launch.tool("ray", "ray.scripts.scripts", "ray", env, "/py", lambda m: m == "ray.scripts.scripts")
+    found = launchers.tool(
+        "ray", "ray.scripts.scripts", "ray", env, "/py", lambda m: m == "ray.scripts.scripts"
+    )
     assert found == ["/py", "-m", "ray.scripts.scripts"]
     with pytest.raises(LaunchError, match="--ray needs 'ray', which is not installed") as e:
-        launch.tool("ray", "ray.scripts.scripts", "ray", env, "/py", lambda _m: False)
+        launchers.tool("ray", "ray.scripts.scripts", "ray", env, "/py", lambda _m: False)
     assert e.value.code == 109
 
 
@@ -230,19 +232,21 @@ def test_module_is_found_on_disk_without_importing_it(tmp_path):
     def find(name: str) -> object:
         return Spec() if name == "fakepkg" else None
 
-    assert launch.module_present("fakepkg.commands.launch", find)
-    assert launch.module_present("fakepkg", find)
-    assert not launch.module_present("fakepkg.commands.nope", find)
-    assert not launch.module_present("fakepkg.launch.commands", find)
-    assert not launch.module_present("fakepkg.commands.launch.sub", find)  # a module is no package
-    assert not launch.module_present("other.x", find)
-    assert launch.module_present("json.decoder") and not launch.module_present("json.nope")
+    assert launchers.module_present("fakepkg.commands.launch", find)
+    assert launchers.module_present("fakepkg", find)
+    assert not launchers.module_present("fakepkg.commands.nope", find)
+    assert not launchers.module_present("fakepkg.launch.commands", find)
+    assert not launchers.module_present("fakepkg.commands.launch.sub", find)  # a module is no package
+    assert not launchers.module_present("other.x", find)
+    assert launchers.module_present("json.decoder") and not launchers.module_present("json.nope")
 
 
 def test_module_lookup_sees_site_packages_when_started_without_them():
     """bash starts the runtime with -S: a launcher installed in site-packages (here: pytest's) is found."""
-    src = str(Path(launch.__file__).parents[3])
-    code = f"import sys; sys.path.insert(0, {src!r}); from launchkit.runtime.node import launch as l; "
+    src = str(Path(launchers.__file__).parents[4])
+    code = (
+        f"import sys; sys.path.insert(0, {src!r}); from launchkit.runtime.node.launch import launchers as l; "
+    )
     code += "print(sys.flags.no_site, l.module_present('_pytest.config'), l.module_present('_pytest.nope'))"
     r = subprocess.run([sys.executable, "-s", "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.split() == ["1", "True", "False"], r.stderr
@@ -252,37 +256,43 @@ def test_module_lookup_sees_site_packages_when_started_without_them():
 
 
 def test_plan_without_launcher_is_the_command_as_is():
-    p = launch.plan(["a", "b c"], {"LAUNCHKIT_LAUNCHER": "none"})
+    p = launchers.plan(["a", "b c"], {"LAUNCHKIT_LAUNCHER": "none"})
     assert p.argv == ["a", "b c"] and p.ray is None
 
 
 def test_unknown_launcher_is_an_input_error():
     with pytest.raises(LaunchError, match=r"unknown LAUNCHKIT_LAUNCHER='mpirun' \(expected") as e:
-        launch.plan(["x"], {"LAUNCHKIT_LAUNCHER": "mpirun"})
+        launchers.plan(["x"], {"LAUNCHKIT_LAUNCHER": "mpirun"})
     assert e.value.code == 100
 
 
 def test_ray_plan_sets_the_address_and_the_role():
     base = env_of(replica_count=2, leader_replica_hostname="10.0.0.7") | {"LAUNCHKIT_LAUNCHER": "ray"}
-    head = launch.plan(["python", "d.py"], base | {"BEAKER_REPLICA_RANK": "0"}, find_tool=lambda *a: ["ray"])
+    head = launchers.plan(
+        ["python", "d.py"], base | {"BEAKER_REPLICA_RANK": "0"}, find_tool=lambda *a: ["ray"]
+    )
     assert head.ray == "head" and head.argv == ["python", "d.py"] and head.ray_tool == ["ray"]
     assert head.env["RAY_ADDRESS"] == "10.0.0.7:29123" and head.env["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] == "0"
     given = base | {"BEAKER_REPLICA_RANK": "1", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "1"}
-    worker = launch.plan(["python", "d.py"], given, find_tool=lambda *a: ["ray"])
+    worker = launchers.plan(["python", "d.py"], given, find_tool=lambda *a: ["ray"])
     assert worker.ray == "worker" and worker.env["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] == "1"
     assert "RAY_ADDRESS" not in given  # the caller's mapping is not changed
 
 
 def test_job_env_drops_the_runtime_from_pythonpath_and_sets_pwd():
-    env = launch.job_env({"PYTHONPATH": "/rt:/user/lib", "PWD": "/rt"}, "/rt", "/job")
+    env = launchers.job_env({"PYTHONPATH": "/rt:/user/lib", "PWD": "/rt"}, "/rt", "/job")
     assert env == {"PYTHONPATH": "/user/lib", "PWD": "/job"}
-    assert "PYTHONPATH" not in launch.job_env({"PYTHONPATH": "/tmp//rt/"}, "/tmp/rt", None)
-    assert launch.job_env({"PYTHONPATH": "/rtx:/a"}, "/rt", None) == {"PYTHONPATH": "/rtx:/a"}
+    assert "PYTHONPATH" not in launchers.job_env({"PYTHONPATH": "/tmp//rt/"}, "/tmp/rt", None)
+    assert launchers.job_env({"PYTHONPATH": "/rtx:/a"}, "/rt", None) == {"PYTHONPATH": "/rtx:/a"}
 
 
 def test_timing_line_formats_as_the_bash_one():
-    assert launch.fmt_ms(1234) == "1.23s" and launch.fmt_ms(5) == "0.00s" and launch.fmt_ms(61009) == "61.00s"
-    assert launch.timing_line(1000, ["clone 0.03s", "install[uv.lock] 0.43s"], 1470) == (
+    assert (
+        launchers.fmt_ms(1234) == "1.23s"
+        and launchers.fmt_ms(5) == "0.00s"
+        and launchers.fmt_ms(61009) == "61.00s"
+    )
+    assert launchers.timing_line(1000, ["clone 0.03s", "install[uv.lock] 0.43s"], 1470) == (
         "setup done in 0.47s (clone 0.03s, install[uv.lock] 0.43s)"
     )
 
@@ -375,6 +385,21 @@ def test_signals_are_forwarded_to_the_command(tmp_path, handlers):
     assert procs.run_forwarding(["sh", "-c", child], dict(os.environ), procs.Children()) == 42
 
 
+@pytest.mark.parametrize("own_group", [False, True])  # launchers' bash method / Ray's driver; the watchdog
+def test_a_signal_that_comes_while_the_command_starts_reaches_it(monkeypatch, handlers, own_group):
+    spawned = procs.spawn
+
+    def spawn_signalled(*args, **kwargs):  # the job is signalled after the handlers, before the child
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return spawned(*args, **kwargs)
+
+    monkeypatch.setattr(procs, "spawn", spawn_signalled)
+    child = ["sh", "-c", "trap 'exit 42' USR1; for i in $(seq 200); do sleep 0.05; done"]
+    pid = procs.spawn_forwarding(child, dict(os.environ), own_group=own_group)
+    # passed on right after the start: sh takes it with its trap set, or dies of it just before
+    assert procs.Children().wait(pid) in (42, 128 + signal.SIGUSR1)
+
+
 # --- Ray supervision with a stand-in `ray` (a real process that runs until stopped)
 
 
@@ -433,6 +458,36 @@ def test_ray_head_waits_for_every_node_then_runs_the_driver(tmp_path, fake_ray, 
     assert "ray head at 10.0.0.7:6379 with 2 node(s); starting the driver" in err
     assert "driver exited with 7; ray head stopped" in err
     assert not alive_groups(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("env", "driver", "why"),
+    [
+        ({"LAUNCHKIT_INACTIVE_TIMEOUT": "1"}, "echo hi; sleep 30", "no output for 1s (--inactive-timeout)"),
+        (
+            {"LAUNCHKIT_STALL_TIMEOUT": "1", "LAUNCHKIT_STALL_GRACE": "0"},
+            "echo '(pid=7) step 3'; for i in $(seq 600); do echo NCCL WARN; sleep 0.05; done",
+            "no progress for 1s (last: step 3 at ",
+        ),
+    ],
+)
+def test_ray_head_runs_the_driver_under_the_watchdog(tmp_path, fake_ray, handlers, capfd, env, driver, why):
+    """--ray with the watchdog's options: the head watches the driver (whose output has its Ray tasks'),
+    ends it when it stalls or goes silent, stops the head, and the job's log says why near its end."""
+    from launchkit.backends.beaker.backend import WATCHDOG_TAIL
+    from launchkit.backends.ending import watchdog_stop
+    from launchkit.runtime.node.launch import watchdog
+
+    full = dict(os.environ) | env
+    watched = watchdog.settings(full)
+    rc = ray_cluster.head(
+        [str(fake_ray)], "127.0.0.1", 1, 1, ["sh", "-c", driver], full, procs.Children(), FakeClock(),
+        lambda: RAY_STATUS_V1, watched=watched,
+    )  # fmt: skip
+    assert rc == watchdog.EXIT_STOPPED and not alive_groups(tmp_path)
+    out, err = capfd.readouterr()
+    tail = (out + err).encode().splitlines()[-WATCHDOG_TAIL:]
+    assert (watchdog_stop(tail) or "").startswith(why), err
 
 
 def test_ray_head_goes_on_without_missing_nodes_after_the_wait(tmp_path, fake_ray, handlers, capsys):

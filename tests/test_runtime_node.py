@@ -34,6 +34,73 @@ def test_subcommands_name_real_functions() -> None:
         assert callable(getattr(importlib.import_module(f"launchkit.runtime.node.{module}"), func)), sub
 
 
+def _node_imports(files: dict[str, str]) -> dict[str, set[str]]:
+    """module -> the node modules it imports (relative imports anywhere in it, function-local ones
+    too); a module is named by its dotted path inside the package ("" is the package itself)."""
+    parsed = {}
+    for name, text in files.items():
+        parts = name.removesuffix(".py").split("/")
+        package = parts[:-1]  # where its relative imports start
+        if parts[-1] == "__init__":
+            parts.pop()
+        parsed[".".join(parts)] = (package, ast.parse(text))
+    graph: dict[str, set[str]] = {}
+    for module, (package, tree) in parsed.items():
+        edges = graph.setdefault(module, set())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - node.level + 1] + (node.module or "").split(".")
+                base = [part for part in base if part]
+                # `from . import watchdog` imports a module, `from . import log` a name of the package
+                for alias in node.names:
+                    sub = ".".join([*base, alias.name])
+                    edges.add(sub if sub in parsed else ".".join(base))
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of graph, as the list of modules around it, or []."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str]:
+        state[module] = 1
+        path.append(module)
+        for nxt in sorted(graph.get(module, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[module] = 2
+        return []
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module)):
+            return found
+    return []
+
+
+def test_the_node_runtime_has_no_import_cycle() -> None:
+    """No module of runtime/node reaches itself through its imports (function-local ones included),
+    and its two concerns, environment/ and launch/, do not import each other."""
+    graph = _node_imports(node_files())
+    assert {"launch.procs", "launch"} <= graph["launch.ray_cluster"]  # the graph is read right
+    assert {"environment.plan", ""} <= graph["environment.envstore"] | graph["environment.pyenv"]
+    assert _cycle(graph) == []
+    concern = {m: m.split(".")[0] for m in graph}  # environment/, launch/ or the package's own modules
+    apart = [
+        (m, n) for m in graph for n in graph[m] if {concern[m], concern.get(n)} == {"environment", "launch"}
+    ]
+    assert apart == []  # the two concerns share only what node/__init__.py holds
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    files = {"__init__.py": "", "a/__init__.py": "", "a/x.py": "from .y import f\n"}
+    files.update({"a/y.py": "from .. import z\n", "z.py": "def g():\n    from .a import x\n"})
+    assert _cycle(_node_imports(files)) == ["a.x", "a.y", "z", "a.x"]
+
+
 def test_unknown_subcommand_is_an_input_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert node_main.main(["no-such"]) == 100
     assert "runtime subcommand ['no-such'] unknown" in capsys.readouterr().err
@@ -66,6 +133,7 @@ def test_the_entrypoint_finds_the_package_beside_it(tmp_path) -> None:
     assert out.returncode == 100 and "no launchkit_node package beside" in out.stderr
     (tmp_path / NODE_PACKAGE).mkdir()
     for name, text in node_files().items():
+        (tmp_path / NODE_PACKAGE / name).parent.mkdir(exist_ok=True)
         (tmp_path / NODE_PACKAGE / name).write_text(text)
     out = subprocess.run(run, capture_output=True, text=True, timeout=30, env=env)
     assert out.returncode == 0 and out.stdout.split()[2] == str(tmp_path / NODE_PACKAGE), out.stderr

@@ -1,4 +1,4 @@
-"""The runtime's watchdog (node/watchdog.py): the command runs as a child whose output passes through
+"""The runtime's watchdog (node/launch/watchdog.py): the command runs as a child whose output passes through
 byte for byte; a stall (no progress line) or silence ends its process group, and the job's log's last
 line says why (backends/ending.py reads it). Real processes through `python -m launchkit.runtime.node
 launch`, as bash hands over; small timeouts in the job, no sleeps in the test."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from launchkit.backends import ending
-from launchkit.runtime.node import watchdog
+from launchkit.runtime.node.launch import watchdog
 
 
 def launch(tmp_path: Path, script: str, env: dict[str, str], **kw) -> subprocess.Popen[bytes]:

@@ -112,6 +112,7 @@ def test_a_watchdog_stop_is_told_as_launchkits(repo, slack):
         cwd=repo.path, timeout=120,
     )  # fmt: skip
     assert r.code == 124, r.stderr
+    assert len(posts) == 2, posts  # the run posts its start and its stop itself: follow re-posts neither
     last = posts[-1]["json"]["text"]
     assert "stopped by launchkit: no output for 2s (--inactive-timeout)" in last and "canceled" not in last, (
         last

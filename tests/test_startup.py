@@ -72,6 +72,52 @@ def _unneeded(mods: set[str]) -> set[str]:
     }
 
 
+def loaded_modules(*args: str, cwd, env=None) -> set[str]:
+    """sys.modules after `launchkit ARGS` ran in a fresh interpreter (in-process main: no fast exit)."""
+    code = (
+        "import sys\nfrom launchkit.cli.app import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('modules:', *sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return set(proc.stdout.splitlines()[-1].split()[1:])
+
+
+# What only a launch needs: the last-run record (cli/backend_choice, sqlite3), --follow, Slack (urllib).
+LAUNCH_ONLY = (
+    "launchkit.cli.launching",
+    "launchkit.cli.backend_choice",
+    "launchkit.cli.following",
+    "launchkit.notify",
+    "sqlite3",
+    "urllib.request",
+)
+
+
+def test_dry_run_loads_nothing_only_a_launch_needs(repo):
+    """`run --dry-run` runs cli/dry_run.py (cli/run_cmd.py: TableCommand's dry_run_handler), which
+    prints the spec; cli/launching.py, for a launch, is not imported."""
+    mods = loaded_modules("run", "--dry-run", "--", "python", "train.py", cwd=repo.path)
+    assert not sorted(m for m in LAUNCH_ONLY if m in mods)
+    assert "launchkit.cli.dry_run" in mods
+
+
+def test_commands_that_choose_a_backend_build_no_launch_request(repo, tmp_path):
+    """cli/backend_choice (list, follow, logs, stop, ...) takes BackendChoice from core/run_options:
+    the launch request's pydantic models (core/request.py) are built only for a launch."""
+    mods = loaded_modules("list", "--local", cwd=repo.path, env={"LAUNCHKIT_LOCAL_HOME": str(tmp_path / "s")})
+    assert "launchkit.cli.backend_choice" in mods
+    assert "launchkit.core.request" not in mods
+
+
 @pytest.mark.slow
 def test_local_run_loads_no_beaker_client(repo, tmp_path):
     """`run --local --no-python --follow -- echo hi`: no gRPC, requests or PyYAML, nor Typer's pydantic
@@ -205,16 +251,16 @@ LOCAL_IMPORTS = {
         "the supervisor (it runs for the whole job) loads pydantic only for a run of several jobs"
     ),
     ("backends/local/outcome.py", "from launchkit.core.runs import outcome"): "the same",
-    ("runtime/node/plan.py", "import tomllib"): "optional: Python 3.11+ on the node",
+    ("backends/local/retry.py", "from launchkit.backends import ending"): "the same, when a log is read",
+    ("runtime/node/environment/plan.py", "import tomllib"): "optional: Python 3.11+ on the node",
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
-    # import cycles inside runtime/node (issue 36 item 4 splits the package)
-    ("runtime/node/launch.py", "from . import procs"): "cycle",
-    ("runtime/node/launch.py", "from . import ray_cluster"): "cycle",
-    ("runtime/node/launch.py", "from . import watchdog"): "cycle",
-    ("runtime/node/pyenv.py", "from . import envstore"): "cycle",
-    ("runtime/node/pyenv.py", "from .projectbuild import _site_packages"): "cycle",
-    ("runtime/node/pyenv.py", "from . import bytecode"): "cycle",
-    ("runtime/node/pyenv.py", "from . import projectbuild"): "cycle",
+    **{
+        ("runtime/node/launch/notify.py", stmt): "the local supervisor imports it: http.client only to post"
+        for stmt in ("import json", "import urllib.error", "import urllib.request")
+    },
+    ("backends/local/slack.py", "from launchkit.backends import ending"): (
+        "at a failed run's end only: the supervisor starts without pydantic"
+    ),
 }
 
 

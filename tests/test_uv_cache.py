@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from launchkit.runtime.node import bytecode
+from launchkit.runtime.node.environment import bytecode
 from lk_helpers import LocalIndex, entrypoint
 
 # A PEP 517/660 build backend inside the repository, so builds need no registry. Every editable
@@ -336,7 +336,7 @@ def test_hash_checked_bytecode_is_not_fooled_by_equal_size_and_time(tmp_path):
     def swap(seed: bool) -> str:
         mod.write_text("VALUE = 1\n")
         os.utime(mod, (1_700_000_000, 1_700_000_000))
-        if seed:  # as the job does (runtime/node/bytecode.py), here with this Python
+        if seed:  # as the job does (runtime/node/environment/bytecode.py), here with this Python
             bytecode.seed([str(mod.parent)], env["PYTHONPYCACHEPREFIX"])
         subprocess.run(read, cwd=mod.parent, env=env, check=True, timeout=60, capture_output=True)
         mod.write_text("VALUE = 2\n")

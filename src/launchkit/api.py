@@ -28,8 +28,8 @@ from launchkit.backends import Backend, Capability, LogQuery, RunInfo, registry
 from launchkit.backends.ending import describe
 from launchkit.config import gantry_notice
 from launchkit.core.parse import build_request
-from launchkit.core.request import BackendChoice, LaunchRequest
-from launchkit.core.run_options import RUN_OPTIONS, Kind
+from launchkit.core.request import LaunchRequest
+from launchkit.core.run_options import RUN_OPTIONS, BackendChoice, Kind
 from launchkit.errors import UsageError
 from launchkit.launch import Launch, backend_name, plan, submit
 from launchkit.masking import masked

@@ -142,6 +142,7 @@ def plan(
         repo_root=git.repo_root,
         auto_secrets=request.auto_secrets,
         uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
+        slack_webhook_url=request.slack_webhook_url,
     )
     if b is not None and (placed := placement(b, request, submission)):
         # the profile follows the clusters the backend resolved, not the names given

@@ -1,23 +1,25 @@
-"""Slack notifications while a run is followed (`--slack-webhook-url`, as gantry 3.7.0 has it).
+"""Slack notifications posted by `follow` (`--slack-webhook-url`, as gantry 3.7.0 has it).
 
-Messages: the job started (its first output arrived), succeeded, failed (with exit code), or was
-canceled, each with the run's link. A webhook URL is a credential: it is never printed or logged, only
-`url_host_only()`'s scheme and host. A failed post is a warning; it never fails the launch or the follow.
+Messages, in the words the job's own runtime uses (runtime/node/launch/notify.py: `message`): the job started
+(its first output arrived), succeeded, failed (the run's one `why` line), was preempted, canceled (by
+whom), or stopped by a timeout, each with the run's link; follow's own stops (--timeout,
+--start-timeout). When the job posts for itself (`Posting.job`: --slack-webhook-secret) `follow`
+posts only what the job cannot know; when the run posts everything (`Posting.run`: a local run with
+a webhook) `follow` posts nothing (docs/notifications.md: who posts each event). A webhook URL is a
+credential: it is never printed or logged, only `url_host_only()`'s scheme and host. A failed post is
+a warning; it never fails the launch or the follow.
 """
 
 from __future__ import annotations
 
-import json
 import threading
-import urllib.error
-import urllib.request
 from typing import Any
 
 from launchkit.application import Application
+from launchkit.backends.protocol import EndKind, EndReason, Posting
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.redact import url_host_only
-
-TIMEOUT = 10.0  # seconds per post
+from launchkit.runtime.node.launch.notify import TIMEOUT, message, post
 
 
 def url_from_env(environ: dict[str, str] | Any) -> str | None:
@@ -26,9 +28,10 @@ def url_from_env(environ: dict[str, str] | Any) -> str | None:
 
 
 class SlackNotifier:
-    def __init__(self, app: Application, url: str) -> None:
+    def __init__(self, app: Application, url: str, posting: Posting = Posting.follower) -> None:
         self.app = app
         self._url = url
+        self.posting = posting  # who else posts (docs/notifications.md)
         self.started = False
         self._lock = threading.Lock()
 
@@ -36,21 +39,12 @@ class SlackNotifier:
         return f"SlackNotifier({url_host_only(self._url)})"
 
     def post(self, text: str) -> bool:
-        body = json.dumps({"text": text}).encode()
-        req = urllib.request.Request(
-            self._url, data=body, headers={"Content-Type": "application/json"}, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
-                resp.read()
-            self.app.debug(f"slack: posted to {url_host_only(self._url)}")
-            return True
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            reason = (
-                e.code if isinstance(e, urllib.error.HTTPError) else getattr(e, "reason", type(e).__name__)
-            )
-            self.app.warn(f"Slack notification to {url_host_only(self._url)} failed ({reason})")
+        why = post(self._url, text, TIMEOUT)
+        if why is not None:
+            self.app.warn(f"Slack notification to {url_host_only(self._url)} failed ({why})")
             return False
+        self.app.debug(f"slack: posted to {url_host_only(self._url)}")
+        return True
 
     # -- run events -------------------------------------------------------------------------------
     @staticmethod
@@ -60,20 +54,50 @@ class SlackNotifier:
 
     def on_start(self, run: Any) -> None:
         with self._lock:
-            if self.started:
+            if self.started or self.posting != Posting.follower:
                 return
             self.started = True
-        self.post(f":rocket: {self._label(run)} started")
+        self.post(message("started", self._label(run), "started"))
+
+    def on_stop(self, run: Any, why: str) -> None:
+        """`follow` stopped the run (`why`: which of its limits passed)."""
+        if self.posting == Posting.run:
+            return  # the run tells its own stop (local: the supervisor)
+        event = "start_timeout" if "--start-timeout" in why else "timeout"
+        self.post(message(event, self._label(run), f"was stopped by launchkit: {why}"))
 
     def on_end(self, run: Any) -> None:
         """`run`: the final RunInfo."""
-        status = getattr(run.status, "value", str(run.status))
         end = getattr(run, "end", None)
+        if self.posting == Posting.run or (self.posting == Posting.job and posted_by_job(end)):
+            return
+        status = getattr(run.status, "value", str(run.status))
         line = end.line if end is not None else None  # the run's one outcome (core/runs.py), no fix
-        if status == "succeeded":
-            self.post(f":white_check_mark: {self._label(run)} {line or 'succeeded'}")
-        elif status == "canceled":
-            self.post(f":octagonal_sign: {self._label(run)} {line or 'was canceled'}")
+        if end is not None and end.kind in EVENTS:
+            event = EVENTS[end.kind]
+            if end.kind == EndKind.timeout and end.by == "launchkit":  # the job's watchdog
+                event = "inactive" if "--inactive-timeout" in end.line else "stalled"
         else:
-            code = run.exit_code if run.exit_code is not None else "?"
-            self.post(f":x: {self._label(run)} {line or f'failed with exit code {code}'}")
+            event = status if status in ("succeeded", "canceled", "preempted") else "failed"
+        code = run.exit_code if run.exit_code is not None else "?"
+        default = {"succeeded": "succeeded", "canceled": "was canceled"}.get(
+            event, f"failed with exit code {code}"
+        )
+        self.post(message(event, self._label(run), line or default))
+
+
+EVENTS = {
+    EndKind.succeeded: "succeeded",
+    EndKind.preempted: "preempted",
+    EndKind.canceled: "canceled",
+    EndKind.timeout: "timeout",
+}
+# What the job's runtime posts itself (runtime/node/launch/notify.py); everything else is follow's.
+_JOB_KINDS = frozenset({EndKind.succeeded, EndKind.exit_code, EndKind.oom})
+
+
+def posted_by_job(end: EndReason | None) -> bool:
+    """Whether the job's own runtime posted this end (its command's exit, or its watchdog's stop)."""
+    if end is None:
+        return False
+    return end.kind in _JOB_KINDS or (end.kind == EndKind.timeout and end.by == "launchkit")

@@ -5,10 +5,10 @@
 - `repo_relative`: `--conda-file` as a path inside the repository (the job runs from the clone).
 - `version_tag`: the commit's nearest version tag, recreated in the job's clone for `git describe`.
 - `check_job_environment`: the preflight before a Beaker submit. What the job installs is decided by the
-  node runtime's planner (runtime/node/plan.py, `job_plan`); `preflight` resolves it for Linux x86_64
-  and the job's Python (exit 3 when uv cannot, with uv's reason, or when requires-python excludes that
-  Python); `preflight_lock`: the same for a uv.lock or pylock.toml, installed as a dry run (a pin
-  without a Linux wheel, a lock for another platform or Python).
+  node runtime's planner (runtime/node/environment/plan.py, `job_plan`); `preflight` resolves it for
+  Linux x86_64 and the job's Python (exit 3 when uv cannot, with uv's reason, or when
+  requires-python excludes that Python); `preflight_lock`: the same for a uv.lock or pylock.toml,
+  installed as a dry run (a pin without a Linux wheel, a lock for another platform or Python).
 - `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix;
   `nothing_to_install_line`: a root that installs nothing while packages sit below it (a monorepo).
 """
@@ -28,7 +28,7 @@ from uv import find_uv_bin
 
 from launchkit.application import Application
 from launchkit.errors import PreconditionError, UsageError
-from launchkit.runtime.node.plan import (
+from launchkit.runtime.node.environment.plan import (
     Plan,
     PlanError,
     extra_flags,
@@ -263,7 +263,7 @@ def job_plan(
     root: str, *, groups: list[str], all_groups: bool = False, no_default_groups: bool = False
 ) -> Plan:
     """What the job installs from the checkout at `root` (the node runtime's own planner,
-    runtime/node/plan.py); a poetry group it cannot install refused (exit 3)."""
+    runtime/node/environment/plan.py); a poetry group it cannot install refused (exit 3)."""
     try:
         return plan_for(root, groups, all_groups, no_default_groups)
     except PlanError as e:

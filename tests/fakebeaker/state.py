@@ -1104,9 +1104,10 @@ class State:
             self._touch()
             return j
 
-    def preempt_job(self, job, *, start_next: bool = False, by_user: str | None = None) -> Job:
+    def preempt_job(self, job, *, start_next: bool = False, by_user: str | None = None) -> Job | None:
         """Cancel `job` as preempted (fact 4.3/4.4: canceled_code, canceled_for, message) and queue the
-        next job of the same task, created at the cancel time; returns the new job."""
+        next job of the same task, created at the cancel time; returns the new job (None: the task's
+        `context.autoResume` is false, so none comes)."""
         with self.lock:
             j = self._job(job)
             self.cancel_job(
@@ -1117,6 +1118,9 @@ class State:
                 if by_user
                 else "This job was preempted by a higher-priority job.",
             )
+            if (j.task.spec.get("context") or {}).get("autoResume") is False:
+                self._touch()
+                return None
             nxt = self._new_job(j.task, retry_of=j, created=j.canceled)
             if _propagates(j, "propagatePreemption"):
                 self._stop_siblings(j, CANCEL_SIBLING_TASK_PREEMPTION, resume=True)

@@ -9,10 +9,10 @@ from launchkit.backends.protocol import EndKind, EndReason, RunInfo, RunStatus
 
 OOM_EXIT = 137  # 128 + SIGKILL: what the kernel's out-of-memory killer leaves
 # The runtime's timing line, printed right before the user's command starts (runtime/lib.sh
-# lk_timing_line, node/launch.py timing_line; a ray head once its driver starts): a job whose log has
-# it ran the command, so its exit code is the command's, 100-109 included.
+# lk_timing_line, node/launch/launchers.py timing_line; a ray head once its driver starts): a job
+# whose log has it ran the command, so its exit code is the command's, 100-109 included.
 COMMAND_STARTED = b"[launchkit] setup done in "
-# The runtime's watchdog (runtime/node/watchdog.py) ends a command that stalls or goes silent with this
+# The runtime's watchdog (runtime/node/launch/watchdog.py) ends a command that stalls or goes silent with this
 # exit code, and says why in the last line of the job's log.
 WATCHDOG_EXIT = 124
 WATCHDOG_STOPPED = b"[launchkit] stopped: "
@@ -139,6 +139,21 @@ def from_exit_code(
     )
 
 
+# launchkit's own stop of a run it follows (`run --timeout/--start-timeout`: cli/following.py), as the
+# backends keep it (local: the run's record; Beaker: a line of the experiment's description)
+LAUNCHKIT_STOP = "stopped by launchkit following it: "
+
+
+def launchkit_stopped(why: str) -> EndReason:
+    """A run that launchkit's follower stopped (a limit of `run --follow` passed): never the user's."""
+    return EndReason(
+        kind=EndKind.timeout,
+        line=LAUNCHKIT_STOP + why,
+        fix="raise that limit, or drop it",
+        by="launchkit",
+    )
+
+
 def canceled(by: str | None = None) -> EndReason:
     who = f" by {by}" if by else ""
     return EndReason(kind=EndKind.canceled, line=f"was canceled{who}", by=by)
@@ -157,4 +172,5 @@ def describe(run: RunInfo) -> str:
         return f"{run.status.value}{code}" + (f": {run.message}" if run.message else "")
     if run.waiting is not None:
         return f"is {run.status.value}: {run.waiting.text()}"
-    return f"is {run.status.value}" + (f" ({run.message})" if run.message else "")
+    notes = [n for n in (run.retry, run.message) if n]  # a retried run: its attempt and the last one's end
+    return f"is {run.status.value}" + (f" ({'; '.join(notes)})" if notes else "")

@@ -11,11 +11,12 @@ import datetime as dt
 from enum import Enum
 from typing import IO, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SecretStr
 
 from launchkit.backends.registry import Capability, titles
 from launchkit.core.specview import SpecView
 from launchkit.core.status import RunStatus
+from launchkit.core.units import ago
 from launchkit.errors import PreconditionError, UsageError
 
 __all__ = ["Capability", "RunStatus"]  # re-exported: they live in light modules
@@ -36,6 +37,14 @@ class EndKind(str, Enum):
     node_lost = "node_lost"  # its node went away or failed its health checks
     unschedulable = "unschedulable"  # never scheduled (slot limit, no matching cluster, ...)
     lost = "lost"  # local: its supervisor died
+
+
+class Posting(str, Enum):
+    """Who posts a run's Slack messages (docs/notifications.md)."""
+
+    follower = "follower"  # `follow`, with its webhook: every event it sees
+    job = "job"  # the job's runtime what it knows (a webhook secret); `follow` only the rest
+    run = "run"  # the run itself, every event (local: its runtime and its supervisor)
 
 
 class EndReason(BaseModel):
@@ -70,6 +79,25 @@ class WaitReason(BaseModel):
         return self.line + (f"; {self.fix}" if self.fix else "")
 
 
+class Progress(BaseModel):
+    """A running run's last progress line as its watchdog's patterns match it (node/launch/watchdog.py:
+    `progress_in`): what it said (`step=1200`) and when it was logged (None: not known)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    at: dt.datetime | None = None
+
+    def ago(self, now: dt.datetime) -> str:
+        """`4m ago` (empty when the time is not known)."""
+        return "" if self.at is None else ago((now - self.at).total_seconds())
+
+    def line(self, now: dt.datetime) -> str:
+        """`last progress: step=1200 at 12:03 UTC (4m ago)`."""
+        when = f" at {self.at.astimezone(dt.UTC):%H:%M} UTC ({self.ago(now)})" if self.at else ""
+        return f"last progress: {self.text}{when}"
+
+
 class RunInfo(BaseModel):
     """One run (a Beaker experiment, or a local run) as the CLI shows it."""
 
@@ -92,7 +120,9 @@ class RunInfo(BaseModel):
     end: EndReason | None = None  # why it ended (finished runs), one line with its fix
     task_statuses: dict[str, int] = {}  # several tasks: RunStatus value -> how many tasks are in it
     attempts: int = 1  # the most attempts (retries, resumes) any replica of any task had (core/runs.py)
+    retry: str | None = None  # retried or resumed: "attempt 2 of 5; last: node lost" (runs.attempt_text)
     waiting: WaitReason | None = None  # queued: why it waits, one line with its fix
+    progress: Progress | None = None  # running: its last progress line (`list`, `why`: Backend.progress)
 
 
 class LogQuery(BaseModel):
@@ -125,6 +155,9 @@ class Submission(BaseModel):
     launching: bool = False
     # --upload: the placeholder dataset name mounted in the spec (core.spec.upload_dataset_name) -> local path
     uploads: dict[str, str] = {}
+    # --slack-webhook-url: a backend that runs the job here hands it to the job's runtime (local:
+    # its supervisor's environment; docs/notifications.md); never in the spec
+    slack_webhook_url: SecretStr | None = None
 
 
 class NoCredentials(PreconditionError):
@@ -164,7 +197,13 @@ class Backend(Protocol):
         max_age: dt.timedelta | None = None,
         include_all: bool = False,  # Capability.others_runs
         mine: bool = False,  # Capability.others_runs
+        progress: bool = False,  # fill `progress` of running runs (Beaker: the newest few, PROGRESS_ROWS)
     ) -> list[RunInfo]: ...
+
+    def progress(self, run: RunInfo) -> Progress | None:
+        """A running run's last progress line (replica 0's newest attempt): its log's tail (one bounded
+        read) matched with the run's own progress patterns. None: not running, or no line matched."""
+        ...
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
         """Write raw log bytes (never re-decoded) for the run to `out`."""
@@ -173,6 +212,11 @@ class Backend(Protocol):
     def secret_values(self, run: RunInfo) -> dict[str, str | None]:
         """Secret name -> value of every secret the run was given (None: it cannot be read here), so
         `follow` and `logs` can mask them (launchkit.masking). Never printed or stored."""
+        ...
+
+    def slack_posting(self, run: RunInfo) -> Posting:
+        """Who posts the run's Slack messages (docs/notifications.md): `follow`, the job (a webhook
+        given to it; `follow` posts only what the job cannot know) or the run itself."""
         ...
 
     def follow(
@@ -189,7 +233,10 @@ class Backend(Protocol):
         `all_replicas` needs Capability.all_replicas; `tail`: start with the last N lines so far."""
         ...
 
-    def stop(self, run: RunInfo) -> RunInfo: ...
+    def stop(self, run: RunInfo, *, reason: str | None = None) -> RunInfo:
+        """Cancel the run. `reason`: launchkit's own stop (a limit of `run --follow` passed), kept where
+        `why` and `list` read it (ending.launchkit_stopped), so it is never told as the user's."""
+        ...
 
     def download_results(self, run: RunInfo, dest: str | None) -> list[str]:
         """Fetch the run's results (per replica) into `dest` (None: the backend's default); return the

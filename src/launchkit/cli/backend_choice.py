@@ -17,7 +17,7 @@ from launchkit.application import Application
 from launchkit.backends import Capability, backend_for_run_id, get_backend, registry, require
 from launchkit.backends.local.store import home
 from launchkit.config import user_state_dir
-from launchkit.core.request import BackendChoice
+from launchkit.core.run_options import BackendChoice
 from launchkit.errors import NotFoundError, UsageError
 
 if TYPE_CHECKING:

@@ -51,7 +51,7 @@ def follow(
     require(b, Capability.tasks, task=task)
 
     url = url_from_env(os.environ)  # LAUNCHKIT_SLACK_WEBHOOK_URL (or gantry's GANTRY_SLACK_WEBHOOK_URL)
-    notifier = SlackNotifier(app, url) if url else None
+    notifier = SlackNotifier(app, url, b.slack_posting(run)) if url else None
     # SystemExit, not typer.Exit: click returns (drops) Exit codes when standalone_mode=False
     sys.exit(
         follow_run(

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from launchkit.application import Application
 from launchkit.backends import Backend, EndKind, RunInfo, RunStatus
-from launchkit.backends.ending import describe, timed_out
+from launchkit.backends.ending import describe, launchkit_stopped
 from launchkit.cli.context import stdout_closed
 from launchkit.core.status import SUMMARY_ORDER
 from launchkit.errors import EXIT_INTERRUPTED
@@ -151,7 +151,7 @@ class _Watchdog:
     def _stop_run(self, why: str) -> bool:
         self.reason = why
         self.app.warn(f"stopping {self.run_info.id}: {why}")
-        self.backend.stop(self.run_info)
+        self.backend.stop(self.run_info, reason=why)  # told as launchkit's stop (ending.launchkit_stopped)
         return True
 
 
@@ -267,7 +267,9 @@ def follow_run(
     if dog is not None:
         dog.join(timeout=5)
         if dog.reason:
-            app.error(f"{run.id} {timed_out(dog.reason, 'raise that limit, or drop it').text()}")
+            app.error(f"{run.id} {launchkit_stopped(dog.reason).text()}")
+            if notifier is not None:
+                notifier.on_stop(run, dog.reason)
             return EXIT_TIMED_OUT
     final = backend.get(run.id)
     if notifier is not None:

@@ -1,6 +1,6 @@
 """`run`'s output: the request is built by `launchkit.api` and launched by `launchkit.launch` (the one
-launch path, shared with the Python API); this module only prints what they decide: the spec and its
-notes for a dry run or --save-spec, each launched run's id, then --follow and Slack.
+launch path, shared with the Python API); this module only prints what they decide: each launched
+run's id, then --follow and Slack (a dry run's spec and notes, and --save-spec: cli/dry_run.py).
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import typer
 
 from launchkit.api import request_from_options
 from launchkit.application import Application
+from launchkit.backends.protocol import Posting
 from launchkit.cli.backend_choice import remember_last_run
 from launchkit.cli.context import get_app
+from launchkit.cli.dry_run import write_spec
 from launchkit.cli.following import Limits, follow_run
-from launchkit.errors import EXIT_INTERRUPTED, UsageError
+from launchkit.errors import EXIT_INTERRUPTED
 from launchkit.launch import plan, submit
 from launchkit.notify import SlackNotifier
 
@@ -40,15 +42,7 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
     it and say what was launched (`run`, `mason`)."""
     launch = planned or plan(app, request)
     request = launch.request
-    text = launch.spec_yaml if launch.printed or request.save_spec else ""  # not for a launch
-    if request.save_spec:
-        save_spec(app, request.save_spec, text)
-    if launch.printed:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        for note in launch.notes:
-            app.info(note)
-        app.fast_exit = True
+    if write_spec(app, launch):
         return
     assert launch.backend is not None
     b = launch.backend
@@ -71,15 +65,6 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
-def save_spec(app: Application, path: str, text: str) -> None:
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise UsageError(f"--save-spec {path!r}: {e.strerror}", hint="give a writable file path") from None
-    app.info(f"spec saved to {path}")
-
-
 def _launched(app: Application, b: Backend, run: RunInfo) -> None:
     remember_last_run(b.name, run.id)
     sys.stdout.write(run.id + "\n")  # for scripts: ID=$(launchkit -q run ...)
@@ -91,18 +76,20 @@ def _after_launch(app: Application, b: Backend, request: LaunchRequest, run: Run
     """Slack notifications and --follow, once the run is launched."""
     notifier = None
     if request.slack_webhook_url is not None:
+        posting = b.slack_posting(run)  # who else posts (docs/notifications.md)
         if request.follow:
-            notifier = SlackNotifier(app, request.slack_webhook_url.get_secret_value())
-        else:
+            notifier = SlackNotifier(app, request.slack_webhook_url.get_secret_value(), posting)
+        elif posting == Posting.follower:
             app.warn(
-                f"Slack notifications are sent while a run is followed: add --follow, "
-                f"or run `launchkit follow {run.id}` with LAUNCHKIT_SLACK_WEBHOOK_URL set"
+                f"--slack-webhook-url posts while a run is followed: add --follow, run `launchkit "
+                f"follow {run.id}` with LAUNCHKIT_SLACK_WEBHOOK_URL set, or let the job post with "
+                f"--slack-webhook-secret NAME"
             )
     if request.follow:
         limits = Limits(
             timeout=request.timeout,
             start=request.start_timeout,
-        )  # --inactive-timeout and --stall-timeout: the job's runtime checks them (runtime/node/watchdog.py)
+        )  # --inactive-timeout and --stall-timeout: the job's runtime checks them (node/launch/watchdog.py)
         code = follow_run(app, b, run, limits=limits, show_logs=request.show_logs, notifier=notifier)
         app.fast_exit = True  # the job runs detached: nothing to tear down (saves ~50 ms)
         raise typer.Exit(code)

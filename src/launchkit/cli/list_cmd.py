@@ -1,5 +1,5 @@
-"""`launchkit list`: runs, newest first, with status, exit code and why they ended or wait (`--json`:
-`end`, `waiting`)."""
+"""`launchkit list`: runs, newest first, with status, exit code, why they ended or wait, and a running
+run's last progress line (`--json`: `end`, `waiting`, `progress`)."""
 
 from __future__ import annotations
 
@@ -16,25 +16,21 @@ from launchkit.cli.context import get_app
 from launchkit.cli.following import task_summary
 from launchkit.cli.table import print_table
 from launchkit.core.status import RunStatus
-from launchkit.core.units import MAX_COUNT, parse_duration
+from launchkit.core.units import MAX_COUNT, ago, parse_duration
 from launchkit.errors import UsageError
 
 STATUSES = ", ".join(s.value for s in RunStatus)
 
 
 def _age(created: dt.datetime) -> str:
-    s = int((dt.datetime.now(dt.UTC) - created).total_seconds())
-    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= n:
-            return f"{s // n}{unit} ago"
-    return f"{s}s ago"
+    return ago((dt.datetime.now(dt.UTC) - created).total_seconds())
 
 
 def _reason(run: Any) -> str:
     """Why it ended, or why it waits (the line without its fix; `launchkit why ID` gives it)."""
     reason = run.end if run.end is not None else run.waiting
     if reason is None or reason.kind == "succeeded":
-        return ""
+        return (run.retry or "") if run.end is None else ""  # still going: its attempt, if retried
     return str(reason.line)
 
 
@@ -105,6 +101,7 @@ def list_runs(
         max_age=age,
         include_all=show_all,
         mine=me,
+        progress=True,
         **scope,
     )
     if app.json:
@@ -127,8 +124,21 @@ def list_runs(
         header.insert(2, "TASKS")
         for row, r in zip(rows, runs, strict=True):  # a many-task run: how many are in each state
             row.insert(2, task_summary(r.task_statuses) if r.task_statuses else str(r.tasks))
+    if any(r.progress for r in runs):  # before REASON: a running run has none
+        now = dt.datetime.now(dt.UTC)
+        header.insert(header.index("REASON"), "PROGRESS")
+        for row, r in zip(rows, runs, strict=True):
+            row.insert(header.index("PROGRESS"), _progress(r.progress, now))
     if any(r.author for r in runs):
         header.append("AUTHOR")
         for row, r in zip(rows, runs, strict=True):
             row.append(r.author or "")
-    print_table(header, rows, status_column="STATUS")
+    print_table(header, rows, status_column="STATUS", optional="PROGRESS")
+
+
+def _progress(progress: Any, now: dt.datetime) -> str:
+    """`step=1200 (4m ago)`: the last progress line of a running run (`launchkit why ID` says more)."""
+    if progress is None:
+        return ""
+    when = progress.ago(now)
+    return f"{progress.text} ({when})" if when else str(progress.text)

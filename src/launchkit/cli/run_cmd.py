@@ -2,8 +2,8 @@
 
 The options come from one table, launchkit.core.run_options.RUN_OPTIONS: `run_command()` makes one
 click option per row (cli/params.PlainOption). Options only collect raw values here; all validation
-lives in launchkit.core.parse. The command's function (cli/launching.py: `run`) is imported when it
-runs: `run --help` needs only the table.
+lives in launchkit.core.parse. The command's function (cli/launching.py: `run`; with --dry-run,
+cli/dry_run.py: `run`) is imported when it runs: `run --help` needs only the table.
 """
 
 from __future__ import annotations
@@ -65,14 +65,17 @@ def _option(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> PlainOption:
 
 class TableCommand(PanelCommand):
     """A command declared from an option table. Its function, `handler` ("module:function", taking
-    the context and then the options by name), is imported when the command runs."""
+    the context and then the options by name), is imported when the command runs; `dry_run_handler`,
+    when given, instead of it for --dry-run (a dry run prints: it loads nothing only a launch needs)."""
 
-    def __init__(self, name: str, *, handler: str, **attrs: Any) -> None:
+    def __init__(self, name: str, *, handler: str, dry_run_handler: str | None = None, **attrs: Any) -> None:
         super().__init__(name, **attrs)
         self.handler = handler
+        self.dry_run_handler = dry_run_handler
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
-        module, _, function = self.handler.partition(":")
+        handler = self.dry_run_handler if self.dry_run_handler and ctx.params.get("dry_run") else self.handler
+        module, _, function = handler.partition(":")
         return ctx.invoke(getattr(importlib.import_module(module), function), ctx, **ctx.params)
 
 
@@ -81,6 +84,7 @@ def run_command(
     help: str = RUN_HELP,
     own: tuple[PlainOption, ...] = (),
     name: str = "run",
+    dry_run_handler: str | None = "launchkit.cli.dry_run:run",
 ) -> TableCommand:
     """`run`: one option per RUN_OPTIONS row; `[default: ...]` in the help shows config defaults.
 
@@ -89,6 +93,7 @@ def run_command(
     return TableCommand(
         name,
         handler=handler,
+        dry_run_handler=dry_run_handler,
         params=[
             PlainArgument("extra", nargs=-1, hidden=True),  # words before `--`: parse says to add it
             *own,

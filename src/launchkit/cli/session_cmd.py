@@ -139,4 +139,6 @@ def session_command() -> TableCommand:
         PlainOption("--detach", kind=Kind.FLAG, panel="Session", help="Start it and return."),
         PlainOption("--bare", kind=Kind.FLAG, panel="Session", help="No default home/mounts from Beaker."),
     )
-    return run_command("launchkit.cli.session_cmd:session", session.__doc__ or "", own, name="session")
+    return run_command(
+        "launchkit.cli.session_cmd:session", session.__doc__ or "", own, name="session", dry_run_handler=None
+    )

@@ -52,11 +52,15 @@ def wrap(lines: list[str]) -> str:
 
 
 def fit(
-    header: list[str], rows: list[list[str]], columns: int, keep: tuple[int, ...] = (0,)
+    header: list[str],
+    rows: list[list[str]],
+    columns: int,
+    keep: tuple[int, ...] = (0,),
+    first: tuple[int, ...] = (),
 ) -> list[list[str]]:
     """The table's lines as cells, header first, cut so every line fits in `columns` characters: the
-    widest columns are cut with `…` (never those at `keep`); if that is not enough, headers are
-    stacked at their `_`s (bottom-aligned, over several lines)."""
+    columns at `first` are cut first, then the widest ones, with `…` (never those at `keep`); if that
+    is not enough, headers are stacked at their `_`s (bottom-aligned, over several lines)."""
     cells = [[" ".join(c.split("\n")) for c in r] for r in rows]
     for stacked in (False, True):
         heads = [h.split("_") if stacked else [h] for h in header]
@@ -65,7 +69,8 @@ def fit(
         floor = [w if i in keep else min(w, max(NARROWEST, named[i])) for i, w in enumerate(widths)]
         over = sum(widths) + GAP * (len(widths) - 1) - columns
         while over > 0:
-            i = max(range(len(widths)), key=lambda k: widths[k] - floor[k])
+            cut = [k for k in first if widths[k] > floor[k]] or range(len(widths))
+            i = max(cut, key=lambda k: widths[k] - floor[k])
             if widths[i] <= floor[i]:
                 break  # as narrow as it gets: wider than the terminal, still one line per row
             widths[i] -= 1
@@ -79,9 +84,29 @@ def fit(
     return table
 
 
-def print_table(header: list[str], rows: list[list[str]], *, status_column: str | None = None) -> None:
+def _width(table: list[list[str]]) -> int:
+    return sum(max(len(r[i]) for r in table) for i in range(len(table[0]))) + GAP * (len(table[0]) - 1)
+
+
+def print_table(
+    header: list[str],
+    rows: list[list[str]],
+    *,
+    status_column: str | None = None,
+    optional: str | None = None,
+) -> None:
+    """`optional`: a column cut before the others, and left out when cutting it is not enough."""
+    columns = width()
+    at = header.index(optional) if optional in header else None
+    if at is not None:
+        others = tuple(i for i in range(len(header)) if i != at)
+        if _width(fit(header, rows, columns, keep=others)) > columns:  # only it cut
+            header = header[:at] + header[at + 1 :]
+            rows = [r[:at] + r[at + 1 :] for r in rows]
+            at = None
     status_at = header.index(status_column) if status_column in header else None
-    table = fit(header, rows, width(), keep=(0,) if status_at is None else (0, status_at))
+    keep = (0,) if status_at is None else (0, status_at)
+    table = fit(header, rows, columns, keep=keep, first=() if at is None else (at,))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = [(" " * GAP).join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
     heads = len(table) - len(rows)

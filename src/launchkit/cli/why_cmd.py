@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 
 import typer
 
 from launchkit.application import OutputFormat
+from launchkit.backends import RunInfo, RunStatus
 from launchkit.backends.ending import describe
 from launchkit.cli.backend_choice import backend_option, local_option, local_run_ids, resolve_run
 from launchkit.cli.context import get_app
@@ -23,12 +25,24 @@ def why(
 ) -> None:
     """Why a run ended, from the backend's own record: exit code, out of memory, preempted, canceled
     (by whom, or by which timeout), node lost, never scheduled, image pull failure, or a setup step
-    that failed; with what to do about it. Prints where a run still going stands."""
+    that failed; with what to do about it. Prints where a run still going stands (running: its last
+    progress line)."""
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
-    _, run = resolve_run(app, backend, local, run_id, latest)
+    b, run = resolve_run(app, backend, local, run_id, latest)
+    if run.status == RunStatus.running:
+        run = run.model_copy(update={"progress": b.progress(run)})
     if app.json:
         app.print_json(run.model_dump(mode="json"))
         return
-    sys.stdout.write(f"{run.id} {describe(run)}\n")
+    sys.stdout.write(f"{run.id} {describe(run)}{_progress(run)}\n")
+
+
+def _progress(run: RunInfo) -> str:
+    """A running run's last progress line (the watchdog's patterns, matched at the end of its log)."""
+    if run.status != RunStatus.running:
+        return ""
+    if run.progress is None:
+        return "; no progress line at the end of its log"
+    return "; " + run.progress.line(dt.datetime.now(dt.UTC))

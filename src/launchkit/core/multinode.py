@@ -2,7 +2,7 @@
 
 `task_additions(request, run_id, user_profiles)` is the one call `core/spec.py` makes: it returns the
 extra env vars, mounts and `BeakerTaskSpec` fields. Pure: no I/O. The runtime half lives in
-runtime/node/launch.py (the launchers) and runtime/nccl.sh (`lk_cluster_setup`).
+runtime/node/launch/launchers.py (the launchers) and runtime/nccl.sh (`lk_cluster_setup`).
 """
 
 from __future__ import annotations

@@ -16,12 +16,11 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from launchkit.core import dotenv
+from launchkit.core import dotenv, retrying
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.multinode import check_combinations
 from launchkit.core.redact import refuse_secret_value, url_host_only
 from launchkit.core.request import (
-    BackendChoice,
     DatasetMount,
     EnvSecret,
     EnvVar,
@@ -38,7 +37,7 @@ from launchkit.core.request import (
     WekaMount,
 )
 from launchkit.core.run_options import BY_NAME as RUN_OPTIONS_BY_NAME
-from launchkit.core.run_options import RUN_OPTIONS, TRISTATE_OPTIONS, config_key
+from launchkit.core.run_options import RUN_OPTIONS, TRISTATE_OPTIONS, BackendChoice, config_key
 from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, split_commands
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
@@ -397,6 +396,7 @@ def build_request(
         loc = flag(str(err["loc"][0])) if err["loc"] else "run"
         raise UsageError(f"{loc}: {err['msg'].removeprefix('Value error, ')}") from None
     check_combinations(request)  # launcher/replica conflicts
+    retrying.check(request)  # --retry-on causes no backend can honour
     _check_task_names(request)
     return request
 
@@ -632,6 +632,8 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["retries"] = _positive(
         opts, "retries", int, "give how many times to retry, e.g. 3", maximum=MAX_COUNT, allow_zero=True
     )
+    causes, where = opts.get("retry_on")
+    f["retry_on"] = retrying.parse([causes] if isinstance(causes, str) else causes or [], where)
     _several_tasks(given, f, _env_not_secret(opts)[0])
 
 
@@ -763,7 +765,23 @@ def _launch(
         raise UsageError("--offline only applies to --dry-run", hint="add --dry-run, or drop --offline")
     f["save_spec"] = given.get("save_spec")
     f["slack_webhook_url"] = _slack_webhook_url(opts, environ)
+    f["slack_webhook_secret"] = _slack_webhook_secret(opts, given)
     _waiting(opts, given, f)
+
+
+def _slack_webhook_secret(opts: _Options, given: dict[str, Any]) -> str | None:
+    """--slack-webhook-secret NAME: a secret's name (the job's runtime posts, docs/notifications.md)."""
+    name, where = opts.get("slack_webhook_secret")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not SECRET.fullmatch(name):
+        raise _fail(where, name, "is not a valid secret name", "use letters, digits, '.', '_' or '-'")
+    if given.get("ray"):
+        raise UsageError(
+            f"{where} is not posted from a Ray job yet (its driver runs on the head)",
+            hint="drop it, and use --slack-webhook-url with --follow",
+        )
+    return name
 
 
 def _slack_webhook_url(opts: _Options, environ: dict[str, str]) -> str | None:
@@ -898,12 +916,6 @@ def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
         if opts.value(opt) not in (None, [], ()) and f["stall_timeout"] is None:
             flag = "--" + opt.replace("_", "-")
             raise UsageError(f"{flag} applies to --stall-timeout", hint="add --stall-timeout DURATION")
-    watched = [o for o in ("stall_timeout", "inactive_timeout", "inactive_soft_timeout") if f[o] is not None]
-    if watched and given.get("ray"):
-        raise UsageError(
-            f"--{watched[0].replace('_', '-')} is not checked on a Ray job yet (its driver runs on the head)",
-            hint="drop it, or watch the run with `launchkit follow ID`",
-        )
 
 
 def _patterns(opts: _Options) -> list[str]:

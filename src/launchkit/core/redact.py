@@ -19,6 +19,7 @@ from itertools import pairwise
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from launchkit.errors import UsageError
+from launchkit.runtime.node.launch.notify import host_only
 
 # Parts of a name that mark a secret anywhere in it (`*TOKEN*`, `*SECRET*`, `*PASSW*`, ...) or at its
 # end (`*KEY`, `*PAT`, `*_PWD`). Whole-name matches: AZURE_API_BASE carries a key in its URL.
@@ -227,10 +228,6 @@ def redact_text(text: str) -> str:
 
 
 def url_host_only(url: str) -> str:
-    """What may be shown of a URL that is itself a credential (a Slack webhook): scheme and host only."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:  # not a parseable URL (e.g. a bad port)
-        return "(hidden)"
-    return f"{parts.scheme}://{host}/…" if host else "(hidden)"
+    """What may be shown of a URL that is itself a credential (a Slack webhook): scheme and host only
+    (as the job's own Slack poster shows it)."""
+    return host_only(url)

@@ -7,7 +7,7 @@ Validation errors become one-line usage errors (exit 2) in `launchkit.core.parse
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -32,14 +32,6 @@ class Launcher(str, Enum):
     torchrun = "torchrun"
     accelerate = "accelerate"
     ray = "ray"
-
-
-class BackendChoice(NamedTuple):
-    """The registered backends (launchkit.backends.registry), given to the parser by the CLI: the core
-    names no backend. Without it, `--backend` is taken as given and checked when the backend loads."""
-
-    known: tuple[str, ...] = ()
-    here: str = ""  # the backend `--local` means
 
 
 class _Model(BaseModel):
@@ -170,6 +162,7 @@ class LaunchRequest(_Model):
     no_auto_resume: bool = False
     preemptible: bool | None = None
     retries: int | None = Field(default=None, ge=0)
+    retry_on: tuple[str, ...] = ()  # --retry-on causes (core/retrying.py), in its CAUSES order
 
     # --- multi-node (defaults refined by launchkit.core.profiles / multinode)
     replicas: int = Field(default=1, ge=1)
@@ -220,7 +213,7 @@ class LaunchRequest(_Model):
     show_logs: bool = True  # while waiting, stream the logs (--no-follow/--no-logs: wait silently)
     timeout: float | None = None  # seconds to wait before stopping the job; None: until it ends
     start_timeout: float | None = None  # while waiting: stop the job if not started by then
-    # the runtime's watchdog (runtime/node/watchdog.py), where the job runs, followed or not
+    # the runtime's watchdog (runtime/node/launch/watchdog.py), where the job runs, followed or not
     inactive_timeout: float | None = None  # stop the job after this long without output
     inactive_soft_timeout: float | None = None  # warn after this long without output
     stall_timeout: float | None = None  # stop the job after this long without a progress line
@@ -228,6 +221,7 @@ class LaunchRequest(_Model):
     progress_patterns: list[str] = Field(default_factory=list)  # regexes; empty: the runtime's defaults
     yes: bool = False
     slack_webhook_url: SecretStr | None = None  # a credential: never shown (SecretStr masks it)
+    slack_webhook_secret: str | None = None  # the secret holding the webhook the job's runtime posts with
 
     @model_validator(mode="after")
     def _consistent(self) -> LaunchRequest:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 
 class Kind(Enum):
@@ -34,6 +35,14 @@ P_TASK = "Task"
 P_MULTINODE = "Multi-node"
 P_RUNTIME = "Runtime"
 P_PYTHON = "Python"
+
+
+class BackendChoice(NamedTuple):
+    """The registered backends (launchkit.backends.registry), given to the parser by the CLI: the core
+    names no backend. Without it, `--backend` is taken as given and checked when the backend loads."""
+
+    known: tuple[str, ...] = ()
+    here: str = ""  # the backend `--local` means
 
 
 @dataclass(frozen=True)
@@ -228,7 +237,18 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--slack-webhook-url",),
         P_LAUNCH,
         metavar="URL",
-        help="Post start/end/failure to Slack while following (env LAUNCHKIT_SLACK_WEBHOOK_URL).",
+        help="Post start/end/failure to Slack while following; a local run posts from where it runs "
+        "(env LAUNCHKIT_SLACK_WEBHOOK_URL).",
+    ),
+    Opt(
+        "slack_webhook_secret",
+        STR,
+        ("--slack-webhook-secret",),
+        P_LAUNCH,
+        metavar="NAME",
+        key="slack_webhook_secret",
+        help="Post to Slack from where the job runs, with the webhook in this secret "
+        "(docs/notifications.md).",
     ),
     Opt(
         "cluster",
@@ -530,7 +550,17 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         P_TASK,
         metavar="N",
         key="retries",
-        help="Retry a failed task up to N times.",
+        help="Retry a failed task up to N times (with --retry-on: the cap, default 3).",
+    ),
+    Opt(
+        "retry_on",
+        LIST,
+        ("--retry-on",),
+        P_TASK,
+        metavar="CAUSE",
+        key="retry_on",
+        help="Retry only on these causes (repeatable, or comma-separated): preemption, stalled,"
+        " never-started, failure.",
     ),
     Opt("replicas", INT, ("--replicas",), P_MULTINODE, metavar="N", key="replicas", help="Number of nodes."),
     Opt(

@@ -17,6 +17,7 @@ Beaker job; a local replica's process run), and every command reads the run thro
     logs_args(view, out.where) -> ["--replica", "1"]   (what `logs ID ...` needs to show that part)
     due(view, part, now=..., grace=...) -> "a retry" | "its first job" | None
     attempt_line(view, job) -> "replica 1 of 2: attempt 1 failed with exit code 3; it is retried ..."
+    attempt_text(view) -> "attempt 2 of 4; last: node lost"   (list and why show it)
     describe_job(job) -> "failed with exit code 3"
 
 Vocabulary:
@@ -89,6 +90,8 @@ class Job(BaseModel):
     stop: Stop | None = None  # canceled: why
     stopped_by: str | None = None  # canceled: who or what, in the service's words
     message: str | None = None  # the service's status message, if any
+    cause: str | None = None  # how it ended, where the backend knows better than its exit code ("stalled")
+    spent: bool | None = None  # the attempt after it spent the retry budget (None: by Beaker's rules)
     created: float = 0.0
     started: float | None = None
     finished: float | None = None  # finalized (Beaker) / ended (local)
@@ -96,6 +99,8 @@ class Job(BaseModel):
     @property
     def spends_retry(self) -> bool:
         """Whether the attempt after it is a retry (spends budget) rather than a resume."""
+        if self.spent is not None:
+            return self.spent
         return self.ended_badly or self.stop == Stop.node_lost
 
     @property
@@ -314,13 +319,29 @@ def _attempt_note(job: Job) -> str:
 
 
 def _short(job: Job) -> str:
-    if job.exit_code not in (None, 0):
+    if job.cause:
+        return job.cause
+    if job.exit_code not in (None, 0) and job.stop is None:
         return f"exit code {job.exit_code}"
     if job.stop == Stop.node_lost:
         return "node lost"
     if job.stop is not None and job.stop.resumes:
         return "preempted" if job.stop == Stop.preempted else "stopped for another part"
     return job.message or job.state.value
+
+
+def attempt_text(view: RunView) -> str | None:
+    """Where a retried or resumed run stands: `attempt 2 of 5; last: node lost` for its part with the
+    most attempts ("of N": the budget plus the resumes that did not spend it; left out when the run
+    has no budget), or None for a run still on its first attempt."""
+    part = max(view.parts, key=lambda p: len(p.attempts), default=None)
+    if part is None or len(part.attempts) < 2:
+        return None
+    n, last = len(part.attempts), part.attempts[-2]
+    free = sum(1 for j in part.attempts[:-1] if not j.spends_retry)
+    of = f" of {1 + view.allowed_retries + free}" if view.allowed_retries else ""
+    name = view.name(part)
+    return f"{name + ': ' if name else ''}attempt {n}{of}; last: {_short(last)}"
 
 
 def due(view: RunView, part: Part, *, now: float | None = None, grace: float | None = None) -> str | None:
@@ -513,6 +534,7 @@ __all__ = [
     "Stop",
     "Where",
     "attempt_line",
+    "attempt_text",
     "describe_job",
     "due",
     "logs_args",

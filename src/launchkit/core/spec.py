@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launchkit import __version__
+from launchkit.core import retrying
 from launchkit.core.beaker_types import spec_types
 from launchkit.core.contract import (
     DEFAULT_EXEC_METHOD,
@@ -53,6 +54,7 @@ from launchkit.core.contract import (
     ENV_RUN_ID,
     ENV_RUNTIME_DIR,
     ENV_SKIP_NCCL_SETUP,
+    ENV_SLACK_WEBHOOK,
     ENV_STALL_GRACE,
     ENV_STALL_TIMEOUT,
     ENV_SYSTEM_PYTHON,
@@ -289,6 +291,10 @@ def build_spec(
     ):
         parts.set_env(name, f"{seconds:.10g}" if seconds is not None else None)
     parts.set_env(ENV_PROGRESS_PATTERNS, "\n".join(request.progress_patterns) or None)
+    for retry_var, retry_value in retrying.env(request).items():  # --retry-on (core/retrying.py)
+        parts.set_env(retry_var, retry_value)
+    if request.slack_webhook_secret:  # by name only: the runtime posts (runtime/node/launch/notify.py)
+        parts.set_secret(ENV_SLACK_WEBHOOK, request.slack_webhook_secret)
     parts.set_env(ENV_PRE_SETUP, request.pre_setup)
     parts.set_env(ENV_POST_SETUP, request.post_setup)
     _python_env(request, parts)
@@ -316,7 +322,7 @@ def build_spec(
     context = t.BeakerTaskContext(
         priority=request.priority.value if request.priority else None,
         min_runtime=to_nanoseconds(request.min_runtime) if request.min_runtime is not None else None,
-        auto_resume=False if request.no_auto_resume else None,
+        auto_resume=retrying.auto_resume(request),
     )
     # Beaker still takes `preemptible` (gantry 3.7.0 sends it too); beaker-py serialises it but warns
     # when it is passed to the constructor, so it is set afterwards.
@@ -382,7 +388,7 @@ def build_spec(
         budget=request.budget,
         tasks=tasks,
         groups=list(request.groups) or None,
-        retry=t.BeakerRetrySpec(allowed_task_retries=request.retries) if request.retries else None,
+        retry=t.BeakerRetrySpec(allowed_task_retries=n) if (n := retrying.task_retries(request)) else None,
     )
 
 

@@ -132,3 +132,12 @@ def format_size(num_bytes: int) -> str:
 
 def to_nanoseconds(seconds: float) -> int:
     return round(seconds * 1_000_000_000)
+
+
+def ago(seconds: float) -> str:
+    """How long ago, in its largest whole unit: `4m ago`, `2d ago`, `12s ago`."""
+    s = max(0, int(seconds))
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n:
+            return f"{s // n}{unit} ago"
+    return f"{s}s ago"

@@ -1,7 +1,7 @@
 """The runtime the job runs (on Beaker, or here with the local backend): a bash bootstrap and the
 stdlib-only Python package `node/` it hands over to once a Python exists.
 
-The script is assembled from the `*.sh` parts in this folder, in `PARTS` order; `node/*.py` travels
+The script is assembled from the `*.sh` parts in this folder, in `PARTS` order; `node/` travels
 beside it as the package `launchkit_node`.
 
 The runtime travels once, not per task (docs/runtime.md): its files (`runtime_files()`) are a
@@ -34,8 +34,9 @@ _FOLDER = Path(__file__).parent  # a plain package directory (wheel or checkout)
 
 @lru_cache(maxsize=1)
 def node_files() -> dict[str, str]:
-    """The node-side Python package: file name -> source, sorted by name."""
-    return {p.name: p.read_text() for p in sorted((_FOLDER / "node").glob("*.py"))}
+    """The node-side Python package: path inside it (`launch/watchdog.py`) -> source, sorted by path."""
+    node = _FOLDER / "node"
+    return {p.relative_to(node).as_posix(): p.read_text() for p in sorted(node.rglob("*.py"))}
 
 
 @lru_cache(maxsize=1)

@@ -7,6 +7,11 @@ LK_T0=$(lk_now_ms)
 # shellcheck disable=SC2034 # read by lk_node_dir (lib.sh): found anew, never taken from the environment
 LK_NODE_DIR=''
 lk_node_dir || true # now, before any cd (the --no-python path never needs it)
+# The Slack webhook (node/launch/notify.py) is kept from every step and the command: only the runtime that
+# posts gets it (lk_exec).
+# shellcheck disable=SC2034 # read by lk_exec (launchers.sh; the parts are one script)
+LK_SLACK_WEBHOOK=${LAUNCHKIT_SLACK_WEBHOOK:-}
+unset LAUNCHKIT_SLACK_WEBHOOK
 
 # ---- 1. inputs: report everything that is missing at once
 lk_check_inputs() {
@@ -63,6 +68,9 @@ lk_task_env() {
     return 0
 }
 lk_task_env
+# The run's id as launchkit shows it, the same in every attempt (docs/retries.md): the experiment's id
+# (a local run's, from its supervisor); else the spec's own, the launch's hash.
+if [[ -n ${BEAKER_EXPERIMENT_ID:-} ]]; then export LAUNCHKIT_RUN_ID=$BEAKER_EXPERIMENT_ID; fi
 RESULTS_DIR=${RESULTS_DIR:-/results}
 LAUNCHKIT_RUNTIME_DIR=${LAUNCHKIT_RUNTIME_DIR:-/launchkit-runtime}
 LAUNCHKIT_EXEC_METHOD=${LAUNCHKIT_EXEC_METHOD:-exec}
@@ -218,7 +226,7 @@ lk_timed clone "$t"
 lk_step "cluster setup" "$LK_EXIT_CLUSTER_SETUP"
 lk_cluster_setup
 
-# ---- 6. Python environment, chosen by what the commit contains: runtime/node/pyenv.py (under the
+# ---- 6. Python environment, chosen by what the commit contains: runtime/node/environment/pyenv.py (under the
 # interpreter it installs into). What stays here: the conda environment (created and activated in this
 # shell, as the venv is in step 3), the custom --install command (its exports reach the command) and
 # the progress lines.
@@ -329,7 +337,7 @@ lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_I
     fi
     lk_progress_stop
 }
-# A venv linked to the env store (runtime/node/envstore.py) names its entry's lease file: held open here
+# A venv linked to the env store (runtime/node/environment/envstore.py) names its entry's lease file: held open here
 # with a shared flock, the descriptor inherited by the command, so no prune removes the entry while
 # the job runs. (flock(1) when the image has it, else the job's Python: the lock stays with the
 # descriptor after either exits.)
@@ -392,7 +400,7 @@ if [[ -n ${LAUNCHKIT_POST_SETUP:-} ]]; then
     lk_run_hook "$LAUNCHKIT_POST_SETUP"
     lk_timed post-setup "$t"
 fi
-# ---- 7b. bytecode shared between jobs (runtime/node/bytecode.py): after the hook, which may install
+# ---- 7b. bytecode shared between jobs (runtime/node/environment/bytecode.py): after the hook, which may install
 # more (without a hook, the install step did it: lk_install).
 if [[ -n $LK_BYTECODE_DONE ]]; then
     if [[ -n $LK_BYTECODE ]]; then

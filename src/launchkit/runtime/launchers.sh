@@ -2,7 +2,7 @@
 # The entrypoint's last step: run the user's command; from here on the job's exit code is the command's.
 # Contract: lk_exec "$@" never returns. Inputs: LAUNCHKIT_LAUNCHER (torchrun|accelerate|ray; empty or
 # none: the command as is), LAUNCHKIT_EXEC_METHOD (exec|bash), LK_T0/LK_TIMINGS (the timing line).
-# With a launcher, the Python runtime (node/launch.py, docs/multi-node.md) builds its argv and execs it,
+# With a launcher, the Python runtime (node/launch/launchers.py, docs/multi-node.md) builds its argv and execs it,
 # or supervises Ray's head or worker; with a watchdog setting it runs the command under the watchdog.
 # Without either, and in images without Python (--no-python), bash runs the command itself.
 
@@ -10,14 +10,16 @@ lk_exec() {
     local py cwd=$PWD
     local -a timing=()
     local watched=${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-}${LAUNCHKIT_INACTIVE_SOFT_TIMEOUT:-}
+    watched+=${LK_SLACK_WEBHOOK:-} # (entrypoint.sh) the runtime posts the job's end: it stays the parent
     if [[ -n $watched || (-n ${LAUNCHKIT_LAUNCHER:-} && $LAUNCHKIT_LAUNCHER != none) ]]; then
-        # a launcher, or the watchdog (node/watchdog.py: --stall-timeout, --inactive-timeout)
+        # a launcher, or the watchdog (node/launch/watchdog.py: --stall-timeout, --inactive-timeout, Slack)
         lk__python py || lk__no_launcher_without_python
         lk_node_dir || lk_die "$LK_EXIT_INPUTS" "the runtime is incomplete: no launchkit_node package"
         [[ -n ${LK_T0:-} ]] && timing=(--t0 "$LK_T0" "${LK_TIMINGS[@]/#/--timing=}")
         # started in its own directory, so that no file of the checkout can shadow one of its modules
         cd -- "$LK_NODE_DIR" || lk_die "$LK_EXIT_INPUTS" "cannot enter $LK_NODE_DIR"
-        # -S: no site-packages at start (~15 ms); node/launch.py adds them only when it looks for a module
+        # -S: no site-packages at start (~15 ms); node/launch/launchers.py adds them only when it looks for a module
+        [[ -z ${LK_SLACK_WEBHOOK:-} ]] || export LAUNCHKIT_SLACK_WEBHOOK=$LK_SLACK_WEBHOOK # node/launch/notify.py
         PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" exec "$py" -s -S -m launchkit_node launch \
             --cwd "$cwd" "${timing[@]}" -- "$@"
     fi
@@ -72,7 +74,10 @@ lk__python() {
 
 lk__no_launcher_without_python() {
     case ${LAUNCHKIT_LAUNCHER:-none} in
-        none) lk_die "$LK_EXIT_EXEC" "--stall-timeout and --inactive-timeout need Python 3.8+ on PATH (python or python3) for the job's watchdog" ;;
+        none)
+            [[ -n ${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-}${LAUNCHKIT_INACTIVE_SOFT_TIMEOUT:-} ]] ||
+                lk_die "$LK_EXIT_EXEC" "--slack-webhook-secret needs Python 3.8+ on PATH (python or python3): the job's runtime posts"
+            lk_die "$LK_EXIT_EXEC" "--stall-timeout and --inactive-timeout need Python 3.8+ on PATH (python or python3) for the job's watchdog" ;;
         torchrun | accelerate | ray)
             command -v "$LAUNCHKIT_LAUNCHER" >/dev/null 2>&1 &&
                 lk_die "$LK_EXIT_EXEC" "--$LAUNCHKIT_LAUNCHER needs Python 3.8+ on PATH (python or python3) to start '$LAUNCHKIT_LAUNCHER'"

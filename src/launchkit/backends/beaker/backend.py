@@ -18,20 +18,29 @@ from beaker import exceptions as bx
 from beaker.types import BeakerSortOrder, BeakerWorkloadStatus, BeakerWorkloadType
 
 from launchkit.application import Application
-from launchkit.backends import LogQuery, RunInfo, RunStatus, Submission, registry
+from launchkit.backends import LogQuery, Posting, RunInfo, RunStatus, Submission, registry
 from launchkit.backends.beaker import launches
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import runview as rv
 from launchkit.backends.beaker.client import Connection
-from launchkit.backends.beaker.logs import Flusher, command_started, stream_job
+from launchkit.backends.beaker.logs import Flusher, command_started, stream_job, tail_records
 from launchkit.backends.beaker.prepare import prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
 from launchkit.backends.beaker.scheduling import WaitTeller, find_starts, list_reasons, waiting_reason
-from launchkit.backends.beaker.submit import check_name, create_once
+from launchkit.backends.beaker.submit import check_name, check_retry_on, create_once
 from launchkit.backends.beaker.upload import mount_uploads
-from launchkit.backends.ending import SETUP_STEPS, WATCHDOG_EXIT, watchdog_stop
+from launchkit.backends.ending import (
+    LAUNCHKIT_STOP,
+    SETUP_STEPS,
+    WATCHDOG_EXIT,
+    launchkit_stopped,
+    watchdog_stop,
+)
+from launchkit.backends.progress import ENV_PROGRESS_PATTERNS, TAIL_LINES, last_progress
+from launchkit.backends.protocol import EndKind, EndReason, Progress
 from launchkit.core import runs
+from launchkit.core.contract import ENV_SLACK_WEBHOOK
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
@@ -59,6 +68,10 @@ STATUS_NAMES = [s.name for s in BeakerWorkloadStatus]
 _HAD_JOB = set(_STATUS) - {W.STATUS_SUBMITTED}  # a task's status once it has a job
 RETRY_GRACE = 60.0  # seconds a due retry may take to appear before it is given up on (core/runs.py)
 WAIT_POLL = 1.0  # seconds between looks while waiting for a job (gantry polls every second)
+# the watchdog's `[launchkit] stopped:` line is among its job's last lines (after it: a --ray head's
+# shutdown output and the runtime's last line)
+WATCHDOG_TAIL = 20
+PROGRESS_ROWS = 5  # `list`: the newest running rows whose progress is read (2 calls each, at once)
 Rows = list[tuple[int, Any, list[Any]]]  # (replica rank, task, its jobs newest first)
 
 
@@ -144,10 +157,12 @@ class BeakerBackend:
         status = _STATUS.get(wl.status, RunStatus.queued)
         exit_code = started = finished = end = message = None
         attempts = 1
+        retry = None
         if rows is not None:
             complete = all(js for _, _, js in rows) or not any(js for _, _, js in rows)
             view, out = self._outcome(wl, rows, complete=complete, budget=budget)
             attempts = max(1, out.attempts)
+            retry = runs.attempt_text(view)
             pb = {j.id: j for _, _, js in rows for j in js}
             starts = [rj.started for rj in view.jobs if rj.started is not None]
             started = dt.datetime.fromtimestamp(min(starts), dt.UTC) if starts else None
@@ -172,6 +187,8 @@ class BeakerBackend:
         elif status == RunStatus.canceled and not any(t.status in _HAD_JOB for t in ex.tasks):
             view = rv.view_of(wl, [])  # canceled before any job of it existed (no job to read)
             end = rv.run_end(view, runs.outcome(view), ex.id, {})
+        if end is not None and end.kind == EndKind.canceled and end.by != "Beaker":
+            end = _launchkit_stop(ex.description) or end  # launchkit's own stop (stop(reason=))
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -190,6 +207,7 @@ class BeakerBackend:
             end=end,
             task_statuses=_task_statuses(ex.tasks),
             attempts=attempts,
+            retry=retry,
             waiting=waiting if status == RunStatus.queued else None,
         )
 
@@ -201,8 +219,9 @@ class BeakerBackend:
         never, as `list` does: a retry Beaker has not made yet is not waited for there)."""
         retries = 0
         latest = [rv.record(t, js[0]) for _, t, js in rows if js]
-        if budget is None:
-            budget = any(j.state.finished and j.spends_retry for j in latest)
+        if budget is None:  # (a retried run: its attempts are told against it)
+            retried = any(len(js) > 1 for _, _, js in rows)
+            budget = retried or any(j.state.finished and j.spends_retry for j in latest)
         if budget:
             retries = self._allowed_retries(wl)
         view = rv.view_of(wl, [(t, js) for _, t, js in rows], allowed_retries=retries, complete=complete)
@@ -226,6 +245,7 @@ class BeakerBackend:
         if submission.prepared:
             return submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
+        check_retry_on(submission.spec)
         with self._errors():
             p = prepare(
                 self.conn,
@@ -338,6 +358,14 @@ class BeakerBackend:
                     out[name] = None
             return out
 
+    def slack_posting(self, run: RunInfo) -> Posting:
+        """A webhook secret in the spec (--slack-webhook-secret): the job's runtime posts what it knows."""
+        wl = self._workload(run.id)
+        with self._errors():
+            view = SpecView(self.beaker.experiment.get_spec(wl).to_json())
+        given = any(v.name == ENV_SLACK_WEBHOOK and v.secret for t in view.tasks for v in t.env)
+        return Posting.job if given else Posting.follower
+
     def user_name(self) -> str:
         with self._errors():
             return str(self.conn.me().name)
@@ -379,18 +407,66 @@ class BeakerBackend:
             return None
 
     def _watchdog_stop(self, job: Any) -> str | None:
-        """For a job that exited with the watchdog's code: why it stopped the job (its log's last lines,
-        one `tail_lines` read). Else None, unread."""
+        """For a job that exited with the watchdog's code: why it stopped the job (its log's last
+        WATCHDOG_TAIL lines, one `tail_lines` read). Else None, unread."""
         if not job.status.HasField("exit_code") or job.status.exit_code != WATCHDOG_EXIT:
             return None
         lines: list[bytes] = []
         try:
             with self._errors():
-                stream_job(self.conn, job.id, lines.append, tail=5)
+                stream_job(self.conn, job.id, lines.append, tail=WATCHDOG_TAIL)
         except LaunchkitError as e:
             self.app.debug(f"the log of job {job.id} could not be read: {e}")
             return None
         return watchdog_stop(lines)
+
+    def progress(self, run: RunInfo) -> Progress | None:
+        """Replica 0's newest job while it runs: its log's last TAIL_LINES lines (one StreamJobLogs; its
+        jobs as get() read them, else one get())."""
+        if run.status != RunStatus.running:
+            return None
+        if run.id not in self._seen:
+            self.get(run.id)
+        _, rows = self._seen[run.id]
+        return self._job_progress(next((js[0] for _, _, js in rows if js), None))
+
+    def _job_progress(self, job: Any) -> Progress | None:
+        """A running job's last progress line, matched with the job's own patterns (its env)."""
+        s = job.status if job is not None else None
+        if s is None or not s.HasField("started") or s.HasField("exited") or s.HasField("finalized"):
+            return None
+        try:
+            with self._errors():
+                records = tail_records(self.conn, job.id, TAIL_LINES)
+        except LaunchkitError as e:
+            self.app.debug(f"the log of job {job.id} could not be read: {e}")
+            return None
+        env = {v.name: v.literal for v in job.container_spec.environment_variables}
+        return last_progress(records, env.get(ENV_PROGRESS_PATTERNS))
+
+    def _rows_progress(self, rows: list[Any], org: Any) -> dict[str, Progress | None]:
+        """`list`: experiment id -> progress, for the newest PROGRESS_ROWS running rows: replica 0's
+        newest job (one ListJobs) and its log's tail (one StreamJobLogs), every row at once."""
+        running = [wl for wl in rows if wl.status == W.STATUS_RUNNING and wl.experiment.tasks][:PROGRESS_ROWS]
+        if not running:
+            return {}
+
+        def first(t: Any) -> int:
+            sd = t.system_details
+            return sd.replica_group_details.rank if sd.HasField("replica_group_details") else 0
+
+        def one(wl: Any) -> Progress | None:
+            task = min(wl.experiment.tasks, key=first)
+            try:
+                with self._errors():
+                    job = next(iter(self.beaker.job.list(org=org, task=task, limit=1)), None)
+            except LaunchkitError as e:
+                self.app.debug(f"the jobs of {wl.experiment.id} could not be read: {e}")
+                return None
+            return self._job_progress(job)
+
+        with ThreadPoolExecutor(max_workers=len(running)) as pool:
+            return dict(zip((wl.experiment.id for wl in running), pool.map(one, running), strict=True))
 
     def _never_scheduled_events(self, job: Any | None) -> list[str] | None:
         """A canceled job that never got a node: its scheduling events (why it never fit)."""
@@ -471,11 +547,13 @@ class BeakerBackend:
         mine: bool = False,
         workspace: str | None = None,
         group: str | None = None,
+        progress: bool = False,
     ) -> list[RunInfo]:
         """One ListWorkloads query (paged by the server) + one GetUser per unseen author. The lookups it
         needs (organization, workspace, author) run at once, and the first page of finished jobs (for
         the EXIT column) is read alongside the workloads: two round trips in series for a page of rows.
-        With `group`: the group's experiments, filtered here (as gantry's `list -g` does)."""
+        With `group`: the group's experiments, filtered here (as gantry's `list -g` does). `progress`:
+        the newest PROGRESS_ROWS running rows' progress, read alongside (_rows_progress)."""
         if group is not None:
             return self._list_group(group, limit, statuses, author, text, max_age, include_all, mine)
         beaker_statuses, shown = status_filter(statuses)
@@ -511,10 +589,12 @@ class BeakerBackend:
                 if len(rows) >= (limit * 10 if preempted else limit):
                     break
             names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
+            progress_f = pool.submit(self._rows_progress, rows, org) if progress else None
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
             names = names_f.result()
 
             waiting = list_reasons(self.conn, rows, org)  # the newest queued rows: why they wait
+            progressed = progress_f.result() if progress_f else {}
             infos = [
                 self._info(
                     wl,
@@ -522,7 +602,7 @@ class BeakerBackend:
                     rows=jobs.get(wl.experiment.id),
                     budget=False,
                     waiting=waiting.get(wl.experiment.id),
-                )
+                ).model_copy(update={"progress": progressed.get(wl.experiment.id)})
                 for wl in rows
             ]
             if shown is not None:  # rows show what was asked for (e.g. preempted vs canceled)
@@ -1002,8 +1082,11 @@ class BeakerBackend:
         return f"results: `launchkit results {run.id}` downloads them (Beaker result datasets)"
 
     # -- stop -----------------------------------------------------------------------------------
-    def stop(self, run: RunInfo) -> RunInfo:
-        """Cancel the run: only ever the current user's."""
+    def stop(self, run: RunInfo, *, reason: str | None = None) -> RunInfo:
+        """Cancel the run: only ever the current user's. `reason` (launchkit's own stop): CancelWorkloads
+        carries none, so it goes first into a line of the experiment's description, which every read of
+        the workload has (`_info`: no extra call); OLMo-core updates running workloads' descriptions
+        too (fact sheet 9.2)."""
         wl = self._workload(run.id)
         with self._errors():
             me = self.conn.me()
@@ -1013,6 +1096,12 @@ class BeakerBackend:
                     f"experiment {wl.experiment.id} belongs to {owner}, not to you ({me.name})",
                     hint="launchkit only stops your own jobs",
                 )
+            if reason is not None:
+                try:
+                    text = f"{wl.experiment.description}\n{LAUNCHKIT_STOP}{reason}"
+                    self.beaker.workload.update(wl, description=text)
+                except bx.BeakerError as e:  # the stop matters more than its reason
+                    self.app.debug(f"the reason for stopping {run.id} could not be recorded: {e}")
             self.beaker.workload.cancel(wl)
             wl = self.beaker.workload.get(wl.experiment.id)
             return self._info(wl, author=me.name)
@@ -1135,6 +1224,14 @@ class _JobWatch:
         self.job = self.conn.beaker.job.get(self.job.id)
         self.conn.renew()
         return bool(self.job.status.HasField("finalized"))
+
+
+def _launchkit_stop(description: str) -> EndReason | None:
+    """launchkit's own stop, from the line stop(reason=) added to the experiment's description."""
+    at = description.rfind(LAUNCHKIT_STOP)
+    if at < 0:
+        return None
+    return launchkit_stopped(description[at + len(LAUNCHKIT_STOP) :].split("\n")[0])
 
 
 def _group(task: Any) -> str:

@@ -172,6 +172,20 @@ def command_started(conn: Connection, job_id: str) -> bool:
     return False
 
 
+def tail_records(conn: Connection, job_id: str, lines: int) -> list[tuple[int, bytes]]:
+    """The job's last `lines` log lines as (ns since the epoch, message), oldest first: one read."""
+    out: list[bytes] = []
+    stream_job(conn, job_id, out.append, tail=lines, timestamps=True)
+    return [_stamped(line) for line in out]
+
+
+def _stamped(line: bytes) -> tuple[int, bytes]:
+    """(ns, message) of a line `_iso(ns) + message + \\n`."""
+    stamp, _, message = line.partition(b" ")
+    secs = dt.datetime.strptime(stamp[:19].decode(), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
+    return int(secs.timestamp()) * 1_000_000_000 + int(stamp[20:29]), message[:-1]
+
+
 def _iso(ns: int) -> bytes:
     """`2026-01-31T12:00:00.123456789Z ` (UTC, nanoseconds)."""
     secs, frac = divmod(ns, 1_000_000_000)

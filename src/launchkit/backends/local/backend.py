@@ -29,17 +29,20 @@ from launchkit.backends.local.runtime_files import use_runtime
 from launchkit.backends.local.store import Store, column, home, row_jobs, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.local.uploads import link_uploads, unlink_uploads
+from launchkit.backends.progress import ENV_PROGRESS_PATTERNS, TAIL_BYTES, last_progress
 from launchkit.backends.protocol import (
     EndKind,
     EndReason,
     GpuRow,
     LogQuery,
+    Posting,
+    Progress,
     RunInfo,
     RunStatus,
     Submission,
 )
-from launchkit.core.contract import ENV_GIT_COMMIT
-from launchkit.core.runs import OutcomeState, Where, attempt_line, logs_args
+from launchkit.core.contract import ENV_GIT_COMMIT, ENV_SLACK_WEBHOOK
+from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
@@ -231,6 +234,9 @@ class LocalBackend:
                 meta["gpus"] = gpus
             if has_commit.answer():
                 meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
+            webhook = submission.slack_webhook_url
+            if webhook is not None or any(v.name == ENV_SLACK_WEBHOOK and v.secret for v in env_vars):
+                meta["slack"] = True  # the run posts its own messages (node_notifies); never the URL
         finally:
             has_commit.close()
         if task.mounts:
@@ -262,7 +268,9 @@ class LocalBackend:
         with _interrupt_held() as interrupted:  # a run exists from here, its id not yet told
             try:
                 with log:
-                    pid = spawn.start_supervisor(str(rdir), lock, log.fileno())
+                    pid = spawn.start_supervisor(
+                        str(rdir), lock, log.fileno(), webhook.get_secret_value() if webhook else None
+                    )
             except OSError as e:
                 raise BackendError(f"could not start the local supervisor: {e}") from None
             finally:
@@ -323,6 +331,7 @@ class LocalBackend:
         return rec
 
     def _info(self, rec: dict[str, Any]) -> RunInfo:
+        attempts = max((j["attempt"] for j in outcome.jobs(rec)), default=1)
         return RunInfo(
             id=rec["id"],
             name=rec["name"],
@@ -336,7 +345,8 @@ class LocalBackend:
             author=os.environ.get("USER"),
             message=rec.get("message"),
             end=_end(rec, self.rdir(rec["id"])),
-            attempts=max((j["attempt"] for j in outcome.jobs(rec)), default=1),
+            attempts=attempts,
+            retry=attempt_text(outcome.view(rec)) if attempts > 1 else None,
         )
 
     def get(self, run_ref: str) -> RunInfo:
@@ -357,6 +367,7 @@ class LocalBackend:
         max_age: dt.timedelta | None = None,
         include_all: bool = False,  # no Capability.others_runs: every local run is yours
         mine: bool = False,
+        progress: bool = False,
     ) -> list[RunInfo]:
         _no_author(author)
         for row in self.store.runs(limit=None, statuses=["queued", "running"]):
@@ -365,7 +376,26 @@ class LocalBackend:
         rows = self.store.runs(
             limit=limit, statuses=[s.value for s in statuses or []], text=text, since=since
         )
-        return [self._info(_from_row(r)) for r in rows]
+        infos = [self._info(_from_row(r)) for r in rows]
+        if not progress:
+            return infos
+        return [
+            r.model_copy(update={"progress": self.progress(r)}) if r.status == RunStatus.running else r
+            for r in infos
+        ]
+
+    def progress(self, run: RunInfo) -> Progress | None:
+        """Replica 0's newest attempt: the last TAIL_BYTES of its log, with the run's own patterns."""
+        if run.status != RunStatus.running:
+            return None
+        rdir = self.rdir(run.id)
+        rec = record.read(rdir) or {"id": run.id}
+        attempt = max((j["attempt"] for j in outcome.jobs(rec) if j["replica"] == 0), default=1)
+        try:
+            patterns = SpecView(json.loads((rdir / "spec.json").read_text())).env_value(ENV_PROGRESS_PATTERNS)
+        except (OSError, ValueError):
+            patterns = None
+        return last_progress(logs.last_records(logs.log_file(rdir, 0, attempt), TAIL_BYTES), patterns)
 
     # ---- logs
     def _ranks(self, run: RunInfo, replica: int | None) -> list[int]:
@@ -385,6 +415,14 @@ class LocalBackend:
         except (OSError, ValueError):
             return {}
         return {name: os.environ.get(name) for name in dict.fromkeys(spec.secrets())}
+
+    def slack_posting(self, run: RunInfo) -> Posting:
+        """A local run with a webhook posts every message itself (its runtime and its supervisor)."""
+        try:
+            given = json.loads((self.rdir(run.id) / "meta.json").read_text()).get("slack")
+        except (OSError, ValueError):
+            given = False
+        return Posting.run if given else Posting.follower
 
     def _attempts(self, run: RunInfo, ranks: list[int], attempt: int | None) -> list[tuple[int, int]]:
         """(rank, attempt) of each log to read: attempt `attempt` of each replica that had it, else
@@ -536,12 +574,16 @@ class LocalBackend:
         return f"results: {where}"
 
     # ---- stop
-    def stop(self, run: RunInfo) -> RunInfo:
+    def stop(self, run: RunInfo, *, reason: str | None = None) -> RunInfo:
         grace = stop_grace()
         rec = self._record(run.id)
         if rec["status"] in ENDED:
             return self._info(rec)
         rdir = self.rdir(run.id)
+        try:  # launchkit's own stop: the supervisor records its reason as the message (else the user's)
+            record.ask_stop(rdir, ending.LAUNCHKIT_STOP + reason if reason is not None else "")
+        except OSError as e:
+            self.app.debug(f"the reason for stopping {run.id} could not be written: {e}")
         asked = record.supervisor_alive(rdir)  # then it ends as canceled, even if it dies doing so
         if asked:
             row = self.store.run(run.id)
@@ -572,7 +614,7 @@ class LocalBackend:
                 rec.update(
                     status="canceled",
                     finished=time.time(),
-                    message="stopped by user" + (" after its supervisor died" if was_lost else ""),
+                    message=record.stop_reason(rdir) + (" after its supervisor died" if was_lost else ""),
                 )
             else:
                 rec["message"] = (rec.get("message") or "").split(";")[0] + "; nothing of it is left running"
@@ -697,13 +739,25 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
             fix=f"`launchkit stop {rec['id']}` ends what it left",
         )
     if status == "canceled":
+        if message.startswith(ending.LAUNCHKIT_STOP):
+            return ending.launchkit_stopped(message[len(ending.LAUNCHKIT_STOP) :].split(" after its ")[0])
         if "timeout" in message:
             return ending.timed_out(message, "raise the timeout, or drop it")
-        return ending.canceled("you (`launchkit stop`)" if "stopped by user" in message else None)
+        return ending.canceled("you (`launchkit stop`)" if record.STOPPED_BY_USER in message else None)
     if status not in ("succeeded", "failed"):
         return None
     if code is None:
         return EndReason(kind=EndKind.failed, line="failed" + (f": {message}" if message else ""))
+    if any(j.get("stop") == "preempted" for j in outcome.jobs(rec)):  # --retry-on: local/retry.py
+        result = outcome.of(rec)
+        if result.state == OutcomeState.preempted:
+            return EndReason(
+                kind=EndKind.preempted,
+                line=result.text() + " (a SIGTERM from outside launchkit)",
+                fix="launch it again (not your code's fault)",
+                exit_code=result.exit_code,
+                will_retry=False,
+            )
     oom = message.startswith(record.OOM_MESSAGE)  # the supervisor read the kernel's OOM-kill count
     memory = message.removeprefix(record.OOM_MESSAGE) if oom else None
     if len(outcome.jobs(rec)) <= 1:  # one job (or none recorded): its own end, as the run model tells

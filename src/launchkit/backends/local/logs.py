@@ -71,6 +71,11 @@ def lines(path: str) -> Iterator[bytes]:
 
 def last_lines(path: str, size: int = 8192) -> list[bytes]:
     """The output lines in the last `size` bytes of a log file (one bounded read; no timestamps)."""
+    return [line for _, line in last_records(path, size)]
+
+
+def last_records(path: str, size: int = 8192) -> list[tuple[int, bytes]]:
+    """The records (ns, output line) in the last `size` bytes of a log file (one bounded read)."""
     try:
         with open(path, "rb") as f:
             end = f.seek(0, os.SEEK_END)
@@ -80,7 +85,7 @@ def last_lines(path: str, size: int = 8192) -> list[bytes]:
         return []
     if end > size:
         buf = buf[buf.find(b"\n") + 1 :]  # the first record was cut
-    return [line for _, line in parse(buf)[0]]
+    return parse(buf)[0]
 
 
 class Tail:

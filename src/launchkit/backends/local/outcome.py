@@ -53,8 +53,10 @@ def view(rec: dict[str, Any]) -> RunView:
     for j in jobs(rec):
         state = states.get(j.get("status") or "", JobState.running)
         stop = None
-        if state == JobState.canceled:  # by the user (`stop`), or for another replica's failure
+        if state == JobState.canceled:  # by the user (`stop`), for another replica's failure, or
+            # preempted from outside launchkit (--retry-on: local/retry.py)
             stop = Stop.user if j.get("stopped_for") is None else Stop.sibling_failed
+            stop = Stop.preempted if j.get("stop") == "preempted" else stop
         model_jobs.append(
             Job(
                 id=job_id(rec["id"], j["replica"], j["attempt"]),
@@ -65,6 +67,8 @@ def view(rec: dict[str, Any]) -> RunView:
                 state=state,
                 exit_code=j.get("exit_code"),
                 stop=stop,
+                cause=j.get("cause"),
+                spent=True if stop == Stop.preempted else None,  # its supervisor's retries all spend
                 created=j.get("started") or rec.get("created") or 0.0,
                 started=j.get("started"),
                 finished=j.get("finished"),

@@ -32,6 +32,10 @@ STATUS_FILE = "status.json"
 LOCK_FILE = "supervisor.lock"
 RESERVE_FILE = "reserve"  # space kept for the record: freed when the disk is full, so the end is told
 RESERVE_BYTES = 256 * 1024
+# Why launchkit itself stops the run (`Backend.stop(reason=)`), written before the supervisor is told:
+# the supervisor records it as the canceled run's message instead of "stopped by user".
+STOP_REASON_FILE = "stop-reason"
+STOPPED_BY_USER = "stopped by user"
 
 
 def read(rdir: Dir) -> dict[str, Any] | None:
@@ -41,6 +45,24 @@ def read(rdir: Dir) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and "id" in data else None
+
+
+def ask_stop(rdir: Dir, reason: str) -> None:
+    """Say why the run is being stopped, before its supervisor is signalled (it reads stop_reason);
+    "": a user's `launchkit stop` (a reason left by an earlier stop that did not finish goes)."""
+    tmp = os.path.join(rdir, f".{STOP_REASON_FILE}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(reason)
+    os.replace(tmp, os.path.join(rdir, STOP_REASON_FILE))
+
+
+def stop_reason(rdir: Dir) -> str:
+    """Why the run was stopped: launchkit's own reason (ask_stop), else a user's `launchkit stop`."""
+    try:
+        with open(os.path.join(rdir, STOP_REASON_FILE), encoding="utf-8") as f:
+            return f.read().strip() or STOPPED_BY_USER
+    except OSError:
+        return STOPPED_BY_USER
 
 
 def reserve(rdir: Dir) -> None:

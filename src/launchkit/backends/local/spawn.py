@@ -5,13 +5,19 @@ Standard library only.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
+WEBHOOK_ENV = "LAUNCHKIT_SLACK_WEBHOOK"  # --slack-webhook-url, to the supervisor only (supervisor.py)
 
-def start_supervisor(rdir: str, lock: int, log: int) -> int:
+
+def start_supervisor(rdir: str, lock: int, log: int, webhook: str | None = None) -> int:
     """Start the supervisor of the run in `rdir`, holding `lock`, writing to `log`: its pid (never
-    waited for)."""
+    waited for). `webhook`: --slack-webhook-url, in its environment only (never in a file)."""
+    env = {k: v for k, v in os.environ.items() if k != WEBHOOK_ENV}
+    if webhook:
+        env[WEBHOOK_ENV] = webhook
     proc = subprocess.Popen(
         [sys.executable, "-m", "launchkit.backends.local.supervisor", rdir],
         stdin=subprocess.DEVNULL,
@@ -19,6 +25,7 @@ def start_supervisor(rdir: str, lock: int, log: int) -> int:
         stderr=log,
         start_new_session=True,
         pass_fds=(lock,),
+        env=env,
     )
     proc.returncode = 0  # detached: never waited for
     return proc.pid

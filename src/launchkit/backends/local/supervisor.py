@@ -4,7 +4,8 @@ It starts every replica (the spec's own `bash -c <entrypoint>` command, each in 
 process group, in its own runtime dir), writes their output to timestamped logs, and keeps the run's
 record (record.py) up to date: one entry per job, a replica's attempt. As on Beaker, a replica that
 fails has its siblings stopped for it under the task's propagateFailure, and gets a new attempt
-while the spec's retry.allowedTaskRetries last (with its siblings, when they were stopped for it).
+while the spec's retry.allowedTaskRetries last (with its siblings, when they were stopped for it);
+with --retry-on, only for the causes it names, up to its cap (retry.py).
 Each replica's process group is recorded *before* the replica runs: the replica first waits at a
 gate on its stdin, which the supervisor opens only once the record is written; if the supervisor
 dies before that, the gate closes and the replica exits unstarted.
@@ -26,12 +27,13 @@ import time
 
 import psutil
 
-from launchkit.backends.local import bell, logs, outcome, procs, record
+from launchkit.backends.local import bell, logs, outcome, procs, record, retry, slack
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.backends.local.uploads import unlink_uploads
-from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
+from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR, ENV_SLACK_WEBHOOK
 from launchkit.core.redact import looks_secret_name, redact_url, token_kind
+from launchkit.core.retrying import ENV_ATTEMPT, ENV_RETRY_CAP, ENV_RETRY_ON, PREEMPTION, from_env
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.core.units import parse_size
 
@@ -137,6 +139,8 @@ def replica_env(
     job_id = outcome.job_id(run_id, rank, attempt)
     env = dict(base)
     for var in spec_task.env:
+        if var.name == ENV_SLACK_WEBHOOK:
+            continue  # the supervisor's, given to the runtime alone (slack.py)
         if var.secret:
             env[var.name] = os.environ[var.secret]  # checked at submit; never stored
         else:
@@ -157,6 +161,9 @@ def replica_env(
             "BEAKER_LEADER_REPLICA_HOSTNAME": "127.0.0.1",
             "BEAKER_ASSIGNED_GPU_COUNT": str(gpus),
             "BEAKER_JOB_ID": job_id,
+            ENV_ATTEMPT: str(
+                attempt
+            ),  # the runtime adds its in-place restarts (runtime/node/launch/restart.py)
             "BEAKER_WORKLOAD_ID": run_id,
             "BEAKER_EXPERIMENT_ID": run_id,
             "BEAKER_TASK_ID": f"{run_id}-{spec_task.name or 'main'}",
@@ -214,10 +221,13 @@ class Supervisor:
         self.failing: int | None = None  # the rank whose failure the other replicas are stopped for
         self.siblings: threading.Thread | None = None  # stopping them
         self.retries_left = 0  # the spec's retry.allowedTaskRetries, less the retries made
+        self.retry_on: tuple[str, ...] = ()  # --retry-on: only these causes are retried (retry.py)
+        self.retried_cause: str | None = None  # the cause of the failure siblings are stopped for
         self.propagate = False  # the task's propagateFailure (several replicas)
         self.ooms = 0  # the memory controller's OOM kills counted so far
         self.storage_error: str | None = None  # a log could not be written: the run is stopped
         self.timed_out: str | None = None  # --task-timeout passed: the run is stopped
+        self.webhook: str | None = None  # the run's Slack webhook (slack.py), in memory only
         self.subreaper = False
         self.cgroup: str | None = None  # the run's cgroup; without one, the process tree is recorded
         self.memory: MemoryLimit | None = None  # --memory, enforced by the kernel where it can be
@@ -334,6 +344,11 @@ class Supervisor:
         spec, self.meta = SpecView(self.read_json("spec.json")), self.read_json("meta.json")
         self.task, self.count, self.argv, self.propagate, self.retries_left = what_runs(spec)
         task = self.task
+        self.webhook = slack.webhook(task)  # the runtime posts with it, and so do we (slack.py)
+        self.retry_on = from_env(task.env_value(ENV_RETRY_ON))
+        if self.retry_on:  # the cap counts every cause's retries (the runtime's in-place ones apart)
+            cap = task.env_value(ENV_RETRY_CAP) or ""
+            self.retries_left = int(cap) if cap.isdigit() else 0
         self.base = base_env(self.rdir)
         gpus = self.meta.get("gpus")  # counted by the CLI for --gpus (nvidia-smi takes tens of ms)
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
@@ -370,6 +385,8 @@ class Supervisor:
                 env = replica_env(
                     self.base, self.task, self.meta, self.rdir, rank, self.count, self.gpus, attempt
                 )
+                if self.webhook:
+                    env[ENV_SLACK_WEBHOOK] = self.webhook
                 gate_r, gate_w = os.pipe()
                 try:
                     p = subprocess.Popen(
@@ -465,21 +482,27 @@ class Supervisor:
             if kills > self.ooms:
                 self.ooms = kills
                 fields["oom"] = True
+        cause = None
         if self.cancel.is_set():
             fields["status"] = "canceled"
         elif self.failing is not None:
             fields.update(status="canceled", stopped_for=self.failing)
+        elif code != 0 and self.retry_on:
+            cause = retry.cause_of(code, self.rdir, rank, self.attempts.get(rank, 1), self.pumps.get(rank))
+            fields.update(retry.fields(cause))
         else:
             fields["status"] = "succeeded" if code == 0 else "failed"
         self.save_job(rank, **fields)
         if self.cancel.is_set():
             return
-        failed = fields["status"] == "failed"
+        failed = fields["status"] == "failed" or cause == PREEMPTION
+        if failed:
+            self.retried_cause = cause
         if failed and self.propagate and self.procs:
             self.failing = rank  # the others are stopped for it, then (with retries left) all run again
             self.siblings = threading.Thread(target=self.end_groups, args=(list(self.procs),), daemon=True)
             self.siblings.start()
-        elif not self.retries_left:
+        elif not self.retries_left or not retry.wanted(self.retry_on, self.retried_cause):
             return
         elif not self.propagate and failed:
             self.retry([rank])  # the others run on
@@ -529,10 +552,13 @@ class Supervisor:
         elif self.cancel.is_set():
             newest = sorted(self.rec["ranks"].items(), key=lambda kv: int(kv[0]))
             code = next((c for c in (j.get("exit_code") for _, j in newest) if c), None)
-            self.end("canceled", code, self.timed_out or "stopped by user")
+            self.end("canceled", code, self.timed_out or record.stop_reason(self.rdir))
         else:
             self.end(*self.outcome())
         self.bells.close()  # the last ring, at once: followers see the end now
+        if self.webhook:
+            text = slack.end_message(self.rdir, self.rec, self.timed_out, self.storage_error)
+            slack.post(self.webhook, text)
         # Only the empty shells are left: the run's (empty) cgroups, its record's reserve, its links.
         procs.remove_cgroup(self.cgroup)
         if self.memory is not None:

@@ -9,14 +9,14 @@ import sys
 # subcommand -> "module:function"; the function takes the remaining argv and returns an exit code.
 SUBCOMMANDS = {
     "ping": "selfcheck:ping",
-    "launch": "launch:main",  # the entrypoint's last step with a launcher (launchers.sh: lk_exec)
-    "envstore": "envstore:main",  # the env store by hand (pyenv.install links it itself)
+    "launch": "launch.launchers:main",  # the entrypoint's last step with a launcher (launchers.sh: lk_exec)
+    "envstore": "environment.envstore:main",  # the env store by hand (pyenv.install links it itself)
     # the job's Python environment (pyenv.py) and the bytecode shared between jobs (bytecode.py)
-    "install": "pyenv:install",
-    "conda-install": "pyenv:conda",
-    "freeze": "pyenv:freeze",
-    "bytecode": "bytecode:bytecode",
-    "bytecode-fill": "bytecode:fill",
+    "install": "environment.pyenv:install",
+    "conda-install": "environment.pyenv:conda",
+    "freeze": "environment.pyenv:freeze",
+    "bytecode": "environment.bytecode:bytecode",
+    "bytecode-fill": "environment.bytecode:fill",
 }
 
 

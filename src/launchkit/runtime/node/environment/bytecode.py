@@ -30,7 +30,7 @@ import sys
 import sysconfig
 import time
 
-from . import switched_off
+from .. import switched_off
 from .envstore import linked_site_packages
 from .steplog import StepLog
 
@@ -229,9 +229,10 @@ def start_fill(log: StepLog) -> Callable[[list[str]], None]:
     """Starts `python -S -m <this package> bytecode-fill ARGS` in the background, output to the log."""
 
     def start(args: list[str]) -> None:
-        package = __package__ or "launchkit_node"
+        here = __package__ or "launchkit_node.environment"
+        package = here.rpartition(".")[0]  # the node package, whose __main__ runs subcommands
         root = os.path.dirname(os.path.abspath(__file__))
-        for _ in package.split("."):
+        for _ in here.split("."):
             root = os.path.dirname(root)
         env = dict(os.environ, PYTHONPATH=root)  # (this package only: not the user's path)
         try:

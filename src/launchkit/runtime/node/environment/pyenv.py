@@ -16,10 +16,11 @@ import subprocess
 import sys
 import time
 
-from .plan import PlanError, extra_flags, is_project, plan_for, read_text, sync_group_flags
+from . import bytecode, envstore, projectbuild
+from .plan import PlanError, is_project, plan_for, read_text
+from .settings import Settings
 from .steplog import StepLog, child_environ
 
-# projectbuild (the stored build of the project) is imported where used: local runs need none of it
 TYPE_CHECKING = False  # (typing costs a job's start-up ~10 ms: for the type checker only)
 if TYPE_CHECKING:
     from typing import Mapping, Sequence
@@ -29,70 +30,7 @@ class InstallFailed(Exception):
     """A command of the install failed; its output is in the step's log."""
 
 
-class Settings:
-    """What the launch asked for (the LAUNCHKIT_* variables of docs/runtime.md) and where to install."""
-
-    def __init__(
-        self,
-        venv: str,
-        extras: Sequence[str] = (),
-        all_extras: bool = False,
-        groups: Sequence[str] = (),
-        all_groups: bool = False,
-        no_default_groups: bool = False,
-        system: bool = False,
-        python_version: str = "",
-        image_venv: bool = False,
-        uv_leaves_project: bool = False,
-        local_run: bool = False,
-    ) -> None:
-        self.venv = venv
-        self.extras = list(extras)
-        self.all_extras = all_extras
-        self.groups = list(groups)
-        self.all_groups = all_groups
-        self.no_default_groups = no_default_groups
-        self.system = system  # --system-python: the image's interpreter
-        self.python_version = python_version
-        self.image_venv = image_venv  # --uv-venv: an existing venv of the image
-        self.uv_leaves_project = uv_leaves_project  # UV_NO_EDITABLE & co: how uv installs it is the user's
-        self.local_run = local_run  # the checkout's path is new every run: no build stored is reused
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str], venv: str) -> Settings:
-        def on(name: str) -> bool:
-            return environ.get(name, "") == "1"
-
-        return cls(
-            venv=venv,
-            extras=environ.get("LAUNCHKIT_UV_EXTRAS", "").split(),
-            all_extras=on("LAUNCHKIT_UV_ALL_EXTRAS"),
-            groups=environ.get("LAUNCHKIT_UV_GROUPS", "").split(),
-            all_groups=on("LAUNCHKIT_UV_ALL_GROUPS"),
-            no_default_groups=on("LAUNCHKIT_UV_NO_DEFAULT_GROUPS"),
-            system=on("LAUNCHKIT_SYSTEM_PYTHON"),
-            python_version=environ.get("LAUNCHKIT_PYTHON_VERSION", ""),
-            image_venv=bool(environ.get("LAUNCHKIT_UV_VENV")),
-            local_run=bool(environ.get("LAUNCHKIT_LOCAL_RUN")),
-            uv_leaves_project=any(
-                environ.get(v) for v in ("UV_NO_EDITABLE", "UV_NO_INSTALL_PROJECT", "UV_NO_INSTALL_WORKSPACE")
-            ),
-        )
-
-    def extra_flags(self) -> list[str]:
-        return extra_flags(self.extras, self.all_extras)
-
-    def group_flags(self) -> list[str]:  # for `uv sync`
-        return sync_group_flags(self.groups, self.all_groups, self.no_default_groups)
-
-    def target(self) -> list[str]:  # for `uv pip`
-        return ["--system", "--break-system-packages"] if self.system else []
-
-
-# ---- what the commit contains: plan.py (the launch-time preflight reads the same plan)
-
-
-# ---- the install
+# ---- the install: what the commit contains decides it (plan.py, which the launch-time preflight reads)
 
 
 def uv_cache_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -141,8 +79,6 @@ def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None, 
     cache = uv_cache_dir() if cache is None else cache
     stored = ""
     if cache and not s.local_run:
-        from . import projectbuild
-
         key = projectbuild.project_key(root, s.venv, s)
         stored = os.path.join(cache, projectbuild.PROJECTS, key + ".tar") if key else ""
     use_stored = bool(stored) and os.path.isfile(stored) and os.path.getsize(stored) > 0
@@ -168,8 +104,6 @@ def sync_locked(root: str, s: Settings, log: StepLog, cache: str | None = None, 
 
 
 def _store_holds_the_rest(root: str) -> bool:
-    from . import envstore
-
     return envstore.only_the_project_is_local(read_text(os.path.join(root, "uv.lock")))
 
 
@@ -253,9 +187,7 @@ def freeze_text(venv: str) -> str | None:
     """What `uv pip freeze` prints for `venv`, read from its *.dist-info names (no process competing
     with the command's start): `name==version` sorted by normalised name, `-e URL` for an editable
     install. None when a package has a direct URL (uv prints those its own way) or a name is odd."""
-    from .projectbuild import _site_packages
-
-    sps = _site_packages(venv)
+    sps = projectbuild.site_packages_dirs(venv)
     if len(sps) != 1:
         return None
     rows = []
@@ -299,8 +231,6 @@ def install(argv: list[str]) -> int:
         if not s.system and not s.image_venv:
             # env store: a fully locked package set is built once per shared uv cache and the venv
             # linked to it, so build_env finds it installed and adds what it leaves out (the project)
-            from . import envstore
-
             linked = envstore.link_or_fall_back(
                 os.getcwd(),
                 s.venv,
@@ -325,8 +255,6 @@ def install(argv: list[str]) -> int:
 
 def _bytecode_line(log_path: str, venv: str, checkout: str) -> str:
     """The bytecode step (bytecode.py) after the install, as `bytecode MS [TREE]`; never fails."""
-    from . import bytecode
-
     t = time.monotonic()
     log = StepLog(log_path)
     try:

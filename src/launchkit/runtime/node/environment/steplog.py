@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def child_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """`environ` (default: this process's) without the runtime's package directory on PYTHONPATH."""
     env = dict(os.environ if environ is None else environ)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != here]
     if kept:
         env["PYTHONPATH"] = os.pathsep.join(kept)

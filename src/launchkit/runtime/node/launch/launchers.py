@@ -19,14 +19,8 @@ import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from .procs import restore_signals
+from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, notify, procs, ray_cluster, restart, watchdog
 
-# Imported when needed, not here: this runs once per job on the job's critical path (re, shutil,
-# socket and importlib.util would add ~25 ms of imports to the hand-over).
-
-# Exit codes of the setup steps (docs/runtime.md, lib.sh).
-EXIT_INPUTS = 100
-EXIT_EXEC = 109
 LAUNCHERS = ("torchrun", "accelerate", "ray")
 
 
@@ -37,18 +31,6 @@ def _digits(value: str, also: str = "") -> bool:
 def _is_python(word: str) -> bool:
     """python, python3 or python3.N (the words that run a script the launchers can take over)."""
     return word in ("python", "python3") or (word.startswith("python3.") and _digits(word[8:]))
-
-
-class LaunchError(Exception):
-    """The launcher cannot run: one line for the job's log, and the step's exit code."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def log(message: str) -> None:
-    print(f"[launchkit] {message}", file=sys.stderr, flush=True)
 
 
 def _whole(name: str, value: str) -> int:
@@ -351,7 +333,7 @@ def _exec(argv: list[str], env: dict[str, str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
 
-    restore_signals()
+    procs.restore_signals()
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as e:
@@ -360,39 +342,45 @@ def _exec(argv: list[str], env: dict[str, str]) -> int:
     return 126  # not reached
 
 
-def run(p: Plan, method: str, starting: Callable[[], None] = lambda: None) -> int:
+def run(
+    p: Plan, method: str, starting: Callable[[], None] = lambda: None, job: notify.Job | None = None
+) -> int:
     """Run the plan the way the exec method says; the job's exit code. `starting()` right before the
     user's command starts (the timing line, which says that it did: backends/ending.py), never
     before a launcher setup that can still fail (a ray head) nor on a ray worker (the command runs
-    on the head)."""
-    from . import procs
-
+    on the head). `job`: the job's Slack poster (notify.Job), which keeps the runtime the parent."""
     # `--exec-method bash`: the launcher line with the user's words runs as one bash script
     # (`bash -c "$*"`, as gantry), so `$BEAKER_REPLICA_RANK` in the command expands on each replica.
     argv = ["bash", "-c", " ".join(p.argv), p.argv[0]] if method == "bash" else p.argv
-    if p.ray is not None:
-        from . import ray_cluster
-
-        assert p.topology is not None
-        topo, children = p.topology, procs.Children()
-        if p.ray == "head":
-            return ray_cluster.head(
-                p.ray_tool, topo.leader_ip, topo.port, topo.nnodes, argv, p.env, children, starting=starting
-            )
-        return ray_cluster.worker(p.ray_tool, topo.leader_ip, topo.port, p.env, children)
-    from . import watchdog
 
     try:
         watched = watchdog.settings(p.env)
     except ValueError as e:
         raise LaunchError(EXIT_INPUTS, str(e)) from None
+    if p.ray is not None:
+        assert p.topology is not None
+        topo, children = p.topology, procs.Children()
+        if p.ray == "head":  # the watchdog watches the driver, whose output has its tasks' (log_to_driver)
+            return ray_cluster.head(
+                p.ray_tool, topo.leader_ip, topo.port, topo.nnodes, argv, p.env, children, starting=starting,
+                watched=watched,
+            )  # fmt: skip
+        return ray_cluster.worker(p.ray_tool, topo.leader_ip, topo.port, p.env, children)
     starting()
+    if watched is None and job is not None:  # posting the end: the runtime stays the parent
+        watched = watchdog.Settings(None, 0.0, [], None, None)
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
+        if job is not None:
+            job.started()
         try:
-            return watchdog.run(argv, p.env, watched)
+            tell = None if job is None else job.tell
+            code = restart.run(argv, p.env, watched, tell=tell)  # again after a stop: --retry-on stalled
         except OSError as e:
             log(f"error: cannot run {argv[0]}: {e.strerror or e}")
-            return 127 if isinstance(e, FileNotFoundError) else 126
+            code = 127 if isinstance(e, FileNotFoundError) else 126
+        if job is not None:
+            job.ended(code)
+        return code
     if method == "bash":
         try:
             return procs.run_forwarding(argv, p.env, procs.Children())
@@ -427,8 +415,11 @@ def main(args: list[str]) -> int:
         return EXIT_INPUTS
     if cwd:
         os.chdir(cwd)
-    node_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    node_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = job_env(dict(os.environ), node_dir, cwd)
+    job = None
+    if "LAUNCHKIT_SLACK_WEBHOOK" in env:  # (notify.ENV) its poster; the command never sees it
+        job = notify.from_env(env)
     try:
         p = plan(argv, env)
         said = timing_line(t0, timings, int(time.time() * 1000)) if t0 is not None else ""
@@ -439,7 +430,7 @@ def main(args: list[str]) -> int:
             if said:
                 log(said)
 
-        return run(p, os.environ.get("LAUNCHKIT_EXEC_METHOD") or "exec", starting)
+        return run(p, os.environ.get("LAUNCHKIT_EXEC_METHOD") or "exec", starting, job)
     except LaunchError as e:
         log(f"error: {e}")
         return e.code

@@ -21,7 +21,7 @@ import tempfile
 from urllib.parse import unquote, urlsplit
 
 from .plan import assigns, read_text, toml_lines
-from .pyenv import Settings
+from .settings import Settings
 from .steplog import StepLog, child_environ
 
 TYPE_CHECKING = False  # (typing costs a job's start-up: for the type checker only)
@@ -116,7 +116,7 @@ def _top_and_src(git: Git) -> tuple[list[list[str]], str] | None:
     return entries, (git(["ls-tree", "--name-only", src[0]]) or "") if src else ""
 
 
-def _site_packages(venv: str) -> list[str]:
+def site_packages_dirs(venv: str) -> list[str]:
     lib = os.path.join(venv, "lib")
     try:
         found = sorted(d for d in os.listdir(lib) if d.startswith("python"))
@@ -133,7 +133,7 @@ def _file_url_path(url: str) -> str:
 def editable_dist(root: str, venv: str) -> str:
     """The one *.dist-info of an editable install of `root` in `venv` ("" for none or several)."""
     found = []
-    for sp in _site_packages(venv):
+    for sp in site_packages_dirs(venv):
         for name in sorted(os.listdir(sp)):
             if not name.endswith(".dist-info"):
                 continue

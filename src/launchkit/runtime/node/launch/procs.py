@@ -1,6 +1,7 @@
 """Child processes of the runtime: spawn one (in its own process group or not), wait for it while
 reaping every other child (orphans too, when the runtime is the container's PID 1, as bash does), stop
-a group with a grace period, and forward signals to a child."""
+a group with a grace period, and start a child that the job's signals are passed on to (spawn_forwarding:
+where the bash exec method, Ray's driver and the watchdog all start the command)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,49 @@ def stop_group(
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2")
 
 
+def spawn_forwarding(
+    argv: Sequence[str],
+    env: dict[str, str],
+    forwarded: Sequence[str] = FORWARDED,
+    as_signal: str | None = None,
+    *,
+    own_group: bool = False,
+    file_actions: Sequence[tuple[int, ...]] = (),
+    on_signal: Callable[[int], None] | None = None,
+) -> int:
+    """Start argv as a child (see spawn) and pass the signals named in `forwarded` on to it from now on
+    (each as itself, or all as `as_signal`): to its process group with own_group, else to it. A signal
+    that arrives while the child is being started is passed on right after. `on_signal(signum)` hears
+    of each first. Its pid."""
+    child: list[int] = []
+    pending: list[int] = []
+    kill = os.killpg if own_group else os.kill
+
+    def send(sig: int) -> None:
+        try:
+            kill(child[0], sig)
+        except OSError:
+            pass
+
+    def forward(signum: int, _frame: object) -> None:
+        if on_signal is not None:
+            on_signal(signum)
+        sig = getattr(signal, as_signal) if as_signal else signum
+        if child:
+            send(sig)
+        else:
+            pending.append(sig)
+
+    for name in forwarded:
+        signal.signal(getattr(signal, name), forward)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child.append(spawn(argv, env, own_group=own_group, file_actions=file_actions))
+    for sig in pending:
+        send(sig)
+    return child[0]
+
+
 def run_forwarding(
     argv: Sequence[str],
     env: dict[str, str],
@@ -116,27 +160,5 @@ def run_forwarding(
     forwarded: Sequence[str] = FORWARDED,
     as_signal: str | None = None,
 ) -> int:
-    """Run argv as a child and wait for it, passing the signals named in `forwarded` on to it (each as
-    itself, or all as `as_signal`); its exit code. A signal that arrives while the child is being started
-    is passed on right after."""
-    child: list[int] = []
-    pending: list[int] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        sig = getattr(signal, as_signal) if as_signal else signum
-        if not child:
-            pending.append(sig)
-            return
-        try:
-            os.kill(child[0], sig)
-        except OSError:
-            pass
-
-    for name in forwarded:
-        signal.signal(getattr(signal, name), forward)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    child.append(spawn(argv, env))
-    for sig in pending:
-        os.kill(child[0], sig)
-    return children.wait(child[0])
+    """Run argv as a child and wait for it, passing the signals on (spawn_forwarding); its exit code."""
+    return children.wait(spawn_forwarding(argv, env, forwarded, as_signal))

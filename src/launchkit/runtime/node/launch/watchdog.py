@@ -17,11 +17,10 @@ import os
 import re
 import select
 import signal
-import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from .procs import FORWARDED, Children, spawn, stop_group
+from .procs import Children, spawn_forwarding, stop_group
 
 EXIT_STOPPED = 124  # the watchdog ended the command (as timeout(1)); its log's last line says why
 STOPPED = "stopped: "  # after "[launchkit] ": the line the backends read (backends/ending.py)
@@ -69,13 +68,28 @@ def settings(env: dict[str, str]) -> Settings | None:
     if stall is None and inactive is None and soft is None:
         return None
 
-    given = [p for p in (env.get("LAUNCHKIT_PROGRESS_PATTERNS") or "").split("\n") if p]
-    try:
-        patterns = [re.compile(p) for p in given or DEFAULT_PATTERNS]
-    except re.error as e:
-        raise ValueError(f"LAUNCHKIT_PROGRESS_PATTERNS: not a regular expression ({e})") from None
+    patterns = progress_patterns(env.get("LAUNCHKIT_PROGRESS_PATTERNS"))
     grace = _seconds(env, "LAUNCHKIT_STALL_GRACE")
     return Settings(stall, 600.0 if grace is None else grace, patterns, inactive, soft)
+
+
+def progress_patterns(given: str | None) -> list[re.Pattern[str]]:
+    """LAUNCHKIT_PROGRESS_PATTERNS' regexes (one a line), else DEFAULT_PATTERNS; ValueError names a
+    bad one. The backends read a run's progress with these too (`launchkit list`, `why`)."""
+    try:
+        return [re.compile(p) for p in [p for p in (given or "").split("\n") if p] or DEFAULT_PATTERNS]
+    except re.error as e:
+        raise ValueError(f"LAUNCHKIT_PROGRESS_PATTERNS: not a regular expression ({e})") from None
+
+
+def progress_in(line: str, patterns: Sequence[re.Pattern[str]]) -> str | None:
+    """The progress a line shows (`step=1200/5000`), or None: the one matcher of the watchdog and of
+    the backends' `list`/`why`."""
+    for p in patterns:
+        m = p.search(line)
+        if m:
+            return m.group(0).strip("[]{} ")[:80]
+    return None
 
 
 def fmt_secs(seconds: float) -> str:
@@ -111,13 +125,10 @@ class Watch:
         parts = buf.replace(b"\r", b"\n").split(b"\n")
         self.pending[fd] = parts.pop()[-LINE_MAX:]
         for raw in reversed(parts):  # the newest complete line that matches
-            line = raw.decode("utf-8", "replace")
-            for p in self.s.patterns:
-                m = p.search(line)
-                if m:
-                    self.last_progress, self.progress_wall = now, wall
-                    self.progress_text = m.group(0).strip("[]{} ")[:80]
-                    return
+            text = progress_in(raw.decode("utf-8", "replace"), self.s.patterns)
+            if text is not None:
+                self.last_progress, self.progress_wall, self.progress_text = now, wall, text
+                return
 
     def check(self, now: float) -> tuple[str | None, str | None]:
         """(why to stop, or None; a warning to give now, or None)."""
@@ -179,8 +190,12 @@ def run(
     s: Settings,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
+    stops: list[str] | None = None,
+    tell: Callable[[str, str], None] | None = None,
 ) -> int:
-    """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED."""
+    """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED (and why,
+    appended to `stops`: the command's own 124 is not a stop). `tell(what, text)` hears of "signal"
+    (forwarded), "warning" and "stopped" (node/launch/notify.py)."""
 
     children = Children()
     # the command's stdout and stderr: one pipe when ours are the same file (their order is kept)
@@ -189,30 +204,12 @@ def run(
     targets = [(pipes[0][1], 1), (pipes[-1][1], 2)]
     actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_DUP2, w, fd) for w, fd in targets]
     actions += [(os.POSIX_SPAWN_CLOSE, fd) for pair in pipes for fd in pair]
-    child: list[int] = []
-    pending: list[int] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        if not child:
-            pending.append(signum)
-            return
-        try:
-            os.killpg(child[0], signum)
-        except OSError:
-            pass
-
-    for name in FORWARDED:
-        signal.signal(getattr(signal, name), forward)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        child.append(spawn(argv, env, own_group=True, file_actions=actions))
+    heard = None if tell is None else (lambda signum: tell("signal", signal.Signals(signum).name))
+    try:  # the job's signals go to the command's process group
+        pid = spawn_forwarding(argv, env, own_group=True, file_actions=actions, on_signal=heard)
     finally:
         for _, w in pipes:
             os.close(w)
-    pid = child[0]
-    for sig in pending:
-        forward(sig, None)
     watch = Watch(s, clock(), wall())
     sink = {r: out for (r, _), out in zip(pipes, outs)}
     open_fds = list(sink)
@@ -239,6 +236,8 @@ def run(
             why, warning = watch.check(clock())
             if warning:
                 _say(warning)
+                if tell is not None:
+                    tell("warning", warning)
             if why:
                 _say(f"stopping the command: {why}")
                 stop_group(pid, STOP_GRACE, children)
@@ -248,5 +247,9 @@ def run(
     code = children.wait(pid)
     if why:
         _say(STOPPED + why)  # the last line of the job's log
+        if stops is not None:
+            stops.append(why)
+        if tell is not None:
+            tell("stopped", why)
         return EXIT_STOPPED
     return code

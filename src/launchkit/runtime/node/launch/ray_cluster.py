@@ -11,7 +11,7 @@ import subprocess
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from .launch import EXIT_EXEC, LaunchError, log
+from . import EXIT_EXEC, LaunchError, log, watchdog
 from .procs import Children, run_forwarding, spawn, stop_group
 
 _SECTION = re.compile(r"^([A-Z][A-Za-z ]*):\s*$")
@@ -115,9 +115,10 @@ def head(
     clock: Clock = Clock(),
     ray_status: Callable[[], str | None] | None = None,
     starting: Callable[[], None] = lambda: None,
+    watched: watchdog.Settings | None = None,
 ) -> int:
     """Rank 0: start the head, wait until every replica has joined, run the driver (`starting()` right
-    before it); its exit code."""
+    before it; under the watchdog with `watched`); its exit code."""
     cfg = settings(env)
     probe = ray_status or (lambda: status(ray, f"{ip}:{port}", env))
     head_pid = _start(
@@ -172,7 +173,10 @@ def head(
     log(f"ray head at {ip}:{port} with {n} node(s); starting the driver")
     starting()
     try:
-        rc = run_forwarding(driver, env, children, ("SIGTERM", "SIGINT", "SIGHUP"), as_signal="SIGTERM")
+        if watched is not None:  # it ends a stalled or silent driver and says why (backends/ending.py)
+            rc = watchdog.run(driver, env, watched)
+        else:
+            rc = run_forwarding(driver, env, children, ("SIGTERM", "SIGINT", "SIGHUP"), as_signal="SIGTERM")
     except OSError as e:
         log(f"error: cannot run {driver[0]}: {e.strerror or e}")
         rc = 127 if isinstance(e, FileNotFoundError) else 126

@@ -40,7 +40,7 @@ import sys
 import sysconfig
 import time
 
-from . import switched_off
+from .. import switched_off
 
 TYPE_CHECKING = False  # (typing, re and sysconfig cost a job's start-up ~20 ms: imported where needed)
 if TYPE_CHECKING:

@@ -1,0 +1,56 @@
+"""`--retry-on` for a local run (core/retrying.py): how a replica's job ended, by cause, and whether
+its supervisor starts a new attempt for it. Standard library only (the supervisor imports it); the
+log is read only for the exit codes that need it.
+
+- `preemption`: ended by SIGTERM (exit 143) that launchkit did not send (its own stops, a sibling's
+  stop and --task-timeout are told apart before): a machine's scheduler or a person preempting it.
+- `stalled`: the runtime's watchdog stopped it (exit 124 and its log's last `[launchkit] stopped:`
+  line); the runtime has already restarted it in place as often as allowed, so it is not retried again.
+- `never-started`: a setup step's exit code (100-109) before its log says the command started.
+- `failure`: anything else non-zero.
+"""
+
+from __future__ import annotations
+
+from launchkit.backends.local import logs
+from launchkit.core.retrying import FAILURE, NEVER_STARTED, PREEMPTION, STALLED
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import threading
+    from typing import Any
+
+SIGTERM_EXIT = 143  # 128 + SIGTERM
+WATCHDOG_EXIT = 124  # backends/ending.py's (it loads pydantic: imported only when a log is read)
+SETUP_CODES = range(100, 110)
+
+
+def cause_of(code: int, rdir: str, rank: int, attempt: int, pump: threading.Thread | None) -> str:
+    """The cause of a job's non-zero exit `code` (replica `rank`'s `attempt`, whose log `pump` writes)."""
+    if code == SIGTERM_EXIT:
+        return PREEMPTION
+    if code != WATCHDOG_EXIT and code not in SETUP_CODES:
+        return FAILURE
+    from launchkit.backends import ending
+
+    if pump is not None:
+        pump.join(timeout=5)  # its last lines are in its log
+    path = logs.log_file(rdir, rank, attempt)
+    if code == WATCHDOG_EXIT:
+        return STALLED if ending.watchdog_stop(logs.last_lines(path)) else FAILURE
+    return FAILURE if ending.command_started(logs.lines(path)) else NEVER_STARTED
+
+
+def fields(cause: str) -> dict[str, Any]:
+    """The job record's fields for a cause (outcome.view reads them)."""
+    if cause == PREEMPTION:
+        return {"status": "canceled", "stop": "preempted"}
+    if cause in (STALLED, NEVER_STARTED):
+        return {"status": "failed", "cause": cause.replace("-", " ")}
+    return {"status": "failed"}
+
+
+def wanted(retry_on: tuple[str, ...], cause: str | None) -> bool:
+    """Whether the supervisor retries a job that ended for `cause` (without --retry-on: any failure,
+    as Beaker's task retries; stalled: the runtime did, in place)."""
+    return not retry_on or (cause in retry_on and cause != STALLED)

@@ -1,0 +1,63 @@
+"""`--retry-on stalled` (docs/retries.md): the command restarted in place, in the same job, each time
+the watchdog (watchdog.py) stops it, up to LAUNCHKIT_RETRY_CAP times. Each start gets LAUNCHKIT_ATTEMPT
+one higher when the backend gave the job its attempt number (the local supervisor does; a Beaker job
+cannot know it), and LAUNCHKIT_RESTART, the restarts in this job so far. A forwarded signal (a stop, a
+preemption) between two starts ends it instead.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Callable, Sequence
+
+from . import watchdog
+from .procs import FORWARDED
+
+Runner = Callable[..., int]
+
+
+def allowed(env: dict[str, str]) -> int:
+    """Restarts allowed: LAUNCHKIT_RETRY_CAP when LAUNCHKIT_RETRY_ON names `stalled`, else 0."""
+    if "stalled" not in (env.get("LAUNCHKIT_RETRY_ON") or "").split(","):
+        return 0
+    cap = env.get("LAUNCHKIT_RETRY_CAP") or "0"
+    return int(cap) if cap.isdigit() else 0
+
+
+def _say(message: str) -> None:
+    print(f"[launchkit] {message}", file=sys.stderr, flush=True)
+
+
+def run(
+    argv: Sequence[str],
+    env: dict[str, str],
+    s: watchdog.Settings,
+    runner: Runner = watchdog.run,
+    tell: Callable[[str, str], None] | None = None,
+) -> int:
+    """Run argv under the watchdog, again after each of its stops while restarts are left; `tell` as
+    watchdog.run's (the job's Slack poster)."""
+    left = allowed(env)
+    base = env.get("LAUNCHKIT_ATTEMPT") or ""
+    restart = 0
+    signalled: list[int] = []
+    while True:
+        stops: list[str] = []
+        code = runner(argv, env, s, stops=stops, tell=tell)
+        if signalled:  # a signal came while it was being restarted
+            return 128 + signalled[0]
+        if not stops or restart >= left:
+            return code
+        for name in FORWARDED:  # until the next start (the watchdog's own handlers), a signal ends it
+            signal.signal(getattr(signal, name), lambda n, _f: signalled.append(n))
+        restart += 1
+        env = dict(env, LAUNCHKIT_RESTART=str(restart))
+        attempt: str | None = None
+        if base.isdigit():
+            attempt = str(int(base) + restart)
+            env["LAUNCHKIT_ATTEMPT"] = attempt
+        which = f"attempt {attempt}" if attempt else f"restart {restart} of {left}"
+        _say(f"restarting the command in place ({which}; --retry-on stalled): {stops[-1]}")
+        if signalled:
+            return 128 + signalled[0]

@@ -1,0 +1,126 @@
+"""The job's own Slack poster (runtime/node/launch/notify.py) through `python -m launchkit.runtime.node launch`,
+as bash hands over: which replica posts what, a SIGTERM'd job posts nothing for itself, a failed post is
+one warning line that changes nothing else. Real processes and a webhook receiver on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launchkit.notify import posted_by_job
+from launchkit.runtime.node.launch import notify
+from webhook import HOOK_PATH, Receiver
+
+
+@pytest.fixture
+def hook():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def launch(tmp_path: Path, code: str, url: str, **env: str) -> subprocess.Popen[str]:
+    full = {
+        "PATH": os.environ["PATH"],
+        "LAUNCHKIT_LAUNCHER": "none",
+        "BEAKER_EXPERIMENT_ID": "01EXP",
+        notify.ENV: url,
+        **env,
+    }
+    cmd = [sys.executable, "-m", "launchkit.runtime.node", "launch", "--cwd", str(tmp_path), "--"]
+    return subprocess.Popen(
+        [*cmd, sys.executable, "-c", code],
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(p: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = p.communicate(timeout=120)
+    return p.returncode, out, err
+
+
+def test_replica_0_posts_its_start_and_success_and_the_command_never_sees_the_webhook(tmp_path, hook):
+    code, out, err = finish(launch(tmp_path, "print('hi')", hook.url))
+    assert code == 0, err
+    assert hook.texts == [
+        ":rocket: launchkit run *01EXP* started",
+        ":white_check_mark: launchkit run *01EXP* succeeded",
+    ]
+    code, out, _ = finish(
+        launch(tmp_path, "import os; print(os.environ.get('LAUNCHKIT_SLACK_WEBHOOK'))", hook.url)
+    )
+    assert out == "None\n"
+
+
+def test_the_replica_that_fails_posts_its_exit_code_and_names_itself(tmp_path, hook):
+    env = {"BEAKER_REPLICA_RANK": "1", "BEAKER_REPLICA_COUNT": "2", "LAUNCHKIT_ATTEMPT": "2"}
+    code, _, err = finish(launch(tmp_path, "import sys; sys.exit(3)", hook.url, **env))
+    assert code == 3, err
+    assert hook.texts == [
+        ":x: launchkit run *01EXP* failed with exit code 3 (replica 1 of 2, attempt 2); "
+        "see why: `launchkit why 01EXP`"
+    ]  # no start: replica 0 posts that
+
+
+def test_a_job_ended_by_sigterm_posts_nothing_for_itself(tmp_path, hook):
+    """A cancel, a preemption or a sibling's failure: whoever sent the signal posts it."""
+    p = launch(tmp_path, "import sys, time; print('up', flush=True); time.sleep(600)", hook.url)
+    assert p.stdout.readline() == "up\n"
+    p.send_signal(signal.SIGTERM)
+    code, _, err = finish(p)
+    assert code == 128 + signal.SIGTERM, err
+    assert hook.texts == [":rocket: launchkit run *01EXP* started"]
+
+
+def test_the_soft_inactivity_warning_is_posted(tmp_path, hook):
+    code, _, err = finish(
+        launch(
+            tmp_path,
+            "import time; print('x', flush=True); time.sleep(1.5)",
+            hook.url,
+            LAUNCHKIT_INACTIVE_SOFT_TIMEOUT="0.5",
+        )
+    )
+    assert code == 0, err
+    assert hook.texts[1].startswith(":zzz: launchkit run *01EXP* no output for "), hook.texts
+    assert hook.texts[1].endswith("(--inactive-soft-timeout)") and len(hook.texts) == 3, hook.texts
+
+
+def test_a_webhook_that_fails_is_one_warning_line_and_changes_nothing_else(tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}{HOOK_PATH}"
+    code, out, err = finish(launch(tmp_path, "import sys; print('done'); sys.exit(5)", url))
+    assert code == 5 and out == "done\n", err
+    warnings = [line for line in err.splitlines() if "Slack" in line]
+    assert len(warnings) == 2, err  # the start's and the end's
+    assert warnings[0].startswith("[launchkit] warning: Slack notification to http://127.0.0.1/… failed (")
+    assert HOOK_PATH not in err
+
+
+def test_follow_leaves_to_the_job_what_the_job_posts():
+    from launchkit.backends import EndKind, EndReason
+
+    def end(kind: EndKind, by: str | None = None) -> EndReason:
+        return EndReason(kind=kind, line="x", by=by)
+
+    job = [
+        end(EndKind.succeeded),
+        end(EndKind.exit_code),
+        end(EndKind.oom),
+        end(EndKind.timeout, "launchkit"),
+    ]
+    assert all(map(posted_by_job, job))
+    follower = [EndKind.setup, EndKind.preempted, EndKind.canceled, EndKind.node_lost, EndKind.image_pull]
+    assert not any(posted_by_job(end(k)) for k in follower)
+    assert not posted_by_job(end(EndKind.timeout, "--task-timeout")) and not posted_by_job(None)
