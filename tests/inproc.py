@@ -10,10 +10,21 @@ from pathlib import Path
 from conftest import Result
 
 
+def _stream() -> io.TextIOWrapper:
+    """A text stream with a `.buffer` (logs and follow write the job's raw bytes there)."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape", write_through=True)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    data = stream.buffer.getvalue()  # type: ignore[attr-defined]
+    return data.decode("utf-8", "surrogateescape")
+
+
 def run_main(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
     from launchkit.cli.app import main
 
-    out, err = io.StringIO(), io.StringIO()
+    out, err = _stream(), _stream()
     old_cwd, old_env = os.getcwd(), dict(os.environ)
     code = 0
     try:
@@ -29,4 +40,4 @@ def run_main(*args: str, cwd: Path | None = None, env: dict[str, str] | None = N
         os.chdir(old_cwd)
         os.environ.clear()
         os.environ.update(old_env)
-    return Result(code, out.getvalue(), err.getvalue())
+    return Result(code, _text(out), _text(err))

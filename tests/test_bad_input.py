@@ -170,7 +170,7 @@ def test_bad_environment_default_names_the_variable(repo):
 
 @pytest.mark.parametrize("flag", ["HF_TOKEN", "WANDB_API_KEY=abc", "MY_SERVICE_PASSWORD=x"])
 def test_secret_looking_env_is_refused(repo, flag):
-    r = run_cli(
+    r = run_main(
         "run",
         "--dry-run",
         "--env",

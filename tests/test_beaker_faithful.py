@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 
 import pytest
 
@@ -231,10 +230,17 @@ def test_follow_delivers_every_line_exactly_once_with_early_ends(fake_beaker):
     th = threading.Thread(target=lambda: result.update(code=b.follow(b.get(exp.id), out)), daemon=True)
     th.start()
     n = 0
-    for _ in range(10):
+    for _ in range(10):  # each batch delivered, then the stream ended by its lifetime and resumed
+        streams = fake_beaker.calls["StreamJobLogs"]
         st.append_logs(job, [f"l{n + i}" for i in range(31)])
         n += 31
-        time.sleep(0.15)
+        last = b"%d\n" % (n - 1)
+        assert st.wait_for(
+            lambda last=last, streams=streams: (
+                out.getvalue().endswith(last) and fake_beaker.calls["StreamJobLogs"] > streams
+            ),
+            60,
+        )
     fake_beaker.faults.end_streams(after_lines=5, count=2)
     st.append_logs(job, [f"l{n + i}" for i in range(31)])
     n += 31

@@ -404,17 +404,16 @@ def git_head(repo) -> str:
 def test_the_watchdog_stops_a_stalled_command_through_the_entrypoint(repo, tmp_path, method):
     """With a watchdog setting, bash hands the command to the Python runtime, which ends it when its
     progress stops; the log's last line says why (what the backends read), and the job exits 124."""
-    script = (
-        "import time\nprint('step 1', flush=True)\n"
-        "while True:\n    print('NCCL WARN', flush=True); time.sleep(0.05)\n"
-    )
+    # bash, not Python: its first line comes at once (a Python under coverage can take longer than the
+    # 1 s stall timeout to start)
+    script = "echo 'step 1'; while :; do echo 'NCCL WARN'; sleep 0.05; done"
     env = {
         **NO_PY,
         "LAUNCHKIT_EXEC_METHOD": method,
         "LAUNCHKIT_STALL_TIMEOUT": "1",
         "LAUNCHKIT_STALL_GRACE": "0",
     }
-    argv = _as_method(method, [sys.executable, "-c", script])
+    argv = _as_method(method, ["bash", "-c", script])
     r = entrypoint(tmp_path, str(repo.remote), git_head(repo), argv, env)
     assert r.returncode == 124, r.stderr
     assert r.stdout.startswith("step 1\nNCCL WARN\n")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import git, run_cli
+from conftest import git
+from inproc import run_main
 from launchkit.errors import PreconditionError, UsageError
 from launchkit.jobchecks import beaker_address, check_command, check_remote_reachable, local_remote
 
@@ -50,11 +51,11 @@ def test_one_word_with_spaces_is_refused_unless_it_is_a_file_or_a_shell_line(lay
 
 
 def test_refusals_through_the_cli(layout):
-    r = run_cli(*DRY, "--", "python", "s.py", cwd=layout.path / "sub")
+    r = run_main(*DRY, "--", "python", "s.py", cwd=layout.path / "sub")
     assert r.code == 2 and "give the path from the root: sub/s.py" in r.stderr, r.stderr
-    r = run_cli(*DRY, "--", "python3 train.py", cwd=layout.path)
+    r = run_main(*DRY, "--", "python3 train.py", cwd=layout.path)
     assert r.code == 2 and "one word with spaces" in r.stderr, r.stderr
-    r = run_cli(*DRY, "--", "python", "sub/s.py", cwd=layout.path)
+    r = run_main(*DRY, "--", "python", "sub/s.py", cwd=layout.path)
     assert r.code == 0, r.stderr
 
 
@@ -91,19 +92,17 @@ def test_beaker_run_with_a_local_origin_is_refused_before_submitting(repo, tmp_p
     cfg = tmp_path / "config.yml"
     cfg.write_text("user_token: t\nagent_address: https://beaker.invalid\ndefault_workspace: ai2/x\n")
     env = {"BEAKER_CONFIG": str(cfg)}
-    r = run_cli("run", "--no-python", "--", "python", "train.py", cwd=repo.path, env=env, timeout=60)
+    r = run_main("run", "--no-python", "--", "python", "train.py", cwd=repo.path, env=env)
     assert r.code == 3 and "a Beaker node cannot clone it" in r.stderr, r.stderr
-    r = run_cli("-v", "run", "--dry-run", "--offline", "--", "python", "train.py", cwd=repo.path, env=env)
+    r = run_main("-v", "run", "--dry-run", "--offline", "--", "python", "train.py", cwd=repo.path, env=env)
     assert r.code == 0 and "submitting it would be refused" in r.stderr, r.stderr
-    r = run_cli("run", "--local", "--dry-run", "--", "python", "train.py", cwd=repo.path, env=env)
+    r = run_main("run", "--local", "--dry-run", "--", "python", "train.py", cwd=repo.path, env=env)
     assert r.code == 0 and "cannot clone" not in r.stderr, r.stderr
 
 
 def test_a_root_with_nothing_to_install_names_the_packages_below_it(repo):
     """markitdown's layout: the package is packages/markitdown, the root installs nothing, and the job ran
     `exec: markitdown: not found` with no word about it (issue 31)."""
-    from inproc import run_main
-
     project = '[project]\nname = "{}"\nversion = "0"\n'
     repo.commit(
         {
@@ -127,7 +126,5 @@ def test_a_root_with_nothing_to_install_names_the_packages_below_it(repo):
 
 
 def test_a_script_only_repository_says_nothing(repo):
-    from inproc import run_main
-
     r = run_main("run", "--dry-run", "--offline", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0 and "installs nothing" not in r.stderr, r.stderr

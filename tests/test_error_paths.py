@@ -123,6 +123,7 @@ def test_beaker_timeout_from_config_must_be_finite(tmp_path, raw):
     cfg = tmp_path / "user.toml"
     cfg.write_text(f"beaker_timeout = {raw}\n")
     r = run_main("list", env={"LAUNCHKIT_CONFIG": str(cfg), "BEAKER_TOKEN": "t"})
+    one_line(r, 2, "'beaker_timeout'", str(cfg))
     one_line(r, 2, "beaker_timeout")
 
 

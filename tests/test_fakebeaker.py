@@ -369,6 +369,7 @@ def test_log_bytes_are_passed_through_unchanged(fake_beaker):
     assert [log.message for log in beaker.job.logs(job)] == raw
 
 
+@pytest.mark.timeout(60)  # a shutdown blocked by the stream fails here
 def test_abandoned_follow_stream_does_not_block_shutdown(fake_beaker):
     s = fake_beaker.state
     exp = s.add_experiment("ai2/launchkit", "forever", author="alice")
@@ -380,9 +381,7 @@ def test_abandoned_follow_stream_does_not_block_shutdown(fake_beaker):
     assert next(iter(stream)).message == b"one"
     stream.close()
     beaker.close()
-    t0 = time.monotonic()
     fake_beaker.stop()
-    assert time.monotonic() - t0 < 5
 
 
 def test_auto_mode_preempts_first_job_and_runs_the_next(fake_beaker):

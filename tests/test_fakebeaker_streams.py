@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 
 import grpc
 import pytest
@@ -68,16 +67,14 @@ def test_follow_streams_new_lines_until_the_job_finishes(fake_beaker):
     s = fake_beaker.state
     s.start_job(job)
     s.append_logs(job, ["before"])
-
-    def produce():
-        for i in range(5):
-            time.sleep(0.05)
-            s.append_logs(job, [f"live {i}"])
-        s.finish_job(job, exit_code=7)
-
-    threading.Thread(target=produce, daemon=True).start()
     beaker = fake_beaker.client()
-    got = messages(beaker.job.logs(beaker.job.get(job.id), follow=True))
+    stream = iter(beaker.job.logs(beaker.job.get(job.id), follow=True))
+    got = [next(stream).message.decode()]
+    for i in range(5):  # each line is written only after the stream delivered the one before
+        s.append_logs(job, [f"live {i}"])
+        got.append(next(stream).message.decode())
+    s.finish_job(job, exit_code=7)
+    got += messages(stream)
     assert got == ["before"] + [f"live {i}" for i in range(5)]
     assert beaker.job.get(job.id).status.exit_code == 7
     assert fake_beaker.calls["StreamJobLogs"] == 1
@@ -214,10 +211,10 @@ def test_idle_follow_stream_ended_by_time_is_resumed(fake_beaker):
     beaker = fake_beaker.client()
     seen: list[str] = []
 
-    def later():
-        time.sleep(0.7)
+    def later():  # once the idle stream was ended and resumed, a line; once resumed again, the end
+        s.wait_for(lambda: fake_beaker.calls["StreamJobLogs"] >= 2, 60)
         s.append_logs(job, ["after idle"])
-        time.sleep(0.3)
+        s.wait_for(lambda: fake_beaker.calls["StreamJobLogs"] >= 3, 60)
         s.finish_job(job)
 
     threading.Thread(target=later, daemon=True).start()

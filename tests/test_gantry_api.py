@@ -336,3 +336,33 @@ def test_the_gantry_api_imports_nothing_of_the_cli():
                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
                 )
                 assert not any(n.startswith("launchkit.cli") for n in names), (path.name, names)
+
+
+@pytest.mark.timeout(300)
+def test_the_gantry_api_script_in_this_process(fake_beaker, tmp_path, monkeypatch, capsys):
+    """The script of the first test, run here (the fast tier): dry run, launch and follow, a failure."""
+    import runpy
+
+    from fakebeaker.state import AutoRun
+
+    monkeypatch.chdir(make_repo(tmp_path / "repo", {"train.py": "print('train')\n"}))
+    for name, value in {**fake_beaker.env, "HTTPS_PROXY": fake_beaker.github_proxy}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    script = str(_script("launchkit", tmp_path))
+
+    def run(*argv: str) -> str:
+        monkeypatch.setattr(sys, "argv", [script, *argv])
+        runpy.run_path(script, run_name="__main__")
+        return capsys.readouterr().out
+
+    assert "DRY None" in run("dry", "here-dry") and fake_beaker.calls["CreateExperiment"] == 0
+    fake_beaker.state.set_auto(
+        AutoRun(start_after=0.05, run_for=0.2, exit_code=0, lines=["step 1", "step 2"])
+    )
+    out = run("launch", "here-launch")
+    assert "WORKLOAD True here-launch" in out and "FINISHED True exit 0" in out, out
+    assert "EVENT start True" in out and "EVENT log step 2 True" in out
+    fake_beaker.state.set_auto(AutoRun(start_after=0.05, run_for=0.2, exit_code=3, lines=["boom"]))
+    out = run("fail", "here-fail")
+    assert "EVENT failure 3" in out and "RAISED ExperimentFailedError True True" in out, out

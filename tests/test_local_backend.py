@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
+from inproc import run_main
 from lk_helpers import FAST_ENV, launched_id, processes_with, uv_lock_project, wait_finished
 
 PY = sys.executable  # an interpreter with no launchkit on its path would do as well
@@ -345,5 +346,5 @@ def test_argv_round_trip_end_to_end(repo, env):
 
 
 def test_author_filter_is_refused_for_local_runs(env):
-    r = run_cli("list", "--local", "--author", "bob", env=env)
+    r = run_main("list", "--local", "--author", "bob", env=env)
     assert r.code == 2 and "--author" in r.stderr and r.stderr.count("\n") == 1

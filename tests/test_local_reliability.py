@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from inproc import run_main
 from lk_helpers import FAST_ENV, launched_id, processes_with, wait_finished
 
 NO_PY = ("--local", "--no-python")
@@ -180,8 +181,12 @@ def test_fault_kill_the_supervisor_at_random_moments(repo, env, state, marker):
 
 
 def test_supervisor_does_not_load_pydantic_or_sqlite():
-    code = "import sys, launchkit.backends.local.supervisor; print(sorted({'pydantic', 'sqlite3'} & set(sys.modules)))"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys; before = set(sys.modules); import launchkit.backends.local.supervisor; "
+        "print(sorted({'pydantic', 'sqlite3'} & (set(sys.modules) - before)))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}  # coverage loads sqlite3
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
@@ -284,7 +289,7 @@ def test_unwritable_state_dir_is_one_line(repo, env, tmp_path):
         target = tmp_path / "ro"
         target.mkdir()
         target.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    r = run_cli("run", *NO_PY, "--", "true", cwd=repo.path, env={**env, "LAUNCHKIT_LOCAL_HOME": str(target)})
+    r = run_main("run", *NO_PY, "--", "true", cwd=repo.path, env={**env, "LAUNCHKIT_LOCAL_HOME": str(target)})
     assert r.code == 3 and one_line(r.stderr), r.stderr
     assert "cannot write the local state" in r.stderr and "LAUNCHKIT_LOCAL_HOME" in r.stderr
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import run_cli
+from inproc import run_main
 
 
 def one_line_usage_error(r, *needles):
@@ -30,28 +30,27 @@ def one_line_usage_error(r, *needles):
     ],
 )
 def test_bad_combinations(repo, args, needles):
-    r = run_cli("run", "--dry-run", *args, "--", "python", "train.py", cwd=repo.path)
+    r = run_main("run", "--dry-run", *args, "--", "python", "train.py", cwd=repo.path)
     one_line_usage_error(r, *needles)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["--torchrun", "--accelerate", "--ray"])
 def test_launchers_work_with_either_exec_method(repo, launcher):
-    r = run_cli(
+    r = run_main(
         "run", "--dry-run", launcher, "--exec-method", "bash", "--", "python", "train.py", cwd=repo.path
     )
     assert r.code == 0, r.stderr
 
 
-@pytest.mark.slow
 def test_profiles_explains_the_choice():
-    r = run_cli("profiles", "ai2/jupiter", "--replicas", "2")
+    r = run_main("profiles", "ai2/jupiter", "--replicas", "2")
     assert r.code == 0, r.stderr
     assert "profile: ai2-weka" in r.stdout and "because cluster ai2/jupiter -> ai2-weka" in r.stdout
     assert "oe-adapt-default" not in r.stdout  # team buckets: --preset ai2-oe
     assert "multi-node GPU setup: export NCCL_IB_HCA=^=mlx5_bond_0" in r.stdout
     assert "launchkit added: profile ai2-weka (NCCL InfiniBand setup for multi-node)" in r.stdout
-    mixed = run_cli("profiles", "ai2/jupiter", "ai2/new-gcp", "--replicas", "2", "--preset", "ai2-oe")
+    mixed = run_main("profiles", "ai2/jupiter", "ai2/new-gcp", "--replicas", "2", "--preset", "ai2-oe")
     assert "decided on each node among ai2-weka, gcp-tcpxo" in mixed.stdout
     assert "left out: preset ai2-oe: ai2-weka parts not applied" in mixed.stdout
 
@@ -66,9 +65,9 @@ def test_profiles_list_and_user_profiles_from_pyproject(repo):
             "[tool.launchkit.profiles.gcp-tcpxo]\ndisabled = true\n"
         }
     )
-    r = run_cli("profiles", "--list", cwd=repo.path)
+    r = run_main("profiles", "--list", cwd=repo.path)
     assert "lab (from pyproject.toml)" in r.stdout and "gcp-tcpxo" not in r.stdout
-    r = run_cli("run", "--dry-run", "--cluster", "lab/gpu", "--", "python", "train.py", cwd=repo.path)
+    r = run_main("run", "--dry-run", "--cluster", "lab/gpu", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0, r.stderr
     task = yaml.safe_load(r.stdout)["tasks"][0]
     env = {e["name"]: e.get("value") for e in task["envVars"]}
@@ -77,19 +76,18 @@ def test_profiles_list_and_user_profiles_from_pyproject(repo):
     assert mounts == [{"source": {"hostPath": "/mnt/scratch"}, "mountPath": "/scratch"}]
 
 
-@pytest.mark.slow
 def test_bad_user_profile_is_one_line(repo):
     repo.commit(
         {"pyproject.toml": '[tool.launchkit.profiles.lab]\nenv = {LD_LIBRARY_PATH = "/x:$LD_LIBRARY_PATH"}\n'}
     )
     one_line_usage_error(
-        run_cli("profiles", cwd=repo.path), "[tool.launchkit.profiles.lab]", "not shell-expanded"
+        run_main("profiles", cwd=repo.path), "[tool.launchkit.profiles.lab]", "not shell-expanded"
     )
 
 
 @pytest.mark.slow
 def test_multi_node_dry_run_defaults(repo):
-    r = run_cli(
+    r = run_main(
         "run",
         "--dry-run",
         "--replicas",
@@ -135,7 +133,7 @@ def readme_commands():
 @pytest.mark.parametrize("argv", list(readme_commands()))
 def test_example_commands_dry_run(repo, argv):
     cut = argv.index("--")
-    r = run_cli(*argv[:cut], "--dry-run", *argv[cut:], cwd=repo.path)
+    r = run_main(*argv[:cut], "--dry-run", *argv[cut:], cwd=repo.path)
     assert r.code == 0, r.stderr
     task = yaml.safe_load(r.stdout)["tasks"][0]
     env = {e["name"]: e.get("value") for e in task["envVars"]}
@@ -147,12 +145,11 @@ def test_example_commands_dry_run(repo, argv):
         assert env["LAUNCHKIT_PROFILE_APPLIED"] == "ai2-weka" and env["LAUNCHKIT_PROFILES"] == "ai2-weka"
 
 
-@pytest.mark.slow
 def test_profiles_shows_presets(repo):
-    r = run_cli("profiles", "ai2/jupiter", "--preset", "vllm", cwd=repo.path)
+    r = run_main("profiles", "ai2/jupiter", "--preset", "vllm", cwd=repo.path)
     assert r.code == 0, r.stderr
     assert "preset vllm:" in r.stdout and "  RAY_CGRAPH_get_timeout=300" in r.stdout
-    r = run_cli("profiles", "--list", cwd=repo.path)
+    r = run_main("profiles", "--list", cwd=repo.path)
     assert "preset vllm:" in r.stdout and "with profile ai2-weka: weka oe-adapt-default:" in r.stdout
-    r = run_cli("run", "--dry-run", "--preset", "nope", "--", "python", "t.py", cwd=repo.path)
+    r = run_main("run", "--dry-run", "--preset", "nope", "--", "python", "t.py", cwd=repo.path)
     one_line_usage_error(r, "--preset 'nope': unknown preset")

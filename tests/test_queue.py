@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from conftest import run_cli
 from fakebeaker import scheduling as fs
 from fakebeaker.plugin import both_ways
+from inproc import run_main
 
 WS = "ai2/launchkit"
 
@@ -113,20 +113,20 @@ SLOT_FIX = "wait, lower --gpus, or launch in another workspace (--workspace)"
 
 def test_why_says_the_workspace_slot_limit_holds_it_with_the_fix(fake_beaker):
     _, held = _at_slot_limit(fake_beaker.state)
-    r = run_cli("why", held.id, timeout=60)
+    r = run_main("why", held.id)
     assert r.code == 0, r.stderr
     assert r.stdout.strip() == f"{held.id} is queued: {SLOT_LINE}; {SLOT_FIX}"
-    r = run_cli("why", held.id, "--json", timeout=60)
+    r = run_main("why", held.id, "--json")
     assert json.loads(r.stdout)["waiting"] == {"kind": "slot_limit", "line": SLOT_LINE, "fix": SLOT_FIX}
 
 
 def test_list_shows_why_queued_runs_wait(fake_beaker):
     _, held = _at_slot_limit(fake_beaker.state)
-    r = run_cli("list", "-w", WS, env={"COLUMNS": "200"}, timeout=60)  # room for whole reasons
+    r = run_main("list", "-w", WS, env={"COLUMNS": "200"})  # room for whole reasons
     assert r.code == 0, r.stderr
     row = next(line for line in r.stdout.splitlines() if held.id in line)
     assert "ai2/launchkit uses 8/8 unallocated slots" in row
-    rows = json.loads(run_cli("list", "-w", WS, "--json", timeout=60).stdout)
+    rows = json.loads(run_main("list", "-w", WS, "--json").stdout)
     by_id = {x["id"]: x for x in rows}
     assert by_id[held.id]["waiting"]["kind"] == "slot_limit"
     assert [x["waiting"] for x in rows if x["id"] != held.id] == [None]  # the running one
@@ -152,7 +152,7 @@ def test_list_reads_one_job_events_for_rows_held_by_the_same_full_workspace(fake
 def test_why_names_no_node_with_enough_free_gpus_and_a_budget_without_allocation(fake_beaker):
     st = fake_beaker.state
     wide = _gpu_experiment(st, "wide", gpus=16)
-    out = run_cli("why", wide.id, timeout=60).stdout
+    out = run_main("why", wide.id).stdout
     assert "is queued: none of 4 nodes of its clusters has 16 free GPUs together now" in out
     assert "launchkit find-gpus --gpus 16" in out
     fs.allocate(st, "ai2/saturn", 16, budget="ai2/oe-default")
@@ -164,7 +164,7 @@ def test_why_names_no_node_with_enough_free_gpus_and_a_budget_without_allocation
         'budget "ai2/oe-default" has no allocation on "ai2/jupiter"',
     )
     nob = st.find_experiment("alice/nobudget")
-    out = run_cli("why", nob.id, timeout=60).stdout
+    out = run_main("why", nob.id).stdout
     assert "its budget may not use this cluster" in out and "ai2/saturn" in out  # its clusters, from Beaker
 
 
@@ -204,9 +204,7 @@ def test_follow_says_why_it_waits_then_streams_once_it_starts(fake_beaker, tmp_p
 
 # -- 2: refused before anything is made ----------------------------------------------------------------
 def _run(repo, *args: str):
-    return run_cli(
-        "run", "--workspace", WS, "--yes", *args, "--", "python", "train.py", cwd=repo.path, timeout=120
-    )
+    return run_main("run", "--workspace", WS, "--yes", *args, "--", "python", "train.py", cwd=repo.path)
 
 
 @pytest.mark.parametrize(
@@ -283,7 +281,7 @@ def test_find_gpus_gpus_ranks_clusters_by_what_starts_soonest(fake_beaker):
     st = fake_beaker.state
     st.workspaces[st.find_workspace(WS).id].slot_limit = 64
     fs.allocate(st, "ai2/jupiter", 32, budget="ai2/oe-default")
-    r = run_cli("find-gpus", "--gpus", "8", "-w", WS, "--json", timeout=60)
+    r = run_main("find-gpus", "--gpus", "8", "-w", WS, "--json")
     assert r.code == 0, r.stderr
     rows = {x["cluster"]: x for x in json.loads(r.stdout)}
     order = [x["cluster"] for x in json.loads(r.stdout)]
@@ -296,21 +294,21 @@ def test_find_gpus_gpus_ranks_clusters_by_what_starts_soonest(fake_beaker):
     assert rows["ai2/ceres"]["start"] == "when nodes free up"
     assert order.index("ai2/ceres") > order.index("ai2/jupiter")
     assert "ai2/phobos" not in rows  # CPU only: never (shown with --all)
-    every = json.loads(run_cli("find-gpus", "--gpus", "8", "-w", WS, "--json", "--all", timeout=60).stdout)
+    every = json.loads(run_main("find-gpus", "--gpus", "8", "-w", WS, "--json", "--all").stdout)
     assert every[-1]["cluster"] == "ai2/phobos" and every[-1]["start"] == "never"
-    table = run_cli("find-gpus", "--gpus", "8", "-w", WS, env={"COLUMNS": "200"}, timeout=60).stdout
+    table = run_main("find-gpus", "--gpus", "8", "-w", WS, env={"COLUMNS": "200"}).stdout
     assert table.splitlines()[0].split()[:3] == ["CLUSTER", "START", "REPLICAS_NOW"]
 
 
 def test_find_gpus_at_the_workspace_slot_limit_starts_nowhere_now(fake_beaker):
     st = fake_beaker.state
     _at_slot_limit(st)
-    rows = json.loads(run_cli("find-gpus", "--gpus", "8", "-w", WS, "--json", timeout=60).stdout)
+    rows = json.loads(run_main("find-gpus", "--gpus", "8", "-w", WS, "--json").stdout)
     assert rows and all(x["start"] in ("after the workspace's slot limit", "never") for x in rows)
 
 
 def test_find_gpus_default_view_keeps_its_columns(fake_beaker):
-    r = run_cli("find-gpus", timeout=60)
+    r = run_main("find-gpus")
     assert r.stdout.splitlines()[0].split() == [
         "CLUSTER",
         "FREE_GPUS",
@@ -334,8 +332,6 @@ def test_synchronized_start_default_grows_with_the_replica_count():
 
 def test_run_says_which_synchronized_start_it_chose_and_writes_it(repo):
     import yaml
-
-    from inproc import run_main
 
     args = ("run", "--dry-run", "--torchrun", "--replicas", "16", "--gpus", "8", "--", "python", "train.py")
     r = run_main(*args, cwd=repo.path)

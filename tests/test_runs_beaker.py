@@ -12,9 +12,9 @@ import threading
 
 import pytest
 
-from conftest import run_cli
 from fakebeaker.plugin import both_ways
 from fakebeaker.state import AutoRun, Invalid
+from inproc import run_main
 
 WS = "ai2/launchkit"
 
@@ -45,10 +45,8 @@ def _exp(fake, name: str, **kw):
     return fake.state.create_experiment(WS, _spec(**kw), name=name, author="alice")
 
 
-def _run(repo, *args: str, timeout: float = 120):
-    return run_cli(
-        "run", "--workspace", WS, "--yes", *args, "--", "python", "train.py", cwd=repo.path, timeout=timeout
-    )
+def _run(repo, *args: str):
+    return run_main("run", "--workspace", WS, "--yes", *args, "--", "python", "train.py", cwd=repo.path)
 
 
 def _follow(*args: str) -> subprocess.Popen:
@@ -97,12 +95,12 @@ def test_a_retry_that_succeeds_is_followed_to_success_and_told(repo, fake_beaker
     assert r.stdout.splitlines()[-2:] == ["attempt 1", "attempt 2"]  # both attempts' logs, in order
     assert "attempt 1 failed with exit code 3; it is retried (retry 1 of 2)" in r.stderr, r.stderr
     exp = _mine(fake_beaker, "retried")
-    why = run_cli("why", exp.id).stdout
+    why = run_main("why", exp.id).stdout
     assert why.startswith(f"{exp.id} succeeded after 1 retry (attempt 1: exit code 3)"), why
     assert f"`launchkit logs {exp.id} --attempt 1`" in why
-    assert run_cli("logs", exp.id, "--attempt", "1").stdout == "attempt 1\n"
-    assert run_cli("logs", exp.id).stdout == "attempt 2\n"
-    row = next(x for x in json.loads(run_cli("list", "--json").stdout) if x["id"] == exp.id)
+    assert run_main("logs", exp.id, "--attempt", "1").stdout == "attempt 1\n"
+    assert run_main("logs", exp.id).stdout == "attempt 2\n"
+    row = next(x for x in json.loads(run_main("list", "--json").stdout) if x["id"] == exp.id)
     assert (row["status"], row["exit_code"], row["attempts"]) == ("succeeded", 0, 2)
 
 
@@ -127,7 +125,7 @@ def test_follow_started_after_a_failed_attempt_names_it_and_its_log(fake_beaker)
     assert second.retry_ancestor_id == first.id
     s.append_logs(second, ["attempt 2"])
     s.finish_job(second, 0)
-    r = run_cli("follow", exp.id)
+    r = run_main("follow", exp.id)
     assert r.code == 0 and r.stdout == "attempt 2\n", r.stderr
     note = f"following attempt 2; attempt 1 failed with exit code 3 (its log: `launchkit logs {exp.id} --attempt 1`)"
     assert note in r.stderr, r.stderr
@@ -154,10 +152,10 @@ def test_torchrun_replica_1_failing_exits_with_its_own_code(repo, fake_beaker):
     assert [t.latest_job.canceled_code for t in exp.tasks if t.replica_rank == 0] == [
         8
     ]  # SIBLING_TASK_FAILED
-    why = run_cli("why", exp.id).stdout
+    why = run_main("why", exp.id).stdout
     assert line in why and f"`launchkit logs {exp.id} --replica 1 --tail 50`" in why, why
-    assert run_cli("logs", exp.id, "--replica", "1", "--tail", "50").stdout == "rank 1\n"
-    row = next(x for x in json.loads(run_cli("list", "--json").stdout) if x["id"] == exp.id)
+    assert run_main("logs", exp.id, "--replica", "1", "--tail", "50").stdout == "rank 1\n"
+    row = next(x for x in json.loads(run_main("list", "--json").stdout) if x["id"] == exp.id)
     assert (row["status"], row["exit_code"]) == ("failed", 7) and line in row["end"]["line"]
     jobs = [j.id for t in exp.tasks for j in t.jobs]
     assert not [j for j in jobs if j in r.stderr + why], "messages name job ids the user never typed"
@@ -192,11 +190,11 @@ def test_why_of_a_multi_task_failure_points_at_the_failing_tasks_log(fake_beaker
     s.finish_job(ok, 0)
     s.append_logs(bad, ["boom"])
     s.finish_job(bad, 5)
-    r = run_cli("why", exp.id)
+    r = run_main("why", exp.id)
     assert r.stdout.startswith(f"{exp.id} task main__1 failed with exit code 5"), r.stdout
     assert f"`launchkit logs {exp.id} --task main__1 --tail 50`" in r.stdout
-    assert run_cli("logs", exp.id, "--task", "main__1", "--tail", "50").stdout == "boom\n"
-    r = run_cli("follow", exp.id, "--task", "main__0")
+    assert run_main("logs", exp.id, "--task", "main__1", "--tail", "50").stdout == "boom\n"
+    r = run_main("follow", exp.id, "--task", "main__0")
     assert r.code == 5 and "task main__1 failed with exit code 5" in r.stderr, r.stderr
 
 
@@ -207,7 +205,7 @@ def test_results_of_two_tasks_go_to_a_directory_each_printed_once(fake_beaker, t
         s.finish_job(t.latest_job, 0)
         s.datasets[t.latest_job.result_dataset_id].files["who.txt"] = t.name.encode()
     out = tmp_path / "out"
-    r = run_cli("results", exp.id, "-o", str(out))
+    r = run_main("results", exp.id, "-o", str(out))
     assert r.code == 0, r.stderr
     assert r.stdout.split() == [str(out / "main__0"), str(out / "main__1")]
     assert [(out / n / "who.txt").read_text() for n in ("main__0", "main__1")] == ["main__0", "main__1"]
@@ -222,11 +220,11 @@ def test_a_deleted_result_dataset_is_named_as_such(fake_beaker, tmp_path):
         s.datasets[t.latest_job.result_dataset_id].files["f"] = b"x"
     ids = [t.latest_job.result_dataset_id for t in exp.tasks]
     s.delete_dataset(ids[1])
-    r = run_cli("results", exp.id, "-o", str(tmp_path / "a"))
+    r = run_main("results", exp.id, "-o", str(tmp_path / "a"))
     assert r.code == 0 and r.stdout.split() == [str(tmp_path / "a" / "main__0")], r.stderr
     assert f"the result dataset of task main__1 of {exp.id} was deleted" in r.stderr, r.stderr
     s.delete_dataset(ids[0])
-    r = run_cli("results", exp.id, "-o", str(tmp_path / "b"))
+    r = run_main("results", exp.id, "-o", str(tmp_path / "b"))
     assert r.code == 4 and f"the result datasets of {exp.id} were deleted" in r.stderr, r.stderr
     assert not [i for i in ids if i in r.stderr]
 
@@ -241,8 +239,8 @@ def test_follow_of_a_run_canceled_before_its_job_existed_ends_at_once(fake_beake
     code, _, err = _done(proc)
     assert code == 1, err
     assert "was canceled before any job of it existed (Canceled by bob)" in err, err
-    assert "was canceled before any job" in run_cli("why", exp.id).stdout
-    row = next(x for x in json.loads(run_cli("list", "--json").stdout) if x["id"] == exp.id)
+    assert "was canceled before any job" in run_main("why", exp.id).stdout
+    row = next(x for x in json.loads(run_main("list", "--json").stdout) if x["id"] == exp.id)
     assert row["status"] == "canceled" and "before any job of it existed" in row["end"]["line"], row
 
 
@@ -273,7 +271,7 @@ def test_every_line_once_when_a_resumed_stream_re_sends_lines(fake_beaker):
     )
     s.finish_job(job, 0)
     fake_beaker.faults.cut_streams(after_lines=7, count=6)
-    r = run_cli("logs", exp.id)
+    r = run_main("logs", exp.id)
     assert r.code == 0, r.stderr
     assert r.stdout == "".join(f"line {i}\n" for i in range(60))
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from inproc import run_main
 
 WS = "ai2/launchkit"
 ODD_NAMES = [
@@ -28,9 +29,9 @@ ODD_NAMES = [
 
 
 def launch(repo, data: Path, name: str, *extra: str):
-    return run_cli(
+    return run_main(
         "run", "--workspace", WS, "--name", name, "--upload", f"{data}:/data", *extra,
-        "--", "python", "t.py", cwd=repo.path, timeout=300,
+        "--", "python", "t.py", cwd=repo.path,
     )  # fmt: skip
 
 

@@ -99,8 +99,8 @@ def test_one_status_vocabulary():
     src = Path(launchkit.__file__).parent
     copies = []
     for path in src.rglob("*.py"):
-        if path.name == "status.py":
-            continue
+        if path.name == "status.py" or "node" in path.relative_to(src).parts:
+            continue  # the job's runtime cannot import launchkit: its words are Slack events (EMOJI)
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.ClassDef)):
                 if isinstance(node, ast.ClassDef):

@@ -19,6 +19,7 @@ from launchkit.application import Application
 from launchkit.backends.protocol import EndKind, EndReason, Posting
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.redact import url_host_only
+from launchkit.core.status import RunStatus
 from launchkit.runtime.node.launch.notify import TIMEOUT, message, post
 
 
@@ -78,7 +79,8 @@ class SlackNotifier:
             if end.kind == EndKind.timeout and end.by == "launchkit":  # the job's watchdog
                 event = "inactive" if "--inactive-timeout" in end.line else "stalled"
         else:
-            event = status if status in ("succeeded", "canceled", "preempted") else "failed"
+            told = (RunStatus.succeeded, RunStatus.canceled, RunStatus.preempted)
+            event = status if status in told else "failed"
         code = run.exit_code if run.exit_code is not None else "?"
         default = {"succeeded": "succeeded", "canceled": "was canceled"}.get(
             event, f"failed with exit code {code}"
