@@ -30,11 +30,12 @@ PER_TASK_MAX = 2 * 1024
 def task_bytes(task: dict) -> list[int]:
     """What one more such task adds to the spec's YAML: [all of it, all but its arguments]."""
     from launchkit.core.spec import spec_json_to_yaml
+    from launchkit.core.specview import SpecView
 
     out = []
     for t in (task, {k: v for k, v in task.items() if k != "arguments"}):
-        one = spec_json_to_yaml({"tasks": [t]})
-        two = spec_json_to_yaml({"tasks": [t, t]})
+        one = spec_json_to_yaml(SpecView({"tasks": [t]}))
+        two = spec_json_to_yaml(SpecView({"tasks": [t, t]}))
         out.append(len(two.encode()) - len(one.encode()))
     return out
 

@@ -14,6 +14,7 @@ import pytest
 fakebeaker = pytest.importorskip("fakebeaker.server")
 from fakebeaker.state import Options, State
 from launchkit.backends import LogQuery, RunStatus, Submission
+from launchkit.core.specview import SpecView
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
 SECRET_VALUES = ("hf-value-123", "wandb-mine-456", "wandb-shared-789", "my-secret-value")
@@ -102,7 +103,7 @@ def test_submit_resolves_everything(fake, backend):
     preset = "HF_TOKEN,WANDB_API_KEY=WANDB_API_KEY,OPENAI_API_KEY"  # `NAME`: NAME=NAME
     s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_PRESET_SECRETS", "value": preset})
     s["groups"] = ["sweep"]
-    run = backend.submit(Submission(name="exp1", spec=s))
+    run = backend.submit(Submission(name="exp1", spec=SpecView(s)))
     assert run.url and run.id in run.url
     exp = only_experiment(fake, "exp1")
     task = exp.spec["tasks"][0]
@@ -120,7 +121,7 @@ def test_submit_resolves_everything(fake, backend):
 
 def test_no_secret_is_added_unless_a_preset_asks_for_it(fake, backend):
     """The workspace has HF_TOKEN and WANDB_API_KEY: a job without a preset gets neither (issue 19)."""
-    backend.submit(Submission(name="plain", spec=spec()))
+    backend.submit(Submission(name="plain", spec=SpecView(spec())))
     task = only_experiment(fake, "plain").spec["tasks"][0]
     assert not any(e.get("secret") for e in task["envVars"])
 
@@ -129,7 +130,7 @@ def test_submit_no_auto_secrets_and_gpu_type_filter(fake, backend):
     s = spec(constraints={"cluster": ["ai2/*"]})
     s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_CONSTRAINT_GPU_TYPES", "value": "a100"})
     s["tasks"][0]["envVars"].append({"name": "LAUNCHKIT_PRESET_SECRETS", "value": "HF_TOKEN=HF_TOKEN"})
-    backend.submit(Submission(name="exp2", spec=s, auto_secrets=False))
+    backend.submit(Submission(name="exp2", spec=SpecView(s), auto_secrets=False))
     task = only_experiment(fake, "exp2").spec["tasks"][0]
     # A100 80GB sits on the second node of the mixed cluster; the full cluster still takes jobs.
     assert task["constraints"]["cluster"] == ["ai2/full", "ai2/mixed"]
@@ -170,7 +171,7 @@ def test_submit_says_what_is_wrong(fake, backend, mutate, error, words):
     s = spec()
     mutate(s)
     with pytest.raises(error) as e:
-        backend.submit(Submission(name="bad", spec=s))
+        backend.submit(Submission(name="bad", spec=SpecView(s)))
     for w in words:
         assert w in e.value.one_line()
     assert not fake.state.experiments
@@ -180,10 +181,10 @@ def test_a_missing_group_is_created_at_submit_and_never_by_prepare(fake, backend
     """gantry 3.7.0 creates a missing --group (after a prompt); launchkit creates it without one."""
     s = spec()
     s["groups"] = ["new-sweep", "alice/other", "sweep"]
-    prepared = backend.prepare(Submission(name="g", spec=s))
-    assert prepared.spec["groups"][:2] == ["new-sweep", "alice/other"]  # a dry run creates nothing
+    prepared = backend.prepare(Submission(name="g", spec=SpecView(s)))
+    assert prepared.spec.groups[:2] == ["new-sweep", "alice/other"]  # a dry run creates nothing
     assert {g.name for g in fake.state.groups.values()} == {"sweep"}
-    backend.submit(Submission(name="g", spec=s))
+    backend.submit(Submission(name="g", spec=SpecView(s)))
     by_name = {g.name: g.id for g in fake.state.groups.values()}
     assert set(by_name) == {"sweep", "new-sweep", "other"}
     assert only_experiment(fake, "g").spec["groups"] == [
@@ -191,21 +192,21 @@ def test_a_missing_group_is_created_at_submit_and_never_by_prepare(fake, backend
         by_name["other"],
         by_name["sweep"],
     ]
-    backend.submit(Submission(name="g2", spec=s))  # the second time it exists: not created again
+    backend.submit(Submission(name="g2", spec=SpecView(s)))  # the second time it exists: not created again
     assert len(fake.state.groups) == 3
 
 
 def test_submit_workspace_checks(fake, backend):
     with pytest.raises(NotFoundError, match="ai2/nope"):
-        backend.submit(Submission(name="x", spec=spec(), workspace="ai2/nope"))
+        backend.submit(Submission(name="x", spec=SpecView(spec()), workspace="ai2/nope"))
     with pytest.raises(UsageError, match="no budget"):
-        backend.submit(Submission(name="x", spec=spec(), workspace="ai2/nobudget"))
+        backend.submit(Submission(name="x", spec=SpecView(spec()), workspace="ai2/nobudget"))
 
 
 @pytest.mark.parametrize("mode", ["503", "500", "drop"])
 def test_ambiguous_create_failure_creates_exactly_one(fake, backend, mode):
     fake.faults.fail_create_after_record(1, mode)
-    run = backend.submit(Submission(name="idem", spec=spec()))
+    run = backend.submit(Submission(name="idem", spec=SpecView(spec())))
     exp = only_experiment(fake)
     assert run.id == exp.id and exp.name == "idem"
 
@@ -213,7 +214,7 @@ def test_ambiguous_create_failure_creates_exactly_one(fake, backend, mode):
 @pytest.mark.slow
 def test_unavailable_on_create_then_success(fake, backend):
     fake.faults.unavailable(2, "CreateExperiment")
-    backend.submit(Submission(name="retry", spec=spec()))
+    backend.submit(Submission(name="retry", spec=SpecView(spec())))
     assert only_experiment(fake).name == "retry"
 
 
@@ -222,13 +223,13 @@ def test_ambiguous_failure_never_adopts_an_older_experiment_of_the_same_run(fake
         "ai2/ws", "same", author="alice", spec=spec(), created=time.time_ns() - 3600 * 10**9
     )  # same run id, an hour ago
     fake.faults.unavailable(1, "CreateExperiment")  # ambiguous: then the lookup finds the old one
-    run = backend.submit(Submission(name="same", spec=spec()))
+    run = backend.submit(Submission(name="same", spec=SpecView(spec())))
     assert run.id != old.id and len(fake.state.experiments) == 2
 
 
 def test_taken_name_gets_a_suffix(fake, backend):
     fake.state.add_experiment("ai2/ws", "taken", author="alice")
-    run = backend.submit(Submission(name="taken", spec=spec()))
+    run = backend.submit(Submission(name="taken", spec=SpecView(spec())))
     assert run.name.startswith("taken-") and len(fake.state.experiments) == 2
 
 

@@ -248,6 +248,7 @@ def test_a_bash_memo_skips_the_check_until_bash_changes(tmp_path):
 
 def test_find_gpus_and_the_gpu_check_read_nvidia_smi(repo, tmp_path, monkeypatch, state):
     from launchkit.backends.local.backend import check_gpus
+    from launchkit.core.specview import TaskView
     from launchkit.errors import UsageError
 
     bin_dir = tmp_path / "bin"
@@ -267,10 +268,10 @@ def test_find_gpus_and_the_gpu_check_read_nvidia_smi(repo, tmp_path, monkeypatch
     ]
     r = run_main("find-gpus", "--local", "--json")
     assert r.code == 0 and [g["index"] for g in json.loads(r.stdout)] == [0, 1], r.stdout + r.stderr
-    assert check_gpus({"resources": {}}) is None
-    assert check_gpus({"resources": {"gpuCount": 2}}) == 2
+    assert check_gpus(TaskView({"resources": {}})) is None
+    assert check_gpus(TaskView({"resources": {"gpuCount": 2}})) == 2
     with pytest.raises(UsageError, match="--gpus 3: this machine has 2 GPUs"):
-        check_gpus({"resources": {"gpuCount": 3}})
+        check_gpus(TaskView({"resources": {"gpuCount": 3}}))
     # each replica its own GPU; --gpus 0 hides them all
     show = 'echo "gpus=$CUDA_VISIBLE_DEVICES count=${BEAKER_ASSIGNED_GPU_COUNT:-}"'
     r = run_main(

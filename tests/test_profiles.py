@@ -236,11 +236,14 @@ def test_beaker_submit_keeps_profile_mounts():
     from launchkit.backends.beaker.submit import _parsed
     from launchkit.core.gitstate import GitState
     from launchkit.core.spec import build_spec
+    from launchkit.core.specview import SpecView
 
     lab = {"lab": {"clusters": ["lab/*"], "mounts": ["/mnt/filestore_1:/filestore"]}}
-    spec = build_spec(
-        req(cluster=["lab/a"]), GitState(remote_url="https://x/y", commit="0" * 40), user_profiles=lab
-    ).to_json()
+    spec = SpecView(
+        build_spec(
+            req(cluster=["lab/a"]), GitState(remote_url="https://x/y", commit="0" * 40), user_profiles=lab
+        ).to_json()
+    )
     assert _parsed(spec).to_json()["tasks"][0]["datasets"][1:] == [  # after the runtime's
         {"source": {"hostPath": "/mnt/filestore_1"}, "mountPath": "/filestore"}
     ]

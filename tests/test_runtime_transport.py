@@ -12,6 +12,7 @@ import pytest
 from launchkit.core.gitstate import GitState
 from launchkit.core.parse import build_request
 from launchkit.core.spec import build_spec, spec_to_yaml
+from launchkit.core.specview import SpecView
 from launchkit.runtime import (
     ENTRYPOINT_NAME,
     ENV_ENTRYPOINT_DIR,
@@ -93,7 +94,7 @@ def test_local_backend_gets_the_files_instead_of_the_mount(tmp_path):
     from launchkit.backends.local.runtime_files import use_runtime
 
     spec = build_spec(build_request({}, ["python", "x"], environ={}), GIT).to_json()
-    directory = use_runtime(tmp_path, spec)
+    directory = use_runtime(tmp_path, SpecView(spec))
     task = spec["tasks"][0]
     assert directory is not None and not task.get("datasets")
     assert {"name": ENV_ENTRYPOINT_DIR, "value": str(directory)} in task["envVars"]
@@ -117,8 +118,8 @@ def _prepare(name: str = "rt", *, submit: bool = True):
     spec["tasks"][0]["image"] = {"docker": "python:3.11"}
     b = BeakerBackend(Application(verbosity=-1), timeout=30, workspace=WS)
     try:
-        prepared = b.prepare(Submission(name=name, spec=spec, workspace=WS))
-        return b._upload(prepared, b._prepared_ws(prepared)) if submit else prepared.spec
+        prepared = b.prepare(Submission(name=name, spec=SpecView(spec), workspace=WS))
+        return (b._upload(prepared, b._prepared_ws(prepared)) if submit else prepared.spec).to_json()
     finally:
         b.close()
 
@@ -172,7 +173,9 @@ def test_prepare_only_reads_and_names_the_dataset_submit_creates(fake_beaker, is
     assert not [d for d in fake_beaker.state.datasets.values() if d.name == name]
     from launchkit.core.spec import runtime_note
 
-    assert runtime_note(spec) == [f"runtime dataset id ({name}; created once per launchkit version)"]
+    assert runtime_note(SpecView(spec)) == [
+        f"runtime dataset id ({name}; created once per launchkit version)"
+    ]
 
 
 def test_runtime_dataset_found_by_name_without_the_local_cache(fake_beaker, tmp_path, monkeypatch):
@@ -450,10 +453,10 @@ def test_decided_at_submit_names_the_runtime_dataset_only_while_its_id_is_unknow
     request = build_request({"docker_image": "python:3.11", "budget": "ai2/b"}, ["python", "x"], environ={})
     local = GitState(remote_url="/tmp/repo.git", commit="a" * 40)
     spec = build_spec(request, local).to_json()
-    assert decided_at_submit(request, local, spec) == [
+    assert decided_at_submit(request, local, SpecView(spec)) == [
         f"runtime dataset id ({runtime_dataset_name()}; created once per launchkit version)"
     ]
     spec["tasks"][0]["datasets"][0]["source"]["beaker"] = "01KXREMEMBEREDDATASETID000"  # remembered
-    assert decided_at_submit(request, local, spec) == []  # complete: byte for byte what run submits
+    assert decided_at_submit(request, local, SpecView(spec)) == []  # complete: byte for byte what run submits
     default_image = build_request({"budget": "ai2/b"}, ["python", "x"], environ={})
-    assert "Beaker image id of beaker-py/gantry" in decided_at_submit(default_image, local, spec)
+    assert "Beaker image id of beaker-py/gantry" in decided_at_submit(default_image, local, SpecView(spec))

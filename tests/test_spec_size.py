@@ -219,13 +219,14 @@ def test_a_builtin_whose_multi_node_steps_a_single_replica_leaves_out_is_sent_in
 
 def test_the_launch_token_rides_in_the_first_task_only():
     from launchkit.backends.beaker.submit import launch_token, with_token
+    from launchkit.core.specview import SpecView
 
     spec = build_spec(
         build_request({"sweep": ["lr=1,2,3"]}, ["python", "x", "{lr}"], environ={}), GIT
     ).to_json()
-    tokened = with_token(spec, "abc123")
-    names = [[e["name"] for e in t["envVars"]] for t in tokened["tasks"]]
+    tokened = with_token(SpecView(spec), "abc123")
+    names = [[e.name for e in t.env] for t in tokened.tasks]
     assert names[0][-1] == "LAUNCHKIT_LAUNCH_TOKEN" and not any(
         "LAUNCHKIT_LAUNCH_TOKEN" in n for n in names[1:]
     )
-    assert launch_token(tokened) == "abc123" and launch_token(spec) is None
+    assert launch_token(tokened) == "abc123" and launch_token(SpecView(spec)) is None

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from launchkit.core.specview import SpecView
 from test_beaker_backend import spec
 
 WS = "ai2/launchkit"
@@ -78,10 +79,10 @@ def test_submit_asks_nothing_after_the_create(fake_beaker, backend):
     from launchkit.backends import Submission
     from launchkit.backends.beaker import BeakerBackend
 
-    backend.submit(Submission(name="first", spec=spec(), workspace=WS))
+    backend.submit(Submission(name="first", spec=SpecView(spec()), workspace=WS))
     fake_beaker.reset_calls()
     fresh = BeakerBackend(timeout=30, workspace=WS)  # a new process: only the on-disk caches
-    run = fresh.submit(Submission(name="second", spec=spec(), workspace=WS))
+    run = fresh.submit(Submission(name="second", spec=SpecView(spec()), workspace=WS))
     fresh.close()
     assert run.author == "alice" and run.name == "second"
     assert fake_beaker.calls["CreateExperiment"] == 1 and fake_beaker.calls["GetUser"] == 0, dict(

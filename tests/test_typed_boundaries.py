@@ -24,7 +24,8 @@ NOT_BACKEND_NAMES = {
     ("core/spec.py", "local"): "LaunchRequest.local, left out of the run id",
     ("cli/session_cmd.py", "local"): "the --local option's value in `given`",
     ("cli/session_cmd.py", "beaker"): "the `beaker` CLI program a session hands over to",
-    ("core/session.py", "beaker"): "the spec's `source.beaker`/`image.beaker` keys and the `beaker` program",
+    ("core/session.py", "beaker"): "the `beaker` program a session runs",
+    ("core/specview.py", "beaker"): "the spec's `source.beaker`/`image.beaker` keys",
     ("core/beaker_types.py", "beaker"): "beaker-py's package name",
 }
 
@@ -155,7 +156,7 @@ def test_spec_view_edits_write_through_and_copies_leave_the_original():
     assert raw["tasks"][1]["envVars"][-1] == {"name": "GITHUB_TOKEN", "secret": "GITHUB_TOKEN"}
     assert raw["tasks"][1]["constraints"] == {"cluster": ["ai2/holmes"]}
     before = copy.deepcopy(raw)
-    out = view.with_task_env(EnvVar("LAUNCHKIT_RUN_ID", "r2"))
+    out = view.with_task_env(EnvVar("LAUNCHKIT_RUN_ID", "r2")).to_json()
     assert raw == before  # a copy
     assert [t["envVars"][-1] for t in out["tasks"]] == [{"name": "LAUNCHKIT_RUN_ID", "value": "r2"}] * 2
     assert [e["name"] for e in out["tasks"][0]["envVars"]].count("LAUNCHKIT_RUN_ID") == 1
@@ -185,9 +186,9 @@ def test_beaker_spec_repairs_mount_sources_and_round_trips():
             }
         ],
     }
-    parsed = beaker_spec(spec)
+    parsed = beaker_spec(SpecView(spec))
     assert parsed.tasks[0].datasets[0].source.host_path == "/data"
-    assert beaker_spec(parsed.to_json()).to_json() == parsed.to_json()
+    assert beaker_spec(SpecView(parsed.to_json())).to_json() == parsed.to_json()
 
 
 # -- config once, errors by type ----------------------------------------------------------------------

@@ -137,7 +137,7 @@ def plan(
     selection = resolve_profiles(request, profiles)
     submission = Submission(
         name=request.name or default_name(git.commit),
-        spec=build_spec(request, git, user_profiles=profiles, selection=selection).to_json(),
+        spec=SpecView(build_spec(request, git, user_profiles=profiles, selection=selection).to_json()),
         workspace=request.workspace,
         repo_root=git.repo_root,
         auto_secrets=request.auto_secrets,
@@ -150,7 +150,7 @@ def plan(
         named, selection = selection, resolve_profiles(request, profiles)
         if selection.job_parts() != named.job_parts():
             spec = build_spec(request, git, user_profiles=profiles, selection=selection)
-            submission = submission.model_copy(update={"spec": spec.to_json()})
+            submission = submission.model_copy(update={"spec": SpecView(spec.to_json())})
     if added := added_line(request, profiles, selection):
         app.info(added)
     if b is not None:
@@ -207,7 +207,7 @@ def submit(
             f"local files to {registry.info(b.name).title} is not supported yet",
             hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
         )
-    tasks = SpecView(submission.spec).tasks
+    tasks = submission.spec.tasks
     if len(tasks) > 1 and not request.sweep_experiments and Capability.several_tasks not in b.capabilities:
         raise UsageError(
             f"{len(tasks)} tasks in one run: {b.name} runs have one task",

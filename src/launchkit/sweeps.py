@@ -12,20 +12,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from launchkit.config import user_state_dir
 from launchkit.core.contract import ENV_RUN_ID
 from launchkit.core.specview import SpecView
 
 
-def _path(backend: str, spec: dict[str, Any]) -> Path | None:
-    rid = SpecView(spec).env_value(ENV_RUN_ID)
+def _path(backend: str, spec: SpecView) -> Path | None:
+    rid = spec.env_value(ENV_RUN_ID)
     return user_state_dir() / "sweeps" / f"{backend}-{rid}.json" if rid else None
 
 
 class SweepRecord:
-    def __init__(self, backend: str, spec: dict[str, Any]) -> None:
+    def __init__(self, backend: str, spec: SpecView) -> None:
         self.path = _path(backend, spec)
 
     def load(self) -> dict[str, str]:

@@ -21,7 +21,6 @@ from typing import Any
 
 import platformdirs
 
-from launchkit.core.specview import SpecView
 from launchkit.runtime import runtime_dataset_name
 
 CACHE_FILE = "beaker-runtime.json"
@@ -118,10 +117,9 @@ def offline_spec(submission: Any) -> Any:
     if ds_id is None:
         return submission
     placeholder = runtime_dataset_name()
-    spec = json.loads(json.dumps(submission.spec))  # a copy: the submission is frozen
-    for task in SpecView(spec).tasks:
+    spec = submission.spec.copy()  # the submission is frozen
+    for task in spec.tasks:
         for mount in task.mounts:
-            source = mount.get("source") or {}
-            if source.get("beaker") == placeholder:
-                source["beaker"] = ds_id
+            if mount.beaker == placeholder:
+                mount.beaker = ds_id
     return submission.model_copy(update={"spec": spec})

@@ -14,6 +14,7 @@ from typing import IO, Any, Protocol
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from launchkit.backends.registry import Capability, titles
+from launchkit.core.specview import SpecView
 from launchkit.core.status import RunStatus
 from launchkit.core.units import ago
 from launchkit.errors import PreconditionError, UsageError
@@ -138,12 +139,13 @@ class LogQuery(BaseModel):
 
 
 class Submission(BaseModel):
-    """What `run` hands a backend: the spec (as JSON) plus what is needed to run it."""
+    """What `run` hands a backend: the typed spec plus what is needed to run it. A backend that changes
+    the spec edits its `spec.copy()` and hands back `model_copy(update={"spec": ...})`."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     name: str
-    spec: dict[str, Any]  # BeakerExperimentSpec.to_json(): JSON, whose shape beaker-py owns
+    spec: SpecView  # core/specview.py: beaker-py's JSON of the spec, read and edited by field
     workspace: str | None = None
     repo_root: str | None = None  # local checkout (the local backend clones from it)
     auto_secrets: bool = True  # beaker: add well-known secrets (HF_TOKEN, ...) the workspace has
@@ -284,7 +286,7 @@ class SecretStore(Protocol):
 class SessionHost(Protocol):
     """Capability.sessions: what `launchkit session` hands the service's CLI."""
 
-    def session_spec(self, submission: Submission) -> tuple[str, dict[str, Any]]:
+    def session_spec(self, submission: Submission) -> tuple[str, SpecView]:
         """(workspace name, the spec as submit() would send it, uploads made)."""
         ...
 

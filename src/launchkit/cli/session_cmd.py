@@ -29,6 +29,7 @@ from launchkit.core.profiles import wants_placement
 from launchkit.core.run_options import Kind
 from launchkit.core.session import session_argv
 from launchkit.core.spec import build_spec, upload_dataset_name
+from launchkit.core.specview import SpecView
 from launchkit.errors import PreconditionError, UsageError
 
 
@@ -75,9 +76,9 @@ def session(
     # A session clones nothing: the spec builder's git inputs are placeholders, dropped again by
     # session_argv.
     git = GitState(remote_url="-", commit="0" * 40)
-    spec = build_spec(request, git, user_profiles=config.get("profiles")).to_json()
+    spec = SpecView(build_spec(request, git, user_profiles=config.get("profiles")).to_json())
 
-    def to_argv(spec: dict[str, Any], workspace: str | None) -> list[str]:
+    def to_argv(spec: SpecView, workspace: str | None) -> list[str]:
         return session_argv(
             spec,
             workspace=workspace,
@@ -111,7 +112,7 @@ def session(
     if wants_placement(request) and (placed := backend.session_placement(submission)):
         # the profile follows the clusters Beaker resolved, as for run
         request = request.model_copy(update={"placed_clusters": placed})
-        spec = build_spec(request, git, user_profiles=config.get("profiles")).to_json()
+        spec = SpecView(build_spec(request, git, user_profiles=config.get("profiles")).to_json())
         submission = submission.model_copy(update={"spec": spec})
     workspace, resolved = backend.session_spec(submission)
     backend.close()

@@ -868,7 +868,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
 
 # Request fields that say how launchkit launches, not what the job is: left out of the run's id
 # (core/spec.run_id), so they change neither it nor what derives from it (the rendezvous port).
-# `placed_clusters` is the backend's answer for the same request. tests/test_api.py checks each.
+# `placed_clusters` is the backend's answer for the same request. tests/test_run_identity.py checks
+# both ways: each of these leaves the id and the spec alone, every other field changes the spec.
 LAUNCH_ONLY = frozenset(
     {
         "dry_run",
@@ -884,6 +885,7 @@ LAUNCH_ONLY = frozenset(
         "placed_clusters",
         "slack_webhook_url",
         "allow_dirty",
+        "no_preflight",
     }
 )
 

@@ -9,10 +9,8 @@ used in the wild (fact sheet 8.3 and public scripts): --workspace, --name, --bud
 
 from __future__ import annotations
 
-from typing import Any
-
 from launchkit.core.contract import ENV_AWS_CONFIG, ENV_AWS_CREDENTIALS, ENV_GOOGLE_CREDENTIALS
-from launchkit.core.specview import TaskView
+from launchkit.core.specview import Mount, SpecView
 from launchkit.errors import UsageError
 from launchkit.runtime import RUNTIME_MOUNT
 
@@ -27,23 +25,23 @@ _CREDENTIAL_FILES = {
 }
 
 
-def _mount(m: dict[str, Any]) -> str:
-    source, dst = m.get("source") or {}, m["mountPath"]
-    if m.get("subPath"):
+def _mount(m: Mount) -> str:
+    dst = m.mount_path
+    if m.sub_path:
         raise UsageError(
-            f"--dataset {source.get('beaker')}:{m['subPath']}:{dst}: sessions cannot mount part of a dataset",
+            f"--dataset {m.beaker}:{m.sub_path}:{dst}: sessions cannot mount part of a dataset",
             hint="mount the whole dataset",
         )
-    if source.get("beaker"):
-        return f"beaker://{source['beaker']}={dst}"
-    for kind, key in (("weka", "weka"), ("hostpath", "hostPath"), ("secret", "secret")):
-        if source.get(key):
-            return f"src={kind},ref={source[key]},dst={dst}"
+    if m.beaker:
+        return f"beaker://{m.beaker}={dst}"
+    for kind, ref in (("weka", m.weka), ("hostpath", m.host_path), ("secret", m.secret)):
+        if ref:
+            return f"src={kind},ref={ref},dst={dst}"
     raise UsageError(f"the mount at {dst} cannot be given to a session", hint="drop it")
 
 
 def session_argv(
-    spec: dict[str, Any],
+    spec: SpecView,
     *,
     workspace: str | None,
     name: str | None,
@@ -53,9 +51,9 @@ def session_argv(
     command: list[str],
 ) -> list[str]:
     """`beaker session create ...` for the spec's single task (secrets by name only)."""
-    tasks = spec.get("tasks") or []
+    tasks = spec.tasks
     task = tasks[0]
-    if len(tasks) > 1 or int(task.get("replicas") or 1) > 1:
+    if len(tasks) > 1 or task.replicas > 1:
         raise UsageError("a session is one container on one node", hint="drop --replicas for sessions")
     for port in ports:
         if not 1 <= port <= 65535:
@@ -65,33 +63,31 @@ def session_argv(
         argv += ["--workspace", workspace]
     if name:
         argv += ["--name", name]
-    if spec.get("budget"):
-        argv += ["--budget", spec["budget"]]
-    if (task.get("context") or {}).get("priority"):
-        argv += ["--priority", task["context"]["priority"]]
-    res = task.get("resources") or {}
-    for key, flag in (
-        ("gpuCount", "--gpus"),
-        ("cpuCount", "--cpus"),
-        ("memory", "--memory"),
-        ("sharedMemory", "--shared-memory"),
-    ):
-        if res.get(key) is not None:
-            argv += [flag, f"{res[key]:g}" if isinstance(res[key], float) else str(res[key])]
-    constraints = task.get("constraints") or {}
-    for cluster in constraints.get("cluster") or []:
+    if spec.budget:
+        argv += ["--budget", spec.budget]
+    if task.priority:
+        argv += ["--priority", task.priority]
+    resources: tuple[tuple[float | str | None, str], ...] = (
+        (task.gpus, "--gpus"),
+        (task.cpus, "--cpus"),
+        (task.memory, "--memory"),
+        (task.shared_memory, "--shared-memory"),
+    )
+    for value, flag in resources:
+        if value is not None:
+            argv += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    for cluster in task.clusters:
         argv += ["--cluster", cluster]
-    for host in constraints.get("hostname") or []:
+    for host in task.hostnames:
         argv += ["--hostname", host]
-    image = task.get("image") or {}
-    if image.get("beaker"):
-        argv += ["--image", f"beaker://{image['beaker']}"]
-    elif image.get("docker"):
-        argv += ["--image", f"docker://{image['docker']}"]
+    if task.beaker_image:
+        argv += ["--image", f"beaker://{task.beaker_image}"]
+    elif task.docker_image:
+        argv += ["--image", f"docker://{task.docker_image}"]
 
     # no entrypoint runs in a session: no runtime dataset either
-    mounts = [_mount(m) for m in task.get("datasets") or [] if m["mountPath"] != RUNTIME_MOUNT]
-    for env in TaskView(task).env:
+    mounts = [_mount(m) for m in task.mounts if m.mount_path != RUNTIME_MOUNT]
+    for env in task.env:
         if env.name in _CREDENTIAL_FILES and env.secret:
             file_name, variable = _CREDENTIAL_FILES[env.name]
             path = f"{CREDENTIALS_DIR}/{file_name}"
@@ -106,8 +102,8 @@ def session_argv(
             argv += ["--env", f"{env.name}={env.value or ''}"]
     for mount in mounts:
         argv += ["--mount", mount]
-    if task.get("timeout"):
-        argv += ["--timeout", f"{int(task['timeout']) // 1_000_000_000}s"]
+    if task.timeout_ns:
+        argv += ["--timeout", f"{task.timeout_ns // 1_000_000_000}s"]
     for port in ports:
         argv += ["--port", str(port)]
     if detach:

@@ -106,8 +106,8 @@ def with_marker(description: str | None) -> str:
     return text if DESCRIPTION_MARKER in text else f"{text} {DESCRIPTION_MARKER}".strip()
 
 
-def decided_at_submit(request: LaunchRequest, git: GitState, spec: dict[str, Any] | None = None) -> list[str]:
-    """What the Beaker backend settles when it submits, which an offline spec (JSON: `spec`) cannot show."""
+def decided_at_submit(request: LaunchRequest, git: GitState, spec: SpecView | None = None) -> list[str]:
+    """What the Beaker backend settles when it submits, which an offline spec cannot show."""
     parts = []
     filters = [f"--cluster {c}" for c in request.clusters] + [f"--gpu-type {g}" for g in request.gpu_types]
     filters += [f"tag {t}" for t in cluster_tags(request)]
@@ -117,7 +117,7 @@ def decided_at_submit(request: LaunchRequest, git: GitState, spec: dict[str, Any
         parts.append(f"Beaker image id of {image}")
     if not request.budget:
         parts.append("budget (the workspace's)")
-    view = SpecView(spec or {})
+    view = spec or SpecView({})
     if request.auto_secrets and view.has_env(ENV_PRESET_SECRETS):
         parts.append("which preset secrets the workspace has")
     if git.github_repo and not request.git_token_secret:
@@ -125,16 +125,14 @@ def decided_at_submit(request: LaunchRequest, git: GitState, spec: dict[str, Any
     if request.groups:
         parts.append("group ids")
     parts += upload_note(request)
-    return parts + runtime_note(spec or {})
+    return parts + runtime_note(view)
 
 
-def runtime_note(spec: dict[str, Any]) -> list[str]:
-    """The runtime dataset a spec (JSON) mounts by name, not by id: offline, no launch from this machine
+def runtime_note(spec: SpecView) -> list[str]:
+    """The runtime dataset a spec mounts by name, not by id: offline, no launch from this machine
     made or found it yet (backends remember the id); prepared, it does not exist yet and submit creates
     it (named `<runtime_dataset_name()>-<workspace id>`)."""
-    sources = {
-        str(v) for t in SpecView(spec).tasks for m in t.mounts for v in (m.get("source") or {}).values()
-    }
+    sources = {v for t in spec.tasks for m in t.mounts for v in m.sources()}
     return [
         f"runtime dataset id ({name}; created once per launchkit version)"
         for name in sorted(sources)
@@ -422,51 +420,22 @@ def apply_profiles_and_multinode(
     parts.fields.update(extra.task_fields)
 
 
-def split_experiments(submission: Any) -> list[tuple[str, dict[str, Any]]]:
-    """`--sweep-experiments`: [(experiment name, spec JSON)], one experiment per task of the
-    submission's spec, named `<name>-<task name>`."""
-    spec = submission.spec
-    return [(f"{submission.name}-{task['name']}", {**spec, "tasks": [task]}) for task in spec["tasks"]]
-
-
-_TOP_ORDER = ("version", "description", "budget", "groups", "retry", "tasks")
-_TASK_ORDER = (
-    "name",
-    "image",
-    "arguments",
-    "envVars",
-    "datasets",
-    "resources",
-    "constraints",
-    "context",
-    "result",
-    "replicas",
-    "leaderSelection",
-    "hostNetworking",
-    "propagateFailure",
-    "propagatePreemption",
-    "synchronizedStartTimeout",
-    "timeout",
-    "command",
-)
-
-
-def _ordered(data: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
-    keys = [k for k in order if k in data] + [k for k in data if k not in order]
-    return {k: data[k] for k in keys}
+def split_experiments(submission: Any) -> list[tuple[str, SpecView]]:
+    """`--sweep-experiments`: [(experiment name, spec)], one experiment per task of the submission's
+    spec, named `<name>-<task name>`."""
+    spec: SpecView = submission.spec
+    return [(f"{submission.name}-{task.name}", spec.with_tasks([task])) for task in spec.tasks]
 
 
 def spec_to_yaml(spec: Any) -> str:
     """Deterministic, readable YAML for a spec: the interesting fields first, the entrypoint script
     (a block scalar) last."""
-    return spec_json_to_yaml(spec.to_json())
+    return spec_json_to_yaml(SpecView(spec.to_json()))
 
 
-def spec_json_to_yaml(spec_json: dict[str, Any]) -> str:
-    """`spec_to_yaml` for a spec's JSON (`BeakerExperimentSpec.to_json()`), e.g. a resolved one."""
-    data = _ordered(spec_json, _TOP_ORDER)
-    data["tasks"] = [_ordered(task, _TASK_ORDER) for task in data.get("tasks", [])]
-    return dump_yaml(data)
+def spec_json_to_yaml(spec: SpecView) -> str:
+    """`spec_to_yaml` for a typed spec past `build_spec`, e.g. a resolved one."""
+    return dump_yaml(spec.printable())
 
 
 def dump_yaml(data: Any) -> str:

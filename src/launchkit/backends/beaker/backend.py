@@ -3,7 +3,6 @@ find-gpus)."""
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import itertools
 import threading
@@ -273,14 +272,14 @@ class BeakerBackend:
         with self._errors():
             ws = self._prepared_ws(submission)
             spec = self._upload(submission, ws)
-            spec = rs.create_groups(self.conn, ws, spec)  # a missing --group is created (as gantry)
+            rs.create_groups(self.conn, ws, spec)  # a missing --group is created (as gantry)
             wl = create_once(self.conn, ws, submission.name, spec, self.app)
             author = wl.experiment.author_id  # its name from the cache: no GetUser after the create
             me = self.conn.user_names([author])[author]
             launches.record(self.conn.address, me, wl.experiment.id, wl.experiment.name, submission.workspace)
             return self._info(wl, author=me)
 
-    def session_spec(self, submission: Submission) -> tuple[str, dict[str, Any]]:
+    def session_spec(self, submission: Submission) -> tuple[str, SpecView]:
         """What `launchkit session` hands the `beaker` CLI: the workspace's full name and the spec as
         submit() would send it, `--upload` datasets made (or reused) and mounted by id. Sessions-only
         clusters (max task timeout 0) are allowed here."""
@@ -308,11 +307,11 @@ class BeakerBackend:
             self._runtime = RuntimeDatasets(self.conn, self.app)
         return self._runtime
 
-    def _upload(self, submission: Submission, ws: Any) -> dict[str, Any]:
+    def _upload(self, submission: Submission, ws: Any) -> SpecView:
         """The prepared spec with the runtime dataset made if prepare() found none, and each `--upload`
         placeholder replaced by its dataset's id. Only at submit: prepare() (and so a dry run) never
         creates datasets."""
-        spec = copy.deepcopy(submission.spec)
+        spec = submission.spec.copy()
         make_runtime(self._runtime_datasets(), ws, spec, names=(submission.workspace or "",))
         if submission.uploads:
             mount_uploads(self.conn, self.app, ws, spec, submission.uploads)
@@ -322,9 +321,8 @@ class BeakerBackend:
     # -- optional interfaces (protocol.py: Placement, SecretStore, Accounts) ---------------------
     def placement(self, submission: Submission) -> list[str] | None:
         """The clusters the spec's constraints resolve to (prepare() reuses the answer: no new calls)."""
-        view = SpecView(submission.spec)
         with self._errors():
-            return rs.placement(self.conn, view, session=self._session)
+            return rs.placement(self.conn, submission.spec, session=self._session)
 
     def _secret_workspace(self, workspace: str | None) -> tuple[Any, str]:
         name = rs.workspace_name(self.conn, workspace or self._workspace)

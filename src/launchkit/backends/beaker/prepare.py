@@ -33,13 +33,13 @@ SECRETS_ADDED = "secrets added: "  # resolve's note, which the GitHub token join
 class Prepared:
     workspace: Any  # pb2.Workspace
     workspace_name: str
-    spec: dict[str, Any]  # beaker-py's JSON of the spec, byte for byte what create() sends
+    spec: SpecView  # byte for byte what create() sends
     notes: list[str] = field(default_factory=list)
 
 
 def prepare(
     conn: Connection,
-    spec: dict[str, Any],
+    spec: SpecView,
     *,
     workspace: str | None,
     auto_secrets: bool,
@@ -52,8 +52,8 @@ def prepare(
         conn,
         spec,
         workspace=name,
-        gpu_types=SpecView(spec).env_list(rs.ENV_GPU_TYPES),
-        tags=SpecView(spec).env_list(rs.ENV_TAGS),
+        gpu_types=spec.env_list(rs.ENV_GPU_TYPES),
+        tags=spec.env_list(rs.ENV_TAGS),
         auto_secrets=auto_secrets,
         session=session,
     )
@@ -63,10 +63,10 @@ def prepare(
 
     for warning in check_fit(conn, out, ws):  # refuses a request no node could ever take (exit 3)
         app.warn(warning)
-    if not out.get("budget") and ws.budget_id:
+    if not out.budget and ws.budget_id:
         budget = workspace_budget(conn, ws.budget_id)
         if budget:
-            out["budget"] = budget
+            out.budget = budget
     if added := github_token(conn, out, ws, _label(ws, name), auto_secrets=auto_secrets, app=app):
         i = next((i for i, n in enumerate(notes) if n.startswith(SECRETS_ADDED)), None)
         if i is None:
@@ -77,7 +77,7 @@ def prepare(
     # run prints and --save-spec writes, so what they show is what is submitted.
     out = with_token(out, secrets.token_hex(8))
     # What create() sends is beaker-py's JSON of the parsed spec: normalise to exactly that.
-    return Prepared(ws, name, parsed_spec(out).to_json(), notes)
+    return Prepared(ws, name, SpecView(parsed_spec(out).to_json()), notes)
 
 
 def _label(ws: Any, name: str) -> str:
@@ -98,14 +98,13 @@ def workspace_budget(conn: Connection, budget_id: str) -> str | None:
 
 
 def github_token(
-    conn: Connection, spec: dict[str, Any], ws: Any, ws_label: str, *, auto_secrets: bool, app: Application
+    conn: Connection, view: SpecView, ws: Any, ws_label: str, *, auto_secrets: bool, app: Application
 ) -> str | None:
     """For a GitHub remote that is private (or whose visibility GitHub would not tell), add env
     GITHUB_TOKEN from the workspace secret `<user>_GITHUB_TOKEN` or `GITHUB_TOKEN`, as gantry does: a
     public repository's job gets no token. Without one, a private repository is refused (the job could
     not clone it); when GitHub cannot be asked and there is no token, warn and go on. Returns what was
     added, or None."""
-    view = SpecView(spec)
     repo = github_repo(view.env_value(ENV_GIT_REMOTE) or "")
     if repo is None or view.has_env(GITHUB_TOKEN) or view.has_env(ENV_GIT_TOKEN):
         return None  # not GitHub, or the user passed a token (--env-secret / --git-token-secret)

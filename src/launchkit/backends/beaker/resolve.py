@@ -1,11 +1,10 @@
 """Before submitting: resolve and check workspace, budget, image, clusters, secrets and groups.
 
-Each check names the bad value and how to fix it. The spec (JSON) is rewritten with resolved values.
+Each check names the bad value and how to fix it. A copy of the spec is rewritten with resolved values.
 """
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ ENV_GPU_TYPES, ENV_TAGS = ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
 @dataclass
 class Resolved:
     workspace: Any  # pb2.Workspace
-    spec: dict[str, Any]
+    spec: SpecView
     notes: list[str] = field(default_factory=list)
 
 
@@ -193,7 +192,7 @@ def _resolve_clusters(
 
 def resolve(
     conn: Connection,
-    spec: dict[str, Any],
+    spec: SpecView,
     *,
     workspace: str | None,
     gpu_types: list[str],
@@ -201,19 +200,18 @@ def resolve(
     auto_secrets: bool,
     session: bool = False,
 ) -> Resolved:
-    spec = copy.deepcopy(spec)
-    view = SpecView(spec)
+    view = spec.copy()
     ws = get_workspace(conn, workspace_name(conn, workspace))
-    out = Resolved(ws, spec)
+    out = Resolved(ws, view)
     ws_label = f"{ws.owner_org.name}/{ws.name}" if ws.owner_org.name and "/" not in ws.name else ws.name
 
     # Budget: given, or the workspace's own.
-    if spec.get("budget"):
+    if view.budget:
         try:
-            conn.beaker.workspace.resolve_budget_id(spec["budget"])
+            conn.beaker.workspace.resolve_budget_id(view.budget)
         except bx.BeakerBudgetNotFound:
             raise NotFoundError(
-                f"budget {spec['budget']!r} not found", hint="names are org/budget; check --budget"
+                f"budget {view.budget!r} not found", hint="names are org/budget; check --budget"
             ) from None
     elif not ws.budget_id:
         raise UsageError(
@@ -225,15 +223,14 @@ def resolve(
     # and once a cluster filter: a 1,000-task sweep is not 1,000 lookups.
     image_ids: dict[str, str] = {}
     for task in view.tasks:
-        image = task.raw.get("image") or {}
-        if image.get("beaker"):
+        if image := task.beaker_image:
             try:
-                if image["beaker"] not in image_ids:
-                    image_ids[image["beaker"]] = conn.beaker.image.get(image["beaker"]).id
-                image["beaker"] = image_ids[image["beaker"]]
+                if image not in image_ids:
+                    image_ids[image] = conn.beaker.image.get(image).id
+                task.beaker_image = image_ids[image]
             except bx.BeakerImageNotFound:
                 raise NotFoundError(
-                    f"Beaker image {image['beaker']!r} not found",
+                    f"Beaker image {image!r} not found",
                     hint="check --beaker-image (user/name or an image id)",
                 ) from None
 
@@ -277,12 +274,11 @@ def resolve(
             out.notes.append("secrets added: " + ", ".join(dict.fromkeys(added)))
 
     # Groups: names (or ids) -> ids; a missing one of yours is created at submit (as gantry, no prompt)
-    if spec.get("groups"):
-        spec["groups"] = [_group_id(conn, ws, g, out.notes) for g in spec["groups"]]
+    if view.groups:
+        view.groups = [_group_id(conn, ws, g, out.notes) for g in view.groups]
 
-    description = spec.get("description") or ""
-    if MARKER not in description:
-        spec["description"] = f"{description} {MARKER}".strip()
+    if MARKER not in view.description:
+        view.description = f"{view.description} {MARKER}".strip()
     return out
 
 
@@ -311,12 +307,14 @@ def _group_id(conn: Connection, ws: Any, ref: str, notes: list[str]) -> str:
     return ref
 
 
-def create_groups(conn: Connection, ws: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    """At submit: create the groups `resolve` left as names (in the job's workspace), ids in the spec."""
+def create_groups(conn: Connection, ws: Any, spec: SpecView) -> None:
+    """At submit: create the groups `resolve` left as names (in the job's workspace), ids in the spec
+    (changed in place)."""
     ids = []
-    for ref in spec.get("groups") or []:
+    for ref in spec.groups:
         g = _find_group(conn, ws, ref)
         if g is None:
             g = conn.beaker.group.create(ref.split("/", 1)[-1], workspace=ws)
         ids.append(str(g.id))
-    return {**spec, "groups": ids} if ids else spec
+    if ids:
+        spec.groups = ids

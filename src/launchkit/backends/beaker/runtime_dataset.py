@@ -24,6 +24,7 @@ from launchkit.application import Application
 from launchkit.backends import beaker_remembered as memory
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.beaker.upload import LOOK_UP, LocalTree, Uploader, scan
+from launchkit.core.specview import Mount, SpecView
 from launchkit.runtime import materialise, runtime_dataset_name
 
 
@@ -100,17 +101,12 @@ class RuntimeDatasets:
         return _RuntimeTree(tree.source, tree.files, tree.digest, dataset_name=name)
 
 
-def _runtime_mounts(spec: dict[str, Any], source: str) -> list[dict[str, Any]]:
-    return [
-        m
-        for t in spec.get("tasks", [])
-        for m in t.get("datasets") or []
-        if (m.get("source") or {}).get("beaker") == source
-    ]
+def _runtime_mounts(spec: SpecView, source: str) -> list[Mount]:
+    return [m for t in spec.tasks for m in t.mounts if m.beaker == source]
 
 
 def mount_runtime(
-    datasets: RuntimeDatasets, workspace: Any, spec: dict[str, Any], names: tuple[str, ...] = ()
+    datasets: RuntimeDatasets, workspace: Any, spec: SpecView, names: tuple[str, ...] = ()
 ) -> str | None:
     """Point the spec's runtime mounts (named runtime_dataset_name()) at the workspace's runtime
     dataset (changed in place), read-only: by id when it exists, else by the content-addressed name
@@ -121,17 +117,17 @@ def mount_runtime(
         return None
     ds_id = datasets.find(workspace, names)
     for m in mounts:
-        m["source"]["beaker"] = ds_id or datasets.name(workspace)
+        m.beaker = ds_id or datasets.name(workspace)
     return None if ds_id else datasets.name(workspace)
 
 
 def make_runtime(
-    datasets: RuntimeDatasets, workspace: Any, spec: dict[str, Any], names: tuple[str, ...] = ()
+    datasets: RuntimeDatasets, workspace: Any, spec: SpecView, names: tuple[str, ...] = ()
 ) -> None:
     """At submit: create the runtime dataset a prepared spec mounts by name (mount_runtime found none)
     and mount it by id (changed in place)."""
     mounts = _runtime_mounts(spec, datasets.name(workspace))
     if mounts:
-        ds_id = datasets.make(workspace, spec.get("budget"), names)
+        ds_id = datasets.make(workspace, spec.budget, names)
         for m in mounts:
-            m["source"]["beaker"] = ds_id
+            m.beaker = ds_id

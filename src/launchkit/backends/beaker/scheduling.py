@@ -26,7 +26,7 @@ from launchkit.backends.beaker import unwrapped
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.protocol import WaitReason
 from launchkit.core.fit import Ask, ClusterSize, NodeSize, never_fits, start_rows, typed_nodes
-from launchkit.core.specview import SpecView
+from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import PreconditionError
 
 EVENTS = 20  # newest job events read for a queued job (one page)
@@ -275,21 +275,19 @@ def sizes(conn: Connection, clusters: list[Any], *, occupancy: bool = False) -> 
     return out
 
 
-def _ask(task: Any, gpu_types: list[str]) -> Ask:
-    raw = task.raw
+def _ask(task: TaskView, gpu_types: list[str]) -> Ask:
     return Ask(
-        gpus=int((raw.get("resources") or {}).get("gpuCount") or 0),
-        replicas=int(raw.get("replicas") or 1),
+        gpus=task.gpus or 0,
+        replicas=task.replicas,
         gpu_types=tuple(gpu_types),
-        host_networking=bool(raw.get("hostNetworking")),
+        host_networking=task.host_networking,
     )
 
 
-def check_fit(conn: Connection, spec: dict[str, Any], ws: Any) -> list[str]:
+def check_fit(conn: Connection, view: SpecView, ws: Any) -> list[str]:
     """Before anything is made: refuse (exit 3) a task no node of its clusters could ever take, naming
     the largest fit and the clusters that would take it; warnings (returned) for a workspace already at
     its slot limit. Tasks without a cluster constraint are not checked (they may land anywhere)."""
-    view = SpecView(spec)
     gpu_types = view.env_list(rs.ENV_GPU_TYPES)
     seen: set[tuple[Any, ...]] = set()
     need = 0
@@ -309,7 +307,7 @@ def check_fit(conn: Connection, spec: dict[str, Any], ws: Any) -> list[str]:
         others = [c for c in every if rs.cluster_full_name(c) not in task.clusters]
         problem = never_fits(ask, sizes(conn, chosen), sizes(conn, others)) or problem
         raise PreconditionError(problem[0] + "; nothing was created", hint=problem[1])
-    preemptible = any((t.raw.get("context") or {}).get("preemptible") for t in view.tasks)
+    preemptible = any(t.preemptible for t in view.tasks)
     return [w for w in [slot_warning(ws, need, preemptible=preemptible)] if w]
 
 

@@ -36,11 +36,11 @@ def check_name(name: str) -> None:
         )
 
 
-def check_retry_on(spec: dict[str, Any]) -> None:
+def check_retry_on(spec: SpecView) -> None:
     """A usage error for a --retry-on Beaker cannot honour: its task retries (allowedTaskRetries)
     retry every failed job alike, so they cannot retry a job that never started without retrying the
     command's own failures (core/retrying.py)."""
-    causes = retrying.from_env(SpecView(spec).env_value(retrying.ENV_RETRY_ON))
+    causes = retrying.from_env(spec.env_value(retrying.ENV_RETRY_ON))
     if retrying.NEVER_STARTED in causes and retrying.FAILURE not in causes:
         raise UsageError(
             "--retry-on never-started cannot be honoured on Beaker: its task retries cannot tell a job"
@@ -54,18 +54,17 @@ def renamed(name: str) -> str:
     return f"{name[: MAX_NAME - SUFFIX].rstrip('-_.') or name[:1]}-{secrets.token_hex(2)}"
 
 
-def with_token(spec: dict[str, Any], token: str) -> dict[str, Any]:
+def with_token(spec: SpecView, token: str) -> SpecView:
     """The spec with LAUNCHKIT_LAUNCH_TOKEN=token in its first task (a copy; `_token_of` reads the
     first task that has one, and a 1,000-task sweep need not carry it 1,000 times)."""
-    tasks = SpecView(spec).tasks
+    tasks = spec.tasks
     if not tasks:
-        return dict(spec)
-    first = tasks[0].with_env(EnvVar(ENV_LAUNCH_TOKEN, token))
-    return {**spec, "tasks": [first, *(t.raw for t in tasks[1:])]}
+        return spec.copy()
+    return spec.with_tasks([tasks[0].with_env(EnvVar(ENV_LAUNCH_TOKEN, token)), *tasks[1:]])
 
 
-def launch_token(spec: dict[str, Any]) -> str | None:
-    return SpecView(spec).env_value(ENV_LAUNCH_TOKEN)
+def launch_token(spec: SpecView) -> str | None:
+    return spec.env_value(ENV_LAUNCH_TOKEN)
 
 
 def _token_of(conn: Connection, wl: Any) -> str | None:
@@ -114,15 +113,15 @@ def _final(e: Exception) -> bool:
     return not isinstance(e, (OSError, bx.BeakerError))  # an unexpected error: not worth retrying
 
 
-def _allow_for_replicas(conn: Connection, spec: dict[str, Any]) -> None:
+def _allow_for_replicas(conn: Connection, spec: SpecView) -> None:
     """Give the create's HTTP request time that grows with the number of jobs it makes."""
-    jobs = SpecView(spec).jobs
+    jobs = spec.jobs
     timeout = conn.call_timeout + CREATE_SECONDS_PER_JOB * jobs
     conn.beaker.TIMEOUT = timeout  # type: ignore[misc]
     conn.deadline = max(conn.deadline, conn.clock() + timeout + conn.timeout)
 
 
-def create_once(conn: Connection, workspace: Any, name: str, spec: dict[str, Any], app: Application) -> Any:
+def create_once(conn: Connection, workspace: Any, name: str, spec: SpecView, app: Application) -> Any:
     """Create the experiment (pb2.Workload), retrying ambiguous failures without duplicating it."""
     check_name(name)
     token = launch_token(spec) or secrets.token_hex(8)  # prepare() puts one in; a spec file may not

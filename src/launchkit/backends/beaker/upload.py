@@ -31,6 +31,7 @@ from beaker import exceptions as bx
 from launchkit.application import Application
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.uploadtree import files as tree_files
+from launchkit.core.specview import SpecView
 from launchkit.errors import BackendError, PreconditionError
 
 NAME_PREFIX = "launchkit-upload-"
@@ -274,12 +275,11 @@ def upload_all(
 
 
 def mount_uploads(
-    conn: Connection, app: Application, workspace: Any, spec: dict[str, Any], uploads: dict[str, str]
+    conn: Connection, app: Application, workspace: Any, spec: SpecView, uploads: dict[str, str]
 ) -> None:
     """Upload (or reuse) each `--upload` and point its mount in `spec` at the dataset's id."""
-    ids = upload_all(conn, app, workspace, uploads, spec.get("budget"))
-    for task in spec.get("tasks", []):
-        for mount in task.get("datasets") or []:
-            source = mount.get("source") or {}
-            if source.get("beaker") in ids:
-                source["beaker"] = ids[source["beaker"]]
+    ids = upload_all(conn, app, workspace, uploads, spec.budget)
+    for task in spec.tasks:
+        for mount in task.mounts:
+            if dataset_id := ids.get(mount.beaker or ""):
+                mount.beaker = dataset_id

@@ -43,7 +43,7 @@ from launchkit.backends.protocol import (
 )
 from launchkit.core.contract import ENV_GIT_COMMIT, ENV_SLACK_WEBHOOK
 from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, logs_args
-from launchkit.core.specview import SpecView
+from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
 # follow: look again when the supervisor rings (bell.py), and at least every WAKE_FALLBACK seconds
@@ -167,10 +167,10 @@ def check_bash(memo: Path | None = None) -> None:
             pass  # checked again next time
 
 
-def check_gpus(task: dict[str, Any]) -> int | None:
+def check_gpus(task: TaskView) -> int | None:
     """Refuse more GPUs than this machine has; the count, when it had to be read (--gpus N > 0):
     the supervisor then does not run nvidia-smi again before the job can start."""
-    wanted = (task.get("resources") or {}).get("gpuCount") or 0
+    wanted = task.gpus or 0
     if not wanted:
         return None
     have = gpu_count()
@@ -207,12 +207,11 @@ class LocalBackend:
     def submit(self, submission: Submission) -> RunInfo:
         received = time.time()  # the run's `created` (bench_local.py times the parts from here)
 
-        spec = json.loads(json.dumps(submission.spec))  # the runtime mount becomes local files
+        spec = submission.spec.copy()  # the runtime mount becomes local files
         use_runtime(self.root, spec)
         submission = submission.model_copy(update={"spec": spec})
-        view = SpecView(submission.spec).tasks[0]
-        task = view.raw
-        env_vars = view.env
+        task = spec.tasks[0]
+        env_vars = task.env
         missing = [v.secret for v in env_vars if v.secret and v.secret not in os.environ]
         if missing:
             raise PreconditionError(
@@ -240,18 +239,18 @@ class LocalBackend:
                 meta["slack"] = True  # the run posts its own messages (node_notifies); never the URL
         finally:
             has_commit.close()
-        if task.get("datasets"):
+        if task.mounts:
             self.app.warn(
                 f"local runs do not mount datasets, Weka or host paths: "
-                f"{len(task['datasets'])} mount(s) in the spec are ignored"
+                f"{len(task.mounts)} mount(s) in the spec are ignored"
             )
         run_id = f"local-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(received))}-{secrets.token_hex(3)}"
         rdir = self.rdir(run_id)
-        rec = record.new(run_id, submission.name, int(task.get("replicas") or 1), created=received)
+        rec = record.new(run_id, submission.name, task.replicas, created=received)
         lock = -1
         try:  # the run dir and its record first (the truth), then the index; all or nothing
             rdir.mkdir()
-            (rdir / "spec.json").write_text(json.dumps(submission.spec))
+            (rdir / "spec.json").write_text(json.dumps(spec.to_json()))
             (rdir / "meta.json").write_text(json.dumps(meta))
             lock = record.take_lock(rdir)  # held from now until the supervisor exits
             record.write(rdir, rec)
@@ -412,10 +411,10 @@ class LocalBackend:
         """The secrets a local run was given come from the launching shell's environment (by name, as
         submit() reads them): their values there now (None: not set in this shell)."""
         try:
-            spec = json.loads((self.rdir(run.id) / "spec.json").read_text())
+            spec = SpecView.read((self.rdir(run.id) / "spec.json").read_text())
         except (OSError, ValueError):
             return {}
-        return {name: os.environ.get(name) for name in dict.fromkeys(SpecView(spec).secrets())}
+        return {name: os.environ.get(name) for name in dict.fromkeys(spec.secrets())}
 
     def slack_posting(self, run: RunInfo) -> Posting:
         """A local run with a webhook posts every message itself (its runtime and its supervisor)."""

@@ -5,21 +5,20 @@ bootstrap through LAUNCHKIT_ENTRYPOINT_DIR, so `--local` runs the very script a 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from launchkit.backends.local.store import ensure_home, state_error
-from launchkit.core.specview import EnvVar, TaskView
+from launchkit.core.specview import EnvVar, SpecView
 from launchkit.runtime import ENV_ENTRYPOINT_DIR, materialise, runtime_dataset_name
 
 
-def use_runtime(root: Path, spec: dict[str, Any]) -> Path | None:
+def use_runtime(root: Path, spec: SpecView) -> Path | None:
     """Replace each task's runtime mount in `spec` (changed in place) by the materialised files under
     `root/runtime`; returns their directory (None: the spec mounts no runtime)."""
     name = runtime_dataset_name()
     directory: Path | None = None
-    for task in spec.get("tasks", []):
-        mounts = task.get("datasets") or []
-        keep = [m for m in mounts if (m.get("source") or {}).get("beaker") != name]
+    for task in spec.tasks:
+        mounts = task.mounts
+        keep = [m for m in mounts if m.beaker != name]
         if len(keep) == len(mounts):
             continue
         if directory is None:
@@ -28,6 +27,6 @@ def use_runtime(root: Path, spec: dict[str, Any]) -> Path | None:
                 directory = materialise(root / "runtime")
             except OSError as e:
                 raise state_error("the runtime's files", e) from e
-        task["datasets"] = keep or None
-        task.update(TaskView(task).with_env(EnvVar(ENV_ENTRYPOINT_DIR, str(directory))))
+        task.mounts = keep
+        task.set_env(EnvVar(ENV_ENTRYPOINT_DIR, str(directory)))
     return directory

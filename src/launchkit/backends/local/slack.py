@@ -21,12 +21,12 @@ if TYPE_CHECKING:
 HANDED = ENV_SLACK_WEBHOOK  # --slack-webhook-url in the supervisor's environment (spawn.py)
 
 
-def webhook(task: dict[str, Any], environ: Any = os.environ) -> str | None:
+def webhook(task: TaskView, environ: Any = os.environ) -> str | None:
     """The run's webhook, taken out of the supervisor's environment (so that no replica inherits
     it): --slack-webhook-url as handed over, else the value of the spec's --slack-webhook-secret
     (from the launching shell, as every secret of a local run)."""
     url = environ.pop(HANDED, None)
-    for var in TaskView(task).env:
+    for var in task.env:
         if var.name == ENV_SLACK_WEBHOOK and var.secret:
             url = url or environ.pop(var.secret, None)
     return str(url) if url else None

@@ -17,6 +17,7 @@ from typing import Any
 
 from launchkit.backends.local import record
 from launchkit.config import user_state_dir
+from launchkit.core.specview import SpecView
 from launchkit.errors import PreconditionError, UsageError
 
 SCHEMA = """
@@ -237,15 +238,15 @@ def row_jobs(row: Any) -> dict[str, Any]:
 def recovered(rdir: Path) -> dict[str, Any] | None:
     """A record for a run directory without one (made by an older launchkit): its end is unknown."""
     try:
-        spec = json.loads((rdir / "spec.json").read_text())
+        spec = SpecView.read((rdir / "spec.json").read_text())
         created = (rdir / "spec.json").stat().st_mtime
     except (OSError, ValueError):
         return None
-    rec = record.new(rdir.name, spec.get("description") or rdir.name, 1)
-    tasks = spec.get("tasks") or [{}]
+    rec = record.new(rdir.name, spec.description or rdir.name, 1)
+    tasks = spec.tasks
     rec.update(
         created=created,
-        replicas=int(tasks[0].get("replicas") or 1),
+        replicas=tasks[0].replicas if tasks else 1,
         status="lost",
         message="recovered from its run directory without a status record",
     )

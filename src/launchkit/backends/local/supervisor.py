@@ -34,7 +34,7 @@ from launchkit.backends.local.uploads import unlink_uploads
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR, ENV_SLACK_WEBHOOK
 from launchkit.core.redact import looks_secret_name, redact_url, token_kind
 from launchkit.core.retrying import ENV_ATTEMPT, ENV_RETRY_CAP, ENV_RETRY_ON, PREEMPTION, from_env
-from launchkit.core.specview import TaskView
+from launchkit.core.specview import SpecView, TaskView
 from launchkit.core.units import parse_size
 
 TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
@@ -116,9 +116,18 @@ def base_env(rdir: str) -> dict[str, str]:
     return env
 
 
+def what_runs(spec: SpecView) -> tuple[TaskView, int, list[str], bool, int]:
+    """The spec's job: (its task, replicas, argv, whether one replica's failure stops the others,
+    retries allowed)."""
+    task = spec.tasks[0]
+    count = task.replicas
+    argv = [*task.command, *task.arguments]
+    return task, count, argv, count > 1 and task.propagate_failure, spec.task_retries
+
+
 def replica_env(
     base: dict[str, str],
-    spec_task: dict[str, Any],
+    spec_task: TaskView,
     meta: dict[str, Any],
     rdir: str,
     rank: int,
@@ -129,7 +138,7 @@ def replica_env(
     run_id = os.path.basename(rdir)
     job_id = outcome.job_id(run_id, rank, attempt)
     env = dict(base)
-    for var in TaskView(spec_task).env:
+    for var in spec_task.env:
         if var.name == ENV_SLACK_WEBHOOK:
             continue  # the supervisor's, given to the runtime alone (slack.py)
         if var.secret:
@@ -138,7 +147,7 @@ def replica_env(
             env[var.name] = var.value or ""
     replica_dir = record.job_dir(rdir, rank, attempt)
     host = os.uname().nodename  # socket.gethostname(), without importing socket
-    gpus, visible = gpu_share(total_gpus, (spec_task.get("resources") or {}).get("gpuCount"), count, rank)
+    gpus, visible = gpu_share(total_gpus, spec_task.gpus, count, rank)
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     env.update(
@@ -157,7 +166,7 @@ def replica_env(
             ),  # the runtime adds its in-place restarts (runtime/node/launch/restart.py)
             "BEAKER_WORKLOAD_ID": run_id,
             "BEAKER_EXPERIMENT_ID": run_id,
-            "BEAKER_TASK_ID": f"{run_id}-{spec_task.get('name', 'main')}",
+            "BEAKER_TASK_ID": f"{run_id}-{spec_task.name or 'main'}",
             "BEAKER_NODE_HOSTNAME": host,
             "BEAKER_NODE_ID": host,
             "BEAKER_RESULT_DATASET_ID": f"{job_id}-results",
@@ -332,18 +341,13 @@ class Supervisor:
 
     # ---- the job
     def start(self) -> None:
-        spec, self.meta = (self.read_json(name) for name in ("spec.json", "meta.json"))
-        self.task = task = spec["tasks"][0]
-        self.count = int(task.get("replicas") or 1)
-        self.argv = [*task["command"], *(task.get("arguments") or [])]
+        spec, self.meta = SpecView(self.read_json("spec.json")), self.read_json("meta.json")
+        self.task, self.count, self.argv, self.propagate, self.retries_left = what_runs(spec)
+        task = self.task
         self.webhook = slack.webhook(task)  # the runtime posts with it, and so do we (slack.py)
-        self.propagate = self.count > 1 and bool(task.get("propagateFailure"))
-        retries = (spec.get("retry") or {}).get("allowedTaskRetries")
-        self.retries_left = retries if isinstance(retries, int) and retries > 0 else 0
-        view = TaskView(task)
-        self.retry_on = from_env(view.env_value(ENV_RETRY_ON))
+        self.retry_on = from_env(task.env_value(ENV_RETRY_ON))
         if self.retry_on:  # the cap counts every cause's retries (the runtime's in-place ones apart)
-            cap = view.env_value(ENV_RETRY_CAP) or ""
+            cap = task.env_value(ENV_RETRY_CAP) or ""
             self.retries_left = int(cap) if cap.isdigit() else 0
         self.base = base_env(self.rdir)
         gpus = self.meta.get("gpus")  # counted by the CLI for --gpus (nvidia-smi takes tens of ms)
@@ -355,15 +359,15 @@ class Supervisor:
         fields: dict[str, Any] = {"supervisor_pid": os.getpid(), "cgroup": self.cgroup}
         if self.retries_left:
             fields["allowed_retries"] = self.retries_left
-        memory = (task.get("resources") or {}).get("memory")
+        memory = task.memory
         if memory:  # the replicas share the limit, as a Beaker task's processes do
             self.memory = MemoryLimit.make(self.run_id, parse_size(memory), self.cgroup)
             fields.update(memory=memory, memory_enforced=self.memory is not None)
         self.spawn(list(range(self.count)), 1, fields)
         if not self.cancel.is_set():
             self.save(status="running", started=time.time())
-            if task.get("timeout"):  # --task-timeout (nanoseconds), from the start, as on Beaker
-                threading.Thread(target=self.time_out, args=(task["timeout"] / 1e9,), daemon=True).start()
+            if task.timeout_ns:  # --task-timeout, from the start, as on Beaker
+                threading.Thread(target=self.time_out, args=(task.timeout_ns / 1e9,), daemon=True).start()
 
     def spawn(self, ranks: list[int], attempt: int, first: dict[str, Any] | None = None) -> None:
         """Start attempt `attempt` of replicas `ranks`; `first`: the record's fields of the run's

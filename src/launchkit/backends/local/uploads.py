@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from launchkit.backends.local import record
 from launchkit.backends.uploadtree import files
+from launchkit.core.specview import SpecView
 from launchkit.errors import PreconditionError
 
 
@@ -39,20 +39,20 @@ def _save_created(root: Path, links: dict[str, str]) -> None:
     os.replace(tmp, path)
 
 
-def link_uploads(root: Path, spec: dict[str, Any], uploads: dict[str, str]) -> list[list[str]]:
+def link_uploads(root: Path, spec: SpecView, uploads: dict[str, str]) -> list[list[str]]:
     """Link each upload's mount path to its local path; drop those mounts from the spec. Returns the
     [mount path, local path] pairs this run uses. `root`: the local backend's state dir."""
     for path in uploads.values():
         files(path)  # what a Beaker upload would refuse (links out, special files) is refused here too
     used: list[list[str]] = []
-    for task in spec.get("tasks", []):
+    for task in spec.tasks:
         keep = []
-        for mount in task.get("datasets") or []:
-            local = uploads.get((mount.get("source") or {}).get("beaker") or "")
+        for mount in task.mounts:
+            local = uploads.get(mount.beaker or "")
             if local is None:
                 keep.append(mount)
                 continue
-            target = Path(mount["mountPath"])
+            target = Path(mount.mount_path)
             used.append([str(target), local])
             if target.is_symlink() and os.path.realpath(target) == os.path.realpath(local):
                 continue
@@ -67,7 +67,7 @@ def link_uploads(root: Path, spec: dict[str, Any], uploads: dict[str, str]) -> l
                     f"--upload {local}:{target}: a local run cannot put it at {target} ({e.strerror or e})",
                     hint=f"use a free, writable path, e.g. --upload {local}:/tmp/{Path(local).name}",
                 ) from None
-        task["datasets"] = keep or None
+        task.mounts = keep
     return used
 
 
