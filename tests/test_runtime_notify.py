@@ -124,3 +124,24 @@ def test_follow_leaves_to_the_job_what_the_job_posts():
     follower = [EndKind.setup, EndKind.preempted, EndKind.canceled, EndKind.node_lost, EndKind.image_pull]
     assert not any(posted_by_job(end(k)) for k in follower)
     assert not posted_by_job(end(EndKind.timeout, "--task-timeout")) and not posted_by_job(None)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://hooks.slack.com/services/T0/B0/secret",
+        "http://127.0.0.1:8080/hook?token=x",
+        "https://user:pw@example.com/x",
+        "not a url",
+        "http://[::1",
+        "https://host:99999/x",
+        "",
+    ],
+)
+def test_the_job_shows_a_webhook_as_launchkit_does(url):
+    """The node's poster and launchkit's messages show a webhook the same way (two copies: the node's
+    package cannot import launchkit, and launchkit's commands do not load the runtime package for it)."""
+    from launchkit.core.redact import url_host_only
+
+    assert notify.host_only(url) == url_host_only(url)
+    assert "secret" not in url_host_only(url) and "pw" not in url_host_only(url)

@@ -19,7 +19,6 @@ from itertools import pairwise
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from launchkit.errors import UsageError
-from launchkit.runtime.node.launch.notify import host_only
 
 # Parts of a name that mark a secret anywhere in it (`*TOKEN*`, `*SECRET*`, `*PASSW*`, ...) or at its
 # end (`*KEY`, `*PAT`, `*_PWD`). Whole-name matches: AZURE_API_BASE carries a key in its URL.
@@ -228,6 +227,12 @@ def redact_text(text: str) -> str:
 
 
 def url_host_only(url: str) -> str:
-    """What may be shown of a URL that is itself a credential (a Slack webhook): scheme and host only
-    (as the job's own Slack poster shows it)."""
-    return host_only(url)
+    """What may be shown of a URL that is itself a credential (a Slack webhook): scheme and host only.
+    The job's own poster (runtime/node/launch/notify.py: host_only, which cannot import launchkit) shows
+    it the same way; importing it here would load the runtime package on every command (tested equal)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # not a parseable URL (e.g. a bad port)
+        return "(hidden)"
+    return f"{parts.scheme}://{host}/…" if host else "(hidden)"
