@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 
 import pytest
 
@@ -270,3 +271,14 @@ def test_no_python_image_refuses_a_webhook_in_the_job(bare_bin):
     r = run_node(["true"], env)
     assert r.returncode == 109, r.stderr
     assert "--slack-webhook-secret needs Python 3.8+ on PATH" in r.stderr and "127.0.0.1" not in r.stderr
+
+
+def test_the_watchdog_runs_the_interpreter_a_shim_names(bare_bin, tmp_path):
+    """A `python` that is a shim (as pyenv's): the runtime asks it once for its version and executable,
+    then runs that executable, not the shim again."""
+    calls = tmp_path / "shim-calls"
+    (bare_bin / "python").write_text(f'#!/bin/sh\necho x >> "{calls}"\nexec "{sys.executable}" "$@"\n')
+    env = {"LAUNCHKIT_NO_PYTHON": "1", "LAUNCHKIT_INACTIVE_TIMEOUT": "60", "PATH": str(bare_bin)}
+    r = run_node(["bash", "-c", "echo watched"], env)
+    assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
+    assert calls.read_text().count("x") == 1

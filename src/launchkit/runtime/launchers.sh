@@ -58,14 +58,17 @@ lk__forward() {
 }
 
 # lk__python VAR: the interpreter for the runtime, the first Python 3.8+ of `python` and `python3` on
-# PATH: the job's environment's (activated), or with --no-python the image's.
+# PATH: the job's environment's (activated), or with --no-python the image's. One call tells its
+# version and its executable, which is what runs (a shim, as pyenv's, is then not resolved twice).
 lk__python() {
-    local name path version
+    local name path out
     for name in python python3; do
         path=$(command -v "$name") || continue
-        version=$("$path" -V 2>&1) || continue
-        [[ $version =~ ^Python\ 3\.([0-9]+) ]] || continue
+        # Python 2 and 3 alike; -S: no site-packages for a version check
+        out=$("$path" -S -c 'import sys; sys.stdout.write("%d.%d %s" % (sys.version_info[0], sys.version_info[1], sys.executable))' 2>/dev/null) || continue
+        [[ $out =~ ^3\.([0-9]+)\ (.*)$ ]] || continue
         ((BASH_REMATCH[1] >= 8)) || continue
+        [[ -x ${BASH_REMATCH[2]} ]] && path=${BASH_REMATCH[2]}
         printf -v "$1" '%s' "$path"
         return 0
     done
