@@ -73,7 +73,8 @@ def test_the_supervisor_keeps_nothing_of_the_cli_but_the_runs_lock(repo, tmp_pat
         assert str(rdir / "supervisor.lock") in held  # the lock: held for as long as it lives
         assert not [f for f in held if "runs.db" in f], held  # nothing of the CLI's
         assert os.getsid(pid) == pid  # a session of its own
-        if rec.get("cgroup"):
+        if rec.get("cgroup"):  # the job's `cat /proc/self/cgroup` comes after the runtime's first line
+            wait_for(lambda: log.read_text().count("\n") >= 2)
             assert f"/launchkit-{run_id}" in log.read_text(), log.read_text()
     finally:
         r = run_cli("stop", "--yes", run_id, env={**FAST_ENV, "LAUNCHKIT_LOCAL_HOME": str(state)})
