@@ -759,7 +759,7 @@ def _launch(
         f["backend"] = _choice(opts, "backend", list(backends.known))
     elif (value := opts.value("backend")) is not None:
         f["backend"] = str(value).lower()
-    for opt in ("dry_run", "offline", "yes"):
+    for opt in ("dry_run", "offline", "yes", "json_output"):
         f[opt] = bool(given.get(opt))
     if f["offline"] and not f["dry_run"]:
         raise UsageError("--offline only applies to --dry-run", hint="add --dry-run, or drop --offline")
