@@ -14,6 +14,7 @@ from typing import IO, Any, Protocol
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from launchkit.backends.registry import Capability, titles
+from launchkit.core.phases import PhaseNotes, Phases
 from launchkit.core.specview import SpecView
 from launchkit.core.status import RunStatus
 from launchkit.core.units import ago
@@ -123,6 +124,11 @@ class RunInfo(BaseModel):
     retry: str | None = None  # retried or resumed: "attempt 2 of 5; last: node lost" (runs.attempt_text)
     waiting: WaitReason | None = None  # queued: why it waits, one line with its fix
     progress: Progress | None = None  # running: its last progress line (`list`, `why`: Backend.progress)
+    # where its time went (core/phases.py): seconds per phase (queued, starting, setup, first_output,
+    # running; None when not known), `list` from what it read anyway, `why` all (Backend.phases)
+    phases: Phases | None = None
+    gpu_hours: float | None = None  # GPUs x hours of every job that ran (None: not known)
+    phase_notes: PhaseNotes | None = None  # `why`: each waiting reason, the env cache, the step timings
 
 
 class LogQuery(BaseModel):
@@ -206,6 +212,11 @@ class Backend(Protocol):
     def progress(self, run: RunInfo) -> Progress | None:
         """A running run's last progress line (replica 0's newest attempt): its log's tail (one bounded
         read) matched with the run's own progress patterns. None: not running, or no line matched."""
+        ...
+
+    def phases(self, run: RunInfo) -> RunInfo:
+        """The run with `phases`, `phase_notes` and `gpu_hours` filled (core/phases.py): from its jobs'
+        timestamps, its waiting events and the first lines of its newest attempt's log (bounded)."""
         ...
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:

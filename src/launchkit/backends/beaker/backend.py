@@ -23,11 +23,18 @@ from launchkit.backends.beaker import launches
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import runview as rv
 from launchkit.backends.beaker.client import Connection
-from launchkit.backends.beaker.logs import Flusher, command_started, stream_job, tail_records
+from launchkit.backends.beaker.logs import Flusher, command_started, head_records, stream_job, tail_records
 from launchkit.backends.beaker.prepare import prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
-from launchkit.backends.beaker.scheduling import WaitTeller, find_starts, list_reasons, waiting_reason
+from launchkit.backends.beaker.scheduling import (
+    WaitTeller,
+    find_starts,
+    list_reasons,
+    summarized,
+    wait_history,
+    waiting_reason,
+)
 from launchkit.backends.beaker.submit import check_name, check_retry_on, create_once
 from launchkit.backends.beaker.upload import mount_uploads
 from launchkit.backends.ending import (
@@ -39,6 +46,7 @@ from launchkit.backends.ending import (
 )
 from launchkit.backends.progress import ENV_PROGRESS_PATTERNS, TAIL_LINES, last_progress
 from launchkit.backends.protocol import EndKind, EndReason, Progress
+from launchkit.core import phases as ph
 from launchkit.core import runs
 from launchkit.core.contract import ENV_SLACK_WEBHOOK
 from launchkit.core.specview import SpecView
@@ -66,6 +74,7 @@ _STATUS = {
 }
 STATUS_NAMES = [s.name for s in BeakerWorkloadStatus]
 _HAD_JOB = set(_STATUS) - {W.STATUS_SUBMITTED}  # a task's status once it has a job
+_WAITING = {W.STATUS_SUBMITTED, W.STATUS_QUEUED, W.STATUS_READY_TO_START}  # not placed yet
 RETRY_GRACE = 60.0  # seconds a due retry may take to appear before it is given up on (core/runs.py)
 WAIT_POLL = 1.0  # seconds between looks while waiting for a job (gantry polls every second)
 # the watchdog's `[launchkit] stopped:` line is among its job's last lines (after it: a --ray head's
@@ -189,6 +198,7 @@ class BeakerBackend:
             end = rv.run_end(view, runs.outcome(view), ex.id, {})
         if end is not None and end.kind == EndKind.canceled and end.by != "Beaker":
             end = _launchkit_stop(ex.description) or end  # launchkit's own stop (stop(reason=))
+        phases, hours = self._phases(wl, rows)  # from the jobs read (no call)
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -209,6 +219,8 @@ class BeakerBackend:
             attempts=attempts,
             retry=retry,
             waiting=waiting if status == RunStatus.queued else None,
+            phases=phases,
+            gpu_hours=hours,
         )
 
     def _outcome(
@@ -430,6 +442,84 @@ class BeakerBackend:
             self.get(run.id)
         _, rows = self._seen[run.id]
         return self._job_progress(next((js[0] for _, _, js in rows if js), None))
+
+    def phases(self, run: RunInfo) -> RunInfo:
+        """Its jobs as get() read them (else one get()); then, at once, the newest attempt's lead job's
+        summarized events (its waiting history, one call) and, once it started, its log's first lines
+        up to the command's first output (one bounded read): `why`'s phases."""
+        if run.id not in self._seen:
+            self.get(run.id)
+        wl, rows = self._seen[run.id]
+        lead = next((js[0] for _, _, js in rows if js), None)
+        if lead is None:
+            return run
+        with self._errors(), ThreadPoolExecutor(max_workers=2) as pool:
+            _ = self.beaker.service  # one channel, made before two threads use it
+            events_f = pool.submit(summarized, self.conn, lead)
+            seen_f = pool.submit(self._setup_seen, lead) if lead.status.HasField("started") else None
+            events, seen = events_f.result(), seen_f.result() if seen_f else None
+        phases, hours = self._phases(wl, rows, seen)
+        notes = ph.PhaseNotes(
+            waits=wait_history(
+                events,
+                gpus=int(lead.container_spec.resource_request.gpu_count),
+                until=_ns(lead.status, "scheduled"),
+            ),
+            env_cache=seen.env_cache if seen else None,
+            steps=seen.steps if seen else None,
+            attempt=run.attempts,
+        )
+        return run.model_copy(update={"phases": phases, "phase_notes": notes, "gpu_hours": hours})
+
+    def _phases(
+        self, wl: Any, rows: Rows | None, seen: ph.SetupSeen | None = None
+    ) -> tuple[ph.Phases | None, float | None]:
+        """The phases of the newest attempt of the run's lead job (replica 0 of its first task) from the
+        jobs read (no call), and the GPU-hours of every job read (None for a run whose jobs were
+        sampled); a run with no job read: how long it has waited, if it waits."""
+        now = int(self.clock() * NS)
+        lead = next((js[0] for _, _, js in rows or [] if js), None)
+        if lead is None:
+            if wl.status not in _WAITING:
+                return None, None
+            created = wl.experiment.created.ToNanoseconds()
+            return ph.phases(created=created, scheduled=None, started=None, ended=None, now=now), None
+        s = lead.status
+        phases = ph.phases(
+            created=_ns(s, "created"),
+            scheduled=_ns(s, "scheduled"),
+            started=_ns(s, "started"),
+            ended=_ended(s),
+            now=now,
+            seen=seen,
+        )
+        if len(wl.experiment.tasks) > SAMPLED_TASKS:
+            return phases, None
+        ran = [
+            (int(j.container_spec.resource_request.gpu_count), j.status)
+            for _, _, js in rows or []
+            for j in js
+        ]
+        return phases, ph.gpu_hours([(g, _ns(st, "started"), _ended(st)) for g, st in ran], now)
+
+    def _setup_seen(self, job: Any) -> ph.SetupSeen | None:
+        """The runtime's markers in the job's first log lines (one read, stopped at the command's first
+        line of output or after ph.SETUP_LINES lines)."""
+        setup_done = False
+
+        def last(line: bytes) -> bool:  # the command's first line: the read stops after it
+            nonlocal setup_done
+            if line.startswith(ph.SETUP_DONE):
+                setup_done = True
+                return False
+            return setup_done and not line.startswith(ph.RUNTIME)
+
+        try:
+            with self._errors():
+                return ph.setup_seen(head_records(self.conn, job.id, ph.SETUP_LINES, last))
+        except LaunchkitError as e:
+            self.app.debug(f"the log of job {job.id} could not be read: {e}")
+            return None
 
     def _job_progress(self, job: Any) -> Progress | None:
         """A running job's last progress line, matched with the job's own patterns (its env)."""
@@ -1251,6 +1341,17 @@ def _unranked(task: Any) -> str:
 
 
 SAMPLED_TASKS = 16  # get(): jobs read for at most this many tasks of a many-task run
+NS = 1_000_000_000
+
+
+def _ns(status: Any, name: str) -> int | None:
+    """A job status timestamp in ns since the epoch (None: not set)."""
+    return int(getattr(status, name).ToNanoseconds()) if status.HasField(name) else None
+
+
+def _ended(status: Any) -> int | None:
+    """When a job's container ended: exited, else canceled, else finalized (None: it has not)."""
+    return next((t for t in (_ns(status, n) for n in ("exited", "canceled", "finalized")) if t), None)
 
 
 def _task_statuses(tasks: Any) -> dict[str, int]:

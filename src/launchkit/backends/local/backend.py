@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
@@ -41,6 +41,7 @@ from launchkit.backends.protocol import (
     RunStatus,
     Submission,
 )
+from launchkit.core import phases as ph
 from launchkit.core.contract import ENV_GIT_COMMIT, ENV_SLACK_WEBHOOK
 from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, logs_args
 from launchkit.core.specview import SpecView, TaskView
@@ -55,6 +56,13 @@ BASH_NEEDED = (5, 1)  # the entrypoint uses `wait -n -p` (bash 5.1)
 BASH_MEMO = "bash-checked"  # under the state dir: the bash last found new enough (check_bash)
 ENDED = tuple(s for s in record.FINISHED if s != "lost")  # final: the record never changes again
 INDEXED = ("status", "exit_code", "started", "finished", "message", "jobs")  # what changes after creation
+
+
+NS = 1_000_000_000
+
+
+def _ns(value: float | None) -> int | None:
+    return None if value is None else int(value * NS)
 
 
 def _ts(value: float | None) -> dt.datetime | None:
@@ -190,6 +198,7 @@ class LocalBackend:
     def __init__(self, app: Application | None = None) -> None:
         self.app = app or Application()
         self.root = home()
+        self.clock: Callable[[], float] = time.time  # seconds since the epoch (a running run's phases)
 
     @cached_property
     def store(self) -> Store:
@@ -332,6 +341,7 @@ class LocalBackend:
 
     def _info(self, rec: dict[str, Any]) -> RunInfo:
         attempts = max((j["attempt"] for j in outcome.jobs(rec)), default=1)
+        phases, hours = self._phases(rec)
         return RunInfo(
             id=rec["id"],
             name=rec["name"],
@@ -347,7 +357,49 @@ class LocalBackend:
             end=_end(rec, self.rdir(rec["id"])),
             attempts=attempts,
             retry=attempt_text(outcome.view(rec)) if attempts > 1 else None,
+            phases=phases,
+            gpu_hours=hours,
         )
+
+    def _phases(
+        self, rec: dict[str, Any], seen: ph.SetupSeen | None = None
+    ) -> tuple[ph.Phases, float | None]:
+        """Replica 0's newest attempt: queued from the run's creation until it started (its supervisor
+        waited for GPUs or a slot), the rest from the log's markers (`seen`); GPU-hours of every job."""
+        now = int(self.clock() * NS)
+        jobs = outcome.jobs(rec)
+        lead = max((j for j in jobs if j["replica"] == 0), key=lambda j: j["attempt"], default=None)
+        started = _ns((lead or {}).get("started"))
+        ended = _ns((lead or {}).get("finished")) if lead else _ns(rec.get("finished"))
+        phases = ph.phases(
+            created=_ns(rec.get("created")), scheduled=None, started=started, ended=ended, now=now, seen=seen
+        )
+        gpus = self._gpus(rec["id"])
+        if gpus is None:
+            return phases, None
+        return phases, ph.gpu_hours(
+            [(gpus, _ns(j.get("started")), _ns(j.get("finished"))) for j in jobs], now
+        )
+
+    def _gpus(self, run_id: str) -> int | None:
+        """GPUs per replica, from the run's spec (None: not readable)."""
+        try:
+            tasks = SpecView.read((self.rdir(run_id) / "spec.json").read_text()).tasks
+        except (OSError, ValueError):
+            return None
+        return (tasks[0].gpus or 0) if tasks else None
+
+    def phases(self, run: RunInfo) -> RunInfo:
+        """From its record and the first lines of replica 0's newest log (a bounded read of a file)."""
+        rdir = self.rdir(run.id)
+        rec = record.read(rdir)
+        if rec is None:
+            return run
+        attempt = max((j["attempt"] for j in outcome.jobs(rec) if j["replica"] == 0), default=1)
+        seen = ph.setup_seen(logs.head_records(logs.log_file(rdir, 0, attempt)))
+        phases, hours = self._phases(rec, seen)
+        notes = ph.PhaseNotes(env_cache=seen.env_cache, steps=seen.steps, attempt=attempt)
+        return run.model_copy(update={"phases": phases, "phase_notes": notes, "gpu_hours": hours})
 
     def get(self, run_ref: str) -> RunInfo:
         return self._info(self._record(run_ref))
