@@ -21,7 +21,8 @@ def main() -> None:
         print(f"step {step}/{args.steps} loss {loss:.4f}", flush=True)
         time.sleep(0.1)
     # A job's results directory; run plainly, results/ beside this script (ignored by git: .gitignore)
-    results = os.environ.get("RESULTS_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    here = os.path.dirname(os.path.abspath(__file__))
+    results = os.environ.get("RESULTS_DIR") or os.path.join(here, "results")
     os.makedirs(results, exist_ok=True)
     with open(os.path.join(results, "metrics.json"), "w") as f:
         json.dump(
