@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from launchkit.runtime.node.environment import envstore as es
+from timescale import scaled
 
 SRC = str(Path(es.__file__).resolve().parents[3])  # .../src, for the child processes
 
@@ -233,7 +234,7 @@ mine, counter, arrived = sys.argv[1:4]
 def build(staging):
     with open(counter, "a") as f:
         f.write("build\\n")
-    deadline = time.monotonic() + scaled(60)
+    deadline = time.monotonic() + {wait}
     while not os.path.exists(arrived) and time.monotonic() < deadline:
         time.sleep(0.01)  # until the other process waits for this build
     m = {fake!r}
@@ -256,7 +257,7 @@ def test_two_processes_build_once_and_neither_sees_half(tmp_path):
         "site_packages": "venv/lib/python3.11/site-packages",
         "dists": ["fakepkg-1.0.dist-info"],
     }
-    code = CONCURRENT.format(src=SRC, fake=fake, key=K)
+    code = CONCURRENT.format(src=SRC, fake=fake, key=K, wait=scaled(60))
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, mine, str(counter), str(tmp_path / "arrived")],
