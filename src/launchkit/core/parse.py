@@ -52,7 +52,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
 SECRET = re.compile(r"[A-Za-z0-9_.-]+")
 PY_VERSION = re.compile(r"3(\.\d+){1,2}")
-MIN_JOB_PYTHON = (3, 8)  # the node runtime's syntax (runtime/lib.sh: LK_NODE_MAIN checks it on the node)
+MIN_JOB_PYTHON = (3, 8)  # the node runtime's syntax (runtime/node/boot.py checks it on the node)
 GROUP_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")  # PEP 735 / PEP 508 names
 TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
 GITHUB_SHORTHAND = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+")  # gantry's --remote acct/repo
@@ -759,7 +759,7 @@ def _launch(
         f["backend"] = _choice(opts, "backend", list(backends.known))
     elif (value := opts.value("backend")) is not None:
         f["backend"] = str(value).lower()
-    for opt in ("dry_run", "offline", "yes"):
+    for opt in ("dry_run", "offline", "yes", "json_output"):
         f[opt] = bool(given.get(opt))
     if f["offline"] and not f["dry_run"]:
         raise UsageError("--offline only applies to --dry-run", hint="add --dry-run, or drop --offline")
