@@ -102,6 +102,8 @@ def named(marker: str) -> int:
 
 
 def one_line(stderr: str) -> bool:
+    """One error line (the `plan:` line a launch says first aside)."""
+    stderr = "".join(x for x in stderr.splitlines(keepends=True) if not x.startswith("plan: "))
     return stderr.count("\n") == 1 and "Traceback" not in stderr
 
 
