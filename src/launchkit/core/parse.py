@@ -634,6 +634,7 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     )
     causes, where = opts.get("retry_on")
     f["retry_on"] = retrying.parse([causes] if isinstance(causes, str) else causes or [], where)
+    f["require_resume"] = bool(given.get("require_resume"))
     _several_tasks(given, f, _env_not_secret(opts)[0])
 
 
