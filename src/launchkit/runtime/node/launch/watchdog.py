@@ -9,6 +9,10 @@ exits EXIT_STOPPED.
 Settings come from the job's environment (core/spec.py writes them; seconds as decimals):
 LAUNCHKIT_STALL_TIMEOUT, LAUNCHKIT_STALL_GRACE, LAUNCHKIT_PROGRESS_PATTERNS (one regex a line; unset:
 DEFAULT_PATTERNS), LAUNCHKIT_INACTIVE_TIMEOUT, LAUNCHKIT_INACTIVE_SOFT_TIMEOUT.
+
+Progress is matched with a budget (matching.py): the user's patterns in a matcher process that the
+reader never waits for; when it falls behind it is given up, once, in one warning line, and from then
+on any output counts as progress.
 """
 
 from __future__ import annotations
@@ -20,22 +24,17 @@ import signal
 import time
 from typing import Callable, NamedTuple, Sequence
 
+from . import matching
+from .matching import DEFAULT_PATTERNS, progress_in
 from .procs import Children, spawn_forwarding, stop_group
+
+__all__ = ["DEFAULT_PATTERNS", "progress_in"]  # (the backends' `list`/`why` read them here too)
 
 EXIT_STOPPED = 124  # the watchdog ended the command (as timeout(1)); its log's last line says why
 STOPPED = "stopped: "  # after "[launchkit] ": the line the backends read (backends/ending.py)
 SOFT_REPEAT = 3600.0  # the soft warning comes again at most every max(soft, 1 h), as gantry's
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL to the command's group
 LINE_MAX = 4096  # bytes of an unfinished line kept for matching
-
-# Progress lines of common trainers (docs/runtime.md lists them with examples).
-DEFAULT_PATTERNS = (
-    r"\[step=\d+(/\d+)?",  # OLMo-core: [step=1200/5000,epoch=1] ...
-    r"\d+/\d+ \[\d",  # tqdm, as Hugging Face Trainer's bar: 12/500 [00:03<01:40, 4.8it/s]
-    r"\{'loss': .*'epoch': ",  # Hugging Face Trainer's logging: {'loss': 1.2, ..., 'epoch': 0.5}
-    r"Epoch \d+: .*it/s",  # PyTorch Lightning's bar: Epoch 0:  40%|####  | 40/100 [00:02<..., 18.1it/s]
-    r"(?i)\bstep[ =:]\s*\d+",  # plain: step 12, Step: 12, step=12
-)
 
 
 class Settings(NamedTuple):
@@ -76,20 +75,7 @@ def settings(env: dict[str, str]) -> Settings | None:
 def progress_patterns(given: str | None) -> list[re.Pattern[str]]:
     """LAUNCHKIT_PROGRESS_PATTERNS' regexes (one a line), else DEFAULT_PATTERNS; ValueError names a
     bad one. The backends read a run's progress with these too (`launchkit list`, `why`)."""
-    try:
-        return [re.compile(p) for p in [p for p in (given or "").split("\n") if p] or DEFAULT_PATTERNS]
-    except re.error as e:
-        raise ValueError(f"LAUNCHKIT_PROGRESS_PATTERNS: not a regular expression ({e})") from None
-
-
-def progress_in(line: str, patterns: Sequence[re.Pattern[str]]) -> str | None:
-    """The progress a line shows (`step=1200/5000`), or None: the one matcher of the watchdog and of
-    the backends' `list`/`why`."""
-    for p in patterns:
-        m = p.search(line)
-        if m:
-            return m.group(0).strip("[]{} ")[:80]
-    return None
+    return matching.compile_all(matching.pattern_texts(given))
 
 
 def fmt_secs(seconds: float) -> str:
@@ -108,8 +94,10 @@ class Watch:
     """What the watchdog knows: when output and progress last came, the last progress text.
     Fed with output (`saw`), asked with the time (`check`); both clocks are parameters."""
 
-    def __init__(self, s: Settings, now: float, wall: float) -> None:
+    def __init__(self, s: Settings, now: float, wall: float, matcher: matching.Remote | None = None) -> None:
         self.s = s
+        self.matcher = matcher  # the user's patterns' matcher process; None: matched here (the defaults)
+        self.gave_up = False  # progress matching was given up: any output counts as progress
         self.t0 = self.last_output = now
         self.last_progress: float | None = None
         self.progress_text = ""
@@ -124,11 +112,41 @@ class Watch:
         buf = self.pending.get(fd, b"") + data
         parts = buf.replace(b"\r", b"\n").split(b"\n")
         self.pending[fd] = parts.pop()[-LINE_MAX:]
-        for raw in reversed(parts):  # the newest complete line that matches
-            text = progress_in(raw.decode("utf-8", "replace"), self.s.patterns)
-            if text is not None:
-                self.last_progress, self.progress_wall, self.progress_text = now, wall, text
-                return
+        if self.gave_up:
+            self.last_progress, self.progress_wall = now, wall
+        elif self.matcher is not None:
+            self.matcher.feed([raw.decode("utf-8", "replace") for raw in parts], now, wall)
+        else:
+            for raw in reversed(parts):  # the newest complete line that matches
+                text = progress_in(raw.decode("utf-8", "replace"), self.s.patterns)
+                if text is not None:
+                    self.last_progress, self.progress_wall, self.progress_text = now, wall, text
+                    return
+
+    def heard(self) -> None:
+        """The matcher's answers came (its fileno is readable)."""
+        found = None if self.matcher is None else self.matcher.heard()
+        if found is not None and (self.last_progress is None or found[1] >= self.last_progress):
+            self.progress_text, self.last_progress, self.progress_wall = found
+
+    def behind(self, now: float, wall: float) -> str | None:
+        """The warning, once, when the matcher is given up (it ended, or a line waited too long)."""
+        if self.matcher is None or self.gave_up or not self.matcher.late(now):
+            return None
+        self.give_up(now, wall)
+        return (
+            f"warning: progress matching is given up ({self.matcher.failed}; --progress-pattern);"
+            " the command runs on, and --stall-timeout counts any output as progress from now"
+        )
+
+    def give_up(self, now: float, wall: float) -> None:
+        """From now on any output counts as progress (the stall limit counts from now)."""
+        self.gave_up = True
+        self.last_progress, self.progress_wall, self.progress_text = now, wall, "output (matching given up)"
+
+    def listening(self) -> list[int]:
+        """The matcher's answers' fd while it is used."""
+        return [] if self.matcher is None or self.gave_up else [self.matcher.fileno()]
 
     def check(self, now: float) -> tuple[str | None, str | None]:
         """(why to stop, or None; a warning to give now, or None)."""
@@ -210,7 +228,18 @@ def run(
     finally:
         for _, w in pipes:
             os.close(w)
-    watch = Watch(s, clock(), wall())
+    matcher, failed = None, ""
+    texts = [p.pattern for p in s.patterns]
+    if s.stall is not None and not matching.is_default(texts):  # the user's patterns: with a budget
+        try:
+            matcher = matching.Remote(texts)
+        except OSError as e:  # fail open: the command runs, its output counts as progress
+            failed = f"warning: cannot start the progress matcher ({e.strerror or e})"
+            failed += ": any output counts as progress"
+    watch = Watch(s, clock(), wall(), matcher)
+    if failed:
+        _say(failed)
+        watch.give_up(clock(), wall())
     sink = {r: out for (r, _), out in zip(pipes, outs)}
     open_fds = list(sink)
     why: str | None = None
@@ -223,8 +252,13 @@ def run(
         if ended_at is not None and now - ended_at >= 1.0:
             break  # the command ended; something it left holds its output open: stop reading
         timeout = 0.2 if ended_at is not None else watch.next_check(now)
-        ready, _, _ = select.select(open_fds, [], [], timeout)
+        answers = watch.listening()
+        ready, _, _ = select.select(open_fds + answers, [], [], timeout)
+        if answers and answers[0] in ready:
+            watch.heard()
         for fd in ready:
+            if fd in answers:
+                continue
             data = os.read(fd, 65536)
             if not data:
                 open_fds.remove(fd)
@@ -233,6 +267,9 @@ def run(
             if why is None:
                 watch.saw(fd, data, clock(), wall())
         if why is None and ended_at is None:
+            late = watch.behind(clock(), wall())
+            if late:
+                _say(late)
             why, warning = watch.check(clock())
             if warning:
                 _say(warning)
@@ -244,6 +281,8 @@ def run(
                 ended_at = clock()
     for r, _ in pipes:
         os.close(r)
+    if matcher is not None:
+        matcher.close()
     code = children.wait(pid)
     if why:
         _say(STOPPED + why)  # the last line of the job's log
