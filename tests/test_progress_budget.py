@@ -7,7 +7,6 @@ Real processes through `python -m launchkit.runtime.node launch`, as bash hands 
 from __future__ import annotations
 
 import os
-import re
 import select
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from inproc import run_main
-from launchkit.backends.progress import last_progress
+from launchkit.backends.progress import attempt_progress, last_progress
 from launchkit.runtime.node.launch import matching, watchdog
 
 CATASTROPHIC = r"^step \d+|(a+)+$"  # the issue's: exponential on 41 a's and a '!'
@@ -158,9 +157,23 @@ def test_a_long_line_is_matched_on_its_first_characters_only():
 
 
 @pytest.mark.timeout(120)
-def test_list_and_why_bound_their_matching_of_a_catastrophic_pattern():
+def test_list_why_and_the_supervisor_bound_their_matching_of_a_catastrophic_pattern():
     records = [(None, b"step 1"), (None, BAD_LINE.encode()), (None, b"noise")]
-    assert last_progress(records, CATASTROPHIC, budget=2) is None  # given up, not hung
-    got = last_progress([(None, b"step 1"), (None, b"step 2\rstep 3"), (None, b"x")], r"^step \d+")
-    assert got is not None and got.text == "step 3"
-    assert re.fullmatch(r"step 3", last_progress([(None, b"step 3")], None).text)  # type: ignore[union-attr]
+    assert last_progress(records, CATASTROPHIC) is None  # given up after its budget, not hung
+    compiled = watchdog.progress_patterns(CATASTROPHIC)
+    assert watchdog.progress_of([raw for _, raw in records], compiled, True) is None  # (local retry.py)
+    assert attempt_progress([b"step 1\n"], [BAD_LINE.encode()], CATASTROPHIC)[1] is None
+    assert matching.scan(["step 1", "step 2"], compiled, budget=60) == (
+        (0, "step 1", 1.0),
+        (1, "step 2", 2.0),
+    )
+
+
+def test_the_users_patterns_matched_apart_find_the_first_and_newest_progress_and_its_time():
+    got = last_progress([(None, b"step 1"), (7 * 10**18, b"step 2\rstep 3"), (None, b"x")], r"^step \d+")
+    assert got is not None and got.text == "step 3" and got.at is not None and got.at.year == 2191
+    first, last = attempt_progress([b"setup\n", b"iter 3 of 9\n"], [b"iter 7 of 9\n"], r"iter (?P<step>\d+)")
+    assert first is not None and (first.text, first.step) == ("iter 3", 3.0)
+    assert last is not None and (last.text, last.step) == ("iter 7", 7.0)
+    default = last_progress([(None, b"[step=3/9] a")], None)
+    assert default is not None and default.text == "step=3/9"

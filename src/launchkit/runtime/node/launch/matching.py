@@ -27,12 +27,17 @@ import collections
 import importlib
 import os
 import re
+import select
 import signal
 import sys
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Sequence
+    from typing import Any, Optional, Sequence, Tuple
+
+    Hit = Tuple[int, str, Optional[float]]  # (line number, progress text, step or None)
+    Seen = Tuple[str, Optional[float], float, float]  # (progress text, step, seen at, wall clock)
 
 try:  # the `re` module's own parser (3.11+: re._parser; before: sre_parse, deprecated since)
     _sre: Any = importlib.import_module("re._parser")
@@ -46,13 +51,17 @@ REQUEST_MAX = 4000  # bytes of one request: below PIPE_BUF, so that a write is w
 TEXT_MAX = 80  # characters of the progress text kept
 
 # Progress lines of common trainers (docs/runtime.md lists them with examples); linear on a slice.
+# Each names its `step` (what resume verification compares) without changing what it matches.
 DEFAULT_PATTERNS = (
-    r"\[step=\d+(/\d+)?",  # OLMo-core: [step=1200/5000,epoch=1] ...
-    r"\d+/\d+ \[\d",  # tqdm, as Hugging Face Trainer's bar: 12/500 [00:03<01:40, 4.8it/s]
-    r"\{'loss': .*'epoch': ",  # Hugging Face Trainer's logging: {'loss': 1.2, ..., 'epoch': 0.5}
-    r"Epoch \d+: .*it/s",  # PyTorch Lightning's bar: Epoch 0:  40%|####  | 40/100 [00:02<..., 18.1it/s]
-    r"(?i)\bstep[ =:]\s*\d+",  # plain: step 12, Step: 12, step=12
+    r"\[step=(?P<step>\d+)(/\d+)?",  # OLMo-core: [step=1200/5000,epoch=1] ...
+    r"(?P<step>\d+)/\d+ \[\d",  # tqdm, as Hugging Face Trainer's bar: 12/500 [00:03<01:40, 4.8it/s]
+    # Hugging Face Trainer's logging: {'loss': 1.2, ..., 'epoch': 0.5} (its step: the epoch)
+    r"\{'loss': .*'epoch': (?=(?P<step>\d+(\.\d+)?))",
+    # PyTorch Lightning's bar: Epoch 0:  40%|####  | 40/100 [00:02<..., 18.1it/s] (its step: the epoch)
+    r"Epoch (?P<step>\d+): .*it/s",
+    r"(?i)\bstep[ =:]\s*(?P<step>\d+)",  # plain: step 12, Step: 12, step=12
 )
+NUMBER = re.compile(r"\d+(\.\d+)?")
 
 _REPEATS = tuple(
     getattr(_sre, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_sre, n)
@@ -153,15 +162,24 @@ def unsafe(pattern: str) -> str | None:
     return _shape(_sre.parse(pattern), False)
 
 
-def progress_in(line: str, patterns: Sequence[re.Pattern[str]]) -> str | None:
-    """The progress a line shows (`step=1200/5000`), or None; only the line's first SLICE
-    characters are matched."""
+def progress_step(line: str, patterns: Sequence[re.Pattern[str]]) -> tuple[str, float | None] | None:
+    """(the progress text, its step) of a line, or None: the step is the pattern's `step` group, else
+    the first number of what it matched (None: it has none). Only the line's first SLICE characters
+    are matched."""
     part = line[:SLICE]
     for p in patterns:
         m = p.search(part)
         if m:
-            return m.group(0).strip("[]{} ")[:TEXT_MAX]
+            step = m.groupdict().get("step")
+            n = NUMBER.search(step if step is not None else m.group(0))
+            return m.group(0).strip("[]{} ")[:TEXT_MAX], None if n is None else float(n.group(0))
     return None
+
+
+def progress_in(line: str, patterns: Sequence[re.Pattern[str]]) -> str | None:
+    """The progress a line shows (`step=1200/5000`), or None."""
+    found = progress_step(line, patterns)
+    return None if found is None else found[0]
 
 
 # ---- the matcher process
@@ -176,13 +194,30 @@ def request(seq: int, line: str) -> bytes:
     return f"{seq} {text}".encode("utf-8", "replace")[:REQUEST_MAX] + b"\n"
 
 
-def replies(data: bytes) -> list[tuple[int, int | None, str]]:
-    """(last line read, the line that matched or None, its progress) per complete reply in data."""
-    out: list[tuple[int, int | None, str]] = []
+def _hit_text(hit: Hit | None) -> str:
+    if hit is None:
+        return "-\t-\t"
+    return f"{hit[0]}\t{'-' if hit[2] is None else repr(hit[2])}\t{hit[1]}".replace("\n", " ")
+
+
+def _hit(seq: str, step: str, text: str) -> Hit | None:
+    if not seq.isdigit():
+        return None
+    try:
+        value = None if step == "-" else float(step)
+    except ValueError:
+        value = None
+    return int(seq), text, value
+
+
+def replies(data: bytes) -> list[tuple[int, Hit | None, Hit | None]]:
+    """Per complete reply in data: (the last line read, the batch's first hit, its newest hit); a
+    hit is (line number, progress text, step or None)."""
+    out = []
     for raw in data.split(b"\n"):
-        parts = raw.decode("utf-8", "replace").split(" ", 2)
-        if len(parts) == 3 and parts[0].isdigit():
-            out.append((int(parts[0]), int(parts[1]) if parts[1].isdigit() else None, parts[2]))
+        parts = raw.decode("utf-8", "replace").split("\t")
+        if len(parts) == 7 and parts[0].isdigit():
+            out.append((int(parts[0]), _hit(*parts[1:4]), _hit(*parts[4:7])))
     return out
 
 
@@ -200,19 +235,20 @@ def serve(texts: Sequence[str], stdin: int = 0, stdout: int = 1, budget: float =
             return 0
         lines = (pending + data).split(b"\n")
         pending = lines.pop()
-        last, matched, said = -1, "-", ""
+        last, first, newest = -1, None, None
         signal.setitimer(signal.ITIMER_REAL, budget)
         for raw in lines:
             seq, _, text = raw.decode("utf-8", "replace").partition(" ")
             if not seq.isdigit():
                 continue
             last = int(seq)
-            found = progress_in(text, compiled)
+            found = progress_step(text, compiled)
             if found is not None:
-                matched, said = seq, found.replace("\n", " ")
+                newest = (last, found[0].replace("\t", " "), found[1])
+                first = first or newest
         signal.setitimer(signal.ITIMER_REAL, 0)
         if last >= 0:
-            out = f"{last} {matched} {said}\n".encode("utf-8", "replace")
+            out = f"{last}\t{_hit_text(first)}\t{_hit_text(newest)}\n".encode("utf-8", "replace")
             while out:
                 out = out[os.write(stdout, out) :]
 
@@ -268,23 +304,27 @@ class Remote:
                 return
             self._sent.append((self._seq, now, wall))
 
-    def heard(self) -> tuple[str, float, float] | None:
-        """Read the answers that came: the newest progress (text, seen at, wall clock), or None."""
+    def heard(self) -> tuple[Seen | None, Seen | None]:
+        """Read the answers that came: (the first, the newest) progress among them, each as (text,
+        step, seen at, wall clock), or None."""
         try:
             data = os.read(self._out, 65536)
         except OSError:
             data = b""
         if not data:
             self._fail(f"a line took over {BUDGET:g}s to match, or the matcher failed")
-            return None
+            return None, None
         *complete, self._buf = (self._buf + data).split(b"\n")
-        found = None
-        for last, matched, text in replies(b"\n".join(complete)):
+        first: Seen | None = None
+        newest: Seen | None = None
+        for last, early, late in replies(b"\n".join(complete)):
             while self._sent and self._sent[0][0] <= last:
                 seq, t, w = self._sent.popleft()
-                if seq == matched:
-                    found = (text, t, w)
-        return found
+                for hit in (early, late):
+                    if hit is not None and hit[0] == seq:
+                        newest = (hit[1], hit[2], t, w)
+                        first = first or newest
+        return first, newest
 
     def late(self, now: float) -> bool:
         """Whether it has been given up, or a line has waited for its answer for too long."""
@@ -309,6 +349,82 @@ class Remote:
             except OSError:
                 pass
         self._in = self._out = -1
+
+
+def scan(
+    lines: Sequence[str],
+    patterns: Sequence[re.Pattern[str]],
+    budget: float = BUDGET,
+    python: str = sys.executable,
+) -> tuple[Hit | None, Hit | None]:
+    """The (first, newest) progress of these lines, oldest first: each (index, text, step), or None.
+    The defaults are matched here; other patterns in a matcher process given `budget` seconds for
+    all the lines (then (None, None)): for `list`, `why` and the local supervisor, which must not
+    hang on a job's pattern."""
+    texts = [p.pattern for p in patterns]
+    if is_default(texts):
+        first = newest = None
+        for i, line in enumerate(lines):
+            found = progress_step(line, patterns)
+            if found is not None:
+                newest = (i, found[0], found[1])
+                first = first or newest
+        return first, newest
+    return _scan_apart(lines, texts, budget, python)
+
+
+def _scan_apart(
+    lines: Sequence[str], texts: Sequence[str], budget: float, python: str
+) -> tuple[Hit | None, Hit | None]:
+    data = b"".join(request(i, line) for i, line in enumerate(lines))
+    in_r, to = os.pipe()
+    back, out_w = os.pipe()
+    null = os.open(os.devnull, os.O_WRONLY)
+    actions = [(os.POSIX_SPAWN_DUP2, fd, n) for fd, n in ((in_r, 0), (out_w, 1), (null, 2))]
+    try:
+        pid = os.posix_spawn(python, argv(python, texts), {"PATH": os.defpath}, file_actions=actions)
+    except OSError:
+        for fd in (in_r, to, back, out_w, null):
+            os.close(fd)
+        return None, None
+    for fd in (in_r, out_w, null):
+        os.close(fd)
+    os.set_blocking(to, False)
+    deadline = time.monotonic() + budget
+    got, done = b"", False
+    try:
+        while not done:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, None  # it took too long: killed below
+            writing = [to] if to >= 0 else []
+            readable, writable, _ = select.select([back], writing, [], left)
+            if writable:
+                try:
+                    data = data[os.write(to, data[:65536]) :]
+                except OSError:
+                    data = b""
+                if not data:
+                    os.close(to)
+                    to = -1
+            if readable:
+                chunk = os.read(back, 65536)
+                got += chunk
+                done = not chunk
+    finally:
+        if to >= 0:
+            os.close(to)
+        os.close(back)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:  # (a supervisor's reaper may have reaped it)
+            pass
+    first = newest = None
+    upto = -1
+    for last, early, late in replies(got):
+        first, newest, upto = first or early, late or newest, last
+    return (first, newest) if upto == len(lines) - 1 else (None, None)  # else it was given up
 
 
 if __name__ == "__main__":
