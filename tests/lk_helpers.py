@@ -17,6 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from conftest import run_cli
+from timescale import scaled
+
+# A time since, in every form core/units.ago prints it (`4s ago`, `1m ago`, `2h ago`, `3d ago`): a busy
+# machine turns a few seconds into a minute (tests/test_suite_at_load.py holds it to ago's forms).
+AGO = r"\d+[smhd] ago"
 
 FAST_ENV = {
     "LAUNCHKIT_RETRY_DELAY": "0.05",
@@ -135,7 +140,7 @@ def launched_id(stderr: str) -> str:
 
 
 def wait_finished(run_id: str, env: dict[str, str], timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         r = run_cli("list", "--local", "--json", "--limit", "100", env=env)
         runs = {x["id"]: x for x in json.loads(r.stdout)}
@@ -219,17 +224,36 @@ class LocalIndex:
         return counts
 
 
-def unreachable_beaker_config(tmp_path: Path) -> Path:
-    """A Beaker config pointing at a loopback port nothing listens on."""
-    import socket
+_SILENT: list = []  # listening sockets that never answer, open until the test process ends
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+
+def _beaker_config_at(tmp_path: Path, port: int) -> Path:
     cfg = tmp_path / "config.yml"
     cfg.write_text(
         f"user_token: t\nagent_address: https://127.0.0.1:{port}\nrpc_address: 127.0.0.1:{port}\n"
         "default_workspace: ai2/x\n"
     )
     return cfg
+
+
+def unreachable_beaker_config(tmp_path: Path) -> Path:
+    """A Beaker config pointing at a loopback port that takes connections and never answers (a server
+    that hangs: launchkit waits until --beaker-timeout)."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(128)
+    _SILENT.append(s)
+    return _beaker_config_at(tmp_path, s.getsockname()[1])
+
+
+def refused_beaker_config(tmp_path: Path) -> Path:
+    """A Beaker config pointing at a loopback port nothing listens on (the connection is refused)."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return _beaker_config_at(tmp_path, port)

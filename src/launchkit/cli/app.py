@@ -169,7 +169,7 @@ REGISTRY: tuple[Entry, ...] = (
         "profiles",
         "profiles_cmd",
         "profiles",
-        "Show what the cluster profile would add to a job on CLUSTER... and why.",
+        "Show which cluster profile a job on the given clusters gets, what it adds and why.",
     ),
     Entry("prune", "prune_cmd", "prune", "Remove old local runs (their directories and logs)."),
     Entry(

@@ -11,7 +11,7 @@ import typer
 from launchkit.application import OutputFormat
 from launchkit.backends import Capability, require
 from launchkit.cli import completing
-from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
+from launchkit.cli.backend_choice import backend_option, choose_listing, local_option, workspace_option
 from launchkit.cli.context import get_app
 from launchkit.cli.following import task_summary
 from launchkit.cli.table import print_table
@@ -30,7 +30,9 @@ def _reason(run: Any) -> str:
     """Why it ended, or why it waits (the line without its fix; `launchkit why ID` gives it)."""
     reason = run.end if run.end is not None else run.waiting
     if reason is None or reason.kind == "succeeded":
-        return (run.retry or "") if run.end is None else ""  # still going: its attempt, if retried
+        if run.end is not None:
+            return ""
+        return "; ".join(n for n in (run.retry, run.resume) if n)  # still going: its attempt, if retried
     return str(reason.line)
 
 
@@ -84,7 +86,7 @@ def list_runs(
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
-    b = choose(app, backend, local, workspace=workspace)
+    b = choose_listing(app, backend, local, workspace)
     if Capability.service_statuses not in b.capabilities:  # Beaker's own names too (gantry's)
         try:
             statuses = [RunStatus(s) for s in statuses]

@@ -10,6 +10,7 @@ import typer
 from launchkit.application import OutputFormat
 from launchkit.backends import RunInfo, RunStatus
 from launchkit.backends.ending import describe
+from launchkit.backends.progress import resume_note
 from launchkit.cli.backend_choice import backend_option, local_option, local_run_ids, resolve_run
 from launchkit.cli.context import get_app
 from launchkit.cli.options import latest_option
@@ -22,7 +23,10 @@ def why(
     run_id: str | None = typer.Argument(None, metavar="[ID]", autocompletion=local_run_ids, help="Run id."),
     latest: bool = latest_option(),
     as_json: bool = typer.Option(
-        False, "--json", help="JSON: the run, with its `end` reason, `phases` (seconds) and `gpu_hours`."
+        False,
+        "--json",
+        help="JSON: the run, with its `end` reason, every attempt (`attempts_detail`), `phases` (seconds) "
+        "and `gpu_hours`.",
     ),
     backend: str | None = backend_option(),
     local: bool = local_option(),
@@ -38,6 +42,9 @@ def why(
     b, run = resolve_run(app, backend, local, run_id, latest)
     if run.status == RunStatus.running:
         run = run.model_copy(update={"progress": b.progress(run)})
+    if app.json or run.attempts > 1:  # every attempt's ends: whether a retry resumed (backends/progress.py)
+        details = b.attempts_detail(run)
+        run = run.model_copy(update={"attempts_detail": details, "resume": resume_note(details)})
     run = b.phases(run)
     if app.json:
         app.print_json(run.model_dump(mode="json"))

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from launchkit.core.contract import reserved_env
+from launchkit.core.parse import ENV_NAME, NAME, SECRET
 from launchkit.core.profiles import BUILTIN_PROFILES
 from launchkit.core.redact import refuse_secret_value
 from launchkit.core.request import (
@@ -211,6 +213,33 @@ def parse_args(argv: list[str], *, run_name: str | None = None) -> MasonArgs:
         raise UsageError(f"--num_nodes {args.num_nodes}: must be at least 1", hint="give e.g. --num_nodes 2")
     if args.offline and not args.dry_run:
         raise UsageError("--offline needs --dry-run", hint="add --dry-run, or drop --offline")
+    if not NAME.fullmatch(args.task_name):
+        raise UsageError(
+            f"--task_name {args.task_name!r}: is not a valid task name",
+            hint="use letters, digits, '.', '_' and '-', starting with a letter or digit",
+        )
+    if not args.image.strip() or any(c.isspace() for c in args.image):
+        raise UsageError(
+            f"--image {args.image!r}: is not an image name",
+            hint="give a Beaker image such as ai2/cuda11.8-cudnn8-dev-ubuntu20.04, or omit --image",
+        )
+    for opt, pairs in (("--env", args.env), ("--secret", args.secret)):
+        for name, text in pairs:
+            if not ENV_NAME.fullmatch(name):
+                raise UsageError(
+                    f"{opt} {name!r}: is not a valid environment variable name",
+                    hint="use letters, digits and '_', not starting with a digit",
+                )
+            if reserved_env(name):  # launchkit's own (the pinned commit, the Slack webhook, ...)
+                raise UsageError(
+                    f"{opt} {name!r}: is set by launchkit itself",
+                    hint="use the matching mason option instead",
+                )
+            if opt == "--secret" and not SECRET.fullmatch(text):
+                raise UsageError(
+                    f"--secret {name}={text!r}: is not a valid secret name",
+                    hint="use letters, digits, '.', '_' or '-'",
+                )
     return args
 
 
@@ -405,6 +434,24 @@ def gs_tokenizer(argv: list[str], args: MasonArgs, user: str) -> GsTokenizer | N
 GSUTIL_CP = "gsutil -o GSUtil:parallel_thread_count=1 -o GSUtil:sliced_object_download_threshold=150 -m cp -r"
 
 
+def secret_reference(value: str) -> str | None:
+    """The secret a `secret:NAME` value names (a form open-instruct scripts write in `--env`), else None.
+    mason writes such a value into the spec as it is: the job sees the text, not the secret's value."""
+    name = value.removeprefix("secret:")
+    return name if name != value and SECRET.fullmatch(name) else None
+
+
+def secret_reference_notes(args: MasonArgs) -> list[str]:
+    """One line per `--env NAME=secret:OTHER`: passed as the literal text, as mason passes it; the flag
+    that gives the job the secret's value is `--secret NAME=OTHER`."""
+    return [
+        f"--env {n}={v}: passed as the text {v!r}, as mason passes it (the job does not get the secret "
+        f"{other}'s value; for that pass --secret {n}={other})"
+        for n, v in args.env
+        if (other := secret_reference(v))
+    ]
+
+
 def interconnect_warning(args: MasonArgs) -> str | None:
     """mason asks y/n for multi-node jobs outside its InfiniBand clusters; launchkit says it once."""
     if args.num_nodes > 1 and not all(c in INTERCONNECT_CLUSTERS for c in args.cluster):
@@ -440,7 +487,7 @@ def to_request(args: MasonArgs, commands: list[list[str]], launch: Launch) -> La
     extra: list[tuple[str, str]] = [(n, launch.environ[n]) for n in WANDB_PASS_THROUGH if n in launch.environ]
     passed_on = [(n, v) for n, v in extra if n not in names]  # WANDB_ENTITY, ... from this shell
     for n, v in [*args.env, *passed_on]:  # written into the spec: the rule run's --env values follow
-        if n not in args.env_not_secret:
+        if n not in args.env_not_secret and not (n in given and secret_reference(v)):
             where = "--env" if n in given else "this shell's"
             fix = f"store it with `launchkit secret set {n}` and pass --secret {n}={n}"
             hint = f"{fix} (not a secret? --env-not-secret {n})" if n in given else fix

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from launchkit.core import dotenv, retrying
-from launchkit.core.contract import SLACK_WEBHOOK_ENV
+from launchkit.core.contract import SLACK_WEBHOOK_ENV, reserved_env
 from launchkit.core.multinode import check_combinations
 from launchkit.core.redact import refuse_secret_value, url_host_only
 from launchkit.core.request import (
@@ -42,6 +42,7 @@ from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, spl
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
 from launchkit.runtime import RUNTIME_MOUNT
+from launchkit.runtime.node.launch import matching
 from launchkit.userfile import ENV_FILE_LIMIT, read_user_file
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
 SECRET = re.compile(r"[A-Za-z0-9_.-]+")
 PY_VERSION = re.compile(r"3(\.\d+){1,2}")
-MIN_JOB_PYTHON = (3, 8)  # the node runtime's syntax (runtime/lib.sh: LK_NODE_MAIN checks it on the node)
+MIN_JOB_PYTHON = (3, 8)  # the node runtime's syntax (runtime/node/boot.py checks it on the node)
 GROUP_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")  # PEP 735 / PEP 508 names
 TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
 GITHUB_SHORTHAND = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+")  # gantry's --remote acct/repo
@@ -63,8 +64,6 @@ MODES: dict[str, MountMode] = {
     "readwrite": "readwrite",
 }
 # Env names the spec sets itself; a user --env would silently fight with them.
-RESERVED_ENV_PREFIX = "LAUNCHKIT_"
-RESERVED_ENV = {"RESULTS_DIR"}
 UTF8_HINT = "Beaker specs are UTF-8 text; pass the value through a file instead"
 
 
@@ -273,7 +272,7 @@ def _env_vars(opts: _Options, environ: dict[str, str], cwd: str | None = None) -
                     f"export {name} first or pass --env {name}=VALUE",
                 )
             val = environ[name]
-        if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV:
+        if reserved_env(name):
             raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if name in out:
             raise _fail(where, name, "is given twice", "pass each variable once")
@@ -325,6 +324,8 @@ def _env_secrets(opts: _Options) -> list[EnvSecret]:
                 "is not a valid environment variable name",
                 "use --env-secret NAME=SECRET_NAME with NAME made of letters, digits and '_'",
             )
+        if reserved_env(name):  # a secret's value would replace launchkit's own (the pinned commit, ...)
+            raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if not SECRET.fullmatch(secret):
             raise _fail(where, secret, "is not a valid secret name", "use letters, digits, '.', '_' or '-'")
         if name in out:
@@ -634,6 +635,7 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     )
     causes, where = opts.get("retry_on")
     f["retry_on"] = retrying.parse([causes] if isinstance(causes, str) else causes or [], where)
+    f["require_resume"] = bool(given.get("require_resume"))
     _several_tasks(given, f, _env_not_secret(opts)[0])
 
 
@@ -933,6 +935,14 @@ def _patterns(opts: _Options) -> list[str]:
             raise _fail(
                 where, item, f"is not a regular expression ({e})", "fix it (Python's re syntax)"
             ) from None
+        shape = matching.unsafe(item)
+        if shape is not None:  # the job's watchdog would give it up; list/why would too
+            raise _fail(
+                where,
+                item,
+                f"can take exponential time on a long line: it has {shape}",
+                "write it without nested or overlapping repeats, e.g. 'step \\d+'",
+            )
     return items
 
 
