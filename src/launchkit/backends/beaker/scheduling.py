@@ -174,13 +174,16 @@ def short_words(msg: str, *, gpus: int) -> tuple[str, str] | None:
     if reason.kind == "slot_limit":
         m = _SLOTS.search(msg)
         return reason.kind, "slot limit" + (f" {m.group('used')}/{m.group('limit')}" if m else "")
-    words = {
-        "budget": "budget not allowed on the cluster",
-        "cordoned": "cordoned nodes",
-        "priority": "higher-priority jobs",
-        "no_node": f"no node with {gpus} free GPUs" if gpus else "no node with room",
-    }
-    return reason.kind, words[reason.kind]
+    if reason.kind == "no_node":
+        return reason.kind, f"no node with {gpus} free GPUs" if gpus else "no node with room"
+    return reason.kind, _SHORT[reason.kind]
+
+
+_SHORT = {  # the waiting history's words for a reason (WaitReason.kind)
+    "budget": "budget not allowed on the cluster",
+    "cordoned": "cordoned nodes",
+    "priority": "higher-priority jobs",
+}
 
 
 def waiting_reason(conn: Connection, job: Any) -> WaitReason | None:
