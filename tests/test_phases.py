@@ -249,3 +249,35 @@ def test_local_phases_from_a_real_run(repo, tmp_path):
     assert out["gpu_hours"] == 0.0  # no GPUs asked for
     [row] = json.loads(run_main("list", "--local", "--json", cwd=repo.path, env=env).stdout)
     assert row["phases"]["queued"] is not None and row["phases"]["setup"] is None  # list reads no log
+    s = json.loads(run_main("stats", "--local", "--json", cwd=repo.path, env=env).stdout)
+    assert s["runs"] == 1 and s["clusters"]["this machine"]["phases"]["setup"]["n"] == 1
+
+
+# -- stats ------------------------------------------------------------------------------------------
+def test_percentiles_and_the_summary():
+    assert ph.percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 50) == 5 and ph.percentile([1, 2, 3, 10], 90) == 10
+    fast, slow = ph.Phases(queued=10, running=100), ph.Phases(queued=3600, setup=2.0, running=50)
+    s = ph.summary([("a", fast, 1.0), ("a", slow, 2.0), ("b", fast, None), ("a", None, None)])
+    assert list(s) == ["a", "b"] and s["a"]["runs"] == 3 and s["a"]["gpu_hours"] == 3.0
+    assert (
+        s["a"]["phases"]["queued"] == {"n": 2, "p50": 10, "p90": 3600}
+        and s["a"]["phases"]["starting"] is None
+    )
+    assert ph.slowest(s) == ("a", "queued", 3600)  # `running` is not "slow"
+
+
+def test_stats_names_the_slow_phase_per_cluster(fake_beaker):
+    st = fake_beaker.state
+    exp, _ = _waited_and_ran(st)
+    quick = _experiment(st, "quick")
+    st.finish_job(quick)
+    r = run_main("stats", "-w", WS, env={"COLUMNS": "100"})
+    assert r.code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["CLUSTER", "PHASE", "RUNS", "P50", "P90"]
+    assert ["ai2/jupiter", "queued", "2"] == lines[1].split()[:3], r.stdout
+    assert "slowest before the command runs: queued on ai2/jupiter (p90 9h38m)" in r.stderr, r.stderr
+    out = json.loads(run_main("stats", "--json", "-w", WS).stdout)
+    jupiter = out["clusters"]["ai2/jupiter"]
+    assert out["runs"] == 2 and jupiter["runs"] == 2 and jupiter["phases"]["queued"]["p90"] == 578 * 60
+    assert jupiter["phases"]["setup"] == {"n": 1, "p50": 2.31, "p90": 2.31}

@@ -159,6 +159,7 @@ class RunInfo(BaseModel):
     phases: Phases | None = None
     gpu_hours: float | None = None  # GPUs x hours of every job that ran (None: not known)
     phase_notes: PhaseNotes | None = None  # `why`: each waiting reason, the env cache, the step timings
+    cluster: str | None = None  # `stats`: where its newest attempt ran (Backend.phases(where=True))
 
 
 class LogQuery(BaseModel):
@@ -248,9 +249,11 @@ class Backend(Protocol):
         """Every attempt of the run (`why`): cause, exit code, GPU-hours, first and last progress (each
         attempt's log read at both ends, bounded)."""
 
-    def phases(self, run: RunInfo) -> RunInfo:
+    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
         """The run with `phases`, `phase_notes` and `gpu_hours` filled (core/phases.py): from its jobs'
-        timestamps, its waiting events and the first lines of its newest attempt's log (bounded)."""
+        timestamps, its waiting events and the first lines of its newest attempt's log (bounded).
+        `where`: also `cluster`, where its newest attempt ran (Beaker: its node's cluster, the org's
+        nodes listed once per connection)."""
         ...
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:

@@ -21,6 +21,7 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -207,3 +208,50 @@ def line(p: Phases, notes: PhaseNotes | None = None, *, gpu_hours: float | None 
         parts.append(f"{gpu_hours:g} GPU-hours")
     attempt = f"attempt {notes.attempt}: " if notes.attempt > 1 else ""
     return attempt + " · ".join(parts) if parts else ""
+
+
+KEYS = tuple(Phases.model_fields)  # queued, starting, setup, first_output, running
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank percentile `q` (0-100) of `values` (not empty)."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n * q / 100), at least 1
+    return ordered[int(rank) - 1]
+
+
+def summary(runs: list[tuple[str, Phases | None, float | None]]) -> dict[str, dict[str, Any]]:
+    """`stats`: per cluster (runs given as (cluster, phases, GPU-hours)), how many runs, their GPU-hours
+    and per phase p50/p90 over the runs that know it (`n`); clusters by most runs."""
+    by: dict[str, list[tuple[Phases | None, float | None]]] = {}
+    for cluster, p, hours in runs:
+        by.setdefault(cluster, []).append((p, hours))
+    out: dict[str, dict[str, Any]] = {}
+    for cluster, rows in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        phases: dict[str, Any] = {}
+        for key in KEYS:
+            values = [v for p, _ in rows if p is not None and (v := getattr(p, key)) is not None]
+            phases[key] = (
+                {"n": len(values), "p50": percentile(values, 50), "p90": percentile(values, 90)}
+                if values
+                else None
+            )
+        spent = [h for _, h in rows if h is not None]
+        out[cluster] = {
+            "runs": len(rows),
+            "gpu_hours": round(sum(spent), 3) if spent else None,
+            "phases": phases,
+        }
+    return out
+
+
+def slowest(summary_: dict[str, dict[str, Any]]) -> tuple[str, str, float] | None:
+    """(cluster, phase, p90) of the phase with the largest p90 before the command runs (queued,
+    starting, setup, first_output): where "slow" went, by name."""
+    found = [
+        (cluster, key, s["p90"])
+        for cluster, row in summary_.items()
+        for key, s in row["phases"].items()
+        if s is not None and key != "running"
+    ]
+    return max(found, key=lambda f: f[2]) if found else None

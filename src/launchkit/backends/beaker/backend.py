@@ -469,7 +469,7 @@ class BeakerBackend:
         _, rows = self._seen[run.id]
         return self._job_progress(next((js[0] for _, _, js in rows if js), None))
 
-    def phases(self, run: RunInfo) -> RunInfo:
+    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
         """Its jobs as get() read them (else one get()); then, at once, the newest attempt's lead job's
         summarized events (its waiting history, one call) and, once it started, its log's first lines
         up to the command's first output (one bounded read): `why`'s phases."""
@@ -495,7 +495,28 @@ class BeakerBackend:
             steps=seen.steps if seen else None,
             attempt=run.attempts,
         )
-        return run.model_copy(update={"phases": phases, "phase_notes": notes, "gpu_hours": hours})
+        update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
+        if where:
+            update["cluster"] = self._cluster_of(lead)
+        return run.model_copy(update=update)
+
+    def _cluster_of(self, job: Any) -> str | None:
+        """The cluster of the node the job was assigned to (the org's clusters and their nodes, listed
+        once per connection, at once)."""
+        node = job.assignment_details.node_id
+        if not node:
+            return None
+        with self._errors():
+            clusters = rs.org_clusters(self.conn)
+            rs.node_gpu_types(self.conn, clusters)
+        return next(
+            (
+                rs.cluster_full_name(c)
+                for c in clusters
+                if any(n.id == node for n in self.conn.nodes.get(c.id, []))
+            ),
+            None,
+        )
 
     def _phases(
         self, wl: Any, rows: Rows | None, seen: ph.SetupSeen | None = None

@@ -399,7 +399,7 @@ class LocalBackend:
             return None
         return (tasks[0].gpus or 0) if tasks else None
 
-    def phases(self, run: RunInfo) -> RunInfo:
+    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
         """From its record and the first lines of replica 0's newest log (a bounded read of a file)."""
         rdir = self.rdir(run.id)
         rec = record.read(rdir)
@@ -409,7 +409,10 @@ class LocalBackend:
         seen = ph.setup_seen(logs.head_records(logs.log_file(rdir, 0, attempt)))
         phases, hours = self._phases(rec, seen)
         notes = ph.PhaseNotes(env_cache=seen.env_cache, steps=seen.steps, attempt=attempt)
-        return run.model_copy(update={"phases": phases, "phase_notes": notes, "gpu_hours": hours})
+        update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
+        if where:
+            update["cluster"] = "this machine"
+        return run.model_copy(update=update)
 
     def attempts_detail(self, run: RunInfo) -> list[AttemptDetail]:
         return self._details(self._record(run.id))
