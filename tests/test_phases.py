@@ -268,7 +268,7 @@ def test_percentiles_and_the_summary():
 
 def test_stats_names_the_slow_phase_per_cluster(fake_beaker):
     st = fake_beaker.state
-    exp, _ = _waited_and_ran(st)
+    _waited_and_ran(st)
     quick = _experiment(st, "quick")
     st.finish_job(quick)
     r = run_main("stats", "-w", WS, env={"COLUMNS": "100"})
