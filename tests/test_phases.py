@@ -281,3 +281,33 @@ def test_stats_names_the_slow_phase_per_cluster(fake_beaker):
     jupiter = out["clusters"]["ai2/jupiter"]
     assert out["runs"] == 2 and jupiter["runs"] == 2 and jupiter["phases"]["queued"]["p90"] == 578 * 60
     assert jupiter["phases"]["setup"] == {"n": 1, "p50": 2.31, "p90": 2.31}
+
+
+def test_a_queued_run_is_told_its_position_in_line(fake_beaker):
+    """Jobs ahead: waiting for the same clusters, at a higher priority or made before it at the same."""
+    st = fake_beaker.state
+    t0 = time.time_ns() - 60 * MIN
+
+    def queued(name, minutes, *, priority="normal", cluster="ai2/jupiter", gpus=8):
+        exp = _experiment(st, name, gpus=gpus)
+        task = exp.tasks[0]
+        task.spec["context"]["priority"] = priority
+        task.spec["constraints"]["cluster"] = [cluster]
+        job = task.latest_job
+        job.created, job.pinned = t0 + minutes * MIN, True
+        return exp
+
+    queued("before", 1)  # ahead
+    queued("urgent-later", 20, priority="high")  # ahead
+    queued("low-before", 2, priority="low")
+    queued("elsewhere", 3, cluster="ai2/ceres")
+    queued("cpu", 4, gpus=0)
+    mine = queued("mine", 10)
+    queued("after", 30)
+    r = run_main("why", mine.id)
+    assert r.code == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("position: "))
+    assert line.startswith("position: 2 jobs wait ahead of it for the same kind of node"), line
+    assert "no estimate: Beaker tells no start time" in line
+    notes = json.loads(run_main("why", "--json", mine.id).stdout)["phase_notes"]
+    assert (notes["ahead"], notes["read_all"]) == (2, True) and notes["queue_read"] >= 7

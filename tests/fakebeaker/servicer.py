@@ -268,13 +268,24 @@ class Convert:
         )
 
     def system_details(self, t: Task) -> pb2.SystemDetails:
+        """The task's scheduling as a job carries it: replica group, priority and cluster constraint
+        (the spec's names; whether real Beaker sends names or ids is not public: launchkit only compares
+        one job's with another's)."""
+        priority = str((t.spec.get("context") or {}).get("priority") or "normal").upper()
+        clusters = list((t.spec.get("constraints") or {}).get("cluster") or [])
         return pb2.SystemDetails(
             replica_group_details=pb2.ReplicaGroupDetails(
                 id=f"{t.experiment.id}-{t.spec.get('name') or 'task'}" if t.replica_count > 1 else "",
                 size=t.replica_count,
                 rank=t.replica_rank,
                 is_leader_replica=t.replica_rank == 0,
-            )
+            ),
+            priority=getattr(pb2, f"JOB_PRIORITY_{priority}", pb2.JOB_PRIORITY_NORMAL),
+            placement_constraints=[
+                pb2.JobPlacementConstraint(type=pb2.JOB_PLACEMENT_CONSTRAINT_TYPE_CLUSTER, values=clusters)
+            ]
+            if clusters
+            else [],
         )
 
     def task(self, t: Task) -> pb2.Task:

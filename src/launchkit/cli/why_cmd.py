@@ -66,6 +66,14 @@ def time_lines(run: RunInfo) -> list[str]:
     if notes is not None and notes.waits and p is not None and p.queued is not None:
         verb = "waited" if run.status != RunStatus.queued else "waiting"
         out.append(f"{verb} {span(p.queued)}: {ph.history(notes.waits)}")
+    if notes is not None and notes.ahead is not None:
+        at_least = "" if notes.read_all else "at least "
+        jobs = "job waits" if notes.ahead == 1 else "jobs wait"
+        out.append(
+            f"position: {at_least}{notes.ahead} {jobs} ahead of it for the same kind of node at the same or "
+            f"higher priority (of {notes.queue_read} queued jobs Beaker lists); no estimate: Beaker tells "
+            "no start time and launchkit does not guess one"
+        )
     return out
 
 

@@ -70,6 +70,11 @@ class PhaseNotes(BaseModel):
     env_cache: str | None = None
     steps: str | None = None  # "clone 0.36s, uv+venv 1.15s, install[uv.lock] 1.12s"
     attempt: int = 1  # the attempt the phases are of (a resumed or retried run: the newest)
+    # a queued job: how many jobs wait ahead of it for the same kind of node (None: not read), of how
+    # many queued jobs read (`read_all` False: the listing was cut there, so at least `ahead`)
+    ahead: int | None = None
+    queue_read: int = 0
+    read_all: bool = True
 
 
 @dataclass

@@ -38,6 +38,7 @@ from launchkit.backends.beaker.scheduling import (
     WaitTeller,
     find_starts,
     list_reasons,
+    position,
     summarized,
     wait_history,
     waiting_reason,
@@ -483,7 +484,10 @@ class BeakerBackend:
             _ = self.beaker.service  # one channel, made before two threads use it
             events_f = pool.submit(summarized, self.conn, lead)
             seen_f = pool.submit(self._setup_seen, lead) if lead.status.HasField("started") else None
+            queued = run.status == RunStatus.queued and not lead.status.HasField("scheduled")
+            line_f = pool.submit(position, self.conn, lead) if queued else None
             events, seen = events_f.result(), seen_f.result() if seen_f else None
+            ahead, read, cut = line_f.result() if line_f else (None, 0, False)
         phases, hours = self._phases(wl, rows, seen)
         notes = ph.PhaseNotes(
             waits=wait_history(
@@ -494,6 +498,9 @@ class BeakerBackend:
             env_cache=seen.env_cache if seen else None,
             steps=seen.steps if seen else None,
             attempt=run.attempts,
+            ahead=ahead,
+            queue_read=read,
+            read_all=not cut,
         )
         update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
         if where:

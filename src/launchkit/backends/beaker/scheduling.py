@@ -267,6 +267,45 @@ def wait_history(events: list[tuple[int, int, str]], *, gpus: int, until: int | 
     ]
 
 
+QUEUE_SCAN = 200  # the org's queued jobs read for a queued job's position (pages of the listing)
+
+
+def position(conn: Connection, job: Any) -> tuple[int, int, bool]:
+    """A queued job's place in line, from what Beaker lists (the org's unscheduled jobs, newest
+    QUEUE_SCAN): (jobs ahead of it, jobs read, whether the listing was cut there). Ahead: a job that
+    waits for the same kind of node (a cluster constraint in common, or none on either side; GPUs if
+    it needs GPUs) at a higher priority, or at the same priority made before it."""
+    mine = _queue_key(job)
+    ahead = read = 0
+    listed = conn.beaker.job.list(org=conn.org(), scheduled=False, finalized=False)
+    for other in itertools.islice(listed, QUEUE_SCAN):
+        read += 1
+        if other.id == job.id or other.status.HasField("canceled"):
+            continue
+        theirs = _queue_key(other)
+        if mine[2] and not theirs[2]:
+            continue  # a CPU-only job does not hold GPUs back
+        if mine[1] and theirs[1] and not mine[1] & theirs[1]:
+            continue  # other clusters
+        if theirs[0] > mine[0] or (theirs[0] == mine[0] and theirs[3] < mine[3]):
+            ahead += 1
+    return ahead, read, read >= QUEUE_SCAN
+
+
+def _queue_key(job: Any) -> tuple[int, frozenset[str], int, int]:
+    """(priority, cluster constraint values, GPUs, created ns) of a job; unspecified priority is normal."""
+    sd = job.system_details
+    priority = int(sd.priority) or int(pb2.JOB_PRIORITY_NORMAL)
+    clusters = frozenset(
+        v
+        for c in sd.placement_constraints
+        if c.type == pb2.JOB_PLACEMENT_CONSTRAINT_TYPE_CLUSTER
+        for v in c.values
+    )
+    gpus = int(job.container_spec.resource_request.gpu_count)
+    return priority, clusters, gpus, job.status.created.ToNanoseconds()
+
+
 LIST_REASONS = 5  # `list`: queued rows (the newest) whose wait is explained
 _QUEUED = {pb2.STATUS_SUBMITTED, pb2.STATUS_QUEUED, pb2.STATUS_READY_TO_START}
 
