@@ -8,7 +8,6 @@ import re
 import shlex
 
 from inproc import run_main
-
 from launchkit.cli.app import REGISTRY
 from launchkit.errors import KINDS
 
