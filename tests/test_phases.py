@@ -212,7 +212,8 @@ def test_a_queued_run_is_told_by_its_newest_reason_and_its_history(fake_beaker):
     st.wait_passes(job, [(SLOT, t0, t0 + 20 * MIN), (NODES, t0, t0 + 29 * MIN)])
     r = run_main("why", exp.id)
     assert r.code == 0, r.stderr
-    first, waiting = r.stdout.splitlines()
+    first, waiting, position = r.stdout.splitlines()
+    assert position.startswith("position: 0 jobs wait ahead of it")
     assert first.startswith(
         f"{exp.id} is queued: none of 3 nodes of its clusters has 8 free GPUs together now"
     )
