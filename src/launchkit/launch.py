@@ -389,8 +389,8 @@ def choose_job_python(app: Application, request: LaunchRequest, git: GitState) -
     asked, source = request.python_version, "--python-version"
     if not asked and git.repo_root:
         asked, source = committed_python_request(git.repo_root, git.commit), PYTHON_VERSION_FILE
-    if not asked:
-        return request
+    if not asked or too_old_python(asked.removeprefix("cpython-").removeprefix("python")):
+        return request  # (one older than the runtime runs is refused by check_environment, saying so)
     if python_obtainable(asked) is False:
         fix = "pass a released one (e.g. 3.12)" if source.startswith("--") else "name a released one there"
         raise PreconditionError(
