@@ -47,6 +47,7 @@ from launchkit.backends.progress import (
 from launchkit.backends.protocol import AttemptDetail, EndKind, EndReason, Progress
 from launchkit.core import runs
 from launchkit.core.contract import ENV_SLACK_WEBHOOK
+from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
@@ -1240,6 +1241,7 @@ class BeakerBackend:
                 )
                 if rs.takes_batch_jobs(c)
             ]
+            batch = clusters
             if not include_all:
                 clusters = [c for c in clusters if c.cluster_occupancy.slot_counts.available > 0]
             types = rs.node_gpu_types(self.conn, clusters)
@@ -1261,6 +1263,11 @@ class BeakerBackend:
                     "tags": list(c.tags),
                 }
             )
+        if wanted and not rows:  # none free, or a type no cluster has: which, by every node's type
+            with self._errors():
+                known = {x for ts in rs.node_gpu_types(self.conn, batch).values() for x in ts}
+            if unknown := unknown_gpu_types(gpu_types or [], sorted(known)):
+                raise UsageError(unknown[0], hint=unknown[1])
         rows.sort(key=lambda r: (-r["free_gpus"], r["cluster"]))
         return rows
 
