@@ -17,6 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from conftest import run_cli
+from timescale import scaled
+
+# A time since, in every form core/units.ago prints it (`4s ago`, `1m ago`, `2h ago`, `3d ago`): a busy
+# machine turns a few seconds into a minute (tests/test_suite_at_load.py holds it to ago's forms).
+AGO = r"\d+[smhd] ago"
 
 FAST_ENV = {
     "LAUNCHKIT_RETRY_DELAY": "0.05",
@@ -135,7 +140,7 @@ def launched_id(stderr: str) -> str:
 
 
 def wait_finished(run_id: str, env: dict[str, str], timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         r = run_cli("list", "--local", "--json", "--limit", "100", env=env)
         runs = {x["id"]: x for x in json.loads(r.stdout)}

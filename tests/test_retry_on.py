@@ -21,6 +21,7 @@ from launchkit.core import runs
 from launchkit.core.runs import Job, JobState, RunView, Stop
 from launchkit.runtime.node.launch import restart
 from lk_helpers import FAST_ENV, launched_id, wait_finished
+from timescale import scaled
 
 PY = sys.executable
 NO_PY = ("--local", "--no-python")
@@ -33,7 +34,7 @@ NO_PROGRESS = "; no progress line at the end of its log"
 
 def _wait_for(path: Path, timeout: float = 120) -> str:
     """A file's text once a job made it (its state, not a time, is what is waited for)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         if path.exists() and path.read_text().endswith("\n"):
             return path.read_text()

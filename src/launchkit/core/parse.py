@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from launchkit.core import dotenv, retrying
-from launchkit.core.contract import SLACK_WEBHOOK_ENV
+from launchkit.core.contract import SLACK_WEBHOOK_ENV, reserved_env
 from launchkit.core.multinode import check_combinations
 from launchkit.core.redact import refuse_secret_value, url_host_only
 from launchkit.core.request import (
@@ -42,6 +42,7 @@ from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, spl
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
 from launchkit.runtime import RUNTIME_MOUNT
+from launchkit.userfile import ENV_FILE_LIMIT, read_user_file
 
 if TYPE_CHECKING:
     from launchkit.core.configschema import Config
@@ -51,7 +52,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
 SECRET = re.compile(r"[A-Za-z0-9_.-]+")
 PY_VERSION = re.compile(r"3(\.\d+){1,2}")
-MIN_JOB_PYTHON = (3, 8)  # the node runtime's syntax (runtime/lib.sh: LK_NODE_MAIN checks it on the node)
+MIN_JOB_PYTHON = (3, 8)  # the node runtime's syntax (runtime/node/boot.py checks it on the node)
 GROUP_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")  # PEP 735 / PEP 508 names
 TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
 GITHUB_SHORTHAND = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+")  # gantry's --remote acct/repo
@@ -62,8 +63,6 @@ MODES: dict[str, MountMode] = {
     "readwrite": "readwrite",
 }
 # Env names the spec sets itself; a user --env would silently fight with them.
-RESERVED_ENV_PREFIX = "LAUNCHKIT_"
-RESERVED_ENV = {"RESULTS_DIR"}
 UTF8_HINT = "Beaker specs are UTF-8 text; pass the value through a file instead"
 
 
@@ -272,7 +271,7 @@ def _env_vars(opts: _Options, environ: dict[str, str], cwd: str | None = None) -
                     f"export {name} first or pass --env {name}=VALUE",
                 )
             val = environ[name]
-        if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV:
+        if reserved_env(name):
             raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if name in out:
             raise _fail(where, name, "is given twice", "pass each variable once")
@@ -292,15 +291,9 @@ def _env_files(opts: _Options, cwd: str | None) -> list[tuple[str, str | None, s
     out = []
     for path in opts.given.get("env_file") or []:
         full = os.path.join(cwd or os.getcwd(), os.path.expanduser(path))
-        try:
-            with open(full, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            why = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 text"
-            raise _fail(
-                "--env-file", path, f"cannot be read ({why})", "give a dotenv file (NAME=VALUE lines)"
-            ) from None
-        out += [(e.name, e.value, f"{path}:{e.line}") for e in dotenv.parse(text, path)]
+        hint = "give a dotenv file (NAME=VALUE lines)"
+        data = read_user_file(full, f"--env-file {path!r}", limit=ENV_FILE_LIMIT, hint=hint)
+        out += [(e.name, e.value, f"{path}:{e.line}") for e in dotenv.parse(dotenv.decode(data, path), path)]
     return out
 
 
@@ -330,6 +323,8 @@ def _env_secrets(opts: _Options) -> list[EnvSecret]:
                 "is not a valid environment variable name",
                 "use --env-secret NAME=SECRET_NAME with NAME made of letters, digits and '_'",
             )
+        if reserved_env(name):  # a secret's value would replace launchkit's own (the pinned commit, ...)
+            raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if not SECRET.fullmatch(secret):
             raise _fail(where, secret, "is not a valid secret name", "use letters, digits, '.', '_' or '-'")
         if name in out:
@@ -405,6 +400,11 @@ def _utf8(where: str, value: Any, *, show: bool = True) -> None:
     """Refuse text a spec cannot carry (Beaker specs are UTF-8), as the command's arguments are."""
     for item in value.items() if isinstance(value, dict) else value if isinstance(value, list) else [value]:
         for text in item if isinstance(item, tuple) else [item]:
+            if isinstance(text, str) and "\0" in text:  # from config or the API: argv cannot hold one
+                hint = "remove it: no environment variable or command argument can carry a NUL byte"
+                if not show:
+                    raise UsageError(f"{where}: the value has a NUL byte", hint=hint)
+                raise _fail(where, text, "has a NUL byte", hint)
             if isinstance(text, str) and not text.isascii():
                 try:
                     text.encode("utf-8")
@@ -634,6 +634,7 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     )
     causes, where = opts.get("retry_on")
     f["retry_on"] = retrying.parse([causes] if isinstance(causes, str) else causes or [], where)
+    f["require_resume"] = bool(given.get("require_resume"))
     _several_tasks(given, f, _env_not_secret(opts)[0])
 
 
@@ -759,7 +760,7 @@ def _launch(
         f["backend"] = _choice(opts, "backend", list(backends.known))
     elif (value := opts.value("backend")) is not None:
         f["backend"] = str(value).lower()
-    for opt in ("dry_run", "offline", "yes"):
+    for opt in ("dry_run", "offline", "yes", "json_output"):
         f[opt] = bool(given.get(opt))
     if f["offline"] and not f["dry_run"]:
         raise UsageError("--offline only applies to --dry-run", hint="add --dry-run, or drop --offline")

@@ -40,6 +40,10 @@ TASK_RETRIED = (FAILURE, NEVER_STARTED)  # what Beaker's task retries retry (ali
 ENV_RETRY_ON = "LAUNCHKIT_RETRY_ON"  # the causes, comma-separated
 ENV_RETRY_CAP = "LAUNCHKIT_RETRY_CAP"  # the cap of retries
 ENV_ATTEMPT = "LAUNCHKIT_ATTEMPT"  # set on the node where the attempt number is known
+# --require-resume: the runtime stops an attempt that restarted below the step the one before reached
+ENV_REQUIRE_RESUME = "LAUNCHKIT_REQUIRE_RESUME"
+ENV_RESUME_FROM = "LAUNCHKIT_RESUME_FROM"  # that step, given to the attempt on the node
+IN_PLACE = (STALLED,)  # causes the runtime retries in place, where it sees the start before
 
 
 def parse(values: Iterable[str], where: str = "--retry-on") -> tuple[str, ...]:
@@ -64,6 +68,11 @@ def cap(request: LaunchRequest) -> int:
 def check(request: LaunchRequest) -> None:
     """Refuse, with one line each, what `--retry-on` cannot honour on any backend."""
     causes = request.retry_on
+    if request.require_resume and not causes and not request.retries:
+        raise UsageError(
+            "--require-resume checks a retried attempt against the one before, but nothing retries this run",
+            hint="add --retry-on CAUSE (e.g. --retry-on preemption,stalled)",
+        )
     if not causes:
         return
     if NODE_LOST in causes:
@@ -116,9 +125,14 @@ def auto_resume(request: LaunchRequest) -> bool | None:
 
 def env(request: LaunchRequest) -> dict[str, str | None]:
     """The task env that records --retry-on (None: not set)."""
+    resume = "1" if request.require_resume else None
     if not request.retry_on:
-        return {ENV_RETRY_ON: None, ENV_RETRY_CAP: None}
-    return {ENV_RETRY_ON: ",".join(request.retry_on), ENV_RETRY_CAP: str(cap(request))}
+        return {ENV_RETRY_ON: None, ENV_RETRY_CAP: None, ENV_REQUIRE_RESUME: resume}
+    return {
+        ENV_RETRY_ON: ",".join(request.retry_on),
+        ENV_RETRY_CAP: str(cap(request)),
+        ENV_REQUIRE_RESUME: resume,
+    }
 
 
 def from_env(value: str | None) -> tuple[str, ...]:

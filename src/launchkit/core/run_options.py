@@ -217,6 +217,14 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         help="Launch the last commit despite uncommitted changes to tracked files (a warning names them).",
     ),
     Opt("yes", FLAG, ("--yes", "-y"), P_LAUNCH, help="Never prompt."),
+    Opt(
+        "json_output",
+        FLAG,
+        ("--json",),
+        P_LAUNCH,
+        help="One JSON object on stdout: the plan, then the run's id and url (with --dry-run the plan "
+        "and the spec); a refusal is a JSON object too.",
+    ),
     *(
         Opt(
             name,
@@ -562,6 +570,13 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         help="Retry only on these causes (repeatable, or comma-separated): preemption, stalled,"
         " never-started, failure.",
     ),
+    Opt(
+        "require_resume",
+        FLAG,
+        ("--require-resume",),
+        P_TASK,
+        help="Stop a retried attempt that starts below the step the one before reached.",
+    ),
     Opt("replicas", INT, ("--replicas",), P_MULTINODE, metavar="N", key="replicas", help="Number of nodes."),
     Opt(
         "leader_selection",
@@ -880,6 +895,7 @@ LAUNCH_ONLY = frozenset(
         "timeout",
         "start_timeout",
         "yes",
+        "json_output",
         "backend",
         "local",
         "placed_clusters",

@@ -11,6 +11,11 @@ lk_exec() {
     local -a timing=()
     local watched=${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-}${LAUNCHKIT_INACTIVE_SOFT_TIMEOUT:-}
     watched+=${LK_SLACK_WEBHOOK:-} # (entrypoint.sh) the runtime posts the job's end: it stays the parent
+    # a retried attempt: the runtime checks that it resumed (watchdog.py), where a Python can; without
+    # one only --require-resume stops it (LAUNCHKIT_REQUIRE_RESUME), the check is otherwise left out
+    if [[ -n ${LAUNCHKIT_RESUME_FROM:-} && -z $watched ]]; then
+        if [[ ${LAUNCHKIT_REQUIRE_RESUME:-} == 1 ]] || lk__python py; then watched=resume; else unset LAUNCHKIT_RESUME_FROM; fi
+    fi
     if [[ -n $watched || (-n ${LAUNCHKIT_LAUNCHER:-} && $LAUNCHKIT_LAUNCHER != none) ]]; then
         # a launcher, or the watchdog (node/launch/watchdog.py: --stall-timeout, --inactive-timeout, Slack)
         lk__python py || lk__no_launcher_without_python
@@ -78,6 +83,8 @@ lk__python() {
 lk__no_launcher_without_python() {
     case ${LAUNCHKIT_LAUNCHER:-none} in
         none)
+            [[ -z ${LAUNCHKIT_RESUME_FROM:-} || -n ${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-} ]] ||
+                lk_die "$LK_EXIT_EXEC" "--require-resume needs Python 3.8+ on PATH (python or python3) for the job's runtime"
             [[ -n ${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-}${LAUNCHKIT_INACTIVE_SOFT_TIMEOUT:-} ]] ||
                 lk_die "$LK_EXIT_EXEC" "--slack-webhook-secret needs Python 3.8+ on PATH (python or python3): the job's runtime posts"
             lk_die "$LK_EXIT_EXEC" "--stall-timeout and --inactive-timeout need Python 3.8+ on PATH (python or python3) for the job's watchdog" ;;

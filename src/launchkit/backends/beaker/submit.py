@@ -47,6 +47,12 @@ def check_retry_on(spec: SpecView) -> None:
             " that never started from your command's failure",
             hint="use --retry-on never-started,failure (retries both), or run it --local",
         )
+    if spec.env_value(retrying.ENV_REQUIRE_RESUME) and not (causes and set(causes) <= set(retrying.IN_PLACE)):
+        raise UsageError(
+            "--require-resume cannot be honoured on Beaker for its own retries: a new job of the task"
+            " cannot see how far the one before got; the job's runtime checks only its in-place restarts",
+            hint="use --retry-on stalled (restarts in place), or run it --local",
+        )
 
 
 def renamed(name: str) -> str:

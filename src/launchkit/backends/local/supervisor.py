@@ -31,9 +31,23 @@ from launchkit.backends.local import bell, logs, outcome, procs, record, retry, 
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.backends.local.uploads import unlink_uploads
-from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR, ENV_SLACK_WEBHOOK
+from launchkit.core.contract import (
+    ENV_GIT_REMOTE,
+    ENV_PROGRESS_PATTERNS,
+    ENV_RESULTS_DIR,
+    ENV_RUNTIME_DIR,
+    ENV_SLACK_WEBHOOK,
+)
 from launchkit.core.redact import looks_secret_name, redact_url, token_kind
-from launchkit.core.retrying import ENV_ATTEMPT, ENV_RETRY_CAP, ENV_RETRY_ON, PREEMPTION, from_env
+from launchkit.core.retrying import (
+    ENV_ATTEMPT,
+    ENV_REQUIRE_RESUME,
+    ENV_RESUME_FROM,
+    ENV_RETRY_CAP,
+    ENV_RETRY_ON,
+    PREEMPTION,
+    from_env,
+)
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.core.units import parse_size
 
@@ -222,6 +236,7 @@ class Supervisor:
         self.siblings: threading.Thread | None = None  # stopping them
         self.retries_left = 0  # the spec's retry.allowedTaskRetries, less the retries made
         self.retry_on: tuple[str, ...] = ()  # --retry-on: only these causes are retried (retry.py)
+        self.require_resume = False  # --require-resume: the runtime stops an attempt that did not resume
         self.retried_cause: str | None = None  # the cause of the failure siblings are stopped for
         self.propagate = False  # the task's propagateFailure (several replicas)
         self.ooms = 0  # the memory controller's OOM kills counted so far
@@ -346,6 +361,7 @@ class Supervisor:
         task = self.task
         self.webhook = slack.webhook(task)  # the runtime posts with it, and so do we (slack.py)
         self.retry_on = from_env(task.env_value(ENV_RETRY_ON))
+        self.require_resume = task.env_value(ENV_REQUIRE_RESUME) == "1"
         if self.retry_on:  # the cap counts every cause's retries (the runtime's in-place ones apart)
             cap = task.env_value(ENV_RETRY_CAP) or ""
             self.retries_left = int(cap) if cap.isdigit() else 0
@@ -387,6 +403,11 @@ class Supervisor:
                 )
                 if self.webhook:
                     env[ENV_SLACK_WEBHOOK] = self.webhook
+                if attempt > 1:  # checked against the step the attempt before reached (watchdog.py)
+                    patterns = self.task.env_value(ENV_PROGRESS_PATTERNS)
+                    step = retry.resume_from(self.rdir, rank, self.attempts.get(rank, attempt - 1), patterns)
+                    if step is not None:
+                        env[ENV_RESUME_FROM] = step
                 gate_r, gate_w = os.pipe()
                 try:
                     p = subprocess.Popen(
@@ -415,7 +436,10 @@ class Supervisor:
                 rank, p, gate_w, joiner = gates.pop(0)
                 try:  # recorded before it runs: whoever finds this run can end the group
                     self.track(p.pid, *joiner.result())
-                    self.save_job(rank, attempt=attempt, pgid=p.pid, status="running", started=time.time())
+                    gpus = gpu_share(self.gpus, self.task.gpus, self.count, rank)[0]  # GPU-hours (why --json)
+                    self.save_job(
+                        rank, attempt=attempt, pgid=p.pid, status="running", started=time.time(), gpus=gpus
+                    )
                     if not self.cancel.is_set():
                         os.write(gate_w, b"go\n")
                         self.bells.start()  # not before: its thread would compete with the gates
@@ -487,6 +511,10 @@ class Supervisor:
             fields["status"] = "canceled"
         elif self.failing is not None:
             fields.update(status="canceled", stopped_for=self.failing)
+        elif self.require_resume and retry.resume_stopped(
+            code, self.rdir, rank, self.attempts.get(rank, 1), self.pumps.get(rank)
+        ):
+            fields.update(status="failed", cause=retry.NOT_RESUMING)
         elif code != 0 and self.retry_on:
             cause = retry.cause_of(code, self.rdir, rank, self.attempts.get(rank, 1), self.pumps.get(rank))
             fields.update(retry.fields(cause))
@@ -498,6 +526,8 @@ class Supervisor:
         failed = fields["status"] == "failed" or cause == PREEMPTION
         if failed:
             self.retried_cause = cause
+        if fields.get("cause") == retry.NOT_RESUMING:
+            self.retries_left = 0  # launchkit's stop: nothing of the run is retried again
         if failed and self.propagate and self.procs:
             self.failing = rank  # the others are stopped for it, then (with retries left) all run again
             self.siblings = threading.Thread(target=self.end_groups, args=(list(self.procs),), daemon=True)

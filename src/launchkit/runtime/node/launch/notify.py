@@ -28,6 +28,7 @@ EMOJI = {
     "inactive_soft": ":zzz:",
     "inactive": ":zzz:",
     "stalled": ":zzz:",
+    "not_resuming": ":repeat:",
     "preempted": ":warning:",
     "canceled": ":octagonal_sign:",
     "failed": ":x:",
@@ -129,6 +130,9 @@ class Job:
         self.signalled = False  # the job was sent SIGTERM: its end is told by whoever sent it
         self.stopped: str | None = None  # why the watchdog ended the command
 
+    def _where_replica(self) -> str:
+        return f" (replica {self.rank} of {self.count})" if self.count != "1" else ""
+
     def _where(self) -> str:
         parts = [f"replica {self.rank} of {self.count}"] if self.count != "1" else []
         if self.attempt > 1:
@@ -141,6 +145,8 @@ class Job:
             self.signalled = self.signalled or text == "SIGTERM"
         elif what == "warning":
             self.warning(text)
+        elif what == "resume":  # a new start below the step the one before reached (watchdog.py)
+            self.poster.soon(message("not_resuming", self.label, text + self._where_replica()))
         elif what == "stopped":
             self.stopped = text
 
@@ -159,6 +165,7 @@ class Job:
         stopped = self.stopped
         if stopped is not None:
             event = "inactive" if "--inactive-timeout" in stopped else "stalled"
+            event = "not_resuming" if stopped.endswith("(--require-resume)") else event
             text: str | None = message(event, self.label, f"stopped by launchkit: {stopped}{self._where()}")
         elif self.signalled or code == 128 + 15:
             text = None  # canceled, preempted or stopped for a sibling: told by whoever ended it

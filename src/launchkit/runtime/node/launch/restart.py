@@ -2,7 +2,9 @@
 the watchdog (watchdog.py) stops it, up to LAUNCHKIT_RETRY_CAP times. Each start gets LAUNCHKIT_ATTEMPT
 one higher when the backend gave the job its attempt number (the local supervisor does; a Beaker job
 cannot know it), and LAUNCHKIT_RESTART, the restarts in this job so far. A forwarded signal (a stop, a
-preemption) between two starts ends it instead.
+preemption) between two starts ends it instead. Each start after the first gets LAUNCHKIT_RESUME_FROM,
+the step the one before reached, which the watchdog checks it against (watchdog.py: resume
+verification); a start stopped for `--require-resume` is not started again.
 """
 
 from __future__ import annotations
@@ -44,10 +46,11 @@ def run(
     signalled: list[int] = []
     while True:
         stops: list[str] = []
-        code = runner(argv, env, s, stops=stops, tell=tell)
+        steps: list[float] = []
+        code = runner(argv, env, s, stops=stops, tell=tell, steps=steps)
         if signalled:  # a signal came while it was being restarted
             return 128 + signalled[0]
-        if not stops or restart >= left:
+        if not stops or restart >= left or stops[-1].endswith(f"({watchdog.RESUME_FLAG})"):
             return code
         for name in FORWARDED:  # until the next start (the watchdog's own handlers), a signal ends it
             signal.signal(getattr(signal, name), lambda n, _f: signalled.append(n))
@@ -57,6 +60,9 @@ def run(
         if base.isdigit():
             attempt = str(int(base) + restart)
             env["LAUNCHKIT_ATTEMPT"] = attempt
+        if steps:  # the next start is checked against it (an earlier start's, when this one had none)
+            env["LAUNCHKIT_RESUME_FROM"] = watchdog.step_value(steps[-1])
+        s = s._replace(resume=watchdog.resume_of(env))
         which = f"attempt {attempt}" if attempt else f"restart {restart} of {left}"
         _say(f"restarting the command in place ({which}; --retry-on stalled): {stops[-1]}")
         if signalled:
