@@ -191,3 +191,107 @@ def test_a_request_built_directly_cannot_carry_launchkits_own_variables():
 
     with pytest.raises(ValueError, match="LAUNCHKIT_GIT_COMMIT is set by launchkit itself"):
         LaunchRequest(command=["x"], env_secrets=[EnvSecret(name="LAUNCHKIT_GIT_COMMIT", secret="s")])
+
+
+# -- 4. local retries back off -------------------------------------------------------------------------
+
+
+def test_local_retry_waits_double_from_one_second_to_a_cap():
+    from launchkit.backends.local.supervisor import RETRY_BACKOFF, RETRY_BACKOFF_CAP, backoff
+
+    waits = [backoff(RETRY_BACKOFF, n) for n in range(1, 12)]
+    assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60, 60, 60]
+    assert RETRY_BACKOFF_CAP == 60 and backoff(RETRY_BACKOFF, 100_000) == 60  # no overflow
+    # `--retries 100000` of a command that exits at once: attempts start at 0, 1, 3, 7, 15, ... s
+    starts = [sum(waits[:n]) for n in range(len(waits))]
+    assert starts[:5] == [0, 1, 3, 7, 15] and sum(1 for t in starts if t < 15) == 4  # was 51 in 15 s
+
+
+def _record(rdir, jobs: list[dict]) -> None:
+    import json
+
+    os.makedirs(rdir, exist_ok=True)
+    ranks = {str(j["replica"]): j for j in jobs}
+    with open(os.path.join(rdir, "status.json"), "w") as f:
+        json.dump({"id": "local-backoff", "status": "running", "ranks": ranks, "jobs": jobs}, f)
+
+
+def test_the_supervisor_starts_a_retry_only_when_its_wait_is_over(tmp_path, monkeypatch):
+    """The supervisor's own clock and pause (injected): a retry of attempt 1 is scheduled after the
+    backoff and started by the wait loop once the clock reaches it; nothing is started before."""
+    from launchkit.backends.local import supervisor
+
+    monkeypatch.delenv("LAUNCHKIT_LOCAL_RETRY_BACKOFF", raising=False)
+    rdir = str(tmp_path / "run")
+    _record(rdir, [{"replica": 0, "attempt": 1, "status": "failed", "exit_code": 3}])
+    now, paused, spawned = [1000.0], [], []
+
+    def pause(seconds: float) -> bool:
+        paused.append(seconds)
+        now[0] += seconds
+        return False
+
+    sup = supervisor.Supervisor(rdir, clock=lambda: now[0], pause=pause)
+    monkeypatch.setattr(
+        sup, "spawn", lambda ranks, attempt, first=None: spawned.append((ranks, attempt, now[0]))
+    )
+    monkeypatch.setattr(
+        supervisor.procs, "RunProcs", lambda *a, **k: type("P", (), {"end": lambda *_: None})()
+    )
+    sup.attempts, sup.count, sup.retries_left = {0: 1}, 1, 5
+    for n, wait in ((1, 1.0), (2, 2.0), (3, 4.0)):
+        sup.retry([0])
+        assert spawned[n - 1 :] == [] and sup.pending[0][0] == now[0] + wait  # scheduled, not started
+        assert sup.job(0)["retry_delay"] == wait  # recorded: follow's attempt line tells it
+        sup.wait()
+        assert spawned[-1] == ([0], n + 1, now[0]) and paused[-1] == wait
+        sup.attempts[0] = n + 1
+
+
+def test_a_stop_during_the_wait_starts_no_retry(tmp_path, monkeypatch):
+    from launchkit.backends.local import supervisor
+
+    rdir = str(tmp_path / "run")
+    _record(rdir, [{"replica": 0, "attempt": 1, "status": "failed", "exit_code": 3}])
+    sup = supervisor.Supervisor(rdir)
+    spawned: list = []
+    monkeypatch.setattr(sup, "spawn", lambda *a, **k: spawned.append(a))
+    sup.pending = [(sup.clock() + 3600, [0], 2)]
+    threading_timer = __import__("threading").Timer(0.2, sup.cancel.set)
+    threading_timer.start()
+    sup.wait()  # returns when stopped (the default pause is a wait on the stop), not in an hour
+    threading_timer.join()
+    assert spawned == [] and sup.pending == []
+
+
+def test_the_first_wait_setting_is_checked_at_launch(repo, tmp_path):
+    r = run_main(
+        "run", "--local", "--no-python", "--", "true",
+        cwd=repo.path,
+        env={"LAUNCHKIT_LOCAL_RETRY_BACKOFF": "soon", "LAUNCHKIT_LOCAL_HOME": str(tmp_path / "lk")},
+    )  # fmt: skip
+    one_line(r, 2, "LAUNCHKIT_LOCAL_RETRY_BACKOFF='soon' is not a number of seconds", "0 to 60")
+    assert not (tmp_path / "lk" / "runs").exists() or not os.listdir(tmp_path / "lk" / "runs")
+
+
+@pytest.mark.slow
+def test_local_retries_wait_and_say_so(repo, tmp_path):
+    from lk_helpers import FAST_ENV
+
+    env = {**FAST_ENV, "LAUNCHKIT_LOCAL_HOME": str(tmp_path / "lk"), "LAUNCHKIT_LOCAL_RETRY_BACKOFF": "0.2"}
+    r = run_cli(
+        "run", "--local", "--no-python", "--retry-on", "failure", "--retries", "3", "--follow",
+        "--", sys.executable, "-c", "import sys; sys.exit(3)",
+        cwd=repo.path, env=env, timeout=180,
+    )  # fmt: skip
+    assert r.code == 3, r.stderr
+    for n, wait in ((1, "0.2 s"), (2, "0.4 s"), (3, "0.8 s")):
+        assert f"attempt {n} failed with exit code 3; it is retried in {wait} (retry {n} of 3)" in r.stderr
+    import glob
+    import json
+
+    (status,) = glob.glob(str(tmp_path / "lk" / "**" / "status.json"), recursive=True)
+    jobs = sorted(json.load(open(status))["jobs"], key=lambda j: j["attempt"])
+    assert [j["attempt"] for j in jobs] == [1, 2, 3, 4]
+    for before, after, wait in zip(jobs, jobs[1:], (0.2, 0.4, 0.8), strict=False):
+        assert after["started"] - before["finished"] >= wait, (before, after)  # the record's own times
