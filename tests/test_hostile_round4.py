@@ -295,3 +295,149 @@ def test_local_retries_wait_and_say_so(repo, tmp_path):
     assert [j["attempt"] for j in jobs] == [1, 2, 3, 4]
     for before, after, wait in zip(jobs, jobs[1:], (0.2, 0.4, 0.8), strict=False):
         assert after["started"] - before["finished"] >= wait, (before, after)  # the record's own times
+
+
+# -- 3. the Python API validates like the CLI ----------------------------------------------------------
+
+
+def test_api_command_given_as_a_string_is_refused():
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    with pytest.raises(UsageError, match="command='echo hi': must be a list of strings, not str") as e:
+        api.request("echo hi")  # type: ignore[arg-type]
+    assert '["python", "train.py"]' in (e.value.hint or "")
+    with pytest.raises(UsageError, match="command: 1 is not a string"):
+        api.request(["echo", 1])  # type: ignore[list-item]
+
+
+def test_api_every_list_option_takes_one_string_as_one_item(repo, monkeypatch):
+    from launchkit import api
+    from launchkit.core.run_options import RUN_OPTIONS, Kind
+
+    monkeypatch.chdir(repo.path)
+    lists = [o.name for o in RUN_OPTIONS if o.kind is Kind.LIST]
+    assert "env" in lists and "cluster" in lists and len(lists) > 10
+    for name in lists:  # the conversion every list option goes through
+        assert api._option_value(Kind.LIST, name, "a b") == ["a b"], name
+    req = api.request(["true"], env="A=1", cluster="ai2/jupiter", env_secret="HF_TOKEN")
+    assert [(e.name, e.value) for e in req.launch_request.env] == [("A", "1")]
+    assert req.launch_request.clusters == ["ai2/jupiter"]
+    assert [s.name for s in req.launch_request.env_secrets] == ["HF_TOKEN"]
+
+
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        ({"gpus": True}, "--gpus True: not a whole number"),
+        ({"gpus": 1.5}, "--gpus 1.5: not a whole number"),
+        ({"gpus": -1}, "--gpus"),
+        ({"cpus": float("nan")}, "--cpus nan: not a number"),
+        ({"cpus": "lots"}, "--cpus 'lots': not a number"),
+        ({"replicas": "x"}, "--replicas 'x': not a whole number"),
+        ({"local": "yes"}, "--local 'yes': must be True or False"),
+        ({"env": ["A=1", 2]}, "env: 2 is not a string"),
+        ({"env": {"A": "1"}}, "must be a list of strings, not dict"),
+        ({"description": ["x"]}, "--description ['x']: must be a string"),
+    ],
+    ids=lambda v: str(v) if isinstance(v, str) else None,
+)
+def test_api_values_checked_as_the_cli_checks_them(repo, monkeypatch, options, needle):
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    monkeypatch.chdir(repo.path)
+    with pytest.raises(UsageError) as e:
+        api.request(["true"], **options)
+    assert needle in e.value.message, e.value.message
+
+
+def test_api_numbers_as_digits_work_as_on_the_command_line(repo, monkeypatch):
+    from launchkit import api
+
+    monkeypatch.chdir(repo.path)
+    assert api.request(["true"], gpus="2").launch_request.gpus == 2
+    assert api.request(["true"], task_timeout=3600).launch_request.task_timeout == 3600
+
+
+def test_api_near_miss_names_are_suggested():
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    with pytest.raises(UsageError, match="gpu: not an option of `launchkit run`") as e:
+        api.request(["true"], gpu=8)
+    assert e.value.hint == "did you mean `gpus`?"
+
+
+def test_api_runs_limit_checked_before_any_state_is_touched(tmp_path, monkeypatch):
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    home = tmp_path / "lk"
+    monkeypatch.setenv("LAUNCHKIT_LOCAL_HOME", str(home))
+    for limit in ("x", 0, -1, True, 2.5):
+        for local in (True, False):
+            with pytest.raises(UsageError, match="limit="):
+                api.runs(local=local, limit=limit)
+    with pytest.raises(UsageError, match="local='yes': must be True or False"):
+        api.runs(local="yes")
+    assert not home.exists()  # runs.db never opened, let alone moved aside as corrupt
+    assert api.runs(local=True, limit=5) == []
+
+
+def _handle(download=None):
+    """A Run on a backend that must not be asked (argument errors come first), or whose results fail."""
+    from types import SimpleNamespace
+
+    from launchkit import api
+
+    class Backend:
+        def get(self, run_id):
+            return SimpleNamespace(id=run_id)
+
+        def download_results(self, info, dest):
+            raise download
+
+        def __getattr__(self, name):
+            raise AssertionError(f"the backend was asked: {name}")
+
+    return api.Run(None, Backend(), SimpleNamespace(id="local-x"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"tail": -1}, "tail=-1: must be between 0 and"),
+        ({"head": "3"}, "head='3': must be a whole number"),
+        ({"replica": -2}, "replica=-2"),
+        ({"head": 1, "tail": 1}, "head and tail cannot be combined"),
+    ],
+)
+def test_api_logs_arguments_refused_as_the_cli_does(kwargs, needle):
+    from launchkit.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        _handle().logs(**kwargs)
+    assert needle in e.value.message
+    with pytest.raises(UsageError):
+        _handle().follow(tail=-1)
+
+
+def test_api_results_dest_that_cannot_be_written_is_a_launchkit_error(tmp_path):
+    from launchkit.errors import PreconditionError, UsageError
+
+    missing = str(tmp_path / "no" / "such" / "dir")
+    run = _handle(FileNotFoundError(2, "No such file or directory", missing))
+    with pytest.raises(PreconditionError, match=f"cannot write {missing}") as e:
+        run.results(dest=missing)
+    assert e.value.hint == "create the directory first, or give an existing path"
+    with pytest.raises(UsageError, match="dest=3: must be a path"):
+        run.results(dest=3)  # type: ignore[arg-type]
+
+
+def test_api_get_run_refuses_an_empty_id():
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    with pytest.raises(UsageError, match="run_id='': must be a run id"):
+        api.get_run("")
