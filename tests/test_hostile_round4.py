@@ -441,3 +441,22 @@ def test_api_get_run_refuses_an_empty_id():
 
     with pytest.raises(UsageError, match="run_id='': must be a run id"):
         api.get_run("")
+
+
+def test_api_events_and_wait_arguments_are_checked():
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    for kwargs in ({"poll": 0}, {"poll": float("inf")}, {"progress_every": -1}, {"poll": "2"}):
+        with pytest.raises(UsageError, match="must be a number of seconds"):
+            _handle().events(**kwargs)
+    run = _handle()
+    for args, kwargs, needle in (
+        (("x",), {}, "must be a list of runs"),
+        ((run,), {}, "must be a list of runs"),
+        ((["x"],), {}, "'x' is not a Run"),
+        (([run],), {"poll": 0}, "poll=0"),
+        (([run],), {"timeout": -1}, "timeout=-1"),
+    ):
+        with pytest.raises(UsageError, match=needle):
+            api.wait(*args, **kwargs)

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import difflib
 import io
+import math
 import os
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, cast
 
+from launchkit import events
 from launchkit.application import Application
-from launchkit.backends import Backend, Capability, LogQuery, RunInfo, registry
+from launchkit.backends import Backend, Capability, LogQuery, RunInfo, RunStatus, registry
 from launchkit.backends.ending import describe
 from launchkit.config import gantry_notice
 from launchkit.core.parse import build_request
@@ -36,10 +39,24 @@ from launchkit.core.request import LaunchRequest
 from launchkit.core.run_options import RUN_OPTIONS, BackendChoice, Kind, number
 from launchkit.core.units import MAX_COUNT
 from launchkit.errors import UsageError, from_exception
+from launchkit.events import Event
 from launchkit.launch import Launch, backend_name, plan, submit
 from launchkit.masking import masked
 
-__all__ = ["Follow", "Request", "Run", "get_run", "request", "request_from_options", "runs"]
+__all__ = [
+    "ALL_COMPLETED",
+    "FIRST_FAILURE",
+    "Event",
+    "Follow",
+    "Request",
+    "Run",
+    "get_run",
+    "request",
+    "request_from_options",
+    "runs",
+    "wait",
+]
+FIRST_FAILURE, ALL_COMPLETED = "FIRST_FAILURE", "ALL_COMPLETED"  # wait()'s return_when, as concurrent.futures
 
 _OPTIONS = {opt.name for opt in RUN_OPTIONS}
 _KINDS = {opt.name: opt.kind for opt in RUN_OPTIONS}
@@ -130,6 +147,15 @@ def _count(name: str, value: Any, *, least: int = 0) -> int | None:
     return value
 
 
+def _seconds(name: str, value: Any, *, zero: bool = False) -> float:
+    """A finite number of seconds, above 0 (`zero`: or 0), or a UsageError."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero):
+        least = "0 or more" if zero else "above 0"
+        raise UsageError(f"{name}={value!r}: must be a number of seconds, {least}", hint=f"give e.g. {name}=10")
+    return float(value)
+
+
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise UsageError(f"{name}={value!r}: must be True or False", hint=f"pass {name}=True or leave it out")
@@ -145,10 +171,16 @@ def _name(name: str, value: Any) -> str | None:
 
 
 def request_from_options(
-    app: Application, given: dict[str, Any], command: list[str] | None, extra: Sequence[str] = ()
+    app: Application,
+    given: dict[str, Any],
+    command: list[str] | None,
+    extra: Sequence[str] = (),
+    *,
+    python: bool = False,
 ) -> Request:
     """The request `run`'s command line gives (`given`: option name -> value, absent ones left out or
-    None/False). Config defaults apply and each deprecated or ineffective option is named once."""
+    None/False). Config defaults apply and each deprecated or ineffective option is named once, by its
+    flag; `python`: for a Python caller (gantry's API), which names no flags, so none of those lines."""
     config = app.config
     if notice := gantry_notice(config):
         app.info(notice)
@@ -162,6 +194,8 @@ def request_from_options(
     given = {o.name: False if o.kind is Kind.FLAG else None for o in RUN_OPTIONS} | given
     choice = BackendChoice(known=tuple(registry.names()), here=registry.here_name())
     req = build_request({**given, "extra": list(extra)}, command, config=config, backends=choice)
+    if python:
+        return Request(app, req)
     name = backend_name(app, req)
     for opt in RUN_OPTIONS:
         if opt.deprecated and given.get(opt.name):
@@ -294,6 +328,14 @@ class Run:
         replica, tail = _count("replica", replica), _count("tail", tail)
         return Follow(self, replica=replica, all_replicas=_flag("all_replicas", all_replicas), tail=tail)
 
+    def events(
+        self, *, poll: float = events.POLL, progress_every: float = events.PROGRESS_EVERY
+    ) -> Iterator[Event]:
+        """Its events until it ends, typed (`events.Event`: kind, time, replica, attempt, line, fix,
+        progress), the same `launchkit follow ID --json` prints: `for ev in run.events(): ...`."""
+        poll, progress_every = _seconds("poll", poll), _seconds("progress_every", progress_every)
+        return events.stream(self.app, self.backend, self.info, poll=poll, progress_every=progress_every)
+
     def why(self) -> str:
         """Why it ended (or where it stands), in one line with the fix, as `launchkit why` says it."""
         return describe(self.refresh())
@@ -353,3 +395,41 @@ def runs(
     limit = 20 if checked is None else checked
     app = app or Application()
     return _backend(app, backend, local).list_runs(limit=limit)
+
+
+def wait(
+    runs: Sequence[Run],
+    *,
+    return_when: str = ALL_COMPLETED,
+    timeout: float | None = None,
+    poll: float = 10.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[list[Run], list[Run]]:
+    """Wait for runs (a sweep's) as `concurrent.futures.wait` does: (finished, not finished), each run's
+    `info` refreshed. `return_when`: ALL_COMPLETED, or FIRST_FAILURE (as soon as one ended other than
+    succeeded, else when all have). `timeout` seconds (None: no limit); each look asks every unfinished
+    run's state once, every `poll` seconds."""
+    if isinstance(runs, (str, bytes, Run)) or not isinstance(runs, Sequence):
+        raise UsageError(f"runs={runs!r}: must be a list of runs", hint="give e.g. [run1, run2]")
+    if bad := next((r for r in runs if not isinstance(r, Run)), None):
+        raise UsageError(f"runs: {bad!r} is not a Run", hint="give the handles launch() or get_run() returned")
+    poll = _seconds("poll", poll)
+    timeout = None if timeout is None else _seconds("timeout", timeout, zero=True)
+    if return_when not in (FIRST_FAILURE, ALL_COMPLETED):
+        raise UsageError(
+            f"return_when={return_when!r}: not a choice", hint="use api.FIRST_FAILURE or api.ALL_COMPLETED"
+        )
+    start = clock()
+    while True:
+        for r in runs:
+            if not r.info.status.finished:
+                r.refresh()
+        done = [r for r in runs if r.info.status.finished]
+        failed = any(r.info.status != RunStatus.succeeded for r in done)
+        if len(done) == len(runs) or (return_when == FIRST_FAILURE and failed):
+            break
+        if timeout is not None and clock() - start >= timeout:
+            break
+        sleep(poll if timeout is None else max(0.0, min(poll, timeout - (clock() - start))))
+    return done, [r for r in runs if not r.info.status.finished]
