@@ -152,7 +152,9 @@ def _seconds(name: str, value: Any, *, zero: bool = False) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < 0 or (value == 0 and not zero):
         least = "0 or more" if zero else "above 0"
-        raise UsageError(f"{name}={value!r}: must be a number of seconds, {least}", hint=f"give e.g. {name}=10")
+        raise UsageError(
+            f"{name}={value!r}: must be a number of seconds, {least}", hint=f"give e.g. {name}=10"
+        )
     return float(value)
 
 
@@ -412,8 +414,10 @@ def wait(
     run's state once, every `poll` seconds."""
     if isinstance(runs, (str, bytes, Run)) or not isinstance(runs, Sequence):
         raise UsageError(f"runs={runs!r}: must be a list of runs", hint="give e.g. [run1, run2]")
-    if bad := next((r for r in runs if not isinstance(r, Run)), None):
-        raise UsageError(f"runs: {bad!r} is not a Run", hint="give the handles launch() or get_run() returned")
+    if bad := [r for r in runs if not isinstance(r, Run)]:
+        raise UsageError(
+            f"runs: {bad[0]!r} is not a Run", hint="give the handles launch() or get_run() returned"
+        )
     poll = _seconds("poll", poll)
     timeout = None if timeout is None else _seconds("timeout", timeout, zero=True)
     if return_when not in (FIRST_FAILURE, ALL_COMPLETED):
