@@ -264,8 +264,16 @@ class LocalBackend:
                 meta["gpus"] = gpus
             if has_commit.answer():
                 meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
-            webhook = submission.slack_webhook_url
-            if webhook is not None or any(v.name == ENV_SLACK_WEBHOOK and v.secret for v in env_vars):
+            webhook = (
+                submission.slack_webhook_url.get_secret_value() if submission.slack_webhook_url else None
+            )
+            # --slack-webhook-secret NAME: NAME's value, handed over as the webhook; NAME itself is
+            # left out of the supervisor's environment unless another variable needs it too
+            named = [v.secret for v in env_vars if v.name == ENV_SLACK_WEBHOOK and v.secret]
+            others = {v.secret for v in env_vars if v.name != ENV_SLACK_WEBHOOK and v.secret}
+            webhook = webhook or next((os.environ[n] for n in named if os.environ.get(n)), None)
+            drop = tuple(n for n in named if n not in others)
+            if webhook is not None or named:
                 meta["slack"] = True  # the run posts its own messages (node_notifies); never the URL
         finally:
             has_commit.close()
@@ -298,9 +306,7 @@ class LocalBackend:
         with _interrupt_held() as interrupted:  # a run exists from here, its id not yet told
             try:
                 with log:
-                    pid = spawn.start_supervisor(
-                        str(rdir), lock, log.fileno(), webhook.get_secret_value() if webhook else None
-                    )
+                    pid = spawn.start_supervisor(str(rdir), lock, log.fileno(), webhook, drop)
             except OSError as e:
                 raise BackendError(f"could not start the local supervisor: {e}") from None
             finally:
@@ -395,8 +401,9 @@ class LocalBackend:
         for job in outcome.jobs(rec):
             rank, attempt = job["replica"], job["attempt"]
             path = logs.log_file(rdir, rank, attempt)
+            tail = logs.last_records(path, TAIL_BYTES)
             first, last = attempt_progress(
-                logs.first_lines(path, HEAD_BYTES), logs.last_lines(path, TAIL_BYTES), patterns
+                logs.first_lines(path, HEAD_BYTES), [r[1] for r in tail], patterns, [r[0] for r in tail]
             )
             started, gpus = job.get("started"), job.get("gpus")
             hours = None

@@ -27,7 +27,7 @@ import time
 
 import psutil
 
-from launchkit.backends.local import bell, logs, outcome, procs, record, retry, slack
+from launchkit.backends.local import bell, logs, outcome, procs, record, retry, slack, spawn
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.backends.local.uploads import unlink_uploads
@@ -433,8 +433,10 @@ class Supervisor:
                 env = replica_env(
                     self.base, self.task, self.meta, self.rdir, rank, self.count, self.gpus, attempt
                 )
-                if self.webhook:
-                    env[ENV_SLACK_WEBHOOK] = self.webhook
+                handed: tuple[int, ...] = ()
+                if self.webhook:  # on a pipe the entrypoint reads once: in no environment
+                    handed = (spawn.hand_over(self.webhook),)
+                    env[spawn.WEBHOOK_FD_ENV] = str(handed[0])
                 if attempt > 1:  # checked against the step the attempt before reached (watchdog.py)
                     patterns = self.task.env_value(ENV_PROGRESS_PATTERNS)
                     step = retry.resume_from(self.rdir, rank, self.attempts.get(rank, attempt - 1), patterns)
@@ -450,12 +452,15 @@ class Supervisor:
                         stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
+                        pass_fds=handed,
                     )
                 except BaseException:
                     os.close(gate_w)
                     raise
                 finally:
                     os.close(gate_r)
+                    for fd in handed:
+                        os.close(fd)
                 p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping it
                 self.procs[p.pid] = rank
                 self.attempts[rank] = attempt
