@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from conftest import run_cli
+from launchkit.runtime.node.policy import ENV as POLICY_ENV
+from launchkit.runtime.node.policy import Policy
 
 FAST_ENV = {
     "LAUNCHKIT_RETRY_DELAY": "0.05",
@@ -25,6 +27,11 @@ FAST_ENV = {
     # each test's venv is new: its bytecode tree would be filled in the background for nobody
     "LAUNCHKIT_BYTECODE_CACHE": "0",
 }
+
+
+def policy_env(**given: object) -> dict[str, str]:
+    """The job environment's policy variable for `Policy(**given)`, as core/spec.py writes it."""
+    return {POLICY_ENV: Policy(**given).encode() or ""}  # type: ignore[arg-type]
 
 
 def make_wheel(

@@ -256,6 +256,9 @@ LOCAL_IMPORTS = {
     ("backends/local/outcome.py", "from launchkit.core.runs import outcome"): "the same",
     ("backends/local/retry.py", "from launchkit.backends import ending"): "the same, when a log is read",
     ("runtime/node/environment/plan.py", "import tomllib"): "optional: Python 3.11+ on the node",
+    ("backends/registry.py", "from launchkit.runtime.node import policy as P"): (
+        "--help reads the registry: the runtime package (the run's policy) only when a launch checks causes"
+    ),
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
     **{
         ("runtime/node/launch/notify.py", stmt): "the local supervisor imports it: http.client only to post"

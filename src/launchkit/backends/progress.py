@@ -1,27 +1,26 @@
 """A running run's last progress (`launchkit list`'s PROGRESS column, `why`): the newest line of its
 log's tail that the run's own progress patterns match, with the watchdog's one matcher
-(runtime/node/launch/watchdog.py: `progress_in`; the patterns are the job's LAUNCHKIT_PROGRESS_PATTERNS, else
-its DEFAULT_PATTERNS). Both backends read the tail and hand the lines here."""
+(runtime/node/launch/watchdog.py: `progress_in`; the patterns are the run's policy's, runtime/node/policy.py,
+else the watchdog's DEFAULT_PATTERNS). Both backends read the tail and hand the lines here."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from launchkit.backends.protocol import Progress
-from launchkit.core.contract import ENV_PROGRESS_PATTERNS
 from launchkit.runtime.node.launch.watchdog import progress_in, progress_patterns
 
-__all__ = ["ENV_PROGRESS_PATTERNS", "TAIL_BYTES", "TAIL_LINES", "last_progress"]
+__all__ = ["TAIL_BYTES", "TAIL_LINES", "last_progress"]
 
 TAIL_LINES = 200  # Beaker: the log lines read per run (one StreamJobLogs with tail_lines)
 TAIL_BYTES = 64 * 1024  # local: the bytes of the log file read per run
 
 
-def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: str | None) -> Progress | None:
+def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: Sequence[str]) -> Progress | None:
     """The newest progress in a log's tail: `records` are (when logged in ns since the epoch or None,
-    the line's raw bytes), oldest first; `patterns` the job's LAUNCHKIT_PROGRESS_PATTERNS (None: the
-    defaults). None when no line matches or the patterns are not valid (the job refused them itself)."""
+    the line's raw bytes), oldest first; `patterns` the run's policy's (none: the defaults). None when
+    no line matches or the patterns are not valid (the job refused them itself)."""
     try:
         compiled = progress_patterns(patterns)
     except ValueError:

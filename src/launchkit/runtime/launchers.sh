@@ -9,8 +9,8 @@
 lk_exec() {
     local py cwd=$PWD
     local -a timing=()
-    local watched=${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-}${LAUNCHKIT_INACTIVE_SOFT_TIMEOUT:-}
-    watched+=${LK_SLACK_WEBHOOK:-} # (entrypoint.sh) the runtime posts the job's end: it stays the parent
+    local watched=${LK_SLACK_WEBHOOK:-} # (entrypoint.sh) the runtime posts the job's end: it stays the parent
+    lk__policy_parent && watched=1
     if [[ -n $watched || (-n ${LAUNCHKIT_LAUNCHER:-} && $LAUNCHKIT_LAUNCHER != none) ]]; then
         # a launcher, or the watchdog (node/launch/watchdog.py: --stall-timeout, --inactive-timeout, Slack)
         lk__python py || lk__no_launcher_without_python
@@ -75,12 +75,19 @@ lk__python() {
     return 1
 }
 
+# lk__policy_parent: whether the run's policy (node/policy.py, LAUNCHKIT_POLICY) keeps the runtime the
+# command's parent (a watchdog, a webhook secret). The one fact bash reads of it: the encoding starts
+# with policy.PARENT_PREFIX exactly then; everything else in it is the Python runtime's to read.
+lk__policy_parent() {
+    [[ ${LAUNCHKIT_POLICY:-} == '{"parent":true'* ]]
+}
+
 lk__no_launcher_without_python() {
     case ${LAUNCHKIT_LAUNCHER:-none} in
         none)
-            [[ -n ${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-}${LAUNCHKIT_INACTIVE_SOFT_TIMEOUT:-} ]] ||
+            lk__policy_parent ||
                 lk_die "$LK_EXIT_EXEC" "--slack-webhook-secret needs Python 3.8+ on PATH (python or python3): the job's runtime posts"
-            lk_die "$LK_EXIT_EXEC" "--stall-timeout and --inactive-timeout need Python 3.8+ on PATH (python or python3) for the job's watchdog" ;;
+            lk_die "$LK_EXIT_EXEC" "--stall-timeout, --inactive-timeout and --slack-webhook-secret need Python 3.8+ on PATH (python or python3) for the job's watchdog and poster" ;;
         torchrun | accelerate | ray)
             command -v "$LAUNCHKIT_LAUNCHER" >/dev/null 2>&1 &&
                 lk_die "$LK_EXIT_EXEC" "--$LAUNCHKIT_LAUNCHER needs Python 3.8+ on PATH (python or python3) to start '$LAUNCHKIT_LAUNCHER'"

@@ -28,7 +28,7 @@ from launchkit.backends.beaker.prepare import prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
 from launchkit.backends.beaker.scheduling import WaitTeller, find_starts, list_reasons, waiting_reason
-from launchkit.backends.beaker.submit import check_name, check_retry_on, create_once
+from launchkit.backends.beaker.submit import check_name, create_once
 from launchkit.backends.beaker.upload import mount_uploads
 from launchkit.backends.ending import (
     LAUNCHKIT_STOP,
@@ -37,10 +37,9 @@ from launchkit.backends.ending import (
     launchkit_stopped,
     watchdog_stop,
 )
-from launchkit.backends.progress import ENV_PROGRESS_PATTERNS, TAIL_LINES, last_progress
+from launchkit.backends.progress import TAIL_LINES, last_progress
 from launchkit.backends.protocol import EndKind, EndReason, Progress
 from launchkit.core import runs
-from launchkit.core.contract import ENV_SLACK_WEBHOOK
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
@@ -50,6 +49,7 @@ from launchkit.errors import (
     PreconditionError,
     UsageError,
 )
+from launchkit.runtime.node.policy import Policy, PolicyError
 
 W = pb2.WorkloadStatus
 _STATUS = {
@@ -245,7 +245,6 @@ class BeakerBackend:
         if submission.prepared:
             return submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
-        check_retry_on(submission.spec)
         with self._errors():
             p = prepare(
                 self.conn,
@@ -363,8 +362,7 @@ class BeakerBackend:
         wl = self._workload(run.id)
         with self._errors():
             view = SpecView(self.beaker.experiment.get_spec(wl).to_json())
-        given = any(v.name == ENV_SLACK_WEBHOOK and v.secret for t in view.tasks for v in t.env)
-        return Posting.job if given else Posting.follower
+        return Posting.job if view.policy().webhook_secret is not None else Posting.follower
 
     def user_name(self) -> str:
         with self._errors():
@@ -442,7 +440,12 @@ class BeakerBackend:
             self.app.debug(f"the log of job {job.id} could not be read: {e}")
             return None
         env = {v.name: v.literal for v in job.container_spec.environment_variables}
-        return last_progress(records, env.get(ENV_PROGRESS_PATTERNS))
+        try:
+            patterns = Policy.from_env(env).progress_patterns
+        except PolicyError as e:
+            self.app.debug(f"job {job.id}: {e}")
+            return None
+        return last_progress(records, patterns)
 
     def _rows_progress(self, rows: list[Any], org: Any) -> dict[str, Progress | None]:
         """`list`: experiment id -> progress, for the newest PROGRESS_ROWS running rows: replica 0's

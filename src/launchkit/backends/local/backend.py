@@ -29,7 +29,7 @@ from launchkit.backends.local.runtime_files import use_runtime
 from launchkit.backends.local.store import Store, column, home, row_jobs, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.local.uploads import link_uploads, unlink_uploads
-from launchkit.backends.progress import ENV_PROGRESS_PATTERNS, TAIL_BYTES, last_progress
+from launchkit.backends.progress import TAIL_BYTES, last_progress
 from launchkit.backends.protocol import (
     EndKind,
     EndReason,
@@ -41,7 +41,7 @@ from launchkit.backends.protocol import (
     RunStatus,
     Submission,
 )
-from launchkit.core.contract import ENV_GIT_COMMIT, ENV_SLACK_WEBHOOK
+from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
@@ -235,7 +235,7 @@ class LocalBackend:
             if has_commit.answer():
                 meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
             webhook = submission.slack_webhook_url
-            if webhook is not None or any(v.name == ENV_SLACK_WEBHOOK and v.secret for v in env_vars):
+            if webhook is not None or task.policy().webhook_secret is not None:
                 meta["slack"] = True  # the run posts its own messages (node_notifies); never the URL
         finally:
             has_commit.close()
@@ -392,9 +392,11 @@ class LocalBackend:
         rec = record.read(rdir) or {"id": run.id}
         attempt = max((j["attempt"] for j in outcome.jobs(rec) if j["replica"] == 0), default=1)
         try:
-            patterns = SpecView(json.loads((rdir / "spec.json").read_text())).env_value(ENV_PROGRESS_PATTERNS)
-        except (OSError, ValueError):
-            patterns = None
+            patterns: tuple[str, ...] = (
+                SpecView(json.loads((rdir / "spec.json").read_text())).policy().progress_patterns
+            )
+        except (OSError, ValueError):  # (a PolicyError is a ValueError)
+            patterns = ()
         return last_progress(logs.last_records(logs.log_file(rdir, 0, attempt), TAIL_BYTES), patterns)
 
     # ---- logs

@@ -1,6 +1,6 @@
-"""`--retry-on` for a local run (core/retrying.py): how a replica's job ended, by cause, and whether
-its supervisor starts a new attempt for it. Standard library only (the supervisor imports it); the
-log is read only for the exit codes that need it.
+"""`--retry-on` for a local run (the run's policy: runtime/node/policy.py): how a replica's job
+ended, by cause, and whether its supervisor starts a new attempt for it. Standard library only (the
+supervisor imports it); the log is read only for the exit codes that need it.
 
 - `preemption`: ended by SIGTERM (exit 143) that launchkit did not send (its own stops, a sibling's
   stop and --task-timeout are told apart before): a machine's scheduler or a person preempting it.
@@ -13,7 +13,7 @@ log is read only for the exit codes that need it.
 from __future__ import annotations
 
 from launchkit.backends.local import logs
-from launchkit.core.retrying import FAILURE, NEVER_STARTED, PREEMPTION, STALLED
+from launchkit.runtime.node.policy import FAILURE, NEVER_STARTED, PREEMPTION, STALLED, Policy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def fields(cause: str) -> dict[str, Any]:
     return {"status": "failed"}
 
 
-def wanted(retry_on: tuple[str, ...], cause: str | None) -> bool:
+def wanted(policy: Policy, cause: str | None) -> bool:
     """Whether the supervisor retries a job that ended for `cause` (without --retry-on: any failure,
     as Beaker's task retries; stalled: the runtime did, in place)."""
-    return not retry_on or (cause in retry_on and cause != STALLED)
+    return not policy.retry_on or (cause is not None and cause != STALLED and policy.retries(cause))

@@ -6,9 +6,8 @@ and, where the job runs and with nobody following, ends that group when the comm
 log, as its last line (`[launchkit] stopped: ...`, which the backends read: backends/ending.py), and
 exits EXIT_STOPPED.
 
-Settings come from the job's environment (core/spec.py writes them; seconds as decimals):
-LAUNCHKIT_STALL_TIMEOUT, LAUNCHKIT_STALL_GRACE, LAUNCHKIT_PROGRESS_PATTERNS (one regex a line; unset:
-DEFAULT_PATTERNS), LAUNCHKIT_INACTIVE_TIMEOUT, LAUNCHKIT_INACTIVE_SOFT_TIMEOUT.
+Settings come from the run's policy (node/policy.py, decoded once by the launcher): its stall and
+inactivity limits and its progress patterns (none given: DEFAULT_PATTERNS).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import signal
 import time
 from typing import Callable, NamedTuple, Sequence
 
+from ..policy import Policy
 from .procs import Children, spawn_forwarding, stop_group
 
 EXIT_STOPPED = 124  # the watchdog ended the command (as timeout(1)); its log's last line says why
@@ -46,40 +46,24 @@ class Settings(NamedTuple):
     soft: float | None
 
 
-def _seconds(env: dict[str, str], name: str) -> float | None:
-    value = env.get(name) or ""
-    if not value:
+def settings(policy: Policy) -> Settings | None:
+    """The watchdog's settings from the run's policy; None when it sets no limit (the command is
+    exec'd as always). ValueError names a pattern that is not a regular expression."""
+    if not policy.watched:
         return None
+    patterns = progress_patterns(policy.progress_patterns)
+    return Settings(
+        policy.stall_timeout, policy.grace, patterns, policy.inactive_timeout, policy.inactive_soft_timeout
+    )
+
+
+def progress_patterns(given: Sequence[str]) -> list[re.Pattern[str]]:
+    """The policy's progress patterns compiled, else DEFAULT_PATTERNS; ValueError names a bad one.
+    The backends read a run's progress with these too (`launchkit list`, `why`)."""
     try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if seconds < 0:
-        raise ValueError(f"{name}='{value}' must be a number of seconds")
-    return seconds
-
-
-def settings(env: dict[str, str]) -> Settings | None:
-    """The watchdog's settings from the job's environment; None when none is set (the command is
-    exec'd as always). ValueError names a malformed one."""
-    stall = _seconds(env, "LAUNCHKIT_STALL_TIMEOUT")
-    inactive = _seconds(env, "LAUNCHKIT_INACTIVE_TIMEOUT")
-    soft = _seconds(env, "LAUNCHKIT_INACTIVE_SOFT_TIMEOUT")
-    if stall is None and inactive is None and soft is None:
-        return None
-
-    patterns = progress_patterns(env.get("LAUNCHKIT_PROGRESS_PATTERNS"))
-    grace = _seconds(env, "LAUNCHKIT_STALL_GRACE")
-    return Settings(stall, 600.0 if grace is None else grace, patterns, inactive, soft)
-
-
-def progress_patterns(given: str | None) -> list[re.Pattern[str]]:
-    """LAUNCHKIT_PROGRESS_PATTERNS' regexes (one a line), else DEFAULT_PATTERNS; ValueError names a
-    bad one. The backends read a run's progress with these too (`launchkit list`, `why`)."""
-    try:
-        return [re.compile(p) for p in [p for p in (given or "").split("\n") if p] or DEFAULT_PATTERNS]
+        return [re.compile(p) for p in [p for p in given if p] or DEFAULT_PATTERNS]
     except re.error as e:
-        raise ValueError(f"LAUNCHKIT_PROGRESS_PATTERNS: not a regular expression ({e})") from None
+        raise ValueError(f"--progress-pattern: not a regular expression ({e})") from None
 
 
 def progress_in(line: str, patterns: Sequence[re.Pattern[str]]) -> str | None:
