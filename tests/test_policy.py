@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import re
 import subprocess
+import sys
 import tokenize
 from pathlib import Path
 
@@ -189,3 +190,13 @@ def test_a_save_spec_of_a_refused_launch_is_not_written(repo, fake_beaker, tmp_p
     assert r.code == 2, r.stderr
     assert not out.exists()
     _nothing_made(fake_beaker.state)
+
+
+def test_the_runtime_refuses_a_malformed_policy_in_one_line(tmp_path):
+    cmd = [sys.executable, "-m", "launchkit.runtime.node", "launch", "--cwd", str(tmp_path), "--", "true"]
+    env = {"PATH": "/usr/bin:/bin", P.ENV: '{"stall_timeout":"soon"}'}
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 100, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "[launchkit] error: LAUNCHKIT_POLICY: stall_timeout='soon' must be a number of seconds"
+    ], r.stderr

@@ -23,8 +23,8 @@ NS = 1_000_000_000
 
 def test_the_backends_read_progress_with_the_watchdogs_matcher():
     from launchkit.backends.progress import last_progress
-    from launchkit.runtime.node.policy import Policy
     from launchkit.runtime.node.launch import watchdog
+    from launchkit.runtime.node.policy import Policy
 
     lines = [b"[step=3/100] loss=2.0", b"Epoch 0:  40%|####| 4/10 [00:02<00:03, 1.8it/s]\r5/10 [00:03", b"x"]
     got = last_progress([(i * NS, line) for i, line in enumerate(lines, 1)], ())

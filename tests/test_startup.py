@@ -241,7 +241,8 @@ LOCAL_IMPORTS = {
     ): "validation loads pydantic: not on --help",
     ("cli/completing.py", "from launchkit.core.profiles import BUILTIN_PROFILES"): "a TAB completer",
     ("runtime/__init__.py", "from launchkit.core.profiles import STORED_SETUP_FILE, stored_setup"): (
-        "runtime/node runs under this package with the standard library only"
+        "importing the node package (the run's policy: the spec, SpecView, the local supervisor) runs this"
+        " module first: only building the runtime's files needs the profiles"
     ),
     (
         "backends/__init__.py",

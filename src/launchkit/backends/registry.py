@@ -57,6 +57,7 @@ class BackendInfo:
         "name",
         "offline",
         "retry_causes",
+        "run_ids",
         "run_prefix",
         "summary",
         "takes_workspace",
@@ -81,11 +82,15 @@ class BackendInfo:
         # loaded only when a launch asks: `--help` reads this table): a cause -> the causes it must be
         # named with (one mechanism retries them alike); checked by `honours` before anything is written
         retry_causes: Callable[[ModuleType], Mapping[str, tuple[str, ...]]] | None = None,
+        # "module:function": the ids of its recent runs starting with a prefix, for TAB completion,
+        # read where the backend keeps them (only a backend that keeps them on this machine)
+        run_ids: str = "",
     ) -> None:
         self.name, self.title, self.summary, self.target = name, title, summary, target
         self.capabilities, self.run_prefix = capabilities, run_prefix
         self.takes_workspace, self.credentials, self.offline = takes_workspace, credentials, offline
         self.retry_causes = retry_causes
+        self.run_ids = run_ids
 
     def __repr__(self) -> str:
         return f"BackendInfo({self.name!r})"
@@ -165,6 +170,7 @@ BACKENDS: tuple[BackendInfo, ...] = (
         run_prefix="local-",
         # the supervisor tells the causes apart; the runtime's restart
         retry_causes=lambda P: {P.PREEMPTION: (), P.FAILURE: (), P.NEVER_STARTED: (), P.STALLED: ()},
+        run_ids="launchkit.backends.local.store:recent_run_ids",
     ),
 )
 BY_NAME = {b.name: b for b in BACKENDS}
@@ -194,6 +200,16 @@ def info(name: str, *, where: str = "--backend") -> BackendInfo:
 def titles(capability: Capability) -> str:
     """The backends that have `capability`, for messages ("Beaker", "Beaker or local")."""
     return " or ".join(b.title for b in BACKENDS if capability in b.capabilities) or "no"
+
+
+def recent_run_ids(incomplete: str) -> list[str]:
+    """TAB completion: recent run ids starting with `incomplete`, from every row with a `run_ids` hook."""
+    found: list[str] = []
+    for b in BACKENDS:
+        if b.run_ids:
+            module, _, func = b.run_ids.partition(":")
+            found += getattr(importlib.import_module(module), func)(incomplete)
+    return found
 
 
 def titles_honouring(cause: str, *, alone: bool = False) -> str:
