@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
+import timescale
+from timescale import VARIABLE, scaled
+
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
 
 pytest_plugins = ["fakebeaker.plugin"]  # the `fake_beaker` fixture (tests/fakebeaker/README.md)
 
@@ -27,6 +31,62 @@ SHELL_SETTINGS = ("UV_", "XDG_", "BEAKER_")
 def pytest_configure(config):
     for var in [v for v in os.environ if v.startswith(SHELL_SETTINGS)]:
         del os.environ[var]
+    if timescale.SCALE != 1:
+        _scale_subprocess_waits()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    """pytest-timeout's limit (pyproject's `timeout`, --timeout, PYTEST_TIMEOUT) times the one factor
+    (tests/timescale.py)."""
+    config = session.config
+    if timescale.SCALE != 1 and getattr(config, "_env_timeout", None):
+        config._env_timeout = scaled(config._env_timeout)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test's own `timeout` marker times the one factor too (the scaled marker goes first: closest)."""
+    if timescale.SCALE == 1:
+        return
+    for item in items:
+        marker = item.get_closest_marker("timeout")
+        if marker is not None and marker.args and isinstance(marker.args[0], int | float):
+            item.add_marker(pytest.mark.timeout(scaled(marker.args[0]), *marker.args[1:]), append=False)
+
+
+def _called_from_a_test() -> bool:
+    """Whether a file of the suite made this wait, itself or through `subprocess.run`/`call` (not
+    launchkit code that a test runs in process: its own deadlines are what some tests check; nor the
+    subprocess module's inner waits, whose time is already scaled)."""
+    frame = sys._getframe(2)
+    if frame.f_code.co_filename == subprocess.__file__ and frame.f_code.co_name not in ("run", "call"):
+        return False
+    while frame is not None and frame.f_code.co_filename == subprocess.__file__:
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(str(TESTS) + os.sep)
+
+
+def _scale_subprocess_waits() -> None:
+    """Every `timeout=` a test gives a subprocess wait (`subprocess.run`, `.wait`, `.communicate`) times
+    the one factor: the suite's hundreds of such guards, each an idle machine's bound."""
+    # (the plain methods, should these be wrapped already)
+    wait = getattr(subprocess.Popen.wait, "__wrapped__", subprocess.Popen.wait)
+    communicate = getattr(subprocess.Popen.communicate, "__wrapped__", subprocess.Popen.communicate)
+
+    def scaled_wait(self, timeout=None):
+        if timeout is not None and _called_from_a_test():
+            timeout = scaled(timeout)
+        return wait(self, timeout)
+
+    def scaled_communicate(self, input=None, timeout=None):
+        if timeout is not None and _called_from_a_test():
+            timeout = scaled(timeout)
+        return communicate(self, input, timeout)
+
+    scaled_wait.__wrapped__ = wait  # type: ignore[attr-defined]
+    scaled_communicate.__wrapped__ = communicate  # type: ignore[attr-defined]
+    subprocess.Popen.wait = scaled_wait  # type: ignore[method-assign]
+    subprocess.Popen.communicate = scaled_communicate  # type: ignore[method-assign]
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +94,7 @@ def _isolated_env(tmp_path_factory, monkeypatch):
     """Keep tests away from the developer's real config, state, caches and Beaker credentials."""
     home = tmp_path_factory.mktemp("home")
     for var in list(os.environ):
-        if var.startswith((*SHELL_SETTINGS, "LAUNCHKIT_")):
+        if var.startswith((*SHELL_SETTINGS, "LAUNCHKIT_")) and var != VARIABLE:
             monkeypatch.delenv(var)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))

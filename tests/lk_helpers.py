@@ -19,6 +19,11 @@ from pathlib import Path
 from conftest import run_cli
 from launchkit.runtime.node.policy import ENV as POLICY_ENV
 from launchkit.runtime.node.policy import Policy
+from timescale import scaled
+
+# A time since, in every form core/units.ago prints it (`4s ago`, `1m ago`, `2h ago`, `3d ago`): a busy
+# machine turns a few seconds into a minute (tests/test_suite_at_load.py holds it to ago's forms).
+AGO = r"\d+[smhd] ago"
 
 FAST_ENV = {
     "LAUNCHKIT_RETRY_DELAY": "0.05",
@@ -142,7 +147,7 @@ def launched_id(stderr: str) -> str:
 
 
 def wait_finished(run_id: str, env: dict[str, str], timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         r = run_cli("list", "--local", "--json", "--limit", "100", env=env)
         runs = {x["id"]: x for x in json.loads(r.stdout)}

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from timescale import scaled
+
 
 def run_in_pty(
     *args: str,
@@ -31,7 +33,7 @@ def run_in_pty(
     )
     os.close(follower)
     chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([leader], [], [], 0.1)

@@ -90,7 +90,7 @@ def test_one_spec_build_per_launch(repo, fake_beaker, monkeypatch, cluster):
     counts = _count(monkeypatch)
     monkeypatch.chdir(repo.path)
     before = len(fake_beaker.state.experiments)
-    launch = api.request(["python", "train.py"], workspace=WS, cluster=cluster).plan()
+    launch = api.request(["python", "train.py"], workspace=WS, cluster=cluster).resolve()
     assert counts == {"build_spec": 1, "_select_profiles": 2}
     assert launch.selection.applied == "ai2-weka"  # the notes and the spec name the same profile
     assert launch.notes == []  # not a dry run: nothing to say beside the spec

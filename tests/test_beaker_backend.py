@@ -16,6 +16,7 @@ from fakebeaker.state import Options, State
 from launchkit.backends import LogQuery, RunStatus, Submission
 from launchkit.core.specview import SpecView
 from launchkit.errors import NotFoundError, PreconditionError, UsageError
+from timescale import scaled
 
 SECRET_VALUES = ("hf-value-123", "wandb-mine-456", "wandb-shared-789", "my-secret-value")
 MINUTE_NS = 60 * 1_000_000_000
@@ -348,7 +349,7 @@ def _in_thread(fn):
 
 def wait_until(predicate, timeout: float = 60) -> None:
     """Until `predicate()` holds (a state the test waits for; the timeout only ends a hang)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not predicate():
         assert time.monotonic() < deadline, "never happened"
         time.sleep(0.01)
@@ -370,7 +371,7 @@ def test_follow_events_then_logs_then_exit_code(fake, backend, capsys):
         fake.state.append_logs(job, [f"step {i}"])
     wait_until(lambda: b"step 9\n" in out.getvalue())  # all of it while the job still runs
     fake.state.finish_job(job, 3)
-    th.join(30)
+    th.join(scaled(30))
     assert result.get("value") == 3, result
     assert out.getvalue() == b"".join(b"step %d\n" % i for i in range(10))
     assert "Pulling image" in capsys.readouterr().err
@@ -390,7 +391,7 @@ def test_follow_live_job_through_cuts_and_early_ends_exactly_once(fake, backend)
         n += 250
     wait_until(lambda: f"live {n - 1}\n".encode() in out.getvalue())  # all of it while the job still runs
     fake.state.finish_job(job, 0)
-    th.join(60)
+    th.join(scaled(60))
     assert result.get("value") == 0, result
     assert out.getvalue() == b"".join(b"live %d\n" % i for i in range(n))
     assert fake.calls["StreamJobLogs"] >= 11  # the cuts (10) and at least one early end happened
@@ -407,7 +408,7 @@ def test_follow_through_preemption(fake, backend):
     fake.state.append_logs(nxt, ["second job"])
     wait_until(lambda: b"second job" in out.getvalue())  # the next job followed while it runs
     fake.state.finish_job(nxt, 0)
-    th.join(30)
+    th.join(scaled(30))
     assert result.get("value") == 0, result
     assert out.getvalue() == b"first job\nsecond job\n"
 

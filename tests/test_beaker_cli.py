@@ -190,7 +190,7 @@ def test_secret_set_from_a_file(fake_beaker, tmp_path):
     assert "MIIE" not in r.stdout + r.stderr
     for args, words in (
         (("--from-file", str(tmp_path / "none")), "--from-file"),
-        (("--from-file", str(tmp_path)), "cannot read it"),
+        (("--from-file", str(tmp_path)), "is a directory, not a regular file"),
     ):
         bad = run_cli("secret", "set", "X", "--workspace", WS, *args, timeout=60)
         assert bad.code == 2 and words in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

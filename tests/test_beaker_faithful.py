@@ -12,6 +12,7 @@ import pytest
 from conftest import run_cli
 from fakebeaker.plugin import both_ways
 from fakebeaker.state import AutoRun
+from timescale import scaled
 
 WS = "ai2/launchkit"
 
@@ -245,7 +246,7 @@ def test_follow_delivers_every_line_exactly_once_with_early_ends(fake_beaker):
     st.append_logs(job, [f"l{n + i}" for i in range(31)])
     n += 31
     st.finish_job(job, 0)
-    th.join(60)
+    th.join(scaled(60))
     b.close()
     assert result.get("code") == 0
     assert out.getvalue() == b"".join(b"l%d\n" % i for i in range(n))
@@ -295,7 +296,7 @@ def test_follow_a_running_job_needs_two_round_trips_before_the_stream(fake_beake
     assert before.get("GetWorkload") == 1 and before.get("ListJobs") == 1, before
     assert "ListSummarizedJobEvents" not in before and before.get("StreamJobLogs") == 1, before
     st.finish_job(job, 0)
-    th.join(30)
+    th.join(scaled(30))
     calls = fake_beaker.total_calls
     assert b.get(exp.id).status.value == "succeeded" and fake_beaker.total_calls == calls
     b.close()

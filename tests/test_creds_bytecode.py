@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from test_uv_cache import NO_BYTECODE_OPT_OUT, run_job
+from timescale import scaled
 
 LIB = Path(__file__).parents[1] / "src/launchkit/runtime"
 PROBE = ["python", "-c", "import json; print('json ok')"]
@@ -22,7 +23,7 @@ OTHER_UID = 54321
 
 def seeded_tree(cache: Path, timeout: float = 90) -> Path:
     """The one tree the first job seeded (in the background), whatever the layout under the cache."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not (trees := [p.parent for p in cache.rglob(".seeded")]):
         assert time.monotonic() < deadline, "no bytecode tree was seeded"
         time.sleep(0.1)

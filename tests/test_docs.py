@@ -50,6 +50,32 @@ def test_hello_example_runs(tmp_path):
     assert (Path(tmp_path) / "metrics.json").exists()
 
 
+def test_hello_example_run_plainly_leaves_the_clone_clean(tmp_path):
+    """The README's plain run of the hello example, from a clone's root, leaves nothing untracked: its
+    results/ is ignored, so later launches do not warn about it (issue 45)."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "RESULTS_DIR"}
+    proc = subprocess.run(
+        [sys.executable, "examples/hello/train.py", "--steps", "1"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert status == "", status
+
+
 @pytest.mark.slow
 def test_readme_main_job_works_as_written(tmp_path):
     """The README's main-job line, run as written (launchkit via this interpreter) in a fresh clone."""

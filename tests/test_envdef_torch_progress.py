@@ -59,7 +59,7 @@ def test_local_dry_run_spec_has_the_cpu_backend(repo, monkeypatch):
 def test_a_long_install_prints_progress(repo, tmp_path):
     sha = git(repo.path, "rev-parse", "HEAD")
     env = {
-        "LAUNCHKIT_INSTALL_CMD": "echo fetching wheels; sleep 2.6",
+        "LAUNCHKIT_INSTALL_CMD": "echo fetching wheels; sleep 4.6",  # (2 ticks need ~2.1 s: a margin for load)
         "LAUNCHKIT_PROGRESS_SECONDS": "1",
     }
     r = entrypoint(tmp_path, str(repo.remote), sha, ["echo", "ran"], env, timeout=120)

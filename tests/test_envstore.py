@@ -232,7 +232,7 @@ mine, counter, arrived = sys.argv[1:4]
 def build(staging):
     with open(counter, "a") as f:
         f.write("build\\n")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while not os.path.exists(arrived) and time.monotonic() < deadline:
         time.sleep(0.01)  # until the other process waits for this build
     m = {fake!r}

@@ -30,7 +30,7 @@ def one_line(r, code: int, *needles: str) -> str:
     """The run failed with `code` and exactly one `error:` line on stderr containing every needle."""
     assert r.code == code, (r.code, r.stdout[-500:], r.stderr)
     assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.strip().splitlines()
+    lines = [x for x in r.stderr.strip().splitlines() if not x.startswith("plan: ")]  # said first
     assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])

@@ -19,6 +19,7 @@ from beaker import BeakerExperimentSpec, BeakerSortOrder, BeakerWorkloadStatus, 
 
 from fakebeaker import FakeBeaker, State, scenarios
 from fakebeaker.remote import RemoteFake
+from timescale import scaled
 
 pytestmark = pytest.mark.timeout(180)
 TESTS = Path(__file__).resolve().parent
@@ -39,7 +40,7 @@ class FakeProcess:
         line: list[str] = []
         reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
         reader.start()
-        reader.join(60)
+        reader.join(scaled(60))
         if not line or not line[0]:
             self.close()
             raise AssertionError(f"fakebeaker did not start: {self.proc.stderr.read()}")

@@ -37,4 +37,4 @@ def test_the_root_lists_each_summary_whole():
     for entry in REGISTRY:
         if not entry.hidden:
             assert f"{entry.name} {entry.summary}" in listed
-    assert "..." not in listed.replace("CLUSTER...", "")
+    assert "..." not in listed  # a summary never reads as cut (issue 45: `profiles` ended in CLUSTER...)

@@ -17,6 +17,7 @@ import pytest
 from conftest import run_cli
 from lk_helpers import FAST_ENV, launched_id, processes_with, wait_finished
 from mn_helpers import mn_bin  # noqa: F401 - a fixture (skips without a CPU torch)
+from timescale import scaled
 
 pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
 
@@ -257,7 +258,7 @@ time.sleep(300)
         cwd=repo.path, env=env, timeout=60,
     )  # fmt: skip
     run_id = launched_id(r.stderr)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while "attempt 2 is up" not in run_cli("logs", run_id, env=env, timeout=60).stdout:
         assert time.monotonic() < deadline, "attempt 2 never started"
     assert processes_with(marker)

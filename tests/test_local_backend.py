@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from conftest import run_cli
 from inproc import run_main
 from lk_helpers import FAST_ENV, launched_id, processes_with, uv_lock_project, wait_finished
+from timescale import scaled
 
 PY = sys.executable  # an interpreter with no launchkit on its path would do as well
 NO_PY = ("--local", "--no-python")
@@ -186,7 +187,7 @@ def test_stop_ends_the_whole_process_tree(repo, env, marker):
         f"{PY} -c 'import time; print(\"started\", flush=True); time.sleep(300)' {marker}"
     )
     run_id = launch(repo, env, *NO_PY, "--replicas", "2", cmd=["bash", "-c", script + "; wait", marker])
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while time.monotonic() < deadline and run_cli("logs", run_id, env=env).stdout.count("started") < 2:
         time.sleep(0.2)
     assert len(processes_with(marker)) >= 8  # 2 x (bash + 3 pythons)

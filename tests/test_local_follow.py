@@ -19,6 +19,7 @@ import pytest
 
 from conftest import run_cli
 from lk_helpers import FAST_ENV, launched_id, processes_with
+from timescale import scaled
 
 pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
 
@@ -130,7 +131,7 @@ def test_follow_ends_when_the_bell_dir_is_unusable_or_removed(repo, env, state, 
     t = threading.Thread(target=lambda: result.append(follow_here(run_id)), daemon=True)
     t.start()
     folder = state / "runs" / run_id / "bells"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while not bells(state, run_id):
         assert time.monotonic() < deadline and t.is_alive()
         time.sleep(0.01)
@@ -153,7 +154,7 @@ def follower(run_id: str, env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def wait_for_bell(state: Path, run_id: str, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while not bells(state, run_id):
         assert time.monotonic() < deadline and proc.poll() is None, "follow never registered a bell"
         time.sleep(0.01)

@@ -16,6 +16,7 @@ import pytest
 
 from inproc import run_main
 from lk_helpers import FAST_ENV, launched_id, processes_with
+from timescale import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,7 +46,7 @@ def backend():
 
 def wait_for_file(path: Path, timeout: float = 60) -> None:
     """Until the job creates `path` (the timeout only ends a hang)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not path.exists():
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.01)
@@ -55,7 +56,7 @@ def supervisor_gone(rdir: Path, timeout: float = 60) -> None:
     """Until the run's supervisor has exited (it holds the run's lock until then)."""
     from launchkit.backends.local import record
 
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while record.supervisor_alive(rdir):
         assert time.monotonic() < deadline, f"the supervisor of {rdir.name} never exited"
         time.sleep(0.01)
@@ -180,7 +181,7 @@ def test_a_run_whose_supervisor_died_is_lost_and_stop_ends_what_it_left(repo, st
     rec = json.loads((state / "runs" / run_id / "status.json").read_text())
     os.kill(rec["supervisor_pid"], signal.SIGKILL)
     b = backend()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while (run := b.get(run_id)).status.value != "lost":
         assert time.monotonic() < deadline, run
         time.sleep(0.01)

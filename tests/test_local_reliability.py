@@ -19,6 +19,7 @@ import pytest
 from conftest import run_cli
 from inproc import run_main
 from lk_helpers import FAST_ENV, launched_id, processes_with, wait_finished
+from timescale import scaled
 
 NO_PY = ("--local", "--no-python")
 
@@ -61,7 +62,7 @@ def supervisor_pid(state: Path, run_id: str) -> int:
 
 def supervisor_started(state: Path) -> int:
     """Wait for the next supervisor the CLI starts (its pid in runs.db); the previous runs have none alive."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while time.monotonic() < deadline:
         try:
             db = sqlite3.connect(state / "runs.db", timeout=5)
@@ -79,7 +80,7 @@ def supervisor_started(state: Path) -> int:
 
 
 def wait_for(predicate, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
@@ -102,6 +103,8 @@ def named(marker: str) -> int:
 
 
 def one_line(stderr: str) -> bool:
+    """One error line (the `plan:` line a launch says first aside)."""
+    stderr = "".join(x for x in stderr.splitlines(keepends=True) if not x.startswith("plan: "))
     return stderr.count("\n") == 1 and "Traceback" not in stderr
 
 

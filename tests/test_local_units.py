@@ -9,6 +9,7 @@ import time
 import pytest
 
 from launchkit.backends.local import logs
+from timescale import scaled
 
 
 def test_pump_and_parse_round_trip_raw_bytes(tmp_path):
@@ -48,7 +49,7 @@ def rung(door, timeout: float = 30) -> bool:
     """Whether the bell rings within `timeout` seconds (then every ring is taken)."""
     import select
 
-    ready = bool(select.select([door.sock], [], [], timeout)[0])
+    ready = bool(select.select([door.sock], [], [], scaled(timeout))[0])
     door.wait(0)
     return ready
 
@@ -72,7 +73,7 @@ def test_ringer_rings_every_bell_and_removes_stale_ones(tmp_path, depth):
             for _ in range(50):
                 ringer.ring()
             assert rung(a)
-            deadline = time.monotonic() + 30  # the notifier thread removes the stale bell as it rings
+            deadline = time.monotonic() + scaled(30)  # the notifier thread removes the stale bell as it rings
             while len(os.listdir(rdir / BELLS)) > 1 and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert os.listdir(rdir / BELLS) == [os.path.basename(a.entry)]

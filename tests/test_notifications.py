@@ -13,6 +13,7 @@ import pytest
 
 from conftest import run_cli
 from lk_helpers import FAST_ENV, entrypoint, launched_id, wait_finished
+from timescale import scaled
 from webhook import HOOK_PATH, Receiver
 
 pytestmark = pytest.mark.slow  # end-to-end: real processes, bash, git
@@ -34,7 +35,7 @@ def _supervisor_gone(run_id: str, timeout: float = 60) -> None:
     from launchkit.backends.local import record
     from launchkit.backends.local.store import home
 
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while record.supervisor_alive(home() / "runs" / run_id):
         assert time.monotonic() < deadline, "the supervisor never exited"
         time.sleep(0.02)

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli
 from inproc import run_main
-from lk_helpers import FAST_ENV, launched_id, policy_env
+from lk_helpers import AGO, FAST_ENV, launched_id, policy_env
 
 WS = "ai2/launchkit"
 NS = 1_000_000_000
@@ -134,7 +134,7 @@ def test_local_list_and_why_show_the_last_progress(repo, marker):
     try:
         r = run_cli("why", default, env=FAST_ENV, timeout=60)
         assert re.fullmatch(
-            rf"{default} is running; last progress: step=3/100 at \d\d:\d\d UTC \(\d+s ago\)\n", r.stdout
+            rf"{default} is running; last progress: step=3/100 at \d\d:\d\d UTC \({AGO}\)\n", r.stdout
         ), r.stdout
         r = run_cli("why", own, env=FAST_ENV, timeout=60)
         assert "last progress: it=7 at " in r.stdout, r.stdout

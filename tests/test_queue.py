@@ -14,6 +14,7 @@ import pytest
 from fakebeaker import scheduling as fs
 from fakebeaker.plugin import both_ways
 from inproc import run_main
+from timescale import scaled
 
 WS = "ai2/launchkit"
 
@@ -194,7 +195,7 @@ def test_follow_says_why_it_waits_then_streams_once_it_starts(fake_beaker, tmp_p
         st.finish_job(busy)
         st.finish_job(held)
         proc.wait(timeout=60)
-        reader.join(10)
+        reader.join(scaled(10))
     finally:
         proc.kill()
     text = "".join(err)

@@ -23,6 +23,7 @@ from launchkit.core.runs import Job, JobState, RunView, Stop
 from launchkit.runtime.node.policy import ENV as POLICY_ENV
 from launchkit.runtime.node.policy import ENV_ATTEMPT, FAILURE, PREEMPTION, STALLED, Policy
 from lk_helpers import FAST_ENV, launched_id, wait_finished
+from timescale import scaled
 
 PY = sys.executable
 NO_PY = ("--local", "--no-python")
@@ -35,7 +36,7 @@ NO_PROGRESS = "; no progress line at the end of its log"
 
 def _wait_for(path: Path, timeout: float = 120) -> str:
     """A file's text once a job made it (its state, not a time, is what is waited for)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         if path.exists() and path.read_text().endswith("\n"):
             return path.read_text()

@@ -64,6 +64,7 @@ LAUNCH_ONLY_SAMPLES: dict[str, Any] = {
     "slack_webhook_url": SecretStr("https://hooks.slack.com/services/T/B/x"),
     "allow_dirty": True,
     "no_preflight": True,
+    "json_output": True,
 }
 
 # Part of the run's identity, not of its spec (field -> why): another value is another run of the same

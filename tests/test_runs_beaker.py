@@ -15,6 +15,7 @@ import pytest
 from fakebeaker.plugin import both_ways
 from fakebeaker.state import AutoRun, Invalid
 from inproc import run_main
+from timescale import scaled
 
 WS = "ai2/launchkit"
 
@@ -169,7 +170,9 @@ def test_a_siblings_preemption_is_followed_to_the_resumed_jobs(fake_beaker):
         s.start_job(j)
         s.append_logs(j, [f"first {j.task.replica_rank}"])
     proc = _follow(exp.id)
-    assert s.wait_for(lambda: fake_beaker.calls["StreamJobLogs"] >= 1, timeout=30)
+    assert s.wait_for(
+        lambda: fake_beaker.calls["StreamJobLogs"] >= 1, timeout=120
+    )  # a new process's first call
     s.preempt_job(first[1])  # replica 1 preempted: replica 0 canceled SIBLING_TASK_PREEMPTION, both resume
     assert first[0].canceled_code == 9 and all(len(t.jobs) == 2 for t in exp.tasks)
     for t in exp.tasks:
@@ -234,7 +237,9 @@ def test_a_deleted_result_dataset_is_named_as_such(fake_beaker, tmp_path):
 def test_follow_of_a_run_canceled_before_its_job_existed_ends_at_once(fake_beaker):
     exp = _exp(fake_beaker, "never")
     proc = _follow(exp.id)
-    assert fake_beaker.state.wait_for(lambda: fake_beaker.calls["ListJobs"] >= 1, timeout=30)
+    assert fake_beaker.state.wait_for(
+        lambda: fake_beaker.calls["ListJobs"] >= 1, timeout=120
+    )  # a new process's first call
     fake_beaker.state.cancel_experiment(exp, by="bob")
     code, _, err = _done(proc)
     assert code == 1, err
@@ -251,7 +256,9 @@ def test_an_experiment_deleted_while_followed_ends_follow_and_says_so(fake_beake
     s.start_job(job)
     s.append_logs(job, ["before"])
     proc = _follow(exp.id)
-    assert s.wait_for(lambda: fake_beaker.calls["StreamJobLogs"] >= 1, timeout=30)
+    assert s.wait_for(
+        lambda: fake_beaker.calls["StreamJobLogs"] >= 1, timeout=120
+    )  # a new process's first call
     s.delete_experiment(exp)
     code, out, err = _done(proc)
     assert code == 4 and f"experiment {exp.id} was deleted while it was followed" in err, err
@@ -293,7 +300,9 @@ def test_node_loss_on_a_run_with_retries(fake_beaker):
     result: dict = {}
     th = threading.Thread(target=lambda: result.update(code=backend.follow(backend.get(exp.id), out)))
     th.start()
-    assert s.wait_for(lambda: fake_beaker.calls["StreamJobLogs"] >= 1, timeout=30)
+    assert s.wait_for(
+        lambda: fake_beaker.calls["StreamJobLogs"] >= 1, timeout=120
+    )  # a new process's first call
     s.lose_node(job)
     retried = s.options.retry_node_loss
     if retried:  # Beaker retries it: follow goes on to the new job
@@ -301,7 +310,7 @@ def test_node_loss_on_a_run_with_retries(fake_beaker):
         nxt = exp.tasks[0].latest_job
         s.append_logs(nxt, ["two"])
         s.finish_job(nxt, 0)
-    th.join(60)
+    th.join(scaled(60))
     assert not th.is_alive()
     backend.close()
     later = BeakerBackend(timeout=20)

@@ -17,6 +17,7 @@ import pytest
 from launchkit.runtime.node.launch import launchers, procs, ray_cluster
 from launchkit.runtime.node.launch.launchers import LaunchError, Topology
 from launchkit.runtime.node.policy import Policy
+from timescale import scaled
 
 # `ray status` of ray 2.60 with a head and one worker (recorded on 127.0.0.1): the v1 autoscaler lists
 # both nodes as Active, the v2 one (RAY_enable_autoscaler_v2=1, KubeRay's default) as Idle (its
@@ -348,7 +349,7 @@ def test_stop_group_kills_what_ignores_term_after_the_grace(tmp_path):
     children = procs.Children()
     script = f"trap '' TERM; sh -c 'trap \"\" TERM; echo $$ > {tmp_path}/inner; sleep 30' & wait"
     pid = procs.spawn(["sh", "-c", script], dict(os.environ), new_group=True)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(120)
     while not (tmp_path / "inner").exists() or not (tmp_path / "inner").read_text().strip():
         assert time.monotonic() < deadline
         time.sleep(0.02)
@@ -362,7 +363,8 @@ def test_stop_group_kills_what_ignores_term_after_the_grace(tmp_path):
 
 def gone(pid: int) -> bool:
     """pid has ended (a zombie left to whoever reaps orphans counts as ended)."""
-    for _ in range(100):
+    deadline = time.monotonic() + scaled(30)
+    while time.monotonic() < deadline:
         try:
             if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
                 return True
@@ -374,10 +376,12 @@ def gone(pid: int) -> bool:
 
 def test_signals_are_forwarded_to_the_command(tmp_path, handlers):
     ready = tmp_path / "ready"
-    child = f"trap 'exit 42' USR1; touch {ready}; for i in $(seq 200); do sleep 0.05; done"
+    child = (
+        f"trap 'exit 42' USR1; touch {ready}; for i in $(seq 6000); do sleep 0.05; done"  # (a hang: 300 s)
+    )
 
     def signal_me() -> None:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(120)
         while not ready.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         os.kill(os.getpid(), signal.SIGUSR1)

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import run_cli
 from inproc import run_main
+from timescale import scaled
 
 WS = "ai2/launchkit"
 
@@ -89,7 +90,7 @@ def test_a_sweep_that_fails_midway_names_what_was_created_and_a_relaunch_adds_on
     armed = threading.Event()
 
     def arm():
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not ours() and time.monotonic() < deadline:
             time.sleep(0.01)
         fake_beaker.faults.unavailable(10_000, "CreateExperiment")

@@ -72,6 +72,7 @@ EXEMPT = {
     ("backends/local/record.py", "replicas"): "a local run's record",
     ("backends/local/supervisor.py", "memory"): "a local run's record",
     ("launch.py", "name"): "Submission.name (model_copy)",
+    ("core/plan.py", "tasks"): "the plan's JSON key (run --json): how many tasks",
 }
 HANDLE_A_SPEC = ("backends/", "launch.py", "sweeps.py", "core/spec.py", "core/session.py")
 
@@ -196,7 +197,12 @@ def test_task_fields(rich):
     assert task.replicas == 2 and task.propagate_failure and task.host_networking
     assert (task.gpus, task.cpus, task.memory, task.shared_memory) == (2, 3.5, "10GiB", "2GiB")
     assert task.timeout_ns == 90 * 60 * 10**9
-    assert task.priority == "high" and task.preemptible
+    assert task.priority == "high" and task.preemptible and task.preemptible_given is True
+    assert task.min_runtime_ns is None and task.auto_resume is None  # Beaker's defaults: not in the spec
+    protected = build_request({"min_runtime": "2h", "no_auto_resume": True}, ["x"], environ={})
+    [ptask] = SpecView(build_spec(protected, GIT).to_json()).tasks
+    assert ptask.min_runtime_ns == 2 * 3600 * 10**9 and ptask.auto_resume is False
+    assert ptask.preemptible_given is None
     assert task.clusters == ["ai2/jupiter"] and task.hostnames == []
     on_a_node = build_spec(build_request({"hostname": ["node-1"]}, ["x"], environ={}), GIT)
     assert SpecView(on_a_node.to_json()).tasks[0].hostnames == ["node-1"]

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import run_cli
+from timescale import scaled
 
 pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
 
@@ -185,7 +186,7 @@ def test_create_race_adopts_the_winners_dataset(make_fake_beaker, tmp_path, monk
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(scaled(60))
     assert not errors, errors
     datasets = [x for x in fake.state.datasets.values() if x.name == tree.name]
     assert len(datasets) == 1 and ids == [datasets[0].id] * 2

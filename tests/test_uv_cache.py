@@ -17,6 +17,7 @@ import pytest
 
 from launchkit.runtime.node.environment import bytecode
 from lk_helpers import LocalIndex, entrypoint
+from timescale import scaled
 
 # A PEP 517/660 build backend inside the repository, so builds need no registry. Every editable
 # build appends a line to $LK_TEST_BUILDS: the count of builds is the evidence, not timing.
@@ -269,7 +270,7 @@ def bytecode_tree(cache: Path) -> Path:
 
 def wait_seeded(tree: Path, timeout: float = 60) -> None:
     """The first job seeds site-packages in the background, after its command started."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not (tree / ".seeded").exists():
         assert time.monotonic() < deadline, f"{tree} was not seeded within {timeout}s"
         time.sleep(0.05)

@@ -7,6 +7,8 @@ import json
 import threading
 import time
 
+from timescale import scaled
+
 HOOK_PATH = "/services/T000/B000/lk-never-shown"  # the part of a webhook that must never be shown
 
 
@@ -37,7 +39,7 @@ class Receiver:
 
     def wait_for(self, n: int, timeout: float = 60) -> list[str]:
         """Until `n` posts arrived (the timeout only ends a hang)."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while len(self.texts) < n:
             assert time.monotonic() < deadline, f"only {self.texts}"
             time.sleep(0.02)

@@ -20,7 +20,9 @@ def main() -> None:
         loss *= 0.5
         print(f"step {step}/{args.steps} loss {loss:.4f}", flush=True)
         time.sleep(0.1)
-    results = os.environ.get("RESULTS_DIR", "results")
+    # A job's results directory; run plainly, results/ beside this script (ignored by git: .gitignore)
+    here = os.path.dirname(os.path.abspath(__file__))
+    results = os.environ.get("RESULTS_DIR") or os.path.join(here, "results")
     os.makedirs(results, exist_ok=True)
     with open(os.path.join(results, "metrics.json"), "w") as f:
         json.dump(

@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     here = args.backend == "local"
     options = {"local": True, "no_python": True} if here else {"gpus": args.gpus}
     runs = {}
+    succeeded = []
     try:
         for lr in args.lr:  # launch them all first: they run side by side
             run = api.request(
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             if follow.exit_code != 0:
                 print(f"lr={lr}: {run.why()}", file=sys.stderr)
                 continue
+            succeeded.append(lr)
             for directory in run.results(str(Path(args.results) / run.id)):
                 path = Path(directory) / "metrics.json"
                 if path.is_file():
@@ -54,7 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     for _lr, m in sorted(metrics.items()):
         print(json.dumps(m))
     if not metrics:
-        print("no run succeeded", file=sys.stderr)
+        if succeeded:  # they ended well but wrote nothing to compare
+            print(
+                f"{len(succeeded)} of {len(runs)} runs succeeded, none wrote metrics.json to its"
+                " results directory ($RESULTS_DIR): nothing to compare",
+                file=sys.stderr,
+            )
+        else:
+            print(f"none of the {len(runs)} runs succeeded", file=sys.stderr)
         return 1
     best = min(metrics.values(), key=lambda m: m["loss"])
     print(f"best: lr={best['lr']} loss={best['loss']} ({len(metrics)} of {len(runs)} runs)", file=sys.stderr)

@@ -4,6 +4,7 @@
 
     req = api.request(["python", "train.py"], gpus=1, cluster=["ai2/jupiter"])
     print(req.spec())               # the bytes `launchkit run --dry-run --offline` prints
+    print(req.plan().line())        # the `plan:` line `launchkit run` prints first
     run = req.launch()              # submitted; a `Run`
     for line in (f := run.follow()):
         print(line)
@@ -28,6 +29,7 @@ from launchkit.backends import Backend, Capability, LogQuery, RunInfo, registry
 from launchkit.backends.ending import describe
 from launchkit.config import gantry_notice
 from launchkit.core.parse import build_request
+from launchkit.core.plan import Plan
 from launchkit.core.request import LaunchRequest
 from launchkit.core.run_options import RUN_OPTIONS, BackendChoice, Kind
 from launchkit.errors import UsageError
@@ -44,6 +46,7 @@ _METHODS = {
     "save_spec": "spec() and write it",
     "follow": "launch().follow()",
     "show_logs": "launch().follow()",
+    "json_output": "plan() (and Plan.to_json())",
 }
 
 
@@ -110,9 +113,14 @@ class Request:
         self.app = app
         self.launch_request = launch_request
 
-    def plan(self) -> Launch:
+    def resolve(self) -> Launch:
         """The launch resolved once: backend, git state, profiles, the spec as it would be sent."""
         return plan(self.app, self.launch_request)
+
+    def plan(self) -> Plan:
+        """What it asks for, as `run` says it first (`Plan.line()`, `Plan.to_json()`): clusters, GPUs x
+        replicas, priority, preemption, task timeout, where it could start now when known."""
+        return self.resolve().plan
 
     def spec(self) -> str:
         """The spec offline: the exact bytes `launchkit run --dry-run --offline` prints. Submits nothing."""
@@ -121,7 +129,7 @@ class Request:
 
     def launch(self) -> Run:
         """Submit it (for --sweep-experiments, one run each: the handle is the last one's)."""
-        return launched(self.app, self.plan())
+        return launched(self.app, self.resolve())
 
 
 def launched(app: Application, launch: Launch) -> Run:

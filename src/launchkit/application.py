@@ -48,6 +48,7 @@ class Application:
     stderr: TextIO | None = None  # None: sys.stderr at the time of writing (tests swap it)
     # The command finished and holds no resources: main() may skip interpreter teardown.
     fast_exit: bool = False
+    json_errors: bool = False  # --json was given: the error boundary also writes a failure as JSON
     _config: Any = field(default=None, repr=False)  # launchkit.config.Config, loaded on first use
 
     # -- configuration --------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from launchkit.core.configschema import (
 )
 from launchkit.core.run_options import RUN_OPTIONS
 from launchkit.errors import UsageError
+from launchkit.userfile import CONFIG_FILE_LIMIT, read_user_file
 
 __all__ = ["KEYS", "Config", "Layer", "help_defaults", "load_config", "merge", "read_layers"]
 
@@ -99,10 +100,7 @@ def _read_toml(path: Path, *, only_if_mentions_launchkit: bool = False) -> dict[
     key = (str(path), only_if_mentions_launchkit, st.st_mtime_ns if st else 0, st.st_size if st else 0)
     if key in _toml_cache:
         return _toml_cache[key]
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}", hint="check the file's permissions") from None
+    data = read_user_file(str(path), str(path), limit=CONFIG_FILE_LIMIT, hint="check the file's permissions")
     if only_if_mentions_launchkit and b"launchkit" not in data and b"tool.gantry" not in data:
         result: dict[str, Any] = {}
     else:

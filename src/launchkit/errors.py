@@ -13,17 +13,26 @@ EXIT_BACKEND = 5  # the backend (Beaker, local supervisor) failed or is unreacha
 EXIT_INTERRUPTED = 130
 
 
+# The `kind` of a failure in --json mode (`{"error": {"kind", ...}}`, docs/run.md#json): stable words.
+KINDS = ("usage", "precondition", "not_found", "backend", "failed", "internal", "interrupted")
+
+
 class LaunchkitError(Exception):
     """An expected error: printed as one line (`error: <message>`), no traceback."""
 
     exit_code = EXIT_JOB_FAILED
+    kind = "failed"  # one of KINDS
 
-    def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None):
+    def __init__(
+        self, message: str, *, hint: str | None = None, exit_code: int | None = None, kind: str | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.hint = hint
         if exit_code is not None:
             self.exit_code = exit_code
+        if kind is not None:
+            self.kind = kind
 
     def one_line(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
@@ -33,20 +42,24 @@ class UsageError(LaunchkitError):
     """The user's input is wrong. Exit code 2."""
 
     exit_code = EXIT_USAGE
+    kind = "usage"
 
 
 class PreconditionError(LaunchkitError):
     """The input is fine but the world is not ready (dirty tree, unpushed commit, ...)."""
 
     exit_code = EXIT_PRECONDITION
+    kind = "precondition"
 
 
 class NotFoundError(LaunchkitError):
     exit_code = EXIT_NOT_FOUND
+    kind = "not_found"
 
 
 class BackendError(LaunchkitError):
     exit_code = EXIT_BACKEND
+    kind = "backend"
 
 
 EXIT_INTERNAL = 70  # a launchkit bug (BSD's EX_SOFTWARE); the one line says how to see the traceback
@@ -71,4 +84,5 @@ def from_exception(e: BaseException) -> LaunchkitError:
         f"internal error: {type(e).__name__}: {e}",
         hint="a launchkit bug; LAUNCHKIT_DEBUG=1 shows the traceback for a report",
         exit_code=EXIT_INTERNAL,
+        kind="internal",
     )

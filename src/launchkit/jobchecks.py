@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from launchkit.backends.beaker_remembered import configured_address
 from launchkit.errors import PreconditionError, UsageError
+from launchkit.userfile import LOCK_FILE_LIMIT, read_user_file
 
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -124,7 +125,7 @@ def has_gpu(root: str = "/") -> bool:
 def lock_pins_torch(root: str) -> bool:
     """Whether root/uv.lock has a torch package (its build is fixed by the lock)."""
     try:
-        with open(os.path.join(root, "uv.lock"), encoding="utf-8") as f:
-            return any(line.strip() == 'name = "torch"' for line in f)
-    except OSError:
+        data = read_user_file(os.path.join(root, "uv.lock"), "uv.lock", limit=LOCK_FILE_LIMIT, hint="")
+    except UsageError:  # none, or not a regular file: the preflight tells
         return False
+    return any(line.strip() == b'name = "torch"' for line in data.splitlines())

@@ -10,7 +10,8 @@ Steps of `plan()`:
      (Capability.placement) on clusters whose profile differs, the profile follows and the spec is
      built with it (the only second build)
   5. prepare: the backend resolves the spec read-only into exactly what it sends; offline: what this
-     machine remembers. `Launch.notes`: what a dry run says beside the spec
+     machine remembers. `Launch.notes`: what a dry run says beside the spec; `Launch.plan`: what it
+     asks for, in one line (core/plan.py), from that spec and what prepare learnt (`start_now`)
 `submit()` sends it (one run, or one per --sweep-experiments combination).
 """
 
@@ -28,6 +29,7 @@ from launchkit.core import retrying
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import added_line
 from launchkit.core.parse import too_old_python
+from launchkit.core.plan import Plan, make_plan
 from launchkit.core.profiles import ProfileSelection, assumed_line, resolve_profiles, wants_placement
 from launchkit.core.request import LaunchRequest, PythonManager
 from launchkit.core.spec import (
@@ -73,6 +75,14 @@ class Launch:
     submission: Submission
     selection: ProfileSelection
     notes: list[str] = field(default_factory=list)  # a dry run's lines after the spec (stderr)
+
+    @property
+    def plan(self) -> Plan:
+        """What it asks for, said before anything is created (core/plan.py: the `plan:` line)."""
+        here = Capability.this_machine in registry.info(self.backend_name).capabilities
+        return make_plan(
+            self.submission.spec, backend=self.backend_name, here=here, start_now=self.submission.start_now
+        )
 
     @property
     def spec_yaml(self) -> str:

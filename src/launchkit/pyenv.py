@@ -37,6 +37,7 @@ from launchkit.runtime.node.environment.plan import (
     requires_python,
     sync_group_flags,
 )
+from launchkit.userfile import LOCK_FILE_LIMIT, read_user_file
 
 STALE = "needs to be updated"
 OFFLINE_UNDECIDED = "network was disabled"
@@ -444,9 +445,11 @@ def _dry_run_install(
     env: dict[str, str],
 ) -> None:
     try:
-        with open(os.path.join(root, lock), "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError, RecursionError) as e:
+        raw = read_user_file(os.path.join(root, lock), name, limit=LOCK_FILE_LIMIT, hint=LOCK_HINT)
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UsageError as e:
+        raise PreconditionError(e.message, hint=LOCK_HINT) from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as e:
         raise PreconditionError(f"{name} cannot be read: {e}", hint=LOCK_HINT) from None
     requires = data.get("requires-python")
     version = job_python(name, requires if isinstance(requires, str) else None, python)

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from timescale import scaled
+
 from .logs import JobLogs
 
 NS = 1_000_000_000
@@ -1509,7 +1511,7 @@ class State:
     def wait_for(self, predicate, timeout: float = 10.0) -> bool:
         """Block until predicate() is true; re-checked on every state change and at least every 0.1 s.
         The predicate runs without the lock held, so it may make RPCs to this fake."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while not predicate():
             left = deadline - time.monotonic()
             if left <= 0:

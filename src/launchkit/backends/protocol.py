@@ -158,6 +158,9 @@ class Submission(BaseModel):
     # --slack-webhook-url: a backend that runs the job here hands it to the job's runtime (local:
     # its supervisor's environment; docs/notifications.md); never in the spec
     slack_webhook_url: SecretStr | None = None
+    # prepare(): the clusters where every replica could start now, when it learnt that without another
+    # call (None: not known); the plan line says it (core/plan.py)
+    start_now: tuple[str, ...] | None = None
 
 
 class NoCredentials(PreconditionError):

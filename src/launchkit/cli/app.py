@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import json
 import os
 import signal
 import sys
@@ -168,7 +169,7 @@ REGISTRY: tuple[Entry, ...] = (
         "profiles",
         "profiles_cmd",
         "profiles",
-        "Show what the cluster profile would add to a job on CLUSTER... and why.",
+        "Show which cluster profile a job on the given clusters gets, what it adds and why.",
     ),
     Entry("prune", "prune_cmd", "prune", "Remove old local runs (their directories and logs)."),
     Entry(
@@ -276,6 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     if "--" in args:
         cut = args.index("--")
         args, application.user_command = args[:cut], args[cut + 1 :]
+    application.json_errors = "--json" in args  # a refusal is a JSON object too (docs/run.md#json)
     code = 0
     try:
         returned = root_group().main(args=args, prog_name="launchkit", standalone_mode=False, obj=application)
@@ -291,10 +293,13 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(e, NoArgsIsHelpError):
             sys.stdout.write(e.format_message() + "\n")
         else:
-            application.error(_usage_message(e, args, application.user_command))
+            message = _usage_message(e, args, application.user_command)
+            application.error(message)
             code = e.exit_code
+            _json_error(application, "usage", message, None, code)
     except KeyboardInterrupt:
         code = 130
+        _json_error(application, "interrupted", "interrupted", None, code)
     except SystemExit as e:  # commands exit with a job's code; flush inside the boundary first
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         code = _flushed(application, code)
@@ -332,6 +337,7 @@ def _report(application: Application, e: BaseException) -> int:
     if _debug():
         traceback.print_exception(e, file=application.stderr or sys.stderr)
     application.error(err.one_line())
+    _json_error(application, err.kind, err.message, err.hint, err.exit_code)
     if application.verbose:
         tb = e.__traceback__
         while tb is not None and tb.tb_next is not None:
@@ -344,6 +350,20 @@ def _report(application: Application, e: BaseException) -> int:
             + " (LAUNCHKIT_DEBUG=1 shows the traceback)"
         )
     return err.exit_code
+
+
+def _json_error(application: Application, kind: str, message: str, fix: str | None, code: int) -> None:
+    """In --json mode, a failure is also one JSON object on stdout: `{"error": {"kind", "message",
+    "fix", "exit_code"}}` (`kind`: launchkit.errors.KINDS); the one line on stderr stays."""
+    if not application.json_errors:
+        return
+    try:
+        sys.stdout.write(
+            json.dumps({"error": {"kind": kind, "message": message, "fix": fix, "exit_code": code}}) + "\n"
+        )
+        sys.stdout.flush()
+    except OSError:  # stdout is gone: the stderr line said it
+        pass
 
 
 def _debug() -> bool:

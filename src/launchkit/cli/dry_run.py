@@ -27,14 +27,20 @@ def run(ctx: typer.Context, extra: list[str], **given: Any) -> None:
 
 
 def write_spec(app: Application, launch: Launch) -> bool:
-    """--save-spec writes the spec; a dry run prints it, then its notes. True: a dry run, done."""
+    """The plan line first (stderr); --save-spec writes the spec; a dry run prints it (--json: the plan
+    and the spec as one JSON object), then its notes. True: a dry run, done."""
     request = launch.request
-    text = launch.spec_yaml if launch.printed or request.save_spec else ""  # not for a launch
+    plan = launch.plan
+    app.info(plan.line())
+    text = launch.spec_yaml if (launch.printed and not request.json_output) or request.save_spec else ""
     if request.save_spec:
         save_spec(app, request.save_spec, text)
     if not launch.printed:
         return False
-    sys.stdout.write(text)
+    if request.json_output:
+        app.print_json({"plan": plan.to_json(), "spec": launch.submission.spec.printable()})
+    else:
+        sys.stdout.write(text)
     sys.stdout.flush()
     for note in launch.notes:
         app.info(note)

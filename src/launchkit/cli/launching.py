@@ -17,7 +17,7 @@ from launchkit.cli.backend_choice import remember_last_run
 from launchkit.cli.context import get_app
 from launchkit.cli.dry_run import write_spec
 from launchkit.cli.following import Limits, follow_run
-from launchkit.errors import EXIT_INTERRUPTED
+from launchkit.errors import EXIT_INTERRUPTED, UsageError
 from launchkit.launch import plan, submit
 from launchkit.notify import SlackNotifier
 
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from launchkit.backends import Backend, RunInfo
     from launchkit.core.request import LaunchRequest
     from launchkit.launch import Launch
+
+JSON_DOC = "docs/run.md#json"  # where run --json's forms are described
 
 
 def run(ctx: typer.Context, extra: list[str], **given: Any) -> None:
@@ -40,6 +42,11 @@ def launch(app: Application, given: dict[str, Any], *, extra: list[str], command
 def launch_request(app: Application, request: LaunchRequest, planned: Launch | None = None) -> None:
     """Plan the launch (`launchkit.launch.plan`, unless `planned`), then print it (a dry run) or submit
     it and say what was launched (`run`, `mason`)."""
+    if request.json_output and request.follow and not request.dry_run:
+        raise UsageError(
+            "--json cannot be combined with --follow (or --timeout): the run's output would follow the JSON",
+            hint=f"launch with --json, then `launchkit follow ID` ({JSON_DOC})",
+        )
     launch = planned or plan(app, request)
     request = launch.request
     if write_spec(app, launch):
@@ -47,15 +54,20 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
     assert launch.backend is not None
     b = launch.backend
     last: RunInfo | None = None
+    runs: list[RunInfo] = []
 
     def launched(created: RunInfo) -> None:
         nonlocal last
         last = created
-        _launched(app, b, created)
+        runs.append(created)
+        _launched(app, b, created, quiet_stdout=request.json_output)
 
     try:
         submit(app, launch, launched)
         assert last is not None
+        if request.json_output:
+            app.print_json(launched_json(launch, runs))
+            return
         _after_launch(app, b, request, last)
     except KeyboardInterrupt:  # once a run exists, Ctrl-C is follow's detach, told (before follow's own)
         if last is None:
@@ -65,10 +77,20 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
-def _launched(app: Application, b: Backend, run: RunInfo) -> None:
+def launched_json(launch: Launch, runs: list[RunInfo]) -> dict[str, Any]:
+    """`run --json`: the plan, then the (last) run's id and url; every run of --sweep-experiments."""
+    last = runs[-1]
+    out: dict[str, Any] = {"plan": launch.plan.to_json(), "id": last.id, "url": last.url}
+    if len(runs) > 1:
+        out["runs"] = [{"id": r.id, "url": r.url} for r in runs]
+    return out
+
+
+def _launched(app: Application, b: Backend, run: RunInfo, *, quiet_stdout: bool = False) -> None:
     remember_last_run(b.name, run.id)
-    sys.stdout.write(run.id + "\n")  # for scripts: ID=$(launchkit -q run ...)
-    sys.stdout.flush()
+    if not quiet_stdout:  # --json: one object at the end
+        sys.stdout.write(run.id + "\n")  # for scripts: ID=$(launchkit -q run ...)
+        sys.stdout.flush()
     app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
 
 

@@ -39,7 +39,7 @@ def profiles(
         False, "--json", help="JSON output: the profiles (with --list) or the selection."
     ),
 ) -> None:
-    """Show what the cluster profile would add to a job on CLUSTER... and why."""
+    """Show which cluster profile a job on the given clusters gets, what it adds and why."""
     config = get_app(ctx).config  # defaults (clusters, profile, ...) and [tool.launchkit.profiles]
     table = config.get("profiles") or {}
     given = {

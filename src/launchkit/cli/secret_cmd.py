@@ -17,6 +17,7 @@ from launchkit.cli.panels import PanelCommand
 from launchkit.core.parse import SECRET
 from launchkit.core.redact import secret_value_kind
 from launchkit.errors import UsageError
+from launchkit.userfile import SECRET_FILE_LIMIT, read_user_file, size_text
 
 if TYPE_CHECKING:
     from launchkit.backends import SecretStore
@@ -30,13 +31,12 @@ def _read_value(name: str, from_file: str | None = None) -> str:
     """The value: from `from_file` (`-`: stdin), piped in, or typed at a hidden prompt. One final
     newline is dropped (what `echo TOKEN > file` adds)."""
     if from_file is not None and from_file != "-":
-        try:
-            with open(os.path.expanduser(from_file), "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise UsageError(
-                f"--from-file {from_file!r}: cannot read it ({e.strerror or e})", hint="give a readable file"
-            ) from None
+        data = read_user_file(
+            os.path.expanduser(from_file),
+            f"--from-file {from_file!r}",
+            limit=SECRET_FILE_LIMIT,
+            hint="give a readable file holding the value",
+        )
         value = _decoded(name, data, f"--from-file {from_file}")
     elif sys.stdin is None:
         raise _usage("no stdin to read the secret value from")
@@ -46,7 +46,10 @@ def _read_value(name: str, from_file: str | None = None) -> str:
         except EOFError:  # Ctrl-D at the prompt
             value = ""
     else:
-        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        limit = SECRET_FILE_LIMIT
+        data = sys.stdin.buffer.read(limit + 1) if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        if len(data) > limit:
+            raise _usage(f"the value for secret {name} (stdin) is larger than {size_text(limit)}")
         value = _decoded(name, data, "stdin")
     if not value:
         raise _usage(f"empty value for secret {name}" + (f" (--from-file {from_file})" if from_file else ""))
@@ -63,6 +66,12 @@ def _decoded(name: str, data: bytes, source: str) -> str:
             hint="Beaker secrets are text: store binary data base64-encoded (`base64 -w0 FILE | "
             f"launchkit secret set {name}`) and decode it in the job",
         ) from None
+    if (nul := data.find(b"\0")) >= 0:
+        raise UsageError(
+            f"the value for secret {name} ({source}) has a NUL byte (byte {nul + 1} of {len(data)})",
+            hint="an environment variable cannot carry one: store binary data base64-encoded (`base64 -w0 "
+            f"FILE | launchkit secret set {name}`) and decode it in the job",
+        )
     if value.endswith("\n"):
         value = value[:-2] if value.endswith("\r\n") else value[:-1]
     return value

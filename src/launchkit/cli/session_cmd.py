@@ -26,7 +26,7 @@ from launchkit.cli.run_cmd import TableCommand, run_command
 from launchkit.core.gitstate import GitState
 from launchkit.core.parse import build_request
 from launchkit.core.profiles import wants_placement
-from launchkit.core.run_options import Kind
+from launchkit.core.run_options import BY_NAME, Kind
 from launchkit.core.session import session_argv
 from launchkit.core.spec import build_spec, upload_dataset_name
 from launchkit.core.specview import SpecView
@@ -64,9 +64,9 @@ def session(
         raise UsageError(
             f"sessions run on {host.title} only", hint="drop --local (locally, just open a shell)"
         )
-    for opt in ("follow", "slack_webhook_url"):
+    for opt in ("follow", "slack_webhook_url", "json_output"):
         if given.get(opt):
-            raise UsageError(f"--{opt.replace('_', '-')} is for `launchkit run`", hint="drop it for sessions")
+            raise UsageError(f"{BY_NAME[opt].flag} is for `launchkit run`", hint="drop it for sessions")
     command = list(app.user_command or [])
 
     config = app.config

@@ -29,6 +29,26 @@ class Entry:
     line: int  # 1-based, where the entry starts
 
 
+def decode(data: bytes, source: str) -> str:
+    """A dotenv file's bytes as text: a NUL byte (no environment variable can carry one) or bytes that are
+    not UTF-8 (a spec is UTF-8) refused naming `source:line`, never the value."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise UsageError(
+            f"{source}:{line}: is not UTF-8 text (byte {e.start + 1})",
+            hint="save the file as UTF-8 (Beaker specs are UTF-8 text)",
+        ) from None
+    if (nul := data.find(b"\0")) >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise UsageError(
+            f"{source}:{line}: has a NUL byte (byte {nul + 1}), which no environment variable can carry",
+            hint="remove it; for binary data store a base64 secret and decode it in the job",
+        )
+    return text
+
+
 def parse(text: str, source: str) -> list[Entry]:
     """The entries of a dotenv file's `text`; errors name `source:line`."""
     lines = text.replace("\r\n", "\n").split("\n")
@@ -49,14 +69,17 @@ def parse(text: str, source: str) -> list[Entry]:
             continue
         rest = rest.lstrip()
         if rest[:1] in ("'", '"'):
-            quote, body = rest[0], rest[1:]
-            while (end := _closing(body, quote)) < 0:  # the value goes on on the next line
+            quote, parts = rest[0], [rest[1:]]
+            end, escaped = _closing(parts[0], quote, False)
+            while end < 0:  # the value goes on on the next line: only that line is scanned (linear)
                 if i >= len(lines):
                     raise UsageError(
                         f"{where}: {name}'s value has no closing {quote}", hint=f"end the value with {quote}"
                     )
-                body += "\n" + lines[i]
+                parts.append("\n" + lines[i])
                 i += 1
+                end, escaped = _closing(parts[-1], quote, escaped)
+            body, end = "".join(parts), sum(map(len, parts[:-1])) + end
             value, after = body[:end], body[end + 1 :].strip()
             if after and not after.startswith("#"):
                 raise UsageError(
@@ -73,17 +96,18 @@ def parse(text: str, source: str) -> list[Entry]:
     return out
 
 
-def _closing(body: str, quote: str) -> int:
-    """The index of the quote that ends the value, or -1 (a double quote may be escaped)."""
-    i = 0
-    while i < len(body):
-        if quote == '"' and body[i] == "\\":
+def _closing(part: str, quote: str, escaped: bool) -> tuple[int, bool]:
+    """(the index in `part` of the quote that ends the value, or -1; whether the part ends inside an
+    escape, so the next part's first character is escaped). `escaped`: this part's first one is."""
+    i = 1 if escaped else 0
+    while i < len(part):
+        if quote == '"' and part[i] == "\\":
             i += 2
             continue
-        if body[i] == quote:
-            return i
+        if part[i] == quote:
+            return i, False
         i += 1
-    return -1
+    return -1, i > len(part)
 
 
 def _no_reference(where: str, name: str, value: str) -> None:

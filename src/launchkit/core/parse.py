@@ -42,6 +42,7 @@ from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, spl
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
 from launchkit.runtime import RUNTIME_MOUNT
+from launchkit.userfile import ENV_FILE_LIMIT, read_user_file
 
 if TYPE_CHECKING:
     from launchkit.core.configschema import Config
@@ -51,7 +52,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiment and task names
 SECRET = re.compile(r"[A-Za-z0-9_.-]+")
 PY_VERSION = re.compile(r"3(\.\d+){1,2}")
-MIN_JOB_PYTHON = (3, 8)  # the node runtime's syntax (runtime/lib.sh: LK_NODE_MAIN checks it on the node)
+MIN_JOB_PYTHON = (3, 8)  # the node runtime's syntax (runtime/node/boot.py checks it on the node)
 GROUP_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")  # PEP 735 / PEP 508 names
 TORCH_BACKEND = re.compile(r"[a-z][a-z0-9.]*")
 GITHUB_SHORTHAND = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9_.-]+")  # gantry's --remote acct/repo
@@ -292,15 +293,9 @@ def _env_files(opts: _Options, cwd: str | None) -> list[tuple[str, str | None, s
     out = []
     for path in opts.given.get("env_file") or []:
         full = os.path.join(cwd or os.getcwd(), os.path.expanduser(path))
-        try:
-            with open(full, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            why = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 text"
-            raise _fail(
-                "--env-file", path, f"cannot be read ({why})", "give a dotenv file (NAME=VALUE lines)"
-            ) from None
-        out += [(e.name, e.value, f"{path}:{e.line}") for e in dotenv.parse(text, path)]
+        hint = "give a dotenv file (NAME=VALUE lines)"
+        data = read_user_file(full, f"--env-file {path!r}", limit=ENV_FILE_LIMIT, hint=hint)
+        out += [(e.name, e.value, f"{path}:{e.line}") for e in dotenv.parse(dotenv.decode(data, path), path)]
     return out
 
 
@@ -405,6 +400,11 @@ def _utf8(where: str, value: Any, *, show: bool = True) -> None:
     """Refuse text a spec cannot carry (Beaker specs are UTF-8), as the command's arguments are."""
     for item in value.items() if isinstance(value, dict) else value if isinstance(value, list) else [value]:
         for text in item if isinstance(item, tuple) else [item]:
+            if isinstance(text, str) and "\0" in text:  # from config or the API: argv cannot hold one
+                hint = "remove it: no environment variable or command argument can carry a NUL byte"
+                if not show:
+                    raise UsageError(f"{where}: the value has a NUL byte", hint=hint)
+                raise _fail(where, text, "has a NUL byte", hint)
             if isinstance(text, str) and not text.isascii():
                 try:
                     text.encode("utf-8")
@@ -759,7 +759,7 @@ def _launch(
         f["backend"] = _choice(opts, "backend", list(backends.known))
     elif (value := opts.value("backend")) is not None:
         f["backend"] = str(value).lower()
-    for opt in ("dry_run", "offline", "yes"):
+    for opt in ("dry_run", "offline", "yes", "json_output"):
         f[opt] = bool(given.get(opt))
     if f["offline"] and not f["dry_run"]:
         raise UsageError("--offline only applies to --dry-run", hint="add --dry-run, or drop --offline")

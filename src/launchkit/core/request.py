@@ -220,6 +220,7 @@ class LaunchRequest(_Model):
     stall_grace: float | None = None  # extra time before the first progress line (None: 10 min)
     progress_patterns: list[str] = Field(default_factory=list)  # regexes; empty: the runtime's defaults
     yes: bool = False
+    json_output: bool = False  # `run --json`: one JSON object on stdout (the plan, then the run or the spec)
     slack_webhook_url: SecretStr | None = None  # a credential: never shown (SecretStr masks it)
     slack_webhook_secret: str | None = None  # the secret holding the webhook the job's runtime posts with
 

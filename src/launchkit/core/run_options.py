@@ -217,6 +217,14 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         help="Launch the last commit despite uncommitted changes to tracked files (a warning names them).",
     ),
     Opt("yes", FLAG, ("--yes", "-y"), P_LAUNCH, help="Never prompt."),
+    Opt(
+        "json_output",
+        FLAG,
+        ("--json",),
+        P_LAUNCH,
+        help="One JSON object on stdout: the plan, then the run's id and url (with --dry-run the plan "
+        "and the spec); a refusal is a JSON object too.",
+    ),
     *(
         Opt(
             name,
@@ -880,6 +888,7 @@ LAUNCH_ONLY = frozenset(
         "timeout",
         "start_timeout",
         "yes",
+        "json_output",
         "backend",
         "local",
         "placed_clusters",

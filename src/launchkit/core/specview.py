@@ -252,6 +252,24 @@ class TaskView:
         return bool((self.raw.get("context") or {}).get("preemptible"))
 
     @property
+    def preemptible_given(self) -> bool | None:
+        """The deprecated `preemptible` as given (None: not in the spec)."""
+        value = (self.raw.get("context") or {}).get("preemptible")
+        return None if value is None else bool(value)
+
+    @property
+    def min_runtime_ns(self) -> int | None:
+        """--min-runtime, in nanoseconds (None: none given)."""
+        value = (self.raw.get("context") or {}).get("minRuntime")
+        return None if value is None else int(value)
+
+    @property
+    def auto_resume(self) -> bool | None:
+        """Whether a preempted job is started again (None: Beaker's default, which resumes)."""
+        value = (self.raw.get("context") or {}).get("autoResume")
+        return None if value is None else bool(value)
+
+    @property
     def clusters(self) -> list[str]:
         return list((self.raw.get("constraints") or {}).get("cluster") or [])
 

@@ -141,3 +141,15 @@ def ago(seconds: float) -> str:
         if s >= n:
             return f"{s // n}{unit} ago"
     return f"{s}s ago"
+
+
+def span(seconds: float) -> str:
+    """A duration in its two largest units: `9h32m`, `3m12s`, `41s`, `2.3s` (under 10 s), `1d4h`."""
+    if seconds < 10:
+        return f"{max(0.0, seconds):.1f}s"
+    s = int(seconds)
+    for big, n, small, m in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if s >= n:
+            rest = (s % n) // m
+            return f"{s // n}{big}{rest}{small}" if rest else f"{s // n}{big}"
+    return f"{s}s"

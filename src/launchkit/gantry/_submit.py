@@ -29,7 +29,7 @@ def launch(given: dict[str, Any], command: list[str]) -> str | None:
     raised as gantry's classes (exceptions.from_launchkit)."""
     app = Application()
     try:
-        planned = api.request_from_options(app, run_values(**given), command).plan()
+        planned = api.request_from_options(app, run_values(**given), command).resolve()
         if path := planned.request.save_spec:
             try:
                 Path(path).write_text(planned.spec_yaml, encoding="utf-8")

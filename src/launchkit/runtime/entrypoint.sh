@@ -273,27 +273,14 @@ lk_conda_env() {
     [[ -x $prefix/bin/python ]] || lk_die "$LK_EXIT_VENV" "conda environment $prefix has no bin/python"
     lk_log "conda environment $prefix"
 }
-# Long installs are not silent: while uv works (its output goes to the step's log), one line every
-# LAUNCHKIT_PROGRESS_SECONDS (default 10; 0: none) with the time so far and the log's last line.
-lk_progress_start() { # lk_progress_start LABEL LOG
-    local every=${LAUNCHKIT_PROGRESS_SECONDS:-10}
-    [[ $every =~ ^[0-9]+$ ]] && ((every > 0)) || return 0
-    # One process, no `sleep` child (the builtin `read -t` waits): a plain `kill` of it ends it at
-    # once and leaves nothing holding stderr. The EXIT trap must not call functions (bash loses its
-    # function context when a hook's `exit` or error runs the trap from inside one).
-    (
-        trap - EXIT INT
-        trap 'exit 0' TERM
-        SECONDS=0
-        local fifo="$LK_LOG_DIR/.progress.$BASHPID" fd
-        mkfifo -- "$fifo" && exec {fd}<>"$fifo" && rm -f -- "$fifo" || exit 0
-        while :; do
-            read -r -t "$every" -u "$fd" _ || true
-            last=$(tail -n 1 -- "$2" 2>/dev/null | tr -d '\r' | cut -c1-120)
-            [[ $last == '$ '* ]] && last="running ${last#\$ }"
-            printf '[launchkit] %s: %ds so far%s\n' "$1" "$SECONDS" "${last:+ ($last)}" >&2
-        done
-    ) &
+# Long installs are not silent: runtime/node/environment/progress.py says every LAUNCHKIT_PROGRESS_SECONDS
+# how long so far, with the log's last line. Started as the background process itself (no subshell
+# around it), so that a plain `kill` ends it: the EXIT trap must not call functions (bash loses its
+# function context when a hook's `exit` or error runs the trap from inside one).
+lk_progress_start() { # lk_progress_start PYTHON LABEL LOG
+    [[ -n $LK_NODE_DIR ]] || return 0
+    PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" "$1" -s "$LK_NODE_DIR/launchkit_node/boot.py" \
+        progress "$2" "$3" </dev/null >/dev/null &
     LK_PROGRESS_PID=$!
 }
 lk_progress_stop() {
@@ -315,7 +302,7 @@ lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_I
     [[ -n $LK_CONDA ]] && tool=pip
     lk_log_file log install
     lk_step install "$LK_EXIT_INSTALL" "$log"
-    lk_progress_start install "$log"
+    lk_progress_start "$py" install "$log"
     if [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then
         { lk_run_hook "$LAUNCHKIT_INSTALL_CMD"; } >>"$log" 2>&1
         LK_INSTALL_KIND=custom

@@ -28,23 +28,12 @@ lk_node_dir() { # sets LK_NODE_DIR: the folder holding the launchkit_node packag
     [[ -d ${here%/*}/launchkit_node ]] && LK_NODE_DIR=$(cd -- "${here%/*}" && pwd)
 }
 
-# How lk_node starts the package: a Python older than its syntax (3.8; core/parse.py MIN_JOB_PYTHON) is
-# refused in one line before it is imported (on 3.6 its first line is a SyntaxError, with a traceback).
-# Python 2 syntax, so that any `python` reads it; then as `python -m launchkit_node` (`-c`, not `-m`).
-LK_NODE_MAIN='import sys
-if sys.version_info[:2] < (3, 8):
-    sys.stderr.write("[launchkit] error: the job'\''s Python is %s (%s); launchkit'\''s runtime needs 3.8 or newer:"
-                     " pass --python-version 3.12, or use an image with a newer Python\n"
-                     % (".".join(str(n) for n in sys.version_info[:3]), sys.executable))
-    sys.exit(106)
-if sys.path and sys.path[0] == "":  # the working directory (the checkout) stands in for nothing
-    del sys.path[0]
-import runpy
-runpy.run_module("launchkit_node", run_name="__main__", alter_sys=True)'
-lk_node() { # lk_node PYTHON SUBCOMMAND ARGS...: run the Python runtime (runtime/node) under PYTHON
+# lk_node PYTHON SUBCOMMAND ARGS...: run the Python runtime (runtime/node) under PYTHON, started by its
+# boot.py, which any Python reads: one too old for the package is refused there in one line.
+lk_node() {
     local py=$1; shift
     lk_node_dir || { printf '[launchkit] error: the runtime has no launchkit_node package beside %s\n' "${BASH_SOURCE[0]:-}" >&2; return 100; }
-    PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" "$py" -s -c "$LK_NODE_MAIN" "$@"
+    PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" "$py" -s "$LK_NODE_DIR/launchkit_node/boot.py" "$@"
 }
 lk_die() { # lk_die EXIT_CODE MESSAGE... (clears LK_STEP so the entrypoint's EXIT trap keeps this code)
     local code=$1; shift
@@ -56,7 +45,9 @@ lk_die() { # lk_die EXIT_CODE MESSAGE... (clears LK_STEP so the entrypoint's EXI
 lk_children() { # lk_children PID: the direct children's pids, one per line
     local f stat rest
     for f in /proc/[0-9]*/stat; do
-        stat=$(<"$f") 2>/dev/null || continue
+        # a process that ended since the glob is skipped, unsaid: the redirection of errors comes first
+        # (`stat=$(<"$f") 2>/dev/null` let bash's own error through, with the script's line number)
+        IFS= read -r stat 2>/dev/null <"$f" || continue
         rest=${stat##*) }  # fields after "(comm)": state ppid ...
         rest=${rest#* }
         [[ ${rest%% *} == "$1" ]] && { f=${f#/proc/}; echo "${f%/stat}"; }

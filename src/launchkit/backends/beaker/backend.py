@@ -264,7 +264,8 @@ class BeakerBackend:
         for note in p.notes:
             self.app.info(note)
         self._prepared_workspace = (p.workspace_name, p.workspace)
-        return submission.model_copy(update={"spec": p.spec, "workspace": p.workspace_name, "prepared": True})
+        update = {"spec": p.spec, "workspace": p.workspace_name, "prepared": True, "start_now": p.start_now}
+        return submission.model_copy(update=update)
 
     def submit(self, submission: Submission) -> RunInfo:
         submission = self.prepare(submission)

@@ -18,7 +18,7 @@ from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import unwrapped
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.beaker.github import visibility
-from launchkit.backends.beaker.scheduling import check_fit
+from launchkit.backends.beaker.scheduling import check_fit, room_warning, start_now
 from launchkit.backends.beaker.submit import parsed_spec, with_token
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_GIT_TOKEN
 from launchkit.core.remoteurl import github_repo
@@ -35,6 +35,7 @@ class Prepared:
     workspace_name: str
     spec: SpecView  # byte for byte what create() sends
     notes: list[str] = field(default_factory=list)
+    start_now: tuple[str, ...] | None = None  # the plan's (scheduling.start_now)
 
 
 def prepare(
@@ -61,7 +62,9 @@ def prepare(
     ws = resolved.workspace
     notes = list(resolved.notes)
 
-    for warning in check_fit(conn, out, ws):  # refuses a request no node could ever take (exit 3)
+    warnings = check_fit(conn, out, ws)  # refuses a request no node could ever take (exit 3)
+    now = start_now(conn, out, ws)  # the plan's: from what check_fit read (no call)
+    for warning in warnings or [w for w in [room_warning(out, now)] if w]:
         app.warn(warning)
     if not out.budget and ws.budget_id:
         budget = workspace_budget(conn, ws.budget_id)
@@ -77,7 +80,7 @@ def prepare(
     # run prints and --save-spec writes, so what they show is what is submitted.
     out = with_token(out, secrets.token_hex(8))
     # What create() sends is beaker-py's JSON of the parsed spec: normalise to exactly that.
-    return Prepared(ws, name, SpecView(parsed_spec(out).to_json()), notes)
+    return Prepared(ws, name, SpecView(parsed_spec(out).to_json()), notes, now)
 
 
 def _label(ws: Any, name: str) -> str:

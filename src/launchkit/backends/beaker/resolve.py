@@ -87,9 +87,10 @@ def node_gpu_types(conn: Connection, clusters: list[Any]) -> dict[str, list[str]
 
 
 def org_clusters(conn: Connection) -> list[Any]:
-    """The organization's clusters (one ListClusters per connection)."""
+    """The organization's clusters (one ListClusters per connection), with their occupancy."""
     if conn.clusters is None:
-        conn.clusters = list(conn.beaker.cluster.list(org=conn.org()))
+        # with each node's free GPUs (the same one call): the plan's `start_now` (scheduling.start_now)
+        conn.clusters = list(conn.beaker.cluster.list(org=conn.org(), include_cluster_occupancy=True))
     return conn.clusters
 
 

@@ -311,6 +311,45 @@ def check_fit(conn: Connection, view: SpecView, ws: Any) -> list[str]:
     return [w for w in [slot_warning(ws, need, preemptible=preemptible)] if w]
 
 
+def start_now(conn: Connection, view: SpecView, ws: Any) -> tuple[str, ...] | None:
+    """The plan's `start_now` (core/plan.py), from what check_fit just read (no call): the clusters of
+    the tasks where every replica could start now, by the free GPUs the cluster list carries; () when
+    none (the workspace's slot limit, or no node with room); None when not known (a task without
+    clusters or GPUs, or clusters whose nodes were not listed)."""
+    every = {rs.cluster_full_name(c): c for c in (conn.clusters or [])}
+    gpu_types = view.env_list(rs.ENV_GPU_TYPES)
+    if not view.tasks or any(not t.clusters or not t.gpus for t in view.tasks):
+        return None
+    need = sum((t.gpus or 0) * t.replicas for t in view.tasks)
+    if slot_warning(ws, need, preemptible=any(t.preemptible for t in view.tasks)) is not None:
+        return ()  # the workspace's slot limit holds it wherever it lands
+    found: dict[str, None] = {}
+    for task in view.tasks:
+        chosen = [every[n] for n in task.clusters if n in every]
+        if len(chosen) < len(task.clusters) or any(c.id not in conn.nodes for c in chosen):
+            return None  # not read by check_fit: not known without another call
+        if not all(c.HasField("cluster_occupancy") for c in chosen):
+            return None
+        rows = start_rows(_ask(task, gpu_types), sizes(conn, chosen, occupancy=True))
+        now = [r.cluster.name for r in rows if not r.blocker]
+        if not now:
+            return ()
+        found.update(dict.fromkeys(now))
+    return tuple(found)
+
+
+def room_warning(view: SpecView, now: tuple[str, ...] | None) -> str | None:
+    """At submit: a warning when no cluster of the job has room for it now (it will queue)."""
+    if now != () or not view.tasks:
+        return None
+    task = max(view.tasks, key=lambda t: t.gpus or 0)
+    where = ", ".join(dict.fromkeys(c for t in view.tasks for c in t.clusters))
+    return (
+        f"no node of {where} has {task.gpus} free GPUs now: the job will queue until one frees up "
+        f"(`launchkit find-gpus --gpus {task.gpus}` shows where it would start now)"
+    )
+
+
 def slot_warning(ws: Any, need: int, *, preemptible: bool = False) -> str | None:
     """A warning when the workspace already uses its slot limit (the job will queue, not fail)."""
     limit = ws.slot_limit_preemptible if preemptible else ws.slot_limit_non_preemptible

@@ -2,7 +2,8 @@
 
 Standard library only, and Python 3.8 syntax: it runs under the job's own interpreter (the image's
 or uv's), not launchkit's. On the node the package is importable as `launchkit_node` and run as
-`python -m launchkit_node SUBCOMMAND ARGS...` (bash: `lk_node PYTHON SUBCOMMAND ARGS...`, lib.sh);
+`python -m launchkit_node SUBCOMMAND ARGS...`; bash starts it through `boot.py` (`lk_node PYTHON
+SUBCOMMAND ARGS...`, lib.sh), the one file in syntax every Python reads, which refuses one too old;
 launchkit's tests import it as `launchkit.runtime.node`. Modules import each other relatively, at
 the top, with no cycle: `environment/` (the job's Python environment and its caches) and `launch/`
 (running the command) never import each other; what both use is here (tests/test_runtime_node.py).

@@ -17,11 +17,12 @@ SUBCOMMANDS = {
     "freeze": "environment.pyenv:freeze",
     "bytecode": "environment.bytecode:bytecode",
     "bytecode-fill": "environment.bytecode:fill",
+    "progress": "environment.progress:progress",  # the install step's progress lines (entrypoint.sh)
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    """An older Python than 3.8 never gets here: bash refuses it first (lib.sh: LK_NODE_MAIN)."""
+    """An older Python than 3.8 never gets here: boot.py refuses it first (bash starts the package so)."""
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] not in SUBCOMMANDS:
         known = ", ".join(sorted(SUBCOMMANDS))

@@ -1,0 +1,157 @@
+"""The plan, said first (issue 43 item 3): one `plan:` line on stderr for every run and dry run,
+`run --json`'s one object, refusals as JSON objects, and `api.Request.plan()` the same plan."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inproc import run_main
+from launchkit import api
+from launchkit.core.gitstate import GitState
+from launchkit.core.parse import build_request
+from launchkit.core.plan import make_plan
+from launchkit.core.spec import build_spec
+from launchkit.core.specview import SpecView
+
+WS = "ai2/launchkit"
+CMD = ("--", "python", "train.py")
+GIT = GitState(remote_url="https://github.com/o/r.git", commit="a" * 40, branch="main")
+
+
+def _plan(here: bool = False, **options):
+    spec = SpecView(build_spec(build_request(options, ["python", "x.py"], environ={}), GIT).to_json())
+    return make_plan(spec, backend="local" if here else "beaker", here=here)
+
+
+def _plan_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("plan: ")]
+
+
+def test_the_line_names_what_the_launch_asks_for():
+    p = _plan(
+        gpus=8, replicas=2, torchrun=True, cluster=["ai2/jupiter"], priority="high", min_runtime="2h",
+        task_timeout="1d",
+    )  # fmt: skip
+    assert p.line() == (
+        "plan: ai2/jupiter · 8 GPUs x 2 replicas · priority high · preemptible after 2h (--min-runtime), "
+        "a preemption starts it again · task timeout 1d"
+    )
+    assert p.to_json()["min_runtime"] == 7200 and p.to_json()["task_timeout"] == 86400
+    plain = _plan().line()
+    assert plain == (
+        "plan: any cluster · no GPU x 1 replica · default priority · preemptible any time (no --min-runtime), "
+        "a preemption starts it again · no task timeout"
+    )
+    assert "a preemption ends it (--no-auto-resume)" in _plan(no_auto_resume=True).line()
+    assert "not preemptible (--not-preemptible" in _plan(preemptible=False).line()
+    assert "preemptible any time, a preemption" in _plan(preemptible=True).line()
+    assert _plan(here=True, gpus=1).line() == (
+        "plan: this machine · 1 GPU x 1 replica · not preemptible (runs here) · no task timeout"
+    )
+    swept = _plan(sweep=["lr=1,2,3"], gpus=1)
+    assert swept.tasks == 3 and "3 tasks, each 1 GPU x 1 replica" in swept.line()
+
+
+def test_start_now_is_said_only_when_known():
+    p = _plan(gpus=8, cluster=["ai2/jupiter"])
+    assert "now" not in p.line() and p.to_json()["start_now"] is None
+    known = make_plan(
+        SpecView(p_spec := _spec(gpus=8)), backend="beaker", here=False, start_now=("ai2/ceres",)
+    )
+    assert known.line().endswith(" · could start now on ai2/ceres") and p_spec
+    none = make_plan(SpecView(_spec(gpus=8)), backend="beaker", here=False, start_now=())
+    assert none.line().endswith(" · no allowed cluster has room for it now")
+
+
+def _spec(**options):
+    return build_spec(build_request(options, ["python", "x.py"], environ={}), GIT).to_json()
+
+
+def test_every_dry_run_and_run_says_the_plan_first(repo, fake_beaker):
+    r = run_main(
+        "run", "--dry-run", "--gpus", "1", "--cluster", "ai2/jupiter", "--workspace", WS, *CMD, cwd=repo.path
+    )
+    assert r.code == 0, r.stderr
+    [line] = _plan_lines(r.stderr)
+    assert line.startswith("plan: ai2/jupiter · 1 GPU x 1 replica · ")
+    r = run_main("run", "--dry-run", "--offline", *CMD, cwd=repo.path)
+    assert r.code == 0 and len(_plan_lines(r.stderr)) == 1, r.stderr
+    before = len(fake_beaker.state.experiments)
+    r = run_main("run", "--gpus", "1", "--cluster", "ai2/jupiter", "--workspace", WS, *CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    [line] = _plan_lines(r.stderr)
+    err = r.stderr.splitlines()
+    launched = next(i for i, x in enumerate(err) if x.startswith("launched "))
+    assert err.index(line) < launched  # said before the run exists
+    assert len(fake_beaker.state.experiments) == before + 1
+    assert r.stdout.strip() == r.stdout.split()[0]  # the id alone, for scripts
+
+
+def test_run_json_is_one_object(repo, fake_beaker):
+    r = run_main(
+        "run", "--json", "--gpus", "1", "--cluster", "ai2/jupiter", "--workspace", WS, *CMD, cwd=repo.path
+    )
+    assert r.code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert list(out) == ["plan", "id", "url"]
+    assert out["plan"]["clusters"] == ["ai2/jupiter"] and out["plan"]["gpus"] == 1
+    assert out["url"].endswith(out["id"]) and fake_beaker.state.find_experiment(out["id"]) is not None
+    assert _plan_lines(r.stderr) == [out["plan"]["line"]]
+    dry = run_main("run", "--json", "--dry-run", "--workspace", WS, *CMD, cwd=repo.path)
+    assert dry.code == 0, dry.stderr
+    out = json.loads(dry.stdout)
+    assert list(out) == ["plan", "spec"] and out["spec"]["tasks"][0]["name"] == "main"
+
+
+def test_refusals_in_json_mode_are_json_objects(repo, fake_beaker):
+    r = run_main(
+        "run", "--json", "--gpus", "99", "--cluster", "ai2/jupiter", "--workspace", WS, *CMD, cwd=repo.path
+    )
+    assert r.code == 3, r.stderr
+    err = json.loads(r.stdout)["error"]
+    assert err["kind"] == "precondition" and err["exit_code"] == 3
+    assert "--gpus 99" in err["message"] and err["fix"]
+    assert r.stderr.count("error: ") == 1  # the line for people stays
+    r = run_main("run", "--json", "--memory", "10GX", *CMD, cwd=repo.path)
+    assert r.code == 2 and json.loads(r.stdout)["error"]["kind"] == "usage"
+    r = run_main("run", "--json", "--no-such-flag", *CMD, cwd=repo.path)  # click's own parse error
+    assert r.code == 2 and json.loads(r.stdout)["error"]["kind"] == "usage"
+    r = run_main("run", "--json", "--follow", *CMD, cwd=repo.path)
+    assert r.code == 2 and "--follow" in json.loads(r.stdout)["error"]["message"]
+    r = run_main("why", "--json", "01NOSUCHRUN0000000000000000")
+    assert json.loads(r.stdout)["error"]["kind"] == "not_found"
+    r = run_main("run", "--memory", "10GX", *CMD, cwd=repo.path)  # without --json: stdout stays empty
+    assert r.code == 2 and r.stdout == ""
+
+
+def test_the_api_returns_the_same_plan(repo, fake_beaker, monkeypatch):
+    monkeypatch.chdir(repo.path)
+    req = api.request(["python", "train.py"], gpus=1, cluster=["ai2/jupiter"], workspace=WS)
+    p = req.plan()
+    r = run_main(
+        "run", "--dry-run", "--gpus", "1", "--cluster", "ai2/jupiter", "--workspace", WS, *CMD, cwd=repo.path
+    )
+    assert _plan_lines(r.stderr) == [p.line()]
+    with pytest.raises(Exception, match="json_output"):
+        api.request(["x"], json_output=True)
+
+
+def test_beaker_says_where_it_could_start_now_from_the_same_calls(repo, fake_beaker):
+    """The cluster list check_fit reads anyway carries each node's free GPUs: the plan says where every
+    replica could start now, and a submit warns when no cluster of the job has room (it will queue)."""
+    args = ("run", "--dry-run", "--gpus", "1", "--cluster", "ai2/jupiter", "--workspace", WS, *CMD)
+    r = run_main(*args, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    [line] = _plan_lines(r.stderr)
+    assert line.endswith(" · could start now on ai2/jupiter") and "warning" not in r.stderr
+    for node in fake_beaker.state.find_cluster("ai2/jupiter").nodes:
+        node.assigned = node.slots  # every GPU busy
+    r = run_main(*args, cwd=repo.path)
+    [line] = _plan_lines(r.stderr)
+    assert line.endswith(" · no allowed cluster has room for it now"), r.stderr
+    assert "warning: no node of ai2/jupiter has 1 free GPUs now: the job will queue" in r.stderr
+    r = run_main("run", "--dry-run", "--gpus", "1", "--workspace", WS, *CMD, cwd=repo.path)
+    [line] = _plan_lines(r.stderr)
+    assert "now" not in line  # any cluster: not known without listing every cluster's nodes

