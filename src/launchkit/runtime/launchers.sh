@@ -9,9 +9,9 @@
 lk_exec() {
     local py cwd=$PWD
     local -a timing=()
-    local watched=${LK_SLACK_WEBHOOK:-} # (entrypoint.sh) the runtime posts the job's end: it stays the parent
-    lk__policy_parent && watched=1
-    if [[ -n $watched || (-n ${LAUNCHKIT_LAUNCHER:-} && $LAUNCHKIT_LAUNCHER != none) ]]; then
+    # the runtime stays the parent with a webhook (entrypoint.sh: it posts the job's end), with the run's
+    # policy saying so (a watchdog), and for a launcher
+    if [[ -n ${LK_SLACK_WEBHOOK:-} ]] || lk__policy_parent || [[ ${LAUNCHKIT_LAUNCHER:-none} != none ]]; then
         # a launcher, or the watchdog (node/launch/watchdog.py: --stall-timeout, --inactive-timeout, Slack)
         lk__python py || lk__no_launcher_without_python
         lk_node_dir || lk_die "$LK_EXIT_INPUTS" "the runtime is incomplete: no launchkit_node package"
@@ -78,9 +78,7 @@ lk__python() {
 # lk__policy_parent: whether the run's policy (node/policy.py, LAUNCHKIT_POLICY) keeps the runtime the
 # command's parent (a watchdog, a webhook secret). The one fact bash reads of it: the encoding starts
 # with policy.PARENT_PREFIX exactly then; everything else in it is the Python runtime's to read.
-lk__policy_parent() {
-    [[ ${LAUNCHKIT_POLICY:-} == '{"parent":true'* ]]
-}
+lk__policy_parent() { [[ ${LAUNCHKIT_POLICY:-} == '{"parent":true'* ]]; }
 
 lk__no_launcher_without_python() {
     case ${LAUNCHKIT_LAUNCHER:-none} in
