@@ -181,7 +181,9 @@ def test_a_dirty_tree_an_unpushed_commit_and_a_bad_option_raise_gantrys_classes(
     (repo.path / "train.py").write_text("print('edited')\n")
     with pytest.raises(DirtyRepoError) as dirty:
         Recipe(args=["python", "train.py"]).dry_run()
-    assert isinstance(dirty.value, GitError) and "--allow-dirty" in str(dirty.value)
+    # gantry's API words it for Python callers: the keyword, not the flag
+    assert str(dirty.value) == "You have uncommitted changes! Use 'allow_dirty' to force."
+    assert isinstance(dirty.value, GitError)
     repo.commit({}, "edited", push=False)
     with pytest.raises(UnpushedChangesError) as unpushed:
         Recipe(args=["python", "train.py"]).dry_run()
@@ -190,12 +192,14 @@ def test_a_dirty_tree_an_unpushed_commit_and_a_bad_option_raise_gantrys_classes(
     with pytest.raises(ConfigurationError) as bad:
         Recipe(args=["python", "train.py"], priority="whenever", allow_dirty=True).dry_run()
     assert isinstance(bad.value, GantryError) and "whenever" in str(bad.value)
+    assert "'priority'" in str(bad.value) and "--priority" not in str(bad.value), bad.value
     with pytest.raises(ConfigurationError):
         Recipe(args="python train.py").dry_run()  # type: ignore[arg-type]
     # save_spec: the spec the dry run prints (without credentials: offline), written to the file
     capsys.readouterr()
     Recipe(args=["python", "train.py"], allow_dirty=True, save_spec=repo.path / "spec.yaml").dry_run()
-    printed = capsys.readouterr().out
+    saved, printed = capsys.readouterr().out.split("\n", 1)
+    assert saved == f"Experiment spec saved to {repo.path / 'spec.yaml'}"  # gantry's line, on stdout
     assert "tasks:" in printed and (repo.path / "spec.yaml").read_text() == printed
 
 

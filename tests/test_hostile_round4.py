@@ -118,3 +118,76 @@ def test_a_huge_pyproject_is_refused_with_the_limit(repo: Repo):
     repo.commit({"pyproject.toml": "[tool.launchkit]\n" + "# padding\n" * 500_000})
     r = run_main("run", "--dry-run", *CMD, cwd=repo.path)
     one_line(r, 2, "pyproject.toml: is larger than launchkit reads (4 MiB at most)")
+
+
+# -- 2. reserved names are reserved on every path ------------------------------------------------------
+
+RESERVED = ["LAUNCHKIT_GIT_COMMIT", "LAUNCHKIT_SLACK_WEBHOOK", "RESULTS_DIR"]
+
+
+@pytest.mark.parametrize("name", RESERVED)
+@pytest.mark.parametrize("dry", [["--dry-run"], ["--dry-run", "--offline"], ["--local", "--dry-run"]])
+def test_env_secret_cannot_replace_launchkits_own_variables(repo, name, dry):
+    r = run_main("run", *dry, "--env-secret", f"{name}=X", *CMD, cwd=repo.path)
+    one_line(r, 2, f"--env-secret {name!r}: is set by launchkit itself")
+
+
+@pytest.mark.parametrize(
+    "table, needle",
+    [
+        ('[tool.launchkit.env_secrets]\nLAUNCHKIT_GIT_COMMIT = "X"\n', "LAUNCHKIT_GIT_COMMIT"),
+        ('[tool.launchkit.env]\nLAUNCHKIT_GIT_COMMIT = "abc"\n', "LAUNCHKIT_GIT_COMMIT"),
+        (
+            '[tool.launchkit.profiles.lab]\nclusters = ["ai2/lab-*"]\nenv = { LAUNCHKIT_RUN_ID = "x" }\n',
+            "LAUNCHKIT_RUN_ID",
+        ),
+        (
+            '[tool.launchkit.profiles.lab]\nclusters = ["ai2/lab-*"]\n'
+            'setup = [{ export = { LAUNCHKIT_GIT_COMMIT = "x" } }]\n',
+            "LAUNCHKIT_GIT_COMMIT",
+        ),
+    ],
+    ids=["config-env-secrets", "config-env", "profile-env", "profile-export"],
+)
+def test_config_and_profiles_cannot_set_launchkits_own_variables(repo: Repo, table, needle):
+    repo.commit({"pyproject.toml": table})
+    r = run_main("run", "--dry-run", "--offline", "--cluster", "ai2/lab-1", *CMD, cwd=repo.path)
+    one_line(r, 2, needle, "set by launchkit itself")
+
+
+def test_env_file_cannot_set_launchkits_own_variables(tmp_path, repo):
+    env = tmp_path / "a.env"
+    env.write_text("OK=1\nLAUNCHKIT_GIT_COMMIT=abc\n")
+    r = run_main("run", "--dry-run", "--env-file", str(env), *CMD, cwd=repo.path)
+    one_line(r, 2, f"{env}:2 'LAUNCHKIT_GIT_COMMIT': is set by launchkit itself")
+
+
+MASON = ["mason", "--cluster", "ai2/jupiter", "--dry-run", "--offline"]
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--env", "LAUNCHKIT_GIT_COMMIT=abc"], "--env 'LAUNCHKIT_GIT_COMMIT': is set by launchkit itself"),
+        (
+            ["--secret", "LAUNCHKIT_SLACK_WEBHOOK=hook"],
+            "--secret 'LAUNCHKIT_SLACK_WEBHOOK': is set by launchkit",
+        ),
+        (["--secret", "RESULTS_DIR=x"], "--secret 'RESULTS_DIR': is set by launchkit itself"),
+        (["--env", "A B=1"], "--env 'A B': is not a valid environment variable name"),
+        (["--secret", "A=has space"], "--secret A='has space': is not a valid secret name"),
+        (["--task_name", "a b"], "--task_name 'a b': is not a valid task name"),
+        (["--image", ""], "--image '': is not an image name"),
+    ],
+    ids=["env", "secret", "results-dir", "env-name", "secret-name", "task-name", "image"],
+)
+def test_mason_options_refused_like_runs(repo, args, needle):
+    r = run_main(*MASON, *args, "--", "python", "train.py", cwd=repo.path)
+    one_line(r, 2, needle)
+
+
+def test_a_request_built_directly_cannot_carry_launchkits_own_variables():
+    from launchkit.core.request import EnvSecret, LaunchRequest
+
+    with pytest.raises(ValueError, match="LAUNCHKIT_GIT_COMMIT is set by launchkit itself"):
+        LaunchRequest(command=["x"], env_secrets=[EnvSecret(name="LAUNCHKIT_GIT_COMMIT", secret="s")])

@@ -256,6 +256,9 @@ LOCAL_IMPORTS = {
     ),
     ("backends/local/outcome.py", "from launchkit.core.runs import outcome"): "the same",
     ("backends/local/retry.py", "from launchkit.backends import ending"): "the same, when a log is read",
+    ("backends/local/retry.py", "from launchkit.runtime.node.launch import watchdog"): (
+        "the supervisor, only for a retry (the step the attempt before reached)"
+    ),
     ("runtime/node/environment/plan.py", "import tomllib"): "optional: Python 3.11+ on the node",
     ("backends/registry.py", "from launchkit.runtime.node import policy as P"): (
         "--help reads the registry: the runtime package (the run's policy) only when a launch checks causes"

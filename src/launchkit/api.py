@@ -64,10 +64,16 @@ def request(command: Sequence[str], *, app: Application | None = None, **options
 
 
 def request_from_options(
-    app: Application, given: dict[str, Any], command: list[str] | None, extra: Sequence[str] = ()
+    app: Application,
+    given: dict[str, Any],
+    command: list[str] | None,
+    extra: Sequence[str] = (),
+    *,
+    python: bool = False,
 ) -> Request:
     """The request `run`'s command line gives (`given`: option name -> value, absent ones left out or
-    None/False). Config defaults apply and each deprecated or ineffective option is named once."""
+    None/False). Config defaults apply and each deprecated or ineffective option is named once, by its
+    flag; `python`: for a Python caller (gantry's API), which names no flags, so none of those lines."""
     config = app.config
     if notice := gantry_notice(config):
         app.info(notice)
@@ -81,6 +87,8 @@ def request_from_options(
     given = {o.name: False if o.kind is Kind.FLAG else None for o in RUN_OPTIONS} | given
     choice = BackendChoice(known=tuple(registry.names()), here=registry.here_name())
     req = build_request({**given, "extra": list(extra)}, command, config=config, backends=choice)
+    if python:
+        return Request(app, req)
     name = backend_name(app, req)
     for opt in RUN_OPTIONS:
         if opt.deprecated and given.get(opt.name):

@@ -16,6 +16,7 @@ COMMAND_STARTED = b"[launchkit] setup done in "
 # exit code, and says why in the last line of the job's log.
 WATCHDOG_EXIT = 124
 WATCHDOG_STOPPED = b"[launchkit] stopped: "
+REQUIRE_RESUME = "--require-resume"  # a stop's reason ends with "(--require-resume)" (watchdog.RESUME_FLAG)
 
 # runtime/entrypoint.sh exit codes (docs/runtime.md, "Steps"): what failed and what to do
 SETUP_STEPS: dict[int, tuple[str, str]] = {
@@ -72,10 +73,16 @@ def watchdog_stop(lines: Iterable[bytes]) -> str | None:
 def watchdog_stopped(why: str, code: int, run_id: str) -> EndReason:
     """The run's end when the runtime's watchdog stopped it: launchkit's stop, never the user's."""
     flag = "--inactive-timeout" if "--inactive-timeout" in why else "--stall-timeout"
+    fix = f"see what it was doing: `launchkit logs {run_id} --tail 50`; if it was working, raise {flag}"
+    if why.endswith(f"({REQUIRE_RESUME})"):
+        fix = (
+            "load the newest checkpoint at start (keep them under $LAUNCHKIT_RUN_ID: docs/retries.md),"
+            f" or drop {REQUIRE_RESUME}"
+        )
     return EndReason(
         kind=EndKind.timeout,
         line=f"stopped by launchkit: {why}",
-        fix=f"see what it was doing: `launchkit logs {run_id} --tail 50`; if it was working, raise {flag}",
+        fix=fix,
         by="launchkit",
         exit_code=code,
     )
@@ -164,13 +171,17 @@ def timed_out(which: str, fix: str) -> EndReason:
 
 
 def describe(run: RunInfo) -> str:
-    """One line (without the run id) saying how the run ended and what to do, or where it stands."""
+    """One line (without the run id) saying how the run ended and what to do, or where it stands; an
+    attempt that did not resume from where the one before got is said (`RunInfo.resume`)."""
+    resume = run.resume if run.resume and (run.end is None or run.resume not in run.end.line) else None
     if run.end is not None:
+        if resume:
+            return f"{run.end.line} ({resume})" + (f"; {run.end.fix}" if run.end.fix else "")
         return run.end.text()
     if run.status.finished or run.status == RunStatus.preempted:  # a backend that gave no reason
         code = f" with exit code {run.exit_code}" if run.exit_code not in (None, 0) else ""
         return f"{run.status.value}{code}" + (f": {run.message}" if run.message else "")
     if run.waiting is not None:
         return f"is {run.status.value}: {run.waiting.text()}"
-    notes = [n for n in (run.retry, run.message) if n]  # a retried run: its attempt and the last one's end
+    notes = [n for n in (run.retry, run.message, resume) if n]  # a retried run: its attempt, the last end
     return f"is {run.status.value}" + (f" ({'; '.join(notes)})" if notes else "")

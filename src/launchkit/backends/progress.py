@@ -8,13 +8,30 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Sequence
 
-from launchkit.backends.protocol import Progress
-from launchkit.runtime.node.launch.watchdog import progress_in, progress_patterns
+from launchkit.backends.protocol import AttemptDetail, Progress, StepProgress
+from launchkit.runtime.node.launch.watchdog import (
+    OWN_LINE,
+    Resume,
+    not_resuming,
+    progress_in,
+    progress_of,
+    progress_patterns,
+)
 
-__all__ = ["TAIL_BYTES", "TAIL_LINES", "last_progress"]
+__all__ = [
+    "HEAD_BYTES",
+    "HEAD_LINES",
+    "TAIL_BYTES",
+    "TAIL_LINES",
+    "attempt_progress",
+    "last_progress",
+    "resume_note",
+]
 
 TAIL_LINES = 200  # Beaker: the log lines read per run (one StreamJobLogs with tail_lines)
 TAIL_BYTES = 64 * 1024  # local: the bytes of the log file read per run
+HEAD_LINES = 2000  # Beaker: an attempt's first lines read for its first progress (setup comes first)
+HEAD_BYTES = 1 << 20  # local: the same, in bytes of its log file
 
 
 def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: Sequence[str]) -> Progress | None:
@@ -26,6 +43,8 @@ def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: Sequenc
     except ValueError:
         return None
     for ns, raw in reversed(list(records)):
+        if raw.startswith(OWN_LINE):  # the runtime's own (it may name a step): not the command's progress
+            continue
         for part in reversed(raw.replace(b"\r", b"\n").split(b"\n")):  # a progress bar's redraws
             text = progress_in(part.decode("utf-8", "replace"), compiled)
             if text is not None:
@@ -37,3 +56,36 @@ def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: Sequenc
 def _plain(text: str) -> str:
     """The text without control characters (a terminal escape in the job's output stays out of a table)."""
     return "".join(c for c in text if c.isprintable()).strip() or "?"
+
+
+def attempt_progress(
+    head: Iterable[bytes], tail: Iterable[bytes], patterns: Sequence[str]
+) -> tuple[StepProgress | None, StepProgress | None]:
+    """An attempt's (first, last) progress from its log's first and last lines (the watchdog's
+    matcher and steps); (None, None) when the patterns are not valid."""
+    try:
+        compiled = progress_patterns(patterns)
+    except ValueError:
+        return None, None
+    first, last = progress_of(head, compiled, False), progress_of(tail, compiled, True)
+    return (
+        None if first is None else StepProgress(text=_plain(first[0]), step=first[1]),
+        None if last is None else StepProgress(text=_plain(last[0]), step=last[1]),
+    )
+
+
+def resume_note(details: Iterable[AttemptDetail]) -> str | None:
+    """The newest attempt that started below the step its replica's attempt before had reached, as the
+    job's runtime says it (`attempt 2 restarted at step 0; attempt 1 had reached step 12,639: it is not
+    resuming from its checkpoint`); None when every retry resumed (or no steps are known)."""
+    note = None
+    before: dict[tuple[str, int], AttemptDetail] = {}
+    for d in sorted(details, key=lambda d: (d.attempt, d.task, d.replica)):
+        prev = before.get((d.task, d.replica))
+        before[d.task, d.replica] = d
+        if prev is None or prev.last_progress is None or d.first_progress is None:
+            continue
+        last, first = prev.last_progress.step, d.first_progress.step
+        if last is not None and first is not None and first < last:
+            note = not_resuming(Resume(last, f"attempt {d.attempt}", f"attempt {prev.attempt}", False), first)
+    return note

@@ -98,6 +98,32 @@ class Progress(BaseModel):
         return f"last progress: {self.text}{when}"
 
 
+class StepProgress(BaseModel):
+    """A progress line of an attempt: what it said and its step (the pattern's `step` group, else its
+    first number; None: it had none), as resume verification compares them (node/launch/watchdog.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    step: float | None = None
+
+
+class AttemptDetail(BaseModel):
+    """One attempt (job) of one replica of one task (`why --json`'s `attempts_detail`): how it ended,
+    its GPU-hours (its GPUs x how long it ran; None: not known) and its first and last progress."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    replica: int = 0
+    attempt: int
+    cause: str | None = None  # how it ended ("exit code 1", "preempted", "stalled"); None: still going
+    exit_code: int | None = None
+    gpu_hours: float | None = None
+    first_progress: StepProgress | None = None
+    last_progress: StepProgress | None = None
+
+
 class RunInfo(BaseModel):
     """One run (a Beaker experiment, or a local run) as the CLI shows it."""
 
@@ -123,6 +149,10 @@ class RunInfo(BaseModel):
     retry: str | None = None  # retried or resumed: "attempt 2 of 5; last: node lost" (runs.attempt_text)
     waiting: WaitReason | None = None  # queued: why it waits, one line with its fix
     progress: Progress | None = None  # running: its last progress line (`list`, `why`: Backend.progress)
+    # an attempt that restarted below the step the one before reached: "attempt 2 restarted at step 0;
+    # attempt 1 had reached step 12,639: it is not resuming from its checkpoint" (backends/progress.py)
+    resume: str | None = None
+    attempts_detail: list[AttemptDetail] = []  # `why`: every attempt (Backend.attempts_detail)
 
 
 class LogQuery(BaseModel):
@@ -206,6 +236,11 @@ class Backend(Protocol):
     def progress(self, run: RunInfo) -> Progress | None:
         """A running run's last progress line (replica 0's newest attempt): its log's tail (one bounded
         read) matched with the run's own progress patterns. None: not running, or no line matched."""
+        ...
+
+    def attempts_detail(self, run: RunInfo) -> list[AttemptDetail]:
+        """Every attempt of the run (`why`): cause, exit code, GPU-hours, first and last progress (each
+        attempt's log read at both ends, bounded)."""
         ...
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:

@@ -56,6 +56,7 @@ class BackendInfo:
         "credentials",
         "name",
         "offline",
+        "resume_checked",
         "retry_causes",
         "run_ids",
         "run_prefix",
@@ -85,12 +86,16 @@ class BackendInfo:
         # "module:function": the ids of its recent runs starting with a prefix, for TAB completion,
         # read where the backend keeps them (only a backend that keeps them on this machine)
         run_ids: str = "",
+        # the causes after whose retry it can check that the attempt resumed (--require-resume), given
+        # the policy module; None: after every retry
+        resume_checked: Callable[[ModuleType], tuple[str, ...]] | None = None,
     ) -> None:
         self.name, self.title, self.summary, self.target = name, title, summary, target
         self.capabilities, self.run_prefix = capabilities, run_prefix
         self.takes_workspace, self.credentials, self.offline = takes_workspace, credentials, offline
         self.retry_causes = retry_causes
         self.run_ids = run_ids
+        self.resume_checked = resume_checked
 
     def __repr__(self) -> str:
         return f"BackendInfo({self.name!r})"
@@ -107,6 +112,14 @@ class BackendInfo:
         cause this backend cannot honour (its `retry_causes`)."""
         from launchkit.runtime.node import policy as P  # the job's runtime: not for `--help`
 
+        checked = self.resume_checked(P) if self.resume_checked is not None else None
+        if policy.resume_unchecked(checked):
+            raise UsageError(
+                f"--require-resume cannot be honoured on {self.title} for its own retries: a new job of the"
+                " task cannot see how far the one before got; the job's runtime checks only its in-place"
+                " restarts",
+                hint=f"use --retry-on {P.STALLED} (restarts in place), or launch on {_resume_checkers()}",
+            )
         honours = self.retry_causes(P) if self.retry_causes is not None else {}
         found = policy.unhonoured(honours)
         if found is None:
@@ -158,6 +171,7 @@ BACKENDS: tuple[BackendInfo, ...] = (
             P.NEVER_STARTED: (P.FAILURE,),
             P.STALLED: (),
         },
+        resume_checked=lambda P: (P.STALLED,),  # only the runtime's restarts in place see the start before
     ),
     BackendInfo(
         name="local",
@@ -210,6 +224,11 @@ def recent_run_ids(incomplete: str) -> list[str]:
             module, _, func = b.run_ids.partition(":")
             found += getattr(importlib.import_module(module), func)(incomplete)
     return found
+
+
+def _resume_checkers() -> str:
+    """The backends that check --require-resume after every retry, for messages."""
+    return " or ".join(b.title for b in BACKENDS if b.resume_checked is None) or "no backend"
 
 
 def titles_honouring(cause: str, *, alone: bool = False) -> str:

@@ -30,7 +30,9 @@ def _reason(run: Any) -> str:
     """Why it ended, or why it waits (the line without its fix; `launchkit why ID` gives it)."""
     reason = run.end if run.end is not None else run.waiting
     if reason is None or reason.kind == "succeeded":
-        return (run.retry or "") if run.end is None else ""  # still going: its attempt, if retried
+        if run.end is not None:
+            return ""
+        return "; ".join(n for n in (run.retry, run.resume) if n)  # still going: its attempt, if retried
     return str(reason.line)
 
 

@@ -10,6 +10,7 @@ import typer
 from launchkit.application import OutputFormat
 from launchkit.backends import RunInfo, RunStatus
 from launchkit.backends.ending import describe
+from launchkit.backends.progress import resume_note
 from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, run_ids
 from launchkit.cli.context import get_app
 from launchkit.cli.options import latest_option
@@ -19,7 +20,9 @@ def why(
     ctx: typer.Context,
     run_id: str | None = typer.Argument(None, metavar="[ID]", autocompletion=run_ids, help="Run id."),
     latest: bool = latest_option(),
-    as_json: bool = typer.Option(False, "--json", help="JSON: the run, with its `end` reason."),
+    as_json: bool = typer.Option(
+        False, "--json", help="JSON: the run, with its `end` reason and every attempt (`attempts_detail`)."
+    ),
     backend: str | None = backend_option(),
     local: bool = local_option(),
 ) -> None:
@@ -33,6 +36,9 @@ def why(
     b, run = resolve_run(app, backend, local, run_id, latest)
     if run.status == RunStatus.running:
         run = run.model_copy(update={"progress": b.progress(run)})
+    if app.json or run.attempts > 1:  # every attempt's ends: whether a retry resumed (backends/progress.py)
+        details = b.attempts_detail(run)
+        run = run.model_copy(update={"attempts_detail": details, "resume": resume_note(details)})
     if app.json:
         app.print_json(run.model_dump(mode="json"))
         return

@@ -59,3 +59,13 @@ ENV_AWS_CREDENTIALS = "LAUNCHKIT_AWS_CREDENTIALS"
 ENV_GOOGLE_CREDENTIALS = "LAUNCHKIT_GOOGLE_CREDENTIALS"
 # Where --slack-webhook-url comes from when not given (gantry's name accepted too).
 SLACK_WEBHOOK_ENV = ("LAUNCHKIT_SLACK_WEBHOOK_URL", "GANTRY_SLACK_WEBHOOK_URL")
+
+# Names launchkit sets itself (the contract above): refused on every path a user names a variable by
+# (--env, --env-secret, --env-file, config, presets, profiles, mason's --env/--secret, the Python API).
+RESERVED_ENV_PREFIX = "LAUNCHKIT_"
+RESERVED_ENV = frozenset({ENV_RESULTS_DIR})
+
+
+def reserved_env(name: str) -> bool:
+    """Whether `name` is a variable launchkit sets itself (a user's would replace launchkit's)."""
+    return name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV

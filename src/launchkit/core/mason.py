@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from launchkit.core.contract import reserved_env
+from launchkit.core.parse import ENV_NAME, NAME, SECRET
 from launchkit.core.profiles import BUILTIN_PROFILES
 from launchkit.core.redact import refuse_secret_value
 from launchkit.core.request import (
@@ -211,6 +213,33 @@ def parse_args(argv: list[str], *, run_name: str | None = None) -> MasonArgs:
         raise UsageError(f"--num_nodes {args.num_nodes}: must be at least 1", hint="give e.g. --num_nodes 2")
     if args.offline and not args.dry_run:
         raise UsageError("--offline needs --dry-run", hint="add --dry-run, or drop --offline")
+    if not NAME.fullmatch(args.task_name):
+        raise UsageError(
+            f"--task_name {args.task_name!r}: is not a valid task name",
+            hint="use letters, digits, '.', '_' and '-', starting with a letter or digit",
+        )
+    if not args.image.strip() or any(c.isspace() for c in args.image):
+        raise UsageError(
+            f"--image {args.image!r}: is not an image name",
+            hint="give a Beaker image such as ai2/cuda11.8-cudnn8-dev-ubuntu20.04, or omit --image",
+        )
+    for opt, pairs in (("--env", args.env), ("--secret", args.secret)):
+        for name, text in pairs:
+            if not ENV_NAME.fullmatch(name):
+                raise UsageError(
+                    f"{opt} {name!r}: is not a valid environment variable name",
+                    hint="use letters, digits and '_', not starting with a digit",
+                )
+            if reserved_env(name):  # launchkit's own (the pinned commit, the Slack webhook, ...)
+                raise UsageError(
+                    f"{opt} {name!r}: is set by launchkit itself",
+                    hint="use the matching mason option instead",
+                )
+            if opt == "--secret" and not SECRET.fullmatch(text):
+                raise UsageError(
+                    f"--secret {name}={text!r}: is not a valid secret name",
+                    hint="use letters, digits, '.', '_' or '-'",
+                )
     return args
 
 

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from launchkit.core import dotenv, retrying
-from launchkit.core.contract import SLACK_WEBHOOK_ENV
+from launchkit.core.contract import SLACK_WEBHOOK_ENV, reserved_env
 from launchkit.core.multinode import check_combinations
 from launchkit.core.redact import refuse_secret_value, url_host_only
 from launchkit.core.request import (
@@ -63,8 +63,6 @@ MODES: dict[str, MountMode] = {
     "readwrite": "readwrite",
 }
 # Env names the spec sets itself; a user --env would silently fight with them.
-RESERVED_ENV_PREFIX = "LAUNCHKIT_"
-RESERVED_ENV = {"RESULTS_DIR"}
 UTF8_HINT = "Beaker specs are UTF-8 text; pass the value through a file instead"
 
 
@@ -273,7 +271,7 @@ def _env_vars(opts: _Options, environ: dict[str, str], cwd: str | None = None) -
                     f"export {name} first or pass --env {name}=VALUE",
                 )
             val = environ[name]
-        if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV:
+        if reserved_env(name):
             raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if name in out:
             raise _fail(where, name, "is given twice", "pass each variable once")
@@ -325,6 +323,8 @@ def _env_secrets(opts: _Options) -> list[EnvSecret]:
                 "is not a valid environment variable name",
                 "use --env-secret NAME=SECRET_NAME with NAME made of letters, digits and '_'",
             )
+        if reserved_env(name):  # a secret's value would replace launchkit's own (the pinned commit, ...)
+            raise _fail(where, name, "is set by launchkit itself", "use the matching `run` option instead")
         if not SECRET.fullmatch(secret):
             raise _fail(where, secret, "is not a valid secret name", "use letters, digits, '.', '_' or '-'")
         if name in out:
@@ -634,6 +634,7 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     )
     causes, where = opts.get("retry_on")
     f["retry_on"] = retrying.parse([causes] if isinstance(causes, str) else causes or [], where)
+    f["require_resume"] = bool(given.get("require_resume"))
     _several_tasks(given, f, _env_not_secret(opts)[0])
 
 

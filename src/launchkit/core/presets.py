@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE
+from launchkit.core.contract import ENV_UV_CACHE_DIR, ENV_UV_LINK_MODE, reserved_env
 from launchkit.core.redact import refuse_secret_value
 from launchkit.core.request import HostMount, WekaMount
 from launchkit.errors import UsageError
@@ -72,10 +72,17 @@ def refuse_secret(name: str, value: str) -> None:
     refuse_secret_value("env", name, value, values="profile and preset values")
 
 
+def refuse_reserved(name: str) -> None:
+    """A variable launchkit sets itself (core/contract.py) cannot come from a profile or preset."""
+    if reserved_env(name):
+        raise ValueError(f"{name!r} is set by launchkit itself: use the matching `run` option instead")
+
+
 def check_env(env: dict[str, str]) -> dict[str, str]:
     for name, value in env.items():
         if not ENV_NAME.match(name):
             raise ValueError(f"{name!r} is not a valid environment variable name")
+        refuse_reserved(name)
         refuse_secret(name, value)
         if "$" in value:  # Beaker never expands env values: this would arrive literally
             raise ValueError(
@@ -119,6 +126,7 @@ class PresetPart(SpecParts):
         for name, secret in v.items():
             if not ENV_NAME.match(name) or not SECRET_NAME.match(secret):
                 raise ValueError(f"secret {name}={secret!r}: use ENV_NAME = SECRET_NAME")
+            refuse_reserved(name)
         return v
 
     def __bool__(self) -> bool:

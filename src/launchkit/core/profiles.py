@@ -20,7 +20,15 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from launchkit.core.presets import ENV_NAME, Model, PresetPart, SpecParts, apply_presets, refuse_secret
+from launchkit.core.presets import (
+    ENV_NAME,
+    Model,
+    PresetPart,
+    SpecParts,
+    apply_presets,
+    refuse_reserved,
+    refuse_secret,
+)
 from launchkit.core.request import HostMount, LaunchRequest, WekaMount
 from launchkit.errors import UsageError
 
@@ -58,6 +66,7 @@ class Step(Model):
             for name, value in (table or {}).items():
                 if not ENV_NAME.match(name):
                     raise ValueError(f"{name!r} is not a valid environment variable name")
+                refuse_reserved(name)
                 refuse_secret(name, value)
                 _single_line(value, name)
         if self.source is not None:

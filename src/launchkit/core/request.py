@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from launchkit.core.contract import reserved_env
+
 
 class Priority(str, Enum):
     low = "low"
@@ -163,6 +165,7 @@ class LaunchRequest(_Model):
     preemptible: bool | None = None
     retries: int | None = Field(default=None, ge=0)
     retry_on: tuple[str, ...] = ()  # --retry-on causes (core/retrying.py), in its CAUSES order
+    require_resume: bool = False  # stop an attempt that restarted below the last one's step
 
     # --- multi-node (defaults refined by launchkit.core.profiles / multinode)
     replicas: int = Field(default=1, ge=1)
@@ -233,4 +236,7 @@ class LaunchRequest(_Model):
             raise ValueError(
                 "--hostname cannot be combined with --cluster/--gpu-type/--tag/--interconnect: drop one"
             )
+        for name in [e.name for e in self.env] + [s.name for s in self.env_secrets]:
+            if reserved_env(name):
+                raise ValueError(f"{name} is set by launchkit itself: use the matching `run` option instead")
         return self

@@ -56,17 +56,18 @@ def policy(request: LaunchRequest) -> P.Policy:
         inactive_soft_timeout=request.inactive_soft_timeout,
         progress_patterns=request.progress_patterns,
         webhook_secret=request.slack_webhook_secret,
+        require_resume=request.require_resume,
     )
 
 
 def check(request: LaunchRequest) -> None:
     """Refuse, with one line each, what `--retry-on` cannot honour on any backend."""
     causes = request.retry_on
-    if not causes:
-        return
-    problem = policy(request).problems(replicas=request.replicas)
+    problem = policy(request).problems(replicas=request.replicas, task_retries=request.retries or 0)
     if problem is not None:
         raise UsageError(problem[0], hint=problem[1])
+    if not causes:
+        return
     if P.PREEMPTION in causes and request.no_auto_resume:
         raise UsageError(
             "--retry-on preemption and --no-auto-resume contradict each other", hint="drop one of them"

@@ -570,6 +570,13 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         help="Retry only on these causes (repeatable, or comma-separated): preemption, stalled,"
         " never-started, failure.",
     ),
+    Opt(
+        "require_resume",
+        FLAG,
+        ("--require-resume",),
+        P_TASK,
+        help="Stop a retried attempt that starts below the step the one before reached.",
+    ),
     Opt("replicas", INT, ("--replicas",), P_MULTINODE, metavar="N", key="replicas", help="Number of nodes."),
     Opt(
         "leader_selection",

@@ -330,6 +330,16 @@ def _short(job: Job) -> str:
     return job.message or job.state.value
 
 
+def ended_as(job: Job) -> str | None:
+    """How a job ended in a word or two (`exit code 1`, `preempted`, `stalled`), None while it goes on
+    (`why --json`'s `attempts_detail`)."""
+    if job.state in (JobState.queued, JobState.starting, JobState.running, JobState.stopping):
+        return None
+    if job.state == JobState.succeeded and job.exit_code in (None, 0):
+        return "succeeded"
+    return _short(job)
+
+
 def attempt_text(view: RunView) -> str | None:
     """Where a retried or resumed run stands: `attempt 2 of 5; last: node lost` for its part with the
     most attempts ("of N": the budget plus the resumes that did not spend it; left out when the run

@@ -4,6 +4,8 @@ launchkit's own errors (launchkit.errors) reach this API's callers as these clas
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from launchkit import errors
 
 __all__ = [
@@ -80,11 +82,12 @@ class GantryInterruptWorkload(GantryError):
     """Raised by callbacks to forcefully interrupt a workload."""
 
 
-def from_launchkit(e: Exception) -> GantryError:
-    """The gantry class for a launchkit error, its one-line message kept: a usage error is gantry's
-    ConfigurationError, not found NotFoundError, anything else GantryError. (A dirty tree and an unpushed
-    commit are found by GitRepoState first, as in gantry, and raised as its git errors.)"""
-    text = e.one_line() if isinstance(e, errors.LaunchkitError) else str(e)
+def from_launchkit(e: Exception, wording: Callable[[str], str] = str) -> GantryError:
+    """The gantry class for a launchkit error, its one-line message kept (through `wording`: the caller's
+    names for `run`'s flags): a usage error is gantry's ConfigurationError, not found NotFoundError,
+    anything else GantryError. (A dirty tree and an unpushed commit are found by GitRepoState first, as
+    in gantry, and raised as its git errors.)"""
+    text = wording(e.one_line() if isinstance(e, errors.LaunchkitError) else str(e))
     if isinstance(e, errors.UsageError):
         return ConfigurationError(text)
     if isinstance(e, errors.NotFoundError):

@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from launchkit.backends.beaker.github import visibility
+from launchkit.core.gitstate import GitState
 from launchkit.core.remoteurl import github_repo, is_url, job_remote
 from launchkit.errors import LaunchkitError
 from launchkit.gantry.exceptions import ConfigurationError, GitError, InvalidRemoteError, UnpushedChangesError
 from launchkit.git import read_git_state
 from launchkit.jobchecks import local_remote
-
-if TYPE_CHECKING:
-    from launchkit.core.gitstate import GitState
 
 __all__ = ["GitRepoState"]
 
@@ -31,6 +29,15 @@ def _names(remote_url: str) -> tuple[str, str]:
     url = remote_url if local_remote(remote_url) else job_remote(remote_url).url
     url = url.removesuffix("/").removesuffix(".git")
     return "/".join(url.split("/")[-2:]), url
+
+
+def _checkout_of(repo: str) -> str | None:
+    """The root of the checkout in the current directory when its remote is GitHub's `repo`; else None."""
+    try:
+        state = read_git_state(allow_dirty=True, require_pushed=False)
+    except LaunchkitError:
+        return None
+    return state.repo_root if state.github_repo == repo else None
 
 
 @dataclass
@@ -107,6 +114,27 @@ class GitRepoState:
         rel = Path(path).resolve().relative_to(Path(self._root).resolve())
         with Repo(self._root) as repo:
             return str(rel) in repo.commit(self.ref).tree
+
+    def _git_state(self) -> GitState:
+        """What the job is given, as gantry gives it: the commit `ref` of `repo` (cloned from the remote this
+        state was read from while `repo` still names it, else from `https://github.com/<repo>`, as
+        gantry's job clones) and `branch`. A hand-built state (`GitRepoState(repo=..., ref=...)`) uses the
+        current checkout for launch-time checks only when it is a checkout of that repository."""
+        if not re.fullmatch(r"[0-9a-fA-F]{4,64}", self.ref or ""):
+            raise ConfigurationError(
+                f"GitRepoState.ref must be a commit SHA, got {self.ref!r} (GitRepoState.from_remote() "
+                "resolves a branch or tag to one)"
+            )
+        remote, root = self._remote_url, self._root
+        if remote is None or _names(remote)[0] != self.repo:
+            remote, root = f"https://github.com/{self.repo}", _checkout_of(self.repo)
+        return GitState(
+            remote_url=remote,
+            commit=self.ref,
+            branch=self.branch,
+            repo_root=root,
+            github_repo=github_repo(remote),
+        )
 
     @classmethod
     def _of(cls, state: GitState, *, is_remote: bool) -> GitRepoState:

@@ -8,7 +8,9 @@ what follows the submit (callbacks, following, the result) is gantry's loop on b
 from __future__ import annotations
 
 import codecs
+import inspect
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -17,12 +19,13 @@ from queue import Empty, Queue
 from threading import Event, Thread
 from typing import TYPE_CHECKING, Any, Literal
 
+from beaker import beaker_pb2 as pb2
 from google.protobuf.json_format import MessageToDict
 
 from launchkit import api
 from launchkit.backends.beaker.runview import job_state, record
-from launchkit.core.contract import DEFAULT_RESULTS_DIR as RESULTS_DIR
-from launchkit.core.contract import DEFAULT_RUNTIME_DIR as RUNTIME_DIR
+from launchkit.core.contract import DEFAULT_RESULTS_DIR, DEFAULT_RUNTIME_DIR
+from launchkit.core.run_options import RUN_OPTIONS
 from launchkit.core.runs import JobState, Stop
 from launchkit.gantry import _submit
 from launchkit.gantry.callbacks import Callback
@@ -43,6 +46,53 @@ if TYPE_CHECKING:
 __all__ = ["GITHUB_TOKEN_SECRET", "RESULTS_DIR", "RUNTIME_DIR", "follow_workload", "launch_experiment"]
 
 GITHUB_TOKEN_SECRET = "GITHUB_TOKEN"  # gantry's default --gh-token-secret
+SIBLING_TASK_FAILED = pb2.CancelationCode.CANCELATION_CODE_SIBLING_TASK_FAILED
+# gantry's constants: where the job's runtime files go (the job sees it as LAUNCHKIT_RUNTIME_DIR and
+# runs there), and the results directory, each overridable by the same variable as in gantry
+RUNTIME_DIR = os.environ.get("GANTRY_RUNTIME_DIR", "/gantry-runtime")
+RESULTS_DIR = os.environ.get("RESULTS_DIR", DEFAULT_RESULTS_DIR)
+
+# `run`'s option names whose gantry keyword is spelled differently (the others are the same)
+_KEYWORDS = {
+    "group": "group_names",
+    "cluster": "clusters",
+    "gpu_type": "gpu_types",
+    "tag": "tags",
+    "hostname": "hostnames",
+    "dataset": "datasets",
+    "env": "env_vars",
+    "env_secret": "env_secrets",
+    "dataset_secret": "dataset_secrets",
+    "mount": "mounts",
+    "upload": "uploads",
+    "git_token_secret": "gh_token_secret",
+    "no_auto_resume": "auto_resume",
+    "python_version": "default_python_version",
+    "uv_extra": "uv_extras",
+    "uv_no_extras": "uv_all_extras",
+    "torch_backend": "uv_torch_backend",
+}
+_FLAGS = {
+    part: opt.name
+    for opt in RUN_OPTIONS
+    for flag in (*opt.flags, *opt.aliases)
+    for part in flag.split("/")
+    if part.startswith("--")
+}
+
+
+def python_wording(text: str) -> str:
+    """A launchkit message for a Python caller: each `run` flag named as gantry's keyword, quoted as
+    gantry's API quotes it (`--gpu-type` -> `'gpu_types'`); flags with no keyword are left as they are."""
+
+    def keyword(m: re.Match[str]) -> str:
+        name = _FLAGS.get(m.group(0))
+        if name is None:
+            return m.group(0)
+        kw = _KEYWORDS.get(name, name)
+        return f"'{kw}'" if kw in inspect.signature(launch_experiment).parameters else m.group(0)
+
+    return re.sub(r"--[a-z][a-z0-9-]*", keyword, text)
 
 
 def _pairs(values: Sequence[str | tuple[str, str]] | None, sep: str) -> list[str] | None:
@@ -92,13 +142,12 @@ def run_options(kw: dict[str, Any]) -> dict[str, Any]:
         "mount": _pairs(kw.get("mounts"), ":"),
         "weka": _pairs(kw.get("weka"), ":"),
         "upload": _pairs(kw.get("uploads"), ":"),
-        "git_token_secret": None
-        if kw.get("gh_token_secret", GITHUB_TOKEN_SECRET) == GITHUB_TOKEN_SECRET
-        else kw["gh_token_secret"],
         "aws_config_secret": kw.get("aws_config_secret"),
         "aws_credentials_secret": kw.get("aws_credentials_secret"),
         "google_credentials_secret": kw.get("google_credentials_secret"),
-        "results": None if kw.get("results", RESULTS_DIR) == RESULTS_DIR else kw["results"],
+        "results": None
+        if kw.get("results", RESULTS_DIR) == DEFAULT_RESULTS_DIR
+        else kw.get("results", RESULTS_DIR),
         "task_name": None if kw.get("task_name", "main") == "main" else kw["task_name"],
         "priority": kw.get("priority"),
         "task_timeout": kw.get("task_timeout"),
@@ -113,7 +162,9 @@ def run_options(kw: dict[str, Any]) -> dict[str, Any]:
         "propagate_preemption": kw.get("propagate_preemption"),
         "synchronized_start_timeout": kw.get("synchronized_start_timeout"),
         "skip_nccl_setup": bool(kw.get("skip_nccl_setup") or kw.get("skip_tcpxo_setup")),
-        "runtime_dir": None if kw.get("runtime_dir", RUNTIME_DIR) == RUNTIME_DIR else kw["runtime_dir"],
+        "runtime_dir": None
+        if kw.get("runtime_dir", RUNTIME_DIR) == DEFAULT_RUNTIME_DIR
+        else kw.get("runtime_dir", RUNTIME_DIR),
         "exec_method": None if kw.get("exec_method", "exec") == "exec" else kw["exec_method"],
         "torchrun": bool(kw.get("torchrun")),
         "pre_setup": kw.get("pre_setup"),
@@ -222,37 +273,38 @@ def launch_experiment(
     if isinstance(args, str):
         raise ConfigurationError("args must be a sequence of strings, not a single string")
     if torchrun and not gpus:
-        raise ConfigurationError("--torchrun mode requires --gpus to be set to a positive integer.")
+        raise ConfigurationError("'torchrun' mode requires 'gpus' to be set to a positive integer.")
     if replicas is not None and replicas <= 0:
-        raise ConfigurationError(f"--replicas must be a positive integer (got {replicas})")
+        raise ConfigurationError(f"'replicas' must be a positive integer (got {replicas})")
     if timeout is None:
         timeout = -1 if show_logs else 0
     if show_logs is None:
         show_logs = timeout != 0
     if timeout == 0 and show_logs:
-        raise ConfigurationError("Cannot use --show-logs with --timeout=0!")
+        raise ConfigurationError("Cannot use 'show_logs' with 'timeout=0'!")
 
-    given_repo = git_repo is not None
     if git_repo is None:
         if remote is not None:
             git_repo = GitRepoState.from_remote(remote, ref=ref, branch=branch)
         else:
             git_repo = GitRepoState.from_env(ref=ref, branch=branch)
     if ref is None and not allow_dirty and git_repo.is_dirty:
-        raise DirtyRepoError("You have uncommitted changes! Use '--allow-dirty' to force.")
+        raise DirtyRepoError("You have uncommitted changes! Use 'allow_dirty' to force.")
+    state = git_repo._git_state()
     given = run_options(kw)
     given.update(
         name=name,
         dry_run=dry_run,
         follow=False,  # followed below, with gantry's callbacks
         allow_dirty=True,  # decided above, as gantry decides it
-        ref=ref or (git_repo.ref if given_repo else None),
-        branch=branch,
-        remote=remote or (git_repo._remote_url if given_repo and git_repo._is_remote else None),
+        ref=None,  # the state above is launched, as read
+        branch=None,
+        remote=None,
     )
+    _gantry_env(given, git_repo, gh_token_secret, via_github=state.github_repo is not None)
     if client is not None and not given.get("workspace") and client.config.default_workspace:
         given["workspace"] = client.config.default_workspace
-    run_id = _submit.launch(given, list(args))
+    planned, run_id = _submit.launch(given, list(args), git=state, wording=python_wording)
     if run_id is None:
         return None
 
@@ -263,6 +315,9 @@ def launch_experiment(
             client = stack.enter_context(Beaker.from_env(check_for_upgrades=False))
         beaker = client
         workload = beaker.workload.get(run_id)
+        info_header = _info_header(beaker, workload, git_repo)
+        print(f"Experiment: {beaker.user_name}/{workload.experiment.name} → {beaker.workload.url(workload)}")
+        print(info_header, flush=True)
         callbacks = list(callbacks or [])
         spec = beaker.experiment.get_spec(workload.experiment) if callbacks else None
         for callback in callbacks:
@@ -281,33 +336,129 @@ def launch_experiment(
                 auto_cancel=auto_cancel,
                 callbacks=callbacks,
             )
-            _results(beaker, workload, job, callbacks)
+            _results(beaker, workload, job, callbacks, info_header=info_header if show_logs else None)
         finally:
             for callback in callbacks:
                 callback.detach()
         return workload
 
 
-def _results(beaker: Beaker, workload: BeakerWorkload, job: BeakerJob, callbacks: Sequence[Callback]) -> None:
-    """gantry's end of a followed launch: on_success, or on_failure and ExperimentFailedError."""
+def _gantry_env(
+    given: dict[str, Any], git_repo: GitRepoState, token_secret: str, *, via_github: bool
+) -> None:
+    """What gantry's job has that `run`'s options do not give: `GITHUB_REPO`, `GIT_REF` and `GIT_BRANCH`
+    (gantry sets them for user code; a name the caller set is left to the caller), and a custom
+    `gh_token_secret` as `GITHUB_TOKEN` when the repository is not public (gantry adds its default one
+    the same way; launchkit finds that one itself, backends/beaker/prepare.py)."""
+    env = list(given.get("env") or [])
+    secrets = list(given.get("env_secret") or [])
+    taken = {e.split("=", 1)[0] for e in env + secrets}
+    ours = (("GITHUB_REPO", git_repo.repo), ("GIT_REF", git_repo.ref), ("GIT_BRANCH", git_repo.branch))
+    for name, value in ours:
+        if value is not None and name not in taken:
+            env.append(f"{name}={value}")
+    given["env"] = env or None
+    if token_secret != GITHUB_TOKEN_SECRET and "GITHUB_TOKEN" not in taken:
+        if not via_github:  # gantry clones only GitHub; another host's token is launchkit's variable
+            given["git_token_secret"] = token_secret
+        elif not git_repo.is_public:
+            given["env_secret"] = [*secrets, f"GITHUB_TOKEN={token_secret}"]
+
+
+def _info_header(beaker: Beaker, workload: BeakerWorkload, git_repo: GitRepoState) -> str:
+    """gantry's lines naming a launched experiment's workspace, commit and branch."""
+    ws = beaker.workspace.get(workload.experiment.workspace_id)
+    message = git_repo.short_commit_message() or ""
+    return (
+        f"Workspace: {ws.name} → {beaker.workspace.url(ws)}\n"
+        f"Commit: {git_repo.short_ref} {message} → {git_repo.ref_url}\n"
+        f"Branch: {git_repo.branch}" + (f" → {git_repo.branch_url}" if git_repo.branch_url else "")
+    )
+
+
+def _results(
+    beaker: Beaker,
+    workload: BeakerWorkload,
+    job: BeakerJob,
+    callbacks: Sequence[Callback],
+    *,
+    info_header: str | None = None,
+) -> None:
+    """gantry's end of a followed launch (its `display_results`): the summary, then on_success, or the
+    task list (several tasks), on_failure and ExperimentFailedError."""
     metrics: dict[str, Any] | None = None
     if job.HasField("metrics") and job.metrics.fields:
         metrics = MessageToDict(job.metrics)
     results_ds = None
     if job.assignment_details.result_dataset_id:
         results_ds = beaker.dataset.get(job.assignment_details.result_dataset_id)
-    if job_state(job) is JobState.succeeded:
+    state = job_state(job)
+    if state is JobState.succeeded:
+        name = f"{beaker.user_name}/{workload.experiment.name}"
+        print(f"✓ {name} ({workload.experiment.id}) completed successfully.\n")
+    if info_header:
+        print(info_header)
+    if results_ds is not None:
+        print(f"Results: {beaker.dataset.url(results_ds)}")
+    if job.status.HasField("started") and job.status.HasField("exited"):
+        runtime = job.status.exited.ToDatetime() - job.status.started.ToDatetime()
+        print(f"Runtime: {_timedelta(runtime.total_seconds())}")
+    if metrics:
+        print(f"Metrics: {metrics}")
+    sys.stdout.flush()
+    if state is JobState.succeeded:
         for callback in callbacks:
             callback.on_success(job, metrics=metrics, results_ds=results_ds)
         return
+    print()
+    if len(workload.experiment.tasks) > 1:
+        _show_all_jobs(beaker, workload)
+        print()
     for callback in callbacks:
         callback.on_failure(job, metrics=metrics, results_ds=results_ds)
-    how = (
-        f"failed with exit code {job.status.exit_code}"
-        if job.status.HasField("exit_code") and job.status.exit_code != 0
-        else job_state(job).value
+    raise ExperimentFailedError(f"Job {job_status(job)}, see {beaker.workload.url(workload)} for details")
+
+
+def job_status(job: BeakerJob) -> str:
+    """How gantry names a finished job's status ("failed with exit code 3", "canceled due to sibling task
+    failure", ...)."""
+    state = job_state(job)
+    if state is JobState.canceled:
+        if job.status.canceled_code == SIBLING_TASK_FAILED:
+            return "canceled due to sibling task failure"
+        return "canceled"
+    if state is JobState.failed:
+        if job.status.HasField("exit_code") and job.status.exit_code != 0:
+            return f"failed with exit code {job.status.exit_code}"
+        return "failed"
+    return str(state.value)
+
+
+def _show_all_jobs(beaker: Beaker, workload: BeakerWorkload) -> None:
+    """gantry's task list after a failure: each task's newest job and its status."""
+    print("Tasks:")
+    task_name = None
+    for task in workload.experiment.tasks:
+        task_name = task.name
+        job = beaker.workload.get_latest_job(workload, task=task)
+        if job is not None:
+            print(f"❯ '{task_name}' {job_status(job)} - see {beaker.job.url(job)}")
+    print(
+        "\nYou can show the logs for a particular task by running:\n"
+        f"launchkit logs {workload.experiment.id} --tail=1000 --task={task_name}",
+        flush=True,
     )
-    raise ExperimentFailedError(f"Job {how}, see {beaker.workload.url(workload)} for details")
+
+
+def _timedelta(seconds: float) -> str:
+    """gantry's `format_timedelta`: "1 hour, 2 minutes, 3 seconds"."""
+    rest = int(seconds)
+    parts = []
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        value, rest = divmod(rest, size)
+        if value:
+            parts.append(f"{value} {unit}" + ("" if value == 1 else "s"))
+    return ", ".join(parts) or "under 1 second"
 
 
 class _Text:

@@ -9,9 +9,11 @@
 lk_exec() {
     local py cwd=$PWD
     local -a timing=()
-    # the runtime stays the parent with a webhook (entrypoint.sh: it posts the job's end), with the run's
-    # policy saying so (a watchdog), and for a launcher
-    if [[ -n ${LK_SLACK_WEBHOOK:-} ]] || lk__policy_parent || [[ ${LAUNCHKIT_LAUNCHER:-none} != none ]]; then
+    local watched=${LK_SLACK_WEBHOOK:-} # (entrypoint.sh) the runtime posts the job's end: it stays the parent
+    lk__policy_parent && watched=policy # a watchdog, --require-resume (node/policy.py)
+    # a retried attempt: the runtime checks that it resumed (watchdog.py) where a Python can
+    [[ -z ${LAUNCHKIT_RESUME_FROM:-} || -n $watched ]] || { lk__python py && watched=resume; }
+    if [[ -n $watched || ${LAUNCHKIT_LAUNCHER:-none} != none ]]; then
         # a launcher, or the watchdog (node/launch/watchdog.py: --stall-timeout, --inactive-timeout, Slack)
         lk__python py || lk__no_launcher_without_python
         lk_node_dir || lk_die "$LK_EXIT_INPUTS" "the runtime is incomplete: no launchkit_node package"
@@ -82,10 +84,8 @@ lk__policy_parent() { [[ ${LAUNCHKIT_POLICY:-} == '{"parent":true'* ]]; }
 
 lk__no_launcher_without_python() {
     case ${LAUNCHKIT_LAUNCHER:-none} in
-        none)
-            lk__policy_parent ||
-                lk_die "$LK_EXIT_EXEC" "--slack-webhook-secret needs Python 3.8+ on PATH (python or python3): the job's runtime posts"
-            lk_die "$LK_EXIT_EXEC" "--stall-timeout, --inactive-timeout and --slack-webhook-secret need Python 3.8+ on PATH (python or python3) for the job's watchdog and poster" ;;
+        none) # the run's policy (a watchdog, --require-resume, --slack-webhook-secret) or a local run's webhook
+            lk_die "$LK_EXIT_EXEC" "--stall-timeout, --inactive-timeout, --require-resume and Slack posts from the job need Python 3.8+ on PATH (python or python3) for the job's runtime" ;;
         torchrun | accelerate | ray)
             command -v "$LAUNCHKIT_LAUNCHER" >/dev/null 2>&1 &&
                 lk_die "$LK_EXIT_EXEC" "--$LAUNCHKIT_LAUNCHER needs Python 3.8+ on PATH (python or python3) to start '$LAUNCHKIT_LAUNCHER'"

@@ -23,7 +23,7 @@ from launchkit.backends.beaker import launches
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import runview as rv
 from launchkit.backends.beaker.client import Connection
-from launchkit.backends.beaker.logs import Flusher, command_started, stream_job, tail_records
+from launchkit.backends.beaker.logs import Flusher, command_started, head_lines, stream_job, tail_records
 from launchkit.backends.beaker.prepare import prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
@@ -37,8 +37,13 @@ from launchkit.backends.ending import (
     launchkit_stopped,
     watchdog_stop,
 )
-from launchkit.backends.progress import TAIL_LINES, last_progress
-from launchkit.backends.protocol import EndKind, EndReason, Progress
+from launchkit.backends.progress import (
+    HEAD_LINES,
+    TAIL_LINES,
+    attempt_progress,
+    last_progress,
+)
+from launchkit.backends.protocol import AttemptDetail, EndKind, EndReason, Progress
 from launchkit.core import runs
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
@@ -429,6 +434,53 @@ class BeakerBackend:
         _, rows = self._seen[run.id]
         return self._job_progress(next((js[0] for _, _, js in rows if js), None))
 
+    def attempts_detail(self, run: RunInfo) -> list[AttemptDetail]:
+        """Every job of the tasks get() read (a many-task run: its sample): its end, GPU-hours (its
+        assigned GPUs x how long it ran) and its log's first HEAD_LINES and last TAIL_LINES matched
+        (two log reads a job that started, all at once)."""
+        if run.id not in self._seen:
+            self.get(run.id)
+        wl, rows = self._seen[run.id]
+        view = rv.view_of(wl, [(t, js) for _, t, js in rows], complete=False)
+        pb_jobs = {j.id: j for _, _, js in rows for j in js}
+        started = [j for j in pb_jobs.values() if j.status.HasField("started")]
+
+        def ends(job: Any) -> tuple[list[bytes], list[bytes]]:
+            try:
+                with self._errors():
+                    return head_lines(self.conn, job.id, HEAD_LINES), [
+                        line for _, line in tail_records(self.conn, job.id, TAIL_LINES)
+                    ]
+            except LaunchkitError as e:
+                self.app.debug(f"the log of job {job.id} could not be read: {e}")
+                return [], []
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(started)))) as pool:
+            read = dict(zip((j.id for j in started), pool.map(ends, started), strict=True))
+        found = []
+        for job in sorted(view.jobs, key=lambda j: (j.task, j.replica, j.attempt or 0)):
+            pb = pb_jobs[job.id]
+            head, tail = read.get(job.id, ([], []))
+            first, last = attempt_progress(head, tail, self._patterns(pb) or ())
+            gpus = len(pb.assignment_details.resource_assignment.gpus)
+            hours = None
+            if job.started is not None:
+                ended = job.finished or rv.exited_at(pb) or time.time()
+                hours = round(gpus * (ended - job.started) / 3600, 4)
+            found.append(
+                AttemptDetail(
+                    task=job.task,
+                    replica=job.replica,
+                    attempt=job.attempt or 1,
+                    cause=runs.ended_as(job),
+                    exit_code=job.exit_code,
+                    gpu_hours=hours,
+                    first_progress=first,
+                    last_progress=last,
+                )
+            )
+        return found
+
     def _job_progress(self, job: Any) -> Progress | None:
         """A running job's last progress line, matched with the job's own patterns (its env)."""
         s = job.status if job is not None else None
@@ -440,13 +492,17 @@ class BeakerBackend:
         except LaunchkitError as e:
             self.app.debug(f"the log of job {job.id} could not be read: {e}")
             return None
+        patterns = self._patterns(job)
+        return None if patterns is None else last_progress(records, patterns)
+
+    def _patterns(self, job: Any) -> tuple[str, ...] | None:
+        """A job's progress patterns, from the run's policy in its env; None: a policy it refused."""
         env = {v.name: v.literal for v in job.container_spec.environment_variables}
         try:
-            patterns = Policy.from_env(env).progress_patterns
+            return Policy.from_env(env).progress_patterns
         except PolicyError as e:
             self.app.debug(f"job {job.id}: {e}")
             return None
-        return last_progress(records, patterns)
 
     def _rows_progress(self, rows: list[Any], org: Any) -> dict[str, Progress | None]:
         """`list`: experiment id -> progress, for the newest PROGRESS_ROWS running rows: replica 0's

@@ -172,6 +172,22 @@ def command_started(conn: Connection, job_id: str) -> bool:
     return False
 
 
+def head_lines(conn: Connection, job_id: str, lines: int) -> list[bytes]:
+    """The job's first `lines` log lines (the stream stops there)."""
+    out: list[bytes] = []
+
+    def keep(line: bytes) -> None:
+        out.append(line)
+        if len(out) >= lines:
+            raise _Seen
+
+    try:
+        stream_job(conn, job_id, keep)
+    except _Seen:
+        pass
+    return out
+
+
 def tail_records(conn: Connection, job_id: str, lines: int) -> list[tuple[int, bytes]]:
     """The job's last `lines` log lines as (ns since the epoch, message), oldest first: one read."""
     out: list[bytes] = []

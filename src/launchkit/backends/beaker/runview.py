@@ -57,6 +57,11 @@ def job_state(job: Any) -> runs.JobState:
     return runs.JobState.queued
 
 
+def exited_at(job: Any) -> float | None:
+    """When the job's process exited (seconds since the epoch), if it has."""
+    return _secs(job.status.exited) if job.status.HasField("exited") else None
+
+
 def task_name(task: Any) -> str:
     """The task's name as the spec has it: a replica's without a `-<rank>` suffix (in case Beaker names
     replica tasks that way; fact 4.7: unknown)."""

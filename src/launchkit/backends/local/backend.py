@@ -29,8 +29,15 @@ from launchkit.backends.local.runtime_files import use_runtime
 from launchkit.backends.local.store import Store, column, home, row_jobs, state_error
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.local.uploads import link_uploads, unlink_uploads
-from launchkit.backends.progress import TAIL_BYTES, last_progress
+from launchkit.backends.progress import (
+    HEAD_BYTES,
+    TAIL_BYTES,
+    attempt_progress,
+    last_progress,
+    resume_note,
+)
 from launchkit.backends.protocol import (
+    AttemptDetail,
     EndKind,
     EndReason,
     GpuRow,
@@ -42,7 +49,7 @@ from launchkit.backends.protocol import (
     Submission,
 )
 from launchkit.core.contract import ENV_GIT_COMMIT
-from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, logs_args
+from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, ended_as, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 
@@ -347,7 +354,42 @@ class LocalBackend:
             end=_end(rec, self.rdir(rec["id"])),
             attempts=attempts,
             retry=attempt_text(outcome.view(rec)) if attempts > 1 else None,
+            resume=resume_note(self._details(rec)) if attempts > 1 else None,
         )
+
+    def attempts_detail(self, run: RunInfo) -> list[AttemptDetail]:
+        return self._details(self._record(run.id))
+
+    def _details(self, rec: dict[str, Any]) -> list[AttemptDetail]:
+        """Every job of the record: its end, GPU-hours and its log's first and last progress."""
+        rdir = self.rdir(rec["id"])
+        patterns = _patterns(rdir)
+        found = []
+        ends = {(j.replica, j.attempt): j for j in outcome.view(rec).jobs}
+        for job in outcome.jobs(rec):
+            rank, attempt = job["replica"], job["attempt"]
+            path = logs.log_file(rdir, rank, attempt)
+            first, last = attempt_progress(
+                logs.first_lines(path, HEAD_BYTES), logs.last_lines(path, TAIL_BYTES), patterns
+            )
+            started, gpus = job.get("started"), job.get("gpus")
+            hours = None
+            if isinstance(started, float | int) and isinstance(gpus, int):
+                hours = round(gpus * ((job.get("finished") or time.time()) - started) / 3600, 4)
+            model = ends.get((rank, attempt))
+            found.append(
+                AttemptDetail(
+                    task=outcome.TASK,
+                    replica=rank,
+                    attempt=attempt,
+                    cause=ended_as(model) if model is not None else None,
+                    exit_code=job.get("exit_code"),
+                    gpu_hours=hours,
+                    first_progress=first,
+                    last_progress=last,
+                )
+            )
+        return found
 
     def get(self, run_ref: str) -> RunInfo:
         return self._info(self._record(run_ref))
@@ -391,12 +433,7 @@ class LocalBackend:
         rdir = self.rdir(run.id)
         rec = record.read(rdir) or {"id": run.id}
         attempt = max((j["attempt"] for j in outcome.jobs(rec) if j["replica"] == 0), default=1)
-        try:
-            patterns: tuple[str, ...] = (
-                SpecView(json.loads((rdir / "spec.json").read_text())).policy().progress_patterns
-            )
-        except (OSError, ValueError):  # (a PolicyError is a ValueError)
-            patterns = ()
+        patterns = _patterns(rdir)
         return last_progress(logs.last_records(logs.log_file(rdir, 0, attempt), TAIL_BYTES), patterns)
 
     # ---- logs
@@ -845,3 +882,11 @@ def _no_author(author: str | None) -> None:
         raise UsageError(
             f"--author {author}: local runs are all yours", hint="drop --author (it filters Beaker runs)"
         )
+
+
+def _patterns(rdir: Path) -> tuple[str, ...]:
+    """The run's progress patterns, from its policy in the spec it ran (none: the watchdog's defaults)."""
+    try:
+        return SpecView(json.loads((rdir / "spec.json").read_text())).policy().progress_patterns
+    except (OSError, ValueError):  # (a PolicyError is a ValueError)
+        return ()

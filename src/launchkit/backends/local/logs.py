@@ -69,6 +69,16 @@ def lines(path: str) -> Iterator[bytes]:
         return
 
 
+def first_lines(path: str, size: int = 1 << 20) -> list[bytes]:
+    """The output lines in the first `size` bytes of a log file (one bounded read; no timestamps)."""
+    try:
+        with open(path, "rb") as f:
+            buf = f.read(size)
+    except FileNotFoundError:
+        return []
+    return [line for _, line in parse(buf)[0]]
+
+
 def last_lines(path: str, size: int = 8192) -> list[bytes]:
     """The output lines in the last `size` bytes of a log file (one bounded read; no timestamps)."""
     return [line for _, line in last_records(path, size)]

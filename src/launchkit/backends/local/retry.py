@@ -18,11 +18,14 @@ from launchkit.runtime.node.policy import FAILURE, NEVER_STARTED, PREEMPTION, ST
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading
+    from collections.abc import Sequence
     from typing import Any
 
 SIGTERM_EXIT = 143  # 128 + SIGTERM
 WATCHDOG_EXIT = 124  # backends/ending.py's (it loads pydantic: imported only when a log is read)
 SETUP_CODES = range(100, 110)
+TAIL = 64 * 1024  # bytes of an attempt's log read for the step it reached (backends/progress.py's TAIL_BYTES)
+NOT_RESUMING = "not resuming"  # the cause of an attempt --require-resume stopped (never retried)
 
 
 def cause_of(code: int, rdir: str, rank: int, attempt: int, pump: threading.Thread | None) -> str:
@@ -39,6 +42,35 @@ def cause_of(code: int, rdir: str, rank: int, attempt: int, pump: threading.Thre
     if code == WATCHDOG_EXIT:
         return STALLED if ending.watchdog_stop(logs.last_lines(path)) else FAILURE
     return FAILURE if ending.command_started(logs.lines(path)) else NEVER_STARTED
+
+
+def resume_stopped(code: int, rdir: str, rank: int, attempt: int, pump: threading.Thread | None) -> bool:
+    """Whether the runtime stopped the job for --require-resume (its log's last `[launchkit] stopped:`
+    line says so): launchkit's stop, which nothing retries."""
+    if code != WATCHDOG_EXIT:
+        return False
+    from launchkit.backends import ending
+
+    if pump is not None:
+        pump.join(timeout=5)
+    why = ending.watchdog_stop(logs.last_lines(logs.log_file(rdir, rank, attempt)))
+    return why is not None and why.endswith(f"({ending.REQUIRE_RESUME})")
+
+
+def resume_from(rdir: str, rank: int, attempt: int, patterns: Sequence[str]) -> str | None:
+    """The step replica `rank`'s `attempt` reached (its log's newest progress line with a step, by the
+    policy's `patterns`), as policy.ENV_RESUME_FROM gives it to the next attempt; None: none, or the
+    patterns are not valid."""
+    from launchkit.runtime.node.launch import watchdog
+
+    try:
+        compiled = watchdog.progress_patterns(patterns)
+    except ValueError:
+        return None
+    found = watchdog.progress_of(logs.last_lines(logs.log_file(rdir, rank, attempt), TAIL), compiled, True)
+    if found is None or found[1] is None:
+        return None
+    return watchdog.step_value(found[1])
 
 
 def fields(cause: str) -> dict[str, Any]:

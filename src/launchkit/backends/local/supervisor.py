@@ -35,7 +35,7 @@ from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME
 from launchkit.core.redact import looks_secret_name, redact_url, token_kind
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.core.units import parse_size
-from launchkit.runtime.node.policy import EMPTY, ENV_ATTEMPT, ENV_WEBHOOK, PREEMPTION, Policy
+from launchkit.runtime.node.policy import EMPTY, ENV_ATTEMPT, ENV_RESUME_FROM, ENV_WEBHOOK, PREEMPTION, Policy
 
 TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
 if TYPE_CHECKING:
@@ -386,6 +386,11 @@ class Supervisor:
                 )
                 if self.webhook:
                     env[ENV_WEBHOOK] = self.webhook
+                if attempt > 1:  # checked against the step the attempt before reached (watchdog.py)
+                    patterns = self.policy.progress_patterns
+                    step = retry.resume_from(self.rdir, rank, self.attempts.get(rank, attempt - 1), patterns)
+                    if step is not None:
+                        env[ENV_RESUME_FROM] = step
                 gate_r, gate_w = os.pipe()
                 try:
                     p = subprocess.Popen(
@@ -414,7 +419,10 @@ class Supervisor:
                 rank, p, gate_w, joiner = gates.pop(0)
                 try:  # recorded before it runs: whoever finds this run can end the group
                     self.track(p.pid, *joiner.result())
-                    self.save_job(rank, attempt=attempt, pgid=p.pid, status="running", started=time.time())
+                    gpus = gpu_share(self.gpus, self.task.gpus, self.count, rank)[0]  # GPU-hours (why --json)
+                    self.save_job(
+                        rank, attempt=attempt, pgid=p.pid, status="running", started=time.time(), gpus=gpus
+                    )
                     if not self.cancel.is_set():
                         os.write(gate_w, b"go\n")
                         self.bells.start()  # not before: its thread would compete with the gates
@@ -486,6 +494,10 @@ class Supervisor:
             fields["status"] = "canceled"
         elif self.failing is not None:
             fields.update(status="canceled", stopped_for=self.failing)
+        elif self.policy.require_resume and retry.resume_stopped(
+            code, self.rdir, rank, self.attempts.get(rank, 1), self.pumps.get(rank)
+        ):
+            fields.update(status="failed", cause=retry.NOT_RESUMING)
         elif code != 0 and self.policy.retry_on:
             cause = retry.cause_of(code, self.rdir, rank, self.attempts.get(rank, 1), self.pumps.get(rank))
             fields.update(retry.fields(cause))
@@ -497,6 +509,8 @@ class Supervisor:
         failed = fields["status"] == "failed" or cause == PREEMPTION
         if failed:
             self.retried_cause = cause
+        if fields.get("cause") == retry.NOT_RESUMING:
+            self.retries_left = 0  # launchkit's stop: nothing of the run is retried again
         if failed and self.propagate and self.procs:
             self.failing = rank  # the others are stopped for it, then (with retries left) all run again
             self.siblings = threading.Thread(target=self.end_groups, args=(list(self.procs),), daemon=True)

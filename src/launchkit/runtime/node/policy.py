@@ -30,6 +30,9 @@ ENV = "LAUNCHKIT_POLICY"  # the spec's one variable: Policy.encode()
 ENV_WEBHOOK = "LAUNCHKIT_SLACK_WEBHOOK"  # the webhook's value (a secret by name), for the runtime only
 ENV_ATTEMPT = "LAUNCHKIT_ATTEMPT"  # set on the node where the attempt number is known (supervisor)
 ENV_RESTART = "LAUNCHKIT_RESTART"  # the command's restarts in place in this job so far (restart.py)
+# the step the attempt before reached, given to a new attempt (the local supervisor) or an in-place
+# restart (restart.py): the watchdog checks the new start against it (--require-resume: docs/retries.md)
+ENV_RESUME_FROM = "LAUNCHKIT_RESUME_FROM"
 PARENT_PREFIX = '{"parent":true'  # how the encoding starts when the runtime stays the parent
 
 # ---- retry causes (docs/retries.md)
@@ -50,6 +53,7 @@ EVENTS = {
     "inactive_soft": ":zzz:",
     "inactive": ":zzz:",
     "stalled": ":zzz:",
+    "not_resuming": ":repeat:",
     "preempted": ":warning:",
     "canceled": ":octagonal_sign:",
     "failed": ":x:",
@@ -61,7 +65,7 @@ EVENTS = {
 # RUN, a local run with a webhook (the runtime and the supervisor: follow posts nothing).
 JOB, SUPERVISOR, FOLLOW = "job", "supervisor", "follow"
 FOLLOWER, RUN = "follower", "run"
-_JOB_EVENTS = ("started", "inactive_soft", "inactive", "stalled", "failed", "succeeded")
+_JOB_EVENTS = ("started", "inactive_soft", "inactive", "stalled", "not_resuming", "failed", "succeeded")
 # The job's own "failed" is its command's exit; the supervisor's, a job that died before its command
 # or a supervisor error; follow's, the rest (a Beaker job that never started, say).
 POSTERS = {
@@ -78,6 +82,8 @@ def posts(process: str, mode: str, event: str) -> bool:
 
 def stop_event(why: str) -> str:
     """The event for the watchdog's stop `why` (its `[launchkit] stopped: ...` line's reason)."""
+    if why.endswith("(--require-resume)"):
+        return "not_resuming"
     return "inactive" if "--inactive-timeout" in why else "stalled"
 
 
@@ -112,6 +118,7 @@ _FIELDS = (
     "inactive_soft_timeout",
     "progress_patterns",
     "webhook_secret",
+    "require_resume",
 )
 _SECONDS = ("stall_timeout", "stall_grace", "inactive_timeout", "inactive_soft_timeout")
 
@@ -130,6 +137,7 @@ class Policy:
     inactive_soft_timeout: float | None  # seconds without output before a warning
     progress_patterns: tuple[str, ...]  # regexes; () = the watchdog's DEFAULT_PATTERNS
     webhook_secret: str | None  # the secret holding the Slack webhook the job posts with
+    require_resume: bool  # a retried attempt that starts below the step the one before reached is stopped
 
     def __init__(
         self,
@@ -141,6 +149,7 @@ class Policy:
         inactive_soft_timeout: float | None = None,
         progress_patterns: Sequence[str] = (),
         webhook_secret: str | None = None,
+        require_resume: bool = False,
     ) -> None:
         unknown = [c for c in retry_on if c not in CAUSES]
         if unknown:
@@ -153,6 +162,9 @@ class Policy:
         self.inactive_soft_timeout = _seconds("inactive_soft_timeout", inactive_soft_timeout)
         self.progress_patterns = tuple(str(p) for p in progress_patterns)
         self.webhook_secret = webhook_secret or None
+        if not isinstance(require_resume, bool):
+            raise PolicyError(f"require_resume={require_resume!r} must be true or false")
+        self.require_resume = require_resume
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Policy) and all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
@@ -182,8 +194,9 @@ class Policy:
 
     @property
     def parent(self) -> bool:
-        """The node runtime stays the command's parent: it watches it, or posts its end."""
-        return self.watched or self.webhook_secret is not None
+        """The node runtime stays the command's parent: it watches it, posts its end, or must check
+        that a retried attempt resumed (--require-resume)."""
+        return self.watched or self.webhook_secret is not None or self.require_resume
 
     @property
     def restarts(self) -> int:
@@ -194,8 +207,15 @@ class Policy:
     def grace(self) -> float:
         return DEFAULT_GRACE if self.stall_grace is None else self.stall_grace
 
-    def problems(self, replicas: int = 1) -> tuple[str, str] | None:
-        """The first combination no backend can honour, as (line, hint); None when it is sound."""
+    def problems(self, replicas: int = 1, task_retries: int = 0) -> tuple[str, str] | None:
+        """The first combination no backend can honour, as (line, hint); None when it is sound.
+        `task_retries`: gantry's cause-blind --retries, without --retry-on."""
+        if self.require_resume and not self.retry_on and not task_retries:
+            return (
+                "--require-resume checks a retried attempt against the one before, but nothing retries"
+                " this run",
+                "add --retry-on CAUSE (e.g. --retry-on preemption,stalled)",
+            )
         if not self.retry_on:
             return None
         if NODE_LOST in self.retry_on:
@@ -231,6 +251,13 @@ class Policy:
             if any(c not in self.retry_on for c in needed):
                 return cause, needed
         return None
+
+    def resume_unchecked(self, checked: Sequence[str] | None) -> bool:
+        """Whether --require-resume asks more than a backend can check: `checked` are the causes after
+        which it sees the attempt before (its registry row's `resume_checked`; None: after every retry)."""
+        if not self.require_resume or checked is None:
+            return False
+        return not (self.retry_on and set(self.retry_on) <= set(checked))
 
     def slack_mode(self) -> str:
         """How the run posts, as far as the spec says: JOB with a webhook secret, else FOLLOWER (a local

@@ -361,7 +361,7 @@ def run(
     argv = ["bash", "-c", " ".join(p.argv), p.argv[0]] if method == "bash" else p.argv
 
     try:
-        watched = watchdog.settings(policy)
+        watched = watchdog.settings(policy, p.env)
     except ValueError as e:
         raise LaunchError(EXIT_INPUTS, str(e)) from None
     if p.ray is not None:

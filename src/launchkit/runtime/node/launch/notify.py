@@ -119,6 +119,9 @@ class Job:
         self.signalled = False  # the job was sent SIGTERM: its end is told by whoever sent it
         self.stopped: str | None = None  # why the watchdog ended the command
 
+    def _where_replica(self) -> str:
+        return f" (replica {self.rank} of {self.count})" if self.count != "1" else ""
+
     def _where(self) -> str:
         parts = [f"replica {self.rank} of {self.count}"] if self.count != "1" else []
         if self.attempt > 1:
@@ -131,6 +134,8 @@ class Job:
             self.signalled = self.signalled or text == "SIGTERM"
         elif what == "warning":
             self.warning(text)
+        elif what == "resume" and _ours("not_resuming"):  # a start below the step before (watchdog.py)
+            self.poster.soon(message("not_resuming", self.label, text + self._where_replica()))
         elif what == "stopped":
             self.stopped = text
 

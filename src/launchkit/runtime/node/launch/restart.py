@@ -2,7 +2,9 @@
 the watchdog (watchdog.py) stops it, up to the policy's cap (node/policy.py: `Policy.restarts`). Each
 start gets policy.ENV_ATTEMPT one higher when the backend gave the job its attempt number (the local
 supervisor does; a Beaker job cannot know it), and policy.ENV_RESTART, the restarts in this job so far.
-A forwarded signal (a stop, a preemption) between two starts ends it instead.
+A forwarded signal (a stop, a preemption) between two starts ends it instead. Each start after the
+first gets policy.ENV_RESUME_FROM, the step the one before reached, which the watchdog checks it
+against (watchdog.py: resume verification); a start stopped for `--require-resume` is not started again.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import signal
 import sys
 from typing import Callable, Sequence
 
-from ..policy import ENV_ATTEMPT, ENV_RESTART, STALLED
+from ..policy import ENV_ATTEMPT, ENV_RESTART, ENV_RESUME_FROM, STALLED
 from . import watchdog
 from .procs import FORWARDED
 
@@ -37,10 +39,11 @@ def run(
     signalled: list[int] = []
     while True:
         stops: list[str] = []
-        code = runner(argv, env, s, stops=stops, tell=tell)
+        steps: list[float] = []
+        code = runner(argv, env, s, stops=stops, tell=tell, steps=steps)
         if signalled:  # a signal came while it was being restarted
             return 128 + signalled[0]
-        if not stops or restart >= left:
+        if not stops or restart >= left or stops[-1].endswith(f"({watchdog.RESUME_FLAG})"):
             return code
         for name in FORWARDED:  # until the next start (the watchdog's own handlers), a signal ends it
             signal.signal(getattr(signal, name), lambda n, _f: signalled.append(n))
@@ -51,6 +54,9 @@ def run(
         if base.isdigit():
             attempt = str(int(base) + restart)
             env[ENV_ATTEMPT] = attempt
+        if steps:  # the next start is checked against it (an earlier start's, when this one had none)
+            env[ENV_RESUME_FROM] = watchdog.step_value(steps[-1])
+        s = s._replace(resume=watchdog.resume_of(env, s.require))
         which = f"attempt {attempt}" if attempt else f"restart {restart} of {left}"
         _say(f"restarting the command in place ({which}; --retry-on {STALLED}): {stops[-1]}")
         if signalled:

@@ -8,6 +8,14 @@ exits EXIT_STOPPED.
 
 Settings come from the run's policy (node/policy.py, decoded once by the launcher): its stall and
 inactivity limits and its progress patterns (none given: DEFAULT_PATTERNS).
+
+Resume verification (docs/retries.md, "Did it resume?"): policy.ENV_RESUME_FROM is the step the
+attempt before this one had reached (the local supervisor gives it to a new attempt; restart.py to a
+command it starts again in place). The first progress line's step (the pattern's `step` group, else
+its first number) below it is told once (`attempt 2 restarted at step 0; attempt 1 had reached step
+12,639: it is not resuming from its checkpoint`); with the policy's `require_resume`
+(`--require-resume`) the watchdog stops the command for it instead, as its own stop, which nothing
+retries.
 """
 
 from __future__ import annotations
@@ -17,9 +25,9 @@ import re
 import select
 import signal
 import time
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
-from ..policy import Policy
+from ..policy import ENV_ATTEMPT, ENV_RESTART, ENV_RESUME_FROM, Policy
 from .procs import Children, spawn_forwarding, stop_group
 
 EXIT_STOPPED = 124  # the watchdog ended the command (as timeout(1)); its log's last line says why
@@ -29,13 +37,29 @@ STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL to the command's group
 LINE_MAX = 4096  # bytes of an unfinished line kept for matching
 
 # Progress lines of common trainers (docs/runtime.md lists them with examples).
+# Each names its `step` (what resume verification compares) without changing what it matches.
 DEFAULT_PATTERNS = (
-    r"\[step=\d+(/\d+)?",  # OLMo-core: [step=1200/5000,epoch=1] ...
-    r"\d+/\d+ \[\d",  # tqdm, as Hugging Face Trainer's bar: 12/500 [00:03<01:40, 4.8it/s]
-    r"\{'loss': .*'epoch': ",  # Hugging Face Trainer's logging: {'loss': 1.2, ..., 'epoch': 0.5}
-    r"Epoch \d+: .*it/s",  # PyTorch Lightning's bar: Epoch 0:  40%|####  | 40/100 [00:02<..., 18.1it/s]
-    r"(?i)\bstep[ =:]\s*\d+",  # plain: step 12, Step: 12, step=12
+    r"\[step=(?P<step>\d+)(/\d+)?",  # OLMo-core: [step=1200/5000,epoch=1] ...
+    r"(?P<step>\d+)/\d+ \[\d",  # tqdm, as Hugging Face Trainer's bar: 12/500 [00:03<01:40, 4.8it/s]
+    # Hugging Face Trainer's logging: {'loss': 1.2, ..., 'epoch': 0.5} (its step: the epoch)
+    r"\{'loss': .*'epoch': (?=(?P<step>\d+(\.\d+)?))",
+    # PyTorch Lightning's bar: Epoch 0:  40%|####  | 40/100 [00:02<..., 18.1it/s] (its step: the epoch)
+    r"Epoch (?P<step>\d+): .*it/s",
+    r"(?i)\bstep[ =:]\s*(?P<step>\d+)",  # plain: step 12, Step: 12, step=12
 )
+OWN_LINE = b"[launchkit] "  # the runtime's lines in a job's log (_say)
+NUMBER = re.compile(r"\d+(\.\d+)?")
+RESUME_FLAG = "--require-resume"  # in a stop's reason: launchkit's stop for it, never retried
+
+
+class Resume(NamedTuple):
+    """Resume verification: the step the run before this one reached, how the two are named, and
+    whether a start below it is stopped (`--require-resume`)."""
+
+    before: float
+    this: str  # "attempt 2", "restart 1"
+    that: str  # "attempt 1", "the start before it"
+    require: bool
 
 
 class Settings(NamedTuple):
@@ -44,17 +68,40 @@ class Settings(NamedTuple):
     patterns: list[re.Pattern[str]]
     inactive: float | None
     soft: float | None
+    resume: Resume | None = None
+    require: bool = False  # --require-resume (the policy's), for the starts restart.py makes
 
 
-def settings(policy: Policy) -> Settings | None:
-    """The watchdog's settings from the run's policy; None when it sets no limit (the command is
-    exec'd as always). ValueError names a pattern that is not a regular expression."""
-    if not policy.watched:
+def settings(policy: Policy, env: dict[str, str] | None = None) -> Settings | None:
+    """The watchdog's settings from the run's policy and, for a retried start, the step the one before
+    reached (`env`'s policy.ENV_RESUME_FROM); None when neither asks for it (the command is exec'd as
+    always). ValueError names a pattern that is not a regular expression."""
+    resume = resume_of(env or {}, policy.require_resume)
+    if not policy.watched and resume is None:
         return None
     patterns = progress_patterns(policy.progress_patterns)
-    return Settings(
-        policy.stall_timeout, policy.grace, patterns, policy.inactive_timeout, policy.inactive_soft_timeout
+    limits = (
+        policy.stall_timeout,
+        policy.grace,
+        patterns,
+        policy.inactive_timeout,
+        policy.inactive_soft_timeout,
     )
+    return Settings(*limits, resume=resume, require=policy.require_resume)
+
+
+def resume_of(env: dict[str, str], require: bool) -> Resume | None:
+    """What this start is checked against: policy.ENV_RESUME_FROM (None when unset or not a number);
+    named by the attempt where it is known, else by the in-place restart; `require`: --require-resume."""
+    m = NUMBER.fullmatch(env.get(ENV_RESUME_FROM) or "")
+    if m is None:
+        return None
+    attempt, restart = env.get(ENV_ATTEMPT) or "", env.get(ENV_RESTART) or ""
+    if attempt.isdigit() and int(attempt) > 1:
+        this, that = f"attempt {attempt}", f"attempt {int(attempt) - 1}"
+    else:
+        this, that = f"restart {restart or '?'} (in place)", "the start before it"
+    return Resume(float(m.group(0)), this, that, require)
 
 
 def progress_patterns(given: Sequence[str]) -> list[re.Pattern[str]]:
@@ -69,11 +116,57 @@ def progress_patterns(given: Sequence[str]) -> list[re.Pattern[str]]:
 def progress_in(line: str, patterns: Sequence[re.Pattern[str]]) -> str | None:
     """The progress a line shows (`step=1200/5000`), or None: the one matcher of the watchdog and of
     the backends' `list`/`why`."""
+    found = progress_step(line, patterns)
+    return None if found is None else found[0]
+
+
+def progress_step(line: str, patterns: Sequence[re.Pattern[str]]) -> tuple[str, float | None] | None:
+    """(the progress text, its step) of a line, or None: the step is the pattern's `step` group, else
+    the first number of what it matched (None: it has none)."""
     for p in patterns:
         m = p.search(line)
         if m:
-            return m.group(0).strip("[]{} ")[:80]
+            step = m.groupdict().get("step")
+            n = NUMBER.search(step if step is not None else m.group(0))
+            return m.group(0).strip("[]{} ")[:80], None if n is None else float(n.group(0))
     return None
+
+
+def progress_of(
+    lines: Iterable[bytes], patterns: Sequence[re.Pattern[str]], newest: bool
+) -> tuple[str, float | None] | None:
+    """The first (or `newest`) progress of a log's lines, oldest first: (text, step) as progress_step's.
+    The runtime's own lines (`[launchkit] ...`, which may name steps) are not the command's progress."""
+    found = None
+    for line in lines:
+        if line.startswith(OWN_LINE):
+            continue
+        for part in line.replace(b"\r", b"\n").split(b"\n"):
+            hit = progress_step(part.decode("utf-8", "replace"), patterns)
+            if hit is not None:
+                if not newest:
+                    return hit
+                found = hit
+    return found
+
+
+def step_value(step: float) -> str:
+    """A step as LAUNCHKIT_RESUME_FROM carries it: 12639.0 -> "12639", 0.5 -> "0.5"."""
+    return str(int(step)) if step == int(step) else repr(step)
+
+
+def fmt_step(step: float) -> str:
+    """12639.0 -> "12,639"; 0.5 -> "0.5"."""
+    return f"{int(step):,}" if step == int(step) else f"{step:g}"
+
+
+def not_resuming(r: Resume, first: float) -> str:
+    """`attempt 2 restarted at step 0; attempt 1 had reached step 12,639: it is not resuming from
+    its checkpoint`."""
+    return (
+        f"{r.this} restarted at step {fmt_step(first)}; {r.that} had reached step {fmt_step(r.before)}:"
+        " it is not resuming from its checkpoint"
+    )
 
 
 def fmt_secs(seconds: float) -> str:
@@ -100,23 +193,49 @@ class Watch:
         self.progress_wall = wall
         self.warned: float | None = None
         self.pending: dict[int, bytes] = {}  # fd -> the unfinished line's bytes
+        self.first_step: float | None = None  # the first progress line's step (resume verification)
+        self.last_step: float | None = None  # the newest's
+        self.notes: list[str] = []  # said once, as they come (the run loop takes them)
+        self.resume_stop: str | None = None  # --require-resume: why this start is stopped
 
     def saw(self, fd: int, data: bytes, now: float, wall: float) -> None:
         self.last_output = now
-        if self.s.stall is None:
+        if self.s.stall is None and self.s.resume is None:
             return
         buf = self.pending.get(fd, b"") + data
         parts = buf.replace(b"\r", b"\n").split(b"\n")
         self.pending[fd] = parts.pop()[-LINE_MAX:]
+        if self.last_progress is None and self.s.resume is not None:
+            for raw in parts:  # the first progress line of this start: did it resume?
+                found = progress_step(raw.decode("utf-8", "replace"), self.s.patterns)
+                if found is not None:
+                    self._first(found[1])
+                    break
         for raw in reversed(parts):  # the newest complete line that matches
-            text = progress_in(raw.decode("utf-8", "replace"), self.s.patterns)
-            if text is not None:
-                self.last_progress, self.progress_wall, self.progress_text = now, wall, text
+            found = progress_step(raw.decode("utf-8", "replace"), self.s.patterns)
+            if found is not None:
+                self.last_progress, self.progress_wall, self.progress_text = now, wall, found[0]
+                if found[1] is not None:
+                    self.last_step = found[1]
+                    if self.first_step is None:
+                        self.first_step = found[1]
                 return
+
+    def _first(self, step: float | None) -> None:
+        r = self.s.resume
+        if r is None or step is None or step >= r.before:
+            return
+        note = not_resuming(r, step)
+        if r.require:
+            self.resume_stop = f"{note} ({RESUME_FLAG})"
+        else:
+            self.notes.append(note)
 
     def check(self, now: float) -> tuple[str | None, str | None]:
         """(why to stop, or None; a warning to give now, or None)."""
         s = self.s
+        if self.resume_stop is not None:
+            return self.resume_stop, None
         quiet = now - self.last_output
         if s.inactive is not None and quiet >= s.inactive:
             return f"no output for {fmt_secs(s.inactive)} (--inactive-timeout)", None
@@ -176,10 +295,12 @@ def run(
     wall: Callable[[], float] = time.time,
     stops: list[str] | None = None,
     tell: Callable[[str, str], None] | None = None,
+    steps: list[float] | None = None,
 ) -> int:
     """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED (and why,
     appended to `stops`: the command's own 124 is not a stop). `tell(what, text)` hears of "signal"
-    (forwarded), "warning" and "stopped" (node/launch/notify.py)."""
+    (forwarded), "warning", "resume" (not resuming: said once) and "stopped" (node/launch/notify.py).
+    `steps` gets the newest progress line's step, if one had a step (restart.py checks the next start)."""
 
     children = Children()
     # the command's stdout and stderr: one pipe when ours are the same file (their order is kept)
@@ -216,6 +337,11 @@ def run(
             _write_all(sink[fd], data)
             if why is None:
                 watch.saw(fd, data, clock(), wall())
+        for note in watch.notes:
+            _say(note)
+            if tell is not None:
+                tell("resume", note)
+        watch.notes.clear()
         if why is None and ended_at is None:
             why, warning = watch.check(clock())
             if warning:
@@ -229,6 +355,8 @@ def run(
     for r, _ in pipes:
         os.close(r)
     code = children.wait(pid)
+    if steps is not None and watch.last_step is not None:
+        steps.append(watch.last_step)
     if why:
         _say(STOPPED + why)  # the last line of the job's log
         if stops is not None:
