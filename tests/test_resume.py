@@ -41,18 +41,18 @@ NOTE = (
     ],
 )  # fmt: skip
 def test_each_default_pattern_names_its_step_and_matches_what_it_did(line, text, step):
-    found = watchdog.progress_step(line, watchdog.progress_patterns(None))
+    found = watchdog.progress_step(line, watchdog.progress_patterns(()))
     assert found is not None and found[1] == step
     if text is not None:
-        assert found[0] == text == watchdog.progress_in(line, watchdog.progress_patterns(None))
+        assert found[0] == text == watchdog.progress_in(line, watchdog.progress_patterns(()))
 
 
 def test_a_user_pattern_steps_by_its_step_group_else_its_first_number():
-    named = watchdog.progress_patterns(r"it (?P<step>\d+) of \d+")
+    named = watchdog.progress_patterns([r"it (?P<step>\d+) of \d+"])
     assert watchdog.progress_step("epoch 9 it 40 of 90", named) == ("it 40 of 90", 40.0)
-    plain = watchdog.progress_patterns(r"iter \d+")
+    plain = watchdog.progress_patterns([r"iter \d+"])
     assert watchdog.progress_step("iter 5", plain) == ("iter 5", 5.0)
-    assert watchdog.progress_step("loss=", watchdog.progress_patterns("loss=")) == ("loss=", None)
+    assert watchdog.progress_step("loss=", watchdog.progress_patterns(["loss="])) == ("loss=", None)
 
 
 def test_the_note_compares_each_replica_with_its_own_attempt_before():
