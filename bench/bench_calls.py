@@ -8,7 +8,7 @@ the fake Beaker (tests/fakebeaker, in this process), which counts every gRPC met
 Counts are not timings: they do not depend on the machine's load, so the ceilings are exact.
 
 - list:    `launchkit list` (20 rows) and `list --limit 200` of 200 launchkit runs in the workspace (every
-           other one finished, a quarter running, 2 authors). Beaker pages hold 50 rows, so 200 rows take 4 ListWorkloads
+           other one finished, a quarter running, 2 authors; a quarter's description replaced by its job). Beaker pages hold 50 rows, so 200 rows take 4 ListWorkloads
            and, for the EXIT column, 2 ListJobs in series.
 - submit:  `launchkit run -- python train.py` (no --upload), three times from the same commit: the first
            makes the runtime dataset (once per launchkit version and workspace), the later ones find it
@@ -103,7 +103,12 @@ def populate(fake) -> None:
             WS,
             f"lk{i}",
             author="alice" if i % 3 else "bob",
-            description="run [launchkit]",
+            # every fourth description replaced by its job, as OLMo-core's callback does while it trains
+            # (fact 11.8): told as launchkit's by the tasks' LAUNCHKIT_VERSION (identity.py), at no cost
+            description=f"[{i // 2}%, {i * 5}/1,000] run\nhttps://wandb.ai/x/y"
+            if i % 4 == 1
+            else "run [launchkit]",
+            env={"LAUNCHKIT_VERSION": "bench"},
             created=now - (200 - i) * 60_000_000_000,
         )
         if i % 2:

@@ -14,7 +14,9 @@ interleaved so that drift on the machine hits all alike:
   install), so a first job pays the copy a job without the store pays: a store built with hard links
   from the cache (main before issue 31) was faster here and is reported for the record;
 - second job: this tree's entrypoint with the entry built, against gantry on the same warm cache
-  (target: <= 0.15x gantry), and the baseline's second job for reference;
+  (target: <= 0.15x gantry), and the baseline's second job for reference; within it, the check of
+  every file of the entry before the link (`store_check`, from the job's install log: a store module
+  a root job changed is never imported, issue 40);
 - what each of the runtime's caches in uv's cache directory pays (a cache stays only while it pays):
   the second job with one of them missing, each in turn: the env store off (`LAUNCHKIT_ENVSTORE=0`),
   the bytecode trees off (`LAUNCHKIT_BYTECODE_CACHE=0`; and with the env store off too, against the
@@ -38,6 +40,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -193,6 +196,14 @@ def main() -> None:
             times["second_launchkit"].append(t)
             times["second_launchkit_setup_only"].append(setup_seconds(out))
             detail["second_ours"] = breakdown(out)
+            # the entry's files checked before the link (issue 40): the job's install log says how long
+            logs = r.root / "runs" / f"{r.n:03d}-launchkit/results/.launchkit/logs"
+            m = re.search(
+                r"its (\d+) files checked in (\d+) ms", next(logs.glob("*_install.log")).read_text()
+            )
+            assert m, out
+            times["second_launchkit_store_check"].append(int(m.group(2)) / 1000)
+            detail["store_files"] = m.group(1)
 
         def second_base(i: int) -> None:
             t, out = run_with(r, theirs, shared, **copy)
@@ -226,6 +237,7 @@ def main() -> None:
                 "first_baseline",
                 "second_launchkit",
                 "second_launchkit_setup_only",
+                "second_launchkit_store_check",
                 "second_baseline",
                 "second_gantry",
                 *(f"second_{cache}_off" for cache in CACHES),
@@ -275,6 +287,9 @@ def main() -> None:
                 "ratio": round(med(second_ours_s) / med(gy), 3),
                 "baseline": med(second_base_s),
                 "baseline_ratio": round(med(second_base_s) / med(gy), 3),
+                # every file of the entry checked before the link (issue 40), within `launchkit`
+                "store_check": med(times["second_launchkit_store_check"]),
+                "store_files": int(detail.get("store_files") or 0),
             },
             "second_job_without_each_cache_s": {
                 cache: {

@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from launchkit.runtime.node.environment import envstore as es
+from timescale import scaled
 
 SRC = str(Path(es.__file__).resolve().parents[3])  # .../src, for the child processes
 
@@ -232,7 +234,7 @@ mine, counter, arrived = sys.argv[1:4]
 def build(staging):
     with open(counter, "a") as f:
         f.write("build\\n")
-    deadline = time.monotonic() + scaled(60)
+    deadline = time.monotonic() + {wait}
     while not os.path.exists(arrived) and time.monotonic() < deadline:
         time.sleep(0.01)  # until the other process waits for this build
     m = {fake!r}
@@ -255,7 +257,7 @@ def test_two_processes_build_once_and_neither_sees_half(tmp_path):
         "site_packages": "venv/lib/python3.11/site-packages",
         "dists": ["fakepkg-1.0.dist-info"],
     }
-    code = CONCURRENT.format(src=SRC, fake=fake, key=K)
+    code = CONCURRENT.format(src=SRC, fake=fake, key=K, wait=scaled(60))
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, mine, str(counter), str(tmp_path / "arrived")],
@@ -729,12 +731,79 @@ def test_what_a_job_gets_are_copies_checked_against_the_build(tmp_path):
     (Path(entry) / "meta/fakepkg-1.0.dist-info/METADATA").write_text("changed\n")
     venv2 = tmp_path / "venv2"
     (venv2 / "lib/python3.11/site-packages").mkdir(parents=True)
-    with pytest.raises(es.Damaged, match=r"meta/fakepkg-1\.0\.dist-info/METADATA changed since it was built"):
-        es.link(entry, manifest, str(venv2))
-    assert list((venv2 / "lib/python3.11/site-packages").iterdir()) == []
+    for check in (True, False):  # the whole entry first; then each copy as it is made
+        with pytest.raises(
+            es.Damaged, match=r"meta/fakepkg-1\.0\.dist-info/METADATA changed since it was built"
+        ):
+            es.link(entry, manifest, str(venv2), check=check)
+        assert list((venv2 / "lib/python3.11/site-packages").iterdir()) == []
     shutil.rmtree(Path(entry) / manifest["site_packages"] / "fakepkg")
     with pytest.raises(es.Damaged, match="fakepkg is missing"):
-        es.link(entry, manifest, str(venv2))
+        es.link(entry, manifest, str(venv2), check=False)
+
+
+def _as_root(path: Path, change) -> None:
+    """Change a store file as a job running as root does (read-only modes do not stop root): made
+    writable, changed, and its read-only mode put back."""
+    mode = path.stat().st_mode if path.exists() else None
+    for p in (path, path.parent):
+        if p.exists():
+            p.chmod(p.stat().st_mode | 0o200)
+    change(path)
+    if mode is not None and path.exists():
+        path.chmod(mode)
+
+
+MODULE = "venv/lib/python3.11/site-packages/fakepkg/__init__.py"
+SITE = "venv/lib/python3.11/site-packages"
+
+
+@pytest.mark.parametrize(
+    ("rel", "change", "said"),
+    [
+        (MODULE, lambda p: p.write_text("VALUE = 'spoiled'\n"), f"{MODULE} changed since it was built"),
+        (
+            MODULE,
+            lambda p: p.write_text("VALUE = 'from the STORE'\n"),
+            f"{MODULE} changed since",
+        ),  # same size
+        (MODULE, lambda p: p.write_bytes(b""), f"{MODULE} changed since it was built"),
+        (MODULE, lambda p: p.unlink(), f"{MODULE} is missing"),
+        (MODULE, lambda p: os.replace(p.with_name("copy"), p), f"{MODULE} changed since"),  # same bytes
+        (f"{SITE}/sitecustomize.py", lambda p: p.write_text("import os\n"), "sitecustomize.py was added"),
+        (f"{SITE}/zz.pth", lambda p: p.write_text("import os\n"), "zz.pth was added since it was built"),
+        (f"{SITE}/fakepkg/__pycache__/x.pyc", lambda p: None, None),  # Python's own: not looked at
+    ],
+    ids=["rewritten", "same-size", "emptied", "deleted", "replaced", "sitecustomize", "pth", "pycache"],
+)
+def test_a_store_module_a_root_job_changed_is_found_before_it_is_imported(tmp_path, rel, change, said):
+    """Store modules are imported in place: before a job links an entry, every file of it is checked
+    against the stamps taken when it was built (size and ctime, which no one can set back)."""
+    mine = es.user_tree(str(tmp_path / "cache"))
+
+    def built(staging: str) -> dict:
+        manifest = planned(fake_build([]))(staging)
+        es.seal(os.path.join(staging, "venv"))
+        return dict(manifest, **es.checks(staging, manifest))
+
+    entry, manifest, _ = es.ensure_entry(mine, K, built, print)
+    assert manifest["tree"]["files"] == len((Path(entry) / es.STAMPS).read_text().splitlines()) > 4
+    target = Path(entry) / rel
+    if rel.endswith(".pyc"):
+        target.parent.mkdir()
+        target.write_bytes(b"python's own")
+    if rel == MODULE:  # (a same-bytes copy to replace it with, gone again before the next job)
+        shutil.copy2(target, target.with_name("copy"))
+    _as_root(target, change)
+    target.with_name("copy").unlink(missing_ok=True)
+    venv = tmp_path / "venv"
+    (venv / "lib/python3.11/site-packages").mkdir(parents=True)
+    if said is None:
+        es.link(entry, manifest, str(venv))
+        return
+    with pytest.raises(es.Damaged, match=re.escape(said)):
+        es.link(entry, manifest, str(venv))
+    assert list((venv / "lib/python3.11/site-packages").iterdir()) == []  # nothing linked
 
 
 def test_the_record_of_a_linked_venv_is_what_uv_pip_freeze_prints(tmp_path):
@@ -866,7 +935,50 @@ def test_a_damaged_entry_is_named_and_built_again(repo, tmp_path):
         assert "env store: built" in log
         shutil.rmtree(entry / "venv/lib" / os.listdir(entry / "venv/lib")[0] / "site-packages/tinydata")
         r = _job(repo, tmp_path, sha, "j3", READ, env)
-        assert r.stdout.strip() == GOOD and "tinydata is missing); building it again" in r.stderr, r.stderr
+        assert (
+            r.stdout.strip() == GOOD and "tinydata/__init__.py is missing); building it again" in r.stderr
+        ), r.stderr
+
+
+# A job's command that prints the store module's value, then changes the module through its path in
+# the store as a root job can (read-only modes do not stop root: made writable, changed, read-only again)
+SPOIL = {
+    "rewrites": "open(p, 'w').write('VALUE = 1 / 0\\n')",
+    "empties": "open(p, 'w').close()",
+    "deletes": "os.unlink(p)",
+}
+
+
+def _spoiling(how: str | None) -> list[str]:
+    code = "import os, tinydata; print(tinydata.VALUE, flush=True); p = tinydata.__file__"
+    if how:
+        code += f"; os.chmod(p, 0o644); {SPOIL[how]}; os.path.exists(p) and os.chmod(p, 0o444)"
+    return ["python", "-c", code]
+
+
+@pytest.mark.slow
+def test_a_store_module_a_job_changed_is_never_imported_by_the_next(repo, tmp_path):
+    """Each job changes the module it imported from the store (rewritten, emptied, deleted, as root
+    can); the next job of the key finds it before anything imports it, says so, builds the entry
+    again and imports the package's own module."""
+    with data_package(repo, tmp_path) as (sha, env):
+        previous = None
+        for i, how in enumerate([*SPOIL, None]):
+            r = _job(repo, tmp_path, sha, f"j{i}", _spoiling(how), env)
+            assert r.stdout.strip() == "tinydata", (how, r.stdout, r.stderr)
+            damaged = [line for line in r.stderr.splitlines() if "damaged" in line]
+            if previous is None:
+                assert damaged == [], r.stderr
+            else:
+                what = "is missing" if previous == "deletes" else "changed since it was built"
+                assert len(damaged) == 1 and re.search(
+                    r"is damaged \(venv/lib/python3\.\d+/site-packages/tinydata/__init__\.py "
+                    + what
+                    + r"\); building it again$",
+                    damaged[0],
+                ), r.stderr
+            previous = how
+        assert len(_entries(tmp_path / "shared" / es.STORE / f"u{os.geteuid()}")) == 1  # spoiled ones gone
 
 
 @pytest.mark.slow

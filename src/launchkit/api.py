@@ -21,11 +21,13 @@ from __future__ import annotations
 import io
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, cast
 
+from launchkit import events
 from launchkit.application import Application
-from launchkit.backends import Backend, Capability, LogQuery, RunInfo, registry
+from launchkit.backends import Backend, Capability, LogQuery, RunInfo, RunStatus, registry
 from launchkit.backends.ending import describe
 from launchkit.config import gantry_notice
 from launchkit.core.parse import build_request
@@ -33,10 +35,24 @@ from launchkit.core.plan import Plan
 from launchkit.core.request import LaunchRequest
 from launchkit.core.run_options import RUN_OPTIONS, BackendChoice, Kind
 from launchkit.errors import UsageError
+from launchkit.events import Event
 from launchkit.launch import Launch, backend_name, plan, submit
 from launchkit.masking import masked
 
-__all__ = ["Follow", "Request", "Run", "get_run", "request", "request_from_options", "runs"]
+__all__ = [
+    "ALL_COMPLETED",
+    "FIRST_FAILURE",
+    "Event",
+    "Follow",
+    "Request",
+    "Run",
+    "get_run",
+    "request",
+    "request_from_options",
+    "runs",
+    "wait",
+]
+FIRST_FAILURE, ALL_COMPLETED = "FIRST_FAILURE", "ALL_COMPLETED"  # wait()'s return_when, as concurrent.futures
 
 _OPTIONS = {opt.name for opt in RUN_OPTIONS}
 # What a request object does with its methods instead: `spec()`, `launch()`, `Run.follow()`.
@@ -220,6 +236,13 @@ class Run:
         """Stream the run's output until it finishes (`for line in run.follow()`); then `exit_code`."""
         return Follow(self, replica=replica, all_replicas=all_replicas, tail=tail)
 
+    def events(
+        self, *, poll: float = events.POLL, progress_every: float = events.PROGRESS_EVERY
+    ) -> Iterator[Event]:
+        """Its events until it ends, typed (`events.Event`: kind, time, replica, attempt, line, fix,
+        progress), the same `launchkit follow ID --json` prints: `for ev in run.events(): ...`."""
+        return events.stream(self.app, self.backend, self.info, poll=poll, progress_every=progress_every)
+
     def why(self) -> str:
         """Why it ended (or where it stands), in one line with the fix, as `launchkit why` says it."""
         return describe(self.refresh())
@@ -265,3 +288,35 @@ def runs(
     """Your newest runs on the backend (default: the configured one), newest first, as `launchkit list`."""
     app = app or Application()
     return _backend(app, backend, local).list_runs(limit=limit)
+
+
+def wait(
+    runs: Sequence[Run],
+    *,
+    return_when: str = ALL_COMPLETED,
+    timeout: float | None = None,
+    poll: float = 10.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[list[Run], list[Run]]:
+    """Wait for runs (a sweep's) as `concurrent.futures.wait` does: (finished, not finished), each run's
+    `info` refreshed. `return_when`: ALL_COMPLETED, or FIRST_FAILURE (as soon as one ended other than
+    succeeded, else when all have). `timeout` seconds (None: no limit); each look asks every unfinished
+    run's state once, every `poll` seconds."""
+    if return_when not in (FIRST_FAILURE, ALL_COMPLETED):
+        raise UsageError(
+            f"return_when={return_when!r}: not a choice", hint="use api.FIRST_FAILURE or api.ALL_COMPLETED"
+        )
+    start = clock()
+    while True:
+        for r in runs:
+            if not r.info.status.finished:
+                r.refresh()
+        done = [r for r in runs if r.info.status.finished]
+        failed = any(r.info.status != RunStatus.succeeded for r in done)
+        if len(done) == len(runs) or (return_when == FIRST_FAILURE and failed):
+            break
+        if timeout is not None and clock() - start >= timeout:
+            break
+        sleep(poll if timeout is None else max(0.0, min(poll, timeout - (clock() - start))))
+    return done, [r for r in runs if not r.info.status.finished]

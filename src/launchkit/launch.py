@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from shutil import which
 from typing import Any
 
 from launchkit.application import Application
@@ -146,6 +147,8 @@ def plan(
     request = check_python_files(app, request, git)
     request = local_torch_backend(app, request, git, here=here)
     check_environment(app, request, git, here=here)
+    if here and not request.profile:  # a cluster profile is for a cluster's nodes, not this machine
+        request = request.model_copy(update={"no_profile": True})
     selection = resolve_profiles(request, profiles)
     submission = Submission(
         name=request.name or default_name(git.commit),
@@ -387,7 +390,15 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
 def check_environment(app: Application, request: LaunchRequest, git: GitState, *, here: bool) -> None:
     """Preflight before a Beaker submit (launchkit.pyenv.check_job_environment): what the job installs,
     resolved for the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda,
-    --no-python."""
+    --no-python. A local run with conda needs this machine's conda."""
+    conda = request.python_manager is PythonManager.conda and not (request.no_python or request.dry_run)
+    if here and conda and not which("conda"):  # said of this machine, not of an image
+        given = (("--conda-file", request.conda_file), ("--conda-env", request.conda_env))
+        asked = next((flag for flag, value in given if value), "--python-manager conda")
+        raise PreconditionError(
+            f"{asked}: this machine has no conda on PATH (a local run uses this machine's)",
+            hint="install conda here (e.g. miniforge) or put it on PATH, or let uv set up Python instead",
+        )
     uv_python = request.python_manager is PythonManager.uv and not (
         request.no_python or request.install or request.system_python or request.uv_venv
     )

@@ -75,4 +75,5 @@ UNKNOWN = {  # the switches for behaviour the fact sheet calls unknown, with bot
     "retry_node_loss": (False, True),
     "resume_resend": ("none", "second", "all"),
     "impossible_after": (None, 0.05),
+    "list_task_specs": (True, False),
 }

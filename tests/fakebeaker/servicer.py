@@ -731,10 +731,12 @@ class Impl(SchedulingRpcs):
             key=lambda e: (e.created, e.id), reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING
         )
         page, nxt = paginate(items, o, start)
-        return pb2.ListWorkloadsResponse(
-            workloads=[self.c.workload(e) if isinstance(e, Experiment) else self.c.session(e) for e in page],
-            next_page_token=nxt,
-        )
+        workloads = [self.c.workload(e) if isinstance(e, Experiment) else self.c.session(e) for e in page]
+        if not self.s.options.list_task_specs:  # (unknown: the listing without the tasks' specs)
+            for wl in workloads:
+                for t in wl.experiment.tasks:
+                    t.ClearField("container_spec")
+        return pb2.ListWorkloadsResponse(workloads=workloads, next_page_token=nxt)
 
     def UpdateWorkload(self, req, caller):
         e = self._id("experiment", req.workload_id)

@@ -80,6 +80,10 @@ class Options:
     oom_report: str = "message"
     # issue 22: Beaker refuses experiment names longer than this (HTTP 400).
     max_name_length: int = 128
+    # *unknown* (fact 11.8, issue 40): ListWorkloads' tasks carry their container spec (image, command,
+    # env vars), as the proto allows and GetWorkload does. False: the listing leaves it out (a tool then
+    # reads each experiment's spec to recognise its own, as gantry's `list` does).
+    list_task_specs: bool = True
     # -- runs of many jobs (issue 32; fact sheet 10, README "Runs of many jobs")
     # *unknown* (10.2): a job canceled for a lost/unhealthy node is retried under allowedTaskRetries.
     retry_node_loss: bool = False

@@ -1,7 +1,11 @@
 """A running run's last progress (`launchkit list`'s PROGRESS column, `why`): the newest line of its
 log's tail that the run's own progress patterns match, with the watchdog's one matcher
-(runtime/node/launch/watchdog.py: `progress_in`; the patterns are the run's policy's, runtime/node/policy.py,
-else the watchdog's DEFAULT_PATTERNS). Both backends read the tail and hand the lines here."""
+(runtime/node/launch/matching.py; the patterns are the run's policy's, runtime/node/policy.py, else
+matching's DEFAULT_PATTERNS). Both backends read the tail and hand the lines here.
+
+Bounded as the watchdog's (matching.scan): each line's first `matching.SLICE` characters; the
+defaults matched here, the user's own patterns in a matcher process given `matching.BUDGET` seconds
+per log read (a pattern that backtracks for ever shows no progress instead of hanging `list`)."""
 
 from __future__ import annotations
 
@@ -9,11 +13,11 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 
 from launchkit.backends.protocol import AttemptDetail, Progress, StepProgress
+from launchkit.runtime.node.launch import matching
 from launchkit.runtime.node.launch.watchdog import (
     OWN_LINE,
     Resume,
     not_resuming,
-    progress_in,
     progress_of,
     progress_patterns,
 )
@@ -42,15 +46,18 @@ def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: Sequenc
         compiled = progress_patterns(patterns)
     except ValueError:
         return None
-    for ns, raw in reversed(list(records)):
-        if raw.startswith(OWN_LINE):  # the runtime's own (it may name a step): not the command's progress
-            continue
-        for part in reversed(raw.replace(b"\r", b"\n").split(b"\n")):  # a progress bar's redraws
-            text = progress_in(part.decode("utf-8", "replace"), compiled)
-            if text is not None:
-                at = dt.datetime.fromtimestamp(ns / 1e9, dt.UTC) if ns else None
-                return Progress(text=_plain(text), at=at)
-    return None
+    lines = [
+        (ns, part.decode("utf-8", "replace"))
+        for ns, raw in records
+        if not raw.startswith(OWN_LINE)  # the runtime's own (it may name a step): not the command's progress
+        for part in raw.replace(b"\r", b"\n").split(b"\n")  # a progress bar's redraws
+    ]
+    hit = matching.scan([line for _, line in lines], compiled)[1]
+    if hit is None:
+        return None
+    ns = lines[hit[0]][0]
+    at = dt.datetime.fromtimestamp(ns / 1e9, dt.UTC) if ns else None
+    return Progress(text=_plain(hit[1]), at=at)
 
 
 def _plain(text: str) -> str:

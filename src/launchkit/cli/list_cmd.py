@@ -11,7 +11,7 @@ import typer
 from launchkit.application import OutputFormat
 from launchkit.backends import Capability, require
 from launchkit.cli import completing
-from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
+from launchkit.cli.backend_choice import backend_option, choose_listing, local_option, workspace_option
 from launchkit.cli.context import get_app
 from launchkit.cli.following import task_summary
 from launchkit.cli.table import print_table
@@ -86,7 +86,7 @@ def list_runs(
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
-    b = choose(app, backend, local, workspace=workspace)
+    b = choose_listing(app, backend, local, workspace)
     if Capability.service_statuses not in b.capabilities:  # Beaker's own names too (gantry's)
         try:
             statuses = [RunStatus(s) for s in statuses]

@@ -42,6 +42,7 @@ from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, spl
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
 from launchkit.runtime import RUNTIME_MOUNT
+from launchkit.runtime.node.launch import matching
 from launchkit.userfile import ENV_FILE_LIMIT, read_user_file
 
 if TYPE_CHECKING:
@@ -934,6 +935,14 @@ def _patterns(opts: _Options) -> list[str]:
             raise _fail(
                 where, item, f"is not a regular expression ({e})", "fix it (Python's re syntax)"
             ) from None
+        shape = matching.unsafe(item)
+        if shape is not None:  # the job's watchdog would give it up; list/why would too
+            raise _fail(
+                where,
+                item,
+                f"can take exponential time on a long line: it has {shape}",
+                "write it without nested or overlapping repeats, e.g. 'step \\d+'",
+            )
     return items
 
 

@@ -19,7 +19,7 @@ from beaker.types import BeakerSortOrder, BeakerWorkloadStatus, BeakerWorkloadTy
 
 from launchkit.application import Application
 from launchkit.backends import LogQuery, Posting, RunInfo, RunStatus, Submission, registry
-from launchkit.backends.beaker import launches
+from launchkit.backends.beaker import identity, launches
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import runview as rv
 from launchkit.backends.beaker.client import Connection
@@ -45,6 +45,7 @@ from launchkit.backends.progress import (
 )
 from launchkit.backends.protocol import AttemptDetail, EndKind, EndReason, Progress
 from launchkit.core import runs
+from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
@@ -77,6 +78,7 @@ WAIT_POLL = 1.0  # seconds between looks while waiting for a job (gantry polls e
 # shutdown output and the runtime's last line)
 WATCHDOG_TAIL = 20
 PROGRESS_ROWS = 5  # `list`: the newest running rows whose progress is read (2 calls each, at once)
+PAGE = 50  # rows in a page of ListWorkloads (beaker-py asks for its MAX_PAGE_SIZE, 50)
 Rows = list[tuple[int, Any, list[Any]]]  # (replica rank, task, its jobs newest first)
 
 
@@ -106,6 +108,7 @@ class BeakerBackend:
         self._retries: dict[str, int] = {}  # experiment id -> allowed task retries (from its spec)
         self._snapshot: tuple[Any, Rows] | None = None  # follow: the run as its last part to end saw it
         self._snapshot_lock = threading.Lock()
+        self._stops: dict[str, str] | None = None  # experiment id -> launchkit's reason (launches.py)
         self.clock: Callable[[], float] = time.time  # seconds since the epoch (retry grace)
         self.retry_grace = RETRY_GRACE
         self.sleep: Callable[[float], None] = time.sleep
@@ -153,11 +156,13 @@ class BeakerBackend:
         events: bool = False,
         budget: bool | None = None,
         waiting: Any = None,
+        launchkit: bool | None = None,
     ) -> RunInfo:
         """The run as commands show it. With `rows` (its tasks' jobs), status, exit code, end reason and
         attempts come from the run model (core/runs.py): the newest attempt of every replica and task,
         and the one outcome computed from them. `events`: read a never-scheduled job's events.
-        `budget`: read the retry budget (None: when a newest attempt failed; False: never, `list`)."""
+        `budget`: read the retry budget (None: when a newest attempt failed; False: never, `list`).
+        `launchkit`: whether it is launchkit's, when already told (identity.py; else from `wl`)."""
         ex = wl.experiment
         status = _STATUS.get(wl.status, RunStatus.queued)
         exit_code = started = finished = end = message = None
@@ -193,7 +198,7 @@ class BeakerBackend:
             view = rv.view_of(wl, [])  # canceled before any job of it existed (no job to read)
             end = rv.run_end(view, runs.outcome(view), ex.id, {})
         if end is not None and end.kind == EndKind.canceled and end.by != "Beaker":
-            end = _launchkit_stop(ex.description) or end  # launchkit's own stop (stop(reason=))
+            end = self._launchkit_stop(ex) or end  # launchkit's own stop (stop(reason=))
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -207,7 +212,7 @@ class BeakerBackend:
             replicas=max(1, len(ex.tasks)),
             tasks=max(1, len({t.name for t in ex.tasks})),
             url=self.beaker.workload.url(wl),
-            launchkit=rs.MARKER in ex.description,
+            launchkit=identity.from_listing(wl) is True if launchkit is None else launchkit,
             message=message,
             end=end,
             task_statuses=_task_statuses(ex.tasks),
@@ -215,6 +220,15 @@ class BeakerBackend:
             retry=retry,
             waiting=waiting if status == RunStatus.queued else None,
         )
+
+    def _launchkit_stop(self, ex: Any) -> EndReason | None:
+        """launchkit's own stop of the experiment (stop(reason=)): this machine's record of it, which no
+        job can reach (launches.py), else the line stop() added to the description, while no job has
+        rewritten it (fact sheet 11.8)."""
+        if self._stops is None:
+            self._stops = launches.stop_reasons(self.conn.address)
+        why = self._stops.get(ex.id)
+        return launchkit_stopped(why) if why is not None else _launchkit_stop(ex.description)
 
     def _outcome(
         self, wl: Any, rows: Rows, *, complete: bool = True, budget: bool | None = None
@@ -628,26 +642,24 @@ class BeakerBackend:
             # finished rows are possible: read the newest finished jobs while the workloads come
             may_finish = beaker_statuses is None or any(s.as_pb2() in self.FINISHED for s in beaker_statuses)
             jobs_f = pool.submit(_JobPages, self.beaker, org) if may_finish else None
-            # Without --all, the server filters on the launchkit marker; --text then filters locally.
-            server_text = text if (include_all or text) else rs.MARKER
+            # launchkit's runs are told by their spec, not their description, which jobs rewrite
+            # (identity.py): without --all they are picked here from pages of the listing
             created_after = dt.datetime.now(dt.UTC) - max_age if max_age else None
-            rows = []
-            for wl in self.beaker.workload.list(
-                org=org,
-                author=user,
-                workspace=ws,
-                created_after=created_after,
-                workload_type=BeakerWorkloadType.experiment,
-                statuses=beaker_statuses,
-                name_or_description=server_text,
-                sort_order=BeakerSortOrder.descending,
-                limit=limit if (include_all or not text) and not preempted else None,
-            ):
-                if not include_all and rs.MARKER not in wl.experiment.description:
-                    continue
-                rows.append(wl)
-                if len(rows) >= (limit * 10 if preempted else limit):
-                    break
+            listing = iter(
+                self.beaker.workload.list(
+                    org=org,
+                    author=user,
+                    workspace=ws,
+                    created_after=created_after,
+                    workload_type=BeakerWorkloadType.experiment,
+                    statuses=beaker_statuses,
+                    name_or_description=text or None,
+                    sort_order=BeakerSortOrder.descending,
+                    limit=limit if include_all and not preempted else None,
+                )
+            )
+            wanted = limit * 10 if preempted else limit
+            rows = self._launchkit_rows(listing, wanted, include_all)
             names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
             progress_f = pool.submit(self._rows_progress, rows, org) if progress else None
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
@@ -662,12 +674,42 @@ class BeakerBackend:
                     rows=jobs.get(wl.experiment.id),
                     budget=False,
                     waiting=waiting.get(wl.experiment.id),
+                    launchkit=True if not include_all else None,
                 ).model_copy(update={"progress": progressed.get(wl.experiment.id)})
                 for wl in rows
             ]
             if shown is not None:  # rows show what was asked for (e.g. preempted vs canceled)
                 infos = [i for i in infos if i.status in shown]
             return infos[:limit]
+
+    LIST_SCAN = 20  # pages (of 50) of the listing looked through for launchkit's runs at most
+
+    def _launchkit_rows(self, listing: Iterator[Any], wanted: int, include_all: bool) -> list[Any]:
+        """The first `wanted` workloads of `listing` (newest first) that are launchkit's (all of them
+        with `include_all`), a page at a time: a page's rows the listing cannot tell are told by their
+        specs at once (identity.Recognizer). At most LIST_SCAN pages are looked through (said)."""
+        rows: list[Any] = []
+        recognizer = None
+        for _ in range(1 if include_all else self.LIST_SCAN):
+            page = list(itertools.islice(listing, wanted if include_all else PAGE))
+            if not page:
+                return rows
+            if include_all:
+                return page
+            if recognizer is None:
+                ids = launches.launched_ids(self.conn.address)
+                recognizer = identity.Recognizer(self.beaker, ids, self.app.debug)
+            rows += [wl for wl, ours in zip(page, recognizer.select(page), strict=True) if ours]
+            if len(rows) >= wanted:
+                return rows[:wanted]
+            if len(page) < PAGE:
+                return rows
+        if next(listing, None) is not None:
+            self.app.warn(
+                f"looked through the newest {self.LIST_SCAN * PAGE} experiments for launchkit's runs;"
+                " older ones are not shown (narrow the listing: --author, --max-age, --text)"
+            )
+        return rows
 
     def _workspace_ref(self, name: str) -> Any:
         """pb2.Workspace(id=...) for a name (one ResolveWorkspaceName; ids pass through)."""
@@ -723,10 +765,13 @@ class BeakerBackend:
             user = self._user(author) if (author or mine) else None
             oldest = dt.datetime.now(dt.UTC) - max_age if max_age else None
             rows = []
-            for wl in self._group_runs(group):
+            found = self._group_runs(group)
+            if not include_all:
+                ids = launches.launched_ids(self.conn.address)
+                ours = identity.Recognizer(self.beaker, ids, self.app.debug).select(found)
+                found = [wl for wl, mine in zip(found, ours, strict=True) if mine]
+            for wl in found:
                 e = wl.experiment
-                if not include_all and rs.MARKER not in e.description:
-                    continue
                 if user is not None and e.author_id != user.id:
                     continue
                 if text and text not in e.name and text not in e.description:
@@ -735,7 +780,8 @@ class BeakerBackend:
                     continue
                 rows.append(wl)
             names = self.conn.user_names([wl.experiment.author_id for wl in rows])
-            infos = [self._info(wl, author=names[wl.experiment.author_id]) for wl in rows]
+            told = True if not include_all else None
+            infos = [self._info(wl, author=names[wl.experiment.author_id], launchkit=told) for wl in rows]
         return [r for r in infos if not wanted or r.status in wanted][:limit]
 
     # -- jobs and logs --------------------------------------------------------------------------
@@ -1144,9 +1190,10 @@ class BeakerBackend:
     # -- stop -----------------------------------------------------------------------------------
     def stop(self, run: RunInfo, *, reason: str | None = None) -> RunInfo:
         """Cancel the run: only ever the current user's. `reason` (launchkit's own stop): CancelWorkloads
-        carries none, so it goes first into a line of the experiment's description, which every read of
-        the workload has (`_info`: no extra call); OLMo-core updates running workloads' descriptions
-        too (fact sheet 9.2)."""
+        carries none, so it is kept in this machine's record (launches.py), which no job can reach, and
+        in a line of the experiment's description, which every read of the workload has (`_info`: no
+        extra call) for `why` elsewhere, until a job rewrites it (OLMo-core and open-instruct do while
+        they train: fact sheet 11.8)."""
         wl = self._workload(run.id)
         with self._errors():
             me = self.conn.me()
@@ -1157,6 +1204,9 @@ class BeakerBackend:
                     hint="launchkit only stops your own jobs",
                 )
             if reason is not None:
+                launches.record_stop(self.conn.address, wl.experiment.id, reason)
+                if self._stops is not None:
+                    self._stops[wl.experiment.id] = reason
                 try:
                     text = f"{wl.experiment.description}\n{LAUNCHKIT_STOP}{reason}"
                     self.beaker.workload.update(wl, description=text)
@@ -1195,6 +1245,7 @@ class BeakerBackend:
                 )
                 if rs.takes_batch_jobs(c)
             ]
+            batch = clusters
             if not include_all:
                 clusters = [c for c in clusters if c.cluster_occupancy.slot_counts.available > 0]
             types = rs.node_gpu_types(self.conn, clusters)
@@ -1216,6 +1267,11 @@ class BeakerBackend:
                     "tags": list(c.tags),
                 }
             )
+        if wanted and not rows:  # none free, or a type no cluster has: which, by every node's type
+            with self._errors():
+                known = {x for ts in rs.node_gpu_types(self.conn, batch).values() for x in ts}
+            if unknown := unknown_gpu_types(gpu_types or [], sorted(known)):
+                raise UsageError(unknown[0], hint=unknown[1])
         rows.sort(key=lambda r: (-r["free_gpus"], r["cluster"]))
         return rows
 

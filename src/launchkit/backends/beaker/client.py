@@ -105,11 +105,28 @@ def rate_limited(e: BaseException) -> bool:
     return _grpc_code(e) == grpc.StatusCode.RESOURCE_EXHAUSTED or http_status(e) == 429
 
 
+def refused(e: BaseException) -> bool:
+    """The address refused the connection: nothing listens there (a wrong address, a tunnel that is
+    down). Told at once, not retried until the deadline as a server that does not answer is."""
+    code = _grpc_code(e)
+    if code is not None:
+        return code == grpc.StatusCode.UNAVAILABLE and "connection refused" in (e.details() or "").lower()  # type: ignore[attr-defined]
+    seen: BaseException | None = e
+    for _ in range(8):  # requests' ConnectionError wraps urllib3's, which wraps the OSError
+        if seen is None or isinstance(seen, ConnectionRefusedError):
+            break
+        inner = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
+        seen = inner or seen.__cause__ or seen.__context__ or getattr(seen, "reason", None)
+    return isinstance(seen, ConnectionRefusedError)
+
+
 def transient(e: BaseException, *, idempotent: bool = True) -> bool:
     """Worth retrying: a rate limit (always), or, for calls that may be repeated, an unavailable
-    server, a dropped stream or connection, or a per-call timeout."""
+    server, a dropped stream or connection, or a per-call timeout; not a refused connection."""
     if rate_limited(e):
         return True
+    if refused(e):
+        return False
     if not idempotent:
         return False
     code = _grpc_code(e)
@@ -167,6 +184,8 @@ class _Guarded:
             try:
                 return self._inner(request, timeout=min(timeout or left, left, conn.call_timeout), **kwargs)
             except grpc.RpcError as e:
+                if refused(e):  # told now, as launchkit's error (beaker-py retries UNAVAILABLE forever)
+                    raise conn.translate(e) from None
                 if not transient(e, idempotent=self._idempotent):
                     raise
                 conn.backoff(attempt, e, what=self._name)
@@ -194,7 +213,11 @@ class _RetryingSession(requests.Session):
             try:
                 response = super().request(method, url, *args, **kwargs)
             except (requests.ConnectionError, requests.Timeout) as e:
-                if not idempotent or not self.conn.backoff(attempt, e, what=f"{verb} {url!s}", quiet=True):
+                if refused(e):  # told now, as launchkit's error (beaker-py would retry it)
+                    raise self.conn.translate(e) from None
+                if not idempotent:
+                    raise
+                if not self.conn.backoff(attempt, e, what=f"{verb} {url!s}", quiet=True):
                     raise
                 attempt += 1
                 continue
@@ -274,6 +297,13 @@ class Connection:
         try:
             config = Config.from_env()
         except bx.BeakerConfigurationError:
+            named = os.environ.get("BEAKER_CONFIG", "")
+            if named and not os.path.isfile(named):
+                raise NoCredentials(
+                    f"no Beaker credentials: BEAKER_CONFIG={named} names no file",
+                    hint="point BEAKER_CONFIG at your Beaker config.yml, which `beaker account login` "
+                    "writes to ~/.beaker/config.yml; or unset it",
+                ) from None
             raise NoCredentials(
                 "no Beaker credentials found",
                 hint="run `beaker account login`, or set BEAKER_TOKEN (token from https://beaker.org/user), "
@@ -436,6 +466,12 @@ class Connection:
             return self.unreachable()
         if http is not None and 400 <= http < 500:  # the server's own message, final (never retried)
             return UsageError(f"Beaker refused the request: {server_message(e)}", hint=_hint_for(http))
+        if refused(e):
+            where = self.beaker.config.rpc_address if code is not None else self.address
+            return BeakerUnreachable(
+                f"Beaker at {where} refused the connection: nothing listens there",
+                hint="check BEAKER_ADDR or agent_address in your Beaker config, and your network/VPN",
+            )
         if code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
             return self.unreachable()
         if code is not None:

@@ -1,8 +1,18 @@
-"""launchkit's own record of its Beaker launches, for `--latest` (Beaker's listings may lag a create).
+"""launchkit's own record of its Beaker launches, for `--latest` (Beaker's listings may lag a create)
+and `list` (a run this machine launched is launchkit's, whatever its description says), and of the
+runs it stopped itself, with why.
 
 Like the local backend's state (`<XDG state>/launchkit/local`), it lives under the XDG state dir:
 `<XDG state>/launchkit/beaker/launches.jsonl`, one JSON line per launch: Beaker address, user,
 experiment id and name, workspace, local time. Only ids are kept; the server is asked for the rest.
+
+`stops.jsonl` beside it: one line per run launchkit stopped itself (`run --follow --timeout`, ...):
+address, experiment id, the reason. Beaker keeps no reason with a cancel (`CancelWorkloads` takes
+ids only), and anything on Beaker the user can write, the job can too: it runs with the user's token,
+and OLMo-core's and open-instruct's callbacks rewrite the experiment's description while they train
+(fact sheet 11.8), which is where the reason went before. This machine's state is the one place no
+job reaches; the description still gets the line too, for `why` on another machine while no job has
+rewritten it.
 """
 
 from __future__ import annotations
@@ -23,11 +33,34 @@ def path() -> Path:
     return user_state_dir() / "beaker" / "launches.jsonl"
 
 
+def stops_path() -> Path:
+    return user_state_dir() / "beaker" / "stops.jsonl"
+
+
 def record(address: str, user: str, run_id: str, name: str, workspace: str | None) -> None:
     """Append one launch (a convenience: a failure to write is ignored; --latest then lists)."""
     entry = {"address": address, "user": user, "id": run_id, "name": name, "workspace": workspace}
-    entry["time"] = time.time()  # type: ignore[assignment]
-    p = path()
+    _append(path(), entry)
+
+
+def record_stop(address: str, run_id: str, reason: str) -> None:
+    """launchkit stopped `run_id` itself, for `reason` (a failure to write is ignored: the description
+    keeps it too, until a job rewrites it)."""
+    _append(stops_path(), {"address": address, "id": run_id, "reason": reason})
+
+
+def stop_reasons(address: str) -> dict[str, str]:
+    """Experiment id -> why launchkit stopped it, for the runs this machine stopped on this Beaker."""
+    out: dict[str, str] = {}
+    for entry in _entries(stops_path()):  # (newest first: the newest stop of a run is its last)
+        run_id, reason = entry.get("id"), entry.get("reason")
+        if entry.get("address") == address and isinstance(run_id, str) and isinstance(reason, str):
+            out.setdefault(run_id, reason)
+    return out
+
+
+def _append(p: Path, entry: dict[str, Any]) -> None:
+    entry["time"] = time.time()
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         with p.open("a", encoding="utf-8") as f:  # one short line per write: appends do not interleave
@@ -45,10 +78,10 @@ def _trim(p: Path) -> None:
     os.replace(tmp, p)
 
 
-def recent(address: str, user: str, workspace: str | None = None) -> Iterator[dict[str, Any]]:
-    """This user's launches on this Beaker, newest first (only in `workspace`, when given)."""
+def _entries(p: Path) -> Iterator[dict[str, Any]]:
+    """The file's entries, newest first."""
     try:
-        lines = path().read_text(encoding="utf-8").splitlines()
+        lines = p.read_text(encoding="utf-8").splitlines()
     except OSError:
         return
     for line in reversed(lines):
@@ -56,7 +89,19 @@ def recent(address: str, user: str, workspace: str | None = None) -> Iterator[di
             entry = json.loads(line)
         except ValueError:
             continue  # a torn line
-        if not isinstance(entry, dict) or entry.get("address") != address or entry.get("user") != user:
+        if isinstance(entry, dict):
+            yield entry
+
+
+def launched_ids(address: str) -> set[str]:
+    """The experiments this machine launched on this Beaker (the newest KEEP)."""
+    return {e["id"] for e in _entries(path()) if e.get("address") == address and isinstance(e.get("id"), str)}
+
+
+def recent(address: str, user: str, workspace: str | None = None) -> Iterator[dict[str, Any]]:
+    """This user's launches on this Beaker, newest first (only in `workspace`, when given)."""
+    for entry in _entries(path()):
+        if entry.get("address") != address or entry.get("user") != user:
             continue
         if workspace and entry.get("workspace") and entry["workspace"] != workspace:
             continue

@@ -160,7 +160,8 @@ class Policy:
         self.stall_grace = _seconds("stall_grace", stall_grace)
         self.inactive_timeout = _seconds("inactive_timeout", inactive_timeout)
         self.inactive_soft_timeout = _seconds("inactive_soft_timeout", inactive_soft_timeout)
-        self.progress_patterns = tuple(str(p) for p in progress_patterns)
+        given = [progress_patterns] if isinstance(progress_patterns, str) else progress_patterns
+        self.progress_patterns = tuple(str(p) for p in given)
         self.webhook_secret = webhook_secret or None
         if not isinstance(require_resume, bool):
             raise PolicyError(f"require_resume={require_resume!r} must be true or false")

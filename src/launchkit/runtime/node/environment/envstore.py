@@ -52,7 +52,10 @@ if TYPE_CHECKING:
 STORE = "launchkit-envs-v1"
 MANIFEST = "launchkit-env.json"
 PTH = "_launchkit_envstore.pth"
-FORMAT = 3  # 2: the link plan in the manifest; 3: copied from uv's cache, read-only, with stamps
+STAMPS = "launchkit-env.stamps"  # every file of the entry as built: size, change time, path (one a line)
+# 2: the link plan in the manifest; 3: copied from uv's cache, read-only, with stamps; 4: every file's
+# stamp (`tree`), checked before each link
+FORMAT = 4
 KEEP_DAYS = 30  # an entry no job used for this long is removed (a job touches its entry's manifest)
 WAIT_SECONDS = 900  # for another job building the same entry; then this job installs for itself
 LEASE_NOTE = ".launchkit-envstore-lease"  # in the job's venv: the lease file the entrypoint holds open
@@ -495,11 +498,16 @@ def _site_packages(venv: str) -> list[str]:
 # ---- the thin venv
 
 
-def link(entry: str, manifest: Manifest, venv: str) -> list[str]:
-    """Make `venv` a thin venv over the store entry; returns what it added (for an undo)."""
+def link(entry: str, manifest: Manifest, venv: str, check: bool = True) -> list[str]:
+    """Make `venv` a thin venv over the store entry; returns what it added (for an undo). `check`:
+    first, that every file of the entry is as built (check_tree; Damaged otherwise): its modules are
+    imported in place, and read-only modes do not stop a job running as root. (False: built by this
+    job a moment ago.)"""
     sps = _site_packages(venv)
     if len(sps) != 1:
         raise Refused(f"{venv}: expected one site-packages, found {len(sps)}")
+    if check and "tree" in manifest:
+        check_tree(entry, manifest)
     sp = sps[0]
     store_sp = os.path.join(entry, manifest["site_packages"])
     plan = manifest.get("links")  # built with this entry (else read from the metadata: older entries)
@@ -574,11 +582,85 @@ def checks(entry: str, manifest: Manifest) -> Manifest:
     return {
         "stamps": stamps,
         "present": sorted(p for p in present if os.path.lexists(os.path.join(store_sp, p))),
+        "tree": write_tree_stamps(entry),
     }
 
 
 def _stamp(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_ctime_ns]
+
+
+# ---- every file of an entry, as built
+
+
+def tree_stamps(entry: str) -> list[str]:
+    """One line per file (and symlink) of the entry, in a fixed order: `size ctime_ns path`. Any write,
+    truncation, chmod, rename or replacement changes a file's ctime, and nobody (root included) can set
+    it back; a file removed or added changes the list. Left out: the manifest and this list (a job
+    touches the manifest to say the entry is in use) and Python's own `__pycache__` directories."""
+    lines: list[str] = []
+    todo = [""]
+    while todo:
+        rel = todo.pop()
+        with os.scandir(os.path.join(entry, rel) if rel else entry) as it:
+            found = sorted(it, key=lambda e: e.name)
+        subdirs = []
+        for e in found:
+            path = rel + "/" + e.name if rel else e.name
+            if e.is_dir(follow_symlinks=False):
+                if e.name != "__pycache__":
+                    subdirs.append(path)
+                continue
+            if not rel and e.name in (MANIFEST, STAMPS):
+                continue
+            st = e.stat(follow_symlinks=False)
+            lines.append(f"{st.st_size} {st.st_ctime_ns} {path}")
+        todo.extend(reversed(subdirs))
+    return lines
+
+
+def _digest(lines: list[str]) -> str:
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def write_tree_stamps(entry: str) -> Manifest:
+    """Stamp every file of a just-built entry (after seal(): its chmods change ctimes): the list goes
+    to STAMPS beside the manifest, its digest and length into the manifest (`tree`)."""
+    lines = tree_stamps(entry)
+    with open(os.path.join(entry, STAMPS), "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write("".join(line + "\n" for line in lines))
+    os.chmod(os.path.join(entry, STAMPS), 0o444)
+    return {"files": len(lines), "sha256": _digest(lines)}
+
+
+def check_tree(entry: str, manifest: Manifest) -> None:
+    """Damaged unless every file of the entry is as it was built: none changed (in place, emptied,
+    chmod'ed back), removed or added (a module, a `.pth`, a `sitecustomize.py`). One stat per file;
+    the list is read only to name what differs."""
+    tree = manifest.get("tree")
+    if not isinstance(tree, dict):
+        raise Damaged("it has no record of its files")
+    try:
+        now = tree_stamps(entry)
+    except OSError as e:
+        raise Damaged(f"cannot read it ({e.strerror})") from None
+    if len(now) == tree.get("files") and _digest(now) == tree.get("sha256"):
+        return
+    try:
+        with open(os.path.join(entry, STAMPS), encoding="utf-8", errors="surrogateescape") as f:
+            then = {line.split(" ", 2)[2]: line for line in f.read().splitlines() if line.count(" ") >= 2}
+    except OSError:
+        then = {}
+    seen = {line.split(" ", 2)[2]: line for line in now}
+    for path, line in then.items():
+        if path not in seen:
+            raise Damaged(f"{path} is missing")
+        if seen[path] != line:
+            raise Damaged(f"{path} changed since it was built")
+    for path in seen:
+        if path not in then:
+            raise Damaged(f"{path} was added since it was built")
+    raise Damaged("its record of its files changed")
 
 
 def _copy_checked(
@@ -838,7 +920,11 @@ def use_store(
             except OSError:
                 continue  # pruned between the lookup and the lock
             try:
-                link(entry, manifest, venv)
+                checked = time.monotonic()
+                if not built:  # (one it built a moment ago is as built)
+                    check_tree(entry, manifest)
+                checked = time.monotonic() - checked
+                link(entry, manifest, venv, check=False)
             except Damaged as e:
                 if built:
                     raise Refused(f"{entry} is damaged right after it was built ({e})") from None
@@ -864,7 +950,10 @@ def use_store(
         log(f"env store: pruning {mine}: {e}")
     how = "built" if built else "reused"
     took = time.monotonic() - t
-    log(f"env store: {how} {entry} ({len(manifest['dists'])} packages, {took:.2f}s); venv linked to it")
+    files = (manifest.get("tree") or {}).get("files")
+    check = "stamped" if built else "checked in %.0f ms" % (checked * 1000)
+    packages = len(manifest["dists"])
+    log(f"env store: {how} {entry} ({packages} packages, {took:.2f}s, its {files} files {check}); linked")
     return venv
 
 
