@@ -93,7 +93,7 @@ def test_a_run_launched_before_the_policy_is_still_read():
     }
     got = Policy.from_env(old)
     assert got == Policy(
-        retry_on=[P.PREEMPTION, P.STALLED], retry_cap=2, stall_timeout=60, progress_patterns="ab"
+        retry_on=[P.PREEMPTION, P.STALLED], retry_cap=2, stall_timeout=60, progress_patterns=["a", "b"]
     )
     new = Policy(stall_timeout=5).encode()
     assert Policy.from_env({**old, P.ENV: new}) == Policy(stall_timeout=5)  # the policy wins

@@ -81,10 +81,13 @@ def posts(process: str, mode: str, event: str) -> bool:
 
 
 def stop_event(why: str) -> str:
-    """The event for the watchdog's stop `why` (its `[launchkit] stopped: ...` line's reason)."""
+    """The event for launchkit's stop `why` (the watchdog's `[launchkit] stopped: ...` reason, or a
+    limit of `follow`'s, as `why` tells it)."""
     if why.endswith("(--require-resume)"):
         return "not_resuming"
-    return "inactive" if "--inactive-timeout" in why else "stalled"
+    if "--inactive-timeout" in why:
+        return "inactive"
+    return "stalled" if "--stall-timeout" in why else "timeout"
 
 
 def message(event: str, label: str, line: str) -> str:
