@@ -459,12 +459,12 @@ class BeakerBackend:
         pb_jobs = {j.id: j for _, _, js in rows for j in js}
         started = [j for j in pb_jobs.values() if j.status.HasField("started")]
 
-        def ends(job: Any) -> tuple[list[bytes], list[bytes]]:
+        def ends(job: Any) -> tuple[list[bytes], list[tuple[int, bytes]]]:
             try:
                 with self._errors():
-                    return head_lines(self.conn, job.id, HEAD_LINES), [
-                        line for _, line in tail_records(self.conn, job.id, TAIL_LINES)
-                    ]
+                    return head_lines(self.conn, job.id, HEAD_LINES), tail_records(
+                        self.conn, job.id, TAIL_LINES
+                    )
             except LaunchkitError as e:
                 self.app.debug(f"the log of job {job.id} could not be read: {e}")
                 return [], []
@@ -475,7 +475,9 @@ class BeakerBackend:
         for job in sorted(view.jobs, key=lambda j: (j.task, j.replica, j.attempt or 0)):
             pb = pb_jobs[job.id]
             head, tail = read.get(job.id, ([], []))
-            first, last = attempt_progress(head, tail, self._patterns(pb) or ())
+            first, last = attempt_progress(
+                head, [r[1] for r in tail], self._patterns(pb) or (), [r[0] for r in tail]
+            )
             gpus = len(pb.assignment_details.resource_assignment.gpus)
             hours = None
             if job.started is not None:

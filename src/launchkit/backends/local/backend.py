@@ -369,8 +369,9 @@ class LocalBackend:
         for job in outcome.jobs(rec):
             rank, attempt = job["replica"], job["attempt"]
             path = logs.log_file(rdir, rank, attempt)
+            tail = logs.last_records(path, TAIL_BYTES)
             first, last = attempt_progress(
-                logs.first_lines(path, HEAD_BYTES), logs.last_lines(path, TAIL_BYTES), patterns
+                logs.first_lines(path, HEAD_BYTES), [r[1] for r in tail], patterns, [r[0] for r in tail]
             )
             started, gpus = job.get("started"), job.get("gpus")
             hours = None
