@@ -8,10 +8,16 @@ LK_T0=$(lk_now_ms)
 LK_NODE_DIR=''
 lk_node_dir || true # now, before any cd (the --no-python path never needs it)
 # The Slack webhook (node/launch/notify.py) is kept from every step and the command: only the runtime that
-# posts gets it (lk_exec).
+# posts gets it (lk_exec), on a pipe. Beaker gives it in the environment; a local run's supervisor on a
+# pipe named by LAUNCHKIT_SLACK_WEBHOOK_FD, read here once and closed (no environment holds it).
 # shellcheck disable=SC2034 # read by lk_exec (launchers.sh; the parts are one script)
 LK_SLACK_WEBHOOK=${LAUNCHKIT_SLACK_WEBHOOK:-}
-unset LAUNCHKIT_SLACK_WEBHOOK
+if [[ ${LAUNCHKIT_SLACK_WEBHOOK_FD:-} =~ ^[0-9]+$ ]]; then
+    # shellcheck disable=SC2034 # (as above)
+    IFS= read -r -u "$LAUNCHKIT_SLACK_WEBHOOK_FD" LK_SLACK_WEBHOOK || true
+    exec {LAUNCHKIT_SLACK_WEBHOOK_FD}<&-
+fi
+unset LAUNCHKIT_SLACK_WEBHOOK LAUNCHKIT_SLACK_WEBHOOK_FD
 
 # ---- 1. inputs: report everything that is missing at once
 lk_check_inputs() {

@@ -265,6 +265,10 @@ class BeakerBackend:
             return submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
         with self._errors():
+            self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret between two)
+            if not self._session:
+                name = rs.workspace_name(self.conn, submission.workspace or self._workspace)
+                self._runtime_datasets().find_soon(name)
             p = prepare(
                 self.conn,
                 submission.spec,
