@@ -54,6 +54,7 @@ from launchkit.jobchecks import (
 )
 from launchkit.pyenv import (
     PYTHON_VERSION_FILE,
+    check_groups,
     check_job_environment,
     check_uv_lock,
     committed_python_request,
@@ -378,6 +379,7 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
         if request.ref or request.branch:  # the working tree is not the launched commit
             app.debug("uv.lock check skipped: --ref/--branch launches another commit than the checkout")
         else:
+            check_groups(git.repo_root, request.uv_groups)
             check_uv_lock(app, git.repo_root, git.commit, network=not request.dry_run)
             empty = nothing_to_install_line(
                 git.repo_root,

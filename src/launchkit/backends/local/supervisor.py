@@ -115,7 +115,7 @@ def is_credential(name: str, value: str) -> bool:
     format, a URL carrying user-info or credential parameters, a Slack webhook)."""
     if name in CREDENTIAL_NAMES or looks_secret_name(name) or token_kind(value):
         return True
-    return "://" in value and (redact_url(value) != value or "hooks.slack.com/" in value)
+    return "://" in value and (redact_url(value) != value or "hooks.slack.com/" in value.lower())
 
 
 def base_env(rdir: str) -> dict[str, str]:

@@ -18,14 +18,19 @@ posting thread is one line in the log. The job's end waits for its posts at most
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
-from typing import Callable
+from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 from .. import policy
 
 ENV = policy.ENV_WEBHOOK  # the webhook, in the runtime's environment only
+MASK_MIN = 4  # characters of the shortest value masked (launchkit/masking.py: MIN_LENGTH)
+_NOT_SECRET = re.compile(r"TOKENIZ|TOKENS$", re.IGNORECASE)  # tokenizer settings, token counts
+_PLAIN = re.compile(r"(\d+(\.\d+)?|true|false|yes|no|on|off|none)$", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|WEBHOOK|(KEY|KEYS|PAT|_PWD)$", re.IGNORECASE)
 TIMEOUT = 5.0  # seconds per post, all in: connect, send, read
 END_WAIT = 2.0  # seconds the job's end waits for the posts under way before its own
 EMOJI = policy.EVENTS  # every event a message is sent for (the policy says who sends each)
@@ -139,16 +144,20 @@ class Poster:
         url: str,
         send: Callable[[str, str], str | None] = post,
         warn: Callable[[str], None] = _write_err,
+        secrets: Sequence[str] = (),
     ) -> None:
         self._url = url
         self._send = send
         self._warn = warn
         self._threads: list[threading.Thread] = []
+        self._secrets = sorted({v for v in secrets if len(v) >= MASK_MIN}, key=len, reverse=True)
 
     def __repr__(self) -> str:
         return f"Poster({host_only(self._url)})"
 
     def _post(self, text: str) -> None:
+        for value in self._secrets:  # a progress line quoted in a message may hold one (masking.py)
+            text = text.replace(value, "***")
         try:
             why = self._send(self._url, text)
         except Exception as e:  # noqa: BLE001 - a helper's crash is one line, never the job's
@@ -282,4 +291,17 @@ def from_env(env: dict[str, str], url: str | None = None) -> Job | None:
             f"[launchkit] warning: the Slack webhook ({ENV}) cannot be used: {problem}; nothing is posted\n"
         )
         return None
-    return Job(env, Poster(url))
+    return Job(env, Poster(url, secrets=secret_values(env)))
+
+
+def secret_values(env: dict[str, str]) -> list[str]:
+    """The values of the job's variables named like credentials (its secrets, as --env-secret gives
+    them: *TOKEN*, *SECRET*, *_KEY, *PASSW*, ...): masked in every message, as `launchkit logs` masks them."""
+    return [
+        v
+        for n, v in env.items()
+        if _SECRET_NAME.search(n)
+        and not _NOT_SECRET.search(n)
+        and not _PLAIN.match(v)
+        and not n.startswith("LAUNCHKIT_")
+    ]
