@@ -515,6 +515,8 @@ class LocalBackend:
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
         ranks = self._ranks(run, query.replica)
         since = int(query.since.timestamp() * 1e9) if query.since else None
+        if query.since_ago is not None:  # this machine's clock stamps a local run's lines
+            since = time.time_ns() - int(query.since_ago * 1e9)
         merged: list[tuple[int, int, bytes]] = []
         for rank, attempt in self._attempts(run, ranks, query.run):
             merged += [
