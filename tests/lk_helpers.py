@@ -27,6 +27,7 @@ FAST_ENV = {
     "LAUNCHKIT_RETRY_DELAY": "0.05",
     "UV_OFFLINE": "1",
     "LAUNCHKIT_STOP_GRACE": "3",
+    "LAUNCHKIT_LOCAL_RETRY_BACKOFF": "0",  # local retries start at once (tests/test_hostile_round4.py: the wait)
     # each test's venv is new: its bytecode tree would be filled in the background for nobody
     "LAUNCHKIT_BYTECODE_CACHE": "0",
 }
@@ -224,17 +225,36 @@ class LocalIndex:
         return counts
 
 
-def unreachable_beaker_config(tmp_path: Path) -> Path:
-    """A Beaker config pointing at a loopback port nothing listens on."""
-    import socket
+_SILENT: list = []  # listening sockets that never answer, open until the test process ends
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+
+def _beaker_config_at(tmp_path: Path, port: int) -> Path:
     cfg = tmp_path / "config.yml"
     cfg.write_text(
         f"user_token: t\nagent_address: https://127.0.0.1:{port}\nrpc_address: 127.0.0.1:{port}\n"
         "default_workspace: ai2/x\n"
     )
     return cfg
+
+
+def unreachable_beaker_config(tmp_path: Path) -> Path:
+    """A Beaker config pointing at a loopback port that takes connections and never answers (a server
+    that hangs: launchkit waits until --beaker-timeout)."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(128)
+    _SILENT.append(s)
+    return _beaker_config_at(tmp_path, s.getsockname()[1])
+
+
+def refused_beaker_config(tmp_path: Path) -> Path:
+    """A Beaker config pointing at a loopback port nothing listens on (the connection is refused)."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return _beaker_config_at(tmp_path, port)

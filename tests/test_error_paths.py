@@ -289,7 +289,7 @@ def test_verbose_keeps_the_dirty_tree_exit_code(repo):
         (["follow", "local-does-not-exist"], 4),
         (["logs", "--local", "local-does-not-exist"], 4),
         (["run", "--gpus", "-1", *CMD], 2),
-        (["list"], 3),  # no Beaker credentials
+        (["list", "--backend", "beaker"], 3),  # no Beaker credentials
     ],
 )
 def test_verbose_keeps_the_exit_code(repo, args, code):
@@ -319,7 +319,7 @@ def test_a_bug_is_one_line_with_its_own_exit_code(monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(list_cmd, "choose", broken)
+    monkeypatch.setattr(list_cmd, "choose_listing", broken)
     r = run_main("list", "--local")
     line = one_line(r, 70, "internal error", "RuntimeError: boom", "LAUNCHKIT_DEBUG=1")
     assert "\n" not in line

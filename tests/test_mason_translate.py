@@ -150,3 +150,36 @@ def test_gs_tokenizer_and_interconnect():
     assert m.gs_tokenizer(["x.py", "--model_name_or_path", "hf/m"], args, "jdoe") is None
     assert "ai2/saturn" in (m.interconnect_warning(args) or "")
     assert m.interconnect_warning(_args("--cluster", "ai2/jupiter", "--num_nodes", "2")) is None
+
+
+def test_a_secret_reference_in_env_is_passed_as_mason_passes_it():
+    """`--env SERPER_API_KEY=secret:team_SERPER_API_KEY` (an open-instruct line): mason writes the text into
+    the spec; it names a secret, it is not one. Passed the same, with a note naming --secret."""
+    args = _args("--cluster", "ai2/phobos", "--env", "SERPER_API_KEY=secret:team_SERPER_API_KEY")
+    r = m.to_request(args, [["true"]], LAUNCH)
+    assert ("SERPER_API_KEY", "secret:team_SERPER_API_KEY") in [(e.name, e.value) for e in r.env]
+    assert not [s for s in r.env_secrets if s.name == "SERPER_API_KEY"]
+    assert m.secret_reference_notes(args) == [
+        "--env SERPER_API_KEY=secret:team_SERPER_API_KEY: passed as the text 'secret:team_SERPER_API_KEY', "
+        "as mason passes it (the job does not get the secret team_SERPER_API_KEY's value; for that pass "
+        "--secret SERPER_API_KEY=team_SERPER_API_KEY)"
+    ]
+    # a value that is a secret stays refused, and so does a reference that names no secret
+    for value in ("sk-" + "a1B2c3D4e5F6g7H8i9J0" * 2, "secret:"):
+        with pytest.raises(UsageError, match="SERPER_API_KEY"):
+            m.to_request(
+                _args("--cluster", "ai2/phobos", "--env", f"SERPER_API_KEY={value}"), [["true"]], LAUNCH
+            )
+    assert m.secret_reference_notes(_args("--cluster", "x", "--env", "A=1")) == []
+
+
+def test_an_env_mason_also_sets_on_weka_is_sent_once_yours():
+    """docs/from-mason.md: mason sends `HF_HOME` twice on Weka (yours, then its own); launchkit once: yours."""
+    from launchkit.core.gitstate import GitState
+    from launchkit.core.spec import build_spec
+
+    r = m.to_request(_args("--cluster", "ai2/jupiter", "--env", "HF_HOME=/mine"), [["true"]], LAUNCH)
+    git = GitState(remote_url="https://github.com/a/b", commit="a" * 40, branch="main")
+    env = [(e["name"], e.get("value")) for e in build_spec(r, git).to_json()["tasks"][0]["envVars"]]
+    assert [v for n, v in env if n == "HF_HOME"] == ["/mine"]
+    assert ("HF_HUB_CACHE", "/weka/oe-adapt-default/allennlp/.cache/hub") in env  # mason's others stay

@@ -219,6 +219,14 @@ def _run(repo, *args: str):
                 "(no cluster would take it whole; split it: --gpus 8 --replicas 2 with --torchrun)",
             ],
         ),
+        (  # no --cluster: the job may land on any cluster, and none has a node of 9 GPUs
+            ("--gpus", "9"),
+            [
+                "--gpus 9: no node of any cluster that takes batch jobs has 9 GPUs; the largest fit is 8 "
+                "GPUs per replica; nothing was created",
+                "(no cluster would take it whole; ask for at most --gpus 8)",
+            ],
+        ),
         (
             ("--gpus", "4", "--gpu-type", "b300", "--cluster", "ai2/saturn"),
             [

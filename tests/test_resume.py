@@ -10,11 +10,13 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
+from fakebeaker.state import CANCEL_SIBLING_TASK_FAILED
 from inproc import run_main
 from launchkit.backends import ending
 from launchkit.backends.progress import attempt_progress, resume_note
@@ -267,3 +269,24 @@ def test_beaker_refuses_require_resume_for_its_own_retries(repo, fake_beaker, ar
             "--require-resume cannot be honoured on Beaker" in r.stderr
             and len(r.stderr.strip().splitlines()) <= 2
         )
+
+
+# -- several replicas: the one whose progress stopped first ------------------------------------------
+def test_beaker_why_names_the_replica_whose_progress_stopped_first(fake_beaker):
+    s = fake_beaker.state
+    exp = s.add_experiment(WS, "two", author="alice", replicas=2, description="x [launchkit]")
+    r0, r1 = (t.latest_job for t in exp.tasks)
+    t0 = time.time_ns() - 3600 * 10**9
+    s.start_job(r0)
+    s.start_job(r1)
+    s.append_logs(r1, ["[step=5/100] loss=1", "[launchkit] stopped: no progress for 30m (last: step=5/100"
+                       " at 11:00:00 UTC; --stall-timeout)"], timestamps=[t0, t0 + 1800 * 10**9])  # fmt: skip
+    s.append_logs(r0, ["[step=7/100] loss=1"], timestamps=[t0 + 250 * 10**9])
+    s.finish_job(r1, 124)
+    s.cancel_job(r0, code=CANCEL_SIBLING_TASK_FAILED, message="a sibling failed")
+    why = run_main("why", exp.id).stdout
+    assert "stopped by launchkit: no progress for 30m" in why, why
+    assert (
+        "replica 1 of 2 made no progress first (last: step=5/100 at " in why
+        and "4m10s before the next" in why
+    )

@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from shutil import which
 from typing import Any
 
 from launchkit.application import Application
@@ -51,10 +52,13 @@ from launchkit.jobchecks import (
     lock_pins_torch,
 )
 from launchkit.pyenv import (
+    PYTHON_VERSION_FILE,
     check_job_environment,
     check_uv_lock,
+    committed_python_request,
     foreign_lock_line,
     nothing_to_install_line,
+    python_obtainable,
     repo_relative,
     version_tag,
 )
@@ -142,8 +146,11 @@ def plan(
             git = git.model_copy(update={"version_tag": tag})
             app.debug(f"version tag: {tag[0]} ({tag[2]} commit(s) before {git.commit[:12]})")
     request = check_python_files(app, request, git)
+    request = choose_job_python(app, request, git)
     request = local_torch_backend(app, request, git, here=here)
     check_environment(app, request, git, here=here)
+    if here and not request.profile:  # a cluster profile is for a cluster's nodes, not this machine
+        request = request.model_copy(update={"no_profile": True})
     selection = resolve_profiles(request, profiles)
     submission = Submission(
         name=request.name or default_name(git.commit),
@@ -368,10 +375,46 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
     return request
 
 
+def choose_job_python(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
+    """One interpreter per job, chosen here once: --python-version, else the commit's .python-version,
+    else uv's choice in the job (one that requires-python allows, the image's when it does). A version
+    uv can neither find nor download is refused now, naming where it came from. One from .python-version
+    is said and set as --python-version would be, so every step in the job uses it: the venv, the env
+    store and `uv sync` (which would otherwise read .python-version itself: a second interpreter)."""
+    uses_uv = request.python_manager is PythonManager.uv and not (
+        request.no_python or request.install or request.system_python or request.uv_venv
+    )
+    if not uses_uv:
+        return request
+    asked, source = request.python_version, "--python-version"
+    if not asked and git.repo_root:
+        asked, source = committed_python_request(git.repo_root, git.commit), PYTHON_VERSION_FILE
+    if not asked or too_old_python(asked.removeprefix("cpython-").removeprefix("python")):
+        return request  # (one older than the runtime runs is refused by check_environment, saying so)
+    if python_obtainable(asked) is False:
+        fix = "pass a released one (e.g. 3.12)" if source.startswith("--") else "name a released one there"
+        raise PreconditionError(
+            f"{source} asks for Python {asked}, which uv can neither find here nor download",
+            hint=f"{fix}; `uv python list --all-versions` shows what uv can install",
+        )
+    if source == PYTHON_VERSION_FILE:
+        app.info(f"Python {asked} (from {PYTHON_VERSION_FILE}): the job's interpreter for every step")
+        request = request.model_copy(update={"python_version": asked})
+    return request
+
+
 def check_environment(app: Application, request: LaunchRequest, git: GitState, *, here: bool) -> None:
     """Preflight before a Beaker submit (launchkit.pyenv.check_job_environment): what the job installs,
     resolved for the node's platform. Not for dry runs, local runs, --no-preflight, --install, conda,
-    --no-python."""
+    --no-python. A local run with conda needs this machine's conda."""
+    conda = request.python_manager is PythonManager.conda and not (request.no_python or request.dry_run)
+    if here and conda and not which("conda"):  # said of this machine, not of an image
+        given = (("--conda-file", request.conda_file), ("--conda-env", request.conda_env))
+        asked = next((flag for flag, value in given if value), "--python-manager conda")
+        raise PreconditionError(
+            f"{asked}: this machine has no conda on PATH (a local run uses this machine's)",
+            hint="install conda here (e.g. miniforge) or put it on PATH, or let uv set up Python instead",
+        )
     uv_python = request.python_manager is PythonManager.uv and not (
         request.no_python or request.install or request.system_python or request.uv_venv
     )

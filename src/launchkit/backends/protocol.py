@@ -106,6 +106,7 @@ class StepProgress(BaseModel):
 
     text: str
     step: float | None = None
+    at: dt.datetime | None = None  # when it was logged (a last progress: which replica stopped first)
 
 
 class AttemptDetail(BaseModel):
@@ -153,6 +154,8 @@ class RunInfo(BaseModel):
     # attempt 1 had reached step 12,639: it is not resuming from its checkpoint" (backends/progress.py)
     resume: str | None = None
     attempts_detail: list[AttemptDetail] = []  # `why`: every attempt (Backend.attempts_detail)
+    # several replicas stopped by the watchdog: the one whose progress stopped first (`why`)
+    culprit: str | None = None
 
 
 class LogQuery(BaseModel):

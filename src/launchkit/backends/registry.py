@@ -98,8 +98,11 @@ class BackendInfo:
 def _beaker_credentials() -> str | None:
     """Without BEAKER_TOKEN, BEAKER_CONFIG or ~/.beaker/config.yml (where beaker-py's Config.from_env
     looks) there can be no credentials, and a dry run stays offline without loading its gRPC client."""
-    if any(k in os.environ for k in ("BEAKER_TOKEN", "BEAKER_CONFIG")):
+    if "BEAKER_TOKEN" in os.environ:
         return None
+    if named := os.environ.get("BEAKER_CONFIG"):
+        missing = f"no Beaker credentials: BEAKER_CONFIG={named} names no file"
+        return None if Path(named).is_file() else missing
     return None if (Path.home() / ".beaker" / "config.yml").is_file() else "no Beaker credentials"
 
 

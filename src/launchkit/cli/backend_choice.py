@@ -130,6 +130,21 @@ def choose(
     return _load(app, name, workspace)
 
 
+def choose_listing(app: Application, backend: str | None, local: bool, workspace: str | None) -> Backend:
+    """`choose` for a command that lists runs: when no backend was named (--backend, --local, -w) and
+    the configured one cannot be asked (no credentials), the runs of this machine's backend, said so."""
+    name = backend_name(app, backend, local)
+    why = None if (backend or local or workspace) else registry.info(name).missing_credentials()
+    if why:
+        here = registry.info(registry.here_name())
+        app.info(
+            f"{why}: these are the {here.title} runs ({here.summary}); "
+            f"`--backend {name}` once you have credentials"
+        )
+        name = here.name
+    return _load(app, name, workspace)
+
+
 def _load(app: Application, name: str, workspace: str | None = None) -> Backend:
     b = get_backend(name, app, workspace=workspace or app.config.get("workspace"))
     require(b, Capability.workspaces, workspace=workspace)

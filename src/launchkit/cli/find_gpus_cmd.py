@@ -49,8 +49,13 @@ def find_gpus(
         app.print_json(rows)
         return
     if not rows:
-        here = Capability.this_machine in b.capabilities
-        app.info("no GPUs here" + (" (nvidia-smi finds none)" if here else ""))
+        if Capability.this_machine in b.capabilities:
+            app.info("no GPUs here (nvidia-smi finds none)")
+        else:
+            kind = f" of type {' or '.join(gpu_type)}" if gpu_type else ""
+            app.info(
+                f"no cluster has free GPUs{kind} now" + ("" if show_all else " (--all lists every cluster)")
+            )
         return
 
     nodes = []  # --gpus: the nodes a replica can start on now, in a table of their own

@@ -7,7 +7,9 @@ import sys
 
 import typer
 
-from launchkit.backends import Capability, require
+from launchkit import events
+from launchkit.application import Application
+from launchkit.backends import Backend, Capability, RunInfo, require
 from launchkit.cli.backend_choice import (
     backend_option,
     local_option,
@@ -15,9 +17,10 @@ from launchkit.cli.backend_choice import (
     resolve_run,
     workspace_option,
 )
-from launchkit.cli.context import get_app
+from launchkit.cli.context import get_app, stdout_closed
 from launchkit.cli.following import follow_run
 from launchkit.cli.options import latest_option, replica_option
+from launchkit.errors import EXIT_INTERRUPTED
 from launchkit.notify import SlackNotifier, url_from_env
 
 
@@ -39,6 +42,11 @@ def follow(
         None, "--task", help="Beaker: only this task (a run of many tasks is otherwise summarised)."
     ),
     no_mask: bool = typer.Option(False, "--no-mask", help="Show the run's secret values (default: ***)."),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Its events as JSON lines (kind, time, line, fix, ...), not its output.",
+    ),
     workspace: str | None = workspace_option(),
     backend: str | None = backend_option(),
     local: bool = local_option(),
@@ -50,6 +58,8 @@ def follow(
     require(b, Capability.all_replicas, all_replicas=all_replicas)
     require(b, Capability.tasks, task=task)
 
+    if as_json:
+        sys.exit(_events(app, b, run))
     url = url_from_env(os.environ)  # LAUNCHKIT_SLACK_WEBHOOK_URL (or gantry's GANTRY_SLACK_WEBHOOK_URL)
     notifier = SlackNotifier(app, url, b.slack_posting(run)) if url else None
     # SystemExit, not typer.Exit: click returns (drops) Exit codes when standalone_mode=False
@@ -69,3 +79,18 @@ def follow(
 
 
 TAIL_LINES = 10  # gantry's `follow --tail`
+
+
+def _events(app: Application, b: Backend, run: RunInfo) -> int:
+    """`follow --json`: the run's events (launchkit/events.py, as `Run.events()` yields them) as JSON
+    lines on stdout; the job's exit code once it ends."""
+    try:
+        for ev in events.stream(app, b, run):
+            sys.stdout.write(ev.model_dump_json() + "\n")
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return stdout_closed()
+    except KeyboardInterrupt:
+        app.info(f"\ndetached from {run.id}; it keeps running. Resume with: launchkit follow {run.id} --json")
+        return EXIT_INTERRUPTED
+    return events.exit_code(b.get(run.id))

@@ -68,7 +68,7 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
         if request.json_output:
             app.print_json(launched_json(launch, runs))
             return
-        _after_launch(app, b, request, last)
+        _after_launch(app, b, request, last, several=len(runs) > 1)
     except KeyboardInterrupt:  # once a run exists, Ctrl-C is follow's detach, told (before follow's own)
         if last is None:
             raise
@@ -94,8 +94,10 @@ def _launched(app: Application, b: Backend, run: RunInfo, *, quiet_stdout: bool 
     app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
 
 
-def _after_launch(app: Application, b: Backend, request: LaunchRequest, run: RunInfo) -> None:
-    """Slack notifications and --follow, once the run is launched."""
+def _after_launch(
+    app: Application, b: Backend, request: LaunchRequest, run: RunInfo, *, several: bool = False
+) -> None:
+    """Slack notifications and --follow (or how to follow it), once the run is launched."""
     notifier = None
     if request.slack_webhook_url is not None:
         posting = b.slack_posting(run)  # who else posts (docs/notifications.md)
@@ -115,3 +117,4 @@ def _after_launch(app: Application, b: Backend, request: LaunchRequest, run: Run
         code = follow_run(app, b, run, limits=limits, show_logs=request.show_logs, notifier=notifier)
         app.fast_exit = True  # the job runs detached: nothing to tear down (saves ~50 ms)
         raise typer.Exit(code)
+    app.info(f"follow {'the last one' if several else 'it'} with: launchkit follow {run.id}")

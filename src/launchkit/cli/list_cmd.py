@@ -11,13 +11,14 @@ import typer
 from launchkit.application import OutputFormat
 from launchkit.backends import Capability, require
 from launchkit.cli import completing
-from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
+from launchkit.cli.backend_choice import backend_option, choose_listing, local_option, workspace_option
 from launchkit.cli.context import get_app
 from launchkit.cli.following import task_summary
 from launchkit.cli.table import print_table
 from launchkit.core.status import RunStatus
 from launchkit.core.units import MAX_COUNT, ago, parse_duration
 from launchkit.errors import UsageError
+from launchkit.masking import masked_run
 
 STATUSES = ", ".join(s.value for s in RunStatus)
 
@@ -86,7 +87,7 @@ def list_runs(
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
-    b = choose(app, backend, local, workspace=workspace)
+    b = choose_listing(app, backend, local, workspace)
     if Capability.service_statuses not in b.capabilities:  # Beaker's own names too (gantry's)
         try:
             statuses = [RunStatus(s) for s in statuses]
@@ -106,6 +107,7 @@ def list_runs(
         progress=True,
         **scope,
     )
+    runs = [masked_run(app, b, r) for r in runs]  # progress tokens: the job's text, secret values masked
     if app.json:
         app.print_json([r.model_dump(mode="json") for r in runs])
         return

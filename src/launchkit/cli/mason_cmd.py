@@ -76,6 +76,8 @@ def mason(
     launch = m.Launch(whoami=whoami, wandb_id=_wandb_id(), now=_now(), rand=_rand(), environ=dict(os.environ))
     if warning := m.interconnect_warning(margs):
         app.warn(warning)
+    for note in m.secret_reference_notes(margs):
+        app.warn(note)
     request = m.to_request(margs, commands, launch)
     unpushed = Capability.unpushed in registry.info(name).capabilities
     git = None if external else read_state(app, request, unpushed=unpushed)  # before the (long) cache run

@@ -8,12 +8,13 @@ import webbrowser
 
 import typer
 
-from launchkit.backends import Capability, page_links
-from launchkit.cli.backend_choice import backend_with
+from launchkit.application import Application
+from launchkit.backends import Capability, page_links, registry
+from launchkit.cli.backend_choice import backend_with, choose, has, last_run_backend
 from launchkit.cli.context import get_app
 from launchkit.cli.options import latest_option
 from launchkit.core.redact import redact_url
-from launchkit.errors import NotFoundError, UsageError
+from launchkit.errors import NotFoundError, PreconditionError, UsageError
 
 
 def open_page(
@@ -30,7 +31,10 @@ def open_page(
     """Open Beaker pages in the browser; the URLs are printed when there is no browser or no TTY."""
     if latest and targets:
         raise UsageError("give TARGETs or --latest, not both")
-    backend = page_links(backend_with(get_app(ctx), Capability.pages, workspace))
+    app = get_app(ctx)
+    if latest and not workspace and (name := last_run_backend()) and not has(name, Capability.pages):
+        _no_page(app, name)  # your latest run is of a backend without pages: said without asking Beaker
+    backend = page_links(backend_with(app, Capability.pages, workspace))
     if latest:
         run = backend.latest()
         if run is None:
@@ -41,6 +45,17 @@ def open_page(
         urls = [backend.url_for(t) for t in wanted]  # all resolved before any opens
     for url in urls:
         _open(url, print_only)
+
+
+def _no_page(app: Application, name: str) -> None:
+    info = registry.info(name)
+    run = choose(app, name, False, latest=True).latest()
+    if run is not None:
+        raise PreconditionError(
+            f"your latest run, {run.id}, is a {info.title} run ({info.summary}): it has no web page",
+            hint=f"`launchkit logs {run.id}` prints its output, `launchkit results {run.id} -o DIR` copies "
+            "its results; `launchkit open` without --latest opens your Beaker workspace",
+        )
 
 
 def _open(url: str, print_only: bool) -> None:

@@ -434,6 +434,24 @@ def gs_tokenizer(argv: list[str], args: MasonArgs, user: str) -> GsTokenizer | N
 GSUTIL_CP = "gsutil -o GSUtil:parallel_thread_count=1 -o GSUtil:sliced_object_download_threshold=150 -m cp -r"
 
 
+def secret_reference(value: str) -> str | None:
+    """The secret a `secret:NAME` value names (a form open-instruct scripts write in `--env`), else None.
+    mason writes such a value into the spec as it is: the job sees the text, not the secret's value."""
+    name = value.removeprefix("secret:")
+    return name if name != value and SECRET.fullmatch(name) else None
+
+
+def secret_reference_notes(args: MasonArgs) -> list[str]:
+    """One line per `--env NAME=secret:OTHER`: passed as the literal text, as mason passes it; the flag
+    that gives the job the secret's value is `--secret NAME=OTHER`."""
+    return [
+        f"--env {n}={v}: passed as the text {v!r}, as mason passes it (the job does not get the secret "
+        f"{other}'s value; for that pass --secret {n}={other})"
+        for n, v in args.env
+        if (other := secret_reference(v))
+    ]
+
+
 def interconnect_warning(args: MasonArgs) -> str | None:
     """mason asks y/n for multi-node jobs outside its InfiniBand clusters; launchkit says it once."""
     if args.num_nodes > 1 and not all(c in INTERCONNECT_CLUSTERS for c in args.cluster):
@@ -469,7 +487,7 @@ def to_request(args: MasonArgs, commands: list[list[str]], launch: Launch) -> La
     extra: list[tuple[str, str]] = [(n, launch.environ[n]) for n in WANDB_PASS_THROUGH if n in launch.environ]
     passed_on = [(n, v) for n, v in extra if n not in names]  # WANDB_ENTITY, ... from this shell
     for n, v in [*args.env, *passed_on]:  # written into the spec: the rule run's --env values follow
-        if n not in args.env_not_secret:
+        if n not in args.env_not_secret and not (n in given and secret_reference(v)):
             where = "--env" if n in given else "this shell's"
             fix = f"store it with `launchkit secret set {n}` and pass --secret {n}={n}"
             hint = f"{fix} (not a secret? --env-not-secret {n})" if n in given else fix

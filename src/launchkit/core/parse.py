@@ -12,7 +12,6 @@ import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -42,6 +41,8 @@ from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, spl
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
 from launchkit.runtime import RUNTIME_MOUNT
+from launchkit.runtime.node.launch import matching
+from launchkit.runtime.node.launch.notify import url_problem
 from launchkit.userfile import ENV_FILE_LIMIT, read_user_file
 
 if TYPE_CHECKING:
@@ -797,10 +798,10 @@ def _slack_webhook_url(opts: _Options, environ: dict[str, str]) -> str | None:
                 break
     if not url:
         return None
-    parts = urlsplit(str(url))
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    problem = url_problem(str(url))  # the one check, as where the job runs (node/launch/notify.py)
+    if problem is not None:
         raise UsageError(
-            f"{where} {url_host_only(str(url))}: not an http(s) URL",
+            f"{where} {url_host_only(str(url))}: {problem}",
             hint="give the Slack webhook URL (https://hooks.slack.com/services/...)",
         )
     return str(url)
@@ -934,6 +935,14 @@ def _patterns(opts: _Options) -> list[str]:
             raise _fail(
                 where, item, f"is not a regular expression ({e})", "fix it (Python's re syntax)"
             ) from None
+        shape = matching.unsafe(item)
+        if shape is not None:  # the job's watchdog would give it up; list/why would too
+            raise _fail(
+                where,
+                item,
+                f"can take exponential time on a long line: it has {shape}",
+                "write it without nested or overlapping repeats, e.g. 'step \\d+'",
+            )
     return items
 
 

@@ -8,10 +8,16 @@ LK_T0=$(lk_now_ms)
 LK_NODE_DIR=''
 lk_node_dir || true # now, before any cd (the --no-python path never needs it)
 # The Slack webhook (node/launch/notify.py) is kept from every step and the command: only the runtime that
-# posts gets it (lk_exec).
+# posts gets it (lk_exec), on a pipe. Beaker gives it in the environment; a local run's supervisor on a
+# pipe named by LAUNCHKIT_SLACK_WEBHOOK_FD, read here once and closed (no environment holds it).
 # shellcheck disable=SC2034 # read by lk_exec (launchers.sh; the parts are one script)
 LK_SLACK_WEBHOOK=${LAUNCHKIT_SLACK_WEBHOOK:-}
-unset LAUNCHKIT_SLACK_WEBHOOK
+if [[ ${LAUNCHKIT_SLACK_WEBHOOK_FD:-} =~ ^[0-9]+$ ]]; then
+    # shellcheck disable=SC2034 # (as above)
+    IFS= read -r -u "$LAUNCHKIT_SLACK_WEBHOOK_FD" LK_SLACK_WEBHOOK || true
+    exec {LAUNCHKIT_SLACK_WEBHOOK_FD}<&-
+fi
+unset LAUNCHKIT_SLACK_WEBHOOK LAUNCHKIT_SLACK_WEBHOOK_FD
 
 # ---- 1. inputs: report everything that is missing at once
 lk_check_inputs() {
@@ -39,11 +45,9 @@ lk_check_inputs() {
         ! command -v python3 >/dev/null 2>&1 && ! command -v python >/dev/null 2>&1; then
         problems+=("LAUNCHKIT_SYSTEM_PYTHON=1 but the image has no python3")
     fi
-    if ((${#problems[@]})); then
-        local p
-        for p in "${problems[@]}"; do printf '[launchkit] error: %s\n' "$p" >&2; done
-        lk_die "$LK_EXIT_INPUTS" "the job cannot start: ${#problems[@]} input problem(s) above"
-    fi
+    ((${#problems[@]})) || return 0
+    printf '[launchkit] error: %s\n' "${problems[@]}" >&2 # (the format again for each one)
+    lk_die "$LK_EXIT_INPUTS" "the job cannot start: ${#problems[@]} input problem(s) above"
 }
 lk_check_inputs "$@"
 
@@ -298,7 +302,7 @@ lk_bytecode_applies() {
 }
 LK_BYTECODE='' LK_BYTECODE_DONE='' LK_BYTECODE_MS=0
 lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_INSTALL_KIND
-    local log py=$1 tool=uv bclog out line
+    local log py=$1 tool=uv bclog out
     [[ -n $LK_CONDA ]] && tool=pip
     lk_log_file log install
     lk_step install "$LK_EXIT_INSTALL" "$log"
@@ -313,12 +317,8 @@ lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_I
         # no hook can change the venv in between: the bytecode step (7b) in the same Python process
         lk_log_file bclog bytecode
         out=$(lk_node "$py" install "$log" "$LK_VENV" --bytecode "$bclog" "$LAUNCHKIT_RUNTIME_DIR")
-        LK_INSTALL_KIND=${out%%$'\n'*}
-        line=${out#*$'\n'}
-        if [[ $line == "bytecode "* ]]; then
-            LK_BYTECODE_DONE=1
-            read -r _ LK_BYTECODE_MS LK_BYTECODE <<<"$line"
-        fi
+        # the kind, then `bytecode MS [TREE]` (pyenv.py: install): LK_BYTECODE_DONE is that word
+        { IFS= read -r LK_INSTALL_KIND && read -r LK_BYTECODE_DONE LK_BYTECODE_MS LK_BYTECODE; } <<<"$out" || true
     else
         LK_INSTALL_KIND=$(lk_node "$py" install "$log" "$LK_VENV")
     fi

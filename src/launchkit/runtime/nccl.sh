@@ -92,7 +92,7 @@ lk_cluster_setup() {
     if [[ -z $program ]]; then
         if [[ -n ${LAUNCHKIT_PROFILE_APPLIED:-} ]]; then
             lk_log "cluster profile: $LAUNCHKIT_PROFILE_APPLIED (env and mounts applied at launch; no in-container steps)"
-        elif ((${BEAKER_REPLICA_COUNT:-1} > 1)); then  # single-node jobs without a profile stay quiet
+        elif ((${BEAKER_REPLICA_COUNT:-1} > 1)) && [[ -z ${LAUNCHKIT_LOCAL_RUN:-} ]]; then # single-node jobs and local runs stay quiet
             lk_log "cluster profile: none (no NCCL settings for this multi-node job; see \`launchkit profiles\`)"
         fi
         return 0

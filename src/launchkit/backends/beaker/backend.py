@@ -47,6 +47,7 @@ from launchkit.backends.progress import (
 from launchkit.backends.protocol import AttemptDetail, EndKind, EndReason, Progress
 from launchkit.core import runs
 from launchkit.core.contract import ENV_SLACK_WEBHOOK
+from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
@@ -266,6 +267,10 @@ class BeakerBackend:
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
         check_retry_on(submission.spec)
         with self._errors():
+            self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret between two)
+            if not self._session:
+                name = rs.workspace_name(self.conn, submission.workspace or self._workspace)
+                self._runtime_datasets().find_soon(name)
             p = prepare(
                 self.conn,
                 submission.spec,
@@ -461,12 +466,12 @@ class BeakerBackend:
         pb_jobs = {j.id: j for _, _, js in rows for j in js}
         started = [j for j in pb_jobs.values() if j.status.HasField("started")]
 
-        def ends(job: Any) -> tuple[list[bytes], list[bytes]]:
+        def ends(job: Any) -> tuple[list[bytes], list[tuple[int, bytes]]]:
             try:
                 with self._errors():
-                    return head_lines(self.conn, job.id, HEAD_LINES), [
-                        line for _, line in tail_records(self.conn, job.id, TAIL_LINES)
-                    ]
+                    return head_lines(self.conn, job.id, HEAD_LINES), tail_records(
+                        self.conn, job.id, TAIL_LINES
+                    )
             except LaunchkitError as e:
                 self.app.debug(f"the log of job {job.id} could not be read: {e}")
                 return [], []
@@ -478,7 +483,8 @@ class BeakerBackend:
             pb = pb_jobs[job.id]
             env = {v.name: v.literal for v in pb.container_spec.environment_variables}
             head, tail = read.get(job.id, ([], []))
-            first, last = attempt_progress(head, tail, env.get(ENV_PROGRESS_PATTERNS))
+            patterns = env.get(ENV_PROGRESS_PATTERNS)
+            first, last = attempt_progress(head, [r[1] for r in tail], patterns, [r[0] for r in tail])
             gpus = len(pb.assignment_details.resource_assignment.gpus)
             hours = None
             if job.started is not None:
@@ -1239,6 +1245,7 @@ class BeakerBackend:
                 )
                 if rs.takes_batch_jobs(c)
             ]
+            batch = clusters
             if not include_all:
                 clusters = [c for c in clusters if c.cluster_occupancy.slot_counts.available > 0]
             types = rs.node_gpu_types(self.conn, clusters)
@@ -1260,6 +1267,11 @@ class BeakerBackend:
                     "tags": list(c.tags),
                 }
             )
+        if wanted and not rows:  # none free, or a type no cluster has: which, by every node's type
+            with self._errors():
+                known = {x for ts in rs.node_gpu_types(self.conn, batch).values() for x in ts}
+            if unknown := unknown_gpu_types(gpu_types or [], sorted(known)):
+                raise UsageError(unknown[0], hint=unknown[1])
         rows.sort(key=lambda r: (-r["free_gpus"], r["cluster"]))
         return rows
 

@@ -17,8 +17,11 @@ import logging
 import os
 import random
 import re
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -105,11 +108,28 @@ def rate_limited(e: BaseException) -> bool:
     return _grpc_code(e) == grpc.StatusCode.RESOURCE_EXHAUSTED or http_status(e) == 429
 
 
+def refused(e: BaseException) -> bool:
+    """The address refused the connection: nothing listens there (a wrong address, a tunnel that is
+    down). Told at once, not retried until the deadline as a server that does not answer is."""
+    code = _grpc_code(e)
+    if code is not None:
+        return code == grpc.StatusCode.UNAVAILABLE and "connection refused" in (e.details() or "").lower()  # type: ignore[attr-defined]
+    seen: BaseException | None = e
+    for _ in range(8):  # requests' ConnectionError wraps urllib3's, which wraps the OSError
+        if seen is None or isinstance(seen, ConnectionRefusedError):
+            break
+        inner = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
+        seen = inner or seen.__cause__ or seen.__context__ or getattr(seen, "reason", None)
+    return isinstance(seen, ConnectionRefusedError)
+
+
 def transient(e: BaseException, *, idempotent: bool = True) -> bool:
     """Worth retrying: a rate limit (always), or, for calls that may be repeated, an unavailable
-    server, a dropped stream or connection, or a per-call timeout."""
+    server, a dropped stream or connection, or a per-call timeout; not a refused connection."""
     if rate_limited(e):
         return True
+    if refused(e):
+        return False
     if not idempotent:
         return False
     code = _grpc_code(e)
@@ -167,6 +187,8 @@ class _Guarded:
             try:
                 return self._inner(request, timeout=min(timeout or left, left, conn.call_timeout), **kwargs)
             except grpc.RpcError as e:
+                if refused(e):  # told now, as launchkit's error (beaker-py retries UNAVAILABLE forever)
+                    raise conn.translate(e) from None
                 if not transient(e, idempotent=self._idempotent):
                     raise
                 conn.backoff(attempt, e, what=self._name)
@@ -194,7 +216,11 @@ class _RetryingSession(requests.Session):
             try:
                 response = super().request(method, url, *args, **kwargs)
             except (requests.ConnectionError, requests.Timeout) as e:
-                if not idempotent or not self.conn.backoff(attempt, e, what=f"{verb} {url!s}", quiet=True):
+                if refused(e):  # told now, as launchkit's error (beaker-py would retry it)
+                    raise self.conn.translate(e) from None
+                if not idempotent:
+                    raise
+                if not self.conn.backoff(attempt, e, what=f"{verb} {url!s}", quiet=True):
                     raise
                 attempt += 1
                 continue
@@ -223,24 +249,28 @@ class _Beaker(Beaker):
     """beaker-py's client with our interceptor on the channel."""
 
     conn: Connection
+    _made = threading.Lock()  # the channel is made once, whichever thread asks first (Connection.soon)
 
     @property
     def service(self) -> Any:  # a _GuardedStub in place of beaker-py's BeakerStub
-        if self._service is None:
-            from beaker import beaker_pb2_grpc
+        with self._made:
+            return self._make_service() if self._service is None else self._service
 
-            self._channel = grpc.secure_channel(
-                self.config.rpc_address,
-                grpc.ssl_channel_credentials(),
-                options=[
-                    ("grpc.max_send_message_length", self.RPC_MAX_SEND_MESSAGE_LENGTH),
-                    ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH),
-                    # log streams: receive on the reading thread (no hand-off per message)
-                    (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
-                ],
-            )
-            stub = beaker_pb2_grpc.BeakerStub(self._channel)  # type: ignore[no-untyped-call]
-            self._service = _GuardedStub(self.conn, stub)  # type: ignore[assignment]
+    def _make_service(self) -> Any:
+        from beaker import beaker_pb2_grpc
+
+        self._channel = grpc.secure_channel(
+            self.config.rpc_address,
+            grpc.ssl_channel_credentials(),
+            options=[
+                ("grpc.max_send_message_length", self.RPC_MAX_SEND_MESSAGE_LENGTH),
+                ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH),
+                # log streams: receive on the reading thread (no hand-off per message)
+                (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
+            ],
+        )
+        stub = beaker_pb2_grpc.BeakerStub(self._channel)  # type: ignore[no-untyped-call]
+        self._service = _GuardedStub(self.conn, stub)  # type: ignore[assignment]
         return self._service
 
     def _init_http_session(self) -> requests.Session:
@@ -274,6 +304,13 @@ class Connection:
         try:
             config = Config.from_env()
         except bx.BeakerConfigurationError:
+            named = os.environ.get("BEAKER_CONFIG", "")
+            if named and not os.path.isfile(named):
+                raise NoCredentials(
+                    f"no Beaker credentials: BEAKER_CONFIG={named} names no file",
+                    hint="point BEAKER_CONFIG at your Beaker config.yml, which `beaker account login` "
+                    "writes to ~/.beaker/config.yml; or unset it",
+                ) from None
             raise NoCredentials(
                 "no Beaker credentials found",
                 hint="run `beaker account login`, or set BEAKER_TOKEN (token from https://beaker.org/user), "
@@ -297,6 +334,9 @@ class Connection:
         self.placements: dict[tuple[Any, ...], list[str]] = {}  # resolve.resolve_clusters' answers
         self.clusters: list[Any] | None = None  # resolve.org_clusters: the org's clusters, listed once
         self.nodes: dict[str, list[Any]] = {}  # cluster id -> its nodes (scheduling.sizes)
+        self._answers: dict[Hashable, Future[Any]] = {}  # soon()/answer(): one answer per question
+        self._answering = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     def org(self) -> Any:
         """The default organization as a pb2 object (resolved once), so list calls skip re-resolving it."""
@@ -389,7 +429,43 @@ class Connection:
             hint="check your network/VPN and https://status.beaker.org, or raise --beaker-timeout",
         )
 
+    def soon(self, key: Hashable, ask: Callable[[], Any]) -> None:
+        """Send `ask()` now, in the background, once per `key`: look-ups that do not depend on each
+        other go out together and `answer(key, ...)` takes each where it is needed (a submit's calls in
+        series: bench/bench_submit.py). `ask` may take another key's answer (a workspace's secrets need
+        the workspace), never its own; its error, if any, is raised where the answer is taken."""
+        with self._answering:
+            if key in self._answers:
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="beaker")
+            self._answers[key] = self._pool.submit(ask)
+
+    def answer(self, key: Hashable, ask: Callable[[], Any]) -> Any:
+        """`ask()`'s answer, asked once until `forget()`: the one `soon` sent, else asked now."""
+        with self._answering:
+            mine = key not in self._answers
+            if mine:
+                self._answers[key] = Future()
+            future = self._answers[key]
+        if mine:
+            try:
+                future.set_result(ask())
+            except BaseException as e:  # noqa: BLE001 (raised again by result(), for every taker)
+                future.set_exception(e)
+        try:  # the call itself is bounded by the deadline; so is waiting for another thread's
+            return future.result(timeout=max(0.0, self.deadline - self.clock()) + self.call_timeout)
+        except FutureTimeout:
+            raise self.unreachable() from None
+
+    def forget(self) -> None:
+        """Drop the answers `soon`/`answer` keep (a new launch asks afresh)."""
+        with self._answering:
+            self._answers = {}
+
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         self.beaker.close()  # type: ignore[no-untyped-call]
 
     @contextmanager
@@ -436,6 +512,12 @@ class Connection:
             return self.unreachable()
         if http is not None and 400 <= http < 500:  # the server's own message, final (never retried)
             return UsageError(f"Beaker refused the request: {server_message(e)}", hint=_hint_for(http))
+        if refused(e):
+            where = self.beaker.config.rpc_address if code is not None else self.address
+            return BeakerUnreachable(
+                f"Beaker at {where} refused the connection: nothing listens there",
+                hint="check BEAKER_ADDR or agent_address in your Beaker config, and your network/VPN",
+            )
         if code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
             return self.unreachable()
         if code is not None:

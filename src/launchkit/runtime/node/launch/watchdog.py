@@ -16,6 +16,10 @@ starts again in place). The first progress line's step (the pattern's `step` gro
 number) below it is told once (`attempt 2 restarted at step 0; attempt 1 had reached step 12,639: it
 is not resuming from its checkpoint`); with LAUNCHKIT_REQUIRE_RESUME=1 (`--require-resume`) the
 watchdog stops the command for it instead, as its own stop, which nothing retries.
+
+Progress is matched with a budget (matching.py): the user's patterns in a matcher process that the
+reader never waits for; when it falls behind it is given up, once, in one warning line, and from then
+on any output counts as progress.
 """
 
 from __future__ import annotations
@@ -27,7 +31,11 @@ import signal
 import time
 from typing import Callable, Iterable, NamedTuple, Sequence
 
+from . import matching
+from .matching import DEFAULT_PATTERNS, NUMBER, progress_in, progress_step
 from .procs import Children, spawn_forwarding, stop_group
+
+__all__ = ["DEFAULT_PATTERNS", "NUMBER", "progress_in", "progress_step"]  # (read here by the backends too)
 
 EXIT_STOPPED = 124  # the watchdog ended the command (as timeout(1)); its log's last line says why
 STOPPED = "stopped: "  # after "[launchkit] ": the line the backends read (backends/ending.py)
@@ -35,19 +43,7 @@ SOFT_REPEAT = 3600.0  # the soft warning comes again at most every max(soft, 1 h
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL to the command's group
 LINE_MAX = 4096  # bytes of an unfinished line kept for matching
 
-# Progress lines of common trainers (docs/runtime.md lists them with examples).
-# Each names its `step` (what resume verification compares) without changing what it matches.
-DEFAULT_PATTERNS = (
-    r"\[step=(?P<step>\d+)(/\d+)?",  # OLMo-core: [step=1200/5000,epoch=1] ...
-    r"(?P<step>\d+)/\d+ \[\d",  # tqdm, as Hugging Face Trainer's bar: 12/500 [00:03<01:40, 4.8it/s]
-    # Hugging Face Trainer's logging: {'loss': 1.2, ..., 'epoch': 0.5} (its step: the epoch)
-    r"\{'loss': .*'epoch': (?=(?P<step>\d+(\.\d+)?))",
-    # PyTorch Lightning's bar: Epoch 0:  40%|####  | 40/100 [00:02<..., 18.1it/s] (its step: the epoch)
-    r"Epoch (?P<step>\d+): .*it/s",
-    r"(?i)\bstep[ =:]\s*(?P<step>\d+)",  # plain: step 12, Step: 12, step=12
-)
 OWN_LINE = b"[launchkit] "  # the runtime's lines in a job's log (_say)
-NUMBER = re.compile(r"\d+(\.\d+)?")
 RESUME_FLAG = "--require-resume"  # in a stop's reason: launchkit's stop for it, never retried
 
 
@@ -115,47 +111,23 @@ def resume_of(env: dict[str, str]) -> Resume | None:
 def progress_patterns(given: str | None) -> list[re.Pattern[str]]:
     """LAUNCHKIT_PROGRESS_PATTERNS' regexes (one a line), else DEFAULT_PATTERNS; ValueError names a
     bad one. The backends read a run's progress with these too (`launchkit list`, `why`)."""
-    try:
-        return [re.compile(p) for p in [p for p in (given or "").split("\n") if p] or DEFAULT_PATTERNS]
-    except re.error as e:
-        raise ValueError(f"LAUNCHKIT_PROGRESS_PATTERNS: not a regular expression ({e})") from None
-
-
-def progress_in(line: str, patterns: Sequence[re.Pattern[str]]) -> str | None:
-    """The progress a line shows (`step=1200/5000`), or None: the one matcher of the watchdog and of
-    the backends' `list`/`why`."""
-    found = progress_step(line, patterns)
-    return None if found is None else found[0]
-
-
-def progress_step(line: str, patterns: Sequence[re.Pattern[str]]) -> tuple[str, float | None] | None:
-    """(the progress text, its step) of a line, or None: the step is the pattern's `step` group, else
-    the first number of what it matched (None: it has none)."""
-    for p in patterns:
-        m = p.search(line)
-        if m:
-            step = m.groupdict().get("step")
-            n = NUMBER.search(step if step is not None else m.group(0))
-            return m.group(0).strip("[]{} ")[:80], None if n is None else float(n.group(0))
-    return None
+    return matching.compile_all(matching.pattern_texts(given))
 
 
 def progress_of(
     lines: Iterable[bytes], patterns: Sequence[re.Pattern[str]], newest: bool
 ) -> tuple[str, float | None] | None:
     """The first (or `newest`) progress of a log's lines, oldest first: (text, step) as progress_step's.
-    The runtime's own lines (`[launchkit] ...`, which may name steps) are not the command's progress."""
-    found = None
-    for line in lines:
-        if line.startswith(OWN_LINE):
-            continue
-        for part in line.replace(b"\r", b"\n").split(b"\n"):
-            hit = progress_step(part.decode("utf-8", "replace"), patterns)
-            if hit is not None:
-                if not newest:
-                    return hit
-                found = hit
-    return found
+    The runtime's own lines (`[launchkit] ...`, which may name steps) are not the command's progress.
+    With a budget (matching.scan: the user's patterns get BUDGET seconds, then None)."""
+    parts = [
+        part.decode("utf-8", "replace")
+        for line in lines
+        if not line.startswith(OWN_LINE)
+        for part in line.replace(b"\r", b"\n").split(b"\n")
+    ]
+    hit = matching.scan(parts, patterns)[1 if newest else 0]
+    return None if hit is None else (hit[1], hit[2])
 
 
 def step_value(step: float) -> str:
@@ -193,8 +165,10 @@ class Watch:
     """What the watchdog knows: when output and progress last came, the last progress text.
     Fed with output (`saw`), asked with the time (`check`); both clocks are parameters."""
 
-    def __init__(self, s: Settings, now: float, wall: float) -> None:
+    def __init__(self, s: Settings, now: float, wall: float, matcher: matching.Remote | None = None) -> None:
         self.s = s
+        self.matcher = matcher  # the user's patterns' matcher process; None: matched here (the defaults)
+        self.gave_up = False  # progress matching was given up: any output counts as progress
         self.t0 = self.last_output = now
         self.last_progress: float | None = None
         self.progress_text = ""
@@ -213,6 +187,12 @@ class Watch:
         buf = self.pending.get(fd, b"") + data
         parts = buf.replace(b"\r", b"\n").split(b"\n")
         self.pending[fd] = parts.pop()[-LINE_MAX:]
+        if self.gave_up:
+            self.last_progress, self.progress_wall = now, wall
+            return
+        if self.matcher is not None:
+            self.matcher.feed([raw.decode("utf-8", "replace") for raw in parts], now, wall)
+            return
         if self.last_progress is None and self.s.resume is not None:
             for raw in parts:  # the first progress line of this start: did it resume?
                 found = progress_step(raw.decode("utf-8", "replace"), self.s.patterns)
@@ -228,6 +208,40 @@ class Watch:
                     if self.first_step is None:
                         self.first_step = found[1]
                 return
+
+    def heard(self) -> None:
+        """The matcher's answers came (its fileno is readable): as saw's own matching, later."""
+        if self.matcher is None:
+            return
+        first, newest = self.matcher.heard()
+        if first is not None and self.last_progress is None and self.s.resume is not None:
+            self._first(first[1])
+        if newest is not None and (self.last_progress is None or newest[2] >= self.last_progress):
+            text, step, self.last_progress, self.progress_wall = newest
+            self.progress_text = text
+            if step is not None:
+                self.last_step = step
+                if self.first_step is None:
+                    self.first_step = step
+
+    def behind(self, now: float, wall: float) -> str | None:
+        """The warning, once, when the matcher is given up (it ended, or a line waited too long)."""
+        if self.matcher is None or self.gave_up or not self.matcher.late(now):
+            return None
+        self.give_up(now, wall)
+        return (
+            f"warning: progress matching is given up ({self.matcher.failed}; --progress-pattern);"
+            " the command runs on, and --stall-timeout counts any output as progress from now"
+        )
+
+    def give_up(self, now: float, wall: float) -> None:
+        """From now on any output counts as progress (the stall limit counts from now)."""
+        self.gave_up = True
+        self.last_progress, self.progress_wall, self.progress_text = now, wall, "output (matching given up)"
+
+    def listening(self) -> list[int]:
+        """The matcher's answers' fd while it is used."""
+        return [] if self.matcher is None or self.gave_up else [self.matcher.fileno()]
 
     def _first(self, step: float | None) -> None:
         r = self.s.resume
@@ -323,7 +337,18 @@ def run(
     finally:
         for _, w in pipes:
             os.close(w)
-    watch = Watch(s, clock(), wall())
+    matcher, failed = None, ""
+    texts = [p.pattern for p in s.patterns]
+    if (s.stall is not None or s.resume is not None) and not matching.is_default(texts):
+        try:  # the user's patterns: in a process of their own, with a budget
+            matcher = matching.Remote(texts)
+        except OSError as e:  # fail open: the command runs, its output counts as progress
+            failed = f"warning: cannot start the progress matcher ({e.strerror or e})"
+            failed += ": any output counts as progress"
+    watch = Watch(s, clock(), wall(), matcher)
+    if failed:
+        _say(failed)
+        watch.give_up(clock(), wall())
     sink = {r: out for (r, _), out in zip(pipes, outs)}
     open_fds = list(sink)
     why: str | None = None
@@ -336,8 +361,13 @@ def run(
         if ended_at is not None and now - ended_at >= 1.0:
             break  # the command ended; something it left holds its output open: stop reading
         timeout = 0.2 if ended_at is not None else watch.next_check(now)
-        ready, _, _ = select.select(open_fds, [], [], timeout)
+        answers = watch.listening()
+        ready, _, _ = select.select(open_fds + answers, [], [], timeout)
+        if answers and answers[0] in ready:
+            watch.heard()
         for fd in ready:
+            if fd in answers:
+                continue
             data = os.read(fd, 65536)
             if not data:
                 open_fds.remove(fd)
@@ -351,6 +381,9 @@ def run(
                 tell("resume", note)
         watch.notes.clear()
         if why is None and ended_at is None:
+            late = watch.behind(clock(), wall())
+            if late:
+                _say(late)
             why, warning = watch.check(clock())
             if warning:
                 _say(warning)
@@ -362,6 +395,8 @@ def run(
                 ended_at = clock()
     for r, _ in pipes:
         os.close(r)
+    if matcher is not None:
+        matcher.close()
     code = children.wait(pid)
     if steps is not None and watch.last_step is not None:
         steps.append(watch.last_step)
