@@ -460,3 +460,56 @@ def test_api_events_and_wait_arguments_are_checked():
     ):
         with pytest.raises(UsageError, match=needle):
             api.wait(*args, **kwargs)
+
+
+# -- 5. earlier cases ----------------------------------------------------------------------------------
+
+
+def _planted_bells(rdir, victim_dir) -> dict[str, str]:
+    """What a job (same uid) can put in its run's bells dir: links to a file and a folder of the user's
+    named like a bell's temp dir, and a plain file."""
+    import tempfile
+
+    from launchkit.backends.local.bell import BELLS
+
+    bells = os.path.join(rdir, BELLS)
+    os.makedirs(bells, exist_ok=True)
+    os.makedirs(victim_dir, exist_ok=True)
+    victim = os.path.join(victim_dir, "s")
+    with open(victim, "w") as f:
+        f.write("precious")
+    tmp_victim = tempfile.mkdtemp(prefix="lkb-")  # shaped exactly like a bell's temp dir
+    with open(os.path.join(tmp_victim, "s"), "w") as f:
+        f.write("precious")
+    os.symlink(victim, os.path.join(bells, "1-aaaa"))
+    os.symlink(os.path.join(tmp_victim, "s"), os.path.join(bells, "2-bbbb"))
+    with open(os.path.join(bells, "3-cccc"), "w") as f:
+        f.write("not a bell")
+    return {"victim": victim, "tmp_victim": os.path.join(tmp_victim, "s")}
+
+
+def test_a_planted_bell_link_deletes_nothing_outside_the_run(tmp_path):
+    from launchkit.backends.local.bell import Ringer, clear
+
+    rdir = tmp_path / "run"
+    planted = _planted_bells(str(rdir), str(tmp_path / "home" / "lkb-notes"))
+    ringer = Ringer(str(rdir), start=False)
+    ringer._ring_all()  # every bell rung once: none listens
+    clear(rdir)  # as before the run dir is deleted
+    for path in planted.values():
+        assert open(path).read() == "precious", path  # the files and their folders are still there
+    assert (rdir / "bells" / "3-cccc").read_text() == "not a bell"
+
+
+def test_a_bells_dir_that_is_a_link_is_not_emptied(tmp_path):
+    from launchkit.backends.local.bell import Ringer, clear
+
+    rdir, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    rdir.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("precious")
+    os.symlink(elsewhere / "keep.txt", elsewhere / "a-link")
+    os.symlink(elsewhere, rdir / "bells")
+    Ringer(str(rdir), start=False)._ring_all()
+    clear(rdir)
+    assert sorted(os.listdir(elsewhere)) == ["a-link", "keep.txt"]
