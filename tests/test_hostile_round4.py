@@ -513,3 +513,23 @@ def test_a_bells_dir_that_is_a_link_is_not_emptied(tmp_path):
     Ringer(str(rdir), start=False)._ring_all()
     clear(rdir)
     assert sorted(os.listdir(elsewhere)) == ["a-link", "keep.txt"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [".", "a/..", "a//b", "/etc/x"])
+def test_results_with_a_file_name_that_is_no_path_write_nothing(repo, fake_beaker, tmp_path, name):
+    from fakebeaker.state import AutoRun
+
+    fake_beaker.state.set_auto(AutoRun(start_after=0.05, run_for=0.1, lines=["x"]))
+    r = run_cli("run", "--workspace", "ai2/launchkit", "--name", "res", "--follow", "--", "x", cwd=repo.path)
+    assert r.code == 0, r.stderr
+    exp = next(e for e in fake_beaker.state.experiments.values() if e.name == "res")
+    files = fake_beaker.state.datasets[exp.tasks[0].jobs[-1].result_dataset_id].files
+    files["ok.txt"] = b"fine"
+    files[name] = b"x"
+    out = tmp_path / "parent" / "out"
+    r = run_cli("results", exp.id, "-o", str(out), cwd=repo.path, timeout=90)
+    one_line(
+        r, 5, f"has a file named {name!r}, which is not a path inside a directory; nothing was downloaded"
+    )
+    assert not (tmp_path / "parent").exists()  # no .out.part beside it, no out/ either
