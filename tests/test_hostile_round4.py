@@ -533,3 +533,25 @@ def test_results_with_a_file_name_that_is_no_path_write_nothing(repo, fake_beake
         r, 5, f"has a file named {name!r}, which is not a path inside a directory; nothing was downloaded"
     )
     assert not (tmp_path / "parent").exists()  # no .out.part beside it, no out/ either
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        "AUTH=s3cr3t-Pa55",
+        "HF_AUTH=abc123def456",
+        "AUTHORIZATION=Bearer abcdefgh12345",
+        "HDR=Basic dXNlcjpwYXNz",
+    ],
+)
+def test_env_auth_values_are_secret_values(repo, pair):
+    r = run_main("run", "--dry-run", "--env", pair, *CMD, cwd=repo.path)
+    name, _, value = pair.partition("=")
+    line = one_line(r, 2, f"--env {name!r}: its value looks like", "--env-secret")
+    assert value not in line
+
+
+@pytest.mark.parametrize("pair", ["GIT_AUTHOR_NAME=someone", "AUTHOR=jane", "AUTH=/run/secrets/auth.json"])
+def test_author_names_and_paths_are_not_secrets(repo, pair):
+    r = run_main("run", "--dry-run", "--env", pair, *CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
