@@ -555,3 +555,13 @@ def test_env_auth_values_are_secret_values(repo, pair):
 def test_author_names_and_paths_are_not_secrets(repo, pair):
     r = run_main("run", "--dry-run", "--env", pair, *CMD, cwd=repo.path)
     assert r.code == 0, r.stderr
+
+
+@pytest.mark.parametrize("command", ["why", "logs", "results", "stop", "follow"])
+@pytest.mark.parametrize(
+    "run_id", ["local-" + "a" * 5000, "local-../../etc", "local-a/b"], ids=["long", "up", "slash"]
+)
+def test_a_local_run_id_that_cannot_be_one_is_not_found(tmp_path, command, run_id):
+    r = run_main(command, run_id, env={"LAUNCHKIT_LOCAL_HOME": str(tmp_path / "lk")})
+    line = one_line(r, 4, "error: no local run 'local-", "see `launchkit list --local`")
+    assert "cannot write" not in line and len(line) < 200
