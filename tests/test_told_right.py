@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from conftest import run_cli
+from fakebeaker.state import NS
 from inproc import run_main
 
 WS = "ai2/launchkit"
@@ -65,3 +68,19 @@ def test_a_secret_deleted_before_the_job_started_is_named_with_the_command_that_
     assert "`launchkit secret set HF_TOKEN`" in why, why
     r = run_cli("secret", "set", "HF_TOKEN", "--workspace", WS, input="hf_value_again\n", timeout=60)
     assert r.code == 0, r.stderr  # the fix works as written
+
+
+@pytest.mark.parametrize("fake_beaker", [{"clock_skew": -300.0}], indirect=True)
+def test_logs_since_a_duration_is_measured_by_the_servers_clock(fake_beaker):
+    """The server's clock is 5 minutes behind this machine's and it stamps the lines: `--since 2m` means
+    the last 2 minutes by its clock (it printed nothing: every line looked 5 minutes old)."""
+    s = fake_beaker.state
+    exp = s.add_experiment(WS, "skewed", author="alice", description="[launchkit]")
+    s.start_job(exp)
+    now = s.now()  # the server's now, in ns
+    s.append_logs(exp, ["ten minutes ago", "a minute ago"], timestamps=[now - 600 * NS, now - 60 * NS])
+    s.append_logs(exp, ["just now"])
+    r = run_main("logs", exp.id, "--since", "2m")
+    assert (r.code, r.stdout) == (0, "a minute ago\njust now\n"), r.stderr
+    r = run_main("logs", exp.id, "--since", "20m")
+    assert r.stdout == "ten minutes ago\na minute ago\njust now\n"

@@ -35,6 +35,7 @@ from launchkit.runtime.node.environment.plan import (
     PlanError,
     extra_flags,
     hashed_requirements,
+    known_groups,
     plan_for,
     requires_python,
     sync_group_flags,
@@ -572,3 +573,25 @@ def json_list(data: bytes) -> list[object]:
     if not isinstance(value, list):
         raise ValueError("not a list")
     return value
+
+
+def check_groups(root: str, names: list[str]) -> None:
+    """Each `--uv-group` names a group the project defines (PEP 735's, uv's legacy `dev`, poetry's, PDM's):
+    one it lacks is refused now, not by uv inside the job (exit 106 after the wait for a node)."""
+    known = known_groups(root)
+    if known is None:
+        return  # pyproject.toml unreadable here: the planner and uv say what is wrong with it
+    where = "pyproject.toml" if os.path.isfile(os.path.join(root, "pyproject.toml")) else ""
+    for name in names:
+        if name in known:
+            continue
+        if not where:
+            raise UsageError(
+                f"--uv-group {name}: the repository has no pyproject.toml to define groups in",
+                hint="drop --uv-group, or define the group in pyproject.toml ([dependency-groups]) and push",
+            )
+        raise UsageError(
+            f"--uv-group {name}: pyproject.toml has no dependency group {name!r} "
+            f"(its groups: {', '.join(known) if known else 'none'})",
+            hint="check the spelling, or define it in pyproject.toml ([dependency-groups]), commit and push",
+        )

@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -337,6 +338,17 @@ class Connection:
         self._answers: dict[Hashable, Future[Any]] = {}  # soon()/answer(): one answer per question
         self._answering = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+
+    def server_now(self) -> float | None:
+        """The server's clock (seconds since the epoch, to the second) from the `Date` header of one
+        unauthenticated HTTP request to the API, whatever it answers; None when there is no answer or
+        no Date (the caller then uses this machine's clock: fail open)."""
+        try:
+            with self.beaker.http_session() as session:
+                response = session.get(f"{self.address}/api/v3/", timeout=self.call_timeout)
+            return parsedate_to_datetime(response.headers["Date"]).timestamp()
+        except (requests.RequestException, KeyError, TypeError, ValueError):
+            return None
 
     def org(self) -> Any:
         """The default organization as a pb2 object (resolved once), so list calls skip re-resolving it."""

@@ -36,7 +36,6 @@ from launchkit.backends.local.supervisor import (
 )
 from launchkit.backends.local.uploads import link_uploads, unlink_uploads
 from launchkit.backends.progress import (
-    ENV_PROGRESS_PATTERNS,
     HEAD_BYTES,
     TAIL_BYTES,
     attempt_progress,
@@ -55,10 +54,11 @@ from launchkit.backends.protocol import (
     RunStatus,
     Submission,
 )
-from launchkit.core.contract import ENV_GIT_COMMIT, ENV_SLACK_WEBHOOK
+from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, ended_as, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
+from launchkit.runtime.node.policy import ENV_WEBHOOK
 
 # The ids submit() makes (`local-20260131-120000-a1b2c3`), and older or hand-made ones: one path part.
 RUN_ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
@@ -273,8 +273,8 @@ class LocalBackend:
             )
             # --slack-webhook-secret NAME: NAME's value, handed over as the webhook; NAME itself is
             # left out of the supervisor's environment unless another variable needs it too
-            named = [v.secret for v in env_vars if v.name == ENV_SLACK_WEBHOOK and v.secret]
-            others = {v.secret for v in env_vars if v.name != ENV_SLACK_WEBHOOK and v.secret}
+            named = [v.secret for v in env_vars if v.name == ENV_WEBHOOK and v.secret]
+            others = {v.secret for v in env_vars if v.name != ENV_WEBHOOK and v.secret}
             webhook = webhook or next((os.environ[n] for n in named if os.environ.get(n)), None)
             drop = tuple(n for n in named if n not in others)
             if webhook is not None or named:
@@ -399,10 +399,7 @@ class LocalBackend:
     def _details(self, rec: dict[str, Any]) -> list[AttemptDetail]:
         """Every job of the record: its end, GPU-hours and its log's first and last progress."""
         rdir = self.rdir(rec["id"])
-        try:
-            patterns = SpecView(json.loads((rdir / "spec.json").read_text())).env_value(ENV_PROGRESS_PATTERNS)
-        except (OSError, ValueError):
-            patterns = None
+        patterns = _patterns(rdir)
         found = []
         ends = {(j.replica, j.attempt): j for j in outcome.view(rec).jobs}
         for job in outcome.jobs(rec):
@@ -473,10 +470,7 @@ class LocalBackend:
         rdir = self.rdir(run.id)
         rec = record.read(rdir) or {"id": run.id}
         attempt = max((j["attempt"] for j in outcome.jobs(rec) if j["replica"] == 0), default=1)
-        try:
-            patterns = SpecView(json.loads((rdir / "spec.json").read_text())).env_value(ENV_PROGRESS_PATTERNS)
-        except (OSError, ValueError):
-            patterns = None
+        patterns = _patterns(rdir)
         return last_progress(logs.last_records(logs.log_file(rdir, 0, attempt), TAIL_BYTES), patterns)
 
     # ---- logs
@@ -528,6 +522,8 @@ class LocalBackend:
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
         ranks = self._ranks(run, query.replica)
         since = int(query.since.timestamp() * 1e9) if query.since else None
+        if query.since_ago is not None:  # this machine's clock stamps a local run's lines
+            since = time.time_ns() - int(query.since_ago * 1e9)
         merged: list[tuple[int, int, bytes]] = []
         for rank, attempt in self._attempts(run, ranks, query.run):
             merged += [
@@ -931,3 +927,11 @@ def _no_author(author: str | None) -> None:
         raise UsageError(
             f"--author {author}: local runs are all yours", hint="drop --author (it filters Beaker runs)"
         )
+
+
+def _patterns(rdir: Path) -> tuple[str, ...]:
+    """The run's progress patterns, from its policy in the spec it ran (none: the watchdog's defaults)."""
+    try:
+        return SpecView(json.loads((rdir / "spec.json").read_text())).policy().progress_patterns
+    except (OSError, ValueError):  # (a PolicyError is a ValueError)
+        return ()

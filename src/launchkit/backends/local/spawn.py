@@ -9,7 +9,9 @@ import os
 import subprocess
 import sys
 
-WEBHOOK_ENV = "LAUNCHKIT_SLACK_WEBHOOK"  # a webhook in the launching shell: never the supervisor's
+from launchkit.runtime.node.policy import ENV_WEBHOOK
+
+WEBHOOK_ENV = ENV_WEBHOOK  # a webhook in the launching shell: never the supervisor's
 WEBHOOK_FD_ENV = "LAUNCHKIT_SLACK_WEBHOOK_FD"  # the pipe the webhook is handed over on (slack.py reads it)
 WEBHOOK_NAMES = ("LAUNCHKIT_SLACK_WEBHOOK_URL", "GANTRY_SLACK_WEBHOOK_URL")  # core/contract.SLACK_WEBHOOK_ENV
 

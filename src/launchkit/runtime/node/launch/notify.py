@@ -18,34 +18,28 @@ posting thread is one line in the log. The job's end waits for its posts at most
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
-from typing import Callable
+from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
-ENV = "LAUNCHKIT_SLACK_WEBHOOK"  # the webhook, in the runtime's environment only
+from .. import policy
+
+ENV = policy.ENV_WEBHOOK  # the webhook, in the runtime's environment only
+MASK_MIN = 4  # characters of the shortest value masked (launchkit/masking.py: MIN_LENGTH)
+_NOT_SECRET = re.compile(r"TOKENIZ|TOKENS$", re.IGNORECASE)  # tokenizer settings, token counts
+_PLAIN = re.compile(r"(\d+(\.\d+)?|true|false|yes|no|on|off|none)$", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|WEBHOOK|(KEY|KEYS|PAT|_PWD)$", re.IGNORECASE)
 TIMEOUT = 5.0  # seconds per post, all in: connect, send, read
 END_WAIT = 2.0  # seconds the job's end waits for the posts under way before its own
-
-# Every event a message is sent for (docs/notifications.md has who sends each).
-EMOJI = {
-    "started": ":rocket:",
-    "start_timeout": ":hourglass:",
-    "timeout": ":alarm_clock:",
-    "inactive_soft": ":zzz:",
-    "inactive": ":zzz:",
-    "stalled": ":zzz:",
-    "not_resuming": ":repeat:",
-    "preempted": ":warning:",
-    "canceled": ":octagonal_sign:",
-    "failed": ":x:",
-    "succeeded": ":white_check_mark:",
-}
+EMOJI = policy.EVENTS  # every event a message is sent for (the policy says who sends each)
+message = policy.message  # the text for an event: its emoji, the run's label, one line
 
 
-def message(event: str, label: str, line: str) -> str:
-    """The text for `event`: its emoji, the run's label, one line saying what happened."""
-    return f"{EMOJI[event]} {label} {line}"
+def _ours(event: str) -> bool:
+    """Whether the job's runtime posts `event` (policy.POSTERS: the same with and without a supervisor)."""
+    return policy.posts(policy.JOB, policy.JOB, event)
 
 
 def host_only(url: str) -> str:
@@ -150,16 +144,20 @@ class Poster:
         url: str,
         send: Callable[[str, str], str | None] = post,
         warn: Callable[[str], None] = _write_err,
+        secrets: Sequence[str] = (),
     ) -> None:
         self._url = url
         self._send = send
         self._warn = warn
         self._threads: list[threading.Thread] = []
+        self._secrets = sorted({v for v in secrets if len(v) >= MASK_MIN}, key=len, reverse=True)
 
     def __repr__(self) -> str:
         return f"Poster({host_only(self._url)})"
 
     def _post(self, text: str) -> None:
+        for value in self._secrets:  # a progress line quoted in a message may hold one (masking.py)
+            text = text.replace(value, "***")
         try:
             why = self._send(self._url, text)
         except Exception as e:  # noqa: BLE001 - a helper's crash is one line, never the job's
@@ -216,35 +214,37 @@ class Job:
             self.signalled = self.signalled or text == "SIGTERM"
         elif what == "warning":
             self.warning(text)
-        elif what == "resume":  # a new start below the step the one before reached (watchdog.py)
+        elif what == "resume" and _ours("not_resuming"):  # a start below the step before (watchdog.py)
             self.poster.soon(message("not_resuming", self.label, text + self._where_replica()))
         elif what == "stopped":
             self.stopped = text
 
     def started(self) -> None:
-        if self.rank == "0":
+        if self.rank == "0" and _ours("started"):
             self.poster.soon(message("started", self.label, "started" + self._where()))
 
     def warning(self, text: str) -> None:
         """The watchdog's soft warning (`warning: no output for ...`)."""
+        if not _ours("inactive_soft"):
+            return
         self.poster.soon(
             message("inactive_soft", self.label, text.replace("warning: ", "", 1) + self._where())
         )
 
     def ended(self, code: int) -> None:
         """The command ended with `code` (post the end, in turn after the posts under way)."""
-        stopped = self.stopped
+        stopped, event, line = self.stopped, None, ""
         if stopped is not None:
-            event = "inactive" if "--inactive-timeout" in stopped else "stalled"
-            event = "not_resuming" if stopped.endswith("(--require-resume)") else event
-            text: str | None = message(event, self.label, f"stopped by launchkit: {stopped}{self._where()}")
+            event = policy.stop_event(stopped)
+            line = f"stopped by launchkit: {stopped}{self._where()}"
         elif self.signalled or code == 128 + 15:
-            text = None  # canceled, preempted or stopped for a sibling: told by whoever ended it
+            pass  # canceled, preempted or stopped for a sibling: told by whoever ended it
         elif code == 0:
-            text = message("succeeded", self.label, "succeeded") if self.rank == "0" else None
+            event, line = ("succeeded", "succeeded") if self.rank == "0" else (None, "")
         else:
-            text = message("failed", self.label, failed_line(code) + self._where())
-            text += f"; see why: `launchkit why {self.run}`"
+            event = "failed"
+            line = f"{failed_line(code)}{self._where()}; see why: `launchkit why {self.run}`"
+        text = message(event, self.label, line) if event is not None and _ours(event) else None
         self.poster.finish(text)
 
 
@@ -291,4 +291,17 @@ def from_env(env: dict[str, str], url: str | None = None) -> Job | None:
             f"[launchkit] warning: the Slack webhook ({ENV}) cannot be used: {problem}; nothing is posted\n"
         )
         return None
-    return Job(env, Poster(url))
+    return Job(env, Poster(url, secrets=secret_values(env)))
+
+
+def secret_values(env: dict[str, str]) -> list[str]:
+    """The values of the job's variables named like credentials (its secrets, as --env-secret gives
+    them: *TOKEN*, *SECRET*, *_KEY, *PASSW*, ...): masked in every message, as `launchkit logs` masks them."""
+    return [
+        v
+        for n, v in env.items()
+        if _SECRET_NAME.search(n)
+        and not _NOT_SECRET.search(n)
+        and not _PLAIN.match(v)
+        and not n.startswith("LAUNCHKIT_")
+    ]
