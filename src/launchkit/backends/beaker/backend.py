@@ -837,10 +837,21 @@ class BeakerBackend:
         self, wl: Any, replica: int | None, task: str | None, attempt: int | None = None
     ) -> list[tuple[int, Any, Any]]:
         """[(replica rank, task, its newest job or None)] of the chosen replicas; `attempt` N: each
-        task's Nth job (1 = its first) instead of its newest."""
+        task's Nth job (1 = its first) instead of its newest. A newest job that has not started (queued
+        again after a preemption, or waiting for its retry) has no lines yet (fact 11.10): its newest
+        attempt that started is shown instead, and said so."""
         out = []
         for rank, t, js in self._pick(wl, self._task_jobs(wl, task), replica):
             if attempt is None:
+                ran = next((j for j in js if j.status.HasField("started")), None)
+                if js and ran is not None and ran is not js[0]:
+                    shown, newest = len(js) - js.index(ran), len(js)
+                    self.app.info(
+                        f"attempt {newest} of {rv.task_name(t)} has not started yet: the log of attempt "
+                        f"{shown}, its last that ran (`--attempt {newest}` for the new one)"
+                    )
+                    out.append((rank, t, ran))
+                    continue
                 out.append((rank, t, js[0] if js else None))
                 continue
             if not 1 <= attempt <= len(js):
