@@ -87,6 +87,21 @@ def test_find_gpus(fake_beaker):
     assert "ai2/ceres" in {row["cluster"] for row in json.loads(r.stdout)}
     r = run_main("find-gpus", "--gpu-type", "a100", "--all")
     assert r.code == 0 and "saturn" in r.stdout and "jupiter" not in r.stdout
-    assert "NVIDIA A100 80GB, " in r.stdout  # lists are joined in the table
+    assert "A100 80GB, " in r.stdout and "NVIDIA" not in r.stdout  # joined, without the vendor (issue 45)
     r = run_main("find-gpus", "--local", "--gpu-type", "h100")
     assert r.code == 2 and "only for Beaker" in r.stderr
+
+
+def test_find_gpus_names_a_gpu_type_no_cluster_has(fake_beaker):
+    """`find-gpus -g TYPE` for a type no node has: refused naming it, with the types there are (it said
+    "no GPUs here"); a known type with nothing free says so."""
+    r = run_main("find-gpus", "-g", "gb200")
+    assert r.code == 2, (r.code, r.stderr)
+    assert "--gpu-type 'gb200': no cluster has that GPU type" in r.stderr, r.stderr
+    assert "NVIDIA H100" in r.stderr and "NVIDIA B300" in r.stderr and "Traceback" not in r.stderr
+    for name in ("ai2/saturn", "ai2/triton"):  # every L40S node busy (the others stay as they are)
+        for node in fake_beaker.state.find_cluster(name).nodes:
+            node.assigned = node.slots
+    r = run_main("find-gpus", "-g", "l40s")
+    assert (r.code, r.stdout) == (0, ""), r.stderr
+    assert "no cluster has free GPUs of type l40s now (--all lists every cluster)" in r.stderr

@@ -219,6 +219,14 @@ def _run(repo, *args: str):
                 "(no cluster would take it whole; split it: --gpus 8 --replicas 2 with --torchrun)",
             ],
         ),
+        (  # no --cluster: the job may land on any cluster, and none has a node of 9 GPUs
+            ("--gpus", "9"),
+            [
+                "--gpus 9: no node of any cluster that takes batch jobs has 9 GPUs; the largest fit is 8 "
+                "GPUs per replica; nothing was created",
+                "(no cluster would take it whole; ask for at most --gpus 8)",
+            ],
+        ),
         (
             ("--gpus", "4", "--gpu-type", "b300", "--cluster", "ai2/saturn"),
             [
@@ -309,7 +317,7 @@ def test_find_gpus_at_the_workspace_slot_limit_starts_nowhere_now(fake_beaker):
 
 
 def test_find_gpus_default_view_keeps_its_columns(fake_beaker):
-    r = run_main("find-gpus")
+    r = run_main("find-gpus", env={"COLUMNS": "200"})  # (narrower: the long ones in a table of their own)
     assert r.stdout.splitlines()[0].split() == [
         "CLUSTER",
         "FREE_GPUS",

@@ -26,6 +26,7 @@ from typing import Any
 
 from launchkit.application import Application
 from launchkit.backends import Backend, Capability, NoCredentials, RunInfo, Submission, placement_of, registry
+from launchkit.core import retrying
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import added_line
 from launchkit.core.parse import too_old_python
@@ -52,10 +53,14 @@ from launchkit.jobchecks import (
     lock_pins_torch,
 )
 from launchkit.pyenv import (
+    PYTHON_VERSION_FILE,
+    check_groups,
     check_job_environment,
     check_uv_lock,
+    committed_python_request,
     foreign_lock_line,
     nothing_to_install_line,
+    python_obtainable,
     repo_relative,
     version_tag,
 )
@@ -133,6 +138,7 @@ def plan(
     """Steps 1-5 for a built request. `backend`: resolve_backend's answer, when the caller has it
     (`mason` asks the account first); `git`: the state, when read already."""
     name, b, why_offline = backend or resolve_backend(app, request)
+    check_usage(request, name)  # every usage check before anything is written (or asked)
     here = Capability.this_machine in registry.info(name).capabilities
     profiles = app.config.get("profiles")
     if git is None:
@@ -143,6 +149,7 @@ def plan(
             git = git.model_copy(update={"version_tag": tag})
             app.debug(f"version tag: {tag[0]} ({tag[2]} commit(s) before {git.commit[:12]})")
     request = check_python_files(app, request, git)
+    request = choose_job_python(app, request, git)
     request = local_torch_backend(app, request, git, here=here)
     check_environment(app, request, git, here=here)
     if here and not request.profile:  # a cluster profile is for a cluster's nodes, not this machine
@@ -166,6 +173,7 @@ def plan(
             submission = submission.model_copy(update={"spec": SpecView(spec.to_json())})
     if added := added_line(request, profiles, selection):
         app.info(added)
+    check_spec_usage(request, name, submission)
     if b is not None:
         try:
             submission = b.prepare(submission.model_copy(update={"launching": not request.dry_run}))
@@ -175,14 +183,38 @@ def plan(
             b, why_offline = None, f"no {registry.info(name).title} credentials"
     if why_offline:  # what this machine remembers of the service (the runtime dataset's id)
         submission = registry.info(name).offline_spec(submission)
+    launch = Launch(request, name, b, why_offline, git, submission, selection)
+    launch.notes = _dry_run_notes(launch, profiles) if launch.printed else []
+    return launch
+
+
+def check_usage(request: LaunchRequest, name: str) -> None:
+    """The usage checks of a request on backend `name` that need no spec: one line each, before
+    anything is read, asked or written (a refused launch creates nothing)."""
     if request.sweep_experiments and request.follow:
         raise UsageError(
             "--sweep-experiments cannot be combined with --follow",
             hint="follow each experiment with `launchkit follow ID`, or drop --sweep-experiments",
         )
-    launch = Launch(request, name, b, why_offline, git, submission, selection)
-    launch.notes = _dry_run_notes(launch, profiles) if launch.printed else []
-    return launch
+    registry.info(name).check_retries(retrying.policy(request))  # the causes the backend honours
+
+
+def check_spec_usage(request: LaunchRequest, name: str, submission: Submission) -> None:
+    """The usage checks that need the built spec (its tasks), before the backend prepares it (a
+    launch's prepare creates the runtime dataset)."""
+    row = registry.info(name)
+    if request.uploads and Capability.uploads not in row.capabilities:
+        raise UsageError(
+            f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
+            f"local files to {row.title} is not supported yet",
+            hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
+        )
+    tasks = submission.spec.tasks
+    if len(tasks) > 1 and not request.sweep_experiments and Capability.several_tasks not in row.capabilities:
+        raise UsageError(
+            f"{len(tasks)} tasks in one run: {row.name} runs have one task",
+            hint="with --sweep add --sweep-experiments (one run each), or launch on Beaker",
+        )
 
 
 def _dry_run_notes(launch: Launch, profiles: dict[str, Any] | None) -> list[str]:
@@ -214,18 +246,7 @@ def submit(
     b, request, submission = launch.backend, launch.request, launch.submission
     if b is None or request.dry_run:
         raise UsageError("a dry run submits nothing", hint="drop --dry-run/--offline to launch")
-    if request.uploads and Capability.uploads not in b.capabilities:
-        raise UsageError(
-            f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
-            f"local files to {registry.info(b.name).title} is not supported yet",
-            hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
-        )
-    tasks = submission.spec.tasks
-    if len(tasks) > 1 and not request.sweep_experiments and Capability.several_tasks not in b.capabilities:
-        raise UsageError(
-            f"{len(tasks)} tasks in one run: {b.name} runs have one task",
-            hint="with --sweep add --sweep-experiments (one run each), or launch on Beaker",
-        )
+    check_spec_usage(request, b.name, submission)  # (plan checked it: a Launch made otherwise too)
     if not request.sweep_experiments:
         run = b.submit(submission)
         launched(run)
@@ -358,6 +379,7 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
         if request.ref or request.branch:  # the working tree is not the launched commit
             app.debug("uv.lock check skipped: --ref/--branch launches another commit than the checkout")
         else:
+            check_groups(git.repo_root, request.uv_groups)
             check_uv_lock(app, git.repo_root, git.commit, network=not request.dry_run)
             empty = nothing_to_install_line(
                 git.repo_root,
@@ -368,6 +390,34 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
             for line in (foreign_lock_line(git.repo_root), empty):
                 if line:
                     app.warn(line)
+    return request
+
+
+def choose_job_python(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
+    """One interpreter per job, chosen here once: --python-version, else the commit's .python-version,
+    else uv's choice in the job (one that requires-python allows, the image's when it does). A version
+    uv can neither find nor download is refused now, naming where it came from. One from .python-version
+    is said and set as --python-version would be, so every step in the job uses it: the venv, the env
+    store and `uv sync` (which would otherwise read .python-version itself: a second interpreter)."""
+    uses_uv = request.python_manager is PythonManager.uv and not (
+        request.no_python or request.install or request.system_python or request.uv_venv
+    )
+    if not uses_uv:
+        return request
+    asked, source = request.python_version, "--python-version"
+    if not asked and git.repo_root:
+        asked, source = committed_python_request(git.repo_root, git.commit), PYTHON_VERSION_FILE
+    if not asked or too_old_python(asked.removeprefix("cpython-").removeprefix("python")):
+        return request  # (one older than the runtime runs is refused by check_environment, saying so)
+    if python_obtainable(asked) is False:
+        fix = "pass a released one (e.g. 3.12)" if source.startswith("--") else "name a released one there"
+        raise PreconditionError(
+            f"{source} asks for Python {asked}, which uv can neither find here nor download",
+            hint=f"{fix}; `uv python list --all-versions` shows what uv can install",
+        )
+    if source == PYTHON_VERSION_FILE:
+        app.info(f"Python {asked} (from {PYTHON_VERSION_FILE}): the job's interpreter for every step")
+        request = request.model_copy(update={"python_version": asked})
     return request
 
 

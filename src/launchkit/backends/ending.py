@@ -70,6 +70,9 @@ def watchdog_stop(lines: Iterable[bytes]) -> str | None:
     return why
 
 
+WATCHDOG_STOP = "stopped by launchkit: "  # how a watchdog stop's line begins (LAUNCHKIT_STOP: follow's)
+
+
 def watchdog_stopped(why: str, code: int, run_id: str) -> EndReason:
     """The run's end when the runtime's watchdog stopped it: launchkit's stop, never the user's."""
     flag = "--inactive-timeout" if "--inactive-timeout" in why else "--stall-timeout"
@@ -81,7 +84,7 @@ def watchdog_stopped(why: str, code: int, run_id: str) -> EndReason:
         )
     return EndReason(
         kind=EndKind.timeout,
-        line=f"stopped by launchkit: {why}",
+        line=f"{WATCHDOG_STOP}{why}",
         fix=fix,
         by="launchkit",
         exit_code=code,
@@ -175,13 +178,14 @@ def describe(run: RunInfo) -> str:
     attempt that did not resume from where the one before got is said (`RunInfo.resume`)."""
     resume = run.resume if run.resume and (run.end is None or run.resume not in run.end.line) else None
     if run.end is not None:
-        if resume:
-            return f"{run.end.line} ({resume})" + (f"; {run.end.fix}" if run.end.fix else "")
+        told = "; ".join(n for n in (resume, run.culprit) if n)
+        if told:
+            return f"{run.end.line} ({told})" + (f"; {run.end.fix}" if run.end.fix else "")
         return run.end.text()
     if run.status.finished or run.status == RunStatus.preempted:  # a backend that gave no reason
         code = f" with exit code {run.exit_code}" if run.exit_code not in (None, 0) else ""
         return f"{run.status.value}{code}" + (f": {run.message}" if run.message else "")
-    if run.waiting is not None:
-        return f"is {run.status.value}: {run.waiting.text()}"
+    if run.waiting is not None:  # queued again after a retry or a preemption: that attempt is said too
+        return f"is {run.status.value}: {run.waiting.text()}" + (f" ({run.retry})" if run.retry else "")
     notes = [n for n in (run.retry, run.message, resume) if n]  # a retried run: its attempt, the last end
     return f"is {run.status.value}" + (f" ({'; '.join(notes)})" if notes else "")

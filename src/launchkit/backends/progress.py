@@ -1,7 +1,7 @@
 """A running run's last progress (`launchkit list`'s PROGRESS column, `why`): the newest line of its
 log's tail that the run's own progress patterns match, with the watchdog's one matcher
-(runtime/node/launch/matching.py; the patterns are the job's LAUNCHKIT_PROGRESS_PATTERNS, else its
-DEFAULT_PATTERNS). Both backends read the tail and hand the lines here.
+(runtime/node/launch/matching.py; the patterns are the run's policy's, runtime/node/policy.py, else
+matching's DEFAULT_PATTERNS). Both backends read the tail and hand the lines here.
 
 Bounded as the watchdog's (matching.scan): each line's first `matching.SLICE` characters; the
 defaults matched here, the user's own patterns in a matcher process given `matching.BUDGET` seconds
@@ -10,26 +10,26 @@ per log read (a pattern that backtracks for ever shows no progress instead of ha
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from launchkit.backends.protocol import AttemptDetail, Progress, StepProgress
-from launchkit.core.contract import ENV_PROGRESS_PATTERNS
 from launchkit.runtime.node.launch import matching
 from launchkit.runtime.node.launch.watchdog import (
     OWN_LINE,
     Resume,
+    fmt_secs,
     not_resuming,
     progress_of,
     progress_patterns,
 )
 
 __all__ = [
-    "ENV_PROGRESS_PATTERNS",
     "HEAD_BYTES",
     "HEAD_LINES",
     "TAIL_BYTES",
     "TAIL_LINES",
     "attempt_progress",
+    "first_stalled",
     "last_progress",
     "resume_note",
 ]
@@ -40,10 +40,10 @@ HEAD_LINES = 2000  # Beaker: an attempt's first lines read for its first progres
 HEAD_BYTES = 1 << 20  # local: the same, in bytes of its log file
 
 
-def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: str | None) -> Progress | None:
+def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: Sequence[str]) -> Progress | None:
     """The newest progress in a log's tail: `records` are (when logged in ns since the epoch or None,
-    the line's raw bytes), oldest first; `patterns` the job's LAUNCHKIT_PROGRESS_PATTERNS (None: the
-    defaults). None when no line matches or the patterns are not valid (the job refused them itself)."""
+    the line's raw bytes), oldest first; `patterns` the run's policy's (none: the defaults). None when
+    no line matches or the patterns are not valid (the job refused them itself)."""
     try:
         compiled = progress_patterns(patterns)
     except ValueError:
@@ -68,18 +68,48 @@ def _plain(text: str) -> str:
 
 
 def attempt_progress(
-    head: Iterable[bytes], tail: Iterable[bytes], patterns: str | None
+    head: Iterable[bytes], tail: Iterable[bytes], patterns: Sequence[str], times: Iterable[int | None] = ()
 ) -> tuple[StepProgress | None, StepProgress | None]:
     """An attempt's (first, last) progress from its log's first and last lines (the watchdog's
-    matcher and steps); (None, None) when the patterns are not valid."""
+    matcher and steps); (None, None) when the patterns are not valid. `times`: the tail's lines' (ns
+    since the epoch), for when the last was logged."""
     try:
         compiled = progress_patterns(patterns)
     except ValueError:
         return None, None
+    tail = list(tail)
     first, last = progress_of(head, compiled, False), progress_of(tail, compiled, True)
+    at = None
+    stamps = list(times)
+    if last is not None and len(stamps) == len(tail):
+        newest = last_progress(zip(stamps, tail, strict=True), patterns)
+        at = newest.at if newest is not None else None
     return (
         None if first is None else StepProgress(text=_plain(first[0]), step=first[1]),
-        None if last is None else StepProgress(text=_plain(last[0]), step=last[1]),
+        None if last is None else StepProgress(text=_plain(last[0]), step=last[1], at=at),
+    )
+
+
+def first_stalled(details: Iterable[AttemptDetail], replicas: int) -> str | None:
+    """In a run of several replicas, the one whose progress stopped first (its newest attempt's last
+    progress line is the oldest): `replica 2 of 4 made no progress first (last: step=1200 at 12:03:10
+    UTC, 4m10s before the next)`; None with one replica or fewer than two times known."""
+    newest: dict[tuple[str, int], AttemptDetail] = {}
+    for d in details:
+        if d.attempt >= newest.get((d.task, d.replica), d).attempt:
+            newest[d.task, d.replica] = d
+    timed = sorted(
+        (d.last_progress.at, d) for d in newest.values() if d.last_progress is not None and d.last_progress.at
+    )
+    if replicas < 2 or len(timed) < 2:
+        return None
+    (at, d), (nxt, _) = timed[0], timed[1]
+    assert d.last_progress is not None
+    task = f"task {d.task}, " if len({t for t, _ in newest}) > 1 else ""
+    gap = fmt_secs((nxt - at).total_seconds())
+    return (
+        f"{task}replica {d.replica} of {replicas} made no progress first (last: {d.last_progress.text}"
+        f" at {at:%H:%M:%S} UTC, {gap} before the next)"
     )
 
 

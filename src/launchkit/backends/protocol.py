@@ -107,6 +107,7 @@ class StepProgress(BaseModel):
 
     text: str
     step: float | None = None
+    at: dt.datetime | None = None  # when it was logged (a last progress: which replica stopped first)
 
 
 class AttemptDetail(BaseModel):
@@ -160,6 +161,8 @@ class RunInfo(BaseModel):
     gpu_hours: float | None = None  # GPUs x hours of every job that ran (None: not known)
     phase_notes: PhaseNotes | None = None  # `why`: each waiting reason, the env cache, the step timings
     cluster: str | None = None  # `stats`: where its newest attempt ran (Backend.phases(where=True))
+    # several replicas stopped by the watchdog: the one whose progress stopped first (`why`)
+    culprit: str | None = None
 
 
 class LogQuery(BaseModel):
@@ -171,6 +174,7 @@ class LogQuery(BaseModel):
     tail: int | None = None
     head: int | None = None
     since: dt.datetime | None = None
+    since_ago: float | None = None  # `--since 10m`: seconds before now, by the backend's clock (a server's)
     timestamps: bool = False
     run: int | None = None  # `--attempt`: the Nth attempt (1 = first); None: the newest. Capability.tasks
 

@@ -9,18 +9,19 @@ import typer
 
 from launchkit.application import OutputFormat
 from launchkit.backends import RunInfo, RunStatus
-from launchkit.backends.ending import describe
-from launchkit.backends.progress import resume_note
-from launchkit.cli.backend_choice import backend_option, local_option, local_run_ids, resolve_run
+from launchkit.backends.ending import WATCHDOG_STOP, describe
+from launchkit.backends.progress import first_stalled, resume_note
+from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, run_ids
 from launchkit.cli.context import get_app
 from launchkit.cli.options import latest_option
 from launchkit.core import phases as ph
 from launchkit.core.units import span
+from launchkit.masking import masked_run
 
 
 def why(
     ctx: typer.Context,
-    run_id: str | None = typer.Argument(None, metavar="[ID]", autocompletion=local_run_ids, help="Run id."),
+    run_id: str | None = typer.Argument(None, metavar="[ID]", autocompletion=run_ids, help="Run id."),
     latest: bool = latest_option(),
     as_json: bool = typer.Option(
         False,
@@ -42,10 +43,15 @@ def why(
     b, run = resolve_run(app, backend, local, run_id, latest)
     if run.status == RunStatus.running:
         run = run.model_copy(update={"progress": b.progress(run)})
-    if app.json or run.attempts > 1:  # every attempt's ends: whether a retry resumed (backends/progress.py)
+    stalled = run.end is not None and run.end.by == "launchkit" and WATCHDOG_STOP in run.end.line
+    if app.json or run.attempts > 1 or (stalled and run.replicas > 1):  # every attempt's log, both ends
         details = b.attempts_detail(run)
-        run = run.model_copy(update={"attempts_detail": details, "resume": resume_note(details)})
+        culprit = first_stalled(details, run.replicas) if stalled else None  # who stopped first
+        run = run.model_copy(
+            update={"attempts_detail": details, "resume": resume_note(details), "culprit": culprit}
+        )
     run = b.phases(run)
+    run = masked_run(app, b, run)  # the job's own text it quotes: secret values masked
     if app.json:
         app.print_json(run.model_dump(mode="json"))
         return

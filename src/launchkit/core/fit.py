@@ -38,6 +38,18 @@ class Ask:
     host_networking: bool = False  # one replica per node
 
 
+def unknown_gpu_types(wanted: list[str], known: list[str]) -> tuple[str, str] | None:
+    """(the problem, its fix) when no GPU type asked for (substrings, as --gpu-type) is any node's type;
+    `known`: every type the clusters have. None when one of them is."""
+    if not wanted or any(w.lower() in k.lower() for w in wanted for k in known):
+        return None
+    asked = " or ".join(repr(w) for w in wanted)
+    return (
+        f"--gpu-type {asked}: no cluster has that GPU type",
+        f"the types there are: {', '.join(known) or 'none'}",
+    )
+
+
 def typed_nodes(ask: Ask, nodes: tuple[NodeSize, ...]) -> list[NodeSize]:
     """The nodes of the GPU type asked for (all of them when none is)."""
     wanted = [g.lower() for g in ask.gpu_types]
@@ -61,12 +73,15 @@ def largest_gpus(ask: Ask, clusters: list[ClusterSize]) -> int:
     return max((n.gpus for c in clusters for n in typed_nodes(ask, c.nodes)), default=0)
 
 
-def never_fits(ask: Ask, chosen: list[ClusterSize], others: list[ClusterSize]) -> tuple[str, str] | None:
+def never_fits(
+    ask: Ask, chosen: list[ClusterSize], others: list[ClusterSize], *, label: str | None = None
+) -> tuple[str, str] | None:
     """(the problem, its fix) when no chosen cluster could ever take the request; None when one could.
-    `others`: the rest of the clusters, named in the fix when they would take it."""
+    `others`: the rest of the clusters, named in the fix when they would take it; `label`: how to name
+    the chosen ones (default: their names)."""
     if ask.gpus <= 0 or not chosen or any(not c.known or fits_ever(ask, c) for c in chosen):
         return None  # a cluster whose nodes are unknown might take it: never refused on a guess
-    names = ", ".join(c.name for c in chosen)
+    names = label or ", ".join(c.name for c in chosen)
     takers = [c.name for c in others if c.known and fits_ever(ask, c)]
     elsewhere = f"{', '.join(takers[:6])} would take it" if takers else "no cluster would take it whole"
     types = " or ".join(ask.gpu_types)

@@ -43,7 +43,7 @@ from launchkit.backends.beaker.scheduling import (
     wait_history,
     waiting_reason,
 )
-from launchkit.backends.beaker.submit import check_name, check_retry_on, create_once
+from launchkit.backends.beaker.submit import check_name, create_once
 from launchkit.backends.beaker.upload import mount_uploads
 from launchkit.backends.ending import (
     LAUNCHKIT_STOP,
@@ -53,7 +53,6 @@ from launchkit.backends.ending import (
     watchdog_stop,
 )
 from launchkit.backends.progress import (
-    ENV_PROGRESS_PATTERNS,
     HEAD_LINES,
     TAIL_LINES,
     attempt_progress,
@@ -62,7 +61,7 @@ from launchkit.backends.progress import (
 from launchkit.backends.protocol import AttemptDetail, EndKind, EndReason, Progress
 from launchkit.core import phases as ph
 from launchkit.core import runs
-from launchkit.core.contract import ENV_SLACK_WEBHOOK
+from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
@@ -72,6 +71,7 @@ from launchkit.errors import (
     PreconditionError,
     UsageError,
 )
+from launchkit.runtime.node.policy import Policy, PolicyError
 
 W = pb2.WorkloadStatus
 _STATUS = {
@@ -284,8 +284,11 @@ class BeakerBackend:
         if submission.prepared:
             return submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
-        check_retry_on(submission.spec)
         with self._errors():
+            self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret between two)
+            if not self._session:
+                name = rs.workspace_name(self.conn, submission.workspace or self._workspace)
+                self._runtime_datasets().find_soon(name)
             p = prepare(
                 self.conn,
                 submission.spec,
@@ -403,8 +406,7 @@ class BeakerBackend:
         wl = self._workload(run.id)
         with self._errors():
             view = SpecView(self.beaker.experiment.get_spec(wl).to_json())
-        given = any(v.name == ENV_SLACK_WEBHOOK and v.secret for t in view.tasks for v in t.env)
-        return Posting.job if given else Posting.follower
+        return Posting.job if view.policy().webhook_secret is not None else Posting.follower
 
     def user_name(self) -> str:
         with self._errors():
@@ -590,12 +592,12 @@ class BeakerBackend:
         pb_jobs = {j.id: j for _, _, js in rows for j in js}
         started = [j for j in pb_jobs.values() if j.status.HasField("started")]
 
-        def ends(job: Any) -> tuple[list[bytes], list[bytes]]:
+        def ends(job: Any) -> tuple[list[bytes], list[tuple[int, bytes]]]:
             try:
                 with self._errors():
-                    return head_lines(self.conn, job.id, HEAD_LINES), [
-                        line for _, line in tail_records(self.conn, job.id, TAIL_LINES)
-                    ]
+                    return head_lines(self.conn, job.id, HEAD_LINES), tail_records(
+                        self.conn, job.id, TAIL_LINES
+                    )
             except LaunchkitError as e:
                 self.app.debug(f"the log of job {job.id} could not be read: {e}")
                 return [], []
@@ -605,9 +607,10 @@ class BeakerBackend:
         found = []
         for job in sorted(view.jobs, key=lambda j: (j.task, j.replica, j.attempt or 0)):
             pb = pb_jobs[job.id]
-            env = {v.name: v.literal for v in pb.container_spec.environment_variables}
             head, tail = read.get(job.id, ([], []))
-            first, last = attempt_progress(head, tail, env.get(ENV_PROGRESS_PATTERNS))
+            first, last = attempt_progress(
+                head, [r[1] for r in tail], self._patterns(pb) or (), [r[0] for r in tail]
+            )
             gpus = len(pb.assignment_details.resource_assignment.gpus)
             hours = None
             if job.started is not None:
@@ -638,8 +641,17 @@ class BeakerBackend:
         except LaunchkitError as e:
             self.app.debug(f"the log of job {job.id} could not be read: {e}")
             return None
+        patterns = self._patterns(job)
+        return None if patterns is None else last_progress(records, patterns)
+
+    def _patterns(self, job: Any) -> tuple[str, ...] | None:
+        """A job's progress patterns, from the run's policy in its env; None: a policy it refused."""
         env = {v.name: v.literal for v in job.container_spec.environment_variables}
-        return last_progress(records, env.get(ENV_PROGRESS_PATTERNS))
+        try:
+            return Policy.from_env(env).progress_patterns
+        except PolicyError as e:
+            self.app.debug(f"job {job.id}: {e}")
+            return None
 
     def _rows_progress(self, rows: list[Any], org: Any) -> dict[str, Progress | None]:
         """`list`: experiment id -> progress, for the newest PROGRESS_ROWS running rows: replica 0's
@@ -807,6 +819,18 @@ class BeakerBackend:
 
     LIST_SCAN = 20  # pages (of 50) of the listing looked through for launchkit's runs at most
 
+    def _recognizer(self) -> identity.Recognizer:
+        """Tells launchkit's runs (identity.py) with what this machine knows: its launches, and what
+        specs read before said."""
+        address = self.conn.address
+        return identity.Recognizer(
+            self.beaker,
+            launches.launched_ids(address),
+            self.app.debug,
+            known=launches.spec_verdicts(address),
+            remember=lambda told: launches.record_verdicts(address, told),
+        )
+
     def _launchkit_rows(self, listing: Iterator[Any], wanted: int, include_all: bool) -> list[Any]:
         """The first `wanted` workloads of `listing` (newest first) that are launchkit's (all of them
         with `include_all`), a page at a time: a page's rows the listing cannot tell are told by their
@@ -820,8 +844,7 @@ class BeakerBackend:
             if include_all:
                 return page
             if recognizer is None:
-                ids = launches.launched_ids(self.conn.address)
-                recognizer = identity.Recognizer(self.beaker, ids, self.app.debug)
+                recognizer = self._recognizer()
             rows += [wl for wl, ours in zip(page, recognizer.select(page), strict=True) if ours]
             if len(rows) >= wanted:
                 return rows[:wanted]
@@ -890,8 +913,7 @@ class BeakerBackend:
             rows = []
             found = self._group_runs(group)
             if not include_all:
-                ids = launches.launched_ids(self.conn.address)
-                ours = identity.Recognizer(self.beaker, ids, self.app.debug).select(found)
+                ours = self._recognizer().select(found)
                 found = [wl for wl, mine in zip(found, ours, strict=True) if mine]
             for wl in found:
                 e = wl.experiment
@@ -954,10 +976,21 @@ class BeakerBackend:
         self, wl: Any, replica: int | None, task: str | None, attempt: int | None = None
     ) -> list[tuple[int, Any, Any]]:
         """[(replica rank, task, its newest job or None)] of the chosen replicas; `attempt` N: each
-        task's Nth job (1 = its first) instead of its newest."""
+        task's Nth job (1 = its first) instead of its newest. A newest job that has not started (queued
+        again after a preemption, or waiting for its retry) has no lines yet (fact 11.10): its newest
+        attempt that started is shown instead, and said so."""
         out = []
         for rank, t, js in self._pick(wl, self._task_jobs(wl, task), replica):
             if attempt is None:
+                ran = next((j for j in js if j.status.HasField("started")), None)
+                if js and ran is not None and ran is not js[0]:
+                    shown, newest = len(js) - js.index(ran), len(js)
+                    self.app.info(
+                        f"attempt {newest} of {rv.task_name(t)} has not started yet: the log of attempt "
+                        f"{shown}, its last that ran (`--attempt {newest}` for the new one)"
+                    )
+                    out.append((rank, t, ran))
+                    continue
                 out.append((rank, t, js[0] if js else None))
                 continue
             if not 1 <= attempt <= len(js):
@@ -985,7 +1018,7 @@ class BeakerBackend:
 
         Several replicas: one after the other, each line prefixed `[rank] `. Memory stays flat.
         """
-        if query.tail is not None and query.since is not None:
+        if query.tail is not None and (query.since is not None or query.since_ago is not None):
             raise UsageError("--tail and --since cannot be combined", hint="drop one")
         wl = self._workload(run.id)
         with self._errors(), self._deletion(run.id, "read"):
@@ -997,6 +1030,9 @@ class BeakerBackend:
                     self.app.info(f"logs of task {task}; {others} more task(s): --all for all, --task NAME")
             rows = self._select(wl, query.replica, task, query.run)
             since_ns = _epoch_ns(query.since) if query.since else None
+            if query.since_ago is not None:  # measured back from the server's now: it stamps the lines
+                now = self.conn.server_now()
+                since_ns = (time.time_ns() if now is None else int(now * 1e9)) - int(query.since_ago * 1e9)
             labels = self._labels(wl, rows)
             for rank, t, job in rows:
                 if job is None:
@@ -1368,6 +1404,7 @@ class BeakerBackend:
                 )
                 if rs.takes_batch_jobs(c)
             ]
+            batch = clusters
             if not include_all:
                 clusters = [c for c in clusters if c.cluster_occupancy.slot_counts.available > 0]
             types = rs.node_gpu_types(self.conn, clusters)
@@ -1389,6 +1426,11 @@ class BeakerBackend:
                     "tags": list(c.tags),
                 }
             )
+        if wanted and not rows:  # none free, or a type no cluster has: which, by every node's type
+            with self._errors():
+                known = {x for ts in rs.node_gpu_types(self.conn, batch).values() for x in ts}
+            if unknown := unknown_gpu_types(gpu_types or [], sorted(known)):
+                raise UsageError(unknown[0], hint=unknown[1])
         rows.sort(key=lambda r: (-r["free_gpus"], r["cluster"]))
         return rows
 

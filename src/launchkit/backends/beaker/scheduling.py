@@ -423,7 +423,8 @@ def _ask(task: TaskView, gpu_types: list[str]) -> Ask:
 def check_fit(conn: Connection, view: SpecView, ws: Any) -> list[str]:
     """Before anything is made: refuse (exit 3) a task no node of its clusters could ever take, naming
     the largest fit and the clusters that would take it; warnings (returned) for a workspace already at
-    its slot limit. Tasks without a cluster constraint are not checked (they may land anywhere)."""
+    its slot limit. A task without a cluster constraint may land on any cluster that takes batch jobs:
+    it is checked against all of them (one with hostnames is not checked)."""
     gpu_types = view.env_list(rs.ENV_GPU_TYPES)
     seen: set[tuple[Any, ...]] = set()
     need = 0
@@ -431,17 +432,18 @@ def check_fit(conn: Connection, view: SpecView, ws: Any) -> list[str]:
         ask = _ask(task, gpu_types)
         need += ask.gpus * ask.replicas
         key = (ask, tuple(task.clusters))
-        if not task.clusters or ask.gpus <= 0 or key in seen:
+        if task.hostnames or ask.gpus <= 0 or key in seen:
             continue
         seen.add(key)
         every = [c for c in rs.org_clusters(conn) if rs.takes_batch_jobs(c)]  # listed once, by resolve
         by_name = {rs.cluster_full_name(c): c for c in every}
-        chosen = [by_name[n] for n in task.clusters if n in by_name]
-        problem = never_fits(ask, sizes(conn, chosen), [])
+        chosen = [by_name[n] for n in task.clusters if n in by_name] if task.clusters else every
+        label = None if task.clusters else "any cluster that takes batch jobs"
+        problem = never_fits(ask, sizes(conn, chosen), [], label=label)
         if problem is None:
             continue
         others = [c for c in every if rs.cluster_full_name(c) not in task.clusters]
-        problem = never_fits(ask, sizes(conn, chosen), sizes(conn, others)) or problem
+        problem = never_fits(ask, sizes(conn, chosen), sizes(conn, others), label=label) or problem
         raise PreconditionError(problem[0] + "; nothing was created", hint=problem[1])
     preemptible = any(t.preemptible for t in view.tasks)
     return [w for w in [slot_warning(ws, need, preemptible=preemptible)] if w]
