@@ -67,6 +67,7 @@ EXEMPT = {
     ("backends/beaker/scheduling.py", "priority"): "a waiting reason's kind (WaitReason.kind)",
     ("backends/beaker/launches.py", "name"): "a launch record (launches.jsonl)",
     ("backends/local/backend.py", "name"): "a local run's record, a find-gpus row",
+    ("backends/local/backend.py", "cluster"): "RunInfo.cluster (model_copy, Backend.phases)",
     ("backends/local/backend.py", "replicas"): "a local run's record",
     ("backends/local/outcome.py", "replicas"): "a local run's record",
     ("backends/local/record.py", "name"): "a local run's record",

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from launchkit import __version__
+from launchkit.backends import registry
 from launchkit.cli.app import HELP, REGISTRY
 from launchkit.cli.context import get_app
 from launchkit.core import phases as ph
@@ -106,7 +107,7 @@ def _option_line(name: str) -> str:
 def skill_text() -> str:
     """The skill file, from the command table, the option table, the exit codes and the JSON forms."""
     sample = Plan(
-        backend="beaker",
+        backend=registry.default_name(),
         here=False,
         clusters=("ai2/jupiter",),
         tasks=1,
