@@ -56,7 +56,7 @@ CEILINGS = {
     # the org's unscheduled jobs (its position; one page of 50 here)
     "why (finished)": 5 + 2,
     "why (queued)": 5 + 2,
-    "why (running)": 5 + 2,
+    "why (running)": 5 + 2 + 2,  # + the workload and spec read to mask its progress text (masked_run)
     # The first launch into a workspace makes launchkit's runtime dataset (docs/runtime.md), once per
     # launchkit version: the launch's 9 above, user 1, lookup 1, budget 1, create 2, storage 1, verify 1,
     # commit 2, and one PUT per runtime file (entrypoint.sh, profiles.txt, launchkit_node/**.py)
