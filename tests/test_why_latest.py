@@ -28,3 +28,42 @@ def test_why_latest_tells_what_why_id_tells(fake_beaker):
     assert latest.stdout == by_id.stdout, (latest.stdout, by_id.stdout)
     as_json = [run_main("why", *ref, "--json").stdout for ref in ([never.id], ["--latest"])]
     assert as_json[0] == as_json[1]
+
+
+# -- one shell exit code for how a run ended (issue 40 item 2) --------------------------------------
+def _run(status: str, code: int | None):
+    import datetime as dt
+
+    from launchkit.backends.protocol import RunInfo
+
+    return RunInfo(
+        id="R1", name="r", backend="local", status=status, exit_code=code, created=dt.datetime.now(dt.UTC)
+    )
+
+
+def test_one_shell_code_decides_every_edge():
+    from launchkit.core.status import RunStatus
+
+    cases = {
+        ("succeeded", 0): 0,
+        ("succeeded", None): 0,
+        ("failed", 7): 7,
+        ("failed", None): 1,  # no exit code at all (an image that could not be pulled)
+        ("canceled", 0): 1,  # canceled after its command exited 0: not a success
+        ("canceled", 143): 143,
+        ("lost", None): 1,
+    }
+    for (status, code), want in cases.items():
+        assert RunStatus(status).shell_code(code) == want, (status, code)
+    assert RunStatus.failed.is_failure and RunStatus.lost.is_failure and not RunStatus.canceled.is_failure
+    assert RunStatus.canceled.is_terminal and not RunStatus.running.is_terminal
+
+
+def test_follows_event_stream_and_summary_give_the_same_code():
+    """`follow --json` (events.py) and the many-task summary (cli/following.py) said 0 for a canceled run
+    whose command had exited 0; the backends' follow said 1."""
+    from launchkit import events
+
+    assert events.exit_code(_run("canceled", 0)) == 1
+    assert events.exit_code(_run("succeeded", None)) == 0
+    assert events.exit_code(_run("failed", None)) == 1
