@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from conftest import run_cli
+from launchkit.runtime.node.policy import ENV as POLICY_ENV
+from launchkit.runtime.node.policy import Policy
 from timescale import scaled
 
 # A time since, in every form core/units.ago prints it (`4s ago`, `1m ago`, `2h ago`, `3d ago`): a busy
@@ -30,6 +32,11 @@ FAST_ENV = {
     # each test's venv is new: its bytecode tree would be filled in the background for nobody
     "LAUNCHKIT_BYTECODE_CACHE": "0",
 }
+
+
+def policy_env(**given: object) -> dict[str, str]:
+    """The job environment's policy variable for `Policy(**given)`, as core/spec.py writes it."""
+    return {POLICY_ENV: Policy(**given).encode() or ""}  # type: ignore[arg-type]
 
 
 def make_wheel(

@@ -11,6 +11,7 @@ from conftest import run_cli
 from fakebeaker.plugin import both_ways
 from fakebeaker.state import AutoRun
 from inproc import run_main
+from lk_helpers import policy_env
 
 WS = "ai2/launchkit"
 
@@ -168,7 +169,7 @@ def test_the_runtimes_watchdog_stop_is_told_as_launchkits(fake_beaker, tmp_path)
         "import time\nprint('[step=7/100] loss=1.0', flush=True)\n"
         "while True:\n    print('NCCL WARN', flush=True); time.sleep(0.05)\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "LAUNCHKIT_STALL_TIMEOUT": "1", "LAUNCHKIT_STALL_GRACE": "0"}
+    env = {"PATH": "/usr/bin:/bin", **policy_env(stall_timeout=1, stall_grace=0)}
     cmd = [sys.executable, "-m", "launchkit.runtime.node", "launch", "--cwd", str(tmp_path), "--t0", "0"]
     ran = subprocess.run(
         [*cmd, "--", sys.executable, "job.py"],

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lk_helpers import entrypoint, entrypoint_path, make_wheel, uv_lock_project
+from lk_helpers import entrypoint, entrypoint_path, make_wheel, policy_env, uv_lock_project
 
 PRINT_ARGV = "import json, sys; print('ARGV:' + json.dumps(sys.argv[1:]))"
 NO_PY = {"LAUNCHKIT_NO_PYTHON": "1"}
@@ -410,8 +410,7 @@ def test_the_watchdog_stops_a_stalled_command_through_the_entrypoint(repo, tmp_p
     env = {
         **NO_PY,
         "LAUNCHKIT_EXEC_METHOD": method,
-        "LAUNCHKIT_STALL_TIMEOUT": "1",
-        "LAUNCHKIT_STALL_GRACE": "0",
+        **policy_env(stall_timeout=1, stall_grace=0),
     }
     argv = _as_method(method, ["bash", "-c", script])
     r = entrypoint(tmp_path, str(repo.remote), git_head(repo), argv, env)

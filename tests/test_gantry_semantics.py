@@ -12,6 +12,8 @@ import yaml
 
 from conftest import Result
 from inproc import run_main
+from launchkit.runtime.node.policy import ENV as POLICY_ENV
+from launchkit.runtime.node.policy import Policy
 
 
 def _dry(repo, *args: str) -> tuple[Result, dict[str, Any]]:
@@ -58,12 +60,16 @@ def test_the_job_watchdog_settings_go_to_the_job_followed_or_not(repo, follow):
     args = ["--inactive-timeout", "30m", "--inactive-soft-timeout", "10m", "--stall-timeout", "1h"]
     r, task = _dry(repo, *follow, *args, "--progress-pattern", r"iter \d+", "--progress-pattern", "ok")
     assert _warnings(r) == [], r.stderr
-    env = _env(task)
-    assert env["LAUNCHKIT_INACTIVE_TIMEOUT"] == "1800" and env["LAUNCHKIT_INACTIVE_SOFT_TIMEOUT"] == "600"
-    assert env["LAUNCHKIT_STALL_TIMEOUT"] == "3600" and env["LAUNCHKIT_PROGRESS_PATTERNS"] == "iter \\d+\nok"
-    assert "LAUNCHKIT_STALL_GRACE" not in env
+    policy = Policy.decode(_env(task)[POLICY_ENV])
+    assert policy == Policy(
+        inactive_timeout=1800,
+        inactive_soft_timeout=600,
+        stall_timeout=3600,
+        progress_patterns=[r"iter \d+", "ok"],
+    )
+    assert policy.stall_grace is None
     _, task = _dry(repo)
-    assert not any(k.startswith(("LAUNCHKIT_STALL", "LAUNCHKIT_INACTIVE")) for k in _env(task))
+    assert POLICY_ENV not in _env(task)
 
 
 @pytest.mark.parametrize(
@@ -84,7 +90,8 @@ def test_the_watchdog_options_hold_for_a_ray_job(repo):
     _, task = _dry(repo, "--ray", "--replicas", "2", "--stall-timeout", "1m", "--inactive-timeout", "5m")
     env = _env(task)
     assert env["LAUNCHKIT_LAUNCHER"] == "ray", env
-    assert env["LAUNCHKIT_STALL_TIMEOUT"] == "60" and env["LAUNCHKIT_INACTIVE_TIMEOUT"] == "300", env
+    policy = Policy.decode(env[POLICY_ENV])
+    assert (policy.stall_timeout, policy.inactive_timeout) == (60, 300), env
 
 
 def test_replicas_alone_turn_nothing_on(repo):

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from lk_helpers import policy_env
 from mn_helpers import run_node
 
 STUB = """#!/usr/bin/env python3
@@ -254,10 +255,13 @@ def test_no_python_image_without_launcher_runs_the_command_in_bash(bare_bin):
 
 def test_no_python_image_refuses_the_watchdog(bare_bin):
     """--no-python on an image without Python 3.8+: the watchdog needs the Python runtime."""
-    env = {"LAUNCHKIT_NO_PYTHON": "1", "LAUNCHKIT_INACTIVE_TIMEOUT": "60", "PATH": str(bare_bin)}
+    env = {"LAUNCHKIT_NO_PYTHON": "1", **policy_env(inactive_timeout=60), "PATH": str(bare_bin)}
     r = run_node(["true"], env)
     assert r.returncode == 109, r.stderr
-    assert "--stall-timeout and --inactive-timeout need Python 3.8+ on PATH" in r.stderr
+    assert (
+        "--stall-timeout, --inactive-timeout, --require-resume and Slack posts from the job need Python 3.8+ on PATH"
+        in r.stderr
+    )
 
 
 def test_no_python_image_refuses_a_webhook_in_the_job(bare_bin):
@@ -270,7 +274,7 @@ def test_no_python_image_refuses_a_webhook_in_the_job(bare_bin):
     }
     r = run_node(["true"], env)
     assert r.returncode == 109, r.stderr
-    assert "--slack-webhook-secret needs Python 3.8+ on PATH" in r.stderr and "127.0.0.1" not in r.stderr
+    assert "Slack posts from the job need Python 3.8+ on PATH" in r.stderr and "127.0.0.1" not in r.stderr
 
 
 def test_the_watchdog_runs_the_interpreter_a_shim_names(bare_bin, tmp_path):
@@ -278,7 +282,7 @@ def test_the_watchdog_runs_the_interpreter_a_shim_names(bare_bin, tmp_path):
     then runs that executable, not the shim again."""
     calls = tmp_path / "shim-calls"
     (bare_bin / "python").write_text(f'#!/bin/sh\necho x >> "{calls}"\nexec "{sys.executable}" "$@"\n')
-    env = {"LAUNCHKIT_NO_PYTHON": "1", "LAUNCHKIT_INACTIVE_TIMEOUT": "60", "PATH": str(bare_bin)}
+    env = {"LAUNCHKIT_NO_PYTHON": "1", **policy_env(inactive_timeout=60), "PATH": str(bare_bin)}
     r = run_node(["bash", "-c", "echo watched"], env)
     assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
     assert calls.read_text().count("x") == 1

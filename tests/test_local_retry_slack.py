@@ -9,9 +9,9 @@ import os
 import pytest
 
 from launchkit.backends.local import logs, retry, slack
-from launchkit.core.contract import ENV_SLACK_WEBHOOK
-from launchkit.core.retrying import FAILURE, NEVER_STARTED, PREEMPTION, STALLED
 from launchkit.core.specview import EnvVar, TaskView
+from launchkit.runtime.node.policy import ENV_WEBHOOK as ENV_SLACK_WEBHOOK
+from launchkit.runtime.node.policy import FAILURE, NEVER_STARTED, PREEMPTION, STALLED, Policy
 
 
 def _log(rdir, lines: list[str], rank: int = 0, attempt: int = 1) -> None:
@@ -45,9 +45,10 @@ def test_what_each_cause_records_and_whether_it_is_retried():
     assert retry.fields(PREEMPTION) == {"status": "canceled", "stop": "preempted"}
     assert retry.fields(NEVER_STARTED) == {"status": "failed", "cause": "never started"}
     assert retry.fields(FAILURE) == {"status": "failed"}
-    assert retry.wanted((), FAILURE)  # without --retry-on: any failure, as Beaker's task retries
-    assert retry.wanted((PREEMPTION,), PREEMPTION) and not retry.wanted((PREEMPTION,), FAILURE)
-    assert not retry.wanted((STALLED,), STALLED)  # the runtime restarted it in place already
+    on = Policy(retry_on=[PREEMPTION], retry_cap=3)
+    assert retry.wanted(Policy(), FAILURE)  # without --retry-on: any failure, as Beaker's task retries
+    assert retry.wanted(on, PREEMPTION) and not retry.wanted(on, FAILURE)
+    assert not retry.wanted(Policy(retry_on=[STALLED], retry_cap=3), STALLED)  # restarted in place already
 
 
 def test_the_webhook_is_taken_out_of_the_supervisors_environment():

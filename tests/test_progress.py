@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli
 from inproc import run_main
-from lk_helpers import AGO, FAST_ENV, launched_id
+from lk_helpers import AGO, FAST_ENV, launched_id, policy_env
 
 WS = "ai2/launchkit"
 NS = 1_000_000_000
@@ -24,19 +24,22 @@ NS = 1_000_000_000
 def test_the_backends_read_progress_with_the_watchdogs_matcher():
     from launchkit.backends.progress import last_progress
     from launchkit.runtime.node.launch import watchdog
+    from launchkit.runtime.node.policy import Policy
 
     lines = [b"[step=3/100] loss=2.0", b"Epoch 0:  40%|####| 4/10 [00:02<00:03, 1.8it/s]\r5/10 [00:03", b"x"]
-    got = last_progress([(i * NS, line) for i, line in enumerate(lines, 1)], None)
+    got = last_progress([(i * NS, line) for i, line in enumerate(lines, 1)], ())
     assert got is not None and got.text == "5/10 [0" and got.at == dt.datetime.fromtimestamp(2, dt.UTC)
-    s = watchdog.settings({"LAUNCHKIT_STALL_TIMEOUT": "60"})
+    s = watchdog.settings(Policy(stall_timeout=60))
     assert s is not None
     w = watchdog.Watch(s, 0.0, 0.0)
     w.saw(1, b"\n".join(lines) + b"\n", 1.0, 1.0)
     assert w.progress_text == got.text  # the same match, from the same function
-    own = last_progress([(NS, b"[step=3/100]"), (2 * NS, b"it=7 of 9\x1b")], "it=\\d+ of \\d+\x1b?\nnever")
+    own = last_progress(
+        [(NS, b"[step=3/100]"), (2 * NS, b"it=7 of 9\x1b")], ["it=\\d+ of \\d+\x1b?", "never"]
+    )
     assert own is not None and own.text == "it=7 of 9"  # the run's own patterns; no control character
-    assert last_progress([(NS, b"NCCL WARN")], None) is None
-    assert last_progress([(NS, b"step 3")], "(unclosed") is None  # the job refused it itself
+    assert last_progress([(NS, b"NCCL WARN")], ()) is None
+    assert last_progress([(NS, b"step 3")], ["(unclosed"]) is None  # the job refused it itself
 
 
 def _running(st, name: str, lines: list[str], env: dict[str, str] | None = None, *, at: int):
@@ -51,7 +54,7 @@ def test_beaker_list_and_why_show_the_last_progress(fake_beaker):
     at = (int(dt.datetime.now(dt.UTC).timestamp()) - 300) * NS  # five minutes ago
     own = _running(
         st, "own-patterns", ["[step=3/100] loss=2", "it=7 [bold]done[/bold]", "NCCL WARN"],
-        {"LAUNCHKIT_PROGRESS_PATTERNS": r"it=\d+ \[bold\]\w+"}, at=at,
+        policy_env(progress_patterns=[r"it=\d+ \[bold\]\w+"]), at=at,
     )  # fmt: skip
     olmo = _running(st, "olmo", ["[step=1200/5000,epoch=1] loss=2.1", "NCCL WARN x"], at=at)
     quiet = _running(st, "quiet", ["hello"], at=at)
@@ -209,7 +212,7 @@ def test_beaker_an_inactive_timeout_stop_is_told_as_launchkits(fake_beaker, tmp_
     """The real runtime ends a silent command (--inactive-timeout, nobody following); its log and exit
     code as Beaker keeps them are told by why, list and follow as launchkit's stop, with the timeout."""
     (tmp_path / "job.py").write_text("import time\nprint('hi', flush=True)\ntime.sleep(600)\n")
-    env = {"PATH": "/usr/bin:/bin", "LAUNCHKIT_INACTIVE_TIMEOUT": "1"}
+    env = {"PATH": "/usr/bin:/bin", **policy_env(inactive_timeout=1)}
     cmd = [sys.executable, "-m", "launchkit.runtime.node", "launch", "--cwd", str(tmp_path), "--t0", "0"]
     ran = subprocess.run(
         [*cmd, "--", sys.executable, "job.py"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

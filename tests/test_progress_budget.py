@@ -18,6 +18,7 @@ import pytest
 from inproc import run_main
 from launchkit.backends.progress import attempt_progress, last_progress
 from launchkit.runtime.node.launch import matching, watchdog
+from lk_helpers import policy_env
 
 CATASTROPHIC = r"^step \d+|(a+)+$"  # the issue's: exponential on 41 a's and a '!'
 BAD_LINE = "a" * 41 + "!"
@@ -101,7 +102,7 @@ sys.exit(3)
 
 
 def test_the_runtime_passes_output_on_while_the_matcher_is_stuck_and_gives_it_up_once(tmp_path):
-    env = {"LAUNCHKIT_STALL_TIMEOUT": "600", "LAUNCHKIT_PROGRESS_PATTERNS": CATASTROPHIC}
+    env = policy_env(stall_timeout=600, progress_patterns=[CATASTROPHIC])
     p = _launch(tmp_path, RUNS_UNTIL_TOLD, env)
     try:
         assert _readline(p) == b"step 1\n"
@@ -124,11 +125,7 @@ def test_the_runtime_passes_output_on_while_the_matcher_is_stuck_and_gives_it_up
 
 def test_after_giving_matching_up_the_stall_limit_counts_output_and_still_stops_a_silent_command(tmp_path):
     script = f"print('{BAD_LINE}', flush=True)\nimport time\ntime.sleep(600)\n"
-    env = {
-        "LAUNCHKIT_STALL_TIMEOUT": "1",
-        "LAUNCHKIT_STALL_GRACE": "20",
-        "LAUNCHKIT_PROGRESS_PATTERNS": CATASTROPHIC,
-    }
+    env = policy_env(stall_timeout=1, stall_grace=20, progress_patterns=[CATASTROPHIC])
     p = _launch(tmp_path, script, env)
     _out, err = p.communicate(timeout=180)
     assert p.returncode == watchdog.EXIT_STOPPED, err
@@ -159,10 +156,10 @@ def test_a_long_line_is_matched_on_its_first_characters_only():
 @pytest.mark.timeout(120)
 def test_list_why_and_the_supervisor_bound_their_matching_of_a_catastrophic_pattern():
     records = [(None, b"step 1"), (None, BAD_LINE.encode()), (None, b"noise")]
-    assert last_progress(records, CATASTROPHIC) is None  # given up after its budget, not hung
-    compiled = watchdog.progress_patterns(CATASTROPHIC)
+    assert last_progress(records, [CATASTROPHIC]) is None  # given up after its budget, not hung
+    compiled = watchdog.progress_patterns([CATASTROPHIC])
     assert watchdog.progress_of([raw for _, raw in records], compiled, True) is None  # (local retry.py)
-    assert attempt_progress([b"step 1\n"], [BAD_LINE.encode()], CATASTROPHIC)[1] is None
+    assert attempt_progress([b"step 1\n"], [BAD_LINE.encode()], [CATASTROPHIC])[1] is None
     assert matching.scan(["step 1", "step 2"], compiled, budget=60) == (
         (0, "step 1", 1.0),
         (1, "step 2", 2.0),
@@ -170,10 +167,12 @@ def test_list_why_and_the_supervisor_bound_their_matching_of_a_catastrophic_patt
 
 
 def test_the_users_patterns_matched_apart_find_the_first_and_newest_progress_and_its_time():
-    got = last_progress([(None, b"step 1"), (7 * 10**18, b"step 2\rstep 3"), (None, b"x")], r"^step \d+")
+    got = last_progress([(None, b"step 1"), (7 * 10**18, b"step 2\rstep 3"), (None, b"x")], [r"^step \d+"])
     assert got is not None and got.text == "step 3" and got.at is not None and got.at.year == 2191
-    first, last = attempt_progress([b"setup\n", b"iter 3 of 9\n"], [b"iter 7 of 9\n"], r"iter (?P<step>\d+)")
+    first, last = attempt_progress(
+        [b"setup\n", b"iter 3 of 9\n"], [b"iter 7 of 9\n"], [r"iter (?P<step>\d+)"]
+    )
     assert first is not None and (first.text, first.step) == ("iter 3", 3.0)
     assert last is not None and (last.text, last.step) == ("iter 7", 7.0)
-    default = last_progress([(None, b"[step=3/9] a")], None)
+    default = last_progress([(None, b"[step=3/9] a")], ())
     assert default is not None and default.text == "step=3/9"

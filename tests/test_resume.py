@@ -22,7 +22,7 @@ from launchkit.backends import ending
 from launchkit.backends.progress import attempt_progress, resume_note
 from launchkit.backends.protocol import AttemptDetail, StepProgress
 from launchkit.runtime.node.launch import notify, watchdog
-from lk_helpers import FAST_ENV, launched_id, wait_finished
+from lk_helpers import FAST_ENV, launched_id, policy_env, wait_finished
 
 PY = sys.executable
 NOTE = (
@@ -43,18 +43,18 @@ NOTE = (
     ],
 )  # fmt: skip
 def test_each_default_pattern_names_its_step_and_matches_what_it_did(line, text, step):
-    found = watchdog.progress_step(line, watchdog.progress_patterns(None))
+    found = watchdog.progress_step(line, watchdog.progress_patterns(()))
     assert found is not None and found[1] == step
     if text is not None:
-        assert found[0] == text == watchdog.progress_in(line, watchdog.progress_patterns(None))
+        assert found[0] == text == watchdog.progress_in(line, watchdog.progress_patterns(()))
 
 
 def test_a_user_pattern_steps_by_its_step_group_else_its_first_number():
-    named = watchdog.progress_patterns(r"it (?P<step>\d+) of \d+")
+    named = watchdog.progress_patterns([r"it (?P<step>\d+) of \d+"])
     assert watchdog.progress_step("epoch 9 it 40 of 90", named) == ("it 40 of 90", 40.0)
-    plain = watchdog.progress_patterns(r"iter \d+")
+    plain = watchdog.progress_patterns([r"iter \d+"])
     assert watchdog.progress_step("iter 5", plain) == ("iter 5", 5.0)
-    assert watchdog.progress_step("loss=", watchdog.progress_patterns("loss=")) == ("loss=", None)
+    assert watchdog.progress_step("loss=", watchdog.progress_patterns(["loss="])) == ("loss=", None)
 
 
 def test_the_note_compares_each_replica_with_its_own_attempt_before():
@@ -68,7 +68,7 @@ def test_the_note_compares_each_replica_with_its_own_attempt_before():
     assert resume_note([d(1, 0, 12639), d(2, 12640, 12700)]) is None  # resumed
     assert resume_note([d(1, 0, 12639, replica=1), d(2, 0, 5, replica=0)]) is None  # another replica's
     assert resume_note([d(1, 0, None), d(2, 0, 5)]) is None  # nothing known of attempt 1
-    first, last = attempt_progress([b"setup\n", b"[step=3/9] a\n"], [b"[step=7/9] b\r[step=8/9] c\n"], None)
+    first, last = attempt_progress([b"setup\n", b"[step=3/9] a\n"], [b"[step=7/9] b\r[step=8/9] c\n"], ())
     assert (first.step, last.step, last.text) == (3.0, 8.0, "step=8/9")  # type: ignore[union-attr]
 
 
@@ -98,7 +98,7 @@ def test_the_runtime_tells_an_attempt_that_did_not_resume_and_lets_it_run(tmp_pa
 
 
 def test_require_resume_stops_it_as_launchkits_stop(tmp_path):
-    env = {"LAUNCHKIT_RESUME_FROM": "12639", "LAUNCHKIT_ATTEMPT": "2", "LAUNCHKIT_REQUIRE_RESUME": "1"}
+    env = {"LAUNCHKIT_RESUME_FROM": "12639", "LAUNCHKIT_ATTEMPT": "2", **policy_env(require_resume=True)}
     code, out = _launch(tmp_path, RESTARTS_AT_0, env)
     assert code == watchdog.EXIT_STOPPED, out
     last = out.strip().splitlines()[-1]
@@ -113,7 +113,7 @@ def test_require_resume_stops_it_as_launchkits_stop(tmp_path):
 def test_an_attempt_that_resumed_is_not_told(tmp_path):
     script = RESTARTS_AT_0.replace("step=0/", "step=12640/").replace("step=1/", "step=12641/")
     code, out = _launch(tmp_path, script, {"LAUNCHKIT_RESUME_FROM": "12639", "LAUNCHKIT_ATTEMPT": "2",
-                                            "LAUNCHKIT_REQUIRE_RESUME": "1"})  # fmt: skip
+                                            **policy_env(require_resume=True)})  # fmt: skip
     assert code == 3 and "resum" not in out, out
 
 
@@ -128,12 +128,13 @@ while True:
 """
 
 
-@pytest.mark.parametrize(("require", "code", "starts"), [("", 0, 3), ("1", 124, 2)])
+@pytest.mark.parametrize(("require", "code", "starts"), [(False, 0, 3), (True, 124, 2)])
 def test_in_place_restarts_are_checked_and_a_required_resume_is_not_restarted_again(
     tmp_path, require, code, starts
 ):
-    env = {"LAUNCHKIT_STALL_TIMEOUT": "1", "LAUNCHKIT_STALL_GRACE": "0", "LAUNCHKIT_RETRY_ON": "stalled",
-           "LAUNCHKIT_RETRY_CAP": "3", "LAUNCHKIT_REQUIRE_RESUME": require}  # fmt: skip
+    env = policy_env(
+        stall_timeout=1, stall_grace=0, retry_on=["stalled"], retry_cap=3, require_resume=require
+    )
     got, out = _launch(tmp_path, STALLS_THEN_RESTARTS_AT_0, env)
     assert got == code, out
     assert out.count("restarting the command in place") == starts - 1, out

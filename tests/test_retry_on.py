@@ -14,12 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import run_cli
 from inproc import run_main
 from launchkit.core import runs
 from launchkit.core.runs import Job, JobState, RunView, Stop
-from launchkit.runtime.node.launch import restart
+from launchkit.runtime.node.policy import ENV as POLICY_ENV
+from launchkit.runtime.node.policy import ENV_ATTEMPT, FAILURE, PREEMPTION, STALLED, Policy
 from lk_helpers import FAST_ENV, launched_id, wait_finished
 from timescale import scaled
 
@@ -91,12 +93,20 @@ def _spec(*args: str) -> str:
     return r.stdout
 
 
+def _policy(spec_yaml: str) -> Policy:
+    """The run's policy a printed spec carries (decoded as every reader decodes it)."""
+    env = {e["name"]: e.get("value") for e in yaml.safe_load(spec_yaml)["tasks"][0]["envVars"]}
+    return Policy.decode(env.get(POLICY_ENV))
+
+
 def test_the_spec_uses_auto_resume_and_task_retries_only_for_their_causes():
     gantry = _spec("--retries", "4")  # alone: gantry's cause-blind task retries, auto-resume untouched
-    assert "allowedTaskRetries: 4" in gantry and "autoResume" not in gantry and "RETRY_ON" not in gantry
+    assert "allowedTaskRetries: 4" in gantry and "autoResume" not in gantry and _policy(gantry) == Policy()
     pre = _spec("--retry-on", "preemption", "--retry-on", "stalled", "--stall-timeout", "5m")
     assert "allowedTaskRetries" not in pre and "autoResume" not in pre  # Beaker's default: on
-    assert 'value: "preemption,stalled"' in pre and 'value: "3"' in pre  # the default cap
+    assert _policy(pre) == Policy(
+        retry_on=[PREEMPTION, STALLED], retry_cap=3, stall_timeout=300
+    )  # the default cap
     fail = _spec("--retry-on", "failure", "--retries", "2")
     assert "allowedTaskRetries: 2" in fail and "autoResume: false" in fail
 
@@ -144,10 +154,8 @@ while True:
 def test_the_runtime_restarts_a_stalled_command_in_place(tmp_path, cap, code, starts):
     (tmp_path / "job.py").write_text(STALLS_TWICE)
     seen = tmp_path / "starts"
-    env = {
-        "PATH": "/usr/bin:/bin", "LAUNCHKIT_STALL_TIMEOUT": "1", "LAUNCHKIT_STALL_GRACE": "0",
-        "LAUNCHKIT_RETRY_ON": "preemption,stalled", "LAUNCHKIT_RETRY_CAP": cap, "LAUNCHKIT_ATTEMPT": "1",
-    }  # fmt: skip
+    policy = Policy(stall_timeout=1, stall_grace=0, retry_on=[PREEMPTION, STALLED], retry_cap=int(cap))
+    env = {"PATH": "/usr/bin:/bin", POLICY_ENV: policy.encode(), ENV_ATTEMPT: "1"}
     cmd = [PY, "-m", "launchkit.runtime.node", "launch", "--cwd", str(tmp_path), "--t0", "0"]
     ran = subprocess.run([*cmd, "--", PY, "job.py", str(seen)], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, timeout=120)  # fmt: skip
@@ -160,9 +168,9 @@ def test_the_runtime_restarts_a_stalled_command_in_place(tmp_path, cap, code, st
 
 
 def test_in_place_restarts_need_stalled_named():
-    assert restart.allowed({"LAUNCHKIT_RETRY_ON": "preemption,stalled", "LAUNCHKIT_RETRY_CAP": "4"}) == 4
-    assert restart.allowed({"LAUNCHKIT_RETRY_ON": "failure", "LAUNCHKIT_RETRY_CAP": "4"}) == 0
-    assert restart.allowed({}) == 0
+    assert Policy(retry_on=[PREEMPTION, STALLED], retry_cap=4).restarts == 4
+    assert Policy(retry_on=[FAILURE], retry_cap=4).restarts == 0
+    assert Policy().restarts == 0
 
 
 # -- the local backend: the supervisor retries by cause ---------------------------------------------

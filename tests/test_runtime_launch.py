@@ -16,6 +16,7 @@ import pytest
 
 from launchkit.runtime.node.launch import launchers, procs, ray_cluster
 from launchkit.runtime.node.launch.launchers import LaunchError, Topology
+from launchkit.runtime.node.policy import Policy
 from timescale import scaled
 
 # `ray status` of ray 2.60 with a head and one worker (recorded on 127.0.0.1): the v1 autoscaler lists
@@ -467,9 +468,9 @@ def test_ray_head_waits_for_every_node_then_runs_the_driver(tmp_path, fake_ray, 
 @pytest.mark.parametrize(
     ("env", "driver", "why"),
     [
-        ({"LAUNCHKIT_INACTIVE_TIMEOUT": "1"}, "echo hi; sleep 30", "no output for 1s (--inactive-timeout)"),
+        (Policy(inactive_timeout=1), "echo hi; sleep 30", "no output for 1s (--inactive-timeout)"),
         (
-            {"LAUNCHKIT_STALL_TIMEOUT": "1", "LAUNCHKIT_STALL_GRACE": "0"},
+            Policy(stall_timeout=1, stall_grace=0),
             "echo '(pid=7) step 3'; for i in $(seq 600); do echo NCCL WARN; sleep 0.05; done",
             "no progress for 1s (last: step 3 at ",
         ),
@@ -482,8 +483,8 @@ def test_ray_head_runs_the_driver_under_the_watchdog(tmp_path, fake_ray, handler
     from launchkit.backends.ending import watchdog_stop
     from launchkit.runtime.node.launch import watchdog
 
-    full = dict(os.environ) | env
-    watched = watchdog.settings(full)
+    full = dict(os.environ)
+    watched = watchdog.settings(env)
     rc = ray_cluster.head(
         [str(fake_ray)], "127.0.0.1", 1, 1, ["sh", "-c", driver], full, procs.Children(), FakeClock(),
         lambda: RAY_STATUS_V1, watched=watched,

@@ -15,6 +15,7 @@ import pytest
 
 from launchkit.notify import posted_by_job
 from launchkit.runtime.node.launch import notify
+from lk_helpers import policy_env
 from webhook import HOOK_PATH, Receiver
 
 
@@ -87,7 +88,7 @@ def test_the_soft_inactivity_warning_is_posted(tmp_path, hook):
             tmp_path,
             "import time; print('x', flush=True); time.sleep(1.5)",
             hook.url,
-            LAUNCHKIT_INACTIVE_SOFT_TIMEOUT="0.5",
+            **policy_env(inactive_soft_timeout=0.5),
         )
     )
     assert code == 0, err

@@ -16,6 +16,8 @@ import pytest
 
 from launchkit.backends import ending
 from launchkit.runtime.node.launch import watchdog
+from launchkit.runtime.node.policy import Policy
+from lk_helpers import policy_env
 
 
 def launch(tmp_path: Path, script: str, env: dict[str, str], **kw) -> subprocess.Popen[bytes]:
@@ -43,7 +45,7 @@ while True:
 
 
 def test_a_job_that_stops_making_progress_is_ended_and_the_log_says_why(tmp_path):
-    p = launch(tmp_path, STALLS, {"LAUNCHKIT_STALL_TIMEOUT": "1", "LAUNCHKIT_STALL_GRACE": "0"})
+    p = launch(tmp_path, STALLS, policy_env(stall_timeout=1, stall_grace=0))
     code, out, err = finish(p)
     assert code == watchdog.EXIT_STOPPED, err
     assert out.startswith(b"[step=1/100] loss=3.2\nNCCL WARN still here\n")
@@ -59,7 +61,7 @@ def test_a_job_that_stops_making_progress_is_ended_and_the_log_says_why(tmp_path
 
 def test_a_silent_job_is_ended_by_the_inactive_timeout(tmp_path):
     script = "import time\nprint('hello', flush=True)\ntime.sleep(600)\n"
-    code, out, err = finish(launch(tmp_path, script, {"LAUNCHKIT_INACTIVE_TIMEOUT": "1"}))
+    code, out, err = finish(launch(tmp_path, script, policy_env(inactive_timeout=1)))
     assert code == watchdog.EXIT_STOPPED and out == b"hello\n"
     assert err.strip().splitlines()[-1] == "[launchkit] stopped: no output for 1s (--inactive-timeout)"
 
@@ -72,11 +74,7 @@ def test_progress_keeps_it_going_and_output_and_exit_code_pass_through(tmp_path)
         "    sys.stdout.write(f'\\r{i}/6 [00:0{i}<00:01, 2it/s]'); sys.stdout.flush(); time.sleep(0.4)\n"
         "sys.stdout.buffer.write(b'\\n\\xff\\x00 end'); sys.stderr.write('err line\\n'); sys.exit(7)\n"
     )
-    env = {
-        "LAUNCHKIT_STALL_TIMEOUT": "1",
-        "LAUNCHKIT_STALL_GRACE": "0",
-        "LAUNCHKIT_INACTIVE_SOFT_TIMEOUT": "60",
-    }
+    env = policy_env(stall_timeout=1, stall_grace=0, inactive_soft_timeout=60)
     code, out, err = finish(launch(tmp_path, script, env))
     assert code == 7, err
     assert out == b"".join(b"\r%d/6 [00:0%d<00:01, 2it/s]" % (i, i) for i in range(6)) + b"\n\xff\x00 end"
@@ -85,7 +83,7 @@ def test_progress_keeps_it_going_and_output_and_exit_code_pass_through(tmp_path)
 
 def test_no_progress_line_at_all_is_stopped_after_the_grace(tmp_path):
     script = "import time\nwhile True:\n    print('loading', flush=True); time.sleep(0.05)\n"
-    env = {"LAUNCHKIT_STALL_TIMEOUT": "1", "LAUNCHKIT_STALL_GRACE": "1"}
+    env = policy_env(stall_timeout=1, stall_grace=1)
     code, _, err = finish(launch(tmp_path, script, env))
     assert code == watchdog.EXIT_STOPPED
     assert err.strip().splitlines()[-1] == (
@@ -103,7 +101,7 @@ def test_signals_reach_the_command_through_the_watchdog(tmp_path):
         "print('ready', flush=True)\n"
         "time.sleep(600)\n"
     )
-    p = launch(tmp_path, script, {"LAUNCHKIT_INACTIVE_TIMEOUT": "600"})
+    p = launch(tmp_path, script, policy_env(inactive_timeout=600))
     assert p.stdout is not None and p.stdout.readline() == b"ready\n"
     p.send_signal(signal.SIGTERM)
     code, out, err = finish(p)
@@ -111,7 +109,7 @@ def test_signals_reach_the_command_through_the_watchdog(tmp_path):
 
 
 def test_the_default_patterns_match_common_trainers():
-    s = watchdog.settings({"LAUNCHKIT_STALL_TIMEOUT": "60"})
+    s = watchdog.settings(Policy(stall_timeout=60))
     assert s is not None
     lines = {
         "OLMo-core": "2026-01-01 12:00:00 INFO [step=1200/5000,epoch=1] train/CE loss=2.31",
@@ -127,8 +125,8 @@ def test_the_default_patterns_match_common_trainers():
 
 
 def test_no_setting_means_no_watchdog_and_bad_values_are_named():
-    assert watchdog.settings({}) is None
-    with pytest.raises(ValueError, match="LAUNCHKIT_STALL_TIMEOUT='x'"):
-        watchdog.settings({"LAUNCHKIT_STALL_TIMEOUT": "x"})
-    with pytest.raises(ValueError, match="LAUNCHKIT_PROGRESS_PATTERNS"):
-        watchdog.settings({"LAUNCHKIT_STALL_TIMEOUT": "1", "LAUNCHKIT_PROGRESS_PATTERNS": "("})
+    assert watchdog.settings(Policy()) is None
+    with pytest.raises(ValueError, match="stall_timeout='x'"):
+        Policy(stall_timeout="x")
+    with pytest.raises(ValueError, match="--progress-pattern"):
+        watchdog.settings(Policy(stall_timeout=1, progress_patterns=["("]))

@@ -241,7 +241,8 @@ LOCAL_IMPORTS = {
     ): "validation loads pydantic: not on --help",
     ("cli/completing.py", "from launchkit.core.profiles import BUILTIN_PROFILES"): "a TAB completer",
     ("runtime/__init__.py", "from launchkit.core.profiles import STORED_SETUP_FILE, stored_setup"): (
-        "runtime/node runs under this package with the standard library only"
+        "importing the node package (the run's policy: the spec, SpecView, the local supervisor) runs this"
+        " module first: only building the runtime's files needs the profiles"
     ),
     (
         "backends/__init__.py",
@@ -259,6 +260,9 @@ LOCAL_IMPORTS = {
         "the supervisor, only for a retry (the step the attempt before reached)"
     ),
     ("runtime/node/environment/plan.py", "import tomllib"): "optional: Python 3.11+ on the node",
+    ("backends/registry.py", "from launchkit.runtime.node import policy as P"): (
+        "--help reads the registry: the runtime package (the run's policy) only when a launch checks causes"
+    ),
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
     **{
         ("runtime/node/launch/notify.py", stmt): "the local supervisor imports it: http.client only to post"

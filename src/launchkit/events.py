@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from launchkit.application import Application
 from launchkit.backends.protocol import Backend, EndKind, RunInfo, RunStatus
 from launchkit.masking import masked
+from launchkit.runtime.node import policy
 from launchkit.runtime.node.launch import watchdog
 
 POLL = 2.0  # seconds between looks at the run's state
@@ -72,11 +73,7 @@ def end_kind(run: RunInfo) -> str:
     if end is None:
         return {RunStatus.succeeded: "succeeded", RunStatus.canceled: "canceled"}.get(run.status, "failed")
     if end.by == "launchkit":
-        if "--inactive-timeout" in end.line:
-            return "inactive"
-        if end.line.endswith("(--require-resume)"):
-            return "not_resuming"
-        return "stalled" if "--stall-timeout" in end.line else "timeout"
+        return policy.stop_event(end.line)
     if end.kind == EndKind.timeout:
         return "timeout"
     return END_KINDS.get(end.kind, "failed")
@@ -147,7 +144,7 @@ def stream(
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    patterns = watchdog.progress_patterns(None)
+    patterns = watchdog.progress_patterns(())
     info, started, waiting, retry = run, False, None, None
     last_progress: float | None = None
     looked = clock()

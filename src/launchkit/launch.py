@@ -26,6 +26,7 @@ from typing import Any
 
 from launchkit.application import Application
 from launchkit.backends import Backend, Capability, NoCredentials, RunInfo, Submission, placement_of, registry
+from launchkit.core import retrying
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import added_line
 from launchkit.core.parse import too_old_python
@@ -133,6 +134,7 @@ def plan(
     """Steps 1-5 for a built request. `backend`: resolve_backend's answer, when the caller has it
     (`mason` asks the account first); `git`: the state, when read already."""
     name, b, why_offline = backend or resolve_backend(app, request)
+    check_usage(request, name)  # every usage check before anything is written (or asked)
     here = Capability.this_machine in registry.info(name).capabilities
     profiles = app.config.get("profiles")
     if git is None:
@@ -166,6 +168,7 @@ def plan(
             submission = submission.model_copy(update={"spec": SpecView(spec.to_json())})
     if added := added_line(request, profiles, selection):
         app.info(added)
+    check_spec_usage(request, name, submission)
     if b is not None:
         try:
             submission = b.prepare(submission.model_copy(update={"launching": not request.dry_run}))
@@ -175,14 +178,38 @@ def plan(
             b, why_offline = None, f"no {registry.info(name).title} credentials"
     if why_offline:  # what this machine remembers of the service (the runtime dataset's id)
         submission = registry.info(name).offline_spec(submission)
+    launch = Launch(request, name, b, why_offline, git, submission, selection)
+    launch.notes = _dry_run_notes(launch, profiles) if launch.printed else []
+    return launch
+
+
+def check_usage(request: LaunchRequest, name: str) -> None:
+    """The usage checks of a request on backend `name` that need no spec: one line each, before
+    anything is read, asked or written (a refused launch creates nothing)."""
     if request.sweep_experiments and request.follow:
         raise UsageError(
             "--sweep-experiments cannot be combined with --follow",
             hint="follow each experiment with `launchkit follow ID`, or drop --sweep-experiments",
         )
-    launch = Launch(request, name, b, why_offline, git, submission, selection)
-    launch.notes = _dry_run_notes(launch, profiles) if launch.printed else []
-    return launch
+    registry.info(name).check_retries(retrying.policy(request))  # the causes the backend honours
+
+
+def check_spec_usage(request: LaunchRequest, name: str, submission: Submission) -> None:
+    """The usage checks that need the built spec (its tasks), before the backend prepares it (a
+    launch's prepare creates the runtime dataset)."""
+    row = registry.info(name)
+    if request.uploads and Capability.uploads not in row.capabilities:
+        raise UsageError(
+            f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
+            f"local files to {row.title} is not supported yet",
+            hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
+        )
+    tasks = submission.spec.tasks
+    if len(tasks) > 1 and not request.sweep_experiments and Capability.several_tasks not in row.capabilities:
+        raise UsageError(
+            f"{len(tasks)} tasks in one run: {row.name} runs have one task",
+            hint="with --sweep add --sweep-experiments (one run each), or launch on Beaker",
+        )
 
 
 def _dry_run_notes(launch: Launch, profiles: dict[str, Any] | None) -> list[str]:
@@ -214,18 +241,7 @@ def submit(
     b, request, submission = launch.backend, launch.request, launch.submission
     if b is None or request.dry_run:
         raise UsageError("a dry run submits nothing", hint="drop --dry-run/--offline to launch")
-    if request.uploads and Capability.uploads not in b.capabilities:
-        raise UsageError(
-            f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
-            f"local files to {registry.info(b.name).title} is not supported yet",
-            hint="commit the files, or mount an existing dataset with --dataset NAME:/PATH",
-        )
-    tasks = submission.spec.tasks
-    if len(tasks) > 1 and not request.sweep_experiments and Capability.several_tasks not in b.capabilities:
-        raise UsageError(
-            f"{len(tasks)} tasks in one run: {b.name} runs have one task",
-            hint="with --sweep add --sweep-experiments (one run each), or launch on Beaker",
-        )
+    check_spec_usage(request, b.name, submission)  # (plan checked it: a Launch made otherwise too)
     if not request.sweep_experiments:
         run = b.submit(submission)
         launched(run)

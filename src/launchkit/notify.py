@@ -20,6 +20,7 @@ from launchkit.backends.protocol import EndKind, EndReason, Posting
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.redact import url_host_only
 from launchkit.core.status import RunStatus
+from launchkit.runtime.node import policy
 from launchkit.runtime.node.launch.notify import TIMEOUT, message, post
 
 
@@ -53,34 +54,40 @@ class SlackNotifier:
         link = f" <{run.url}|{run.id}>" if run.url else f" {run.id}"
         return f"launchkit run *{run.name}*{link}"
 
+    def _ours(self, event: str) -> bool:
+        """Whether `follow` posts `event` for this run (the policy's POSTERS, by who else posts)."""
+        return policy.posts(policy.FOLLOW, self.posting.value, event)
+
     def on_start(self, run: Any) -> None:
         with self._lock:
-            if self.started or self.posting != Posting.follower:
+            if self.started or not self._ours("started"):
                 return
             self.started = True
         self.post(message("started", self._label(run), "started"))
 
     def on_stop(self, run: Any, why: str) -> None:
         """`follow` stopped the run (`why`: which of its limits passed)."""
-        if self.posting == Posting.run:
-            return  # the run tells its own stop (local: the supervisor)
         event = "start_timeout" if "--start-timeout" in why else "timeout"
+        if not self._ours(event):
+            return  # the run tells its own stop (local: the supervisor)
         self.post(message(event, self._label(run), f"was stopped by launchkit: {why}"))
 
     def on_end(self, run: Any) -> None:
         """`run`: the final RunInfo."""
         end = getattr(run, "end", None)
-        if self.posting == Posting.run or (self.posting == Posting.job and posted_by_job(end)):
-            return
+        if self.posting == Posting.job and posted_by_job(end):
+            return  # (the job's "failed" is its command's exit: follow's, every other failure)
         status = getattr(run.status, "value", str(run.status))
         line = end.line if end is not None else None  # the run's one outcome (core/runs.py), no fix
         if end is not None and end.kind in EVENTS:
             event = EVENTS[end.kind]
             if end.kind == EndKind.timeout and end.by == "launchkit":  # the job's watchdog
-                event = "inactive" if "--inactive-timeout" in end.line else "stalled"
+                event = policy.stop_event(end.line)
         else:
             told = (RunStatus.succeeded, RunStatus.canceled, RunStatus.preempted)
             event = status if status in told else "failed"
+        if not self._ours(event):
+            return
         code = run.exit_code if run.exit_code is not None else "?"
         default = {"succeeded": "succeeded", "canceled": "was canceled"}.get(
             event, f"failed with exit code {code}"

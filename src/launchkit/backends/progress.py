@@ -1,7 +1,7 @@
 """A running run's last progress (`launchkit list`'s PROGRESS column, `why`): the newest line of its
 log's tail that the run's own progress patterns match, with the watchdog's one matcher
-(runtime/node/launch/matching.py; the patterns are the job's LAUNCHKIT_PROGRESS_PATTERNS, else its
-DEFAULT_PATTERNS). Both backends read the tail and hand the lines here.
+(runtime/node/launch/matching.py; the patterns are the run's policy's, runtime/node/policy.py, else
+matching's DEFAULT_PATTERNS). Both backends read the tail and hand the lines here.
 
 Bounded as the watchdog's (matching.scan): each line's first `matching.SLICE` characters; the
 defaults matched here, the user's own patterns in a matcher process given `matching.BUDGET` seconds
@@ -10,10 +10,9 @@ per log read (a pattern that backtracks for ever shows no progress instead of ha
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from launchkit.backends.protocol import AttemptDetail, Progress, StepProgress
-from launchkit.core.contract import ENV_PROGRESS_PATTERNS
 from launchkit.runtime.node.launch import matching
 from launchkit.runtime.node.launch.watchdog import (
     OWN_LINE,
@@ -25,7 +24,6 @@ from launchkit.runtime.node.launch.watchdog import (
 )
 
 __all__ = [
-    "ENV_PROGRESS_PATTERNS",
     "HEAD_BYTES",
     "HEAD_LINES",
     "TAIL_BYTES",
@@ -42,10 +40,10 @@ HEAD_LINES = 2000  # Beaker: an attempt's first lines read for its first progres
 HEAD_BYTES = 1 << 20  # local: the same, in bytes of its log file
 
 
-def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: str | None) -> Progress | None:
+def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: Sequence[str]) -> Progress | None:
     """The newest progress in a log's tail: `records` are (when logged in ns since the epoch or None,
-    the line's raw bytes), oldest first; `patterns` the job's LAUNCHKIT_PROGRESS_PATTERNS (None: the
-    defaults). None when no line matches or the patterns are not valid (the job refused them itself)."""
+    the line's raw bytes), oldest first; `patterns` the run's policy's (none: the defaults). None when
+    no line matches or the patterns are not valid (the job refused them itself)."""
     try:
         compiled = progress_patterns(patterns)
     except ValueError:
@@ -70,7 +68,7 @@ def _plain(text: str) -> str:
 
 
 def attempt_progress(
-    head: Iterable[bytes], tail: Iterable[bytes], patterns: str | None, times: Iterable[int | None] = ()
+    head: Iterable[bytes], tail: Iterable[bytes], patterns: Sequence[str], times: Iterable[int | None] = ()
 ) -> tuple[StepProgress | None, StepProgress | None]:
     """An attempt's (first, last) progress from its log's first and last lines (the watchdog's
     matcher and steps); (None, None) when the patterns are not valid. `times`: the tail's lines' (ns

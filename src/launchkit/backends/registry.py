@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from launchkit.errors import BackendError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
+    from types import ModuleType
 
     from launchkit.application import Application
     from launchkit.backends.protocol import Backend
@@ -55,6 +56,9 @@ class BackendInfo:
         "credentials",
         "name",
         "offline",
+        "resume_checked",
+        "retry_causes",
+        "run_ids",
         "run_prefix",
         "summary",
         "takes_workspace",
@@ -75,10 +79,23 @@ class BackendInfo:
         # "module:function" (a light module): fills in what this machine remembers of the service in
         # a spec made without asking it (the offline dry run), Submission -> Submission
         offline: str = "",
+        # the `--retry-on` causes it honours, given the run's policy module (runtime/node/policy.py,
+        # loaded only when a launch asks: `--help` reads this table): a cause -> the causes it must be
+        # named with (one mechanism retries them alike); checked by `honours` before anything is written
+        retry_causes: Callable[[ModuleType], Mapping[str, tuple[str, ...]]] | None = None,
+        # "module:function": the ids of its recent runs starting with a prefix, for TAB completion,
+        # read where the backend keeps them (only a backend that keeps them on this machine)
+        run_ids: str = "",
+        # the causes after whose retry it can check that the attempt resumed (--require-resume), given
+        # the policy module; None: after every retry
+        resume_checked: Callable[[ModuleType], tuple[str, ...]] | None = None,
     ) -> None:
         self.name, self.title, self.summary, self.target = name, title, summary, target
         self.capabilities, self.run_prefix = capabilities, run_prefix
         self.takes_workspace, self.credentials, self.offline = takes_workspace, credentials, offline
+        self.retry_causes = retry_causes
+        self.run_ids = run_ids
+        self.resume_checked = resume_checked
 
     def __repr__(self) -> str:
         return f"BackendInfo({self.name!r})"
@@ -89,6 +106,37 @@ class BackendInfo:
             return submission
         module, _, func = self.offline.partition(":")
         return getattr(importlib.import_module(module), func)(submission)
+
+    def check_retries(self, policy: Any) -> None:
+        """A usage error, in one line, when the run's policy (runtime/node/policy.Policy) names a retry
+        cause this backend cannot honour (its `retry_causes`)."""
+        from launchkit.runtime.node import policy as P  # the job's runtime: not for `--help`
+
+        checked = self.resume_checked(P) if self.resume_checked is not None else None
+        if policy.resume_unchecked(checked):
+            raise UsageError(
+                f"--require-resume cannot be honoured on {self.title} for its own retries: a new job of the"
+                " task cannot see how far the one before got; the job's runtime checks only its in-place"
+                " restarts",
+                hint=f"use --retry-on {P.STALLED} (restarts in place), or launch on {_resume_checkers()}",
+            )
+        honours = self.retry_causes(P) if self.retry_causes is not None else {}
+        found = policy.unhonoured(honours)
+        if found is None:
+            return
+        cause, needed = found
+        if not needed:
+            able = titles_honouring(cause)
+            raise UsageError(
+                f"--retry-on {cause} cannot be honoured on {self.title}",
+                hint=f"launch on {able}" if able != "no" else "drop it from --retry-on",
+            )
+        raise UsageError(
+            f"--retry-on {cause} cannot be honoured on {self.title} without {', '.join(needed)}: one"
+            f" mechanism retries them alike",
+            hint=f"use --retry-on {','.join((cause, *needed))} (retries both), or launch on"
+            f" {titles_honouring(cause, alone=True)}",
+        )
 
     def missing_credentials(self) -> str | None:
         """Why the service cannot be asked (no credentials configured), without loading its client."""
@@ -119,6 +167,14 @@ BACKENDS: tuple[BackendInfo, ...] = (
         takes_workspace=True,
         credentials=_beaker_credentials,
         offline="launchkit.backends.beaker_remembered:offline_spec",
+        # autoResume; task retries (cause-blind: never-started only beside failure); the runtime's restart
+        retry_causes=lambda P: {
+            P.PREEMPTION: (),
+            P.FAILURE: (),
+            P.NEVER_STARTED: (P.FAILURE,),
+            P.STALLED: (),
+        },
+        resume_checked=lambda P: (P.STALLED,),  # only the runtime's restarts in place see the start before
     ),
     BackendInfo(
         name="local",
@@ -129,6 +185,9 @@ BACKENDS: tuple[BackendInfo, ...] = (
             {Capability.uploads, Capability.unpushed, Capability.this_machine, Capability.pruning}
         ),
         run_prefix="local-",
+        # the supervisor tells the causes apart; the runtime's restart
+        retry_causes=lambda P: {P.PREEMPTION: (), P.FAILURE: (), P.NEVER_STARTED: (), P.STALLED: ()},
+        run_ids="launchkit.backends.local.store:recent_run_ids",
     ),
 )
 BY_NAME = {b.name: b for b in BACKENDS}
@@ -158,6 +217,33 @@ def info(name: str, *, where: str = "--backend") -> BackendInfo:
 def titles(capability: Capability) -> str:
     """The backends that have `capability`, for messages ("Beaker", "Beaker or local")."""
     return " or ".join(b.title for b in BACKENDS if capability in b.capabilities) or "no"
+
+
+def recent_run_ids(incomplete: str) -> list[str]:
+    """TAB completion: recent run ids starting with `incomplete`, from every row with a `run_ids` hook."""
+    found: list[str] = []
+    for b in BACKENDS:
+        if b.run_ids:
+            module, _, func = b.run_ids.partition(":")
+            found += getattr(importlib.import_module(module), func)(incomplete)
+    return found
+
+
+def _resume_checkers() -> str:
+    """The backends that check --require-resume after every retry, for messages."""
+    return " or ".join(b.title for b in BACKENDS if b.resume_checked is None) or "no backend"
+
+
+def titles_honouring(cause: str, *, alone: bool = False) -> str:
+    """The backends that honour retry cause `cause` (`alone`: without naming another), for messages."""
+    from launchkit.runtime.node import policy as P  # the job's runtime: not for `--help`
+
+    found = []
+    for b in BACKENDS:
+        honours = b.retry_causes(P) if b.retry_causes is not None else {}
+        if cause in honours and not (alone and honours[cause]):
+            found.append(b.title)
+    return " or ".join(found) or "no"
 
 
 def with_capability(capability: Capability) -> BackendInfo:

@@ -8,14 +8,12 @@ is named here: the registry knows them. Only typer is imported here; backends lo
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from launchkit.application import Application
 from launchkit.backends import Capability, backend_for_run_id, get_backend, registry, require
-from launchkit.backends.local.store import home
 from launchkit.config import user_state_dir
 from launchkit.core.run_options import BackendChoice
 from launchkit.errors import NotFoundError, UsageError
@@ -185,15 +183,7 @@ def resolve_run(
     return b, run
 
 
-def local_run_ids(incomplete: str) -> list[str]:
-    """Completion: ids of local runs, newest first (read from the local backend's SQLite store, read-only)."""
-
-    db = home() / "runs.db"
-    if not db.is_file():
-        return []
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
-            rows = conn.execute("SELECT id FROM runs ORDER BY created DESC LIMIT 50").fetchall()
-    except sqlite3.Error:
-        return []
-    return [r[0] for r in rows if r[0].startswith(incomplete)]
+def run_ids(incomplete: str) -> list[str]:
+    """Completion: ids of recent runs starting with `incomplete`, from the backends that keep them on
+    this machine (the registry row's `run_ids` hook: the CLI never reads a backend's storage)."""
+    return registry.recent_run_ids(incomplete)

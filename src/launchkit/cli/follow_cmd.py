@@ -13,8 +13,8 @@ from launchkit.backends import Backend, Capability, RunInfo, require
 from launchkit.cli.backend_choice import (
     backend_option,
     local_option,
-    local_run_ids,
     resolve_run,
+    run_ids,
     workspace_option,
 )
 from launchkit.cli.context import get_app, stdout_closed
@@ -26,9 +26,7 @@ from launchkit.notify import SlackNotifier, url_from_env
 
 def follow(
     ctx: typer.Context,
-    run_id: str | None = typer.Argument(
-        None, metavar="[ID]", autocompletion=local_run_ids, help="Run to follow."
-    ),
+    run_id: str | None = typer.Argument(None, metavar="[ID]", autocompletion=run_ids, help="Run to follow."),
     latest: bool = latest_option("Follow your newest run."),
     replica: int | None = replica_option(),
     all_replicas: bool = typer.Option(

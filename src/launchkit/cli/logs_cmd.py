@@ -14,8 +14,8 @@ from launchkit.backends import Capability, LogQuery, require
 from launchkit.cli.backend_choice import (
     backend_option,
     local_option,
-    local_run_ids,
     resolve_run,
+    run_ids,
     workspace_option,
 )
 from launchkit.cli.context import get_app, stdout_closed
@@ -42,7 +42,7 @@ def _since(value: str) -> dt.datetime:
 def logs(
     ctx: typer.Context,
     run_id: str | None = typer.Argument(
-        None, metavar="[ID]", autocompletion=local_run_ids, help="Run whose logs to show."
+        None, metavar="[ID]", autocompletion=run_ids, help="Run whose logs to show."
     ),
     latest: bool = latest_option(),
     tail: int | None = typer.Option(

@@ -10,8 +10,8 @@ from launchkit.cli.backend_choice import (
     backend_option,
     choose,
     local_option,
-    local_run_ids,
     resolve_run,
+    run_ids,
     workspace_option,
 )
 from launchkit.cli.context import get_app
@@ -22,7 +22,7 @@ from launchkit.errors import UsageError
 def stop(
     ctx: typer.Context,
     run_ids: list[str] | None = typer.Argument(
-        None, metavar="[ID]...", autocompletion=local_run_ids, help="Runs to stop."
+        None, metavar="[ID]...", autocompletion=run_ids, help="Runs to stop."
     ),
     latest: bool = latest_option("Stop your newest run."),
     yes: bool = yes_option(),

@@ -11,14 +11,14 @@ from launchkit.application import OutputFormat
 from launchkit.backends import RunInfo, RunStatus
 from launchkit.backends.ending import WATCHDOG_STOP, describe
 from launchkit.backends.progress import first_stalled, resume_note
-from launchkit.cli.backend_choice import backend_option, local_option, local_run_ids, resolve_run
+from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, run_ids
 from launchkit.cli.context import get_app
 from launchkit.cli.options import latest_option
 
 
 def why(
     ctx: typer.Context,
-    run_id: str | None = typer.Argument(None, metavar="[ID]", autocompletion=local_run_ids, help="Run id."),
+    run_id: str | None = typer.Argument(None, metavar="[ID]", autocompletion=run_ids, help="Run id."),
     latest: bool = latest_option(),
     as_json: bool = typer.Option(
         False, "--json", help="JSON: the run, with its `end` reason and every attempt (`attempts_detail`)."

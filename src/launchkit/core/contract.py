@@ -19,14 +19,8 @@ ENV_GIT_TAG_DISTANCE = "LAUNCHKIT_GIT_TAG_DISTANCE"
 ENV_TASK_NAME = "LAUNCHKIT_TASK_NAME"
 ENV_RUNTIME_DIR = "LAUNCHKIT_RUNTIME_DIR"
 ENV_EXEC_METHOD = "LAUNCHKIT_EXEC_METHOD"
-# The runtime's watchdog (runtime/node/launch/watchdog.py): seconds, and regexes one a line
-ENV_STALL_TIMEOUT = "LAUNCHKIT_STALL_TIMEOUT"
-ENV_STALL_GRACE = "LAUNCHKIT_STALL_GRACE"
-ENV_PROGRESS_PATTERNS = "LAUNCHKIT_PROGRESS_PATTERNS"
-ENV_INACTIVE_TIMEOUT = "LAUNCHKIT_INACTIVE_TIMEOUT"
-ENV_INACTIVE_SOFT_TIMEOUT = "LAUNCHKIT_INACTIVE_SOFT_TIMEOUT"
-# The Slack webhook the job's runtime posts with (runtime/node/launch/notify.py: ENV), a secret by name
-ENV_SLACK_WEBHOOK = "LAUNCHKIT_SLACK_WEBHOOK"
+# The run's policy (retries, the watchdog, progress patterns, Slack) is one variable of its own:
+# runtime/node/policy.py (ENV, and ENV_WEBHOOK for the webhook's secret).
 ENV_RESULTS_DIR = "RESULTS_DIR"
 # The entrypoint's defaults (runtime/entrypoint.sh, which exports them): a spec spells out only others.
 DEFAULT_RESULTS_DIR = "/results"

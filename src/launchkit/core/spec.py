@@ -39,24 +39,18 @@ from launchkit.core.contract import (
     ENV_GIT_TAG_DISTANCE,
     ENV_GIT_TOKEN,
     ENV_GOOGLE_CREDENTIALS,
-    ENV_INACTIVE_SOFT_TIMEOUT,
-    ENV_INACTIVE_TIMEOUT,
     ENV_INSTALL_CMD,
     ENV_INTERCONNECT,
     ENV_LAUNCHER,
     ENV_NO_PYTHON,
     ENV_POST_SETUP,
     ENV_PRE_SETUP,
-    ENV_PROGRESS_PATTERNS,
     ENV_PYTHON_MANAGER,
     ENV_PYTHON_VERSION,
     ENV_RESULTS_DIR,
     ENV_RUN_ID,
     ENV_RUNTIME_DIR,
     ENV_SKIP_NCCL_SETUP,
-    ENV_SLACK_WEBHOOK,
-    ENV_STALL_GRACE,
-    ENV_STALL_TIMEOUT,
     ENV_SYSTEM_PYTHON,
     ENV_TASK_NAME,
     ENV_UV_ALL_EXTRAS,
@@ -80,6 +74,7 @@ from launchkit.core.tasks import expand_tasks
 from launchkit.core.units import format_size, to_nanoseconds
 from launchkit.core.yamlout import dump
 from launchkit.runtime import ENTRYPOINT_NAME, RUNTIME_MOUNT, bootstrap, runtime_dataset_name
+from launchkit.runtime.node import policy
 
 # The image used when neither the command line nor a config names one: gantry 3.7.0's default, so a
 # gantry line means the same job. CUDA base with uv, conda, git and the MLNX OFED user-space drivers
@@ -283,18 +278,10 @@ def build_spec(
         (ENV_EXEC_METHOD, request.exec_method.value, DEFAULT_EXEC_METHOD),
     ):
         parts.set_env(name, value if value != default else None)
-    for name, seconds in (
-        (ENV_STALL_TIMEOUT, request.stall_timeout),
-        (ENV_STALL_GRACE, request.stall_grace),
-        (ENV_INACTIVE_TIMEOUT, request.inactive_timeout),
-        (ENV_INACTIVE_SOFT_TIMEOUT, request.inactive_soft_timeout),
-    ):
-        parts.set_env(name, f"{seconds:.10g}" if seconds is not None else None)
-    parts.set_env(ENV_PROGRESS_PATTERNS, "\n".join(request.progress_patterns) or None)
-    for retry_var, retry_value in retrying.env(request).items():  # --retry-on (core/retrying.py)
-        parts.set_env(retry_var, retry_value)
+    # the run's policy, encoded once (runtime/node/policy.py): retries, the watchdog, who posts
+    parts.set_env(policy.ENV, retrying.policy(request).encode())
     if request.slack_webhook_secret:  # by name only: the runtime posts (runtime/node/launch/notify.py)
-        parts.set_secret(ENV_SLACK_WEBHOOK, request.slack_webhook_secret)
+        parts.set_secret(policy.ENV_WEBHOOK, request.slack_webhook_secret)
     parts.set_env(ENV_PRE_SETUP, request.pre_setup)
     parts.set_env(ENV_POST_SETUP, request.post_setup)
     _python_env(request, parts)

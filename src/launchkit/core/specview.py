@@ -16,6 +16,7 @@ import json
 import warnings
 
 from launchkit.core.beaker_types import spec_types
+from launchkit.runtime.node.policy import ENV_WEBHOOK, Policy
 
 TYPE_CHECKING = False  # not typing's: the local supervisor imports this and skips `typing`
 if TYPE_CHECKING:
@@ -129,6 +130,16 @@ class TaskView:
         """The literal value of env var `name` (None: unset, empty, or a secret)."""
         e = self.env_named(name)
         return str(e.value) if e is not None and e.value else None
+
+    def policy(self) -> Policy:
+        """The run's policy this task carries (runtime/node/policy.py), decoded once; PolicyError
+        (a ValueError) names a malformed one."""
+        env = self.env
+        policy = Policy.from_env({e.name: e.value for e in env if not e.secret})
+        if policy.webhook_secret is None:  # a run launched before the policy said it
+            secret = next((e.secret for e in env if e.name == ENV_WEBHOOK and e.secret), None)
+            policy = policy.replace(webhook_secret=secret) if secret else policy
+        return policy
 
     def env_list(self, name: str) -> list[str]:
         """A comma-separated env var's items."""
@@ -380,6 +391,11 @@ class SpecView:
     def env_value(self, name: str) -> str | None:
         """The first task's literal value of `name` (specs give every task the contract's env)."""
         return next((v for v in (t.env_value(name) for t in self.tasks) if v), None)
+
+    def policy(self) -> Policy:
+        """The first task's policy (every task of a launch carries the same)."""
+        tasks = self.tasks
+        return tasks[0].policy() if tasks else Policy()
 
     def env_list(self, name: str) -> list[str]:
         """A comma-separated env var's items over every task, in order, each once."""

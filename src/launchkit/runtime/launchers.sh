@@ -9,14 +9,11 @@
 lk_exec() {
     local py cwd=$PWD
     local -a timing=()
-    local watched=${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-}${LAUNCHKIT_INACTIVE_SOFT_TIMEOUT:-}
-    watched+=${LK_SLACK_WEBHOOK:-} # (entrypoint.sh) the runtime posts the job's end: it stays the parent
-    # a retried attempt: the runtime checks that it resumed (watchdog.py), where a Python can; without
-    # one only --require-resume stops it (LAUNCHKIT_REQUIRE_RESUME), the check is otherwise left out
-    if [[ -n ${LAUNCHKIT_RESUME_FROM:-} && -z $watched ]]; then
-        if [[ ${LAUNCHKIT_REQUIRE_RESUME:-} == 1 ]] || lk__python py; then watched=resume; else unset LAUNCHKIT_RESUME_FROM; fi
-    fi
-    if [[ -n $watched || (-n ${LAUNCHKIT_LAUNCHER:-} && $LAUNCHKIT_LAUNCHER != none) ]]; then
+    local watched=${LK_SLACK_WEBHOOK:-} # (entrypoint.sh) the runtime posts the job's end: it stays the parent
+    lk__policy_parent && watched=policy # a watchdog, --require-resume (node/policy.py)
+    # a retried attempt: the runtime checks that it resumed (watchdog.py) where a Python can
+    [[ -z ${LAUNCHKIT_RESUME_FROM:-} || -n $watched ]] || { lk__python py && watched=resume; }
+    if [[ -n $watched || ${LAUNCHKIT_LAUNCHER:-none} != none ]]; then
         # a launcher, or the watchdog (node/launch/watchdog.py: --stall-timeout, --inactive-timeout, Slack)
         lk__python py || lk__no_launcher_without_python
         lk_node_dir || lk_die "$LK_EXIT_INPUTS" "the runtime is incomplete: no launchkit_node package"
@@ -80,14 +77,15 @@ lk__python() {
     return 1
 }
 
+# lk__policy_parent: whether the run's policy (node/policy.py, LAUNCHKIT_POLICY) keeps the runtime the
+# command's parent (a watchdog, a webhook secret). The one fact bash reads of it: the encoding starts
+# with policy.PARENT_PREFIX exactly then; everything else in it is the Python runtime's to read.
+lk__policy_parent() { [[ ${LAUNCHKIT_POLICY:-} == '{"parent":true'* ]]; }
+
 lk__no_launcher_without_python() {
     case ${LAUNCHKIT_LAUNCHER:-none} in
-        none)
-            [[ -z ${LAUNCHKIT_RESUME_FROM:-} || -n ${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-} ]] ||
-                lk_die "$LK_EXIT_EXEC" "--require-resume needs Python 3.8+ on PATH (python or python3) for the job's runtime"
-            [[ -n ${LAUNCHKIT_STALL_TIMEOUT:-}${LAUNCHKIT_INACTIVE_TIMEOUT:-}${LAUNCHKIT_INACTIVE_SOFT_TIMEOUT:-} ]] ||
-                lk_die "$LK_EXIT_EXEC" "--slack-webhook-secret needs Python 3.8+ on PATH (python or python3): the job's runtime posts"
-            lk_die "$LK_EXIT_EXEC" "--stall-timeout and --inactive-timeout need Python 3.8+ on PATH (python or python3) for the job's watchdog" ;;
+        none) # the run's policy (a watchdog, --require-resume, --slack-webhook-secret) or a local run's webhook
+            lk_die "$LK_EXIT_EXEC" "--stall-timeout, --inactive-timeout, --require-resume and Slack posts from the job need Python 3.8+ on PATH (python or python3) for the job's runtime" ;;
         torchrun | accelerate | ray)
             command -v "$LAUNCHKIT_LAUNCHER" >/dev/null 2>&1 &&
                 lk_die "$LK_EXIT_EXEC" "--$LAUNCHKIT_LAUNCHER needs Python 3.8+ on PATH (python or python3) to start '$LAUNCHKIT_LAUNCHER'"

@@ -28,7 +28,7 @@ from launchkit.backends.beaker.prepare import prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
 from launchkit.backends.beaker.scheduling import WaitTeller, find_starts, list_reasons, waiting_reason
-from launchkit.backends.beaker.submit import check_name, check_retry_on, create_once
+from launchkit.backends.beaker.submit import check_name, create_once
 from launchkit.backends.beaker.upload import mount_uploads
 from launchkit.backends.ending import (
     LAUNCHKIT_STOP,
@@ -38,7 +38,6 @@ from launchkit.backends.ending import (
     watchdog_stop,
 )
 from launchkit.backends.progress import (
-    ENV_PROGRESS_PATTERNS,
     HEAD_LINES,
     TAIL_LINES,
     attempt_progress,
@@ -46,7 +45,6 @@ from launchkit.backends.progress import (
 )
 from launchkit.backends.protocol import AttemptDetail, EndKind, EndReason, Progress
 from launchkit.core import runs
-from launchkit.core.contract import ENV_SLACK_WEBHOOK
 from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
@@ -57,6 +55,7 @@ from launchkit.errors import (
     PreconditionError,
     UsageError,
 )
+from launchkit.runtime.node.policy import Policy, PolicyError
 
 W = pb2.WorkloadStatus
 _STATUS = {
@@ -265,7 +264,6 @@ class BeakerBackend:
         if submission.prepared:
             return submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
-        check_retry_on(submission.spec)
         with self._errors():
             p = prepare(
                 self.conn,
@@ -384,8 +382,7 @@ class BeakerBackend:
         wl = self._workload(run.id)
         with self._errors():
             view = SpecView(self.beaker.experiment.get_spec(wl).to_json())
-        given = any(v.name == ENV_SLACK_WEBHOOK and v.secret for t in view.tasks for v in t.env)
-        return Posting.job if given else Posting.follower
+        return Posting.job if view.policy().webhook_secret is not None else Posting.follower
 
     def user_name(self) -> str:
         with self._errors():
@@ -477,10 +474,10 @@ class BeakerBackend:
         found = []
         for job in sorted(view.jobs, key=lambda j: (j.task, j.replica, j.attempt or 0)):
             pb = pb_jobs[job.id]
-            env = {v.name: v.literal for v in pb.container_spec.environment_variables}
             head, tail = read.get(job.id, ([], []))
-            patterns = env.get(ENV_PROGRESS_PATTERNS)
-            first, last = attempt_progress(head, [r[1] for r in tail], patterns, [r[0] for r in tail])
+            first, last = attempt_progress(
+                head, [r[1] for r in tail], self._patterns(pb) or (), [r[0] for r in tail]
+            )
             gpus = len(pb.assignment_details.resource_assignment.gpus)
             hours = None
             if job.started is not None:
@@ -511,8 +508,17 @@ class BeakerBackend:
         except LaunchkitError as e:
             self.app.debug(f"the log of job {job.id} could not be read: {e}")
             return None
+        patterns = self._patterns(job)
+        return None if patterns is None else last_progress(records, patterns)
+
+    def _patterns(self, job: Any) -> tuple[str, ...] | None:
+        """A job's progress patterns, from the run's policy in its env; None: a policy it refused."""
         env = {v.name: v.literal for v in job.container_spec.environment_variables}
-        return last_progress(records, env.get(ENV_PROGRESS_PATTERNS))
+        try:
+            return Policy.from_env(env).progress_patterns
+        except PolicyError as e:
+            self.app.debug(f"job {job.id}: {e}")
+            return None
 
     def _rows_progress(self, rows: list[Any], org: Any) -> dict[str, Progress | None]:
         """`list`: experiment id -> progress, for the newest PROGRESS_ROWS running rows: replica 0's

@@ -16,7 +16,6 @@ from beaker import exceptions as bx
 
 from launchkit.application import Application
 from launchkit.backends.beaker.client import Connection, http_status, rate_limited
-from launchkit.core import retrying
 from launchkit.core.specview import EnvVar, SpecView, beaker_spec
 from launchkit.errors import BackendError, UsageError
 
@@ -33,25 +32,6 @@ def check_name(name: str) -> None:
         raise UsageError(
             f"--name is {len(name)} characters; Beaker allows at most {MAX_NAME}",
             hint=f"shorten it (e.g. {name[: MAX_NAME - 8]!r}...)",
-        )
-
-
-def check_retry_on(spec: SpecView) -> None:
-    """A usage error for a --retry-on Beaker cannot honour: its task retries (allowedTaskRetries)
-    retry every failed job alike, so they cannot retry a job that never started without retrying the
-    command's own failures (core/retrying.py)."""
-    causes = retrying.from_env(spec.env_value(retrying.ENV_RETRY_ON))
-    if retrying.NEVER_STARTED in causes and retrying.FAILURE not in causes:
-        raise UsageError(
-            "--retry-on never-started cannot be honoured on Beaker: its task retries cannot tell a job"
-            " that never started from your command's failure",
-            hint="use --retry-on never-started,failure (retries both), or run it --local",
-        )
-    if spec.env_value(retrying.ENV_REQUIRE_RESUME) and not (causes and set(causes) <= set(retrying.IN_PLACE)):
-        raise UsageError(
-            "--require-resume cannot be honoured on Beaker for its own retries: a new job of the task"
-            " cannot see how far the one before got; the job's runtime checks only its in-place restarts",
-            hint="use --retry-on stalled (restarts in place), or run it --local",
         )
 
 

@@ -30,7 +30,6 @@ from launchkit.backends.local.store import Store, column, home, row_jobs, state_
 from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
 from launchkit.backends.local.uploads import link_uploads, unlink_uploads
 from launchkit.backends.progress import (
-    ENV_PROGRESS_PATTERNS,
     HEAD_BYTES,
     TAIL_BYTES,
     attempt_progress,
@@ -49,7 +48,7 @@ from launchkit.backends.protocol import (
     RunStatus,
     Submission,
 )
-from launchkit.core.contract import ENV_GIT_COMMIT, ENV_SLACK_WEBHOOK
+from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, ended_as, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
@@ -243,7 +242,7 @@ class LocalBackend:
             if has_commit.answer():
                 meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
             webhook = submission.slack_webhook_url
-            if webhook is not None or any(v.name == ENV_SLACK_WEBHOOK and v.secret for v in env_vars):
+            if webhook is not None or task.policy().webhook_secret is not None:
                 meta["slack"] = True  # the run posts its own messages (node_notifies); never the URL
         finally:
             has_commit.close()
@@ -364,10 +363,7 @@ class LocalBackend:
     def _details(self, rec: dict[str, Any]) -> list[AttemptDetail]:
         """Every job of the record: its end, GPU-hours and its log's first and last progress."""
         rdir = self.rdir(rec["id"])
-        try:
-            patterns = SpecView(json.loads((rdir / "spec.json").read_text())).env_value(ENV_PROGRESS_PATTERNS)
-        except (OSError, ValueError):
-            patterns = None
+        patterns = _patterns(rdir)
         found = []
         ends = {(j.replica, j.attempt): j for j in outcome.view(rec).jobs}
         for job in outcome.jobs(rec):
@@ -438,10 +434,7 @@ class LocalBackend:
         rdir = self.rdir(run.id)
         rec = record.read(rdir) or {"id": run.id}
         attempt = max((j["attempt"] for j in outcome.jobs(rec) if j["replica"] == 0), default=1)
-        try:
-            patterns = SpecView(json.loads((rdir / "spec.json").read_text())).env_value(ENV_PROGRESS_PATTERNS)
-        except (OSError, ValueError):
-            patterns = None
+        patterns = _patterns(rdir)
         return last_progress(logs.last_records(logs.log_file(rdir, 0, attempt), TAIL_BYTES), patterns)
 
     # ---- logs
@@ -890,3 +883,11 @@ def _no_author(author: str | None) -> None:
         raise UsageError(
             f"--author {author}: local runs are all yours", hint="drop --author (it filters Beaker runs)"
         )
+
+
+def _patterns(rdir: Path) -> tuple[str, ...]:
+    """The run's progress patterns, from its policy in the spec it ran (none: the watchdog's defaults)."""
+    try:
+        return SpecView(json.loads((rdir / "spec.json").read_text())).policy().progress_patterns
+    except (OSError, ValueError):  # (a PolicyError is a ValueError)
+        return ()

@@ -1,6 +1,6 @@
-"""`--retry-on` for a local run (core/retrying.py): how a replica's job ended, by cause, and whether
-its supervisor starts a new attempt for it. Standard library only (the supervisor imports it); the
-log is read only for the exit codes that need it.
+"""`--retry-on` for a local run (the run's policy: runtime/node/policy.py): how a replica's job
+ended, by cause, and whether its supervisor starts a new attempt for it. Standard library only (the
+supervisor imports it); the log is read only for the exit codes that need it.
 
 - `preemption`: ended by SIGTERM (exit 143) that launchkit did not send (its own stops, a sibling's
   stop and --task-timeout are told apart before): a machine's scheduler or a person preempting it.
@@ -13,11 +13,12 @@ log is read only for the exit codes that need it.
 from __future__ import annotations
 
 from launchkit.backends.local import logs
-from launchkit.core.retrying import FAILURE, NEVER_STARTED, PREEMPTION, STALLED
+from launchkit.runtime.node.policy import FAILURE, NEVER_STARTED, PREEMPTION, STALLED, Policy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading
+    from collections.abc import Sequence
     from typing import Any
 
 SIGTERM_EXIT = 143  # 128 + SIGTERM
@@ -56,9 +57,10 @@ def resume_stopped(code: int, rdir: str, rank: int, attempt: int, pump: threadin
     return why is not None and why.endswith(f"({ending.REQUIRE_RESUME})")
 
 
-def resume_from(rdir: str, rank: int, attempt: int, patterns: str | None) -> str | None:
-    """The step replica `rank`'s `attempt` reached (its log's newest progress line with a step), as
-    LAUNCHKIT_RESUME_FROM gives it to the next attempt; None: none, or the patterns are not valid."""
+def resume_from(rdir: str, rank: int, attempt: int, patterns: Sequence[str]) -> str | None:
+    """The step replica `rank`'s `attempt` reached (its log's newest progress line with a step, by the
+    policy's `patterns`), as policy.ENV_RESUME_FROM gives it to the next attempt; None: none, or the
+    patterns are not valid."""
     from launchkit.runtime.node.launch import watchdog
 
     try:
@@ -80,7 +82,7 @@ def fields(cause: str) -> dict[str, Any]:
     return {"status": "failed"}
 
 
-def wanted(retry_on: tuple[str, ...], cause: str | None) -> bool:
+def wanted(policy: Policy, cause: str | None) -> bool:
     """Whether the supervisor retries a job that ended for `cause` (without --retry-on: any failure,
     as Beaker's task retries; stalled: the runtime did, in place)."""
-    return not retry_on or (cause in retry_on and cause != STALLED)
+    return not policy.retry_on or (cause is not None and cause != STALLED and policy.retries(cause))

@@ -10,15 +10,15 @@ from __future__ import annotations
 import os
 
 from launchkit.backends.local import logs, outcome
-from launchkit.core.contract import ENV_SLACK_WEBHOOK
 from launchkit.core.specview import TaskView
+from launchkit.runtime.node import policy
 from launchkit.runtime.node.launch import notify
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-HANDED = ENV_SLACK_WEBHOOK  # --slack-webhook-url in the supervisor's environment (spawn.py)
+HANDED = policy.ENV_WEBHOOK  # --slack-webhook-url in the supervisor's environment (spawn.py)
 
 
 def webhook(task: TaskView, environ: Any = os.environ) -> str | None:
@@ -27,7 +27,7 @@ def webhook(task: TaskView, environ: Any = os.environ) -> str | None:
     (from the launching shell, as every secret of a local run)."""
     url = environ.pop(HANDED, None)
     for var in task.env:
-        if var.name == ENV_SLACK_WEBHOOK and var.secret:
+        if var.name == policy.ENV_WEBHOOK and var.secret:
             url = url or environ.pop(var.secret, None)
     return str(url) if url else None
 
@@ -57,17 +57,17 @@ def end_message(
     run_id, status = rec["id"], rec.get("status")
     text = label(run_id)
     if storage_error is not None:
-        return notify.message("failed", text, f"was stopped because it {storage_error}")
+        return _message("failed", text, f"was stopped because it {storage_error}")
     if status == "canceled":
         if timed_out is not None:
-            return notify.message("timeout", text, f"was stopped by a timeout: {timed_out}")
+            return _message("timeout", text, f"was stopped by a timeout: {timed_out}")
         said = rec.get("message") or "stopped by user"
         by = "by you (`launchkit stop`)" if said == "stopped by user" else f"({said})"
-        return notify.message("canceled", text, f"was canceled {by}")
+        return _message("canceled", text, f"was canceled {by}")
     if status != "failed":
         return None
     if (rec.get("message") or "").startswith("supervisor error"):
-        return notify.message("failed", text, rec["message"])
+        return _message("failed", text, rec["message"])
     newest: dict[int, dict[str, Any]] = {}
     for job in outcome.jobs(rec):
         newest[job["replica"]] = job
@@ -75,8 +75,13 @@ def end_message(
         line = _before_command(rdir, job)
         if line is not None:
             where = f" (replica {job['replica']})" if len(newest) > 1 else ""
-            return notify.message("failed", text, f"{line}{where}; see why: `launchkit why {run_id}`")
+            return _message("failed", text, f"{line}{where}; see why: `launchkit why {run_id}`")
     return None
+
+
+def _message(event: str, label: str, line: str) -> str | None:
+    """The supervisor's message for `event`, when the policy gives it the supervisor to post."""
+    return policy.message(event, label, line) if policy.posts(policy.SUPERVISOR, policy.RUN, event) else None
 
 
 def post(url: str, text: str | None) -> None:

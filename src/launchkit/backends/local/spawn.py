@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-WEBHOOK_ENV = "LAUNCHKIT_SLACK_WEBHOOK"  # --slack-webhook-url, to the supervisor only (supervisor.py)
+from launchkit.runtime.node.policy import ENV_WEBHOOK as WEBHOOK_ENV  # to the supervisor only
 
 
 def start_supervisor(rdir: str, lock: int, log: int, webhook: str | None = None) -> int:

@@ -49,6 +49,20 @@ def home() -> Path:
     return user_state_dir() / "local"
 
 
+def recent_run_ids(incomplete: str, limit: int = 50) -> list[str]:
+    """TAB completion (the registry row's `run_ids`): the newest runs' ids starting with `incomplete`,
+    read-only (no index is made or repaired for it)."""
+    db = home() / "runs.db"
+    if not db.is_file():
+        return []
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+            rows = conn.execute("SELECT id FROM runs ORDER BY created DESC LIMIT ?", (limit,)).fetchall()
+    except sqlite3.Error:
+        return []
+    return [r[0] for r in rows if r[0].startswith(incomplete)]
+
+
 def run_dir(run_id: str) -> Path:
     return home() / "runs" / run_id
 

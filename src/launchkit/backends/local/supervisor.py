@@ -31,25 +31,11 @@ from launchkit.backends.local import bell, logs, outcome, procs, record, retry, 
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.backends.local.uploads import unlink_uploads
-from launchkit.core.contract import (
-    ENV_GIT_REMOTE,
-    ENV_PROGRESS_PATTERNS,
-    ENV_RESULTS_DIR,
-    ENV_RUNTIME_DIR,
-    ENV_SLACK_WEBHOOK,
-)
+from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
 from launchkit.core.redact import looks_secret_name, redact_url, token_kind
-from launchkit.core.retrying import (
-    ENV_ATTEMPT,
-    ENV_REQUIRE_RESUME,
-    ENV_RESUME_FROM,
-    ENV_RETRY_CAP,
-    ENV_RETRY_ON,
-    PREEMPTION,
-    from_env,
-)
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.core.units import parse_size
+from launchkit.runtime.node.policy import EMPTY, ENV_ATTEMPT, ENV_RESUME_FROM, ENV_WEBHOOK, PREEMPTION, Policy
 
 TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
 if TYPE_CHECKING:
@@ -153,7 +139,7 @@ def replica_env(
     job_id = outcome.job_id(run_id, rank, attempt)
     env = dict(base)
     for var in spec_task.env:
-        if var.name == ENV_SLACK_WEBHOOK:
+        if var.name == ENV_WEBHOOK:
             continue  # the supervisor's, given to the runtime alone (slack.py)
         if var.secret:
             env[var.name] = os.environ[var.secret]  # checked at submit; never stored
@@ -235,8 +221,7 @@ class Supervisor:
         self.failing: int | None = None  # the rank whose failure the other replicas are stopped for
         self.siblings: threading.Thread | None = None  # stopping them
         self.retries_left = 0  # the spec's retry.allowedTaskRetries, less the retries made
-        self.retry_on: tuple[str, ...] = ()  # --retry-on: only these causes are retried (retry.py)
-        self.require_resume = False  # --require-resume: the runtime stops an attempt that did not resume
+        self.policy: Policy = EMPTY  # the run's policy (runtime/node/policy.py): --retry-on (retry.py)
         self.retried_cause: str | None = None  # the cause of the failure siblings are stopped for
         self.propagate = False  # the task's propagateFailure (several replicas)
         self.ooms = 0  # the memory controller's OOM kills counted so far
@@ -360,11 +345,9 @@ class Supervisor:
         self.task, self.count, self.argv, self.propagate, self.retries_left = what_runs(spec)
         task = self.task
         self.webhook = slack.webhook(task)  # the runtime posts with it, and so do we (slack.py)
-        self.retry_on = from_env(task.env_value(ENV_RETRY_ON))
-        self.require_resume = task.env_value(ENV_REQUIRE_RESUME) == "1"
-        if self.retry_on:  # the cap counts every cause's retries (the runtime's in-place ones apart)
-            cap = task.env_value(ENV_RETRY_CAP) or ""
-            self.retries_left = int(cap) if cap.isdigit() else 0
+        self.policy = task.policy()
+        if self.policy.retry_on:  # the cap counts every cause's retries (the runtime's in-place ones apart)
+            self.retries_left = self.policy.retry_cap
         self.base = base_env(self.rdir)
         gpus = self.meta.get("gpus")  # counted by the CLI for --gpus (nvidia-smi takes tens of ms)
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
@@ -402,9 +385,9 @@ class Supervisor:
                     self.base, self.task, self.meta, self.rdir, rank, self.count, self.gpus, attempt
                 )
                 if self.webhook:
-                    env[ENV_SLACK_WEBHOOK] = self.webhook
+                    env[ENV_WEBHOOK] = self.webhook
                 if attempt > 1:  # checked against the step the attempt before reached (watchdog.py)
-                    patterns = self.task.env_value(ENV_PROGRESS_PATTERNS)
+                    patterns = self.policy.progress_patterns
                     step = retry.resume_from(self.rdir, rank, self.attempts.get(rank, attempt - 1), patterns)
                     if step is not None:
                         env[ENV_RESUME_FROM] = step
@@ -511,11 +494,11 @@ class Supervisor:
             fields["status"] = "canceled"
         elif self.failing is not None:
             fields.update(status="canceled", stopped_for=self.failing)
-        elif self.require_resume and retry.resume_stopped(
+        elif self.policy.require_resume and retry.resume_stopped(
             code, self.rdir, rank, self.attempts.get(rank, 1), self.pumps.get(rank)
         ):
             fields.update(status="failed", cause=retry.NOT_RESUMING)
-        elif code != 0 and self.retry_on:
+        elif code != 0 and self.policy.retry_on:
             cause = retry.cause_of(code, self.rdir, rank, self.attempts.get(rank, 1), self.pumps.get(rank))
             fields.update(retry.fields(cause))
         else:
@@ -532,7 +515,7 @@ class Supervisor:
             self.failing = rank  # the others are stopped for it, then (with retries left) all run again
             self.siblings = threading.Thread(target=self.end_groups, args=(list(self.procs),), daemon=True)
             self.siblings.start()
-        elif not self.retries_left or not retry.wanted(self.retry_on, self.retried_cause):
+        elif not self.retries_left or not retry.wanted(self.policy, self.retried_cause):
             return
         elif not self.propagate and failed:
             self.retry([rank])  # the others run on

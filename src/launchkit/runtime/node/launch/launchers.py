@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
+from ..policy import EMPTY, ENV_WEBHOOK, Policy, PolicyError
+from ..policy import ENV as POLICY_ENV
 from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, notify, procs, ray_cluster, restart, watchdog
 
 LAUNCHERS = ("torchrun", "accelerate", "ray")
@@ -343,18 +345,23 @@ def _exec(argv: list[str], env: dict[str, str]) -> int:
 
 
 def run(
-    p: Plan, method: str, starting: Callable[[], None] = lambda: None, job: notify.Job | None = None
+    p: Plan,
+    method: str,
+    starting: Callable[[], None] = lambda: None,
+    job: notify.Job | None = None,
+    policy: Policy = EMPTY,
 ) -> int:
     """Run the plan the way the exec method says; the job's exit code. `starting()` right before the
     user's command starts (the timing line, which says that it did: backends/ending.py), never
     before a launcher setup that can still fail (a ray head) nor on a ray worker (the command runs
-    on the head). `job`: the job's Slack poster (notify.Job), which keeps the runtime the parent."""
+    on the head). `job`: the job's Slack poster (notify.Job), which keeps the runtime the parent;
+    `policy`: the run's (node/policy.py), decoded once by `main`."""
     # `--exec-method bash`: the launcher line with the user's words runs as one bash script
     # (`bash -c "$*"`, as gantry), so `$BEAKER_REPLICA_RANK` in the command expands on each replica.
     argv = ["bash", "-c", " ".join(p.argv), p.argv[0]] if method == "bash" else p.argv
 
     try:
-        watched = watchdog.settings(p.env)
+        watched = watchdog.settings(policy, p.env)
     except ValueError as e:
         raise LaunchError(EXIT_INPUTS, str(e)) from None
     if p.ray is not None:
@@ -374,7 +381,7 @@ def run(
             job.started()
         try:
             tell = None if job is None else job.tell
-            code = restart.run(argv, p.env, watched, tell=tell)  # again after a stop: --retry-on stalled
+            code = restart.run(argv, p.env, watched, tell=tell, left=policy.restarts)  # after a stop
         except OSError as e:
             log(f"error: cannot run {argv[0]}: {e.strerror or e}")
             code = 127 if isinstance(e, FileNotFoundError) else 126
@@ -418,8 +425,13 @@ def main(args: list[str]) -> int:
     node_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = job_env(dict(os.environ), node_dir, cwd)
     job = None
-    if "LAUNCHKIT_SLACK_WEBHOOK" in env:  # (notify.ENV) its poster; the command never sees it
+    if ENV_WEBHOOK in env:  # its poster; the command never sees it
         job = notify.from_env(env)
+    try:
+        policy = Policy.decode(env.get(POLICY_ENV))  # the run's policy, decoded once (node/policy.py)
+    except PolicyError as e:
+        log(f"error: {e}")
+        return EXIT_INPUTS
     try:
         p = plan(argv, env)
         said = timing_line(t0, timings, int(time.time() * 1000)) if t0 is not None else ""
@@ -430,7 +442,7 @@ def main(args: list[str]) -> int:
             if said:
                 log(said)
 
-        return run(p, os.environ.get("LAUNCHKIT_EXEC_METHOD") or "exec", starting, job)
+        return run(p, os.environ.get("LAUNCHKIT_EXEC_METHOD") or "exec", starting, job, policy)
     except LaunchError as e:
         log(f"error: {e}")
         return e.code

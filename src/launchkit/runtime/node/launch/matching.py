@@ -68,9 +68,10 @@ _REPEATS = tuple(
 )
 
 
-def pattern_texts(given: str | None) -> list[str]:
-    """LAUNCHKIT_PROGRESS_PATTERNS' regexes (one a line), else DEFAULT_PATTERNS."""
-    return [p for p in (given or "").split("\n") if p] or list(DEFAULT_PATTERNS)
+def pattern_texts(given: Sequence[str]) -> list[str]:
+    """The run's progress patterns (its policy's: node/policy.py), else DEFAULT_PATTERNS (a str is one
+    pattern, never its characters)."""
+    return [p for p in ([given] if isinstance(given, str) else given) if p] or list(DEFAULT_PATTERNS)
 
 
 def is_default(texts: Sequence[str]) -> bool:
@@ -82,7 +83,7 @@ def compile_all(texts: Sequence[str]) -> list[re.Pattern[str]]:
     try:
         return [re.compile(p) for p in texts]
     except re.error as e:
-        raise ValueError(f"LAUNCHKIT_PROGRESS_PATTERNS: not a regular expression ({e})") from None
+        raise ValueError(f"--progress-pattern: not a regular expression ({e})") from None
 
 
 def _items(av: Any) -> list[Any]:

@@ -17,28 +17,17 @@ import threading
 from typing import Callable
 from urllib.parse import urlsplit
 
-ENV = "LAUNCHKIT_SLACK_WEBHOOK"  # the webhook, in the runtime's environment only
+from .. import policy
+
+ENV = policy.ENV_WEBHOOK  # the webhook, in the runtime's environment only
 TIMEOUT = 10.0  # seconds per post
-
-# Every event a message is sent for (docs/notifications.md has who sends each).
-EMOJI = {
-    "started": ":rocket:",
-    "start_timeout": ":hourglass:",
-    "timeout": ":alarm_clock:",
-    "inactive_soft": ":zzz:",
-    "inactive": ":zzz:",
-    "stalled": ":zzz:",
-    "not_resuming": ":repeat:",
-    "preempted": ":warning:",
-    "canceled": ":octagonal_sign:",
-    "failed": ":x:",
-    "succeeded": ":white_check_mark:",
-}
+EMOJI = policy.EVENTS  # every event a message is sent for (the policy says who sends each)
+message = policy.message  # the text for an event: its emoji, the run's label, one line
 
 
-def message(event: str, label: str, line: str) -> str:
-    """The text for `event`: its emoji, the run's label, one line saying what happened."""
-    return f"{EMOJI[event]} {label} {line}"
+def _ours(event: str) -> bool:
+    """Whether the job's runtime posts `event` (policy.POSTERS: the same with and without a supervisor)."""
+    return policy.posts(policy.JOB, policy.JOB, event)
 
 
 def host_only(url: str) -> str:
@@ -145,35 +134,37 @@ class Job:
             self.signalled = self.signalled or text == "SIGTERM"
         elif what == "warning":
             self.warning(text)
-        elif what == "resume":  # a new start below the step the one before reached (watchdog.py)
+        elif what == "resume" and _ours("not_resuming"):  # a start below the step before (watchdog.py)
             self.poster.soon(message("not_resuming", self.label, text + self._where_replica()))
         elif what == "stopped":
             self.stopped = text
 
     def started(self) -> None:
-        if self.rank == "0":
+        if self.rank == "0" and _ours("started"):
             self.poster.soon(message("started", self.label, "started" + self._where()))
 
     def warning(self, text: str) -> None:
         """The watchdog's soft warning (`warning: no output for ...`)."""
+        if not _ours("inactive_soft"):
+            return
         self.poster.soon(
             message("inactive_soft", self.label, text.replace("warning: ", "", 1) + self._where())
         )
 
     def ended(self, code: int) -> None:
         """The command ended with `code` (post the end, in turn after the posts under way)."""
-        stopped = self.stopped
+        stopped, event, line = self.stopped, None, ""
         if stopped is not None:
-            event = "inactive" if "--inactive-timeout" in stopped else "stalled"
-            event = "not_resuming" if stopped.endswith("(--require-resume)") else event
-            text: str | None = message(event, self.label, f"stopped by launchkit: {stopped}{self._where()}")
+            event = policy.stop_event(stopped)
+            line = f"stopped by launchkit: {stopped}{self._where()}"
         elif self.signalled or code == 128 + 15:
-            text = None  # canceled, preempted or stopped for a sibling: told by whoever ended it
+            pass  # canceled, preempted or stopped for a sibling: told by whoever ended it
         elif code == 0:
-            text = message("succeeded", self.label, "succeeded") if self.rank == "0" else None
+            event, line = ("succeeded", "succeeded") if self.rank == "0" else (None, "")
         else:
-            text = message("failed", self.label, failed_line(code) + self._where())
-            text += f"; see why: `launchkit why {self.run}`"
+            event = "failed"
+            line = f"{failed_line(code)}{self._where()}; see why: `launchkit why {self.run}`"
+        text = message(event, self.label, line) if event is not None and _ours(event) else None
         self.poster.finish(text)
 
 

@@ -1,10 +1,10 @@
 """`--retry-on stalled` (docs/retries.md): the command restarted in place, in the same job, each time
-the watchdog (watchdog.py) stops it, up to LAUNCHKIT_RETRY_CAP times. Each start gets LAUNCHKIT_ATTEMPT
-one higher when the backend gave the job its attempt number (the local supervisor does; a Beaker job
-cannot know it), and LAUNCHKIT_RESTART, the restarts in this job so far. A forwarded signal (a stop, a
-preemption) between two starts ends it instead. Each start after the first gets LAUNCHKIT_RESUME_FROM,
-the step the one before reached, which the watchdog checks it against (watchdog.py: resume
-verification); a start stopped for `--require-resume` is not started again.
+the watchdog (watchdog.py) stops it, up to the policy's cap (node/policy.py: `Policy.restarts`). Each
+start gets policy.ENV_ATTEMPT one higher when the backend gave the job its attempt number (the local
+supervisor does; a Beaker job cannot know it), and policy.ENV_RESTART, the restarts in this job so far.
+A forwarded signal (a stop, a preemption) between two starts ends it instead. Each start after the
+first gets policy.ENV_RESUME_FROM, the step the one before reached, which the watchdog checks it
+against (watchdog.py: resume verification); a start stopped for `--require-resume` is not started again.
 """
 
 from __future__ import annotations
@@ -13,18 +13,11 @@ import signal
 import sys
 from typing import Callable, Sequence
 
+from ..policy import ENV_ATTEMPT, ENV_RESTART, ENV_RESUME_FROM, STALLED
 from . import watchdog
 from .procs import FORWARDED
 
 Runner = Callable[..., int]
-
-
-def allowed(env: dict[str, str]) -> int:
-    """Restarts allowed: LAUNCHKIT_RETRY_CAP when LAUNCHKIT_RETRY_ON names `stalled`, else 0."""
-    if "stalled" not in (env.get("LAUNCHKIT_RETRY_ON") or "").split(","):
-        return 0
-    cap = env.get("LAUNCHKIT_RETRY_CAP") or "0"
-    return int(cap) if cap.isdigit() else 0
 
 
 def _say(message: str) -> None:
@@ -37,11 +30,11 @@ def run(
     s: watchdog.Settings,
     runner: Runner = watchdog.run,
     tell: Callable[[str, str], None] | None = None,
+    left: int = 0,
 ) -> int:
-    """Run argv under the watchdog, again after each of its stops while restarts are left; `tell` as
-    watchdog.run's (the job's Slack poster)."""
-    left = allowed(env)
-    base = env.get("LAUNCHKIT_ATTEMPT") or ""
+    """Run argv under the watchdog, again after each of its stops while `left` restarts are left
+    (the policy's `restarts`); `tell` as watchdog.run's (the job's Slack poster)."""
+    base = env.get(ENV_ATTEMPT) or ""
     restart = 0
     signalled: list[int] = []
     while True:
@@ -55,15 +48,16 @@ def run(
         for name in FORWARDED:  # until the next start (the watchdog's own handlers), a signal ends it
             signal.signal(getattr(signal, name), lambda n, _f: signalled.append(n))
         restart += 1
-        env = dict(env, LAUNCHKIT_RESTART=str(restart))
+        env = dict(env)
+        env[ENV_RESTART] = str(restart)
         attempt: str | None = None
         if base.isdigit():
             attempt = str(int(base) + restart)
-            env["LAUNCHKIT_ATTEMPT"] = attempt
+            env[ENV_ATTEMPT] = attempt
         if steps:  # the next start is checked against it (an earlier start's, when this one had none)
-            env["LAUNCHKIT_RESUME_FROM"] = watchdog.step_value(steps[-1])
-        s = s._replace(resume=watchdog.resume_of(env))
+            env[ENV_RESUME_FROM] = watchdog.step_value(steps[-1])
+        s = s._replace(resume=watchdog.resume_of(env, s.require))
         which = f"attempt {attempt}" if attempt else f"restart {restart} of {left}"
-        _say(f"restarting the command in place ({which}; --retry-on stalled): {stops[-1]}")
+        _say(f"restarting the command in place ({which}; --retry-on {STALLED}): {stops[-1]}")
         if signalled:
             return 128 + signalled[0]

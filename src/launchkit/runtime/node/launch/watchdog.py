@@ -6,16 +6,16 @@ and, where the job runs and with nobody following, ends that group when the comm
 log, as its last line (`[launchkit] stopped: ...`, which the backends read: backends/ending.py), and
 exits EXIT_STOPPED.
 
-Settings come from the job's environment (core/spec.py writes them; seconds as decimals):
-LAUNCHKIT_STALL_TIMEOUT, LAUNCHKIT_STALL_GRACE, LAUNCHKIT_PROGRESS_PATTERNS (one regex a line; unset:
-DEFAULT_PATTERNS), LAUNCHKIT_INACTIVE_TIMEOUT, LAUNCHKIT_INACTIVE_SOFT_TIMEOUT.
+Settings come from the run's policy (node/policy.py, decoded once by the launcher): its stall and
+inactivity limits and its progress patterns (none given: DEFAULT_PATTERNS).
 
-Resume verification (docs/retries.md, "Did it resume?"): LAUNCHKIT_RESUME_FROM is the step the attempt
-before this one had reached (the local supervisor gives it to a new attempt; restart.py to a command it
-starts again in place). The first progress line's step (the pattern's `step` group, else its first
-number) below it is told once (`attempt 2 restarted at step 0; attempt 1 had reached step 12,639: it
-is not resuming from its checkpoint`); with LAUNCHKIT_REQUIRE_RESUME=1 (`--require-resume`) the
-watchdog stops the command for it instead, as its own stop, which nothing retries.
+Resume verification (docs/retries.md, "Did it resume?"): policy.ENV_RESUME_FROM is the step the
+attempt before this one had reached (the local supervisor gives it to a new attempt; restart.py to a
+command it starts again in place). The first progress line's step (the pattern's `step` group, else
+its first number) below it is told once (`attempt 2 restarted at step 0; attempt 1 had reached step
+12,639: it is not resuming from its checkpoint`); with the policy's `require_resume`
+(`--require-resume`) the watchdog stops the command for it instead, as its own stop, which nothing
+retries.
 
 Progress is matched with a budget (matching.py): the user's patterns in a matcher process that the
 reader never waits for; when it falls behind it is given up, once, in one warning line, and from then
@@ -31,6 +31,7 @@ import signal
 import time
 from typing import Callable, Iterable, NamedTuple, Sequence
 
+from ..policy import ENV_ATTEMPT, ENV_RESTART, ENV_RESUME_FROM, Policy
 from . import matching
 from .matching import DEFAULT_PATTERNS, NUMBER, progress_in, progress_step
 from .procs import Children, spawn_forwarding, stop_group
@@ -64,53 +65,44 @@ class Settings(NamedTuple):
     inactive: float | None
     soft: float | None
     resume: Resume | None = None
+    require: bool = False  # --require-resume (the policy's), for the starts restart.py makes
 
 
-def _seconds(env: dict[str, str], name: str) -> float | None:
-    value = env.get(name) or ""
-    if not value:
+def settings(policy: Policy, env: dict[str, str] | None = None) -> Settings | None:
+    """The watchdog's settings from the run's policy and, for a retried start, the step the one before
+    reached (`env`'s policy.ENV_RESUME_FROM); None when neither asks for it (the command is exec'd as
+    always). ValueError names a pattern that is not a regular expression."""
+    resume = resume_of(env or {}, policy.require_resume)
+    if not policy.watched and resume is None:
         return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if seconds < 0:
-        raise ValueError(f"{name}='{value}' must be a number of seconds")
-    return seconds
+    patterns = progress_patterns(policy.progress_patterns)
+    limits = (
+        policy.stall_timeout,
+        policy.grace,
+        patterns,
+        policy.inactive_timeout,
+        policy.inactive_soft_timeout,
+    )
+    return Settings(*limits, resume=resume, require=policy.require_resume)
 
 
-def settings(env: dict[str, str]) -> Settings | None:
-    """The watchdog's settings from the job's environment; None when none is set (the command is
-    exec'd as always). ValueError names a malformed one."""
-    stall = _seconds(env, "LAUNCHKIT_STALL_TIMEOUT")
-    inactive = _seconds(env, "LAUNCHKIT_INACTIVE_TIMEOUT")
-    soft = _seconds(env, "LAUNCHKIT_INACTIVE_SOFT_TIMEOUT")
-    resume = resume_of(env)
-    if stall is None and inactive is None and soft is None and resume is None:
-        return None
-
-    patterns = progress_patterns(env.get("LAUNCHKIT_PROGRESS_PATTERNS"))
-    grace = _seconds(env, "LAUNCHKIT_STALL_GRACE")
-    return Settings(stall, 600.0 if grace is None else grace, patterns, inactive, soft, resume)
-
-
-def resume_of(env: dict[str, str]) -> Resume | None:
-    """What this start is checked against: LAUNCHKIT_RESUME_FROM (None when unset or not a number);
-    named by LAUNCHKIT_ATTEMPT where it is known, else by the in-place restart."""
-    m = NUMBER.fullmatch(env.get("LAUNCHKIT_RESUME_FROM") or "")
+def resume_of(env: dict[str, str], require: bool) -> Resume | None:
+    """What this start is checked against: policy.ENV_RESUME_FROM (None when unset or not a number);
+    named by the attempt where it is known, else by the in-place restart; `require`: --require-resume."""
+    m = NUMBER.fullmatch(env.get(ENV_RESUME_FROM) or "")
     if m is None:
         return None
-    attempt, restart = env.get("LAUNCHKIT_ATTEMPT") or "", env.get("LAUNCHKIT_RESTART") or ""
+    attempt, restart = env.get(ENV_ATTEMPT) or "", env.get(ENV_RESTART) or ""
     if attempt.isdigit() and int(attempt) > 1:
         this, that = f"attempt {attempt}", f"attempt {int(attempt) - 1}"
     else:
         this, that = f"restart {restart or '?'} (in place)", "the start before it"
-    return Resume(float(m.group(0)), this, that, env.get("LAUNCHKIT_REQUIRE_RESUME") == "1")
+    return Resume(float(m.group(0)), this, that, require)
 
 
-def progress_patterns(given: str | None) -> list[re.Pattern[str]]:
-    """LAUNCHKIT_PROGRESS_PATTERNS' regexes (one a line), else DEFAULT_PATTERNS; ValueError names a
-    bad one. The backends read a run's progress with these too (`launchkit list`, `why`)."""
+def progress_patterns(given: Sequence[str]) -> list[re.Pattern[str]]:
+    """The policy's progress patterns compiled, else DEFAULT_PATTERNS; ValueError names a bad one.
+    The backends read a run's progress with these too (`launchkit list`, `why`)."""
     return matching.compile_all(matching.pattern_texts(given))
 
 

@@ -1,0 +1,356 @@
+"""The run's policy (docs/architecture.md, "The run's policy"): how a run's life is decided, made once
+at launch and read back by every process that acts on it. Standard library only, Python 3.8 syntax:
+the launch side (core/retrying.py, core/spec.py), the backends, the local supervisor and the node
+runtime (watchdog, restart, notify) all import this one module, as the planner environment/plan.py.
+
+It holds the retry causes and their cap (`--retry-on`, `--retries`), the watchdog's limits
+(`--stall-timeout`, `--stall-grace`, `--inactive-timeout`, `--inactive-soft-timeout`), the progress
+patterns (`--progress-pattern`), the Slack webhook's secret name (`--slack-webhook-secret`) and who
+posts which Slack event (`POSTERS`). It travels in the spec as ONE environment variable, `ENV`, whose
+value is `Policy.encode()`: compact JSON, `{"parent":true,...}` first when the node runtime must stay
+the command's parent (the one fact the bash bootstrap reads, by that prefix: runtime/launchers.sh).
+Every reader calls `Policy.decode(value)` (or `from_env`) once; nothing else parses it.
+
+Adding a retry cause: a name in CAUSES (and its check in `Policy.problems`, if some combination is
+refused); the backends that honour it list it in their registry row (backends/registry.py:
+`retry_causes`), and the one that acts on it reads `policy.retries(CAUSE)`. Adding a Slack event: a
+row in EVENTS (its emoji) and in POSTERS (which process posts it, by how the run posts); the process
+posts it when `posts(process, mode, event)` says so.
+"""
+
+from __future__ import annotations
+
+import json
+
+TYPE_CHECKING = False  # (typing costs a job's start-up: for the type checker only)
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Sequence
+
+ENV = "LAUNCHKIT_POLICY"  # the spec's one variable: Policy.encode()
+ENV_WEBHOOK = "LAUNCHKIT_SLACK_WEBHOOK"  # the webhook's value (a secret by name), for the runtime only
+ENV_ATTEMPT = "LAUNCHKIT_ATTEMPT"  # set on the node where the attempt number is known (supervisor)
+ENV_RESTART = "LAUNCHKIT_RESTART"  # the command's restarts in place in this job so far (restart.py)
+# the step the attempt before reached, given to a new attempt (the local supervisor) or an in-place
+# restart (restart.py): the watchdog checks the new start against it (--require-resume: docs/retries.md)
+ENV_RESUME_FROM = "LAUNCHKIT_RESUME_FROM"
+PARENT_PREFIX = '{"parent":true'  # how the encoding starts when the runtime stays the parent
+
+# ---- retry causes (docs/retries.md)
+PREEMPTION = "preemption"  # ended from outside: Beaker's preemption, a SIGTERM launchkit did not send
+NODE_LOST = "node-lost"  # the node went away (no backend can tell it: refused)
+NEVER_STARTED = "never-started"  # a job that failed before its command started (setup, image pull)
+STALLED = "stalled"  # the watchdog stopped the command (restarted in place: restart.py)
+FAILURE = "failure"  # the command's own non-zero exit
+CAUSES = (PREEMPTION, NODE_LOST, NEVER_STARTED, STALLED, FAILURE)
+DEFAULT_CAP = 3  # retries when --retry-on is given without --retries
+DEFAULT_GRACE = 600.0  # seconds before the first progress line is due (--stall-grace)
+
+# ---- Slack events (docs/notifications.md): the event -> its emoji
+EVENTS = {
+    "started": ":rocket:",
+    "start_timeout": ":hourglass:",
+    "timeout": ":alarm_clock:",
+    "inactive_soft": ":zzz:",
+    "inactive": ":zzz:",
+    "stalled": ":zzz:",
+    "not_resuming": ":repeat:",
+    "preempted": ":warning:",
+    "canceled": ":octagonal_sign:",
+    "failed": ":x:",
+    "succeeded": ":white_check_mark:",
+}
+# Who posts: the job's runtime (node/launch/notify.py), a local run's supervisor (backends/local/
+# slack.py) or `follow` (launchkit/notify.py). How a run posts (its mode): FOLLOWER, nobody in the run
+# (follow --slack-webhook-url posts everything); JOB, the job's runtime with --slack-webhook-secret;
+# RUN, a local run with a webhook (the runtime and the supervisor: follow posts nothing).
+JOB, SUPERVISOR, FOLLOW = "job", "supervisor", "follow"
+FOLLOWER, RUN = "follower", "run"
+_JOB_EVENTS = ("started", "inactive_soft", "inactive", "stalled", "not_resuming", "failed", "succeeded")
+# The job's own "failed" is its command's exit; the supervisor's, a job that died before its command
+# or a supervisor error; follow's, the rest (a Beaker job that never started, say).
+POSTERS = {
+    FOLLOWER: {FOLLOW: tuple(EVENTS)},
+    JOB: {JOB: _JOB_EVENTS, FOLLOW: ("start_timeout", "timeout", "preempted", "canceled", "failed")},
+    RUN: {JOB: _JOB_EVENTS, SUPERVISOR: ("timeout", "canceled", "failed")},
+}
+
+
+def posts(process: str, mode: str, event: str) -> bool:
+    """Whether `process` posts `event` for a run that posts in `mode` (POSTERS)."""
+    return event in POSTERS.get(mode, {}).get(process, ())
+
+
+def stop_event(why: str) -> str:
+    """The event for launchkit's stop `why` (the watchdog's `[launchkit] stopped: ...` reason, or a
+    limit of `follow`'s, as `why` tells it)."""
+    if why.endswith("(--require-resume)"):
+        return "not_resuming"
+    if "--inactive-timeout" in why:
+        return "inactive"
+    return "stalled" if "--stall-timeout" in why else "timeout"
+
+
+def message(event: str, label: str, line: str) -> str:
+    """The text for `event`: its emoji, the run's label, one line saying what happened."""
+    return f"{EVENTS[event]} {label} {line}"
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be read; the message is one line naming the bad value."""
+
+
+def parse_causes(values: Sequence[str]) -> tuple[str, ...]:
+    """The causes of repeated and comma-separated names (`Preemption`, `never_started` too), in
+    CAUSES order; PolicyError's message is the unknown item as given."""
+    found = set()
+    for value in values:
+        for item in str(value).split(","):
+            name = item.strip().lower().replace("_", "-").replace(" ", "-")
+            if name not in CAUSES:
+                raise PolicyError(item.strip())
+            found.add(name)
+    return tuple(c for c in CAUSES if c in found)
+
+
+_FIELDS = (
+    "retry_on",
+    "retry_cap",
+    "stall_timeout",
+    "stall_grace",
+    "inactive_timeout",
+    "inactive_soft_timeout",
+    "progress_patterns",
+    "webhook_secret",
+    "require_resume",
+)
+_SECONDS = ("stall_timeout", "stall_grace", "inactive_timeout", "inactive_soft_timeout")
+
+
+class Policy:
+    """How the run's life is decided. Immutable by convention; build with keywords, compare by value.
+    (A plain class with slots: `dataclasses` costs a job's start-up ~10 ms for `inspect`.)"""
+
+    __slots__ = _FIELDS
+
+    retry_on: tuple[str, ...]  # the causes retried, in CAUSES order; () = Beaker's cause-blind retries
+    retry_cap: int  # retries allowed for those causes (0 without --retry-on)
+    stall_timeout: float | None  # seconds without a progress line
+    stall_grace: float | None  # seconds before the first is due (None: DEFAULT_GRACE)
+    inactive_timeout: float | None  # seconds without output
+    inactive_soft_timeout: float | None  # seconds without output before a warning
+    progress_patterns: tuple[str, ...]  # regexes; () = the watchdog's DEFAULT_PATTERNS
+    webhook_secret: str | None  # the secret holding the Slack webhook the job posts with
+    require_resume: bool  # a retried attempt that starts below the step the one before reached is stopped
+
+    def __init__(
+        self,
+        retry_on: Sequence[str] = (),
+        retry_cap: int = 0,
+        stall_timeout: float | None = None,
+        stall_grace: float | None = None,
+        inactive_timeout: float | None = None,
+        inactive_soft_timeout: float | None = None,
+        progress_patterns: Sequence[str] = (),
+        webhook_secret: str | None = None,
+        require_resume: bool = False,
+    ) -> None:
+        unknown = [c for c in retry_on if c not in CAUSES]
+        if unknown:
+            raise PolicyError("unknown retry cause {!r} (known: {})".format(unknown[0], ", ".join(CAUSES)))
+        self.retry_on = tuple(c for c in CAUSES if c in retry_on)
+        self.retry_cap = int(retry_cap)
+        self.stall_timeout = _seconds("stall_timeout", stall_timeout)
+        self.stall_grace = _seconds("stall_grace", stall_grace)
+        self.inactive_timeout = _seconds("inactive_timeout", inactive_timeout)
+        self.inactive_soft_timeout = _seconds("inactive_soft_timeout", inactive_soft_timeout)
+        given = [progress_patterns] if isinstance(progress_patterns, str) else progress_patterns
+        self.progress_patterns = tuple(str(p) for p in given)
+        self.webhook_secret = webhook_secret or None
+        if not isinstance(require_resume, bool):
+            raise PolicyError(f"require_resume={require_resume!r} must be true or false")
+        self.require_resume = require_resume
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Policy) and all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, f) for f in _FIELDS))
+
+    def __repr__(self) -> str:
+        given = [f"{f}={getattr(self, f)!r}" for f in _FIELDS if getattr(self, f) != _DEFAULTS[f]]
+        return "Policy({})".format(", ".join(given))
+
+    def replace(self, **changes: Any) -> Policy:
+        values = {f: getattr(self, f) for f in _FIELDS}
+        values.update(changes)
+        return Policy(**values)
+
+    # ---- what it says
+    def retries(self, cause: str) -> bool:
+        """Whether a job that ended for `cause` is retried for it (--retry-on names it)."""
+        return cause in self.retry_on
+
+    @property
+    def watched(self) -> bool:
+        """The watchdog runs (a stall or inactivity limit is set)."""
+        limits = (self.stall_timeout, self.inactive_timeout, self.inactive_soft_timeout)
+        return any(v is not None for v in limits)
+
+    @property
+    def parent(self) -> bool:
+        """The node runtime stays the command's parent: it watches it, posts its end, or must check
+        that a retried attempt resumed (--require-resume)."""
+        return self.watched or self.webhook_secret is not None or self.require_resume
+
+    @property
+    def restarts(self) -> int:
+        """Restarts in place the runtime allows after its watchdog's stops (--retry-on stalled)."""
+        return self.retry_cap if STALLED in self.retry_on else 0
+
+    @property
+    def grace(self) -> float:
+        return DEFAULT_GRACE if self.stall_grace is None else self.stall_grace
+
+    def problems(self, replicas: int = 1, task_retries: int = 0) -> tuple[str, str] | None:
+        """The first combination no backend can honour, as (line, hint); None when it is sound.
+        `task_retries`: gantry's cause-blind --retries, without --retry-on."""
+        if self.require_resume and not self.retry_on and not task_retries:
+            return (
+                "--require-resume checks a retried attempt against the one before, but nothing retries"
+                " this run",
+                "add --retry-on CAUSE (e.g. --retry-on preemption,stalled)",
+            )
+        if not self.retry_on:
+            return None
+        if NODE_LOST in self.retry_on:
+            return (
+                "--retry-on node-lost cannot be honoured: whether Beaker starts a new job after a lost"
+                " node is not known, and a local run's node is this machine",
+                "use --retries N: Beaker's task retries, which also retry your command's failures",
+            )
+        if self.retry_cap == 0:
+            return ("--retries 0 with --retry-on retries nothing", "give --retries N (N >= 1)")
+        if STALLED in self.retry_on:
+            if self.stall_timeout is None and self.inactive_timeout is None:
+                return (
+                    "--retry-on stalled needs a watchdog to stop a stalled command",
+                    "add --stall-timeout DURATION or --inactive-timeout DURATION",
+                )
+            if replicas > 1:
+                return (
+                    "--retry-on stalled restarts one replica's command in place, which cannot rejoin"
+                    f" the other {replicas - 1} replicas",
+                    "use --retry-on failure: with --propagate-failure every replica starts again",
+                )
+        return None
+
+    def unhonoured(self, honours: Mapping[str, Sequence[str]]) -> tuple[str, tuple[str, ...]] | None:
+        """The first cause a backend cannot honour, given its registry row's `retry_causes` (a cause ->
+        the causes it must be named with, as one mechanism retries them alike): (cause, those), with
+        () when the backend cannot honour it at all; None when it honours them all."""
+        for cause in self.retry_on:
+            if cause not in honours:
+                return cause, ()
+            needed = tuple(honours[cause])
+            if any(c not in self.retry_on for c in needed):
+                return cause, needed
+        return None
+
+    def resume_unchecked(self, checked: Sequence[str] | None) -> bool:
+        """Whether --require-resume asks more than a backend can check: `checked` are the causes after
+        which it sees the attempt before (its registry row's `resume_checked`; None: after every retry)."""
+        if not self.require_resume or checked is None:
+            return False
+        return not (self.retry_on and set(self.retry_on) <= set(checked))
+
+    def slack_mode(self) -> str:
+        """How the run posts, as far as the spec says: JOB with a webhook secret, else FOLLOWER (a local
+        run with a webhook is RUN: its backend knows)."""
+        return JOB if self.webhook_secret is not None else FOLLOWER
+
+    # ---- the spec's variable
+    def encode(self) -> str | None:
+        """The value of ENV (None: nothing to say, the variable is left out)."""
+        data: dict[str, Any] = {"parent": True} if self.parent else {}  # first: PARENT_PREFIX
+        for f in _FIELDS:
+            value = getattr(self, f)
+            if value != _DEFAULTS[f]:
+                if isinstance(value, float) and value.is_integer():
+                    value = int(value)  # 300, not 300.0: read back as the same seconds
+                data[f] = list(value) if isinstance(value, tuple) else value
+        if not data:
+            return None
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=True)
+
+    @classmethod
+    def decode(cls, value: str | None) -> Policy:
+        """The policy ENV's value holds (None or "": the default); PolicyError names a bad one."""
+        if not value:
+            return EMPTY
+        try:
+            data = json.loads(value)
+        except ValueError:
+            raise PolicyError(f"{ENV} is not the JSON launchkit writes") from None
+        if not isinstance(data, dict):
+            raise PolicyError(f"{ENV} is not the JSON launchkit writes")
+        data.pop("parent", None)
+        unknown = [k for k in data if k not in _FIELDS]
+        if unknown:  # a newer launchkit's field: refused rather than half understood
+            raise PolicyError(f"{ENV}: unknown field {unknown[0]!r} (a newer launchkit made it)")
+        try:
+            return cls(**data)
+        except (TypeError, ValueError) as e:
+            raise PolicyError(f"{ENV}: {e}") from None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str | None]) -> Policy:
+        """The policy of a job's (or a spec's) environment: ENV, else the variables launchkit wrote
+        before it (a run launched by an older version, still listed and explained)."""
+        value = env.get(ENV)
+        if value or not any(env.get(old) for old in _LEGACY.values()):
+            return cls.decode(value)
+        return _from_legacy(env)
+
+
+def _seconds(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if seconds < 0 or seconds != seconds:
+        raise PolicyError(f"{name}={value!r} must be a number of seconds")
+    return seconds
+
+
+EMPTY = Policy()
+_DEFAULTS = {f: getattr(EMPTY, f) for f in _FIELDS}
+
+
+# What launchkit wrote before the policy (read only, for runs launched then).
+_LEGACY = {
+    "retry_on": "LAUNCHKIT_RETRY_ON",
+    "retry_cap": "LAUNCHKIT_RETRY_CAP",
+    "stall_timeout": "LAUNCHKIT_STALL_TIMEOUT",
+    "stall_grace": "LAUNCHKIT_STALL_GRACE",
+    "inactive_timeout": "LAUNCHKIT_INACTIVE_TIMEOUT",
+    "inactive_soft_timeout": "LAUNCHKIT_INACTIVE_SOFT_TIMEOUT",
+    "progress_patterns": "LAUNCHKIT_PROGRESS_PATTERNS",
+}
+
+
+def _from_legacy(env: Mapping[str, str | None]) -> Policy:
+    values: dict[str, Any] = {f: env.get(name) or None for f, name in _LEGACY.items()}
+    causes = values.pop("retry_on") or ""
+    cap = values.pop("retry_cap") or "0"
+    patterns = values.pop("progress_patterns") or ""
+    try:
+        return Policy(
+            retry_on=[c for c in causes.split(",") if c in CAUSES],
+            retry_cap=int(cap) if cap.isdigit() else 0,
+            progress_patterns=[p for p in patterns.split("\n") if p],
+            **values,
+        )
+    except PolicyError as e:
+        raise PolicyError(f"{e} (as launchkit wrote it before {ENV})") from None
