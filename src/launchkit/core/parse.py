@@ -634,7 +634,9 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
         opts, "retries", int, "give how many times to retry, e.g. 3", maximum=MAX_COUNT, allow_zero=True
     )
     causes, where = opts.get("retry_on")
-    f["retry_on"] = retrying.parse([causes] if isinstance(causes, str) else causes or [], where)
+    f["retry_on"], f["retry_exit_codes"] = retrying.parse(
+        [causes] if isinstance(causes, str) else causes or [], where
+    )
     f["require_resume"] = bool(given.get("require_resume"))
     _several_tasks(given, f, _env_not_secret(opts)[0])
 

@@ -165,6 +165,7 @@ class LaunchRequest(_Model):
     preemptible: bool | None = None
     retries: int | None = Field(default=None, ge=0)
     retry_on: tuple[str, ...] = ()  # --retry-on causes (core/retrying.py), in its CAUSES order
+    retry_exit_codes: tuple[int, ...] = ()  # --retry-on exit:29,75 (the cause `exit`)
     require_resume: bool = False  # stop an attempt that restarted below the last one's step
 
     # --- multi-node (defaults refined by launchkit.core.profiles / multinode)

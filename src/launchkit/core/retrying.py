@@ -30,13 +30,17 @@ if TYPE_CHECKING:
 TASK_RETRIED = (P.FAILURE, P.NEVER_STARTED)  # what Beaker's task retries retry (alike)
 
 
-def parse(values: Iterable[str], where: str = "--retry-on") -> tuple[str, ...]:
-    """The causes of repeated and comma-separated values, in the policy's order; one line for a bad one."""
+def parse(values: Iterable[str], where: str = "--retry-on") -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """(causes, exit codes) of repeated and comma-separated values (`exit:29,75` names codes), in the
+    policy's order; one line for a bad one."""
     try:
-        return P.parse_causes(list(values))
+        return P.parse_retry_on(list(values))
+    except P.ExitCodeError as e:
+        raise UsageError(f"{where}: {e}", hint="e.g. --retry-on exit:29,75") from None
     except P.PolicyError as e:
         raise UsageError(
-            f"{where} {str(e)!r}: unknown cause", hint="use one of: " + ", ".join(P.CAUSES)
+            f"{where} {str(e)!r}: unknown cause",
+            hint="use one of: " + ", ".join(c if c != P.EXIT else "exit:CODES" for c in P.CAUSES),
         ) from None
 
 
@@ -57,6 +61,7 @@ def policy(request: LaunchRequest) -> P.Policy:
         progress_patterns=request.progress_patterns,
         webhook_secret=request.slack_webhook_secret,
         require_resume=request.require_resume,
+        retry_exit_codes=request.retry_exit_codes,
     )
 
 

@@ -568,7 +568,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         metavar="CAUSE",
         key="retry_on",
         help="Retry only on these causes (repeatable, or comma-separated): preemption, stalled,"
-        " never-started, failure.",
+        " never-started, failure, exit:CODES (e.g. exit:29,75).",
     ),
     Opt(
         "require_resume",
