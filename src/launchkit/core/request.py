@@ -221,6 +221,7 @@ class LaunchRequest(_Model):
     inactive_timeout: float | None = None  # stop the job after this long without output
     inactive_soft_timeout: float | None = None  # warn after this long without output
     stall_timeout: float | None = None  # stop the job after this long without a progress line
+    stall_auto: tuple[float, float] | None = None  # --stall-timeout auto: (floor, cap) seconds
     stall_grace: float | None = None  # extra time before the first progress line (None: 10 min)
     progress_patterns: list[str] = Field(default_factory=list)  # regexes; empty: the runtime's defaults
     yes: bool = False

@@ -55,6 +55,7 @@ def policy(request: LaunchRequest) -> P.Policy:
         retry_on=request.retry_on,
         retry_cap=cap(request) if request.retry_on else 0,
         stall_timeout=request.stall_timeout,
+        stall_auto=request.stall_auto,
         stall_grace=request.stall_grace,
         inactive_timeout=request.inactive_timeout,
         inactive_soft_timeout=request.inactive_soft_timeout,

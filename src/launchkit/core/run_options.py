@@ -191,7 +191,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--stall-timeout",),
         P_LAUNCH,
         metavar="DURATION",
-        help="Stop the job after this long without a progress line (checked where it runs).",
+        help="Stop the job after this long without a progress line (checked where it runs); auto:"
+        " from its step intervals.",
     ),
     Opt(
         "progress_pattern",

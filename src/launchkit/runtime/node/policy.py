@@ -153,6 +153,7 @@ _FIELDS = (
     "webhook_secret",
     "require_resume",
     "retry_exit_codes",
+    "stall_auto",
 )
 _SECONDS = ("stall_timeout", "stall_grace", "inactive_timeout", "inactive_soft_timeout")
 
@@ -173,6 +174,7 @@ class Policy:
     webhook_secret: str | None  # the secret holding the Slack webhook the job posts with
     require_resume: bool  # a retried attempt that starts below the step the one before reached is stopped
     retry_exit_codes: tuple[int, ...]  # `--retry-on exit:29,75`: the codes restarted in place (EXIT)
+    stall_auto: tuple[float, float] | None  # `--stall-timeout auto`: (floor, cap) seconds (stallbudget.py)
 
     def __init__(
         self,
@@ -186,6 +188,7 @@ class Policy:
         webhook_secret: str | None = None,
         require_resume: bool = False,
         retry_exit_codes: Sequence[int] = (),
+        stall_auto: Sequence[float] | None = None,
     ) -> None:
         unknown = [c for c in retry_on if c not in CAUSES]
         if unknown:
@@ -206,6 +209,14 @@ class Policy:
         if len(codes) != len(retry_exit_codes):
             raise PolicyError(f"retry_exit_codes={list(retry_exit_codes)!r} must be exit codes 1-255 but 124")
         self.retry_exit_codes = tuple(sorted(set(codes)))
+        self.stall_auto = None
+        if stall_auto is not None:
+            bounds = [_seconds("stall_auto", v) for v in stall_auto]
+            if len(bounds) != 2 or not 0 < (bounds[0] or 0) <= (bounds[1] or 0):
+                raise PolicyError(
+                    f"stall_auto={list(stall_auto)!r} must be [floor, cap] seconds, 0 < floor <= cap"
+                )
+            self.stall_auto = (float(bounds[0] or 0), float(bounds[1] or 0))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Policy) and all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
@@ -230,7 +241,7 @@ class Policy:
     @property
     def watched(self) -> bool:
         """The watchdog runs (a stall or inactivity limit is set)."""
-        limits = (self.stall_timeout, self.inactive_timeout, self.inactive_soft_timeout)
+        limits = (self.stall_timeout, self.stall_auto, self.inactive_timeout, self.inactive_soft_timeout)
         return any(v is not None for v in limits)
 
     @property
@@ -284,7 +295,7 @@ class Policy:
                 "use --retry-on failure: with --propagate-failure every replica starts again",
             )
         if STALLED in self.retry_on:
-            if self.stall_timeout is None and self.inactive_timeout is None:
+            if self.stall_timeout is None and self.stall_auto is None and self.inactive_timeout is None:
                 return (
                     "--retry-on stalled needs a watchdog to stop a stalled command",
                     "add --stall-timeout DURATION or --inactive-timeout DURATION",
@@ -330,7 +341,9 @@ class Policy:
             if value != _DEFAULTS[f]:
                 if isinstance(value, float) and value.is_integer():
                     value = int(value)  # 300, not 300.0: read back as the same seconds
-                data[f] = list(value) if isinstance(value, tuple) else value
+                if isinstance(value, tuple):
+                    value = [int(v) if isinstance(v, float) and v.is_integer() else v for v in value]
+                data[f] = value
         if not data:
             return None
         return json.dumps(data, separators=(",", ":"), ensure_ascii=True)

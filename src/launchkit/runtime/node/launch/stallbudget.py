@@ -30,6 +30,11 @@ PHASE = re.compile(
 )
 
 
+def fmt_interval(seconds: float) -> str:
+    """A step interval: under 10 s with a tenth (0.05 -> "0.1s"), else as `fmt`."""
+    return f"{seconds:.1f}s" if seconds < 10 else fmt(seconds)
+
+
 def fmt(seconds: float) -> str:
     """90 -> "1m30s" (watchdog.fmt_secs's form)."""
     s = round(seconds)
@@ -46,17 +51,24 @@ class AutoBudget:
         self.last: float | None = None  # the newest progress line's time
         self.gaps: deque[float] = deque(maxlen=WINDOW)  # step intervals (not those spanning a phase)
         self.phase: str | None = None  # the line that began a checkpoint/eval phase
+        self.phase_at = 0.0  # when it was seen
         self._told: tuple[float, str | None] | None = None  # (budget, phase) last told
 
-    def progress(self, now: float) -> None:
-        if self.last is not None and self.phase is None:  # a save or an eval is not a step
+    def progress(self, now: float, after_phase: bool = True) -> None:
+        """A progress line at `now`; `after_phase`: it came after the phase line (when its place among
+        the lines is not known, only a later time ends the phase)."""
+        if self.phase is not None and not after_phase and now <= self.phase_at:
+            return
+        if (
+            self.last is not None and self.phase is None and now > self.last
+        ):  # a save or an eval is not a step
             self.gaps.append(now - self.last)
         self.last, self.phase = now, None
 
-    def line(self, text: str) -> None:
+    def line(self, text: str, now: float = 0.0) -> None:
         """A line that is not progress: a phase may begin."""
         if self.phase is None and PHASE.search(text):
-            self.phase = text.strip()[:80]
+            self.phase, self.phase_at = text.strip()[:80], now
 
     def slowest(self) -> float | None:
         """The slowest of the recent step intervals (None: fewer than MIN_INTERVALS known)."""
@@ -83,7 +95,7 @@ class AutoBudget:
             if self.k * slowest > self.cap
             else ""
         )
-        return f"{self.k:g} x the slowest of the last {n} step intervals ({fmt(slowest)}){bound}"
+        return f"{self.k:g} x the slowest of the last {n} step intervals ({fmt_interval(slowest)}){bound}"
 
     def change(self) -> str | None:
         """The line to say when the budget in force changed (a phase began or ended, steps became
