@@ -53,10 +53,11 @@ CEILINGS = {
     # launchkit version: the launch's 9 above, user 1, lookup 1, budget 1, create 2, storage 1, verify 1,
     # commit 2, and one PUT per runtime file (entrypoint.sh, profiles.txt, launchkit_node/**.py)
     "submit (first: makes the runtime dataset)": 17 + len(runtime_files()),
-    # workspace 2, image 2 (gantry's default image, by id), secrets 1, budget 1, create 1 (+ GetWorkload),
-    # and the runtime dataset: 1 (GetDataset of the id remembered on this machine)
-    "submit": 9,
-    "submit again (same commit)": 9,  # no create refused for a taken name
+    # workspace 1 (by the id remembered on this machine), image 1 (ResolveImageName of gantry's default
+    # image), secrets 1, budget 1, create 1 (+ GetWorkload), and the runtime dataset: 1 (GetDataset of
+    # the id remembered here): 7 calls in 4 rounds (bench/bench_submit.py), 9 in 8 before issue 46
+    "submit": 7,
+    "submit again (same commit)": 7,  # no create refused for a taken name
     "upload: whole launch": FILES + 27,
     # find 2, create 2, storage 1, PUT 1,000, commit 2, verify 10; +1 the runtime dataset's GetDataset
     "upload: dataset calls": FILES + 17,

@@ -29,6 +29,7 @@ FAST_ENV = {
     "LAUNCHKIT_RETRY_DELAY": "0.05",
     "UV_OFFLINE": "1",
     "LAUNCHKIT_STOP_GRACE": "3",
+    "LAUNCHKIT_LOCAL_RETRY_BACKOFF": "0",  # local retries start at once (tests/test_hostile_round4.py: the wait)
     # each test's venv is new: its bytecode tree would be filled in the background for nobody
     "LAUNCHKIT_BYTECODE_CACHE": "0",
 }

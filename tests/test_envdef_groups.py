@@ -325,3 +325,77 @@ def test_the_preflight_resolves_the_poetry_groups_the_job_installs(tmp_path, mon
         check(groups=["gpu"])
     with pytest.raises(PreconditionError, match="tinydep"):
         check(all_groups=True)
+
+
+# ------------------------------------------------------------------------------------------------- PDM
+# PDM's dev groups (`[tool.pdm.dev-dependencies]`) are poetry's idea (issue 45): installed by default as
+# `pdm install` does, selectable as uv groups are, their lines PEP 508 already.
+PDM = """\
+[project]
+name = "marko-like"
+version = "0.1.0"
+requires-python = ">=3.8"
+
+[tool.pdm.dev-dependencies]
+test = ["pytest>=7", "sub @ file:///${PROJECT_ROOT}/libs/sub"]
+lint = ["-e file:///${PROJECT_ROOT}/libs/own#egg=own", "-e ./libs/rel"]
+"""
+
+
+def test_pdm_dev_groups_as_uv_means_groups(tmp_path):
+    assert _poetry_plan(tmp_path, PDM).poetry_groups == ["test", "lint"]  # `pdm install`: every dev group
+    assert _poetry_plan(tmp_path, PDM, groups=["lint"], no_default=True).poetry_groups == ["lint"]
+    assert _poetry_plan(tmp_path, PDM, no_default=True).poetry_groups == []
+    plan = _poetry_plan(tmp_path, PDM, all_groups=True)
+    assert plan.group_requirements == [
+        "pytest>=7",
+        f"sub @ file://{tmp_path}/libs/sub",
+        f"-e {tmp_path / 'libs/own'}",
+        f"-e {tmp_path / 'libs/rel'}",
+    ]
+    assert plan.group_args()[2:] == ["-e", str(tmp_path / "libs/own"), "-e", str(tmp_path / "libs/rel")]
+
+
+def test_a_group_the_project_lacks_is_refused_at_launch(repo):
+    """Before: `--uv-group docs` failed only inside the job, uv's error as the install step (exit 106)."""
+    from inproc import run_main
+
+    repo.commit({"pyproject.toml": PDM})
+    r = run_main("run", "--local", "--uv-group", "docs", "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert (
+        "--uv-group docs: pyproject.toml has no dependency group 'docs' (its groups: test, lint)" in r.stderr
+    )
+    r = run_main(
+        "run", "--dry-run", "--offline", "--uv-group", "lint", "--", "python", "train.py", cwd=repo.path
+    )
+    assert r.code == 0, r.stderr  # PDM's own groups are groups
+    pep735 = '[project]\nname = "x"\nversion = "0"\n[dependency-groups]\ndev = ["pytest"]\n[tool.uv]\ndev-dependencies = []\n'
+    repo.commit({"pyproject.toml": pep735})
+    r = run_main(
+        "run", "--dry-run", "--offline", "--uv-group", "dev", "--", "python", "train.py", cwd=repo.path
+    )
+    assert r.code == 0, r.stderr
+    r = run_main(
+        "run", "--dry-run", "--offline", "--uv-group", "tests", "--", "python", "train.py", cwd=repo.path
+    )
+    assert r.code == 2 and "(its groups: dev)" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_the_dev_group_of_a_pdm_project_is_installed_in_the_job(repo, tmp_path):
+    """The issue's case (marko): `No module named pytest`, its dev tools in [tool.pdm.dev-dependencies]."""
+    make_wheel(repo.path / "wheels")
+    pyproject = (
+        '[project]\nname = "demo"\nversion = "0.1.0"\n'
+        "[tool.pdm.dev-dependencies]\n"
+        'test = ["tinydep @ file:///${PROJECT_ROOT}/wheels/tinydep-0.1.0-py3-none-any.whl"]\n'
+        '[build-system]\nrequires = []\nbuild-backend = "lkbackend"\nbackend-path = ["_build"]\n'
+    )
+    sha = repo.commit({"pyproject.toml": pyproject, "_build/lkbackend.py": BACKEND}, "pdm project")
+    default = _job(tmp_path / "a", repo, sha)  # as `pdm install`: the dev groups too
+    assert default.returncode == 0 and "tinydep 42" in default.stdout, default.stderr
+    asked = _job(tmp_path / "b", repo, sha, LAUNCHKIT_UV_GROUPS="test", LAUNCHKIT_UV_NO_DEFAULT_GROUPS="1")
+    assert asked.returncode == 0 and "tinydep 42" in asked.stdout, asked.stderr
+    off = _job(tmp_path / "c", repo, sha, LAUNCHKIT_UV_NO_DEFAULT_GROUPS="1")
+    assert off.returncode != 0 and "No module named 'tinydep'" in off.stderr

@@ -191,3 +191,272 @@ def test_a_request_built_directly_cannot_carry_launchkits_own_variables():
 
     with pytest.raises(ValueError, match="LAUNCHKIT_GIT_COMMIT is set by launchkit itself"):
         LaunchRequest(command=["x"], env_secrets=[EnvSecret(name="LAUNCHKIT_GIT_COMMIT", secret="s")])
+
+
+# -- 4. local retries back off -------------------------------------------------------------------------
+
+
+def test_local_retry_waits_double_from_one_second_to_a_cap():
+    from launchkit.backends.local.supervisor import RETRY_BACKOFF, RETRY_BACKOFF_CAP, backoff
+
+    waits = [backoff(RETRY_BACKOFF, n) for n in range(1, 12)]
+    assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60, 60, 60]
+    assert RETRY_BACKOFF_CAP == 60 and backoff(RETRY_BACKOFF, 100_000) == 60  # no overflow
+    # `--retries 100000` of a command that exits at once: attempts start at 0, 1, 3, 7, 15, ... s
+    starts = [sum(waits[:n]) for n in range(len(waits))]
+    assert starts[:5] == [0, 1, 3, 7, 15] and sum(1 for t in starts if t < 15) == 4  # was 51 in 15 s
+
+
+def _record(rdir, jobs: list[dict]) -> None:
+    import json
+
+    os.makedirs(rdir, exist_ok=True)
+    ranks = {str(j["replica"]): j for j in jobs}
+    with open(os.path.join(rdir, "status.json"), "w") as f:
+        json.dump({"id": "local-backoff", "status": "running", "ranks": ranks, "jobs": jobs}, f)
+
+
+def test_the_supervisor_starts_a_retry_only_when_its_wait_is_over(tmp_path, monkeypatch):
+    """The supervisor's own clock and pause (injected): a retry of attempt 1 is scheduled after the
+    backoff and started by the wait loop once the clock reaches it; nothing is started before."""
+    from launchkit.backends.local import supervisor
+
+    monkeypatch.delenv("LAUNCHKIT_LOCAL_RETRY_BACKOFF", raising=False)
+    rdir = str(tmp_path / "run")
+    _record(rdir, [{"replica": 0, "attempt": 1, "status": "failed", "exit_code": 3}])
+    now, paused, spawned = [1000.0], [], []
+
+    def pause(seconds: float) -> bool:
+        paused.append(seconds)
+        now[0] += seconds
+        return False
+
+    sup = supervisor.Supervisor(rdir, clock=lambda: now[0], pause=pause)
+    monkeypatch.setattr(
+        sup, "spawn", lambda ranks, attempt, first=None: spawned.append((ranks, attempt, now[0]))
+    )
+    monkeypatch.setattr(
+        supervisor.procs, "RunProcs", lambda *a, **k: type("P", (), {"end": lambda *_: None})()
+    )
+    sup.attempts, sup.count, sup.retries_left = {0: 1}, 1, 5
+    for n, wait in ((1, 1.0), (2, 2.0), (3, 4.0)):
+        sup.retry([0])
+        assert spawned[n - 1 :] == [] and sup.pending[0][0] == now[0] + wait  # scheduled, not started
+        assert sup.job(0)["retry_delay"] == wait  # recorded: follow's attempt line tells it
+        sup.wait()
+        assert spawned[-1] == ([0], n + 1, now[0]) and paused[-1] == wait
+        sup.attempts[0] = n + 1
+
+
+def test_a_stop_during_the_wait_starts_no_retry(tmp_path, monkeypatch):
+    from launchkit.backends.local import supervisor
+
+    rdir = str(tmp_path / "run")
+    _record(rdir, [{"replica": 0, "attempt": 1, "status": "failed", "exit_code": 3}])
+    sup = supervisor.Supervisor(rdir)
+    spawned: list = []
+    monkeypatch.setattr(sup, "spawn", lambda *a, **k: spawned.append(a))
+    sup.pending = [(sup.clock() + 3600, [0], 2)]
+    threading_timer = __import__("threading").Timer(0.2, sup.cancel.set)
+    threading_timer.start()
+    sup.wait()  # returns when stopped (the default pause is a wait on the stop), not in an hour
+    threading_timer.join()
+    assert spawned == [] and sup.pending == []
+
+
+def test_the_first_wait_setting_is_checked_at_launch(repo, tmp_path):
+    r = run_main(
+        "run", "--local", "--no-python", "--", "true",
+        cwd=repo.path,
+        env={"LAUNCHKIT_LOCAL_RETRY_BACKOFF": "soon", "LAUNCHKIT_LOCAL_HOME": str(tmp_path / "lk")},
+    )  # fmt: skip
+    one_line(r, 2, "LAUNCHKIT_LOCAL_RETRY_BACKOFF='soon' is not a number of seconds", "0 to 60")
+    assert not (tmp_path / "lk" / "runs").exists() or not os.listdir(tmp_path / "lk" / "runs")
+
+
+@pytest.mark.slow
+def test_local_retries_wait_and_say_so(repo, tmp_path):
+    from lk_helpers import FAST_ENV
+
+    env = {**FAST_ENV, "LAUNCHKIT_LOCAL_HOME": str(tmp_path / "lk"), "LAUNCHKIT_LOCAL_RETRY_BACKOFF": "0.2"}
+    r = run_cli(
+        "run", "--local", "--no-python", "--retry-on", "failure", "--retries", "3", "--follow",
+        "--", sys.executable, "-c", "import sys; sys.exit(3)",
+        cwd=repo.path, env=env, timeout=180,
+    )  # fmt: skip
+    assert r.code == 3, r.stderr
+    for n, wait in ((1, "0.2 s"), (2, "0.4 s"), (3, "0.8 s")):
+        assert f"attempt {n} failed with exit code 3; it is retried in {wait} (retry {n} of 3)" in r.stderr
+    import glob
+    import json
+
+    (status,) = glob.glob(str(tmp_path / "lk" / "**" / "status.json"), recursive=True)
+    jobs = sorted(json.load(open(status))["jobs"], key=lambda j: j["attempt"])
+    assert [j["attempt"] for j in jobs] == [1, 2, 3, 4]
+    for before, after, wait in zip(jobs, jobs[1:], (0.2, 0.4, 0.8), strict=False):
+        assert after["started"] - before["finished"] >= wait, (before, after)  # the record's own times
+
+
+# -- 3. the Python API validates like the CLI ----------------------------------------------------------
+
+
+def test_api_command_given_as_a_string_is_refused():
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    with pytest.raises(UsageError, match="command='echo hi': must be a list of strings, not str") as e:
+        api.request("echo hi")  # type: ignore[arg-type]
+    assert '["python", "train.py"]' in (e.value.hint or "")
+    with pytest.raises(UsageError, match="command: 1 is not a string"):
+        api.request(["echo", 1])  # type: ignore[list-item]
+
+
+def test_api_every_list_option_takes_one_string_as_one_item(repo, monkeypatch):
+    from launchkit import api
+    from launchkit.core.run_options import RUN_OPTIONS, Kind
+
+    monkeypatch.chdir(repo.path)
+    lists = [o.name for o in RUN_OPTIONS if o.kind is Kind.LIST]
+    assert "env" in lists and "cluster" in lists and len(lists) > 10
+    for name in lists:  # the conversion every list option goes through
+        assert api._option_value(Kind.LIST, name, "a b") == ["a b"], name
+    req = api.request(["true"], env="A=1", cluster="ai2/jupiter", env_secret="HF_TOKEN")
+    assert [(e.name, e.value) for e in req.launch_request.env] == [("A", "1")]
+    assert req.launch_request.clusters == ["ai2/jupiter"]
+    assert [s.name for s in req.launch_request.env_secrets] == ["HF_TOKEN"]
+
+
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        ({"gpus": True}, "--gpus True: not a whole number"),
+        ({"gpus": 1.5}, "--gpus 1.5: not a whole number"),
+        ({"gpus": -1}, "--gpus"),
+        ({"cpus": float("nan")}, "--cpus nan: not a number"),
+        ({"cpus": "lots"}, "--cpus 'lots': not a number"),
+        ({"replicas": "x"}, "--replicas 'x': not a whole number"),
+        ({"local": "yes"}, "--local 'yes': must be True or False"),
+        ({"env": ["A=1", 2]}, "env: 2 is not a string"),
+        ({"env": {"A": "1"}}, "must be a list of strings, not dict"),
+        ({"description": ["x"]}, "--description ['x']: must be a string"),
+    ],
+    ids=lambda v: str(v) if isinstance(v, str) else None,
+)
+def test_api_values_checked_as_the_cli_checks_them(repo, monkeypatch, options, needle):
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    monkeypatch.chdir(repo.path)
+    with pytest.raises(UsageError) as e:
+        api.request(["true"], **options)
+    assert needle in e.value.message, e.value.message
+
+
+def test_api_numbers_as_digits_work_as_on_the_command_line(repo, monkeypatch):
+    from launchkit import api
+
+    monkeypatch.chdir(repo.path)
+    assert api.request(["true"], gpus="2").launch_request.gpus == 2
+    assert api.request(["true"], task_timeout=3600).launch_request.task_timeout == 3600
+
+
+def test_api_near_miss_names_are_suggested():
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    with pytest.raises(UsageError, match="gpu: not an option of `launchkit run`") as e:
+        api.request(["true"], gpu=8)
+    assert e.value.hint == "did you mean `gpus`?"
+
+
+def test_api_runs_limit_checked_before_any_state_is_touched(tmp_path, monkeypatch):
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    home = tmp_path / "lk"
+    monkeypatch.setenv("LAUNCHKIT_LOCAL_HOME", str(home))
+    for limit in ("x", 0, -1, True, 2.5):
+        for local in (True, False):
+            with pytest.raises(UsageError, match="limit="):
+                api.runs(local=local, limit=limit)
+    with pytest.raises(UsageError, match="local='yes': must be True or False"):
+        api.runs(local="yes")
+    assert not home.exists()  # runs.db never opened, let alone moved aside as corrupt
+    assert api.runs(local=True, limit=5) == []
+
+
+def _handle(download=None):
+    """A Run on a backend that must not be asked (argument errors come first), or whose results fail."""
+    from types import SimpleNamespace
+
+    from launchkit import api
+
+    class Backend:
+        def get(self, run_id):
+            return SimpleNamespace(id=run_id)
+
+        def download_results(self, info, dest):
+            raise download
+
+        def __getattr__(self, name):
+            raise AssertionError(f"the backend was asked: {name}")
+
+    return api.Run(None, Backend(), SimpleNamespace(id="local-x"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"tail": -1}, "tail=-1: must be between 0 and"),
+        ({"head": "3"}, "head='3': must be a whole number"),
+        ({"replica": -2}, "replica=-2"),
+        ({"head": 1, "tail": 1}, "head and tail cannot be combined"),
+    ],
+)
+def test_api_logs_arguments_refused_as_the_cli_does(kwargs, needle):
+    from launchkit.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        _handle().logs(**kwargs)
+    assert needle in e.value.message
+    with pytest.raises(UsageError):
+        _handle().follow(tail=-1)
+
+
+def test_api_results_dest_that_cannot_be_written_is_a_launchkit_error(tmp_path):
+    from launchkit.errors import PreconditionError, UsageError
+
+    missing = str(tmp_path / "no" / "such" / "dir")
+    run = _handle(FileNotFoundError(2, "No such file or directory", missing))
+    with pytest.raises(PreconditionError, match=f"cannot write {missing}") as e:
+        run.results(dest=missing)
+    assert e.value.hint == "create the directory first, or give an existing path"
+    with pytest.raises(UsageError, match="dest=3: must be a path"):
+        run.results(dest=3)  # type: ignore[arg-type]
+
+
+def test_api_get_run_refuses_an_empty_id():
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    with pytest.raises(UsageError, match="run_id='': must be a run id"):
+        api.get_run("")
+
+
+def test_api_events_and_wait_arguments_are_checked():
+    from launchkit import api
+    from launchkit.errors import UsageError
+
+    for kwargs in ({"poll": 0}, {"poll": float("inf")}, {"progress_every": -1}, {"poll": "2"}):
+        with pytest.raises(UsageError, match="must be a number of seconds"):
+            _handle().events(**kwargs)
+    run = _handle()
+    for args, kwargs, needle in (
+        (("x",), {}, "must be a list of runs"),
+        ((run,), {}, "must be a list of runs"),
+        ((["x"],), {}, "'x' is not a Run"),
+        (([run],), {"poll": 0}, "poll=0"),
+        (([run],), {"timeout": -1}, "timeout=-1"),
+    ):
+        with pytest.raises(UsageError, match=needle):
+            api.wait(*args, **kwargs)

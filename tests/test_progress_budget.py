@@ -143,8 +143,9 @@ def test_the_matcher_is_given_up_when_a_line_waits_too_long_by_the_clock_given()
         assert m.late(now + matching.LATE + 1)
         assert m.failed is not None and "waited" in m.failed
     finally:
-        m.close()
-        os.waitpid(m.pid, 0)
+        m.close()  # (and reaped)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(m.pid, os.WNOHANG)
 
 
 def test_a_long_line_is_matched_on_its_first_characters_only():

@@ -6,8 +6,10 @@ import time
 
 import pytest
 
+from conftest import run_cli
 from launchkit.core.specview import SpecView
 from test_beaker_backend import spec
+from timescale import scaled
 
 WS = "ai2/launchkit"
 
@@ -88,6 +90,81 @@ def test_submit_asks_nothing_after_the_create(fake_beaker, backend):
     assert fake_beaker.calls["CreateExperiment"] == 1 and fake_beaker.calls["GetUser"] == 0, dict(
         fake_beaker.calls
     )
+
+
+def test_submit_sends_its_independent_lookups_together(fake_beaker, backend):
+    """The workspace and the image are asked together, then the workspace's secrets and its default
+    budget together (issue 46). The fake holds each call until its partners are in flight: asked one
+    after another, none would be answered together."""
+    from launchkit.backends import Submission
+
+    guard = scaled(20)
+    fake_beaker.faults.together(("ResolveWorkspaceName", "ResolveImageName"), 2, wait=guard)
+    fake_beaker.faults.together(("ListSecrets", "GetBudget"), 2, wait=guard)
+    backend.submit(
+        Submission(name="first", spec=SpecView(spec(image={"beaker": "alice/base"})), workspace=WS)
+    )
+    want = ("ResolveWorkspaceName", "ResolveImageName", "ListSecrets", "GetBudget")
+    assert fake_beaker.faults.met == dict.fromkeys(want, 1), (fake_beaker.faults.met, dict(fake_beaker.calls))
+    assert fake_beaker.calls["GetImage"] == 0  # a name's id is one ResolveImageName
+
+
+def test_a_warm_launch_takes_seven_calls_in_four_rounds(repo, fake_beaker):
+    """`launchkit run` a second time from this machine: the workspace by its remembered id (no
+    ResolveWorkspaceName) beside the image; then secrets, default budget and the runtime dataset; the
+    create; its workload (9 calls in 8 rounds before issue 46)."""
+    launch = ("run", "--yes", "--workspace", WS, "--beaker-image", "alice/base", "--", "python", "train.py")
+    for _ in range(2):  # the first makes the runtime dataset; the second fills the user-name cache
+        assert run_cli(*launch, cwd=repo.path, timeout=90).code == 0
+    guard = scaled(20)
+    fake_beaker.faults.together(("GetWorkspace", "ResolveImageName"), 2, wait=guard)
+    fake_beaker.faults.together(("ListSecrets", "GetBudget", "GetDataset"), 3, wait=guard)
+    fake_beaker.reset_calls()
+    r = run_cli(*launch, cwd=repo.path, timeout=90)
+    assert r.code == 0, r.stderr
+    want = ("GetWorkspace", "ResolveImageName", "ListSecrets", "GetBudget", "GetDataset")
+    assert fake_beaker.faults.met == dict.fromkeys(want, 1), (fake_beaker.faults.met, dict(fake_beaker.calls))
+    assert fake_beaker.total_calls == 7, " ".join(f"{k}={v}" for k, v in sorted(fake_beaker.calls.items()))
+
+
+def test_a_lookup_sent_ahead_fails_where_it_is_taken(fake_beaker, backend):
+    """An error of a look-up sent ahead is the one the launch would have met asking it in turn."""
+    from launchkit.backends import Submission
+    from launchkit.errors import NotFoundError
+
+    with pytest.raises(NotFoundError, match="alice/no-such-image"):
+        backend.submit(Submission(name="x", spec=SpecView(spec(image={"beaker": "alice/no-such-image"}))))
+    assert not fake_beaker.state.experiments
+
+
+def test_connection_answers_each_question_once():
+    """Connection.soon/answer: one call per key whichever thread asks first; the error to every taker;
+    a wait for another thread's answer bounded by the deadline (clock injected)."""
+    from launchkit.backends.beaker.client import BeakerUnreachable, Connection
+
+    conn = Connection.__new__(Connection)  # the bookkeeping only: no client needed
+    now = [0.0]
+    conn.clock, conn.timeout, conn.call_timeout, conn.deadline = (lambda: now[0]), 5.0, 1.0, 5.0
+    conn._answers, conn._pool = {}, None
+    conn._answering = __import__("threading").Lock()
+    conn.beaker = type("B", (), {"config": type("C", (), {"rpc_address": "x"})()})()
+    conn.rate_limited = False
+    asked = []
+    conn.soon("k", lambda: asked.append(1) or "v")
+    assert conn.answer("k", lambda: asked.append(2) or "w") == "v" and asked == [1]
+    conn.soon("bad", lambda: 1 / 0)
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError):
+            conn.answer("bad", lambda: "never")
+    release = __import__("threading").Event()
+    conn.soon("slow", release.wait)
+    now[0] = 100.0  # past the deadline: waiting for the background call gives up at once
+    with pytest.raises(BeakerUnreachable):
+        conn.answer("slow", lambda: "never")
+    release.set()
+    conn.forget()
+    assert conn.answer("k", lambda: "again") == "again"
+    conn._pool.shutdown(wait=True)
 
 
 def _upload_41(fake_beaker, tmp_path) -> dict[str, int]:

@@ -266,7 +266,7 @@ LOCAL_IMPORTS = {
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
     **{
         ("runtime/node/launch/notify.py", stmt): "the local supervisor imports it: http.client only to post"
-        for stmt in ("import json", "import urllib.error", "import urllib.request")
+        for stmt in ("import http.client", "import json")
     },
     ("backends/local/slack.py", "from launchkit.backends import ending"): (
         "at a failed run's end only: the supervisor starts without pydantic"

@@ -22,6 +22,7 @@ NOT_BACKEND_NAMES = {
     ("core/run_options.py", "local"): "the --local option's name",
     ("core/parse.py", "local"): "the --local option's value in `given`",
     ("core/spec.py", "local"): "LaunchRequest.local, left out of the run id",
+    ("api.py", "local"): "the `local=` argument named in its UsageError",
     ("cli/session_cmd.py", "local"): "the --local option's value in `given`",
     ("cli/session_cmd.py", "beaker"): "the `beaker` CLI program a session hands over to",
     ("core/session.py", "beaker"): "the `beaker` program a session runs",

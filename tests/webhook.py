@@ -48,3 +48,67 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class Trickle:
+    """A server on 127.0.0.1 that answers a post with its headers, then one byte of body a second,
+    for ever (the shape that held a finished job open: a deadline per read is no deadline)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.accepted = 0
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}{HOOK_PATH}"
+        self._stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+                while not self._stop.wait(1.0):
+                    conn.sendall(b"o")
+            except OSError:
+                return  # the poster gave up and closed
+
+    def close(self) -> None:
+        self._stop.set()
+        self.sock.close()
+
+
+class Redirect:
+    """A server on 127.0.0.1 that answers every post with 302 to `to` (a Receiver, which must see
+    nothing: redirects are not followed)."""
+
+    def __init__(self, to: str) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(302)
+                self.send_header("Location", to)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{HOOK_PATH}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -18,7 +18,10 @@ here does: one place decides what a launch means.
 
 from __future__ import annotations
 
+import difflib
 import io
+import math
+import os
 import queue
 import threading
 import time
@@ -33,8 +36,9 @@ from launchkit.config import gantry_notice
 from launchkit.core.parse import build_request
 from launchkit.core.plan import Plan
 from launchkit.core.request import LaunchRequest
-from launchkit.core.run_options import RUN_OPTIONS, BackendChoice, Kind
-from launchkit.errors import UsageError
+from launchkit.core.run_options import RUN_OPTIONS, BackendChoice, Kind, number
+from launchkit.core.units import MAX_COUNT
+from launchkit.errors import UsageError, from_exception
 from launchkit.events import Event
 from launchkit.launch import Launch, backend_name, plan, submit
 from launchkit.masking import masked
@@ -55,6 +59,8 @@ __all__ = [
 FIRST_FAILURE, ALL_COMPLETED = "FIRST_FAILURE", "ALL_COMPLETED"  # wait()'s return_when, as concurrent.futures
 
 _OPTIONS = {opt.name for opt in RUN_OPTIONS}
+_KINDS = {opt.name: opt.kind for opt in RUN_OPTIONS}
+_FLAGS = {opt.name: opt.flag for opt in RUN_OPTIONS}
 # What a request object does with its methods instead: `spec()`, `launch()`, `Run.follow()`.
 _METHODS = {
     "dry_run": "spec()",
@@ -67,16 +73,103 @@ _METHODS = {
 
 
 def request(command: Sequence[str], *, app: Application | None = None, **options: Any) -> Request:
-    """A launch request for `command` (the words after `--`), with `run`'s options by name:
-    `request(["python", "train.py"], gpus=1, env=["A=1"], local=True)`. A list option also takes one
-    string (as in a config file). Wrong names or values raise `launchkit.errors.UsageError` naming
-    the option and the fix."""
-    for name in options:
+    """A launch request for `command` (the words after `--`, a list of strings), with `run`'s options
+    by name: `request(["python", "train.py"], gpus=1, env=["A=1"], local=True)`. A list option also
+    takes one string, as one item (as in a config file). Wrong names or values raise
+    `launchkit.errors.UsageError` naming the option and the fix, before anything is read or written."""
+    words = _words("command", command, hint='give the words as a list, e.g. ["python", "train.py"]')
+    given = {}
+    for name, value in options.items():
         if name not in _OPTIONS:
-            raise UsageError(f"{name}: not an option of `launchkit run`", hint="see `launchkit run --help`")
+            close = difflib.get_close_matches(name, sorted(_OPTIONS - set(_METHODS)), n=1)
+            hint = f"did you mean `{close[0]}`?" if close else "see `launchkit run --help`"
+            raise UsageError(f"{name}: not an option of `launchkit run`", hint=hint)
         if name in _METHODS:
             raise UsageError(f"{name}: not a request option here", hint=f"use the request's {_METHODS[name]}")
-    return request_from_options(app or Application(), options, list(command))
+        given[name] = _option_value(_KINDS[name], name, value)
+    return request_from_options(app or Application(), given, words)
+
+
+def _words(name: str, value: Any, *, hint: str) -> list[str]:
+    """A list of strings; a `str` (which Python would take as its characters) is refused."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise UsageError(
+            f"{name}={value!r}: must be a list of strings, not {type(value).__name__}", hint=hint
+        )
+    for item in value:
+        if not isinstance(item, str):
+            raise UsageError(f"{name}: {item!r} is not a string", hint=hint)
+    return list(value)
+
+
+def _option_value(kind: Kind, name: str, value: Any) -> Any:
+    """`value` as the CLI's `--name` gives it to the request (cli/params.py: convert): a list option
+    takes a list of strings or one string (one item), a number a number (or its digits), a flag a
+    bool; None is "not given". The ranges are build_request's, as for the CLI."""
+    if value is None:
+        return None
+    where = _FLAGS[name].removeprefix("--")
+    if kind is Kind.LIST:
+        if isinstance(value, str):
+            return [value]
+        return _words(name, value, hint=f"give --{where}'s values as a list of strings, or one string")
+    if kind in (Kind.FLAG, Kind.TRISTATE):
+        if not isinstance(value, bool):
+            raise UsageError(
+                f"--{where} {value!r}: must be True or False", hint=f"pass {name}=True to give --{where}"
+            )
+        return value
+    if kind in (Kind.INT, Kind.FLOAT):
+        try:
+            return number(int if kind is Kind.INT else float, value)
+        except ValueError as e:
+            raise UsageError(f"--{where} {value!r}: {e}", hint=f"give --{where} a number") from None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)  # `task_timeout=3600` as `--task-timeout 3600`
+    if not isinstance(value, str):
+        raise UsageError(f"--{where} {value!r}: must be a string", hint=f"give --{where}'s value as a string")
+    return value
+
+
+def _count(name: str, value: Any, *, least: int = 0) -> int | None:
+    """An optional whole number as the CLI's options take it (`min`, MAX_COUNT), or a UsageError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(
+            f"{name}={value!r}: must be a whole number", hint=f"give e.g. {name}={max(least, 1)}"
+        )
+    if not least <= value <= MAX_COUNT:
+        raise UsageError(
+            f"{name}={value}: must be between {least} and {MAX_COUNT}",
+            hint=f"give e.g. {name}={max(least, 1)}",
+        )
+    return value
+
+
+def _seconds(name: str, value: Any, *, zero: bool = False) -> float:
+    """A finite number of seconds, above 0 (`zero`: or 0), or a UsageError."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero):
+        least = "0 or more" if zero else "above 0"
+        raise UsageError(
+            f"{name}={value!r}: must be a number of seconds, {least}", hint=f"give e.g. {name}=10"
+        )
+    return float(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise UsageError(f"{name}={value!r}: must be True or False", hint=f"pass {name}=True or leave it out")
+    return value
+
+
+def _name(name: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise UsageError(
+            f"{name}={value!r}: must be a non-empty string", hint=f"give {name} by name, or leave it out"
+        )
+    return value
 
 
 def request_from_options(
@@ -234,13 +327,15 @@ class Run:
         self, *, replica: int | None = None, all_replicas: bool = False, tail: int | None = None
     ) -> Follow:
         """Stream the run's output until it finishes (`for line in run.follow()`); then `exit_code`."""
-        return Follow(self, replica=replica, all_replicas=all_replicas, tail=tail)
+        replica, tail = _count("replica", replica), _count("tail", tail)
+        return Follow(self, replica=replica, all_replicas=_flag("all_replicas", all_replicas), tail=tail)
 
     def events(
         self, *, poll: float = events.POLL, progress_every: float = events.PROGRESS_EVERY
     ) -> Iterator[Event]:
         """Its events until it ends, typed (`events.Event`: kind, time, replica, attempt, line, fix,
         progress), the same `launchkit follow ID --json` prints: `for ev in run.events(): ...`."""
+        poll, progress_every = _seconds("poll", poll), _seconds("progress_every", progress_every)
         return events.stream(self.app, self.backend, self.info, poll=poll, progress_every=progress_every)
 
     def why(self) -> str:
@@ -249,6 +344,9 @@ class Run:
 
     def logs(self, *, replica: int | None = None, tail: int | None = None, head: int | None = None) -> str:
         """Its output so far (secrets masked), as `launchkit logs` prints it."""
+        replica, tail, head = _count("replica", replica), _count("tail", tail), _count("head", head)
+        if head is not None and tail is not None:
+            raise UsageError("head and tail cannot be combined", hint="pick one")
         out = io.BytesIO()
         shown = masked(self.app, self.backend, self.info, out)
         query = LogQuery(replica=replica, tail=tail, head=head)
@@ -263,7 +361,12 @@ class Run:
 
     def results(self, dest: str | None = None) -> list[str]:
         """Download its results into `dest` (default: the backend's); the directories holding them."""
-        return self.backend.download_results(self.refresh(), dest)
+        if dest is not None and not isinstance(dest, (str, os.PathLike)):
+            raise UsageError(f"dest={dest!r}: must be a path", hint="give a directory path, or leave it out")
+        try:
+            return self.backend.download_results(self.refresh(), None if dest is None else os.fspath(dest))
+        except OSError as e:  # as the CLI reports it: the path and the fix (exit 3)
+            raise from_exception(e) from None
 
 
 def _backend(app: Application, backend: str | None, local: bool, run_id: str | None = None) -> Backend:
@@ -277,6 +380,9 @@ def get_run(
     run_id: str, *, backend: str | None = None, local: bool = False, app: Application | None = None
 ) -> Run:
     """A handle on run `run_id` (its backend from the id's shape, unless named)."""
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise UsageError(f"run_id={run_id!r}: must be a run id", hint="give an id `launchkit list` shows")
+    backend, local = _name("backend", backend), _flag("local", local)
     app = app or Application()
     b = _backend(app, backend, local, run_id)
     return Run(app, b, b.get(run_id))
@@ -286,6 +392,9 @@ def runs(
     *, backend: str | None = None, local: bool = False, limit: int = 20, app: Application | None = None
 ) -> list[RunInfo]:
     """Your newest runs on the backend (default: the configured one), newest first, as `launchkit list`."""
+    backend, local = _name("backend", backend), _flag("local", local)
+    checked = _count("limit", limit, least=1)
+    limit = 20 if checked is None else checked
     app = app or Application()
     return _backend(app, backend, local).list_runs(limit=limit)
 
@@ -303,6 +412,14 @@ def wait(
     `info` refreshed. `return_when`: ALL_COMPLETED, or FIRST_FAILURE (as soon as one ended other than
     succeeded, else when all have). `timeout` seconds (None: no limit); each look asks every unfinished
     run's state once, every `poll` seconds."""
+    if isinstance(runs, (str, bytes, Run)) or not isinstance(runs, Sequence):
+        raise UsageError(f"runs={runs!r}: must be a list of runs", hint="give e.g. [run1, run2]")
+    if bad := [r for r in runs if not isinstance(r, Run)]:
+        raise UsageError(
+            f"runs: {bad[0]!r} is not a Run", hint="give the handles launch() or get_run() returned"
+        )
+    poll = _seconds("poll", poll)
+    timeout = None if timeout is None else _seconds("timeout", timeout, zero=True)
     if return_when not in (FIRST_FAILURE, ALL_COMPLETED):
         raise UsageError(
             f"return_when={return_when!r}: not a choice", hint="use api.FIRST_FAILURE or api.ALL_COMPLETED"

@@ -53,10 +53,14 @@ from launchkit.jobchecks import (
     lock_pins_torch,
 )
 from launchkit.pyenv import (
+    PYTHON_VERSION_FILE,
+    check_groups,
     check_job_environment,
     check_uv_lock,
+    committed_python_request,
     foreign_lock_line,
     nothing_to_install_line,
+    python_obtainable,
     repo_relative,
     version_tag,
 )
@@ -145,6 +149,7 @@ def plan(
             git = git.model_copy(update={"version_tag": tag})
             app.debug(f"version tag: {tag[0]} ({tag[2]} commit(s) before {git.commit[:12]})")
     request = check_python_files(app, request, git)
+    request = choose_job_python(app, request, git)
     request = local_torch_backend(app, request, git, here=here)
     check_environment(app, request, git, here=here)
     if here and not request.profile:  # a cluster profile is for a cluster's nodes, not this machine
@@ -374,6 +379,7 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
         if request.ref or request.branch:  # the working tree is not the launched commit
             app.debug("uv.lock check skipped: --ref/--branch launches another commit than the checkout")
         else:
+            check_groups(git.repo_root, request.uv_groups)
             check_uv_lock(app, git.repo_root, git.commit, network=not request.dry_run)
             empty = nothing_to_install_line(
                 git.repo_root,
@@ -384,6 +390,34 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
             for line in (foreign_lock_line(git.repo_root), empty):
                 if line:
                     app.warn(line)
+    return request
+
+
+def choose_job_python(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
+    """One interpreter per job, chosen here once: --python-version, else the commit's .python-version,
+    else uv's choice in the job (one that requires-python allows, the image's when it does). A version
+    uv can neither find nor download is refused now, naming where it came from. One from .python-version
+    is said and set as --python-version would be, so every step in the job uses it: the venv, the env
+    store and `uv sync` (which would otherwise read .python-version itself: a second interpreter)."""
+    uses_uv = request.python_manager is PythonManager.uv and not (
+        request.no_python or request.install or request.system_python or request.uv_venv
+    )
+    if not uses_uv:
+        return request
+    asked, source = request.python_version, "--python-version"
+    if not asked and git.repo_root:
+        asked, source = committed_python_request(git.repo_root, git.commit), PYTHON_VERSION_FILE
+    if not asked or too_old_python(asked.removeprefix("cpython-").removeprefix("python")):
+        return request  # (one older than the runtime runs is refused by check_environment, saying so)
+    if python_obtainable(asked) is False:
+        fix = "pass a released one (e.g. 3.12)" if source.startswith("--") else "name a released one there"
+        raise PreconditionError(
+            f"{source} asks for Python {asked}, which uv can neither find here nor download",
+            hint=f"{fix}; `uv python list --all-versions` shows what uv can install",
+        )
+    if source == PYTHON_VERSION_FILE:
+        app.info(f"Python {asked} (from {PYTHON_VERSION_FILE}): the job's interpreter for every step")
+        request = request.model_copy(update={"python_version": asked})
     return request
 
 

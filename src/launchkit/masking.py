@@ -114,6 +114,50 @@ class MaskedOutput:
         return getattr(self.out, name)
 
 
+def secret_values(app: Application, backend: Backend, run: RunInfo) -> list[str]:
+    """The values of the secrets `run` was given, to mask; one that cannot be read is named in one
+    warning line (and not masked)."""
+    try:
+        found = backend.secret_values(run)
+    except LaunchkitError as e:
+        app.warn(f"{run.id}: cannot read its secrets' values to mask them ({e.one_line()}): output unmasked")
+        return []
+    if unread := sorted(n for n, v in found.items() if v is None):
+        app.warn(
+            f"{run.id}: cannot read the value of secret {', '.join(unread)} to mask it in the output "
+            "(no access?): it is shown as the job printed it"
+        )
+    app.debug(
+        f"masking the values of {len(found) - len(unread)} secret(s) of {run.id} (--no-mask shows them)"
+    )
+    return [v for v in found.values() if v]
+
+
+def mask_text(text: str, values: Iterable[str]) -> str:
+    """`text` with every one of these secret values masked (as a stream of it would be)."""
+    m = Masker(patterns(values))
+    return (m.feed(text.encode()) + m.end()).decode("utf-8", "replace")
+
+
+def masked_run(app: Application, backend: Backend, run: RunInfo) -> RunInfo:
+    """`run` with what its job printed and launchkit shows masked: its progress token (`list`, `why`)
+    and the stop line that quotes it (`... (last: step=12 at ...; --stall-timeout)`). The secrets'
+    values are read only when there is such a text."""
+    end = run.end
+    quoted = end is not None and end.by == "launchkit"
+    if run.progress is None and not quoted:
+        return run
+    values = secret_values(app, backend, run)
+    if not values:
+        return run
+    update: dict[str, Any] = {}
+    if run.progress is not None:
+        update["progress"] = run.progress.model_copy(update={"text": mask_text(run.progress.text, values)})
+    if end is not None and quoted:
+        update["end"] = end.model_copy(update={"line": mask_text(end.line, values)})
+    return run.model_copy(update=update)
+
+
 def masked(
     app: Application, backend: Backend, run: RunInfo, out: IO[bytes], *, mask: bool = True
 ) -> MaskedOutput:
@@ -121,24 +165,6 @@ def masked(
     cannot be read is named in one warning line, and not masked. Call `end()` when the stream ends."""
 
     def values() -> list[str]:
-        if not mask:
-            return []
-
-        try:
-            found = backend.secret_values(run)
-        except LaunchkitError as e:
-            app.warn(
-                f"{run.id}: cannot read its secrets' values to mask them ({e.one_line()}): output unmasked"
-            )
-            return []
-        if unread := sorted(n for n, v in found.items() if v is None):
-            app.warn(
-                f"{run.id}: cannot read the value of secret {', '.join(unread)} to mask it in the output "
-                "(no access?): it is shown as the job printed it"
-            )
-        app.debug(
-            f"masking the values of {len(found) - len(unread)} secret(s) of {run.id} (--no-mask shows them)"
-        )
-        return [v for v in found.values() if v]
+        return secret_values(app, backend, run) if mask else []
 
     return MaskedOutput(out, values)

@@ -9,12 +9,14 @@
   Linux x86_64 and the job's Python (exit 3 when uv cannot, with uv's reason, or when
   requires-python excludes that Python); `preflight_lock`: the same for a uv.lock or pylock.toml,
   installed as a dry run (a pin without a Linux wheel, a lock for another platform or Python).
+- `committed_python_request`, `python_obtainable`: the job's one interpreter (launch.choose_job_python).
 - `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix;
   `nothing_to_install_line`: a root that installs nothing while packages sit below it (a monorepo).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -33,6 +35,7 @@ from launchkit.runtime.node.environment.plan import (
     PlanError,
     extra_flags,
     hashed_requirements,
+    known_groups,
     plan_for,
     requires_python,
     sync_group_flags,
@@ -520,3 +523,75 @@ def _explanation(out: str) -> str:
         for line in lines
     ]
     return " ".join(reason)[:600] or "uv gave no reason"
+
+
+# ---- one interpreter per job (issue 45): chosen once at launch, used by every step in the job
+
+PYTHON_VERSION_FILE = ".python-version"
+
+
+def committed_python_request(root: str, commit: str, timeout: float = 10) -> str | None:
+    """The first word of `commit`'s .python-version (the file uv and pyenv read, and `uv sync` in the job
+    would): None when the commit has none (an untracked one never reaches the job)."""
+    try:
+        r = subprocess.run(
+            ["git", "-C", root, "show", f"{commit}:{PYTHON_VERSION_FILE}"],
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = r.stdout.decode("utf-8", "replace").split() if r.returncode == 0 else []
+    return words[0] if words else None
+
+
+def python_obtainable(
+    request: str, environ: Mapping[str, str] | None = None, timeout: float = 60
+) -> bool | None:
+    """Whether uv can download or find a Python for `request` (`3.12`, `3.12.4`, `pypy@3.10`, `>=3.11`):
+    its own list of downloads first (no network, no probing of interpreters), then this machine's.
+    None when uv cannot say (a request it does not parse, no uv): the job's uv says what it makes of it.
+    UV_PYTHON_DOWNLOADS=never: installed ones only."""
+    environ = os.environ if environ is None else environ
+    never = environ.get("UV_PYTHON_DOWNLOADS", "").lower() == "never"
+    for only in [["--only-installed"]] if never else [["--only-downloads"], ["--only-installed"]]:
+        cmd = [find_uv_bin(), "python", "list", request, "--all-versions", *only, "--output-format", "json"]
+        try:
+            r = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False, env=dict(environ))
+            if r.returncode != 0:
+                return None
+            if json_list(r.stdout):
+                return True
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            return None
+    return False
+
+
+def json_list(data: bytes) -> list[object]:
+    value = json.loads(data)
+    if not isinstance(value, list):
+        raise ValueError("not a list")
+    return value
+
+
+def check_groups(root: str, names: list[str]) -> None:
+    """Each `--uv-group` names a group the project defines (PEP 735's, uv's legacy `dev`, poetry's, PDM's):
+    one it lacks is refused now, not by uv inside the job (exit 106 after the wait for a node)."""
+    known = known_groups(root)
+    if known is None:
+        return  # pyproject.toml unreadable here: the planner and uv say what is wrong with it
+    where = "pyproject.toml" if os.path.isfile(os.path.join(root, "pyproject.toml")) else ""
+    for name in names:
+        if name in known:
+            continue
+        if not where:
+            raise UsageError(
+                f"--uv-group {name}: the repository has no pyproject.toml to define groups in",
+                hint="drop --uv-group, or define the group in pyproject.toml ([dependency-groups]) and push",
+            )
+        raise UsageError(
+            f"--uv-group {name}: pyproject.toml has no dependency group {name!r} "
+            f"(its groups: {', '.join(known) if known else 'none'})",
+            hint="check the spelling, or define it in pyproject.toml ([dependency-groups]), commit and push",
+        )

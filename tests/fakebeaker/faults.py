@@ -72,12 +72,15 @@ class Faults:
                     return after
             return None
 
-    def together(self, method: str, n: int, *, wait: float = 30.0) -> None:
-        """Hold each call of `method` until `n` are in flight at once (at most `wait` seconds; then it
-        is answered anyway, uncounted): `met[method]` counts the calls answered together."""
+    def together(self, method: str | tuple[str, ...], n: int, *, wait: float = 30.0) -> None:
+        """Hold each call of `method` (or of any of several methods) until `n` are in flight at once
+        (at most `wait` seconds; then it is answered anyway, uncounted): `met[method]` counts the calls
+        answered together."""
+        barrier = threading.Barrier(n, timeout=wait)
         with self._lock:
-            self._together[method] = threading.Barrier(n, timeout=wait)
-            self.met[method] = 0
+            for name in (method,) if isinstance(method, str) else method:
+                self._together[name] = barrier
+                self.met[name] = 0
 
     def meet(self, method: str) -> None:
         with self._lock:

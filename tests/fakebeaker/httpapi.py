@@ -3,6 +3,7 @@ admin API (`/__fake__/...`) for driving a fake that runs in another process."""
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import json
 import math
@@ -50,6 +51,11 @@ def make_handler(fake: FakeBeaker) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
+
+        def date_time_string(self, timestamp: float | None = None) -> str:
+            """The `Date` header by the server's clock (Options.clock_skew), as every stamp it makes."""
+            now = time.time() + fake.state.options.clock_skew if timestamp is None else timestamp
+            return email.utils.formatdate(now, usegmt=True)
 
         def _send(
             self,

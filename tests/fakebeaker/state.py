@@ -93,6 +93,10 @@ class Options:
     # 10.11 (inferred-medium): seconds after which a job no node can take is canceled
     # IMPOSSIBLE_TO_SCHEDULE (None: it stays queued). scheduling.py
     impossible_after: float | None = None
+    # *unknown* (10.12): a job whose env secret was deleted between submit and start. "fail": it fails
+    # when it would start, with no exit code and a message naming the secret (what fact 10.12 suggests a
+    # fake do); "start": it starts without the variable.
+    deleted_secret: str = "fail"
 
     @classmethod
     def parse(cls, items: dict[str, Any] | None) -> Options:
@@ -1041,6 +1045,8 @@ class State:
     def start_job(self, job, *, node: str | None = None) -> Job:
         with self.lock:
             j = self.schedule_job(job, node=node)
+            if j.started is None and j.failed is None and (gone := self._deleted_secret(j)):
+                return self.fail_job(j, gone)
             if j.started is None:
                 j.started = self.now()
                 j.events.append(Event("started", "Started", j.started, j.started))
@@ -1134,6 +1140,18 @@ class State:
                 self.start_job(nxt)
             self._touch()
             return nxt
+
+    def _deleted_secret(self, j: Job) -> str | None:
+        """Fact 10.12 (unknown; Options.deleted_secret): the message a job fails with at its start when an
+        env secret of its spec was deleted since it was submitted; None when all are there."""
+        if self.options.deleted_secret != "fail":
+            return None
+        ws = self.workspaces[j.experiment.workspace_id]
+        for ev in j.task.spec.get("envVars") or []:
+            name = ev.get("secret")
+            if name is not None and ws.secret(name, exact=False) is None:
+                return f'secret "{name}" not found in workspace "{self.workspace_full_name(ws)}"'
+        return None
 
     def fail_job(self, job, message: str = "failed to pull image", *, finalize: bool = True) -> Job:
         """A FAILED job with no exit code (fact 4.8), e.g. an image pull failure."""
@@ -1445,6 +1463,8 @@ class State:
                 if not alive() or job.pinned:
                     return
                 self.start_job(job)
+                if job.failed is not None:  # failed at its start (Options.deleted_secret)
+                    return
                 if not auto.line_interval:
                     self.append_logs(job, lines)
                 if auto.synthetic_lines:

@@ -167,6 +167,7 @@ class LogQuery(BaseModel):
     tail: int | None = None
     head: int | None = None
     since: dt.datetime | None = None
+    since_ago: float | None = None  # `--since 10m`: seconds before now, by the backend's clock (a server's)
     timestamps: bool = False
     run: int | None = None  # `--attempt`: the Nth attempt (1 = first); None: the newest. Capability.tasks
 

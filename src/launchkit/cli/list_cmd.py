@@ -18,6 +18,7 @@ from launchkit.cli.table import print_table
 from launchkit.core.status import RunStatus
 from launchkit.core.units import MAX_COUNT, ago, parse_duration
 from launchkit.errors import UsageError
+from launchkit.masking import masked_run
 
 STATUSES = ", ".join(s.value for s in RunStatus)
 
@@ -106,6 +107,7 @@ def list_runs(
         progress=True,
         **scope,
     )
+    runs = [masked_run(app, b, r) for r in runs]  # progress tokens: the job's text, secret values masked
     if app.json:
         app.print_json([r.model_dump(mode="json") for r in runs])
         return

@@ -26,9 +26,11 @@ from launchkit.errors import PreconditionError, UsageError, from_exception
 from launchkit.masking import masked
 
 
-def _since(value: str) -> dt.datetime:
+def _since(value: str) -> dt.datetime | float:
+    """A time, or a duration (seconds) the backend measures back from its own now (Beaker's: the server
+    stamps the lines, and its clock may differ from this machine's)."""
     with contextlib.suppress(ValueError, TypeError):  # not a duration: try a timestamp
-        return dt.datetime.now(dt.UTC) - dt.timedelta(seconds=parse_duration(value))
+        return float(parse_duration(value))
     try:
         t = dt.datetime.fromisoformat(value)
     except ValueError:
@@ -104,7 +106,8 @@ def logs(
         all_tasks=all_tasks,
         tail=tail,
         head=head,
-        since=_since(since) if since else None,
+        since=when if isinstance(when := _since(since) if since else None, dt.datetime) else None,
+        since_ago=when if isinstance(when, float) else None,
         timestamps=timestamps,
         run=run_number,
     )

@@ -13,7 +13,6 @@ next minor, and `.ci/typer-next` runs the fast tier at that minor when one is ou
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,7 @@ from typer._completion_classes import completion_init  # Typer's shells for clic
 from typer._completion_shared import get_completion_script  # what Typer's --show-completion prints
 from typer.core import TyperArgument, TyperOption
 
-from launchkit.core.run_options import Kind
+from launchkit.core.run_options import Kind, number
 
 __all__ = [
     "NoArgsIsHelpError",
@@ -68,16 +67,10 @@ def convert(kind: Kind, value: Any, param: Any, ctx: Any, item: Callable[[str], 
 
 
 def _number(kind: Callable[[str], Any], value: Any, param: Any, ctx: Any) -> Any:
-    if type(value) is kind or (kind is float and type(value) is int):
-        return kind(value)
     try:
-        number = kind(str(value).strip())
-    except ValueError:
-        number = None
-    if number is None or (kind is float and not math.isfinite(number)):
-        what = "a whole number" if kind is int else "a number"
-        raise typer.BadParameter(f"not {what}", ctx=ctx, param=param)
-    return number
+        return number(kind, value if type(value) in (int, float) else str(value))
+    except ValueError as e:
+        raise typer.BadParameter(str(e), ctx=ctx, param=param) from None
 
 
 class PlainOption(TyperOption):

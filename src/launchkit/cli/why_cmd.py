@@ -14,6 +14,7 @@ from launchkit.backends.progress import first_stalled, resume_note
 from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, run_ids
 from launchkit.cli.context import get_app
 from launchkit.cli.options import latest_option
+from launchkit.masking import masked_run
 
 
 def why(
@@ -43,6 +44,7 @@ def why(
         run = run.model_copy(
             update={"attempts_detail": details, "resume": resume_note(details), "culprit": culprit}
         )
+    run = masked_run(app, b, run)  # the job's own text it quotes: secret values masked
     if app.json:
         app.print_json(run.model_dump(mode="json"))
         return

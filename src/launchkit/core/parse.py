@@ -12,7 +12,6 @@ import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -43,6 +42,7 @@ from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duratio
 from launchkit.errors import UsageError
 from launchkit.runtime import RUNTIME_MOUNT
 from launchkit.runtime.node.launch import matching, stallbudget
+from launchkit.runtime.node.launch.notify import url_problem
 from launchkit.userfile import ENV_FILE_LIMIT, read_user_file
 
 if TYPE_CHECKING:
@@ -800,10 +800,10 @@ def _slack_webhook_url(opts: _Options, environ: dict[str, str]) -> str | None:
                 break
     if not url:
         return None
-    parts = urlsplit(str(url))
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    problem = url_problem(str(url))  # the one check, as where the job runs (node/launch/notify.py)
+    if problem is not None:
         raise UsageError(
-            f"{where} {url_host_only(str(url))}: not an http(s) URL",
+            f"{where} {url_host_only(str(url))}: {problem}",
             hint="give the Slack webhook URL (https://hooks.slack.com/services/...)",
         )
     return str(url)

@@ -48,6 +48,8 @@ _CREDENTIAL_PARAM = re.compile(
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]]+")
 MASK = "***"
 
+# A Slack webhook is itself the credential (whoever has the URL can post), in any case of the host.
+_SLACK_WEBHOOK = re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/", re.IGNORECASE)
 _JWT = re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
 # PEM blocks that hold a secret (certificates and public keys are public: not refused)
 _PEM = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*(?:PRIVATE KEY|PRIVATE KEY BLOCK|PGP MESSAGE))-----")
@@ -140,6 +142,10 @@ def secret_value_kind(value: str, name: str = "") -> str | None:
     kind = url_credential(value)
     if kind:
         return kind
+    if _SLACK_WEBHOOK.search(value):
+        return "a Slack webhook URL (the URL is the credential)"
+    if name and "WEBHOOK" in name.upper() and "://" in value:
+        return f"a webhook URL ({name} is named like a webhook; the URL is the credential)"
     if _JWT.search(value):
         return "a JWT"
     m = _PEM.search(value)

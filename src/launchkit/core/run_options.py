@@ -7,9 +7,13 @@ here plus its validation in core/parse.py. Import-free on purpose: `launchkit --
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 class Kind(Enum):
@@ -24,6 +28,22 @@ class Kind(Enum):
 
 
 STR, LIST, INT, FLOAT, FLAG, TRISTATE = Kind.STR, Kind.LIST, Kind.INT, Kind.FLOAT, Kind.FLAG, Kind.TRISTATE
+
+
+def number(kind: Callable[[str], Any], value: Any) -> Any:
+    """A whole (`kind` int) or decimal (float) number option's value as given: the number, or its
+    digits as text; ValueError naming what it must be. The CLI (cli/params.py) and the Python API."""
+    if type(value) is kind or (kind is float and type(value) is int):
+        number = kind(value)
+    else:
+        try:
+            number = kind(value.strip()) if isinstance(value, str) else None
+        except ValueError:
+            number = None
+    if number is None or (kind is float and not math.isfinite(number)):
+        raise ValueError("not a whole number" if kind is int else "not a number")
+    return number
+
 
 P_WORKLOAD = "Workload"
 P_LAUNCH = "Launch"

@@ -95,6 +95,7 @@ class Job(BaseModel):
     created: float = 0.0
     started: float | None = None
     finished: float | None = None  # finalized (Beaker) / ended (local)
+    retry_delay: float | None = None  # seconds its retry waits before it starts (local backoff)
 
     @property
     def spends_retry(self) -> bool:
@@ -529,8 +530,14 @@ def attempt_line(view: RunView, job: Job) -> str | None:
             done = [j for p in view.parts for j in p.attempts[:-1] if j.spends_retry]
             used = sum(1 for j in done if (j.finished or 0) <= (job.finished or 0))
         if used <= view.allowed_retries:
-            return head + f"; it is retried (retry {used} of {view.allowed_retries})"
+            after = f" in {_seconds(job.retry_delay)}" if job.retry_delay else ""
+            return head + f"; it is retried{after} (retry {used} of {view.allowed_retries})"
     return None
+
+
+def _seconds(value: float) -> str:
+    """1.0 -> '1 s', 0.25 -> '0.25 s', 60.0 -> '60 s'."""
+    return f"{value:.2f}".rstrip("0").rstrip(".") + " s"
 
 
 __all__ = [

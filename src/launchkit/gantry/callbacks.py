@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from launchkit.application import Application
+from launchkit.core.redact import url_host_only
 from launchkit.gantry.exceptions import GantryInterruptWorkload
 from launchkit.notify import SlackNotifier
 
@@ -174,6 +175,9 @@ class SlackCallback(Callback):
     URL is never printed)."""
 
     webhook_url: str
+
+    def __repr__(self) -> str:  # never the URL's path (the credential): its scheme and host
+        return f"SlackCallback(webhook_url={url_host_only(self.webhook_url)!r})"
 
     @property
     def workload_name(self) -> str:

@@ -8,10 +8,16 @@ LK_T0=$(lk_now_ms)
 LK_NODE_DIR=''
 lk_node_dir || true # now, before any cd (the --no-python path never needs it)
 # The Slack webhook (node/launch/notify.py) is kept from every step and the command: only the runtime that
-# posts gets it (lk_exec).
+# posts gets it (lk_exec), on a pipe. Beaker gives it in the environment; a local run's supervisor on a
+# pipe named by LAUNCHKIT_SLACK_WEBHOOK_FD, read here once and closed (no environment holds it).
 # shellcheck disable=SC2034 # read by lk_exec (launchers.sh; the parts are one script)
 LK_SLACK_WEBHOOK=${LAUNCHKIT_SLACK_WEBHOOK:-}
-unset LAUNCHKIT_SLACK_WEBHOOK
+if [[ ${LAUNCHKIT_SLACK_WEBHOOK_FD:-} =~ ^[0-9]+$ ]]; then
+    # shellcheck disable=SC2034 # (as above)
+    IFS= read -r -u "$LAUNCHKIT_SLACK_WEBHOOK_FD" LK_SLACK_WEBHOOK || true
+    exec {LAUNCHKIT_SLACK_WEBHOOK_FD}<&-
+fi
+unset LAUNCHKIT_SLACK_WEBHOOK LAUNCHKIT_SLACK_WEBHOOK_FD
 
 # ---- 1. inputs: report everything that is missing at once
 lk_check_inputs() {
@@ -238,9 +244,8 @@ lk_conda_env() {
     lk_step "conda environment" "$LK_EXIT_VENV" "$log"
     command -v conda >/dev/null 2>&1 ||
         lk_die "$LK_EXIT_VENV" "--python-manager conda: the image has no conda (use an image with conda, or uv)"
-    if [[ -n ${LAUNCHKIT_CONDA_FILE:-} && ! -f $LAUNCHKIT_CONDA_FILE ]]; then
+    [[ -z ${LAUNCHKIT_CONDA_FILE:-} || -f $LAUNCHKIT_CONDA_FILE ]] ||
         lk_die "$LK_EXIT_VENV" "conda file $LAUNCHKIT_CONDA_FILE is not in commit $LAUNCHKIT_GIT_COMMIT (is it committed?)"
-    fi
     if [[ -n ${LAUNCHKIT_CONDA_ENV:-} ]]; then
         prefix=$LAUNCHKIT_CONDA_ENV
         if [[ $prefix != /* ]]; then
@@ -281,10 +286,8 @@ lk_progress_start() { # lk_progress_start PYTHON LABEL LOG
         progress "$2" "$3" </dev/null >/dev/null &
     LK_PROGRESS_PID=$!
 }
-lk_progress_stop() {
-    [[ -n $LK_PROGRESS_PID ]] || return 0
-    kill "$LK_PROGRESS_PID" 2>/dev/null || true
-    wait "$LK_PROGRESS_PID" 2>/dev/null || true
+lk_progress_stop() { # (waited for: no line of it comes after the step)
+    [[ -z $LK_PROGRESS_PID ]] || { kill "$LK_PROGRESS_PID"; wait "$LK_PROGRESS_PID"; } 2>/dev/null || true
     LK_PROGRESS_PID=''
 }
 
@@ -383,19 +386,15 @@ if [[ -n ${LAUNCHKIT_POST_SETUP:-} ]]; then
 fi
 # ---- 7b. bytecode shared between jobs (runtime/node/environment/bytecode.py): after the hook, which may install
 # more (without a hook, the install step did it: lk_install).
-if [[ -n $LK_BYTECODE_DONE ]]; then
-    if [[ -n $LK_BYTECODE ]]; then
-        export PYTHONPYCACHEPREFIX=$LK_BYTECODE
-        LK_TIMINGS+=("bytecode $(lk_fmt_ms "$LK_BYTECODE_MS")")
-    fi
-elif lk_bytecode_applies; then
+if [[ -z $LK_BYTECODE_DONE ]] && lk_bytecode_applies; then
     t=$(lk_now_ms)
     lk_log_file log bytecode
     LK_BYTECODE=$(lk_node "$LK_PY" bytecode "$log" "$LK_VENV" "$LAUNCHKIT_RUNTIME_DIR") || LK_BYTECODE=''
-    if [[ -n $LK_BYTECODE ]]; then
-        export PYTHONPYCACHEPREFIX=$LK_BYTECODE
-        lk_timed bytecode "$t"
-    fi
+    LK_BYTECODE_MS=$(($(lk_now_ms) - t))
+fi
+if [[ -n $LK_BYTECODE ]]; then # (either way)
+    export PYTHONPYCACHEPREFIX=$LK_BYTECODE
+    LK_TIMINGS+=("bytecode $(lk_fmt_ms "$LK_BYTECODE_MS")")
 fi
 if [[ ${BEAKER_ASSIGNED_GPU_COUNT:-0} != 0 ]] && command -v nvidia-smi >/dev/null 2>&1; then
     lk_log_file log nvidia-smi

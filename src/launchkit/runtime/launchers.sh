@@ -7,7 +7,7 @@
 # Without either, and in images without Python (--no-python), bash runs the command itself.
 
 lk_exec() {
-    local py cwd=$PWD
+    local py hook cwd=$PWD
     local -a timing=()
     local watched=${LK_SLACK_WEBHOOK:-} # (entrypoint.sh) the runtime posts the job's end: it stays the parent
     lk__policy_parent && watched=policy # a watchdog, --require-resume (node/policy.py)
@@ -21,7 +21,8 @@ lk_exec() {
         # started in its own directory, so that no file of the checkout can shadow one of its modules
         cd -- "$LK_NODE_DIR" || lk_die "$LK_EXIT_INPUTS" "cannot enter $LK_NODE_DIR"
         # -S: no site-packages at start (~15 ms); node/launch/launchers.py adds them only when it looks for a module
-        [[ -z ${LK_SLACK_WEBHOOK:-} ]] || export LAUNCHKIT_SLACK_WEBHOOK=$LK_SLACK_WEBHOOK # node/launch/notify.py
+        # the webhook on a pipe (a here-string), read once by the runtime: never in its environment
+        [[ -z ${LK_SLACK_WEBHOOK:-} ]] || { exec {hook}<<<"$LK_SLACK_WEBHOOK"; timing+=(--webhook-fd "$hook"); }
         PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" exec "$py" -s -S -m launchkit_node launch \
             --cwd "$cwd" "${timing[@]}" -- "$@"
     fi

@@ -265,6 +265,10 @@ class BeakerBackend:
             return submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
         with self._errors():
+            self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret between two)
+            if not self._session:
+                name = rs.workspace_name(self.conn, submission.workspace or self._workspace)
+                self._runtime_datasets().find_soon(name)
             p = prepare(
                 self.conn,
                 submission.spec,
@@ -864,7 +868,7 @@ class BeakerBackend:
 
         Several replicas: one after the other, each line prefixed `[rank] `. Memory stays flat.
         """
-        if query.tail is not None and query.since is not None:
+        if query.tail is not None and (query.since is not None or query.since_ago is not None):
             raise UsageError("--tail and --since cannot be combined", hint="drop one")
         wl = self._workload(run.id)
         with self._errors(), self._deletion(run.id, "read"):
@@ -876,6 +880,9 @@ class BeakerBackend:
                     self.app.info(f"logs of task {task}; {others} more task(s): --all for all, --task NAME")
             rows = self._select(wl, query.replica, task, query.run)
             since_ns = _epoch_ns(query.since) if query.since else None
+            if query.since_ago is not None:  # measured back from the server's now: it stamps the lines
+                now = self.conn.server_now()
+                since_ns = (time.time_ns() if now is None else int(now * 1e9)) - int(query.since_ago * 1e9)
             labels = self._labels(wl, rows)
             for rank, t, job in rows:
                 if job is None:

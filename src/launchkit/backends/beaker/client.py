@@ -17,9 +17,13 @@ import logging
 import os
 import random
 import re
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -246,24 +250,28 @@ class _Beaker(Beaker):
     """beaker-py's client with our interceptor on the channel."""
 
     conn: Connection
+    _made = threading.Lock()  # the channel is made once, whichever thread asks first (Connection.soon)
 
     @property
     def service(self) -> Any:  # a _GuardedStub in place of beaker-py's BeakerStub
-        if self._service is None:
-            from beaker import beaker_pb2_grpc
+        with self._made:
+            return self._make_service() if self._service is None else self._service
 
-            self._channel = grpc.secure_channel(
-                self.config.rpc_address,
-                grpc.ssl_channel_credentials(),
-                options=[
-                    ("grpc.max_send_message_length", self.RPC_MAX_SEND_MESSAGE_LENGTH),
-                    ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH),
-                    # log streams: receive on the reading thread (no hand-off per message)
-                    (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
-                ],
-            )
-            stub = beaker_pb2_grpc.BeakerStub(self._channel)  # type: ignore[no-untyped-call]
-            self._service = _GuardedStub(self.conn, stub)  # type: ignore[assignment]
+    def _make_service(self) -> Any:
+        from beaker import beaker_pb2_grpc
+
+        self._channel = grpc.secure_channel(
+            self.config.rpc_address,
+            grpc.ssl_channel_credentials(),
+            options=[
+                ("grpc.max_send_message_length", self.RPC_MAX_SEND_MESSAGE_LENGTH),
+                ("grpc.max_receive_message_length", self.RPC_MAX_RECEIVE_MESSAGE_LENGTH),
+                # log streams: receive on the reading thread (no hand-off per message)
+                (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
+            ],
+        )
+        stub = beaker_pb2_grpc.BeakerStub(self._channel)  # type: ignore[no-untyped-call]
+        self._service = _GuardedStub(self.conn, stub)  # type: ignore[assignment]
         return self._service
 
     def _init_http_session(self) -> requests.Session:
@@ -327,6 +335,20 @@ class Connection:
         self.placements: dict[tuple[Any, ...], list[str]] = {}  # resolve.resolve_clusters' answers
         self.clusters: list[Any] | None = None  # resolve.org_clusters: the org's clusters, listed once
         self.nodes: dict[str, list[Any]] = {}  # cluster id -> its nodes (scheduling.sizes)
+        self._answers: dict[Hashable, Future[Any]] = {}  # soon()/answer(): one answer per question
+        self._answering = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def server_now(self) -> float | None:
+        """The server's clock (seconds since the epoch, to the second) from the `Date` header of one
+        unauthenticated HTTP request to the API, whatever it answers; None when there is no answer or
+        no Date (the caller then uses this machine's clock: fail open)."""
+        try:
+            with self.beaker.http_session() as session:
+                response = session.get(f"{self.address}/api/v3/", timeout=self.call_timeout)
+            return parsedate_to_datetime(response.headers["Date"]).timestamp()
+        except (requests.RequestException, KeyError, TypeError, ValueError):
+            return None
 
     def org(self) -> Any:
         """The default organization as a pb2 object (resolved once), so list calls skip re-resolving it."""
@@ -419,7 +441,43 @@ class Connection:
             hint="check your network/VPN and https://status.beaker.org, or raise --beaker-timeout",
         )
 
+    def soon(self, key: Hashable, ask: Callable[[], Any]) -> None:
+        """Send `ask()` now, in the background, once per `key`: look-ups that do not depend on each
+        other go out together and `answer(key, ...)` takes each where it is needed (a submit's calls in
+        series: bench/bench_submit.py). `ask` may take another key's answer (a workspace's secrets need
+        the workspace), never its own; its error, if any, is raised where the answer is taken."""
+        with self._answering:
+            if key in self._answers:
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="beaker")
+            self._answers[key] = self._pool.submit(ask)
+
+    def answer(self, key: Hashable, ask: Callable[[], Any]) -> Any:
+        """`ask()`'s answer, asked once until `forget()`: the one `soon` sent, else asked now."""
+        with self._answering:
+            mine = key not in self._answers
+            if mine:
+                self._answers[key] = Future()
+            future = self._answers[key]
+        if mine:
+            try:
+                future.set_result(ask())
+            except BaseException as e:  # noqa: BLE001 (raised again by result(), for every taker)
+                future.set_exception(e)
+        try:  # the call itself is bounded by the deadline; so is waiting for another thread's
+            return future.result(timeout=max(0.0, self.deadline - self.clock()) + self.call_timeout)
+        except FutureTimeout:
+            raise self.unreachable() from None
+
+    def forget(self) -> None:
+        """Drop the answers `soon`/`answer` keep (a new launch asks afresh)."""
+        with self._answering:
+            self._answers = {}
+
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         self.beaker.close()  # type: ignore[no-untyped-call]
 
     @contextmanager

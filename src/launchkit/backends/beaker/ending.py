@@ -3,6 +3,7 @@ a FAILED job may have none, fact sheet 4.8), status message and scheduling event
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from beaker import beaker_pb2 as pb2
@@ -56,6 +57,20 @@ def _scheduling(events: list[str]) -> tuple[str, str]:
     )
 
 
+# A job's message naming a secret it could not get (fact 10.12: the wording is not public; this reads
+# `secret "NAME" not found ...`, `secret NAME does not exist`, `missing secret "NAME"`)
+_SECRET_MESSAGE = re.compile(
+    r"""secret\s+["']?([A-Za-z0-9_.-]+)["']?\s+(?:was\s+)?(?:not found|does not exist|is missing|missing)"""
+    r"""|missing secret\s+["']?([A-Za-z0-9_.-]+)""",
+    re.IGNORECASE,
+)
+
+
+def _missing_secret(message: str) -> str | None:
+    m = _SECRET_MESSAGE.search(message)
+    return (m.group(1) or m.group(2)) if m else None
+
+
 def job_end(
     job: Any,
     run_id: str,
@@ -82,7 +97,12 @@ def job_end(
             return EndReason(
                 kind=EndKind.preempted,
                 line=f"was preempted by {who}{retry}" + (f" ({by})" if by else ""),
-                fix=None if resumed else "launch it again, or use --priority high / --not-preemptible",
+                # what `run` accepts with auto-resume off (--not-preemptible is refused with
+                # --no-auto-resume and with a --retry-on that leaves preemption out)
+                fix=None
+                if resumed
+                else "launch it again with `--priority high` or `--min-runtime 1h` (not preempted before "
+                "then); auto-resume was off for it (--no-auto-resume, or a --retry-on without preemption)",
                 by=by,
                 will_retry=resumed,
             )
@@ -139,6 +159,12 @@ def job_end(
         if any(w in low for w in _OOM_WORDS):
             return from_exit_code(137, run_id, memory=memory_limit(job), oom=True).model_copy(
                 update={"exit_code": None}
+            )
+        if secret := _missing_secret(message):
+            return EndReason(
+                kind=EndKind.failed,
+                line=f"failed before it started: its secret {secret} is not in the workspace ({message})",
+                fix=f"set it with `launchkit secret set {secret}` (it reads stdin), then launch again",
             )
         return EndReason(
             kind=EndKind.failed,

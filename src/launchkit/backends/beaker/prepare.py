@@ -6,7 +6,9 @@ JSON form. Read-only: `run --dry-run` prints this, `run --save-spec` writes it, 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import grpc
@@ -17,7 +19,7 @@ from launchkit.application import Application
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import unwrapped
 from launchkit.backends.beaker.client import Connection
-from launchkit.backends.beaker.github import visibility
+from launchkit.backends.beaker.github import Visibility, visibility
 from launchkit.backends.beaker.scheduling import check_fit, room_warning, start_now
 from launchkit.backends.beaker.submit import parsed_spec, with_token
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_GIT_TOKEN
@@ -49,6 +51,7 @@ def prepare(
 ) -> Prepared:
     """`session`: for `launchkit session` (sessions-only clusters allowed)."""
     name = rs.workspace_name(conn, workspace)
+    ask_ahead(conn, spec, name)
     resolved = rs.resolve(
         conn,
         spec,
@@ -67,7 +70,7 @@ def prepare(
     for warning in warnings or [w for w in [room_warning(out, now)] if w]:
         app.warn(warning)
     if not out.budget and ws.budget_id:
-        budget = workspace_budget(conn, ws.budget_id)
+        budget = conn.answer(*_default_budget_question(conn, ws))
         if budget:
             out.budget = budget
     if added := github_token(conn, out, ws, _label(ws, name), auto_secrets=auto_secrets, app=app):
@@ -81,6 +84,45 @@ def prepare(
     out = with_token(out, secrets.token_hex(8))
     # What create() sends is beaker-py's JSON of the parsed spec: normalise to exactly that.
     return Prepared(ws, name, SpecView(parsed_spec(out).to_json()), notes, now)
+
+
+def ask_ahead(conn: Connection, spec: SpecView, name: str) -> None:
+    """Send the look-ups of a launch that do not depend on each other at once, before `resolve` and
+    the checks below take their answers one after another: the workspace, each image, a named budget
+    and GitHub's answer together, then the workspace's secrets and default budget (bench/bench_submit.py
+    counts the calls in series). Each is a question `prepare` asks anyway (the same key and question,
+    Connection.soon), so its answer and its error are the same."""
+    conn.soon(("workspace", name), partial(rs.fetch_workspace, conn, name))
+    for image in dict.fromkeys(task.beaker_image for task in spec.tasks if task.beaker_image):
+        conn.soon(*rs.image_question(conn, image))
+    if spec.budget:
+        conn.soon(*rs.budget_question(conn, spec.budget))
+    if repo := _unauthenticated_github_repo(spec):
+        conn.soon(*_visibility_question(repo))
+
+    def after_the_workspace() -> None:
+        ws = rs.get_workspace(conn, name)
+        conn.soon(*rs.secrets_question(conn, ws))
+        if not spec.budget and ws.budget_id:
+            conn.soon(*_default_budget_question(conn, ws))
+
+    conn.soon(("after the workspace", name), after_the_workspace)
+
+
+def _default_budget_question(conn: Connection, ws: Any) -> tuple[Any, Callable[[], str | None]]:
+    return ("budget of", ws.budget_id), partial(workspace_budget, conn, ws.budget_id)
+
+
+def _visibility_question(repo: str) -> tuple[Any, Callable[[], Visibility]]:
+    return ("visibility", repo), partial(visibility, repo)
+
+
+def _unauthenticated_github_repo(view: SpecView) -> str | None:
+    """The GitHub repository whose visibility decides the job's token, unless the user gave one."""
+    repo = github_repo(view.env_value(ENV_GIT_REMOTE) or "")
+    if repo is None or view.has_env(GITHUB_TOKEN) or view.has_env(ENV_GIT_TOKEN):
+        return None  # not GitHub, or the user passed a token (--env-secret / --git-token-secret)
+    return repo
 
 
 def _label(ws: Any, name: str) -> str:
@@ -108,15 +150,14 @@ def github_token(
     public repository's job gets no token. Without one, a private repository is refused (the job could
     not clone it); when GitHub cannot be asked and there is no token, warn and go on. Returns what was
     added, or None."""
-    repo = github_repo(view.env_value(ENV_GIT_REMOTE) or "")
-    if repo is None or view.has_env(GITHUB_TOKEN) or view.has_env(ENV_GIT_TOKEN):
-        return None  # not GitHub, or the user passed a token (--env-secret / --git-token-secret)
-
-    seen = visibility(repo)
+    repo = _unauthenticated_github_repo(view)
+    if repo is None:
+        return None
+    seen = conn.answer(*_visibility_question(repo))
     if seen.private is False:
         return None
     user = conn.me().name
-    available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
+    available = rs.secret_names(conn, ws)
     source = next((s for s in (f"{user}_{GITHUB_TOKEN}", GITHUB_TOKEN) if s in available), None)
     if source and auto_secrets:
         for task in view.tasks:

@@ -6,13 +6,16 @@ Each check names the bad value and how to fix it. A copy of the spec is rewritte
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
 
+from launchkit.backends import beaker_remembered as memory
 from launchkit.backends.beaker.client import Connection
 from launchkit.core.contract import DESCRIPTION_MARKER, ENV_CONSTRAINT_GPU_TYPES, ENV_CONSTRAINT_TAGS
 from launchkit.core.presets import ENV_PRESET_SECRETS, decode_secrets
@@ -41,9 +44,28 @@ def workspace_name(conn: Connection, given: str | None) -> str:
     return name
 
 
+def fetch_workspace(conn: Connection, name: str) -> Any:
+    """Workspace `name`: by the id an earlier launch from this machine remembered (one GetWorkspace),
+    when it still has that name; else by name (ResolveWorkspaceName, then GetWorkspace)."""
+    known = memory.load(memory.cache_dir() / memory.CACHE_FILE).get(memory.workspace_key(conn.address, name))
+    if known and "/" not in known:
+        try:
+            ws = conn.beaker.workspace.get(known)
+            if full_name(ws).lower() == name.lower():
+                return ws
+        except bx.BeakerWorkspaceNotFound:
+            pass
+    return conn.beaker.workspace.get(name)
+
+
+def full_name(ws: Any) -> str:
+    """`org/name` of a pb2.Workspace."""
+    return f"{ws.owner_org.name}/{ws.name}" if ws.owner_org.name and "/" not in ws.name else str(ws.name)
+
+
 def get_workspace(conn: Connection, name: str) -> Any:
     try:
-        ws = conn.beaker.workspace.get(name)
+        ws = conn.answer(("workspace", name), partial(fetch_workspace, conn, name))
     except bx.BeakerWorkspaceNotFound:
         raise NotFoundError(
             f"workspace {name!r} not found", hint="names are org/workspace; check --workspace"
@@ -53,6 +75,36 @@ def get_workspace(conn: Connection, name: str) -> Any:
             f"workspace {name!r} is archived", hint="unarchive it or pick another --workspace"
         )
     return ws
+
+
+def image_id(conn: Connection, image: str) -> str:
+    """The id of Beaker image `image`, asked once per launch."""
+    return str(conn.answer(*image_question(conn, image)))
+
+
+def image_question(conn: Connection, image: str) -> tuple[Any, Callable[[], str]]:
+    """(key, question) of `image`'s id: a name's is one ResolveImageName, an id is checked with GetImage."""
+    if "/" in image:
+        return ("image", image), partial(conn.beaker.image.resolve_image_id, image)
+    return ("image", image), lambda: str(conn.beaker.image.get(image).id)
+
+
+def budget_id(conn: Connection, budget: str) -> str:
+    """The id of budget `budget` (org/name), asked once per launch."""
+    return str(conn.answer(*budget_question(conn, budget)))
+
+
+def budget_question(conn: Connection, budget: str) -> tuple[Any, Callable[[], str]]:
+    return ("budget", budget), partial(conn.beaker.workspace.resolve_budget_id, budget)
+
+
+def secret_names(conn: Connection, ws: Any) -> frozenset[str]:
+    """The names of workspace `ws`'s secrets, listed once per launch."""
+    return frozenset(conn.answer(*secrets_question(conn, ws)))
+
+
+def secrets_question(conn: Connection, ws: Any) -> tuple[Any, Callable[[], frozenset[str]]]:
+    return ("secrets", ws.id), lambda: frozenset(s.name for s in conn.beaker.secret.list(workspace=ws))
 
 
 def gpu_type_name(value: int) -> str:
@@ -204,12 +256,12 @@ def resolve(
     view = spec.copy()
     ws = get_workspace(conn, workspace_name(conn, workspace))
     out = Resolved(ws, view)
-    ws_label = f"{ws.owner_org.name}/{ws.name}" if ws.owner_org.name and "/" not in ws.name else ws.name
+    ws_label = full_name(ws)
 
     # Budget: given, or the workspace's own.
     if view.budget:
         try:
-            conn.beaker.workspace.resolve_budget_id(view.budget)
+            budget_id(conn, view.budget)
         except bx.BeakerBudgetNotFound:
             raise NotFoundError(
                 f"budget {view.budget!r} not found", hint="names are org/budget; check --budget"
@@ -227,7 +279,7 @@ def resolve(
         if image := task.beaker_image:
             try:
                 if image not in image_ids:
-                    image_ids[image] = conn.beaker.image.get(image).id
+                    image_ids[image] = image_id(conn, image)
                 task.beaker_image = image_ids[image]
             except bx.BeakerImageNotFound:
                 raise NotFoundError(
@@ -246,7 +298,7 @@ def resolve(
             task.clusters = list(clusters[key])
 
     # Secrets: every referenced one must exist; the presets' ones are added when present.
-    available = {s.name for s in conn.beaker.secret.list(workspace=ws)}
+    available = secret_names(conn, ws)
     # Beaker resolves a spec's secret names case-insensitively (fact sheet 2; gRPC GetSecret does not)
     folded = {n.lower() for n in available}
     missing = sorted({n for n in view.secrets() if n.lower() not in folded})

@@ -15,6 +15,7 @@ it by id.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from beaker import exceptions as bx
 from launchkit.application import Application
 from launchkit.backends import beaker_remembered as memory
 from launchkit.backends.beaker.client import Connection
+from launchkit.backends.beaker.resolve import get_workspace
 from launchkit.backends.beaker.upload import LOOK_UP, LocalTree, Uploader, scan
 from launchkit.core.specview import Mount, SpecView
 from launchkit.runtime import materialise, runtime_dataset_name
@@ -61,6 +63,18 @@ class RuntimeDatasets:
         if any(memory.load(self.path).get(k) != v for k, v in known.items()):
             memory.save(self.path, dict(known))
 
+    def find_soon(self, workspace_name: str) -> None:
+        """Send find()'s GetDataset of the remembered id as soon as the workspace answers, beside the
+        launch's other look-ups (Connection.soon)."""
+
+        def ask() -> None:
+            ws = get_workspace(self.conn, workspace_name)
+            known = memory.load(self.path).get(memory.dataset_key(self.conn.address, self.name(ws)))
+            if known:
+                self.conn.soon(("dataset", known), partial(self.conn.beaker.dataset.get, known))
+
+        self.conn.soon(("runtime dataset of", workspace_name), ask)
+
     def find(self, workspace: Any, names: tuple[str, ...] = ()) -> str | None:
         """The id of the workspace's committed runtime dataset, or None (not made yet, or its upload
         unfinished). Read-only: GetDataset of the id remembered here, else of the name. `names`: what
@@ -70,7 +84,7 @@ class RuntimeDatasets:
         known = memory.load(self.path).get(key)
         if known:
             try:
-                ds = self.conn.beaker.dataset.get(known)  # an id: one GetDataset
+                ds = self.conn.answer(("dataset", known), partial(self.conn.beaker.dataset.get, known))
                 if ds.HasField("committed") and ds.name == name:
                     self._remember(workspace, names)
                     return str(ds.id)

@@ -27,7 +27,12 @@ from launchkit.backends.local import bell, logs, outcome, procs, record, spawn
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.runtime_files import use_runtime
 from launchkit.backends.local.store import Store, column, home, row_jobs, state_error
-from launchkit.backends.local.supervisor import DEFAULT_STOP_GRACE, gpu_count
+from launchkit.backends.local.supervisor import (
+    DEFAULT_STOP_GRACE,
+    ENV_RETRY_BACKOFF,
+    RETRY_BACKOFF_CAP,
+    gpu_count,
+)
 from launchkit.backends.local.uploads import link_uploads, unlink_uploads
 from launchkit.backends.progress import (
     HEAD_BYTES,
@@ -52,6 +57,7 @@ from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, ended_as, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
+from launchkit.runtime.node.policy import ENV_WEBHOOK
 
 # follow: look again when the supervisor rings (bell.py), and at least every WAKE_FALLBACK seconds
 # (a dead supervisor, a lost ring). Without a bell, after a tenth of the time the run has been quiet,
@@ -114,6 +120,22 @@ def _interrupt_held() -> Iterator[list[int]]:
         yield got
     finally:
         signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
+def check_retry_backoff() -> None:
+    """LAUNCHKIT_LOCAL_RETRY_BACKOFF, the first local retry's wait (supervisor.py), if set: 0 to the cap."""
+    raw = os.environ.get(ENV_RETRY_BACKOFF)
+    if raw is None:
+        return
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= RETRY_BACKOFF_CAP:  # also refuses nan and inf
+        raise UsageError(
+            f"{ENV_RETRY_BACKOFF}={raw!r} is not a number of seconds",
+            hint=f"set it to e.g. 1 (0 to {RETRY_BACKOFF_CAP:g}), or unset it",
+        )
 
 
 def stop_grace() -> float:
@@ -226,6 +248,7 @@ class LocalBackend:
                 hint=f"export {missing[0]}=... before launching (the value is never written to disk)",
             )
         stop_grace()
+        check_retry_backoff()
         procs.cgroups_wanted()  # a bad LAUNCHKIT_CGROUP fails the launch, not the run
         gpus = check_gpus(task)
         env = {v.name: v.value for v in env_vars if not v.secret}
@@ -241,8 +264,16 @@ class LocalBackend:
                 meta["gpus"] = gpus
             if has_commit.answer():
                 meta["git_remote"] = submission.repo_root  # clone from here: no push needed locally
-            webhook = submission.slack_webhook_url
-            if webhook is not None or task.policy().webhook_secret is not None:
+            webhook = (
+                submission.slack_webhook_url.get_secret_value() if submission.slack_webhook_url else None
+            )
+            # --slack-webhook-secret NAME: NAME's value, handed over as the webhook; NAME itself is
+            # left out of the supervisor's environment unless another variable needs it too
+            named = [v.secret for v in env_vars if v.name == ENV_WEBHOOK and v.secret]
+            others = {v.secret for v in env_vars if v.name != ENV_WEBHOOK and v.secret}
+            webhook = webhook or next((os.environ[n] for n in named if os.environ.get(n)), None)
+            drop = tuple(n for n in named if n not in others)
+            if webhook is not None or named:
                 meta["slack"] = True  # the run posts its own messages (node_notifies); never the URL
         finally:
             has_commit.close()
@@ -275,9 +306,7 @@ class LocalBackend:
         with _interrupt_held() as interrupted:  # a run exists from here, its id not yet told
             try:
                 with log:
-                    pid = spawn.start_supervisor(
-                        str(rdir), lock, log.fileno(), webhook.get_secret_value() if webhook else None
-                    )
+                    pid = spawn.start_supervisor(str(rdir), lock, log.fileno(), webhook, drop)
             except OSError as e:
                 raise BackendError(f"could not start the local supervisor: {e}") from None
             finally:
@@ -486,6 +515,8 @@ class LocalBackend:
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
         ranks = self._ranks(run, query.replica)
         since = int(query.since.timestamp() * 1e9) if query.since else None
+        if query.since_ago is not None:  # this machine's clock stamps a local run's lines
+            since = time.time_ns() - int(query.since_ago * 1e9)
         merged: list[tuple[int, int, bytes]] = []
         for rank, attempt in self._attempts(run, ranks, query.run):
             merged += [
@@ -555,8 +586,14 @@ class LocalBackend:
     def _tell_retries(
         self, rec: dict[str, Any], attempt: int, ranks: list[int], told: set[tuple[int, int]]
     ) -> None:
-        """Say how a job of `attempt` ended, once its next attempt runs (its log is complete then)."""
-        newer = {j["replica"] for j in outcome.jobs(rec) if j["attempt"] > attempt and j["replica"] in ranks}
+        """Say how a job of `attempt` ended, once its next attempt runs or waits to (its log is complete
+        then: the supervisor records the retry's wait, `retry_delay`, after the job's output)."""
+        newer = {
+            j["replica"]
+            for j in outcome.jobs(rec)
+            if j["replica"] in ranks
+            and (j["attempt"] > attempt or (j["attempt"] == attempt and j.get("retry_delay") is not None))
+        }
         if not newer - {r for r, a in told if a == attempt}:
             return
 

@@ -72,6 +72,7 @@ def view(rec: dict[str, Any]) -> RunView:
                 created=j.get("started") or rec.get("created") or 0.0,
                 started=j.get("started"),
                 finished=j.get("finished"),
+                retry_delay=j.get("retry_delay"),
             )
         )
     return RunView.of(

@@ -18,14 +18,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-HANDED = policy.ENV_WEBHOOK  # --slack-webhook-url in the supervisor's environment (spawn.py)
+HANDED = policy.ENV_WEBHOOK  # (an older launchkit handed the webhook in the supervisor's environment)
+HANDED_FD = "LAUNCHKIT_SLACK_WEBHOOK_FD"  # the pipe it is handed over on now (spawn.py: hand_over)
 
 
 def webhook(task: TaskView, environ: Any = os.environ) -> str | None:
     """The run's webhook, taken out of the supervisor's environment (so that no replica inherits
-    it): --slack-webhook-url as handed over, else the value of the spec's --slack-webhook-secret
-    (from the launching shell, as every secret of a local run)."""
+    it): as handed over on a pipe (spawn.py), read once; else --slack-webhook-secret's value from
+    the environment (as every secret of a local run)."""
     url = environ.pop(HANDED, None)
+    fd = environ.pop(HANDED_FD, None)
+    if fd is not None and str(fd).isdigit():
+        url = notify.read_handed(int(fd)) or url
     for var in task.env:
         if var.name == policy.ENV_WEBHOOK and var.secret:
             url = url or environ.pop(var.secret, None)

@@ -9,23 +9,48 @@ import os
 import subprocess
 import sys
 
-from launchkit.runtime.node.policy import ENV_WEBHOOK as WEBHOOK_ENV  # to the supervisor only
+from launchkit.runtime.node.policy import ENV_WEBHOOK
+
+WEBHOOK_ENV = ENV_WEBHOOK  # a webhook in the launching shell: never the supervisor's
+WEBHOOK_FD_ENV = "LAUNCHKIT_SLACK_WEBHOOK_FD"  # the pipe the webhook is handed over on (slack.py reads it)
+WEBHOOK_NAMES = ("LAUNCHKIT_SLACK_WEBHOOK_URL", "GANTRY_SLACK_WEBHOOK_URL")  # core/contract.SLACK_WEBHOOK_ENV
 
 
-def start_supervisor(rdir: str, lock: int, log: int, webhook: str | None = None) -> int:
+def hand_over(secret: str) -> int:
+    """A pipe's read end with `secret` in it and its write end closed: a child reads it once (no
+    environment, /proc/PID/environ, and no file ever holds it). The caller passes it and closes it."""
+    r, w = os.pipe()
+    try:
+        os.write(w, secret.encode() + b"\n")  # far below a pipe's buffer: never blocks
+    finally:
+        os.close(w)
+    return r
+
+
+def start_supervisor(
+    rdir: str, lock: int, log: int, webhook: str | None = None, drop: tuple[str, ...] = ()
+) -> int:
     """Start the supervisor of the run in `rdir`, holding `lock`, writing to `log`: its pid (never
-    waited for). `webhook`: --slack-webhook-url, in its environment only (never in a file)."""
-    env = {k: v for k, v in os.environ.items() if k != WEBHOOK_ENV}
+    waited for). `webhook`: the run's Slack webhook, handed over on a pipe; the webhook's variables
+    (and `drop`: --slack-webhook-secret's, when nothing else needs it) are left out of its environment."""
+    gone = {WEBHOOK_ENV, WEBHOOK_FD_ENV, *WEBHOOK_NAMES, *drop}
+    env = {k: v for k, v in os.environ.items() if k not in gone}
+    fds: tuple[int, ...] = (lock,)
     if webhook:
-        env[WEBHOOK_ENV] = webhook
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "launchkit.backends.local.supervisor", rdir],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-        pass_fds=(lock,),
-        env=env,
-    )
+        fds += (hand_over(webhook),)
+        env[WEBHOOK_FD_ENV] = str(fds[-1])
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "launchkit.backends.local.supervisor", rdir],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            pass_fds=fds,
+            env=env,
+        )
+    finally:
+        for fd in fds[1:]:
+            os.close(fd)
     proc.returncode = 0  # detached: never waited for
     return proc.pid

@@ -27,7 +27,7 @@ import time
 
 import psutil
 
-from launchkit.backends.local import bell, logs, outcome, procs, record, retry, slack
+from launchkit.backends.local import bell, logs, outcome, procs, record, retry, slack, spawn
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.backends.local.uploads import unlink_uploads
@@ -44,6 +44,31 @@ if TYPE_CHECKING:
 DEFAULT_STOP_GRACE = 10.0
 # The replica's first process: wait for the supervisor's go (a newline on stdin), then become the job.
 GATE = ["/bin/sh", "-c", 'read -r _ || exit 125; exec "$@" </dev/null', "launchkit-gate"]
+
+
+# A local retry waits before its attempt starts: RETRY_BACKOFF seconds before the run's first retry,
+# doubling with each one after, at most RETRY_BACKOFF_CAP (a command that fails at once must not make
+# attempts, and a directory each, as fast as it can). LAUNCHKIT_LOCAL_RETRY_BACKOFF sets the first wait.
+RETRY_BACKOFF = 1.0
+RETRY_BACKOFF_CAP = 60.0
+ENV_RETRY_BACKOFF = "LAUNCHKIT_LOCAL_RETRY_BACKOFF"
+POLL = 0.05  # while a retry waits and other replicas run: how often their ends are looked for
+
+
+def retry_backoff(environ: Any = None) -> float:
+    """The first retry's wait: LAUNCHKIT_LOCAL_RETRY_BACKOFF seconds, 0 to RETRY_BACKOFF_CAP (checked by
+    the CLI at launch; the default if unusable here)."""
+    raw = (os.environ if environ is None else environ).get(ENV_RETRY_BACKOFF)
+    try:
+        value = RETRY_BACKOFF if raw is None else float(raw)
+    except ValueError:
+        return RETRY_BACKOFF
+    return value if 0 <= value <= RETRY_BACKOFF_CAP else RETRY_BACKOFF
+
+
+def backoff(first: float, retry_number: int) -> float:
+    """Seconds before the run's retry `retry_number` (1-based): `first`, doubling, at most the cap."""
+    return min(first * 2.0 ** min(retry_number - 1, 30), RETRY_BACKOFF_CAP)
 
 
 def stop_grace() -> float:
@@ -90,7 +115,7 @@ def is_credential(name: str, value: str) -> bool:
     format, a URL carrying user-info or credential parameters, a Slack webhook)."""
     if name in CREDENTIAL_NAMES or looks_secret_name(name) or token_kind(value):
         return True
-    return "://" in value and (redact_url(value) != value or "hooks.slack.com/" in value)
+    return "://" in value and (redact_url(value) != value or "hooks.slack.com/" in value.lower())
 
 
 def base_env(rdir: str) -> dict[str, str]:
@@ -202,7 +227,9 @@ def exit_code(status: int) -> int:
 
 
 class Supervisor:
-    def __init__(self, rdir: str):
+    def __init__(self, rdir: str, clock: Any = time.monotonic, pause: Any = None):
+        """`clock` (seconds) and `pause(seconds)` (True when the run is stopped meanwhile; default: a
+        wait on the stop) time the retries' backoff; tests give their own."""
         self.rdir = rdir
         rec = record.read(rdir)
         if rec is None:
@@ -212,6 +239,11 @@ class Supervisor:
         self.run_id: str = rec["id"]
         self.grace = stop_grace()
         self.cancel = threading.Event()
+        self.clock = clock
+        self.pause = pause if pause is not None else self.cancel.wait
+        self.backoff = retry_backoff()
+        self.retries_made = 0
+        self.pending: list[tuple[float, list[int], int]] = []  # retries waiting: (due, ranks, attempt)
         self.done = threading.Event()
         self.stopper: threading.Thread | None = None
         self.lock = threading.Lock()
@@ -384,8 +416,10 @@ class Supervisor:
                 env = replica_env(
                     self.base, self.task, self.meta, self.rdir, rank, self.count, self.gpus, attempt
                 )
-                if self.webhook:
-                    env[ENV_WEBHOOK] = self.webhook
+                handed: tuple[int, ...] = ()
+                if self.webhook:  # on a pipe the entrypoint reads once: in no environment
+                    handed = (spawn.hand_over(self.webhook),)
+                    env[spawn.WEBHOOK_FD_ENV] = str(handed[0])
                 if attempt > 1:  # checked against the step the attempt before reached (watchdog.py)
                     patterns = self.policy.progress_patterns
                     step = retry.resume_from(self.rdir, rank, self.attempts.get(rank, attempt - 1), patterns)
@@ -401,12 +435,15 @@ class Supervisor:
                         stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
+                        pass_fds=handed,
                     )
                 except BaseException:
                     os.close(gate_w)
                     raise
                 finally:
                     os.close(gate_r)
+                    for fd in handed:
+                        os.close(fd)
                 p.returncode = 0  # we reap all children with waitpid(-1): keep subprocess from reaping it
                 self.procs[p.pid] = rank
                 self.attempts[rank] = attempt
@@ -470,11 +507,18 @@ class Supervisor:
                 pass
 
     def wait(self) -> None:
-        while self.procs:
+        while self.procs or self.pending:
+            if self.pending and not self.due():
+                continue
             try:
-                pid, status = os.waitpid(-1, 0)
+                pid, status = os.waitpid(-1, os.WNOHANG if self.pending else 0)
             except ChildProcessError:
+                if self.pending:
+                    continue
                 break
+            if pid == 0:  # a retry waits and the other replicas run on: look again soon
+                self.pause(max(0.0, min(POLL, self.pending[0][0] - self.clock())))
+                continue
             rank = self.procs.pop(pid, None)
             if rank is None:
                 continue  # an orphan re-parented to us
@@ -522,6 +566,21 @@ class Supervisor:
         elif self.propagate and not self.procs and (failed or self.failing is not None):
             self.retry([r for r in range(self.count) if self.job(r).get("status") != "succeeded"])
 
+    def due(self) -> bool:
+        """Start the retries whose wait is over; with nothing running, wait for the next one. False when
+        nothing is left to wait for (the run was stopped meanwhile)."""
+        if self.cancel.is_set():
+            self.pending.clear()
+            return False
+        if not self.procs and self.pending[0][0] > (now := self.clock()):
+            if self.pause(self.pending[0][0] - now) or self.cancel.is_set():
+                self.pending.clear()
+                return False
+        while self.pending and self.pending[0][0] <= self.clock():
+            _, ranks, attempt = self.pending.pop(0)
+            self.spawn(ranks, attempt)
+        return True
+
     def job(self, rank: int) -> dict[str, Any]:
         return self.rec["ranks"].get(str(rank)) or {}
 
@@ -540,8 +599,13 @@ class Supervisor:
             pump = self.pumps.get(r)
             if pump is not None:
                 pump.join(timeout=5)  # its last lines are logged before the retry shows in the record
-        if not self.cancel.is_set():
-            self.spawn(ranks, max(self.attempts[r] for r in ranks) + 1)
+        if not self.cancel.is_set():  # after the backoff (told in the attempt line: core/runs.py)
+            self.retries_made += 1
+            delay = backoff(self.backoff, self.retries_made)
+            for r in ranks:
+                self.save_job(r, retry_delay=delay)
+            self.pending.append((self.clock() + delay, ranks, max(self.attempts[r] for r in ranks) + 1))
+            self.pending.sort(key=lambda p: p[0])
 
     def finish(self) -> None:
         # Nothing may outlive the job: end leftovers (daemons, escaped sessions), then drain the logs.

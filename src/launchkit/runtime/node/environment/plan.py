@@ -4,8 +4,9 @@ the node runtime (pyenv.build_env installs by it) and by launchkit's preflight b
 
 plan_for(root, groups...) -> Plan: the lock the job syncs (uv.lock), the pins it installs first
 (pylock.toml, a hashed requirements.txt), the project, a plain requirements.txt, and the dependency
-groups asked for: PEP 735 ones (uv reads them from pyproject.toml) and poetry's
-(`[tool.poetry.group.X.dependencies]`, `[tool.poetry.dev-dependencies]`), turned into requirements;
+groups asked for: PEP 735 ones (uv reads them from pyproject.toml), poetry's
+(`[tool.poetry.group.X.dependencies]`, `[tool.poetry.dev-dependencies]`) and PDM's
+(`[tool.pdm.dev-dependencies]`), the last two turned into requirements;
 the extras and groups as uv flags (`extra_flags`, `sync_group_flags`); the project's requires-python.
 """
 
@@ -186,30 +187,33 @@ def plan_for(
     return p
 
 
-# ---- dependency groups: PEP 735's and poetry's, as uv sync picks them
+# ---- dependency groups: PEP 735's, poetry's and PDM's, as uv sync picks them
 
 POETRY_HEADER = re.compile(
     r"\[tool\.poetry\.(?:group\.([^.\]]+|\"[^\"]+\")(?:\.dependencies)?|dev-dependencies)\]"
 )
+PDM_HEADER = "[tool.pdm.dev-dependencies]"  # one table: each key a group, a list of PEP 508 lines
 
 
 def _plan_groups(p: Plan, names: list[str], every: bool, no_default: bool) -> None:
     """The named groups; every group, or the default ones unless `no_default`: [tool.uv] default-groups
     if set, else `dev` and, as `poetry install` (and uv after `uvx migrate-to-uv`), every poetry group
-    not marked optional."""
+    not marked optional, and as `pdm install`, every PDM dev group."""
     lines = toml_lines(os.path.join(p.root, "pyproject.toml"))
     pep735 = any(line.startswith("[dependency-groups]") for line in lines)
     in_poetry = {_poetry_header_group(line) for line in lines} - {None}
-    if not pep735 and not in_poetry:
+    in_pdm = any(line.rstrip() == PDM_HEADER for line in lines)
+    if not pep735 and not in_poetry and not in_pdm:
         p.groups = names  # uv names a missing group
         return
     data = load_pyproject(p.root)
     if data is None:
-        asked = [n for n in names if n in in_poetry]
+        asked = [n for n in names if n in in_poetry] or (names[:1] if in_pdm else [])
         if asked:
             raise PlanError(
-                f"dependency group {asked[0]!r} is a poetry group: reading it needs Python 3.11 or newer in "
-                "the job (tomllib); pass --python-version 3.11 or newer, or move it to [dependency-groups]"
+                f"dependency group {asked[0]!r} may be a poetry or PDM group: reading it needs Python 3.11 "
+                "or newer in the job (tomllib); pass --python-version 3.11 or newer, or move it to "
+                "[dependency-groups]"
             )
         p.groups = names
         p.notes.append(
@@ -219,6 +223,8 @@ def _plan_groups(p: Plan, names: list[str], every: bool, no_default: bool) -> No
     table = data.get("dependency-groups")
     standard = list(table) if isinstance(table, dict) else []
     poetry, optional = _poetry_groups(data, p.root)
+    for name, lines_of in _pdm_groups(data, p.root).items():  # PDM's are poetry's idea: the same path
+        poetry[name] = poetry.get(name, []) + [r for r in lines_of if r not in poetry.get(name, [])]
     known = standard + [g for g in poetry if g not in standard]
     picked = list(names)
     if every:
@@ -270,6 +276,55 @@ def _poetry_groups(data: Table, root: str) -> tuple[dict[str, list[str]], set[st
         if group.get("optional") is True:
             optional.add(name)
     return groups, optional
+
+
+def _pdm_groups(data: Table, root: str) -> dict[str, list[str]]:
+    """PDM's dev groups (`[tool.pdm.dev-dependencies]`, all installed by `pdm install`) as requirement
+    lines: PEP 508 already; `${PROJECT_ROOT}` is the checkout; an editable (`-e file:///${PROJECT_ROOT}/x`,
+    `-e ./x`) as `-e PATH`."""
+    tool = data.get("tool")
+    pdm = tool.get("pdm") if isinstance(tool, dict) else None
+    table = pdm.get("dev-dependencies") if isinstance(pdm, dict) else None
+    if not isinstance(table, dict):
+        return {}
+    groups: dict[str, list[str]] = {}
+    for name, lines in table.items():
+        if not isinstance(lines, list):
+            raise PlanError(
+                f"PDM group {name!r}: [tool.pdm.dev-dependencies] {name} is not a list of requirements"
+            )
+        groups[name] = [_pdm_requirement(str(line), root) for line in lines]
+    return groups
+
+
+def _pdm_requirement(line: str, root: str) -> str:
+    line = line.strip().replace("file:///${PROJECT_ROOT}", "file://" + root).replace("${PROJECT_ROOT}", root)
+    if not line.startswith("-e "):
+        return line
+    target = line[3:].strip().split("#", 1)[0]
+    if target.startswith("file://"):
+        target = target[len("file://") :]
+    return "-e " + os.path.normpath(os.path.join(root, target))
+
+
+def known_groups(root: str) -> list[str] | None:
+    """Every dependency group the project at `root` defines, as `--uv-group` can name them: PEP 735's,
+    [tool.uv] dev-dependencies (uv's `dev`), poetry's and PDM's; None when pyproject.toml cannot be read
+    here (no tomllib) or is not valid TOML (uv says what is wrong with it)."""
+    data = load_pyproject(root)
+    if not data:
+        return None if data is None or os.path.isfile(os.path.join(root, "pyproject.toml")) else []
+    table = data.get("dependency-groups")
+    names = list(table) if isinstance(table, dict) else []
+    tool = data.get("tool")
+    uv_table = tool.get("uv") if isinstance(tool, dict) else None
+    if isinstance(uv_table, dict) and "dev-dependencies" in uv_table:
+        names.append("dev")
+    try:
+        names += list(_poetry_groups(data, root)[0]) + list(_pdm_groups(data, root))
+    except PlanError:
+        return None  # the planner says what is wrong with them
+    return list(dict.fromkeys(names))
 
 
 def _requirements(group: str, deps: Table, root: str) -> list[str]:

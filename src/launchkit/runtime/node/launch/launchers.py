@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from ..policy import EMPTY, ENV_WEBHOOK, Policy, PolicyError
+from ..policy import EMPTY, Policy, PolicyError
 from ..policy import ENV as POLICY_ENV
 from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, notify, procs, ray_cluster, restart, watchdog
 
@@ -378,7 +378,7 @@ def run(
         watched = watchdog.Settings(None, 0.0, [], None, None)  # the command on an exit code: the parent
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
         if job is not None:
-            job.started()
+            _helper(job.started)
         try:
             tell = None if job is None else job.tell
             code = restart.run(argv, p.env, watched, tell=tell, left=policy.restarts, policy=policy)
@@ -386,7 +386,7 @@ def run(
             log(f"error: cannot run {argv[0]}: {e.strerror or e}")
             code = 127 if isinstance(e, FileNotFoundError) else 126
         if job is not None:
-            job.ended(code)
+            _helper(lambda: job.ended(code))
         return code
     if method == "bash":
         try:
@@ -397,17 +397,27 @@ def run(
     return _exec(argv, p.env)
 
 
+def _helper(step: Callable[[], None]) -> None:
+    """A helper of the job's (its Slack posts): a crash is one line in the log, never the job's end."""
+    try:
+        step()
+    except Exception as e:  # noqa: BLE001 - whatever it meets, the command's outcome stands
+        log(f"warning: launchkit's Slack poster failed ({type(e).__name__})")
+
+
 def main(args: list[str]) -> int:
     """The `launch` subcommand (see the module's docstring)."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)  # until the command runs, a signal ends the job as bash's would
-    cwd, t0, timings = None, None, []
+    cwd, t0, timings, webhook = None, None, [], None
     while args and args[0] != "--":
         opt, eq, value = args[0].partition("=")
-        if not eq and opt in ("--cwd", "--t0", "--timing") and len(args) > 1:
+        if not eq and opt in ("--cwd", "--t0", "--timing", "--webhook-fd") and len(args) > 1:
             value, args = args[1], args[1:]
         if opt == "--cwd":
             cwd = value
+        elif opt == "--webhook-fd" and value.isdigit():
+            webhook = notify.read_handed(int(value))
         elif opt == "--t0" and value.isdigit():
             t0 = int(value)
         elif opt == "--timing":
@@ -425,8 +435,8 @@ def main(args: list[str]) -> int:
     node_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = job_env(dict(os.environ), node_dir, cwd)
     job = None
-    if ENV_WEBHOOK in env:  # its poster; the command never sees it
-        job = notify.from_env(env)
+    if webhook or notify.ENV in env:  # its poster; the command never sees the webhook
+        job = notify.from_env(env, webhook)
     try:
         policy = Policy.decode(env.get(POLICY_ENV))  # the run's policy, decoded once (node/policy.py)
     except PolicyError as e:

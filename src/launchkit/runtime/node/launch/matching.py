@@ -339,10 +339,11 @@ class Remote:
             self.close()
 
     def close(self) -> None:
-        """End the matcher (the caller's waitpid reaps it) and close its pipes."""
+        """End the matcher, reap it (unless the caller's waitpid(-1) did) and close its pipes."""
         try:
             os.kill(self.pid, signal.SIGKILL)
-        except OSError:
+            os.waitpid(self.pid, 0)
+        except OSError:  # (ChildProcessError: reaped already)
             pass
         for fd in (self._in, self._out):
             try:

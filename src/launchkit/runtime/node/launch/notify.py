@@ -8,19 +8,31 @@ where the job runs: started (replica 0), the watchdog's warning and stops, faile
 a cancelation, a preemption or a sibling's failure, which it cannot tell apart (whoever ended it
 posts that). The webhook is a credential: removed from the command's environment, shown only as
 scheme and host, and a failed post is one warning line on the job's stderr, never fatal.
+
+Posting fails open: a URL is checked once (`url_problem`: http or https, a host, a port in 1-65535,
+no spaces); every post has an overall deadline (connect, send and read: a server that trickles its
+answer is cut off), follows no redirect (a 3xx is a failed post, told by host), and a crash in a
+posting thread is one line in the log. The job's end waits for its posts at most END_WAIT seconds.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
-from typing import Callable
+import time
+from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 from .. import policy
 
 ENV = policy.ENV_WEBHOOK  # the webhook, in the runtime's environment only
-TIMEOUT = 10.0  # seconds per post
+MASK_MIN = 4  # characters of the shortest value masked (launchkit/masking.py: MIN_LENGTH)
+_NOT_SECRET = re.compile(r"TOKENIZ|TOKENS$", re.IGNORECASE)  # tokenizer settings, token counts
+_PLAIN = re.compile(r"(\d+(\.\d+)?|true|false|yes|no|on|off|none)$", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|WEBHOOK|(KEY|KEYS|PAT|_PWD)$", re.IGNORECASE)
+TIMEOUT = 5.0  # seconds per post, all in: connect, send, read
+END_WAIT = 2.0  # seconds the job's end waits for the posts under way before its own
 EMOJI = policy.EVENTS  # every event a message is sent for (the policy says who sends each)
 message = policy.message  # the text for an event: its emoji, the run's label, one line
 
@@ -40,23 +52,80 @@ def host_only(url: str) -> str:
     return f"{parts.scheme}://{host}/…" if host else "(hidden)"
 
 
-def post(url: str, text: str, timeout: float = TIMEOUT) -> str | None:
-    """POST {"text": text} to url; None when it went, else why not (never the URL)."""
-    import json
-    import urllib.error
-    import urllib.request
-
-    req = urllib.request.Request(
-        url, data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"}
-    )
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be posted to (never quoting it), or None: the one check of a webhook URL,
+    at launch (core/parse.py) and where the job runs."""
+    if not url.strip():
+        return "it is empty"
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "it has a space or a control character"
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            resp.read()
-        return None
-    except urllib.error.HTTPError as e:
-        return str(e.code)
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        return str(getattr(e, "reason", None) or type(e).__name__)
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:  # an unclosed [ of an IPv6 host, a port that is no number or out of range
+        return "its host or port is not valid"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"it is not an http(s) URL (scheme {parts.scheme or 'missing'!r})"
+    if not host or not all(c.isalnum() or c in ".-_:" or ord(c) > 127 for c in host):
+        return "its host is not valid"
+    if port == 0:
+        return "its port is not in 1-65535"
+    return None
+
+
+def post(url: str, text: str, timeout: float = TIMEOUT) -> str | None:
+    """POST {"text": text} to url, all within `timeout` seconds; None when it went, else why not (never
+    the URL). Redirects are not followed."""
+    problem = url_problem(url)
+    if problem is not None:
+        return problem
+    box: list[str | None] = ["no answer"]
+    conns: list[object] = []
+    worker = threading.Thread(target=_post, args=(url, text, timeout, box, conns), daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():  # a server that trickles: cut it off (the thread ends with its socket)
+        for conn in conns:
+            _cut(conn)
+        return f"no answer within {timeout:g}s"
+    return box[0]
+
+
+def _post(url: str, text: str, timeout: float, box: list[str | None], conns: list[object]) -> None:
+    """post's worker: the answer (None, or why not) in box[0]."""
+    import http.client
+    import json
+
+    parts = urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme.lower() == "https" else http.client.HTTPConnection
+    try:
+        conn = kind(parts.hostname or "", parts.port, timeout=timeout)
+        conns.append(conn)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        body = json.dumps({"text": text}).encode()
+        conn.request("POST", path, body, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read(65536)
+        conn.close()
+        if 300 <= resp.status < 400:
+            box[0] = f"HTTP {resp.status}: a redirect, which is not followed"
+        elif resp.status >= 400:
+            box[0] = f"HTTP {resp.status}"
+        else:
+            box[0] = None
+    except OSError as e:  # refused, unreachable, a name not found, a timeout, TLS
+        box[0] = str(getattr(e, "strerror", None) or getattr(e, "reason", None) or type(e).__name__)
+    except Exception as e:  # noqa: BLE001 - http.client's own (a bad status line): by kind, never the URL
+        box[0] = type(e).__name__
+
+
+def _cut(conn: object) -> None:
+    sock = getattr(conn, "sock", None)
+    try:
+        if sock is not None:
+            sock.shutdown(2)  # socket.SHUT_RDWR: the worker's read ends now
+    except OSError:
+        pass
 
 
 def _write_err(line: str) -> None:
@@ -75,17 +144,24 @@ class Poster:
         url: str,
         send: Callable[[str, str], str | None] = post,
         warn: Callable[[str], None] = _write_err,
+        secrets: Sequence[str] = (),
     ) -> None:
         self._url = url
         self._send = send
         self._warn = warn
         self._threads: list[threading.Thread] = []
+        self._secrets = sorted({v for v in secrets if len(v) >= MASK_MIN}, key=len, reverse=True)
 
     def __repr__(self) -> str:
         return f"Poster({host_only(self._url)})"
 
     def _post(self, text: str) -> None:
-        why = self._send(self._url, text)
+        for value in self._secrets:  # a progress line quoted in a message may hold one (masking.py)
+            text = text.replace(value, "***")
+        try:
+            why = self._send(self._url, text)
+        except Exception as e:  # noqa: BLE001 - a helper's crash is one line, never the job's
+            why = f"{type(e).__name__} in launchkit's poster"
         if why is not None:
             self._warn(f"[launchkit] warning: Slack notification to {host_only(self._url)} failed ({why})\n")
 
@@ -94,10 +170,14 @@ class Poster:
         t.start()
         self._threads.append(t)
 
-    def finish(self, text: str | None) -> None:
-        """Wait (bounded) for the posts under way, then post `text` (if any)."""
+    def finish(
+        self, text: str | None, wait: float = END_WAIT, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        """Wait for the posts under way (at most `wait` seconds in all), then post `text` (if any,
+        within TIMEOUT): the job's end is held up by at most wait + TIMEOUT seconds."""
+        deadline = clock() + wait
         for t in self._threads:
-            t.join(TIMEOUT + 1)
+            t.join(max(0.0, deadline - clock()))
         if text is not None:
             self._post(text)
 
@@ -177,8 +257,51 @@ def failed_line(code: int) -> str:
     return f"failed with exit code {code}"
 
 
-def from_env(env: dict[str, str]) -> Job | None:
-    """The job's poster when the runtime has a webhook; the webhook is taken out of `env` (the
-    command's environment) either way."""
-    url = env.pop(ENV, "")
-    return Job(env, Poster(url)) if url else None
+def read_handed(fd: int) -> str:
+    """A secret bash handed over on a pipe (or a here-string's removed file): read once, then closed,
+    so that no environment (/proc/PID/environ) and no child ever holds it."""
+    data = b""
+    try:
+        while len(data) < 65536:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    return data.decode("utf-8", "replace").strip()
+
+
+def from_env(env: dict[str, str], url: str | None = None) -> Job | None:
+    """The job's poster when the runtime has a webhook (`url`, handed over by bash, else ENV); the
+    webhook is taken out of `env` (the command's environment) either way. A webhook that cannot be
+    posted to is one warning line, and nothing is posted."""
+    url = url or env.pop(ENV, "")
+    env.pop(ENV, None)
+    if not url:
+        return None
+    problem = url_problem(url)
+    if problem is not None:
+        _write_err(
+            f"[launchkit] warning: the Slack webhook ({ENV}) cannot be used: {problem}; nothing is posted\n"
+        )
+        return None
+    return Job(env, Poster(url, secrets=secret_values(env)))
+
+
+def secret_values(env: dict[str, str]) -> list[str]:
+    """The values of the job's variables named like credentials (its secrets, as --env-secret gives
+    them: *TOKEN*, *SECRET*, *_KEY, *PASSW*, ...): masked in every message, as `launchkit logs` masks them."""
+    return [
+        v
+        for n, v in env.items()
+        if _SECRET_NAME.search(n)
+        and not _NOT_SECRET.search(n)
+        and not _PLAIN.match(v)
+        and not n.startswith("LAUNCHKIT_")
+    ]

@@ -1,0 +1,86 @@
+"""One interpreter per job (issue 45, item 2): chosen once at launch (--python-version, else the commit's
+.python-version, else uv's choice in the job), said with where it came from, used by every step; one
+uv can neither find nor download refused at launch, naming its source."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from inproc import run_main
+from launchkit.pyenv import committed_python_request, python_obtainable
+from lk_helpers import FAST_ENV, launched_id, wait_finished
+
+CMD = ["--", "python", "-c", "import platform; print('python', platform.python_version())"]
+
+
+def _spec_env(stdout: str) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in yaml.safe_load(stdout)["tasks"][0]["envVars"]}
+
+
+def test_uv_says_which_requests_it_can_satisfy():
+    assert python_obtainable("3.12") is True  # a download uv knows (no network asked)
+    assert python_obtainable(platform.python_version()) is True  # this one, installed
+    assert python_obtainable("3.99") is False
+    assert python_obtainable("pypy@3.99") is False
+    assert python_obtainable("my-pyenv-virtualenv") is False  # a name uv looks for as an executable
+
+
+def test_a_python_version_file_uv_cannot_obtain_is_refused_at_launch(repo):
+    repo.commit({".python-version": "3.99\n"})
+    for args in (("run", "--local", *CMD), ("run", "--dry-run", "--offline", *CMD)):
+        r = run_main(*args, cwd=repo.path)
+        assert r.code == 3 and r.stderr.count("\n") == 1, r.stderr
+        assert ".python-version asks for Python 3.99, which uv can neither find here nor download" in r.stderr
+    r = run_main("run", "--local", "--python-version", "3.98", *CMD, cwd=repo.path)
+    assert r.code == 3 and "--python-version asks for Python 3.98" in r.stderr, r.stderr
+
+
+def test_the_committed_python_version_is_said_and_set_for_every_step(repo):
+    repo.commit({".python-version": "3.12\n"})
+    r = run_main("run", "--dry-run", "--offline", *CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    assert "Python 3.12 (from .python-version): the job's interpreter for every step" in r.stderr
+    assert _spec_env(r.stdout)["LAUNCHKIT_PYTHON_VERSION"] == "3.12"
+    r = run_main("run", "--dry-run", "--offline", "--python-version", "3.13", *CMD, cwd=repo.path)
+    assert _spec_env(r.stdout)["LAUNCHKIT_PYTHON_VERSION"] == "3.13" and ".python-version" not in r.stderr
+
+
+def test_an_uncommitted_python_version_file_is_not_the_jobs(repo):
+    (repo.path / ".python-version").write_text("3.99\n")  # pyenv local: untracked, never in the clone
+    assert committed_python_request(str(repo.path), "HEAD") is None
+    r = run_main("run", "--dry-run", "--offline", "--allow-dirty", *CMD, cwd=repo.path)
+    assert r.code == 0 and "LAUNCHKIT_PYTHON_VERSION" not in r.stdout, r.stderr
+
+
+def _other_python() -> str | None:
+    """An installed CPython of another patch release than this one (uv finds both), or None."""
+    for path in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if shutil.which(path):
+            out = subprocess.run([path, "-c", "import platform; print(platform.python_version())"],
+                                 capture_output=True, text=True, timeout=60).stdout.strip()  # fmt: skip
+            if out and out != platform.python_version() and out.startswith("3."):
+                return out
+    return None
+
+
+@pytest.mark.slow
+def test_a_local_run_uses_the_commits_python_version(repo):
+    """Before: the venv was made with the first Python on PATH and .python-version was read by nothing
+    (or, with a uv.lock, by `uv sync`: a second interpreter)."""
+    other = _other_python()
+    if other is None:
+        pytest.skip("needs a second installed CPython release to tell them apart")
+    repo.commit({".python-version": other + "\n"})
+    r = run_cli("run", "--local", *CMD, cwd=repo.path, env=FAST_ENV)
+    assert r.code == 0, r.stderr
+    assert f"Python {other} (from .python-version)" in r.stderr
+    run_id = launched_id(r.stderr)
+    assert wait_finished(run_id, FAST_ENV)["status"] == "succeeded"
+    out = run_cli("logs", run_id, env=FAST_ENV).stdout
+    assert f"python {other}\n" in out, out

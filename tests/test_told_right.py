@@ -1,0 +1,86 @@
+"""The platform told right (issue 42 item 3), each against the fake Beaker: every fix line is one launchkit
+would accept, a secret deleted before the job started is named with the command that sets it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import run_cli
+from fakebeaker.state import NS
+from inproc import run_main
+
+WS = "ai2/launchkit"
+CMD = ("--", "python", "train.py")
+
+
+def _why(exp_id: str) -> str:
+    r = run_main("why", exp_id)
+    assert r.code == 0, r.stderr
+    return r.stdout.strip()
+
+
+def _accepted(repo, *args: str) -> None:
+    """`run` takes these options (a dry run, offline: only the options are checked)."""
+    r = run_main("run", "--dry-run", "--offline", *args, *CMD, cwd=repo.path)
+    assert r.code == 0, (args, r.stderr)
+
+
+def test_the_fix_after_a_preemption_not_resumed_is_one_run_accepts(repo, fake_beaker):
+    """Auto-resume was off (--no-auto-resume): the fix said --not-preemptible, which run refuses with it."""
+    s = fake_beaker.state
+    r = run_main(
+        "run", "--workspace", WS, "--yes", "--name", "noresume", "--no-auto-resume", *CMD, cwd=repo.path
+    )
+    assert r.code == 0, r.stderr
+    exp = s.find_experiment("alice/noresume")
+    s.start_job(exp)
+    s.cancel_job(exp, code=1, message="Job preempted", canceled_for="preempted by a higher-priority job")
+    why = _why(exp.id)
+    assert "was preempted" in why and "will not be retried" in why, why
+    flags = re.findall(r"`(--[a-z-]+(?: [^`]+)?)`", why)
+    assert flags and "--not-preemptible" not in why, why
+    for flag in flags:  # each, with what the run was launched with
+        _accepted(repo, "--no-auto-resume", *flag.split())
+
+
+def test_a_secret_deleted_before_the_job_started_is_named_with_the_command_that_sets_it(repo, fake_beaker):
+    s = fake_beaker.state
+    r = run_main(
+        "run",
+        "--workspace",
+        WS,
+        "--yes",
+        "--name",
+        "nosecret",
+        "--env-secret",
+        "HF_TOKEN",
+        *CMD,
+        cwd=repo.path,
+    )
+    assert r.code == 0, r.stderr
+    exp = s.find_experiment("alice/nosecret")
+    del s.find_workspace(WS).secrets["HF_TOKEN"]  # a teammate deletes it while the job queues
+    s.start_job(exp)
+    why = _why(exp.id)
+    assert "its secret HF_TOKEN is not in the workspace" in why, why
+    assert "`launchkit secret set HF_TOKEN`" in why, why
+    r = run_cli("secret", "set", "HF_TOKEN", "--workspace", WS, input="hf_value_again\n", timeout=60)
+    assert r.code == 0, r.stderr  # the fix works as written
+
+
+@pytest.mark.parametrize("fake_beaker", [{"clock_skew": -300.0}], indirect=True)
+def test_logs_since_a_duration_is_measured_by_the_servers_clock(fake_beaker):
+    """The server's clock is 5 minutes behind this machine's and it stamps the lines: `--since 2m` means
+    the last 2 minutes by its clock (it printed nothing: every line looked 5 minutes old)."""
+    s = fake_beaker.state
+    exp = s.add_experiment(WS, "skewed", author="alice", description="[launchkit]")
+    s.start_job(exp)
+    now = s.now()  # the server's now, in ns
+    s.append_logs(exp, ["ten minutes ago", "a minute ago"], timestamps=[now - 600 * NS, now - 60 * NS])
+    s.append_logs(exp, ["just now"])
+    r = run_main("logs", exp.id, "--since", "2m")
+    assert (r.code, r.stdout) == (0, "a minute ago\njust now\n"), r.stderr
+    r = run_main("logs", exp.id, "--since", "20m")
+    assert r.stdout == "ten minutes ago\na minute ago\njust now\n"
