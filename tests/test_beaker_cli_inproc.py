@@ -87,7 +87,7 @@ def test_find_gpus(fake_beaker):
     assert "ai2/ceres" in {row["cluster"] for row in json.loads(r.stdout)}
     r = run_main("find-gpus", "--gpu-type", "a100", "--all")
     assert r.code == 0 and "saturn" in r.stdout and "jupiter" not in r.stdout
-    assert "NVIDIA A100 80GB, " in r.stdout  # lists are joined in the table
+    assert "A100 80GB, " in r.stdout and "NVIDIA" not in r.stdout  # joined, without the vendor (issue 45)
     r = run_main("find-gpus", "--local", "--gpu-type", "h100")
     assert r.code == 2 and "only for Beaker" in r.stderr
 

@@ -460,3 +460,108 @@ def test_api_events_and_wait_arguments_are_checked():
     ):
         with pytest.raises(UsageError, match=needle):
             api.wait(*args, **kwargs)
+
+
+# -- 5. earlier cases ----------------------------------------------------------------------------------
+
+
+def _planted_bells(rdir, victim_dir) -> dict[str, str]:
+    """What a job (same uid) can put in its run's bells dir: links to a file and a folder of the user's
+    named like a bell's temp dir, and a plain file."""
+    import tempfile
+
+    from launchkit.backends.local.bell import BELLS
+
+    bells = os.path.join(rdir, BELLS)
+    os.makedirs(bells, exist_ok=True)
+    os.makedirs(victim_dir, exist_ok=True)
+    victim = os.path.join(victim_dir, "s")
+    with open(victim, "w") as f:
+        f.write("precious")
+    tmp_victim = tempfile.mkdtemp(prefix="lkb-")  # shaped exactly like a bell's temp dir
+    with open(os.path.join(tmp_victim, "s"), "w") as f:
+        f.write("precious")
+    os.symlink(victim, os.path.join(bells, "1-aaaa"))
+    os.symlink(os.path.join(tmp_victim, "s"), os.path.join(bells, "2-bbbb"))
+    with open(os.path.join(bells, "3-cccc"), "w") as f:
+        f.write("not a bell")
+    return {"victim": victim, "tmp_victim": os.path.join(tmp_victim, "s")}
+
+
+def test_a_planted_bell_link_deletes_nothing_outside_the_run(tmp_path):
+    from launchkit.backends.local.bell import Ringer, clear
+
+    rdir = tmp_path / "run"
+    planted = _planted_bells(str(rdir), str(tmp_path / "home" / "lkb-notes"))
+    ringer = Ringer(str(rdir), start=False)
+    ringer._ring_all()  # every bell rung once: none listens
+    clear(rdir)  # as before the run dir is deleted
+    for path in planted.values():
+        assert open(path).read() == "precious", path  # the files and their folders are still there
+    assert (rdir / "bells" / "3-cccc").read_text() == "not a bell"
+
+
+def test_a_bells_dir_that_is_a_link_is_not_emptied(tmp_path):
+    from launchkit.backends.local.bell import Ringer, clear
+
+    rdir, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    rdir.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("precious")
+    os.symlink(elsewhere / "keep.txt", elsewhere / "a-link")
+    os.symlink(elsewhere, rdir / "bells")
+    Ringer(str(rdir), start=False)._ring_all()
+    clear(rdir)
+    assert sorted(os.listdir(elsewhere)) == ["a-link", "keep.txt"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [".", "a/..", "a//b", "/etc/x"])
+def test_results_with_a_file_name_that_is_no_path_write_nothing(repo, fake_beaker, tmp_path, name):
+    from fakebeaker.state import AutoRun
+
+    fake_beaker.state.set_auto(AutoRun(start_after=0.05, run_for=0.1, lines=["x"]))
+    r = run_cli("run", "--workspace", "ai2/launchkit", "--name", "res", "--follow", "--", "x", cwd=repo.path)
+    assert r.code == 0, r.stderr
+    exp = next(e for e in fake_beaker.state.experiments.values() if e.name == "res")
+    files = fake_beaker.state.datasets[exp.tasks[0].jobs[-1].result_dataset_id].files
+    files["ok.txt"] = b"fine"
+    files[name] = b"x"
+    out = tmp_path / "parent" / "out"
+    r = run_cli("results", exp.id, "-o", str(out), cwd=repo.path, timeout=90)
+    one_line(
+        r, 5, f"has a file named {name!r}, which is not a path inside a directory; nothing was downloaded"
+    )
+    assert not (tmp_path / "parent").exists()  # no .out.part beside it, no out/ either
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        "AUTH=s3cr3t-Pa55",
+        "HF_AUTH=abc123def456",
+        "AUTHORIZATION=Bearer abcdefgh12345",
+        "HDR=Basic dXNlcjpwYXNz",
+    ],
+)
+def test_env_auth_values_are_secret_values(repo, pair):
+    r = run_main("run", "--dry-run", "--env", pair, *CMD, cwd=repo.path)
+    name, _, value = pair.partition("=")
+    line = one_line(r, 2, f"--env {name!r}: its value looks like", "--env-secret")
+    assert value not in line
+
+
+@pytest.mark.parametrize("pair", ["GIT_AUTHOR_NAME=someone", "AUTHOR=jane", "AUTH=/run/secrets/auth.json"])
+def test_author_names_and_paths_are_not_secrets(repo, pair):
+    r = run_main("run", "--dry-run", "--env", pair, *CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+
+
+@pytest.mark.parametrize("command", ["why", "logs", "results", "stop", "follow"])
+@pytest.mark.parametrize(
+    "run_id", ["local-" + "a" * 5000, "local-../../etc", "local-a/b"], ids=["long", "up", "slash"]
+)
+def test_a_local_run_id_that_cannot_be_one_is_not_found(tmp_path, command, run_id):
+    r = run_main(command, run_id, env={"LAUNCHKIT_LOCAL_HOME": str(tmp_path / "lk")})
+    line = one_line(r, 4, "error: no local run 'local-", "see `launchkit list --local`")
+    assert "cannot write" not in line and len(line) < 200

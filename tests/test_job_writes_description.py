@@ -95,6 +95,9 @@ def test_list_finds_runs_whose_job_replaced_the_description(fake_beaker, repo, m
     # run launched here and the others' specs are read (at once)
     lookups = 0 if st.options.list_task_specs else 2
     assert fake_beaker.calls["GetExperimentYamlSpec"] == lookups, dict(fake_beaker.calls)
+    fake_beaker.reset_calls()  # a spec never changes: what it said is kept, and not asked again
+    assert set(_listed()) == {here.id, elsewhere.id}
+    assert fake_beaker.calls["GetExperimentYamlSpec"] == 0, dict(fake_beaker.calls)
     assert set(_listed("--all")) == {here.id, elsewhere.id, other.id}
     assert set(_listed("--text", "1,234/3,000")) == {here.id, elsewhere.id}  # the user's search: as written
 
@@ -213,3 +216,29 @@ def test_what_the_listing_tells(listing, told):
     )
     assert not identity.spec_is_launchkits("tasks: [{name: main, envVars: [{name: GANTRY_VERSION}]}]")
     assert not identity.spec_is_launchkits("{unparsable")
+
+
+def test_list_looks_through_a_bounded_number_of_others_runs_and_says_so(fake_beaker, capsys):
+    """In a workspace of other tools' runs, `list` pages through at most LIST_SCAN pages of the listing
+    for launchkit's, then says it stopped there (one line), rather than reading the whole workspace."""
+    import datetime as dt
+
+    st = fake_beaker.state
+    old = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    ours = st.add_experiment(
+        WS, "ours", author="alice", env=LAUNCHKIT_ENV, created=int(old.timestamp() * 1e9)
+    )
+    for i in range(120):
+        st.add_experiment(WS, f"gantry-{i}", author="alice", env={"GANTRY_VERSION": "3.7.0"})
+    b = _backend()
+    b.LIST_SCAN = 2  # pages of 50
+    try:
+        fake_beaker.reset_calls()
+        assert b.list_runs(limit=5) == []
+        assert fake_beaker.calls["ListWorkloads"] == 3  # two pages looked through, one to see there is more
+        b.LIST_SCAN = 3
+        assert [r.id for r in b.list_runs(limit=5)] == [ours.id]  # (121 rows: found on the third page)
+    finally:
+        b.close()
+    err = capsys.readouterr().err
+    assert err.count("looked through the newest 100 experiments for launchkit's runs") == 1, err

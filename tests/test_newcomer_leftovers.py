@@ -5,6 +5,8 @@ cluster-profile lines and speaks of this machine, not of an image."""
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import run_cli
 from inproc import run_main
 from lk_helpers import FAST_ENV, launched_id, refused_beaker_config, unreachable_beaker_config, wait_finished
@@ -65,3 +67,14 @@ def test_a_local_conda_run_speaks_of_this_machine(repo, tmp_path):
                  env={"PATH": str(path)})  # fmt: skip
     assert r.code == 3 and r.stderr.count("\n") == 1, r.stderr
     assert "--conda-file: this machine has no conda on PATH" in r.stderr and "image" not in r.stderr
+
+
+@pytest.mark.parametrize("python", [["--no-python"], []], ids=["no-python", "uv-venv"])
+def test_a_local_run_ends_with_its_command(repo, python):
+    """Issue 45: one local run ended 78 s after its command (not reproduced). A hang guard, not a timed
+    test: `--follow` returns once the run has ended, which on an idle machine is a second or two after
+    the command; 60 s (times the suite's factor) only ends a hang."""
+    r = run_cli("run", "--local", *python, "--follow", "--", "python3", "-c", "print('the end')",
+                cwd=repo.path, env=FAST_ENV, timeout=60)  # fmt: skip
+    assert r.code == 0 and r.stdout.endswith("the end\n"), r.stderr
+    assert "succeeded" in r.stderr

@@ -317,7 +317,7 @@ def test_find_gpus_at_the_workspace_slot_limit_starts_nowhere_now(fake_beaker):
 
 
 def test_find_gpus_default_view_keeps_its_columns(fake_beaker):
-    r = run_main("find-gpus")
+    r = run_main("find-gpus", env={"COLUMNS": "200"})  # (narrower: the long ones in a table of their own)
     assert r.stdout.splitlines()[0].split() == [
         "CLUSTER",
         "FREE_GPUS",

@@ -84,3 +84,19 @@ def test_logs_since_a_duration_is_measured_by_the_servers_clock(fake_beaker):
     assert (r.code, r.stdout) == (0, "a minute ago\njust now\n"), r.stderr
     r = run_main("logs", exp.id, "--since", "20m")
     assert r.stdout == "ten minutes ago\na minute ago\njust now\n"
+
+
+def test_logs_and_why_of_a_run_queued_again_after_a_preemption(fake_beaker):
+    """Preempted, resumed, and the new job queues (fact 11.3, 11.10): `logs --tail N` printed nothing (the
+    new job has no lines); now the last attempt that ran, said so; `why` names the preemption."""
+    s = fake_beaker.state
+    exp = s.add_experiment(WS, "requeued", author="alice", description="[launchkit]")
+    s.start_job(exp)
+    s.append_logs(exp, ["step 1", "step 2", "step 3"])
+    assert s.preempt_job(exp) is not None  # auto-resume: a new job, queued
+    r = run_main("logs", exp.id, "--tail", "2")
+    assert (r.code, r.stdout) == (0, "step 2\nstep 3\n"), r.stderr
+    assert "attempt 2 of main has not started yet: the log of attempt 1" in r.stderr, r.stderr
+    assert run_main("logs", exp.id, "--attempt", "2").stdout == ""
+    why = _why(exp.id)
+    assert "is queued: " in why and "attempt 2" in why and "preempted" in why, why

@@ -1532,7 +1532,7 @@ class State:
                 exps = [e for e in exps if e.author_id == uid]
             return exps
 
-    def wait_for(self, predicate, timeout: float = 10.0) -> bool:
+    def wait_for(self, predicate, timeout: float = 60.0) -> bool:
         """Block until predicate() is true; re-checked on every state change and at least every 0.1 s.
         The predicate runs without the lock held, so it may make RPCs to this fake."""
         deadline = time.monotonic() + scaled(timeout)

@@ -185,7 +185,7 @@ def describe(run: RunInfo) -> str:
     if run.status.finished or run.status == RunStatus.preempted:  # a backend that gave no reason
         code = f" with exit code {run.exit_code}" if run.exit_code not in (None, 0) else ""
         return f"{run.status.value}{code}" + (f": {run.message}" if run.message else "")
-    if run.waiting is not None:
-        return f"is {run.status.value}: {run.waiting.text()}"
+    if run.waiting is not None:  # queued again after a retry or a preemption: that attempt is said too
+        return f"is {run.status.value}: {run.waiting.text()}" + (f" ({run.retry})" if run.retry else "")
     notes = [n for n in (run.retry, run.message, resume) if n]  # a retried run: its attempt, the last end
     return f"is {run.status.value}" + (f" ({'; '.join(notes)})" if notes else "")

@@ -67,15 +67,33 @@ def find_gpus(
             else []
         )
     keys = [
-        k for k in rows[0] if any(_cell(g.get(k, "")) for g in rows)
+        k for k in rows[0] if any(_cell(k, g.get(k, "")) for g in rows)
     ]  # a column with no value says nothing
-    print_table([k.upper() for k in keys], [[_cell(g.get(k, "")) for k in keys] for g in rows])
+    table = [[_cell(k, g.get(k, "")) for k in keys] for g in rows]
+    print_table([k.upper() for k in keys], table, spill=("BUDGET", "GPU_TYPES", "TAGS"))
     if nodes:
         sys.stdout.write("\n")
         cols = ["node", "gpu_type", "free_gpus", "gpus"]
-        node_rows = [[c, *(_cell(n[k]) for k in cols)] for c, n in nodes]
+        node_rows = [[c, *(_cell(k, n[k]) for k in cols)] for c, n in nodes]
         print_table(["CLUSTER", *(c.upper() for c in cols)], node_rows)
+    shown = {g.get("start") for g in rows}
+    if said := [f"{short} = {long}" for long, short in SHORT_START.items() if long in shown]:
+        sys.stdout.write("\nSTART: " + "; ".join(said) + "\n")  # (--json has the long form)
 
 
-def _cell(value: object) -> str:
+# `start` as the table says it (the JSON keeps the backend's own words): short enough that it is never cut
+SHORT_START = {
+    "when nodes free up": "nodes free",
+    "when cordoned nodes return": "cordon",
+    "after the workspace's slot limit": "slot limit",
+}
+VENDORS = ("NVIDIA ", "AMD ")  # said once by the column, not in every cell: `A100 40GB` vs `A100 80GB`
+
+
+def _cell(key: str, value: object) -> str:
+    if key in ("gpu_types", "gpu_type"):
+        values = value if isinstance(value, (list, tuple)) else [value]
+        value = [str(v).removeprefix(VENDORS[0]).removeprefix(VENDORS[1]) for v in values if v]
+    elif key == "start":
+        value = SHORT_START.get(str(value), value)
     return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)

@@ -83,7 +83,7 @@ def profiles(
             for name, part in pr.by_profile.items():
                 out += [f"  with profile {name}: {item}" for item in part.items()]
             out.append("")
-        typer.echo(wrap(out))
+        typer.echo(wrap(out, always=True))  # a listing to read: at the terminal's width even when piped
         return
     selection = resolve_profiles(request, table)
     out += _describe_selection(selection, request)

@@ -37,16 +37,23 @@ def width() -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
-def wrap(lines: list[str]) -> str:
+def wrap(lines: list[str], *, always: bool = False) -> str:
     """Prose lines, on a terminal wrapped to its width (a wrapped line goes on indented under itself);
-    piped, one line each, for grep."""
-    if not sys.stdout.isatty():
+    piped, one line each, for grep, unless `always` (a listing meant to be read at COLUMNS). A word
+    longer than the width (a path, NAME=VALUE) is never cut: it goes whole on a line of its own."""
+    if not always and not sys.stdout.isatty():
         return "\n".join(lines)
 
     out = []
     for line in lines:
         indent = " " * (len(line) - len(line.lstrip(" ")))
-        more = textwrap.wrap(line, width(), subsequent_indent=indent + "    ", break_on_hyphens=False)
+        more = textwrap.wrap(
+            line,
+            width(),
+            subsequent_indent=indent + "    ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
         out += more or [line]
     return "\n".join(out)
 
@@ -94,9 +101,26 @@ def print_table(
     *,
     status_column: str | None = None,
     optional: str | None = None,
+    spill: tuple[str, ...] = (),
 ) -> None:
-    """`optional`: a column cut before the others, and left out when cutting it is not enough."""
+    """`optional`: a column cut before the others, and left out when cutting it is not enough.
+    `spill`: columns of long values (GPU types, tags) that, when the table is wider than the terminal,
+    move to a table of their own under it, keyed by the first column: whole rather than cut."""
     columns = width()
+    moved = [header.index(h) for h in spill if h in header]
+    if moved and _width([header, *rows]) > columns:
+        stay = [i for i in range(len(header)) if i not in moved]
+        print_table(
+            [header[i] for i in stay],
+            [[r[i] for i in stay] for r in rows],
+            status_column=status_column,
+            optional=optional,
+        )
+        side = [[r[0], *(r[i] for i in moved)] for r in rows if any(r[i] for i in moved)]
+        if side:
+            sys.stdout.write("\n")
+            print_table([header[0], *(header[i] for i in moved)], side)
+        return
     at = header.index(optional) if optional in header else None
     if at is not None:
         others = tuple(i for i in range(len(header)) if i != at)

@@ -25,6 +25,11 @@ from launchkit.errors import UsageError
 _SECRET_PARTS = ("TOKEN", "SECRET", "PASSW", "PASSPHRASE", "CREDENTIAL", "PRIVATE_KEY", "WEBHOOK")
 _SECRET_ENDINGS = ("KEY", "KEYS", "PAT", "_PWD")
 _SECRET_NAMES = frozenset({"AZURE_API_BASE"})
+# Words of a name (between `_`s) that mark a secret: `AUTH`, `HF_AUTH`, `BASIC_AUTH`, `AUTHORIZATION`
+# (not `AUTHOR`, `GIT_AUTHOR_NAME` or `OAUTH_CLIENT_ID`).
+_SECRET_WORDS = frozenset({"AUTH", "AUTHORIZATION", "BEARER"})
+# An HTTP Authorization header's value (`Bearer <token>`, `Basic <base64>`): a credential by its shape.
+_AUTH_VALUE = re.compile(r"(?i)\s*(?:bearer|basic|token|digest)\s+[A-Za-z0-9+/=._~-]{8,}\s*")
 # Common names that only look secret: token counts and tokenizer settings are not credentials.
 _NOT_SECRET = re.compile(r"TOKENIZ[A-Z]*|(?:MAX|MIN|NUM|TOTAL|N)_(?:[A-Z0-9]+_)*TOKENS?")
 
@@ -66,6 +71,7 @@ def looks_secret_name(name: str) -> bool:
     return (
         name.upper() in _SECRET_NAMES
         or any(part in upper for part in _SECRET_PARTS)
+        or not _SECRET_WORDS.isdisjoint(upper.split("_"))
         or upper.endswith(_SECRET_ENDINGS)
     )
 
@@ -148,6 +154,8 @@ def secret_value_kind(value: str, name: str = "") -> str | None:
         return f"a webhook URL ({name} is named like a webhook; the URL is the credential)"
     if _JWT.search(value):
         return "a JWT"
+    if _AUTH_VALUE.fullmatch(value):
+        return "an HTTP Authorization value (a scheme and its credentials)"
     m = _PEM.search(value)
     if m:
         return f"a PEM block ({m.group(1)})"

@@ -690,6 +690,18 @@ class BeakerBackend:
 
     LIST_SCAN = 20  # pages (of 50) of the listing looked through for launchkit's runs at most
 
+    def _recognizer(self) -> identity.Recognizer:
+        """Tells launchkit's runs (identity.py) with what this machine knows: its launches, and what
+        specs read before said."""
+        address = self.conn.address
+        return identity.Recognizer(
+            self.beaker,
+            launches.launched_ids(address),
+            self.app.debug,
+            known=launches.spec_verdicts(address),
+            remember=lambda told: launches.record_verdicts(address, told),
+        )
+
     def _launchkit_rows(self, listing: Iterator[Any], wanted: int, include_all: bool) -> list[Any]:
         """The first `wanted` workloads of `listing` (newest first) that are launchkit's (all of them
         with `include_all`), a page at a time: a page's rows the listing cannot tell are told by their
@@ -703,8 +715,7 @@ class BeakerBackend:
             if include_all:
                 return page
             if recognizer is None:
-                ids = launches.launched_ids(self.conn.address)
-                recognizer = identity.Recognizer(self.beaker, ids, self.app.debug)
+                recognizer = self._recognizer()
             rows += [wl for wl, ours in zip(page, recognizer.select(page), strict=True) if ours]
             if len(rows) >= wanted:
                 return rows[:wanted]
@@ -773,8 +784,7 @@ class BeakerBackend:
             rows = []
             found = self._group_runs(group)
             if not include_all:
-                ids = launches.launched_ids(self.conn.address)
-                ours = identity.Recognizer(self.beaker, ids, self.app.debug).select(found)
+                ours = self._recognizer().select(found)
                 found = [wl for wl, mine in zip(found, ours, strict=True) if mine]
             for wl in found:
                 e = wl.experiment
@@ -837,10 +847,21 @@ class BeakerBackend:
         self, wl: Any, replica: int | None, task: str | None, attempt: int | None = None
     ) -> list[tuple[int, Any, Any]]:
         """[(replica rank, task, its newest job or None)] of the chosen replicas; `attempt` N: each
-        task's Nth job (1 = its first) instead of its newest."""
+        task's Nth job (1 = its first) instead of its newest. A newest job that has not started (queued
+        again after a preemption, or waiting for its retry) has no lines yet (fact 11.10): its newest
+        attempt that started is shown instead, and said so."""
         out = []
         for rank, t, js in self._pick(wl, self._task_jobs(wl, task), replica):
             if attempt is None:
+                ran = next((j for j in js if j.status.HasField("started")), None)
+                if js and ran is not None and ran is not js[0]:
+                    shown, newest = len(js) - js.index(ran), len(js)
+                    self.app.info(
+                        f"attempt {newest} of {rv.task_name(t)} has not started yet: the log of attempt "
+                        f"{shown}, its last that ran (`--attempt {newest}` for the new one)"
+                    )
+                    out.append((rank, t, ran))
+                    continue
                 out.append((rank, t, js[0] if js else None))
                 continue
             if not 1 <= attempt <= len(js):

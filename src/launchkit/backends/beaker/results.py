@@ -25,6 +25,18 @@ def _stream(conn: Connection, dataset: Any, file: Any) -> Iterator[bytes]:
     return conn.beaker.dataset._stream_file(dataset, file)
 
 
+def _check_path(part: str, run_id: str, path: str) -> None:
+    """A result file's name must be a relative path of plain names: `.`, `..`, empty parts, or an
+    absolute path would write beside or outside the destination (`.` is the destination itself)."""
+    names = path.split("/")
+    if not path or path.startswith("/") or "\0" in path or any(n in ("", ".", "..") for n in names):
+        raise BackendError(
+            f"the result dataset of {part} of {run_id} has a file named {path!r}, which is not a path "
+            "inside a directory; nothing was downloaded",
+            hint="download it with `beaker dataset fetch`, or rename the file in the job",
+        )
+
+
 def download(
     conn: Connection, app: Application, run_id: str, datasets: list[tuple[str, str, str | None]], dest: Path
 ) -> list[Path]:
@@ -46,6 +58,8 @@ def download(
             gone.append(part)
             continue
         files = list(conn.beaker.dataset.list_files(ds))
+        for f in files:  # every name checked before anything is written
+            _check_path(part, run_id, f.path)
         plan.append((dest / sub if sub else dest, ds, files))
     if gone and not plan:
         what = "result datasets" if len(gone) > 1 else "result dataset"
@@ -60,7 +74,7 @@ def download(
             root.mkdir(parents=True, exist_ok=True)
             for f in files:
                 target = (root / f.path).resolve()
-                if not target.is_relative_to(root):
+                if target == root or not target.is_relative_to(root):  # a link in the destination
                     raise BackendError(
                         f"result file {f.path!r} would land outside {root}", hint="report this"
                     )

@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -58,6 +59,9 @@ from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text,
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 from launchkit.runtime.node.policy import ENV_WEBHOOK
+
+# The ids submit() makes (`local-20260131-120000-a1b2c3`), and older or hand-made ones: one path part.
+RUN_ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
 
 # follow: look again when the supervisor rings (bell.py), and at least every WAKE_FALLBACK seconds
 # (a dead supervisor, a lost ring). Without a bell, after a tenth of the time the run has been quiet,
@@ -353,6 +357,9 @@ class LocalBackend:
         return rec
 
     def _record(self, run_id: str) -> dict[str, Any]:
+        if not RUN_ID.fullmatch(run_id):  # not one submit() makes: never a path under the state dir
+            shown = run_id if len(run_id) <= 60 else f"{run_id[:40]}... ({len(run_id)} characters)"
+            raise NotFoundError(f"no local run {shown!r}", hint="see `launchkit list --local`")
         row = self.store.run(run_id)
         if row is not None and row["status"] in ENDED:
             return _from_row(row)

@@ -16,6 +16,7 @@ import errno
 import os
 import select
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -37,13 +38,38 @@ TEMP_PREFIX = "lkb-"  # a bell's own temp dir, when the run dir's path is too lo
 GONE = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK)  # nobody listens there any more
 
 
-def _remove(entry: str) -> None:
-    """Remove a bell: its entry, and for a symlinked one the socket and the temp dir it is in."""
+def _ours(target: str) -> bool:
+    """Whether `target` is a bell socket Doorbell made in a temp dir of its own (`<tmp>/lkb-*/s`, a
+    socket of this user): what a symlinked bell may point to. Anything else a link points to (a job
+    can write the run dir) is left alone."""
+    folder = os.path.dirname(target)
+    if os.path.basename(target) != "s" or not os.path.basename(folder).startswith(TEMP_PREFIX):
+        return False
+    if os.path.dirname(folder) not in {tempfile.gettempdir(), "/tmp"}:
+        return False
     try:
-        target: str | None = os.readlink(entry)
+        st = os.lstat(target)
     except OSError:
-        target = None
-    if target is not None and not os.path.basename(os.path.dirname(target)).startswith(TEMP_PREFIX):
+        return False
+    return stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid()
+
+
+def _remove(entry: str) -> None:
+    """Remove a bell: its entry (a socket or a symlink in a real `bells` dir, nothing else), and for a
+    symlinked one the socket and the temp dir it is in, when they are ours (`_ours`)."""
+    try:
+        st = os.lstat(entry)
+    except OSError:
+        return
+    if os.path.islink(os.path.dirname(entry)) or not (stat.S_ISSOCK(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        return  # not a bell: a file or a folder (or a `bells` link) the job put there
+    target: str | None = None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(entry)
+        except OSError:
+            target = None
+    if target is not None and not _ours(target):
         target = None  # not one of ours: leave it alone
     for path in (entry, target):
         if path is not None:
@@ -192,6 +218,10 @@ class Ringer:
             entry = os.path.join(self.folder, name)
             try:
                 target = os.readlink(entry) if os.path.islink(entry) else entry
+                if target is not entry and not _ours(target):  # rung nowhere, and what it names left alone
+                    if not os.path.lexists(target):
+                        _remove(entry)  # a bell whose socket is gone
+                    continue
                 self.sock.sendto(b"!", target)
             except OSError as e:
                 if e.errno in GONE:  # a follower killed before it could remove its bell
