@@ -590,3 +590,14 @@ def test_the_launch_refuses_it_too(repo, fake_beaker, args, needle):
     r = run_main("run", "--workspace", "ai2/launchkit", *args, *CMD, cwd=repo.path)
     one_line(r, 2, needle)
     assert not fake_beaker.state.experiments
+
+
+def test_a_beaker_config_that_is_a_fifo_or_a_device_is_not_read(tmp_path):
+    from launchkit.backends.beaker_remembered import config_value
+
+    fifo = _fifo(tmp_path)
+    for path in (fifo, "/dev/zero", str(tmp_path)):
+        assert config_value("agent_address", {"BEAKER_CONFIG": path}) is None  # at once, not blocked
+    good = tmp_path / "config.yml"
+    good.write_text("agent_address: https://beaker.example\n")
+    assert config_value("agent_address", {"BEAKER_CONFIG": str(good)}) == "https://beaker.example"
