@@ -95,6 +95,9 @@ def test_list_finds_runs_whose_job_replaced_the_description(fake_beaker, repo, m
     # run launched here and the others' specs are read (at once)
     lookups = 0 if st.options.list_task_specs else 2
     assert fake_beaker.calls["GetExperimentYamlSpec"] == lookups, dict(fake_beaker.calls)
+    fake_beaker.reset_calls()  # a spec never changes: what it said is kept, and not asked again
+    assert set(_listed()) == {here.id, elsewhere.id}
+    assert fake_beaker.calls["GetExperimentYamlSpec"] == 0, dict(fake_beaker.calls)
     assert set(_listed("--all")) == {here.id, elsewhere.id, other.id}
     assert set(_listed("--text", "1,234/3,000")) == {here.id, elsewhere.id}  # the user's search: as written
 

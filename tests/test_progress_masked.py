@@ -14,7 +14,7 @@ import pytest
 
 from conftest import run_cli
 from launchkit.runtime.node.launch import notify
-from lk_helpers import FAST_ENV, launched_id
+from lk_helpers import FAST_ENV, launched_id, policy_env
 from webhook import Receiver
 
 SECRET = "s3cr3t-Value-4242"
@@ -37,9 +37,7 @@ def test_the_jobs_stall_post_masks_a_secret_its_progress_line_quoted(tmp_path, h
         "BEAKER_EXPERIMENT_ID": "01EXP",
         "MY_API_TOKEN": SECRET,
         "TOKENIZERS_PARALLELISM": "false",
-        "LAUNCHKIT_STALL_TIMEOUT": "1",
-        "LAUNCHKIT_STALL_GRACE": "0",
-        "LAUNCHKIT_PROGRESS_PATTERNS": r"step \d+ \S+",
+        **policy_env(stall_timeout=1, stall_grace=0, progress_patterns=[r"step \d+ \S+"]),
     }
     code = f"import time; print('step 1 {SECRET}', flush=True); time.sleep(600)"
     cmd = [
@@ -76,7 +74,7 @@ def test_list_and_why_mask_a_secret_on_a_progress_line(repo, marker):
     r = run_cli(
         "run", "--local", "--no-python", "--env-secret", "LK_TEST_SECRET", "--stall-timeout", "1h",
         "--progress-pattern", r"it=\d+ \S+", "--", sys.executable, "-c", code,
-        cwd=repo.path, env=env,
+        cwd=repo.path, env=env, timeout=180,
     )  # fmt: skip
     assert r.code == 0, r.stderr
     run_id = launched_id(r.stderr)
@@ -92,12 +90,27 @@ def test_list_and_why_mask_a_secret_on_a_progress_line(repo, marker):
                 if line.strip() == b"ready":
                     break
             follow.kill()
-        r = run_cli("why", run_id, env=env, timeout=60)
+        r = run_cli("why", run_id, env=env, timeout=180)
         assert "last progress: it=7 *** at " in r.stdout and SECRET not in r.stdout, r.stdout
-        r = run_cli("list", "--local", "--json", env=env, timeout=60)
+        r = run_cli("list", "--local", "--json", env=env, timeout=180)
         shown = {x["id"]: x["progress"] for x in json.loads(r.stdout)}
         assert shown[run_id]["text"] == "it=7 ***" and SECRET not in r.stdout, shown
-        r = run_cli("list", "--local", env={**env, "COLUMNS": "200"}, timeout=60)
+        r = run_cli("list", "--local", env={**env, "COLUMNS": "200"}, timeout=180)
         assert "it=7 ***" in r.stdout and SECRET not in r.stdout, r.stdout
     finally:
-        run_cli("stop", run_id, "--yes", env=env, timeout=60)
+        run_cli("stop", run_id, "--yes", env=env, timeout=180)
+
+
+def test_follows_post_of_a_stall_stop_masks_the_progress_line_it_quotes(hook):
+    from types import SimpleNamespace
+
+    from launchkit.application import Application
+    from launchkit.backends.protocol import EndKind, EndReason
+    from launchkit.core.status import RunStatus
+    from launchkit.notify import SlackNotifier
+
+    line = f"stopped by launchkit: no progress for 30m (last: it=7 {SECRET} at 12:03:10 UTC; --stall-timeout)"
+    end = EndReason(kind=EndKind.timeout, line=line, by="launchkit", exit_code=124)
+    run = SimpleNamespace(id="01RUN", name="r", url=None, end=end, status=RunStatus.failed, exit_code=124)
+    SlackNotifier(Application(), hook.url, secrets=lambda: [SECRET]).on_end(run)
+    assert len(hook.texts) == 1 and "it=7 ***" in hook.texts[0] and SECRET not in hook.texts[0], hook.texts

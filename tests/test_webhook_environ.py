@@ -49,12 +49,12 @@ def test_no_ancestor_of_the_command_holds_the_webhook_in_its_environment(repo, h
         given = ["--slack-webhook-secret", "LK_TEST_HOOK"]
     r = run_cli(
         "run", "--local", "--no-python", *given, "--", "python3", "walk.py",
-        cwd=repo.path, env=env, timeout=60,
+        cwd=repo.path, env=env, timeout=180,
     )  # fmt: skip
     assert r.code == 0, r.stderr
     run_id = launched_id(r.stderr)
     assert wait_finished(run_id, env)["exit_code"] == 0
-    log = run_cli("logs", run_id, env=env, timeout=60).stdout
+    log = run_cli("logs", run_id, env=env, timeout=180).stdout
     said = next(ln for ln in log.splitlines() if ln.startswith("ANCESTORS"))
     count = int(said.split()[1])
     assert count >= 2 and said.endswith("HELD []"), said  # the runtime and the supervisor at least

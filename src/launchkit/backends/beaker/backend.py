@@ -49,7 +49,6 @@ from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
-    EXIT_JOB_FAILED,
     LaunchkitError,
     NotFoundError,
     PreconditionError,
@@ -690,6 +689,18 @@ class BeakerBackend:
 
     LIST_SCAN = 20  # pages (of 50) of the listing looked through for launchkit's runs at most
 
+    def _recognizer(self) -> identity.Recognizer:
+        """Tells launchkit's runs (identity.py) with what this machine knows: its launches, and what
+        specs read before said."""
+        address = self.conn.address
+        return identity.Recognizer(
+            self.beaker,
+            launches.launched_ids(address),
+            self.app.debug,
+            known=launches.spec_verdicts(address),
+            remember=lambda told: launches.record_verdicts(address, told),
+        )
+
     def _launchkit_rows(self, listing: Iterator[Any], wanted: int, include_all: bool) -> list[Any]:
         """The first `wanted` workloads of `listing` (newest first) that are launchkit's (all of them
         with `include_all`), a page at a time: a page's rows the listing cannot tell are told by their
@@ -703,8 +714,7 @@ class BeakerBackend:
             if include_all:
                 return page
             if recognizer is None:
-                ids = launches.launched_ids(self.conn.address)
-                recognizer = identity.Recognizer(self.beaker, ids, self.app.debug)
+                recognizer = self._recognizer()
             rows += [wl for wl, ours in zip(page, recognizer.select(page), strict=True) if ours]
             if len(rows) >= wanted:
                 return rows[:wanted]
@@ -773,8 +783,7 @@ class BeakerBackend:
             rows = []
             found = self._group_runs(group)
             if not include_all:
-                ids = launches.launched_ids(self.conn.address)
-                ours = identity.Recognizer(self.beaker, ids, self.app.debug).select(found)
+                ours = self._recognizer().select(found)
                 found = [wl for wl, mine in zip(found, ours, strict=True) if mine]
             for wl in found:
                 e = wl.experiment
@@ -949,9 +958,7 @@ class BeakerBackend:
                     self._follow_many(wl, followed, self._labels(wl, followed), out, tail)
             info = self._wait_for_run(wl, run.author)
         self._final[run.id] = info  # the caller's get() needs no round trip
-        if info.status == RunStatus.succeeded:
-            return 0
-        return info.exit_code if info.exit_code not in (None, 0) else EXIT_JOB_FAILED
+        return info.status.shell_code(info.exit_code)
 
     def _earlier_attempts(self, wl: Any, rows: Rows, prefixed: bool) -> None:
         """Before following a replica whose earlier attempts already ended: one line saying how the

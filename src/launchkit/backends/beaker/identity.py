@@ -13,7 +13,8 @@ change is the spec its experiment was created from: every task launchkit makes c
    carries no task's environment at all (real Beaker's listing may leave the specs out: the fake's
    `list_task_specs` switch),
 3. the experiment's spec says so (`GetExperimentYamlSpec`, one call per such row, made at once for a
-   page of rows, as gantry's `list` recognises its own).
+   page of rows, as gantry's `list` recognises its own); what a spec said is kept on this machine
+   (launches.py: a spec never changes), so a later `list` asks again only about new rows.
 """
 
 from __future__ import annotations
@@ -54,15 +55,27 @@ def spec_is_launchkits(text: str) -> bool:
 
 
 class Recognizer:
-    """Tells launchkit's runs among listed workloads, in as few calls as the listing allows."""
+    """Tells launchkit's runs among listed workloads, in as few calls as the listing allows. `known`:
+    what earlier specs said (an experiment's spec never changes: launches.spec_verdicts); `remember`
+    is given what this one's spec lookups said."""
 
-    def __init__(self, beaker: Any, launched: Iterable[str], debug: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        beaker: Any,
+        launched: Iterable[str],
+        debug: Callable[[str], None],
+        known: dict[str, bool] | None = None,
+        remember: Callable[[dict[str, bool]], None] | None = None,
+    ) -> None:
         self.beaker = beaker
-        self.launched = set(launched)  # ids this machine launched (launches.recent)
+        self.launched = set(launched)  # ids this machine launched (launches.launched_ids)
         self.debug = debug
+        self.known = dict(known or {})
+        self.remember = remember
         self.spec_calls = 0
 
-    def _from_spec(self, wl: Any) -> bool:
+    def _from_spec(self, wl: Any) -> bool | None:
+        """What the experiment's spec says; None when it cannot be read (then not shown, not kept)."""
         try:
             answer = rpc(
                 self.beaker.experiment,
@@ -72,21 +85,28 @@ class Recognizer:
             )
         except Exception as e:  # noqa: BLE001 # (a spec that cannot be read: not shown as launchkit's)
             self.debug(f"the spec of {wl.experiment.id} could not be read: {e}")
-            return False
+            return None
         return spec_is_launchkits(answer.experiment_spec)
 
     def select(self, workloads: list[Any]) -> list[bool]:
-        """Per workload, whether it is launchkit's; the specs of those the listing cannot tell are read
-        at once."""
+        """Per workload, whether it is launchkit's; the specs of those the listing, this machine's
+        launches and earlier lookups cannot tell are read at once."""
         told = [from_listing(wl) for wl in workloads]
         for i, wl in enumerate(workloads):
-            if told[i] is None and wl.experiment.id in self.launched:
-                told[i] = True
+            if told[i] is None:
+                eid = wl.experiment.id
+                told[i] = True if eid in self.launched else self.known.get(eid)
         unknown = [i for i, t in enumerate(told) if t is None]
         if unknown:
             self.spec_calls += len(unknown)
+            learned: dict[str, bool] = {}
             with ThreadPoolExecutor(max_workers=min(SPEC_LOOKUPS, len(unknown))) as pool:
                 found = pool.map(self._from_spec, [workloads[i] for i in unknown])
                 for i, ours in zip(unknown, found, strict=True):
                     told[i] = ours
+                    if ours is not None:
+                        learned[workloads[i].experiment.id] = ours
+            self.known.update(learned)
+            if learned and self.remember is not None:
+                self.remember(learned)
         return [bool(t) for t in told]

@@ -13,6 +13,9 @@ and OLMo-core's and open-instruct's callbacks rewrite the experiment's descripti
 (fact sheet 11.8), which is where the reason went before. This machine's state is the one place no
 job reaches; the description still gets the line too, for `why` on another machine while no job has
 rewritten it.
+
+`specs.jsonl`: what experiments' specs said when `list` had to read them to tell launchkit's runs
+(identity.py), so that it reads each one once.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ def stops_path() -> Path:
     return user_state_dir() / "beaker" / "stops.jsonl"
 
 
+def verdicts_path() -> Path:
+    return user_state_dir() / "beaker" / "specs.jsonl"
+
+
 def record(address: str, user: str, run_id: str, name: str, workspace: str | None) -> None:
     """Append one launch (a convenience: a failure to write is ignored; --latest then lists)."""
     entry = {"address": address, "user": user, "id": run_id, "name": name, "workspace": workspace}
@@ -56,6 +63,24 @@ def stop_reasons(address: str) -> dict[str, str]:
         run_id, reason = entry.get("id"), entry.get("reason")
         if entry.get("address") == address and isinstance(run_id, str) and isinstance(reason, str):
             out.setdefault(run_id, reason)
+    return out
+
+
+def record_verdicts(address: str, told: dict[str, bool]) -> None:
+    """What experiments' specs said (launchkit's or not: identity.py), read once each; a spec never
+    changes, so `list` need not ask again."""
+    _append(verdicts_path(), {"address": address, "told": told})
+
+
+def spec_verdicts(address: str) -> dict[str, bool]:
+    """Experiment id -> whether its spec is launchkit's, as read before on this Beaker."""
+    out: dict[str, bool] = {}
+    for entry in _entries(verdicts_path()):
+        told = entry.get("told")
+        if entry.get("address") == address and isinstance(told, dict):
+            for eid, ours in told.items():
+                if isinstance(ours, bool):
+                    out.setdefault(eid, ours)
     return out
 
 
