@@ -49,7 +49,6 @@ from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
-    EXIT_JOB_FAILED,
     LaunchkitError,
     NotFoundError,
     PreconditionError,
@@ -959,9 +958,7 @@ class BeakerBackend:
                     self._follow_many(wl, followed, self._labels(wl, followed), out, tail)
             info = self._wait_for_run(wl, run.author)
         self._final[run.id] = info  # the caller's get() needs no round trip
-        if info.status == RunStatus.succeeded:
-            return 0
-        return info.exit_code if info.exit_code not in (None, 0) else EXIT_JOB_FAILED
+        return info.status.shell_code(info.exit_code)
 
     def _earlier_attempts(self, wl: Any, rows: Rows, prefixed: bool) -> None:
         """Before following a replica whose earlier attempts already ended: one line saying how the
