@@ -173,8 +173,9 @@ BACKENDS: tuple[BackendInfo, ...] = (
             P.FAILURE: (),
             P.NEVER_STARTED: (P.FAILURE,),
             P.STALLED: (),
+            P.EXIT: (),
         },
-        resume_checked=lambda P: (P.STALLED,),  # only the runtime's restarts in place see the start before
+        resume_checked=lambda P: P.IN_PLACE,  # only the runtime's restarts in place see the start before
     ),
     BackendInfo(
         name="local",
@@ -186,7 +187,13 @@ BACKENDS: tuple[BackendInfo, ...] = (
         ),
         run_prefix="local-",
         # the supervisor tells the causes apart; the runtime's restart
-        retry_causes=lambda P: {P.PREEMPTION: (), P.FAILURE: (), P.NEVER_STARTED: (), P.STALLED: ()},
+        retry_causes=lambda P: {
+            P.PREEMPTION: (),
+            P.FAILURE: (),
+            P.NEVER_STARTED: (),
+            P.STALLED: (),
+            P.EXIT: (),
+        },
         run_ids="launchkit.backends.local.store:recent_run_ids",
     ),
 )
