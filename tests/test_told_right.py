@@ -8,6 +8,7 @@ import re
 import pytest
 
 from conftest import run_cli
+from fakebeaker.plugin import both_ways
 from fakebeaker.state import NS
 from inproc import run_main
 
@@ -100,3 +101,36 @@ def test_logs_and_why_of_a_run_queued_again_after_a_preemption(fake_beaker):
     assert run_main("logs", exp.id, "--attempt", "2").stdout == ""
     why = _why(exp.id)
     assert "is queued: " in why and "attempt 2" in why and "preempted" in why, why
+
+
+@both_ways("cordon_event", (True, False))
+def test_why_names_the_cordoned_nodes_a_queued_job_waits_for(fake_beaker):
+    """Every node of ai2/holmes that could take 8 GPUs is cordoned: `why` names them (find-gpus shows them),
+    whether or not Beaker's events mention cordoning (fact 11.13: no public source gives such an event)."""
+    from fakebeaker import scheduling as fs
+
+    s = fake_beaker.state
+    holmes = s.find_cluster("ai2/holmes")
+    for node in holmes.nodes:
+        fs.cordon(s, node.id)
+    spec = {
+        "version": "v2",
+        "description": "[launchkit]",
+        "budget": "ai2/oe-default",
+        "tasks": [
+            {
+                "name": "main",
+                "image": {"docker": "python:3.11"},
+                "context": {"priority": "normal"},
+                "command": ["python", "train.py"],
+                "resources": {"gpuCount": 8},
+                "constraints": {"cluster": ["ai2/holmes"]},
+                "result": {"path": "/results"},
+            }
+        ],
+    }
+    exp = s.add_experiment(WS, "cordoned", author="alice", spec=spec, description="[launchkit]")
+    why = _why(exp.id)
+    names = ", ".join(n.hostname for n in holmes.nodes)
+    assert f"is queued: every node of its clusters that could take it is cordoned: {names}" in why, why
+    assert "`launchkit find-gpus --gpus 8`" in why

@@ -268,13 +268,23 @@ class Convert:
         )
 
     def system_details(self, t: Task) -> pb2.SystemDetails:
+        constraints = t.spec.get("constraints") or {}
+        placed = [  # the spec's constraints as given (proto JobPlacementConstraint: type + values)
+            pb2.JobPlacementConstraint(type=kind, values=[str(v) for v in constraints[key]])
+            for key, kind in (
+                ("cluster", pb2.JOB_PLACEMENT_CONSTRAINT_TYPE_CLUSTER),
+                ("hostname", pb2.JOB_PLACEMENT_CONSTRAINT_TYPE_HOSTNAME),
+            )
+            if constraints.get(key)
+        ]
         return pb2.SystemDetails(
+            placement_constraints=placed,
             replica_group_details=pb2.ReplicaGroupDetails(
                 id=f"{t.experiment.id}-{t.spec.get('name') or 'task'}" if t.replica_count > 1 else "",
                 size=t.replica_count,
                 rank=t.replica_rank,
                 is_leader_replica=t.replica_rank == 0,
-            )
+            ),
         )
 
     def task(self, t: Task) -> pb2.Task:

@@ -93,6 +93,9 @@ class Options:
     # 10.11 (inferred-medium): seconds after which a job no node can take is canceled
     # IMPOSSIBLE_TO_SCHEDULE (None: it stays queued). scheduling.py
     impossible_after: float | None = None
+    # *unknown* (11.13): whether a job that only cordoned nodes could take gets an event saying so
+    # ("N nodes are cordoned", the fake's wording) besides "N nodes do not have enough slots available".
+    cordon_event: bool = True
     # *unknown* (10.12): a job whose env secret was deleted between submit and start. "fail": it fails
     # when it would start, with no exit code and a message naming the secret (what fact 10.12 suggests a
     # fake do); "start": it starts without the variable.

@@ -144,9 +144,10 @@ def explain(messages: list[str], *, gpus: int, workspace: str) -> WaitReason:
     return WaitReason(kind="queued", line=f"waiting for Beaker to place it{latest}")
 
 
-def waiting_reason(conn: Connection, job: Any) -> WaitReason | None:
+def waiting_reason(conn: Connection, job: Any, *, nodes: bool = True) -> WaitReason | None:
     """Why a queued job (never scheduled, not canceled) waits; None for any other job (or none). One
-    ListJobEvents; with a budget reason also the budget's allocations (to name its clusters)."""
+    ListJobEvents; with a budget reason also the budget's allocations (to name its clusters); with
+    `nodes`, when no node has room, its clusters' nodes (one ListNodes each) to name cordoned ones."""
     if job is None:
         return None
     s = job.status
@@ -171,7 +172,36 @@ def waiting_reason(conn: Connection, job: Any) -> WaitReason | None:
         if limit:
             line = reason.line.replace("all its", f"all {limit} of its")
             reason = reason.model_copy(update={"line": line})
+    if nodes and gpus and reason.kind in ("no_node", "cordoned", "queued"):
+        reason = cordoned_reason(conn, job, gpus, reason)
     return reason
+
+
+def cordoned_reason(conn: Connection, job: Any, gpus: int, reason: WaitReason) -> WaitReason:
+    """`reason` naming the cordoned nodes of the job's clusters that could take it (fact 11.13: Beaker's
+    events may only say `N nodes do not have enough slots available`; `find-gpus` shows them)."""
+    wanted = {
+        v.lower()
+        for c in job.system_details.placement_constraints
+        if c.type == pb2.JOB_PLACEMENT_CONSTRAINT_TYPE_CLUSTER
+        for v in c.values
+    }
+    if not wanted:
+        return reason  # anywhere: not every cluster's nodes are listed for one line
+    chosen = [c for c in rs.org_clusters(conn) if c.id.lower() in wanted or wanted & set(rs.cluster_names(c))]
+    fit = [n for size in sizes(conn, chosen) for n in size.nodes if n.gpus >= gpus]
+    cordoned = [n.name for n in fit if n.cordoned]
+    if not cordoned:
+        return reason
+    named = ", ".join(cordoned[:5]) + (f" and {len(cordoned) - 5} more" if len(cordoned) > 5 else "")
+    find = f"`launchkit find-gpus --gpus {gpus}`"
+    if len(cordoned) == len(fit):
+        return WaitReason(
+            kind="cordoned",
+            line=f"every node of its clusters that could take it is cordoned: {named}",
+            fix=f"wait for them to return, or choose another --cluster ({find})",
+        )
+    return reason.model_copy(update={"line": f"{reason.line}; cordoned: {named}"})
 
 
 LIST_REASONS = 5  # `list`: queued rows (the newest) whose wait is explained
@@ -195,7 +225,7 @@ def list_reasons(conn: Connection, rows: list[Any], org: Any) -> dict[str, WaitR
     if not found:
         return {}
     (first_id, first), *others = found.items()
-    out = {first_id: waiting_reason(conn, first)}
+    out = {first_id: waiting_reason(conn, first, nodes=False)}
     rest = []
     for eid, job in others:
         same = slot_limit_for(out[first_id], first, job)  # the same full workspace: no call
@@ -205,7 +235,7 @@ def list_reasons(conn: Connection, rows: list[Any], org: Any) -> dict[str, WaitR
             rest.append((eid, job))
     if rest:
         with ThreadPoolExecutor(max_workers=len(rest)) as pool:
-            reasons = pool.map(lambda job: waiting_reason(conn, job), (j for _, j in rest))
+            reasons = pool.map(lambda job: waiting_reason(conn, job, nodes=False), (j for _, j in rest))
             out.update(zip((e for e, _ in rest), reasons, strict=True))
     return out
 
