@@ -203,6 +203,11 @@ def check_spec_usage(request: LaunchRequest, name: str, submission: Submission) 
     """The usage checks that need the built spec (its tasks), before the backend prepares it (a
     launch's prepare creates the runtime dataset)."""
     row = registry.info(name)
+    if row.name_limit is not None and len(submission.name) > row.name_limit:
+        raise UsageError(
+            f"--name is {len(submission.name)} characters; {row.title} allows at most {row.name_limit}",
+            hint=f"shorten it (e.g. {submission.name[: row.name_limit - 8]!r}...)",
+        )
     if request.uploads and Capability.uploads not in row.capabilities:
         raise UsageError(
             f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
