@@ -412,8 +412,14 @@ def choose_job_python(app: Application, request: LaunchRequest, git: GitState) -
     asked, source = request.python_version, "--python-version"
     if not asked and git.repo_root:
         asked, source = committed_python_request(git.repo_root, git.commit), PYTHON_VERSION_FILE
-    if not asked or too_old_python(asked.removeprefix("cpython-").removeprefix("python")):
-        return request  # (one older than the runtime runs is refused by check_environment, saying so)
+    if not asked:
+        app.debug(
+            "Python: uv's choice in the job (no --python-version, no committed .python-version): one "
+            "requires-python allows, the image's when it does"
+        )
+        return request
+    if too_old_python(asked.removeprefix("cpython-").removeprefix("python")):
+        return request  # (refused by check_environment, which names the runtime's floor)
     if python_obtainable(asked) is False:
         fix = "pass a released one (e.g. 3.12)" if source.startswith("--") else "name a released one there"
         raise PreconditionError(
