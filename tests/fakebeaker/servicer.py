@@ -53,6 +53,14 @@ def ts(ns: int | None) -> Timestamp | None:
     return Timestamp(seconds=ns // NS, nanos=ns % NS)
 
 
+def _duration(value: Any) -> Duration | None:
+    """A spec duration (nanoseconds, as beaker-py writes it) as a proto Duration; None when unset."""
+    if not value:
+        return None
+    ns = int(value)
+    return Duration(seconds=ns // NS, nanos=ns % NS)
+
+
 def ts_ns(t: Timestamp) -> int:
     return t.seconds * NS + t.nanos
 
@@ -284,6 +292,7 @@ class Convert:
                 size=t.replica_count,
                 rank=t.replica_rank,
                 is_leader_replica=t.replica_rank == 0,
+                synchronized_start_timeout=_duration(t.spec.get("synchronizedStartTimeout")),
             ),
         )
 
@@ -338,6 +347,8 @@ class Convert:
             st.canceled_for = j.canceled_for
         if j.scheduling_message:
             st.failed_scheduling_message = j.scheduling_message
+        if j.ready is not None:
+            st.ready.CopyFrom(ts(j.ready))
         if j.failed is not None:
             st.failed.CopyFrom(ts(j.failed))
         elif j.exit_code not in (None, 0) and j.canceled is None:

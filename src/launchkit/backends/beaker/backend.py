@@ -27,7 +27,13 @@ from launchkit.backends.beaker.logs import Flusher, command_started, head_lines,
 from launchkit.backends.beaker.prepare import prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
-from launchkit.backends.beaker.scheduling import WaitTeller, find_starts, list_reasons, waiting_reason
+from launchkit.backends.beaker.scheduling import (
+    WaitTeller,
+    find_starts,
+    list_reasons,
+    synchronized_wait,
+    waiting_reason,
+)
 from launchkit.backends.beaker.submit import check_name, create_once
 from launchkit.backends.beaker.upload import mount_uploads
 from launchkit.backends.ending import (
@@ -413,6 +419,7 @@ class BeakerBackend:
             newest = [js[0] for _, _, js in rows if js]
             lead = next((j for j in newest if not j.status.HasField("scheduled")), None)
             waiting = waiting_reason(self.conn, lead)  # queued: why it waits (one ListJobEvents)
+            waiting = synchronized_wait(newest, waiting) or waiting  # placed replicas waiting for the rest
             return self._info(wl, author=author, rows=rows, events=True, waiting=waiting)
 
     def _command_started(self, job: Any) -> bool | None:

@@ -12,6 +12,7 @@ Everything else (clusters, nodes, summarized events) goes through beaker-py's pu
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from launchkit.backends.beaker.client import Connection
 from launchkit.backends.protocol import WaitReason
 from launchkit.core.fit import Ask, ClusterSize, NodeSize, never_fits, start_rows, typed_nodes
 from launchkit.core.specview import SpecView, TaskView
+from launchkit.core.units import span
 from launchkit.errors import PreconditionError
 
 EVENTS = 20  # newest job events read for a queued job (one page)
@@ -175,6 +177,29 @@ def waiting_reason(conn: Connection, job: Any, *, nodes: bool = True) -> WaitRea
     if nodes and gpus and reason.kind in ("no_node", "cordoned", "queued"):
         reason = cordoned_reason(conn, job, gpus, reason)
     return reason
+
+
+def synchronized_wait(jobs: list[Any], reason: WaitReason | None) -> WaitReason | None:
+    """Why a replica group that starts together waits (`synchronizedStartTimeout`, fact 11.11): how many
+    replicas are placed and wait (`ready`), how many are not placed yet (`reason`: why, from the first of
+    them), and until when the placed ones wait (the first placement plus the timeout, by Beaker's clock;
+    what Beaker does then is not public). None when no replica of `jobs` (each replica's newest) is
+    placed and waiting."""
+    group = [j for j in jobs if j.system_details.replica_group_details.HasField("synchronized_start_timeout")]
+    ready = [j for j in group if j.status.HasField("ready") and not j.status.HasField("started")]
+    unplaced = [j for j in group if not j.status.HasField("scheduled")]
+    if not ready or not unplaced:
+        return None
+    timeout = group[0].system_details.replica_group_details.synchronized_start_timeout.ToSeconds()
+    first = min(j.status.ready.ToSeconds() for j in ready)
+    until = dt.datetime.fromtimestamp(first + timeout, dt.UTC).strftime("%H:%M:%S UTC")
+    line = (
+        f"its replicas start together: {len(ready)} of {len(group)} placed and waiting, {len(unplaced)} "
+        f"not placed yet; the placed ones wait up to {span(timeout)} (synchronized start, until {until})"
+    )
+    if reason is not None and reason.kind != "queued":
+        line += f"; not placed: {reason.line}"
+    return WaitReason(kind="synchronized", line=line, fix=reason.fix if reason is not None else None)
 
 
 def cordoned_reason(conn: Connection, job: Any, gpus: int, reason: WaitReason) -> WaitReason:
