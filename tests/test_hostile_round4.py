@@ -601,3 +601,25 @@ def test_a_beaker_config_that_is_a_fifo_or_a_device_is_not_read(tmp_path):
     good = tmp_path / "config.yml"
     good.write_text("agent_address: https://beaker.example\n")
     assert config_value("agent_address", {"BEAKER_CONFIG": str(good)}) == "https://beaker.example"
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "not-utf8"])
+def test_a_python_version_file_that_is_no_version_file_is_not_read(repo: Repo, kind):
+    from conftest import git
+
+    pv = repo.path / ".python-version"
+    if kind == "dev-zero":
+        os.symlink("/dev/zero", pv)  # committed: git keeps links
+        git(repo.path, "add", ".python-version")
+        git(repo.path, "commit", "-q", "-m", "pv")
+        git(repo.path, "push", "-q", "origin", "HEAD")
+    elif kind == "fifo":
+        os.mkfifo(pv)  # untracked: git cannot hold one, a working tree can
+    else:
+        repo.commit({"requirements.txt": ""})
+        pv.write_bytes(b"3.\xff\n")
+        git(repo.path, "add", ".python-version")
+        git(repo.path, "commit", "-q", "-m", "pv")
+        git(repo.path, "push", "-q", "origin", "HEAD")
+    r = run_cli("run", "--dry-run", "--offline", *CMD, cwd=repo.path, timeout=120)
+    assert "Traceback" not in r.stderr and r.code in (0, 2, 3), r.stderr
