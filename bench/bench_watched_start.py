@@ -25,7 +25,19 @@ from pathlib import Path
 
 from bench_startup import ROOT, baseline_src
 
-SETTINGS = {"defaults": {}, "own pattern": {"LAUNCHKIT_PROGRESS_PATTERNS": r"iter \d+"}}
+# Each setting for both kinds of tree: the run's policy in one variable (runtime/node/policy.py) and
+# the variables a tree before it read (the baseline may be either).
+SETTINGS = {
+    "defaults": {
+        "LAUNCHKIT_POLICY": '{"parent":true,"stall_timeout":600}',
+        "LAUNCHKIT_STALL_TIMEOUT": "600",
+    },
+    "own pattern": {
+        "LAUNCHKIT_POLICY": '{"parent":true,"stall_timeout":600,"progress_patterns":["iter \\\\d+"]}',
+        "LAUNCHKIT_STALL_TIMEOUT": "600",
+        "LAUNCHKIT_PROGRESS_PATTERNS": r"iter \d+",
+    },
+}
 
 
 def node_copy(src: Path, into: Path) -> Path:
@@ -40,7 +52,6 @@ def once(node_dir: Path, extra: dict[str, str]) -> tuple[float, float]:
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(node_dir),
         "LAUNCHKIT_LAUNCHER": "none",
-        "LAUNCHKIT_STALL_TIMEOUT": "600",
         **extra,
     }
     cmd = [sys.executable, "-s", "-S", "-m", "launchkit_node", "launch", "--cwd", str(node_dir), "--"]

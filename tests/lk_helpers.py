@@ -24,6 +24,8 @@ from timescale import scaled
 # A time since, in every form core/units.ago prints it (`4s ago`, `1m ago`, `2h ago`, `3d ago`): a busy
 # machine turns a few seconds into a minute (tests/test_suite_at_load.py holds it to ago's forms).
 AGO = r"\d+[smhd] ago"
+# A duration in every form core/units.span prints it (`2.3s`, `41s`, `3m12s`, `9h`, `1d4h`).
+SPAN = r"\d+\.\ds|\d+s|\d+[mhd](?:\d+[smh])?"
 
 FAST_ENV = {
     "LAUNCHKIT_RETRY_DELAY": "0.05",

@@ -399,7 +399,7 @@ def test_auto_mode_preempts_first_job_and_runs_the_next(fake_beaker):
     beaker = fake_beaker.client()
     wl = beaker.experiment.create(spec=spec(), name="auto-preempt")
     assert fake_beaker.state.wait_for(
-        lambda: beaker.workload.get(wl.experiment.id).status == BeakerWorkloadStatus.succeeded, timeout=10
+        lambda: beaker.workload.get(wl.experiment.id).status == BeakerWorkloadStatus.succeeded, timeout=120
     )
     jobs = fake_beaker.state.find_experiment(wl.experiment.id).tasks[0].jobs
     assert [j.status_name for j in jobs] == ["CANCELED", "SUCCEEDED"]

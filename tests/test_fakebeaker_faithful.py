@@ -20,6 +20,7 @@ from beaker.exceptions import (
 )
 
 from fakebeaker.plugin import both_ways
+from timescale import scaled
 
 WS = "ai2/launchkit"
 
@@ -305,7 +306,7 @@ def _raw(fake, body):
         json=body,
         headers={"Authorization": "Bearer token-alice"},
         verify=str(fake.tls.ca_file),
-        timeout=10,
+        timeout=scaled(60),  # a hang guard: a busy machine answers in seconds, not milliseconds
     )
 
 

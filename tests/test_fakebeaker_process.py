@@ -21,7 +21,7 @@ from fakebeaker import FakeBeaker, State, scenarios
 from fakebeaker.remote import RemoteFake
 from timescale import scaled
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(540)
 TESTS = Path(__file__).resolve().parent
 
 

@@ -565,3 +565,61 @@ def test_a_local_run_id_that_cannot_be_one_is_not_found(tmp_path, command, run_i
     r = run_main(command, run_id, env={"LAUNCHKIT_LOCAL_HOME": str(tmp_path / "lk")})
     line = one_line(r, 4, "error: no local run 'local-", "see `launchkit list --local`")
     assert "cannot write" not in line and len(line) < 200
+
+
+# -- 2. a dry run refuses what the launch refuses ------------------------------------------------------
+
+REFUSED_AT_LAUNCH = [
+    (["--retry-on", "never-started"], "--retry-on never-started cannot be honoured on Beaker"),
+    (["--name", "n" * 200], "--name is 200 characters; Beaker allows at most 128"),
+    (["--env-secret", "LAUNCHKIT_GIT_COMMIT=X"], "is set by launchkit itself"),
+]
+
+
+@pytest.mark.parametrize("args, needle", REFUSED_AT_LAUNCH, ids=["retry-on", "name", "reserved"])
+@pytest.mark.parametrize(
+    "dry", [["--dry-run", "--offline"], ["--dry-run"]], ids=["offline", "no-credentials"]
+)
+def test_a_dry_run_refuses_what_the_launch_refuses(repo, args, needle, dry):
+    r = run_main("run", *dry, *args, *CMD, cwd=repo.path)
+    one_line(r, 2, needle)
+
+
+@pytest.mark.parametrize("args, needle", REFUSED_AT_LAUNCH, ids=["retry-on", "name", "reserved"])
+def test_the_launch_refuses_it_too(repo, fake_beaker, args, needle):
+    r = run_main("run", "--workspace", "ai2/launchkit", *args, *CMD, cwd=repo.path)
+    one_line(r, 2, needle)
+    assert not fake_beaker.state.experiments
+
+
+def test_a_beaker_config_that_is_a_fifo_or_a_device_is_not_read(tmp_path):
+    from launchkit.backends.beaker_remembered import config_value
+
+    fifo = _fifo(tmp_path)
+    for path in (fifo, "/dev/zero", str(tmp_path)):
+        assert config_value("agent_address", {"BEAKER_CONFIG": path}) is None  # at once, not blocked
+    good = tmp_path / "config.yml"
+    good.write_text("agent_address: https://beaker.example\n")
+    assert config_value("agent_address", {"BEAKER_CONFIG": str(good)}) == "https://beaker.example"
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "not-utf8"])
+def test_a_python_version_file_that_is_no_version_file_is_not_read(repo: Repo, kind):
+    from conftest import git
+
+    pv = repo.path / ".python-version"
+    if kind == "dev-zero":
+        os.symlink("/dev/zero", pv)  # committed: git keeps links
+        git(repo.path, "add", ".python-version")
+        git(repo.path, "commit", "-q", "-m", "pv")
+        git(repo.path, "push", "-q", "origin", "HEAD")
+    elif kind == "fifo":
+        os.mkfifo(pv)  # untracked: git cannot hold one, a working tree can
+    else:
+        repo.commit({"requirements.txt": ""})
+        pv.write_bytes(b"3.\xff\n")
+        git(repo.path, "add", ".python-version")
+        git(repo.path, "commit", "-q", "-m", "pv")
+        git(repo.path, "push", "-q", "origin", "HEAD")
+    r = run_cli("run", "--dry-run", "--offline", *CMD, cwd=repo.path, timeout=120)
+    assert "Traceback" not in r.stderr and r.code in (0, 2, 3), r.stderr

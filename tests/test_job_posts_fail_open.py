@@ -166,3 +166,17 @@ def test_a_bad_webhook_url_is_a_one_line_usage_error_at_launch(repo, url, said):
     assert r.code == 2, r.stderr  # not 70: an internal error
     assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "T0/B0" not in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.timeout(120)
+def test_the_local_supervisors_end_post_is_bounded_too():
+    """After `launchkit stop` the supervisor posts the cancel (backends/local/slack.py): a trickling
+    server used to keep it blocked."""
+    from launchkit.backends.local import slack
+
+    server = Trickle()
+    try:
+        slack.post(server.url, "end")  # returns: one deadline for the post
+    finally:
+        server.close()
+    assert server.accepted == 1

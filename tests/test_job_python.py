@@ -54,8 +54,9 @@ def test_the_committed_python_version_is_said_and_set_for_every_step(repo):
 def test_an_uncommitted_python_version_file_is_not_the_jobs(repo):
     (repo.path / ".python-version").write_text("3.99\n")  # pyenv local: untracked, never in the clone
     assert committed_python_request(str(repo.path), "HEAD") is None
-    r = run_main("run", "--dry-run", "--offline", "--allow-dirty", *CMD, cwd=repo.path)
+    r = run_main("-v", "run", "--dry-run", "--offline", "--allow-dirty", *CMD, cwd=repo.path)
     assert r.code == 0 and "LAUNCHKIT_PYTHON_VERSION" not in r.stdout, r.stderr
+    assert "Python: uv's choice in the job (no --python-version, no committed .python-version)" in r.stderr
 
 
 def _other_python() -> str | None:

@@ -96,7 +96,7 @@ class Acking(Arrivals):
         return super().write(data)
 
 
-@pytest.mark.timeout(120)  # a missing ring leaves follow asleep (no fallback): it fails here
+@pytest.mark.timeout(360)  # a missing ring leaves follow asleep (no fallback): it fails here
 def test_follow_wakes_on_new_output_not_on_a_timer(repo, env, state, monkeypatch, tmp_path):
     from launchkit.backends.local import backend
 
@@ -115,7 +115,7 @@ def test_follow_wakes_on_new_output_not_on_a_timer(repo, env, state, monkeypatch
     assert bells(state, run_id) == []  # the follower removed its bell
 
 
-@pytest.mark.timeout(120)  # a follow that does not end fails here
+@pytest.mark.timeout(360)  # a follow that does not end fails here
 def test_follow_ends_when_the_bell_dir_is_unusable_or_removed(repo, env, state, tmp_path):
     # `bells` is a file: no bell; follow polls as before and the supervisor does not mind
     run_id = launch(repo, env, two_lines(tmp_path / "go1"))

@@ -18,7 +18,7 @@ from inproc import run_main
 from lk_helpers import FAST_ENV, launched_id, processes_with
 from timescale import scaled
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(360)
 
 NO_PY = ("--local", "--no-python")
 

@@ -200,3 +200,10 @@ def test_the_runtime_refuses_a_malformed_policy_in_one_line(tmp_path):
     assert r.stderr.strip().splitlines() == [
         "[launchkit] error: LAUNCHKIT_POLICY: stall_timeout='soon' must be a number of seconds"
     ], r.stderr
+
+
+def test_the_backends_posting_modes_are_the_policys():
+    """`Backend.slack_posting` answers with `Posting`, which `follow` asks the policy's POSTERS with."""
+    from launchkit.backends.protocol import Posting
+
+    assert {p.value for p in Posting} == set(P.POSTERS) == {P.FOLLOWER, P.JOB, P.RUN}

@@ -194,7 +194,8 @@ def test_local_a_retry_from_step_0_is_told_in_follow_why_and_list(repo, env):
         (1, "exit code 1", 1),
         (2, "succeeded", 0),
     ]
-    assert detail[0]["last_progress"] == {"text": "step=12639/20000", "step": 12639.0}
+    last = detail[0]["last_progress"]
+    assert (last["text"], last["step"]) == ("step=12639/20000", 12639.0) and last["at"].startswith("20")
     assert detail[1]["first_progress"]["step"] == 0.0 and detail[1]["last_progress"]["step"] == 1.0
     assert all(d["gpu_hours"] == 0 for d in detail)  # no GPUs here: known, and zero
 

@@ -126,6 +126,8 @@ SAMPLES: dict[str, Any] = {
     "uv_cache_dir": "/weka/uv-cache",
     "progress_patterns": ["loss="],
     "retry_on": ({}, ("preemption", "failure")),
+    "retry_exit_codes": ({"retry_on": ("exit",)}, (29, 75)),
+    "stall_auto": ({}, (60.0, 3600.0)),
     "runtime_dir": "/other-runtime",
     "exec_method": ExecMethod.bash,
     "priority": Priority.high,

@@ -14,13 +14,18 @@ import pytest
 import conftest
 import timescale
 from conftest import ROOT
-from launchkit.core.units import ago
-from lk_helpers import AGO
+from launchkit.core.units import ago, span
+from lk_helpers import AGO, SPAN
 
 
 @pytest.mark.parametrize("seconds", [0, 4, 59, 60, 61, 3599, 3600, 3720, 86400, 200000])
 def test_the_ago_pattern_takes_every_form_ago_prints(seconds):
     assert re.fullmatch(AGO, ago(seconds)), ago(seconds)
+
+
+@pytest.mark.parametrize("seconds", [0, 2.34, 9.99, 10, 41, 60, 192, 3600, 3720, 34320, 86400, 100800, 10**7])
+def test_the_span_pattern_takes_every_form_span_prints(seconds):
+    assert re.fullmatch(SPAN, span(seconds)), span(seconds)
 
 
 def test_the_factor_is_read_from_one_variable():

@@ -3,11 +3,13 @@ would accept, a secret deleted before the job started is named with the command 
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
 
 from conftest import run_cli
+from fakebeaker.plugin import both_ways
 from fakebeaker.state import NS
 from inproc import run_main
 
@@ -100,3 +102,78 @@ def test_logs_and_why_of_a_run_queued_again_after_a_preemption(fake_beaker):
     assert run_main("logs", exp.id, "--attempt", "2").stdout == ""
     why = _why(exp.id)
     assert "is queued: " in why and "attempt 2" in why and "preempted" in why, why
+
+
+@both_ways("cordon_event", (True, False))
+def test_why_names_the_cordoned_nodes_a_queued_job_waits_for(fake_beaker):
+    """Every node of ai2/holmes that could take 8 GPUs is cordoned: `why` names them (find-gpus shows them),
+    whether or not Beaker's events mention cordoning (fact 11.13: no public source gives such an event)."""
+    from fakebeaker import scheduling as fs
+
+    s = fake_beaker.state
+    holmes = s.find_cluster("ai2/holmes")
+    for node in holmes.nodes:
+        fs.cordon(s, node.id)
+    spec = {
+        "version": "v2",
+        "description": "[launchkit]",
+        "budget": "ai2/oe-default",
+        "tasks": [
+            {
+                "name": "main",
+                "image": {"docker": "python:3.11"},
+                "context": {"priority": "normal"},
+                "command": ["python", "train.py"],
+                "resources": {"gpuCount": 8},
+                "constraints": {"cluster": ["ai2/holmes"]},
+                "result": {"path": "/results"},
+            }
+        ],
+    }
+    exp = s.add_experiment(WS, "cordoned", author="alice", spec=spec, description="[launchkit]")
+    why = _why(exp.id)
+    names = ", ".join(n.hostname for n in holmes.nodes)
+    assert f"is queued: every node of its clusters that could take it is cordoned: {names}" in why, why
+    assert "`launchkit find-gpus --gpus 8`" in why
+
+
+def test_why_tells_replicas_waiting_to_start_together(fake_beaker):
+    """Synchronized start (fact 11.11): replica 0 is placed and waits (READY_TO_START), replica 1 has no
+    node yet: told as such, with the deadline, not "waiting for Beaker to place it"."""
+    from fakebeaker import scheduling as fs
+
+    s = fake_beaker.state
+    spec = {
+        "version": "v2",
+        "description": "[launchkit]",
+        "budget": "ai2/oe-default",
+        "tasks": [
+            {
+                "name": "main",
+                "image": {"docker": "python:3.11"},
+                "context": {"priority": "normal"},
+                "command": ["torchrun", "train.py"],
+                "resources": {"gpuCount": 8},
+                "constraints": {"cluster": ["ai2/jupiter"]},
+                "replicas": 2,
+                "hostNetworking": True,
+                "leaderSelection": True,
+                "synchronizedStartTimeout": 300 * NS,
+                "result": {"path": "/results"},
+            }
+        ],
+    }
+    exp = s.add_experiment(WS, "together", author="alice", spec=spec, description="[launchkit]")
+    first, second = (t.latest_job for t in sorted(exp.tasks, key=lambda t: t.replica_rank))
+    s.start_job(first)  # placed: it waits for the other replica instead of starting
+    assert (first.started, first.status_name) == (None, "READY_TO_START")
+    fs.hold(s, second, "4 nodes do not have enough slots available")
+    until = dt.datetime.fromtimestamp(first.ready / NS + 300, dt.UTC).strftime("%H:%M:%S UTC")
+    why = _why(exp.id)
+    assert (
+        "is queued: its replicas start together: 1 of 2 placed and waiting, 1 not placed yet; the placed "
+        f"ones wait up to 5m (synchronized start, until {until}); not placed: none of 4 nodes of its "
+        "clusters has 8 free GPUs together now"
+    ) in why, why
+    s.start_job(second)  # the last one placed: they start together
+    assert first.started is not None and second.started is not None

@@ -200,10 +200,8 @@ def _fix(run: RunInfo) -> str | None:
 
 
 def exit_code(run: RunInfo) -> int:
-    """The exit code `follow` gives a finished run."""
-    if run.exit_code is not None:
-        return run.exit_code
-    return 0 if run.status == RunStatus.succeeded else 1
+    """The exit code `follow` gives a finished run (RunStatus.shell_code)."""
+    return run.status.shell_code(run.exit_code)
 
 
 __all__ = ["Event", "end_kind", "exit_code", "stream"]

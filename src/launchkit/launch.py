@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from shutil import which
 from typing import Any
 
@@ -65,6 +64,7 @@ from launchkit.pyenv import (
     version_tag,
 )
 from launchkit.sweeps import SweepRecord
+from launchkit.userfile import read_user_file
 
 
 @dataclass
@@ -203,6 +203,11 @@ def check_spec_usage(request: LaunchRequest, name: str, submission: Submission) 
     """The usage checks that need the built spec (its tasks), before the backend prepares it (a
     launch's prepare creates the runtime dataset)."""
     row = registry.info(name)
+    if row.name_limit is not None and len(submission.name) > row.name_limit:
+        raise UsageError(
+            f"--name is {len(submission.name)} characters; {row.title} allows at most {row.name_limit}",
+            hint=f"shorten it (e.g. {submission.name[: row.name_limit - 8]!r}...)",
+        )
     if request.uploads and Capability.uploads not in row.capabilities:
         raise UsageError(
             f"--upload {request.uploads[0].local_path}:{request.uploads[0].mount_path}: uploading "
@@ -407,8 +412,14 @@ def choose_job_python(app: Application, request: LaunchRequest, git: GitState) -
     asked, source = request.python_version, "--python-version"
     if not asked and git.repo_root:
         asked, source = committed_python_request(git.repo_root, git.commit), PYTHON_VERSION_FILE
-    if not asked or too_old_python(asked.removeprefix("cpython-").removeprefix("python")):
-        return request  # (one older than the runtime runs is refused by check_environment, saying so)
+    if not asked:
+        app.debug(
+            "Python: uv's choice in the job (no --python-version, no committed .python-version): one "
+            "requires-python allows, the image's when it does"
+        )
+        return request
+    if too_old_python(asked.removeprefix("cpython-").removeprefix("python")):
+        return request  # (refused by check_environment, which names the runtime's floor)
     if python_obtainable(asked) is False:
         fix = "pass a released one (e.g. 3.12)" if source.startswith("--") else "name a released one there"
         raise PreconditionError(
@@ -451,8 +462,8 @@ def check_environment(app: Application, request: LaunchRequest, git: GitState, *
     ):
         return
     python = request.python_version
-    if not python and os.path.isfile(pv := os.path.join(git.repo_root, ".python-version")):
-        python = next(iter(Path(pv).read_text(encoding="utf-8").split()), None)
+    if not python:
+        python = next(iter(_python_version_words(git.repo_root)), None)
     check_job_environment(
         app,
         git.repo_root,
@@ -469,13 +480,22 @@ def check_environment(app: Application, request: LaunchRequest, git: GitState, *
     )
 
 
+def _python_version_words(repo_root: str) -> list[str]:
+    """The words of the checkout's .python-version; none when it is missing, not a regular file (a
+    link to /dev/zero, a FIFO: never read), larger than a version file is, or not UTF-8 text."""
+    try:
+        data = read_user_file(
+            os.path.join(repo_root, ".python-version"), ".python-version", limit=4096, hint=""
+        )
+        return data.decode("utf-8").split()
+    except (UsageError, UnicodeDecodeError):
+        return []
+
+
 def _refuse_old_python(repo_root: str) -> None:
     """The checkout's .python-version picks the job's Python: one the runtime can't run is refused here,
     not after the job has waited for its GPUs."""
-    try:
-        words = Path(repo_root, ".python-version").read_text(encoding="utf-8").split()
-    except (OSError, UnicodeDecodeError):
-        return
+    words = _python_version_words(repo_root)
     if words and too_old_python(words[0].removeprefix("cpython-").removeprefix("python")):
         raise PreconditionError(
             f".python-version asks for Python {words[0]!r}, older than launchkit's runtime supports (3.8)",

@@ -13,6 +13,7 @@ a warning; it never fails the launch or the follow.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from launchkit.application import Application
@@ -20,6 +21,7 @@ from launchkit.backends.protocol import EndKind, EndReason, Posting
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.redact import url_host_only
 from launchkit.core.status import RunStatus
+from launchkit.masking import mask_text
 from launchkit.runtime.node import policy
 from launchkit.runtime.node.launch.notify import TIMEOUT, message, post
 
@@ -30,9 +32,16 @@ def url_from_env(environ: dict[str, str] | Any) -> str | None:
 
 
 class SlackNotifier:
-    def __init__(self, app: Application, url: str, posting: Posting = Posting.follower) -> None:
+    def __init__(
+        self,
+        app: Application,
+        url: str,
+        posting: Posting = Posting.follower,
+        secrets: Callable[[], list[str]] | None = None,
+    ) -> None:
         self.app = app
         self._url = url
+        self._secrets = secrets  # the run's secret values, read if a line quotes the job (masking.py)
         self.posting = posting  # who else posts (docs/notifications.md)
         self.started = False
         self._lock = threading.Lock()
@@ -92,6 +101,8 @@ class SlackNotifier:
         default = {"succeeded": "succeeded", "canceled": "was canceled"}.get(
             event, f"failed with exit code {code}"
         )
+        if line and end is not None and end.by == "launchkit" and self._secrets is not None:
+            line = mask_text(line, self._secrets())  # a stall stop quotes the job's progress line
         self.post(message(event, self._label(run), line or default))
 
 

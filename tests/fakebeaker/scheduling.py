@@ -98,7 +98,8 @@ def on_new_job(state: State, j: Job) -> None:
         return
     if all(n.cordoned for n in fit):
         hold(state, j, f"{nodes} nodes do not have enough slots available")
-        state.add_event(j, "queued", f"{len(fit)} nodes are cordoned")
+        if state.options.cordon_event:  # fact 11.13: no public source gives such an event
+            state.add_event(j, "queued", f"{len(fit)} nodes are cordoned")
         return
     ws = state.workspaces[j.experiment.workspace_id]
     if ws.slot_limit is not None:

@@ -53,6 +53,14 @@ def ts(ns: int | None) -> Timestamp | None:
     return Timestamp(seconds=ns // NS, nanos=ns % NS)
 
 
+def _duration(value: Any) -> Duration | None:
+    """A spec duration (nanoseconds, as beaker-py writes it) as a proto Duration; None when unset."""
+    if not value:
+        return None
+    ns = int(value)
+    return Duration(seconds=ns // NS, nanos=ns % NS)
+
+
 def ts_ns(t: Timestamp) -> int:
     return t.seconds * NS + t.nanos
 
@@ -268,24 +276,29 @@ class Convert:
         )
 
     def system_details(self, t: Task) -> pb2.SystemDetails:
-        """The task's scheduling as a job carries it: replica group, priority and cluster constraint
-        (the spec's names; whether real Beaker sends names or ids is not public: launchkit only compares
-        one job's with another's)."""
+        """The task's scheduling as a job carries it: replica group, priority, and the spec's
+        constraints as given (proto JobPlacementConstraint: type + values; whether real Beaker sends
+        cluster names or ids is not public: launchkit only compares one job's with another's)."""
         priority = str((t.spec.get("context") or {}).get("priority") or "normal").upper()
-        clusters = list((t.spec.get("constraints") or {}).get("cluster") or [])
+        constraints = t.spec.get("constraints") or {}
+        placed = [  # the spec's constraints as given (proto JobPlacementConstraint: type + values)
+            pb2.JobPlacementConstraint(type=kind, values=[str(v) for v in constraints[key]])
+            for key, kind in (
+                ("cluster", pb2.JOB_PLACEMENT_CONSTRAINT_TYPE_CLUSTER),
+                ("hostname", pb2.JOB_PLACEMENT_CONSTRAINT_TYPE_HOSTNAME),
+            )
+            if constraints.get(key)
+        ]
         return pb2.SystemDetails(
+            placement_constraints=placed,
             replica_group_details=pb2.ReplicaGroupDetails(
                 id=f"{t.experiment.id}-{t.spec.get('name') or 'task'}" if t.replica_count > 1 else "",
                 size=t.replica_count,
                 rank=t.replica_rank,
                 is_leader_replica=t.replica_rank == 0,
+                synchronized_start_timeout=_duration(t.spec.get("synchronizedStartTimeout")),
             ),
             priority=getattr(pb2, f"JOB_PRIORITY_{priority}", pb2.JOB_PRIORITY_NORMAL),
-            placement_constraints=[
-                pb2.JobPlacementConstraint(type=pb2.JOB_PLACEMENT_CONSTRAINT_TYPE_CLUSTER, values=clusters)
-            ]
-            if clusters
-            else [],
         )
 
     def task(self, t: Task) -> pb2.Task:
@@ -339,6 +352,8 @@ class Convert:
             st.canceled_for = j.canceled_for
         if j.scheduling_message:
             st.failed_scheduling_message = j.scheduling_message
+        if j.ready is not None:
+            st.ready.CopyFrom(ts(j.ready))
         if j.failed is not None:
             st.failed.CopyFrom(ts(j.failed))
         elif j.exit_code not in (None, 0) and j.canceled is None:

@@ -93,6 +93,9 @@ class Options:
     # 10.11 (inferred-medium): seconds after which a job no node can take is canceled
     # IMPOSSIBLE_TO_SCHEDULE (None: it stays queued). scheduling.py
     impossible_after: float | None = None
+    # *unknown* (11.13): whether a job that only cordoned nodes could take gets an event saying so
+    # ("N nodes are cordoned", the fake's wording) besides "N nodes do not have enough slots available".
+    cordon_event: bool = True
     # *unknown* (10.12): a job whose env secret was deleted between submit and start. "fail": it fails
     # when it would start, with no exit code and a message naming the secret (what fact 10.12 suggests a
     # fake do); "start": it starts without the variable.
@@ -303,6 +306,7 @@ class Job:
     result_dataset_id: str
     retry_ancestor_id: str = ""
     scheduled: int | None = None
+    ready: int | None = None  # synchronized start (fact 11.11): placed, waiting for the other replicas
     started: int | None = None
     exited: int | None = None
     finalized: int | None = None
@@ -340,6 +344,8 @@ class Job:
             return "SUCCEEDED" if self.exit_code == 0 else "FAILED"
         if self.started is not None:
             return "RUNNING"
+        if self.ready is not None:
+            return "READY_TO_START"
         if self.scheduled is not None:
             return "INITIALIZING"
         return "QUEUED"
@@ -388,7 +394,7 @@ class Experiment:
         names = {j.status_name for j in latest}
         if not latest:
             return "CANCELED" if self.canceled is not None else "SUBMITTED"
-        for s in ("STOPPING", "RUNNING", "INITIALIZING", "UPLOADING_RESULTS", "QUEUED"):
+        for s in ("STOPPING", "RUNNING", "INITIALIZING", "UPLOADING_RESULTS", "QUEUED", "READY_TO_START"):
             if s in names:
                 return s
         if "FAILED" in names:
@@ -437,6 +443,17 @@ class AutoRun:
     # its attempt = its place in job.task.jobs, 1-based); overrides exit_code and run_for, and `lines`
     # may then name {rank} and {attempt}. In-process tests only.
     plan: Any = None
+
+
+def _synchronized(j: Job) -> bool:
+    """A replica of a group that starts together (`synchronizedStartTimeout`, fact 11.11)."""
+    return j.task.replica_count > 1 and bool(j.task.spec.get("synchronizedStartTimeout"))
+
+
+def _group_jobs(j: Job) -> list[Job]:
+    """The newest job of each replica of `j`'s group (the experiment's tasks of the same spec name)."""
+    e, name = j.task.experiment, j.task.spec.get("name")
+    return [t.latest_job for t in e.tasks if t.spec.get("name") == name and t.latest_job is not None]
 
 
 class State:
@@ -1032,6 +1049,9 @@ class State:
             else:
                 j.events.append(Event("scheduled", "Scheduled", now, now))
             j.events.append(Event("pulling", "Pulling image", now, now))
+            if _synchronized(j):  # fact 11.11: placed replicas wait until every rank is placed
+                j.ready = now
+                j.events.append(Event("ready", "Ready to start; waiting for the other replicas", now, now))
             self._touch()
             return j
 
@@ -1049,6 +1069,14 @@ class State:
             j = self.schedule_job(job, node=node)
             if j.started is None and j.failed is None and (gone := self._deleted_secret(j)):
                 return self.fail_job(j, gone)
+            if j.started is None and _synchronized(j):
+                group = _group_jobs(j)
+                if any(g.scheduled is None for g in group):
+                    return j  # READY_TO_START until every replica is placed (fact 11.11)
+                for g in group:  # then they start together
+                    if g is not j and g.started is None and g.ready is not None:
+                        g.started = j_now = self.now()
+                        g.events.append(Event("started", "Started", j_now, j_now))
             if j.started is None:
                 j.started = self.now()
                 j.events.append(Event("started", "Started", j.started, j.started))
@@ -1511,6 +1539,9 @@ class State:
                 self.start_job(job)
                 if job.failed is not None:  # failed at its start (Options.deleted_secret)
                     return
+                if job.started is None:  # placed, waiting for its group (synchronized start): later
+                    self._timer(0.05, start)
+                    return
                 if not auto.line_interval:
                     self.append_logs(job, lines)
                 if auto.synthetic_lines:
@@ -1578,7 +1609,7 @@ class State:
                 exps = [e for e in exps if e.author_id == uid]
             return exps
 
-    def wait_for(self, predicate, timeout: float = 10.0) -> bool:
+    def wait_for(self, predicate, timeout: float = 60.0) -> bool:
         """Block until predicate() is true; re-checked on every state change and at least every 0.1 s.
         The predicate runs without the lock held, so it may make RPCs to this fake."""
         deadline = time.monotonic() + scaled(timeout)

@@ -21,7 +21,9 @@ from typing import Any
 
 import platformdirs
 
+from launchkit.errors import UsageError
 from launchkit.runtime import runtime_dataset_name
+from launchkit.userfile import CONFIG_FILE_LIMIT, read_user_file
 
 CACHE_FILE = "beaker-runtime.json"
 DEFAULT_ADDRESS = "https://beaker.org"  # beaker-py's Config.agent_address
@@ -68,14 +70,14 @@ def config_value(key: str, environ: dict[str, str]) -> str | None:
     """`key` of beaker-py's config file (BEAKER_CONFIG, else ~/.beaker/config.yml), read as plain
     `key: value` lines (what beaker-py writes), without PyYAML."""
     path = environ.get("BEAKER_CONFIG") or os.path.join(environ.get("HOME") or "~", ".beaker", "config.yml")
-    try:
-        with open(os.path.expanduser(path), encoding="utf-8") as f:
-            for line in f:
-                name, sep, value = line.partition(":")
-                if sep and name.strip() == key:
-                    return value.strip().strip("'\"") or None
-    except OSError:
-        pass
+    try:  # a regular file only, read whole up to a limit: a FIFO or /dev/zero named there cannot hang it
+        data = read_user_file(os.path.expanduser(path), path, limit=CONFIG_FILE_LIMIT, hint="")
+    except UsageError:
+        return None
+    for line in data.decode("utf-8", "replace").splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name.strip() == key:
+            return value.strip().strip("'\"") or None
     return None
 
 

@@ -68,7 +68,7 @@ class EndReason(BaseModel):
 
 class WaitReason(BaseModel):
     """Why a queued run waits, from the backend's own scheduling data: `kind` (slot_limit, no_node,
-    cordoned, budget, priority, queued), one line (no run id) and what to do about it."""
+    cordoned, budget, priority, synchronized, queued), one line (no run id) and what to do about it."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -55,6 +55,7 @@ class BackendInfo:
         "capabilities",
         "credentials",
         "name",
+        "name_limit",
         "offline",
         "resume_checked",
         "retry_causes",
@@ -89,6 +90,9 @@ class BackendInfo:
         # the causes after whose retry it can check that the attempt resumed (--require-resume), given
         # the policy module; None: after every retry
         resume_checked: Callable[[ModuleType], tuple[str, ...]] | None = None,
+        # the longest run name it takes (None: any), checked with the spec's other usage checks, so a
+        # dry run (offline too) refuses what the launch would
+        name_limit: int | None = None,
     ) -> None:
         self.name, self.title, self.summary, self.target = name, title, summary, target
         self.capabilities, self.run_prefix = capabilities, run_prefix
@@ -96,6 +100,7 @@ class BackendInfo:
         self.retry_causes = retry_causes
         self.run_ids = run_ids
         self.resume_checked = resume_checked
+        self.name_limit = name_limit
 
     def __repr__(self) -> str:
         return f"BackendInfo({self.name!r})"
@@ -154,6 +159,7 @@ def _beaker_credentials() -> str | None:
     return None if (Path.home() / ".beaker" / "config.yml").is_file() else "no Beaker credentials"
 
 
+BEAKER_NAME_LIMIT = 128  # Beaker refuses longer experiment names (HTTP 400)
 _COMMON_BEAKER = frozenset(Capability) - {Capability.unpushed, Capability.this_machine, Capability.pruning}
 
 # The default backend first.
@@ -167,14 +173,16 @@ BACKENDS: tuple[BackendInfo, ...] = (
         takes_workspace=True,
         credentials=_beaker_credentials,
         offline="launchkit.backends.beaker_remembered:offline_spec",
+        name_limit=BEAKER_NAME_LIMIT,
         # autoResume; task retries (cause-blind: never-started only beside failure); the runtime's restart
         retry_causes=lambda P: {
             P.PREEMPTION: (),
             P.FAILURE: (),
             P.NEVER_STARTED: (P.FAILURE,),
             P.STALLED: (),
+            P.EXIT: (),
         },
-        resume_checked=lambda P: (P.STALLED,),  # only the runtime's restarts in place see the start before
+        resume_checked=lambda P: P.IN_PLACE,  # only the runtime's restarts in place see the start before
     ),
     BackendInfo(
         name="local",
@@ -186,7 +194,13 @@ BACKENDS: tuple[BackendInfo, ...] = (
         ),
         run_prefix="local-",
         # the supervisor tells the causes apart; the runtime's restart
-        retry_causes=lambda P: {P.PREEMPTION: (), P.FAILURE: (), P.NEVER_STARTED: (), P.STALLED: ()},
+        retry_causes=lambda P: {
+            P.PREEMPTION: (),
+            P.FAILURE: (),
+            P.NEVER_STARTED: (),
+            P.STALLED: (),
+            P.EXIT: (),
+        },
         run_ids="launchkit.backends.local.store:recent_run_ids",
     ),
 )

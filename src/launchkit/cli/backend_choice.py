@@ -166,8 +166,10 @@ def resolve_run(
     latest: bool,
     author: str | None = None,
     workspace: str | None = None,
+    full: bool = False,
 ) -> tuple[Backend, RunInfo]:
-    """(backend, RunInfo) for `ID` or `--latest`."""
+    """(backend, RunInfo) for `ID` or `--latest`. `full`: the run as `get` reads it for --latest too (a
+    backend's `latest` may answer from a listing, without its jobs: `why` tells the same either way)."""
     if run_id and latest:
         raise UsageError("give a run ID or --latest, not both", hint="drop one of them")
     if not run_id and not latest:
@@ -180,7 +182,7 @@ def resolve_run(
     run = b.latest(author=author) if author else b.latest()
     if run is None:
         raise NotFoundError(f"there are no {b.name} runs yet", hint="start one with `launchkit run`")
-    return b, run
+    return b, (b.get(run.id) if full else run)
 
 
 def run_ids(incomplete: str) -> list[str]:

@@ -21,6 +21,7 @@ from launchkit.cli.context import get_app, stdout_closed
 from launchkit.cli.following import follow_run
 from launchkit.cli.options import latest_option, replica_option
 from launchkit.errors import EXIT_INTERRUPTED
+from launchkit.masking import secret_values
 from launchkit.notify import SlackNotifier, url_from_env
 
 
@@ -59,7 +60,8 @@ def follow(
     if as_json:
         sys.exit(_events(app, b, run))
     url = url_from_env(os.environ)  # LAUNCHKIT_SLACK_WEBHOOK_URL (or gantry's GANTRY_SLACK_WEBHOOK_URL)
-    notifier = SlackNotifier(app, url, b.slack_posting(run)) if url else None
+    secrets = lambda: secret_values(app, b, run)  # noqa: E731 - read only if a post quotes the job
+    notifier = SlackNotifier(app, url, b.slack_posting(run), secrets) if url else None
     # SystemExit, not typer.Exit: click returns (drops) Exit codes when standalone_mode=False
     sys.exit(
         follow_run(

@@ -203,9 +203,7 @@ def follow_summary(
             break
         sleep(poll)
         info = backend.get(run.id)
-    if info.exit_code is not None:
-        return info.exit_code
-    return 0 if info.status == RunStatus.succeeded else 1
+    return info.status.shell_code(info.exit_code)
 
 
 def follow_run(

@@ -19,6 +19,7 @@ from launchkit.cli.dry_run import write_spec
 from launchkit.cli.following import Limits, follow_run
 from launchkit.errors import EXIT_INTERRUPTED, UsageError
 from launchkit.launch import plan, submit
+from launchkit.masking import secret_values
 from launchkit.notify import SlackNotifier
 
 if TYPE_CHECKING:
@@ -102,7 +103,8 @@ def _after_launch(
     if request.slack_webhook_url is not None:
         posting = b.slack_posting(run)  # who else posts (docs/notifications.md)
         if request.follow:
-            notifier = SlackNotifier(app, request.slack_webhook_url.get_secret_value(), posting)
+            secrets = lambda: secret_values(app, b, run)  # noqa: E731 - read only if a post quotes the job
+            notifier = SlackNotifier(app, request.slack_webhook_url.get_secret_value(), posting, secrets)
         elif posting == Posting.follower:
             app.warn(
                 f"--slack-webhook-url posts while a run is followed: add --follow, run `launchkit "

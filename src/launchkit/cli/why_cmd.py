@@ -40,7 +40,7 @@ def why(
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
-    b, run = resolve_run(app, backend, local, run_id, latest)
+    b, run = resolve_run(app, backend, local, run_id, latest, full=True)  # --latest: as `why ID` reads it
     if run.status == RunStatus.running:
         run = run.model_copy(update={"progress": b.progress(run)})
     stalled = run.end is not None and run.end.by == "launchkit" and WATCHDOG_STOP in run.end.line

@@ -41,7 +41,7 @@ from launchkit.core.tasks import ESCAPED_SEPARATOR, MAX_TASKS, expand_tasks, spl
 from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duration, parse_size
 from launchkit.errors import UsageError
 from launchkit.runtime import RUNTIME_MOUNT
-from launchkit.runtime.node.launch import matching
+from launchkit.runtime.node.launch import matching, stallbudget
 from launchkit.runtime.node.launch.notify import url_problem
 from launchkit.userfile import ENV_FILE_LIMIT, read_user_file
 
@@ -634,7 +634,9 @@ def _task(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
         opts, "retries", int, "give how many times to retry, e.g. 3", maximum=MAX_COUNT, allow_zero=True
     )
     causes, where = opts.get("retry_on")
-    f["retry_on"] = retrying.parse([causes] if isinstance(causes, str) else causes or [], where)
+    f["retry_on"], f["retry_exit_codes"] = retrying.parse(
+        [causes] if isinstance(causes, str) else causes or [], where
+    )
     f["require_resume"] = bool(given.get("require_resume"))
     _several_tasks(given, f, _env_not_secret(opts)[0])
 
@@ -909,15 +911,38 @@ def _waiting(opts: _Options, given: dict[str, Any], f: dict[str, Any]) -> None:
     f["follow"] = bool(follow) or (timeout is not None and timeout != 0)
     f["show_logs"] = follow is not False
     f["timeout"] = timeout if timeout is not None and timeout > 0 else None
+    f["stall_auto"] = _stall_auto(opts)
     for opt in ("start_timeout", "inactive_timeout", "inactive_soft_timeout", "stall_timeout", "stall_grace"):
-        f[opt] = _duration(opts, opt, allow_zero=opt == "stall_grace")
+        if opt != "stall_timeout" or f["stall_auto"] is None:
+            f[opt] = _duration(opts, opt, allow_zero=opt == "stall_grace")
     if not f["follow"]:  # gantry ignores it when it does not wait (cli/launching.py says so)
         f["start_timeout"] = None
     f["progress_patterns"] = _patterns(opts)
     for opt in ("progress_pattern", "stall_grace"):
-        if opts.value(opt) not in (None, [], ()) and f["stall_timeout"] is None:
+        if opts.value(opt) not in (None, [], ()) and f["stall_timeout"] is None and f["stall_auto"] is None:
             flag = "--" + opt.replace("_", "-")
             raise UsageError(f"{flag} applies to --stall-timeout", hint="add --stall-timeout DURATION")
+
+
+def _stall_auto(opts: _Options) -> tuple[float, float] | None:
+    """`--stall-timeout auto` or `auto:FLOOR:CAP` (runtime/node/launch/stallbudget.py): (floor, cap)
+    in seconds; None for a duration (or nothing)."""
+    value, where = opts.get("stall_timeout")
+    text = str(value or "").strip().lower()
+    if text != "auto" and not text.startswith("auto:"):
+        return None
+    parts = text.split(":")[1:]
+    if len(parts) not in (0, 2):
+        raise _fail(where, value, "auto takes a floor and a cap, or neither", "e.g. auto, or auto:5m:2h")
+    if not parts:
+        return (stallbudget.FLOOR, stallbudget.CAP)
+    try:
+        floor, cap = (parse_duration(p) for p in parts)
+    except UnitError as e:
+        raise _fail(where, value, e.problem, e.hint) from None
+    if not 0 < floor <= cap:
+        raise _fail(where, value, "the floor must be above zero and at most the cap", "e.g. auto:5m:2h")
+    return (floor, cap)
 
 
 def _patterns(opts: _Options) -> list[str]:

@@ -165,6 +165,7 @@ class LaunchRequest(_Model):
     preemptible: bool | None = None
     retries: int | None = Field(default=None, ge=0)
     retry_on: tuple[str, ...] = ()  # --retry-on causes (core/retrying.py), in its CAUSES order
+    retry_exit_codes: tuple[int, ...] = ()  # --retry-on exit:29,75 (the cause `exit`)
     require_resume: bool = False  # stop an attempt that restarted below the last one's step
 
     # --- multi-node (defaults refined by launchkit.core.profiles / multinode)
@@ -220,6 +221,7 @@ class LaunchRequest(_Model):
     inactive_timeout: float | None = None  # stop the job after this long without output
     inactive_soft_timeout: float | None = None  # warn after this long without output
     stall_timeout: float | None = None  # stop the job after this long without a progress line
+    stall_auto: tuple[float, float] | None = None  # --stall-timeout auto: (floor, cap) seconds
     stall_grace: float | None = None  # extra time before the first progress line (None: 10 min)
     progress_patterns: list[str] = Field(default_factory=list)  # regexes; empty: the runtime's defaults
     yes: bool = False

@@ -30,13 +30,17 @@ if TYPE_CHECKING:
 TASK_RETRIED = (P.FAILURE, P.NEVER_STARTED)  # what Beaker's task retries retry (alike)
 
 
-def parse(values: Iterable[str], where: str = "--retry-on") -> tuple[str, ...]:
-    """The causes of repeated and comma-separated values, in the policy's order; one line for a bad one."""
+def parse(values: Iterable[str], where: str = "--retry-on") -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """(causes, exit codes) of repeated and comma-separated values (`exit:29,75` names codes), in the
+    policy's order; one line for a bad one."""
     try:
-        return P.parse_causes(list(values))
+        return P.parse_retry_on(list(values))
+    except P.ExitCodeError as e:
+        raise UsageError(f"{where}: {e}", hint="e.g. --retry-on exit:29,75") from None
     except P.PolicyError as e:
         raise UsageError(
-            f"{where} {str(e)!r}: unknown cause", hint="use one of: " + ", ".join(P.CAUSES)
+            f"{where} {str(e)!r}: unknown cause",
+            hint="use one of: " + ", ".join(c if c != P.EXIT else "exit:CODES" for c in P.CAUSES),
         ) from None
 
 
@@ -51,12 +55,14 @@ def policy(request: LaunchRequest) -> P.Policy:
         retry_on=request.retry_on,
         retry_cap=cap(request) if request.retry_on else 0,
         stall_timeout=request.stall_timeout,
+        stall_auto=request.stall_auto,
         stall_grace=request.stall_grace,
         inactive_timeout=request.inactive_timeout,
         inactive_soft_timeout=request.inactive_soft_timeout,
         progress_patterns=request.progress_patterns,
         webhook_secret=request.slack_webhook_secret,
         require_resume=request.require_resume,
+        retry_exit_codes=request.retry_exit_codes,
     )
 
 

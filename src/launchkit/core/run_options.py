@@ -211,7 +211,8 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         ("--stall-timeout",),
         P_LAUNCH,
         metavar="DURATION",
-        help="Stop the job after this long without a progress line (checked where it runs).",
+        help="Stop the job after this long without a progress line (checked where it runs); auto:"
+        " from its step intervals.",
     ),
     Opt(
         "progress_pattern",
@@ -588,7 +589,7 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         metavar="CAUSE",
         key="retry_on",
         help="Retry only on these causes (repeatable, or comma-separated): preemption, stalled,"
-        " never-started, failure.",
+        " never-started, failure, exit:CODES (e.g. exit:29,75).",
     ),
     Opt(
         "require_resume",

@@ -23,6 +23,25 @@ class RunStatus(str, Enum):
     def finished(self) -> bool:
         return self in FINISHED
 
+    @property
+    def is_terminal(self) -> bool:
+        """It ended for good (`finished`; a preempted run may still be resumed by Beaker)."""
+        return self in FINISHED
+
+    @property
+    def is_failure(self) -> bool:
+        """It ended without doing its work for a reason of its own (not a cancelation): failed, lost."""
+        return self in (RunStatus.failed, RunStatus.lost)
+
+    def shell_code(self, exit_code: int | None) -> int:
+        """The exit code `follow` (and `run --follow`, the Python API's wait) gives a run that ended
+        this way with the deciding job's `exit_code`: 0 only when it succeeded; else that exit code,
+        and 1 (EXIT_JOB_FAILED) when it has none or it is 0 (a run canceled after its command exited 0,
+        a replica's 0 beside a sibling's failure). The one place this is decided."""
+        if self == RunStatus.succeeded:
+            return 0
+        return exit_code if exit_code not in (None, 0) else 1
+
 
 FINISHED = (RunStatus.succeeded, RunStatus.failed, RunStatus.canceled, RunStatus.lost)
 

@@ -40,6 +40,7 @@ from launchkit.backends.beaker.scheduling import (
     list_reasons,
     position,
     summarized,
+    synchronized_wait,
     wait_history,
     waiting_reason,
 )
@@ -65,7 +66,6 @@ from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
 from launchkit.errors import (
-    EXIT_JOB_FAILED,
     LaunchkitError,
     NotFoundError,
     PreconditionError,
@@ -434,6 +434,7 @@ class BeakerBackend:
             newest = [js[0] for _, _, js in rows if js]
             lead = next((j for j in newest if not j.status.HasField("scheduled")), None)
             waiting = waiting_reason(self.conn, lead)  # queued: why it waits (one ListJobEvents)
+            waiting = synchronized_wait(newest, waiting) or waiting  # placed replicas waiting for the rest
             return self._info(wl, author=author, rows=rows, events=True, waiting=waiting)
 
     def _command_started(self, job: Any) -> bool | None:
@@ -1088,9 +1089,7 @@ class BeakerBackend:
                     self._follow_many(wl, followed, self._labels(wl, followed), out, tail)
             info = self._wait_for_run(wl, run.author)
         self._final[run.id] = info  # the caller's get() needs no round trip
-        if info.status == RunStatus.succeeded:
-            return 0
-        return info.exit_code if info.exit_code not in (None, 0) else EXIT_JOB_FAILED
+        return info.status.shell_code(info.exit_code)
 
     def _earlier_attempts(self, wl: Any, rows: Rows, prefixed: bool) -> None:
         """Before following a replica whose earlier attempts already ended: one line saying how the

@@ -12,6 +12,7 @@ Everything else (clusters, nodes, summarized events) goes through beaker-py's pu
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,7 @@ from launchkit.backends.protocol import WaitReason
 from launchkit.core.fit import Ask, ClusterSize, NodeSize, never_fits, start_rows, typed_nodes
 from launchkit.core.phases import Wait
 from launchkit.core.specview import SpecView, TaskView
+from launchkit.core.units import span
 from launchkit.errors import PreconditionError
 
 EVENTS = 20  # newest job events read for a queued job (one page)
@@ -186,9 +188,10 @@ _SHORT = {  # the waiting history's words for a reason (WaitReason.kind)
 }
 
 
-def waiting_reason(conn: Connection, job: Any) -> WaitReason | None:
+def waiting_reason(conn: Connection, job: Any, *, nodes: bool = True) -> WaitReason | None:
     """Why a queued job (never scheduled, not canceled) waits; None for any other job (or none). One
-    ListJobEvents; with a budget reason also the budget's allocations (to name its clusters)."""
+    ListJobEvents; with a budget reason also the budget's allocations (to name its clusters); with
+    `nodes`, when no node has room, its clusters' nodes (one ListNodes each) to name cordoned ones."""
     if job is None:
         return None
     s = job.status
@@ -211,6 +214,8 @@ def waiting_reason(conn: Connection, job: Any) -> WaitReason | None:
         if limit:
             line = reason.line.replace("all its", f"all {limit} of its")
             reason = reason.model_copy(update={"line": line})
+    if nodes and gpus and reason.kind in ("no_node", "cordoned", "queued"):
+        reason = cordoned_reason(conn, job, gpus, reason)
     return reason
 
 
@@ -306,6 +311,56 @@ def _queue_key(job: Any) -> tuple[int, frozenset[str], int, int]:
     return priority, clusters, gpus, job.status.created.ToNanoseconds()
 
 
+def synchronized_wait(jobs: list[Any], reason: WaitReason | None) -> WaitReason | None:
+    """Why a replica group that starts together waits (`synchronizedStartTimeout`, fact 11.11): how many
+    replicas are placed and wait (`ready`), how many are not placed yet (`reason`: why, from the first of
+    them), and until when the placed ones wait (the first placement plus the timeout, by Beaker's clock;
+    what Beaker does then is not public). None when no replica of `jobs` (each replica's newest) is
+    placed and waiting."""
+    group = [j for j in jobs if j.system_details.replica_group_details.HasField("synchronized_start_timeout")]
+    ready = [j for j in group if j.status.HasField("ready") and not j.status.HasField("started")]
+    unplaced = [j for j in group if not j.status.HasField("scheduled")]
+    if not ready or not unplaced:
+        return None
+    timeout = group[0].system_details.replica_group_details.synchronized_start_timeout.ToSeconds()
+    first = min(j.status.ready.ToSeconds() for j in ready)
+    until = dt.datetime.fromtimestamp(first + timeout, dt.UTC).strftime("%H:%M:%S UTC")
+    line = (
+        f"its replicas start together: {len(ready)} of {len(group)} placed and waiting, {len(unplaced)} "
+        f"not placed yet; the placed ones wait up to {span(timeout)} (synchronized start, until {until})"
+    )
+    if reason is not None and reason.kind != "queued":
+        line += f"; not placed: {reason.line}"
+    return WaitReason(kind="synchronized", line=line, fix=reason.fix if reason is not None else None)
+
+
+def cordoned_reason(conn: Connection, job: Any, gpus: int, reason: WaitReason) -> WaitReason:
+    """`reason` naming the cordoned nodes of the job's clusters that could take it (fact 11.13: Beaker's
+    events may only say `N nodes do not have enough slots available`; `find-gpus` shows them)."""
+    wanted = {
+        v.lower()
+        for c in job.system_details.placement_constraints
+        if c.type == pb2.JOB_PLACEMENT_CONSTRAINT_TYPE_CLUSTER
+        for v in c.values
+    }
+    if not wanted:
+        return reason  # anywhere: not every cluster's nodes are listed for one line
+    chosen = [c for c in rs.org_clusters(conn) if c.id.lower() in wanted or wanted & set(rs.cluster_names(c))]
+    fit = [n for size in sizes(conn, chosen) for n in size.nodes if n.gpus >= gpus]
+    cordoned = [n.name for n in fit if n.cordoned]
+    if not cordoned:
+        return reason
+    named = ", ".join(cordoned[:5]) + (f" and {len(cordoned) - 5} more" if len(cordoned) > 5 else "")
+    find = f"`launchkit find-gpus --gpus {gpus}`"
+    if len(cordoned) == len(fit):
+        return WaitReason(
+            kind="cordoned",
+            line=f"every node of its clusters that could take it is cordoned: {named}",
+            fix=f"wait for them to return, or choose another --cluster ({find})",
+        )
+    return reason.model_copy(update={"line": f"{reason.line}; cordoned: {named}"})
+
+
 LIST_REASONS = 5  # `list`: queued rows (the newest) whose wait is explained
 _QUEUED = {pb2.STATUS_SUBMITTED, pb2.STATUS_QUEUED, pb2.STATUS_READY_TO_START}
 
@@ -327,7 +382,7 @@ def list_reasons(conn: Connection, rows: list[Any], org: Any) -> dict[str, WaitR
     if not found:
         return {}
     (first_id, first), *others = found.items()
-    out = {first_id: waiting_reason(conn, first)}
+    out = {first_id: waiting_reason(conn, first, nodes=False)}
     rest = []
     for eid, job in others:
         same = slot_limit_for(out[first_id], first, job)  # the same full workspace: no call
@@ -337,7 +392,7 @@ def list_reasons(conn: Connection, rows: list[Any], org: Any) -> dict[str, WaitR
             rest.append((eid, job))
     if rest:
         with ThreadPoolExecutor(max_workers=len(rest)) as pool:
-            reasons = pool.map(lambda job: waiting_reason(conn, job), (j for _, j in rest))
+            reasons = pool.map(lambda job: waiting_reason(conn, job, nodes=False), (j for _, j in rest))
             out.update(zip((e for e, _ in rest), reasons, strict=True))
     return out
 

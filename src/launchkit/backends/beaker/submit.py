@@ -16,13 +16,14 @@ from beaker import exceptions as bx
 
 from launchkit.application import Application
 from launchkit.backends.beaker.client import Connection, http_status, rate_limited
+from launchkit.backends.registry import BEAKER_NAME_LIMIT
 from launchkit.core.specview import EnvVar, SpecView, beaker_spec
 from launchkit.errors import BackendError, UsageError
 
 MAX_ATTEMPTS = 5
 RENAME_ATTEMPTS = 5
 ENV_LAUNCH_TOKEN = "LAUNCHKIT_LAUNCH_TOKEN"
-MAX_NAME = 128  # Beaker refuses longer experiment names (HTTP 400)
+MAX_NAME = BEAKER_NAME_LIMIT  # Beaker refuses longer experiment names (HTTP 400)
 SUFFIX = 5  # "-" + 4 hex digits, added when the name is taken
 
 

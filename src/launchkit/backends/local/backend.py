@@ -679,7 +679,7 @@ class LocalBackend:
             )
         if rec["status"] == "lost":
             raise BackendError(f"{rec['id']} is lost: {rec.get('message')}")
-        return 0 if rec["status"] == "succeeded" else (rec["exit_code"] or 1)
+        return RunStatus(rec["status"]).shell_code(rec["exit_code"])
 
     # ---- results
     def _results_dirs(self, run: RunInfo) -> dict[int, Path]:

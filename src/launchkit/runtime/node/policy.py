@@ -41,7 +41,9 @@ NODE_LOST = "node-lost"  # the node went away (no backend can tell it: refused)
 NEVER_STARTED = "never-started"  # a job that failed before its command started (setup, image pull)
 STALLED = "stalled"  # the watchdog stopped the command (restarted in place: restart.py)
 FAILURE = "failure"  # the command's own non-zero exit
-CAUSES = (PREEMPTION, NODE_LOST, NEVER_STARTED, STALLED, FAILURE)
+EXIT = "exit"  # the command's exit with one of the codes named (`exit:29,75`): restarted in place
+CAUSES = (PREEMPTION, NODE_LOST, NEVER_STARTED, STALLED, FAILURE, EXIT)
+IN_PLACE = (STALLED, EXIT)  # the causes the runtime on the node retries, in the job (restart.py)
 DEFAULT_CAP = 3  # retries when --retry-on is given without --retries
 DEFAULT_GRACE = 600.0  # seconds before the first progress line is due (--stall-grace)
 
@@ -99,17 +101,45 @@ class PolicyError(ValueError):
     """A policy that cannot be read; the message is one line naming the bad value."""
 
 
+class ExitCodeError(PolicyError):
+    """`--retry-on exit:CODES` with a bad code; the message says what is wrong."""
+
+
+EXIT_STOPPED = 124  # the watchdog's stop (watchdog.EXIT_STOPPED): the cause `stalled`, not an exit code
+
+
 def parse_causes(values: Sequence[str]) -> tuple[str, ...]:
     """The causes of repeated and comma-separated names (`Preemption`, `never_started` too), in
     CAUSES order; PolicyError's message is the unknown item as given."""
-    found = set()
+    return parse_retry_on(values)[0]
+
+
+def parse_retry_on(values: Sequence[str]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """(causes, exit codes) of repeated and comma-separated items: `exit:29,75` (or `exit:29`,
+    `exit:75`) names exit codes, the numbers after it belonging to it. PolicyError's message is the
+    unknown item as given; ExitCodeError's, what is wrong with a code."""
+    found, codes = set(), []
     for value in values:
+        in_exit = False
         for item in str(value).split(","):
             name = item.strip().lower().replace("_", "-").replace(" ", "-")
-            if name not in CAUSES:
-                raise PolicyError(item.strip())
-            found.add(name)
-    return tuple(c for c in CAUSES if c in found)
+            if name.startswith(EXIT + ":") or name == EXIT:
+                found.add(EXIT)
+                in_exit, name = True, name[len(EXIT) + 1 :]
+                if not name:
+                    raise ExitCodeError(f"{item.strip()!r} names no exit code (e.g. exit:29,75)")
+            elif not (in_exit and name.isdigit()):
+                in_exit = False
+                if name not in CAUSES or name == EXIT:
+                    raise PolicyError(item.strip())
+                found.add(name)
+                continue
+            if not name.isdigit() or not 1 <= int(name) <= 255 or int(name) == EXIT_STOPPED:
+                raise ExitCodeError(
+                    f"exit code {name!r}: give codes 1-255 (124 is the watchdog's stop: use stalled)"
+                )
+            codes.append(int(name))
+    return tuple(c for c in CAUSES if c in found), tuple(sorted(set(codes)))
 
 
 _FIELDS = (
@@ -122,6 +152,8 @@ _FIELDS = (
     "progress_patterns",
     "webhook_secret",
     "require_resume",
+    "retry_exit_codes",
+    "stall_auto",
 )
 _SECONDS = ("stall_timeout", "stall_grace", "inactive_timeout", "inactive_soft_timeout")
 
@@ -141,6 +173,8 @@ class Policy:
     progress_patterns: tuple[str, ...]  # regexes; () = the watchdog's DEFAULT_PATTERNS
     webhook_secret: str | None  # the secret holding the Slack webhook the job posts with
     require_resume: bool  # a retried attempt that starts below the step the one before reached is stopped
+    retry_exit_codes: tuple[int, ...]  # `--retry-on exit:29,75`: the codes restarted in place (EXIT)
+    stall_auto: tuple[float, float] | None  # `--stall-timeout auto`: (floor, cap) seconds (stallbudget.py)
 
     def __init__(
         self,
@@ -153,6 +187,8 @@ class Policy:
         progress_patterns: Sequence[str] = (),
         webhook_secret: str | None = None,
         require_resume: bool = False,
+        retry_exit_codes: Sequence[int] = (),
+        stall_auto: Sequence[float] | None = None,
     ) -> None:
         unknown = [c for c in retry_on if c not in CAUSES]
         if unknown:
@@ -169,6 +205,18 @@ class Policy:
         if not isinstance(require_resume, bool):
             raise PolicyError(f"require_resume={require_resume!r} must be true or false")
         self.require_resume = require_resume
+        codes = [c for c in retry_exit_codes if isinstance(c, int) and 1 <= c <= 255 and c != EXIT_STOPPED]
+        if len(codes) != len(retry_exit_codes):
+            raise PolicyError(f"retry_exit_codes={list(retry_exit_codes)!r} must be exit codes 1-255 but 124")
+        self.retry_exit_codes = tuple(sorted(set(codes)))
+        self.stall_auto = None
+        if stall_auto is not None:
+            bounds = [_seconds("stall_auto", v) for v in stall_auto]
+            if len(bounds) != 2 or not 0 < (bounds[0] or 0) <= (bounds[1] or 0):
+                raise PolicyError(
+                    f"stall_auto={list(stall_auto)!r} must be [floor, cap] seconds, 0 < floor <= cap"
+                )
+            self.stall_auto = (float(bounds[0] or 0), float(bounds[1] or 0))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Policy) and all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
@@ -193,19 +241,29 @@ class Policy:
     @property
     def watched(self) -> bool:
         """The watchdog runs (a stall or inactivity limit is set)."""
-        limits = (self.stall_timeout, self.inactive_timeout, self.inactive_soft_timeout)
+        limits = (self.stall_timeout, self.stall_auto, self.inactive_timeout, self.inactive_soft_timeout)
         return any(v is not None for v in limits)
 
     @property
     def parent(self) -> bool:
         """The node runtime stays the command's parent: it watches it, posts its end, or must check
         that a retried attempt resumed (--require-resume)."""
-        return self.watched or self.webhook_secret is not None or self.require_resume
+        return self.watched or self.webhook_secret is not None or self.require_resume or EXIT in self.retry_on
 
     @property
     def restarts(self) -> int:
         """Restarts in place the runtime allows after its watchdog's stops (--retry-on stalled)."""
         return self.retry_cap if STALLED in self.retry_on else 0
+
+    @property
+    def exit_restarts(self) -> int:
+        """Restarts in place the runtime allows after the command exits with one of `retry_exit_codes`
+        (--retry-on exit:CODES): counted apart from the stalled ones, each cause up to the cap."""
+        return self.retry_cap if EXIT in self.retry_on else 0
+
+    def exit_label(self) -> str:
+        """`exit:29,75`, as --retry-on names it."""
+        return EXIT + ":" + ",".join(str(c) for c in self.retry_exit_codes)
 
     @property
     def grace(self) -> float:
@@ -230,8 +288,14 @@ class Policy:
             )
         if self.retry_cap == 0:
             return ("--retries 0 with --retry-on retries nothing", "give --retries N (N >= 1)")
+        if EXIT in self.retry_on and replicas > 1:
+            return (
+                f"--retry-on {self.exit_label()} restarts one replica's command in place, which cannot"
+                f" rejoin the other {replicas - 1} replicas",
+                "use --retry-on failure: with --propagate-failure every replica starts again",
+            )
         if STALLED in self.retry_on:
-            if self.stall_timeout is None and self.inactive_timeout is None:
+            if self.stall_timeout is None and self.stall_auto is None and self.inactive_timeout is None:
                 return (
                     "--retry-on stalled needs a watchdog to stop a stalled command",
                     "add --stall-timeout DURATION or --inactive-timeout DURATION",
@@ -277,7 +341,9 @@ class Policy:
             if value != _DEFAULTS[f]:
                 if isinstance(value, float) and value.is_integer():
                     value = int(value)  # 300, not 300.0: read back as the same seconds
-                data[f] = list(value) if isinstance(value, tuple) else value
+                if isinstance(value, tuple):
+                    value = [int(v) if isinstance(v, float) and v.is_integer() else v for v in value]
+                data[f] = value
         if not data:
             return None
         return json.dumps(data, separators=(",", ":"), ensure_ascii=True)

@@ -374,14 +374,14 @@ def run(
             )  # fmt: skip
         return ray_cluster.worker(p.ray_tool, topo.leader_ip, topo.port, p.env, children)
     starting()
-    if watched is None and job is not None:  # posting the end: the runtime stays the parent
-        watched = watchdog.Settings(None, 0.0, [], None, None)
+    if watched is None and (job is not None or policy.exit_restarts):  # posting the end, or restarting
+        watched = watchdog.Settings(None, 0.0, [], None, None)  # the command on an exit code: the parent
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
         if job is not None:
             _helper(job.started)
         try:
             tell = None if job is None else job.tell
-            code = restart.run(argv, p.env, watched, tell=tell, left=policy.restarts)  # after a stop
+            code = restart.run(argv, p.env, watched, tell=tell, left=policy.restarts, policy=policy)
         except OSError as e:
             log(f"error: cannot run {argv[0]}: {e.strerror or e}")
             code = 127 if isinstance(e, FileNotFoundError) else 126

@@ -99,7 +99,7 @@ def _post(url: str, text: str, timeout: float, box: list[str | None], conns: lis
     parts = urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme.lower() == "https" else http.client.HTTPConnection
     try:
-        conn = kind(parts.hostname or "", parts.port, timeout=timeout)
+        conn = kind(parts.hostname or "", parts.port, timeout=timeout + 1)  # (the overall deadline tells it)
         conns.append(conn)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         body = json.dumps({"text": text}).encode()

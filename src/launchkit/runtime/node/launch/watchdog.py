@@ -32,7 +32,7 @@ import time
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from ..policy import ENV_ATTEMPT, ENV_RESTART, ENV_RESUME_FROM, Policy
-from . import matching
+from . import matching, stackdump, stallbudget
 from .matching import DEFAULT_PATTERNS, NUMBER, progress_in, progress_step
 from .procs import Children, spawn_forwarding, stop_group
 
@@ -66,6 +66,7 @@ class Settings(NamedTuple):
     soft: float | None
     resume: Resume | None = None
     require: bool = False  # --require-resume (the policy's), for the starts restart.py makes
+    auto: tuple[float, float] | None = None  # --stall-timeout auto: (floor, cap) (stallbudget.py)
 
 
 def settings(policy: Policy, env: dict[str, str] | None = None) -> Settings | None:
@@ -83,7 +84,7 @@ def settings(policy: Policy, env: dict[str, str] | None = None) -> Settings | No
         policy.inactive_timeout,
         policy.inactive_soft_timeout,
     )
-    return Settings(*limits, resume=resume, require=policy.require_resume)
+    return Settings(*limits, resume=resume, require=policy.require_resume, auto=policy.stall_auto)
 
 
 def resume_of(env: dict[str, str], require: bool) -> Resume | None:
@@ -171,19 +172,39 @@ class Watch:
         self.last_step: float | None = None  # the newest's
         self.notes: list[str] = []  # said once, as they come (the run loop takes them)
         self.resume_stop: str | None = None  # --require-resume: why this start is stopped
+        auto = s.auto
+        self.budget = None if auto is None else stallbudget.AutoBudget(floor=auto[0], cap=auto[1])
+
+    def stall(self) -> float | None:
+        """The stall limit in force: --stall-timeout's, or the automatic budget's."""
+        return self.s.stall if self.budget is None else self.budget.budget()
+
+    def budget_note(self) -> str | None:
+        """The automatic budget, when it changed (said in the log)."""
+        return None if self.budget is None else self.budget.change()
+
+    def _phases(self, parts: list[bytes], now: float) -> None:
+        """--stall-timeout auto: a checkpoint or evaluation phase begun among `parts` (after the
+        progress line, when the caller fed it first)."""
+        if self.budget is not None and self.budget.phase is None:
+            for raw in parts:
+                self.budget.line(raw[:LINE_MAX].decode("utf-8", "replace"), now)
 
     def saw(self, fd: int, data: bytes, now: float, wall: float) -> None:
         self.last_output = now
-        if self.s.stall is None and self.s.resume is None:
+        if self.s.stall is None and self.s.resume is None and self.budget is None:
             return
         buf = self.pending.get(fd, b"") + data
         parts = buf.replace(b"\r", b"\n").split(b"\n")
         self.pending[fd] = parts.pop()[-LINE_MAX:]
         if self.gave_up:
             self.last_progress, self.progress_wall = now, wall
+            if self.budget is not None:
+                self.budget.progress(now)
             return
         if self.matcher is not None:
             self.matcher.feed([raw.decode("utf-8", "replace") for raw in parts], now, wall)
+            self._phases(parts, now)  # its progress, heard later, ends a phase only if it is newer
             return
         if self.last_progress is None and self.s.resume is not None:
             for raw in parts:  # the first progress line of this start: did it resume?
@@ -191,15 +212,19 @@ class Watch:
                 if found is not None:
                     self._first(found[1])
                     break
-        for raw in reversed(parts):  # the newest complete line that matches
-            found = progress_step(raw.decode("utf-8", "replace"), self.s.patterns)
+        for i in range(len(parts) - 1, -1, -1):  # the newest complete line that matches
+            found = progress_step(parts[i].decode("utf-8", "replace"), self.s.patterns)
             if found is not None:
                 self.last_progress, self.progress_wall, self.progress_text = now, wall, found[0]
                 if found[1] is not None:
                     self.last_step = found[1]
                     if self.first_step is None:
                         self.first_step = found[1]
+                if self.budget is not None:
+                    self.budget.progress(now)
+                    self._phases(parts[i + 1 :], now)
                 return
+        self._phases(parts, now)
 
     def heard(self) -> None:
         """The matcher's answers came (its fileno is readable): as saw's own matching, later."""
@@ -209,6 +234,8 @@ class Watch:
         if first is not None and self.last_progress is None and self.s.resume is not None:
             self._first(first[1])
         if newest is not None and (self.last_progress is None or newest[2] >= self.last_progress):
+            if self.budget is not None:
+                self.budget.progress(newest[2], after_phase=False)
             text, step, self.last_progress, self.progress_wall = newest
             self.progress_text = text
             if step is not None:
@@ -253,14 +280,18 @@ class Watch:
         quiet = now - self.last_output
         if s.inactive is not None and quiet >= s.inactive:
             return f"no output for {fmt_secs(s.inactive)} (--inactive-timeout)", None
-        if s.stall is not None:
-            if self.last_progress is not None and now - self.last_progress >= s.stall:
+        stall = self.stall()
+        if stall is not None:
+            flag = "--stall-timeout" if self.budget is None else f"--stall-timeout auto: {self.budget.why()}"
+            if self.last_progress is not None and now - self.last_progress >= stall:
                 last = f"last: {self.progress_text} at {_clock_time(self.progress_wall)}"
-                return f"no progress for {fmt_secs(s.stall)} ({last}; --stall-timeout)", None
-            if self.last_progress is None and now - self.t0 >= s.stall + s.grace:
+                return f"no progress for {fmt_secs(stall)} ({last}; {flag})", None
+            first = stall if self.budget is None else self.budget.floor  # auto: its floor after the grace
+            if self.last_progress is None and now - self.t0 >= first + s.grace:
+                which = fmt_secs(first) if self.budget is None else f"auto (its floor {fmt_secs(first)})"
                 return (
-                    f"no progress line in {fmt_secs(s.stall + s.grace)} since it started"
-                    f" (--stall-timeout {fmt_secs(s.stall)} after a --stall-grace of {fmt_secs(s.grace)})",
+                    f"no progress line in {fmt_secs(first + s.grace)} since it started"
+                    f" (--stall-timeout {which} after a --stall-grace of {fmt_secs(s.grace)})",
                     None,
                 )
         if s.soft is not None and quiet >= s.soft:
@@ -274,9 +305,12 @@ class Watch:
         s, waits = self.s, [1.0]
         if s.inactive is not None:
             waits.append(self.last_output + s.inactive - now)
-        if s.stall is not None:
+        stall = self.stall()
+        if stall is not None:
+            if self.last_progress is None and self.budget is not None:
+                stall = self.budget.floor
             since = self.last_progress if self.last_progress is not None else self.t0 + s.grace
-            waits.append(since + s.stall - now)
+            waits.append(since + stall - now)
         return max(0.01, min(waits))
 
 
@@ -324,6 +358,8 @@ def run(
     actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_DUP2, w, fd) for w, fd in targets]
     actions += [(os.POSIX_SPAWN_CLOSE, fd) for pair in pipes for fd in pair]
     heard = None if tell is None else (lambda signum: tell("signal", signal.Signals(signum).name))
+    if s.stall is not None or s.auto is not None or s.inactive is not None:  # a stack dump before a stop
+        env = stackdump.command_env(env)
     try:  # the job's signals go to the command's process group
         pid = spawn_forwarding(argv, env, own_group=True, file_actions=actions, on_signal=heard)
     finally:
@@ -331,7 +367,7 @@ def run(
             os.close(w)
     matcher, failed = None, ""
     texts = [p.pattern for p in s.patterns]
-    if (s.stall is not None or s.resume is not None) and not matching.is_default(texts):
+    if (s.stall is not None or s.auto is not None or s.resume is not None) and not matching.is_default(texts):
         try:  # the user's patterns: in a process of their own, with a budget
             matcher = matching.Remote(texts)
         except OSError as e:  # fail open: the command runs, its output counts as progress
@@ -372,6 +408,9 @@ def run(
             if tell is not None:
                 tell("resume", note)
         watch.notes.clear()
+        told = watch.budget_note() if why is None and ended_at is None else None
+        if told:  # --stall-timeout auto: the budget in force, when it changes
+            _say(told)
         if why is None and ended_at is None:
             late = watch.behind(clock(), wall())
             if late:
@@ -383,6 +422,8 @@ def run(
                     tell("warning", warning)
             if why:
                 _say(f"stopping the command: {why}")
+                if watch.resume_stop is None:  # a stall or silence: the evidence first (stackdump.py)
+                    stackdump.dump(pid, _say, lambda b: _write_all(2, b))
                 stop_group(pid, STOP_GRACE, children)
                 ended_at = clock()
     for r, _ in pipes:
