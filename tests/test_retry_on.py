@@ -19,7 +19,8 @@ import yaml
 from conftest import run_cli
 from inproc import run_main
 from launchkit.core import runs
-from launchkit.core.runs import Job, JobState, RunView, Stop
+from launchkit.core.runs import Job, RunView
+from launchkit.core.status import Cause, RunStatus
 from launchkit.runtime.node.policy import ENV as POLICY_ENV
 from launchkit.runtime.node.policy import ENV_ATTEMPT, FAILURE, PREEMPTION, STALLED, Policy
 from lk_helpers import FAST_ENV, launched_id, wait_finished
@@ -113,12 +114,12 @@ def test_the_spec_uses_auto_resume_and_task_retries_only_for_their_causes():
 
 # -- the run model: attempts told -----------------------------------------------------------------------
 def test_attempt_text_names_the_attempt_its_cap_and_the_last_end():
-    def job(i: str, state: JobState, **kw) -> Job:
+    def job(i: str, state: RunStatus, **kw) -> Job:
         return Job(id=i, task="main", state=state, created=float(len(i)), **kw)
 
-    lost = job("a", JobState.canceled, stop=Stop.node_lost)
-    pre = job("bb", JobState.canceled, stop=Stop.preempted, retry_of="a")
-    now = job("ccc", JobState.running, retry_of="bb")
+    lost = job("a", RunStatus.canceled, stop=Cause.node_lost)
+    pre = job("bb", RunStatus.canceled, stop=Cause.preempted, retry_of="a")
+    now = job("ccc", RunStatus.running, retry_of="bb")
     assert runs.attempt_text(
         RunView.of([lost, now.model_copy(update={"retry_of": "a"})], allowed_retries=4)
     ) == ("attempt 2 of 5; last: node lost")
@@ -131,7 +132,7 @@ def test_attempt_text_names_the_attempt_its_cap_and_the_last_end():
         "attempt 2; last: preempted"  # Beaker's auto-resume alone: no cap to tell
     )
     assert runs.attempt_text(RunView.of([now])) is None
-    stalled = job("a", JobState.failed, exit_code=124, cause="stalled")
+    stalled = job("a", RunStatus.failed, exit_code=124, cause="stalled")
     assert runs.attempt_text(RunView.of([stalled, now], allowed_retries=1)).endswith("last: stalled")
 
 

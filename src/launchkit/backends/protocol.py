@@ -16,28 +16,11 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from launchkit.backends.registry import Capability, titles
 from launchkit.core.phases import PhaseNotes, Phases
 from launchkit.core.specview import SpecView
-from launchkit.core.status import RunStatus
+from launchkit.core.status import Cause, RunStatus
 from launchkit.core.units import ago
 from launchkit.errors import PreconditionError, UsageError
 
-__all__ = ["Capability", "RunStatus"]  # re-exported: they live in light modules
-
-
-class EndKind(str, Enum):
-    """Why a run ended (backends/ending.py turns each into one line with its fix)."""
-
-    succeeded = "succeeded"
-    exit_code = "exit_code"  # your command exited non-zero
-    oom = "oom"  # killed for memory (exit 137 / the OOM killer)
-    setup = "setup"  # a launchkit setup step failed (entrypoint exit codes 100-109, docs/runtime.md)
-    image_pull = "image_pull"  # the image could not be pulled: no exit code at all
-    failed = "failed"  # failed without an exit code, for another reason the backend names
-    preempted = "preempted"
-    canceled = "canceled"  # by a user (who, when known)
-    timeout = "timeout"  # by a timeout (which one)
-    node_lost = "node_lost"  # its node went away or failed its health checks
-    unschedulable = "unschedulable"  # never scheduled (slot limit, no matching cluster, ...)
-    lost = "lost"  # local: its supervisor died
+__all__ = ["Capability", "Cause", "RunStatus"]  # re-exported: they live in light modules
 
 
 class Posting(str, Enum):
@@ -55,7 +38,7 @@ class EndReason(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: EndKind
+    kind: Cause
     line: str
     fix: str | None = None
     exit_code: int | None = None

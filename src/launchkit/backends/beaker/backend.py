@@ -59,7 +59,7 @@ from launchkit.backends.progress import (
     attempt_progress,
     last_progress,
 )
-from launchkit.backends.protocol import AttemptDetail, EndKind, EndReason, Progress
+from launchkit.backends.protocol import AttemptDetail, Cause, EndReason, Progress
 from launchkit.core import phases as ph
 from launchkit.core import runs
 from launchkit.core.fit import unknown_gpu_types
@@ -214,7 +214,7 @@ class BeakerBackend:
         elif status == RunStatus.canceled and not any(t.status in _HAD_JOB for t in ex.tasks):
             view = rv.view_of(wl, [])  # canceled before any job of it existed (no job to read)
             end = rv.run_end(view, runs.outcome(view), ex.id, {})
-        if end is not None and end.kind == EndKind.canceled and end.by != "Beaker":
+        if end is not None and end.kind == Cause.canceled and end.by != "Beaker":
             end = self._launchkit_stop(ex) or end  # launchkit's own stop (stop(reason=))
         phases, hours = self._phases(wl, rows)  # from the jobs read (no call)
         return RunInfo(

@@ -44,7 +44,7 @@ from launchkit.backends.progress import (
 )
 from launchkit.backends.protocol import (
     AttemptDetail,
-    EndKind,
+    Cause,
     EndReason,
     GpuRow,
     LogQuery,
@@ -56,7 +56,7 @@ from launchkit.backends.protocol import (
 )
 from launchkit.core import phases as ph
 from launchkit.core.contract import ENV_GIT_COMMIT
-from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, ended_as, logs_args
+from launchkit.core.runs import Where, attempt_line, attempt_text, ended_as, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 from launchkit.runtime.node.policy import ENV_WEBHOOK
@@ -874,7 +874,7 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
     status, code, message = rec["status"], rec.get("exit_code"), rec.get("message") or ""
     if status == "lost":
         return EndReason(
-            kind=EndKind.lost,
+            kind=Cause.lost,
             line=f"is lost: {message}",
             fix=f"`launchkit stop {rec['id']}` ends what it left",
         )
@@ -887,12 +887,12 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
     if status not in ("succeeded", "failed"):
         return None
     if code is None:
-        return EndReason(kind=EndKind.failed, line="failed" + (f": {message}" if message else ""))
-    if any(j.get("stop") == "preempted" for j in outcome.jobs(rec)):  # --retry-on: local/retry.py
+        return EndReason(kind=Cause.failed, line="failed" + (f": {message}" if message else ""))
+    if any(j.get("stop") == Cause.preempted for j in outcome.jobs(rec)):  # --retry-on: local/retry.py
         result = outcome.of(rec)
-        if result.state == OutcomeState.preempted:
+        if result.state == RunStatus.preempted:
             return EndReason(
-                kind=EndKind.preempted,
+                kind=Cause.preempted,
                 line=result.text() + " (a SIGTERM from outside launchkit)",
                 fix="launch it again (not your code's fault)",
                 exit_code=result.exit_code,
@@ -929,16 +929,16 @@ def _jobs_end(rec: dict[str, Any], rdir: Path, memory: str | None) -> EndReason:
     stopped for it, what failed before a success; the fix shows that replica's and attempt's log."""
     run_id, run_view = rec["id"], outcome.view(rec)
     result = outcome.of(rec)
-    if result.state == OutcomeState.succeeded:
+    if result.state == RunStatus.succeeded:
         fix = None
         failed = [j for j in outcome.jobs(rec) if j.get("status") == "failed"]
         if failed:  # retried: the log of the last attempt that failed
             last = Where(task=outcome.TASK, replica=failed[-1]["replica"], attempt=failed[-1]["attempt"])
             ref = " ".join([run_id, *logs_args(run_view, last)])
             fix = f"attempt {last.attempt}'s log: `launchkit logs {ref}`"
-        return EndReason(kind=EndKind.succeeded, line=result.text(), fix=fix, exit_code=0)
+        return EndReason(kind=Cause.succeeded, line=result.text(), fix=fix, exit_code=0)
     if result.exit_code is None:
-        return EndReason(kind=EndKind.failed, line=result.text())
+        return EndReason(kind=Cause.failed, line=result.text())
     job = outcome.recorded(rec, result.where) or {}
     where_job = result.where
     rank, attempt = (where_job.replica, where_job.attempt or 1) if where_job else (0, 1)
