@@ -36,6 +36,7 @@ from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
 from launchkit.backends.beaker.scheduling import (
     WaitTeller,
+    elsewhere,
     find_starts,
     list_reasons,
     position,
@@ -489,8 +490,13 @@ class BeakerBackend:
             seen_f = pool.submit(self._setup_seen, lead) if lead.status.HasField("started") else None
             queued = run.status == RunStatus.queued and not lead.status.HasField("scheduled")
             line_f = pool.submit(position, self.conn, lead) if queued else None
+            waits_for_nodes = (
+                queued and run.waiting is not None and run.waiting.kind in ("no_node", "cordoned")
+            )
+            other_f = pool.submit(elsewhere, self.conn, lead) if waits_for_nodes else None
             events, seen = events_f.result(), seen_f.result() if seen_f else None
             ahead, read, cut = line_f.result() if line_f else (None, 0, False)
+            other = other_f.result() if other_f else None
         phases, hours = self._phases(wl, rows, seen)
         notes = ph.PhaseNotes(
             waits=wait_history(
@@ -504,6 +510,7 @@ class BeakerBackend:
             ahead=ahead,
             queue_read=read,
             read_all=not cut,
+            elsewhere=other,
         )
         update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
         if where:
