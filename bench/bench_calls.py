@@ -7,6 +7,7 @@ Each command runs as users run it (the console entry point in a subprocess, this
 the fake Beaker (tests/fakebeaker, in this process), which counts every gRPC method and HTTP route.
 Counts are not timings: they do not depend on the machine's load, so the ceilings are exact.
 
+- why:     `launchkit why` of a finished, a queued and a running run of the list's runs (their phases included).
 - list:    `launchkit list` (20 rows) and `list --limit 200` of 200 launchkit runs in the workspace (every
            other one finished, a quarter running, 2 authors; a quarter's description replaced by its job). Beaker pages hold 50 rows, so 200 rows take 4 ListWorkloads
            and, for the EXIT column, 2 ListJobs in series.
@@ -49,6 +50,13 @@ RUNNING = 2 * 5
 CEILINGS = {
     "list": 5 + QUEUED + RUNNING,
     "list --limit 200": 8 + QUEUED + RUNNING,  # org, workspace, 4 pages of workloads, 2 of finished jobs
+    # why (issue 43): org, workload (name, get), its jobs, and the run's own read (the retry budget's spec,
+    # the queued job's events, the running job's log tail) = 5; its phases add, at once, the job's
+    # summarized events (waiting history) and its log's first lines (setup markers), or for a queued job
+    # the org's unscheduled jobs (its position; one page of 50 here)
+    "why (finished)": 5 + 2,
+    "why (queued)": 5 + 2,
+    "why (running)": 5 + 2 + 2,  # + the workload and spec read to mask its progress text (masked_run)
     # The first launch into a workspace makes launchkit's runtime dataset (docs/runtime.md), once per
     # launchkit version: the launch's 9 above, user 1, lookup 1, budget 1, create 2, storage 1, verify 1,
     # commit 2, and one PUT per runtime file (entrypoint.sh, profiles.txt, launchkit_node/**.py)
@@ -140,6 +148,8 @@ def main() -> int:
             run([*lk, "list"], repo, env)  # warm launchkit's user-name cache, as a user's second list
             results["list"] = counted(fake, [*lk, "list"], repo, env)
             results["list --limit 200"] = counted(fake, [*lk, "list", "--limit", "200"], repo, env)
+            for label, name in (("why (finished)", "lk1"), ("why (queued)", "lk2"), ("why (running)", "lk4")):
+                results[label] = counted(fake, [*lk, "why", f"alice/{name}"], repo, env)
             launch = [*lk, "run", "--yes", "--", "python", "train.py"]
             results["submit (first: makes the runtime dataset)"] = counted(fake, launch, repo, env)
             results["submit"] = counted(fake, launch, repo, env)

@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 from inproc import run_main
 from launchkit import api, events
-from launchkit.backends.protocol import EndKind, EndReason, RunInfo, RunStatus
+from launchkit.backends.protocol import Cause, EndReason, RunInfo, RunStatus
 from lk_helpers import FAST_ENV, launched_id, wait_finished
 
 PY = sys.executable
@@ -44,20 +44,20 @@ def test_the_runtimes_lines_and_a_runs_end_are_told_in_the_slack_vocabulary():
         )
 
     stop = EndReason(
-        kind=EndKind.timeout,
+        kind=Cause.timeout,
         line="stopped by launchkit: no progress for 1s (--stall-timeout)",
         by="launchkit",
     )
     assert events.end_kind(run(RunStatus.failed, stop)) == "stalled"
     assert (
         events.end_kind(
-            run(RunStatus.failed, EndReason(kind=EndKind.exit_code, line="failed with exit code 1"))
+            run(RunStatus.failed, EndReason(kind=Cause.exit_code, line="failed with exit code 1"))
         )
         == "failed"
     )
     assert events.end_kind(run(RunStatus.succeeded, None)) == "succeeded"
     assert (
-        events.end_kind(run(RunStatus.canceled, EndReason(kind=EndKind.canceled, line="was canceled")))
+        events.end_kind(run(RunStatus.canceled, EndReason(kind=Cause.canceled, line="was canceled")))
         == "canceled"
     )
 

@@ -144,7 +144,7 @@ def test_a_retry_is_an_attempt_and_its_success_is_the_run_s(repo, env, tmp_path)
     assert end.startswith(f"{run_id} succeeded after 1 retry (attempt 1: exit code 3); "), end
 
     why = run_cli("why", run_id, env=env, timeout=60)
-    assert why.code == 0 and why.stdout.strip() == end, why.stdout
+    assert why.code == 0 and why.stdout.splitlines()[0] == end, why.stdout
     listed = next(x for x in _json("list", "--local", env=env) if x["id"] == run_id)
     assert (listed["status"], listed["exit_code"], listed["attempts"]) == ("succeeded", 0, 2)
     assert end == f"{run_id} {listed['end']['line']}; {listed['end']['fix']}", listed

@@ -179,3 +179,31 @@ def test_a_record_from_before_attempts_reads_as_first_attempts():
     result = outcome.of(rec)
     assert (result.state.value, result.exit_code, result.attempts) == ("failed", 7, 1)
     assert result.text() == "replica 1 of 2 failed with exit code 7"  # whom it was stopped for: not kept
+
+
+@pytest.mark.parametrize(
+    ("fields", "cause"),
+    [
+        ({"stop": "sibling_failed", "stopped_for": 1}, "sibling_failed"),  # what the supervisor writes
+        ({"stopped_for": 1}, "sibling_failed"),  # a record from before `stop` was kept for each job
+        ({"stop": "canceled"}, "canceled"),
+        ({}, "canceled"),  # before `stop`: canceled by `stop`
+        ({"stop": "preempted"}, "preempted"),  # --retry-on: local/retry.py
+    ],
+)
+def test_a_canceled_jobs_stop_is_the_one_cause_vocabulary(fields, cause):
+    """A local record keeps why each canceled job was canceled as a `Cause` value; older records,
+    without it, read the same."""
+    from launchkit.backends.local import outcome
+    from launchkit.core.status import Cause
+
+    rec = {
+        "id": "local-x",
+        "replicas": 2,
+        "jobs": [
+            {"replica": 0, "attempt": 1, "status": "canceled", "exit_code": 143, **fields},
+            {"replica": 1, "attempt": 1, "status": "failed", "exit_code": 7},
+        ],
+    }
+    job = next(j for j in outcome.view(rec).jobs if j.replica == 0)
+    assert job.stop is Cause(cause)

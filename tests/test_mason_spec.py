@@ -284,3 +284,20 @@ def test_dataset_cache_runs_locally_first_and_stops_the_launch_when_it_fails(mak
     r = run_main("mason", *args, cwd=repo.path)
     assert r.code == 3 and "the dataset cache command exited with 7" in r.stderr
     assert len(fake.state.experiments) == 2
+
+
+def test_a_secret_reference_in_env_reaches_the_spec_as_text_with_a_warning(repo, tmp_path, monkeypatch):
+    """`mason --env SERPER_API_KEY=secret:team_SERPER_API_KEY` (open-instruct): was refused as a secret
+    value; mason writes the text, and so does launchkit, saying --secret is what gives the value."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("BEAKER_TOKEN", raising=False)
+    monkeypatch.delenv("BEAKER_CONFIG", raising=False)
+    import yaml
+
+    ref = ("--env", "SERPER_API_KEY=secret:team_SERPER_API_KEY")
+    r = run_main("mason", *DONE_WHEN, *ref, "--dry-run", *DONE_CMD, cwd=repo.path)
+    assert r.code == 0, r.stderr
+    env = {e["name"]: e.get("value") for e in yaml.safe_load(r.stdout)["tasks"][0]["envVars"]}
+    assert env["SERPER_API_KEY"] == "secret:team_SERPER_API_KEY"
+    assert "warning: --env SERPER_API_KEY=secret:team_SERPER_API_KEY: passed as the text" in r.stderr
+    assert "for that pass --secret SERPER_API_KEY=team_SERPER_API_KEY" in r.stderr

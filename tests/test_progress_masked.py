@@ -105,12 +105,12 @@ def test_follows_post_of_a_stall_stop_masks_the_progress_line_it_quotes(hook):
     from types import SimpleNamespace
 
     from launchkit.application import Application
-    from launchkit.backends.protocol import EndKind, EndReason
+    from launchkit.backends.protocol import Cause, EndReason
     from launchkit.core.status import RunStatus
     from launchkit.notify import SlackNotifier
 
     line = f"stopped by launchkit: no progress for 30m (last: it=7 {SECRET} at 12:03:10 UTC; --stall-timeout)"
-    end = EndReason(kind=EndKind.timeout, line=line, by="launchkit", exit_code=124)
+    end = EndReason(kind=Cause.timeout, line=line, by="launchkit", exit_code=124)
     run = SimpleNamespace(id="01RUN", name="r", url=None, end=end, status=RunStatus.failed, exit_code=124)
     SlackNotifier(Application(), hook.url, secrets=lambda: [SECRET]).on_end(run)
     assert len(hook.texts) == 1 and "it=7 ***" in hook.texts[0] and SECRET not in hook.texts[0], hook.texts

@@ -116,7 +116,7 @@ def test_why_says_the_workspace_slot_limit_holds_it_with_the_fix(fake_beaker):
     _, held = _at_slot_limit(fake_beaker.state)
     r = run_main("why", held.id)
     assert r.code == 0, r.stderr
-    assert r.stdout.strip() == f"{held.id} is queued: {SLOT_LINE}; {SLOT_FIX}"
+    assert r.stdout.splitlines()[0] == f"{held.id} is queued: {SLOT_LINE}; {SLOT_FIX}"
     r = run_main("why", held.id, "--json")
     assert json.loads(r.stdout)["waiting"] == {"kind": "slot_limit", "line": SLOT_LINE, "fix": SLOT_FIX}
 

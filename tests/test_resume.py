@@ -183,7 +183,7 @@ def test_local_a_retry_from_step_0_is_told_in_follow_why_and_list(repo, env):
     assert f"[launchkit] {NOTE}" in r.stdout, r.stdout  # follow prints the job's log
     run_id = launched_id(r.stderr)
     why = run_cli("why", run_id, env=env, timeout=60)
-    assert why.stdout.strip() == (
+    assert why.stdout.splitlines()[0] == (
         f"{run_id} succeeded after 1 retry (attempt 1: exit code 1) ({NOTE});"
         f" attempt 1's log: `launchkit logs {run_id} --attempt 1`"
     ), why.stdout
@@ -210,7 +210,7 @@ def test_local_require_resume_stops_the_attempt_and_nothing_retries_it(repo, env
     run_id = launched_id(r.stderr)
     done = wait_finished(run_id, env)
     assert done["attempts"] == 2, done  # attempt 2 was stopped and not retried, with 2 retries left
-    why = run_cli("why", run_id, env=env, timeout=60).stdout.strip()
+    why = run_cli("why", run_id, env=env, timeout=60).stdout.splitlines()[0]  # then its phases
     assert re.fullmatch(
         rf"{run_id} stopped by launchkit: {re.escape(NOTE)} \(--require-resume\)"
         r" \(attempt 2 of 2; attempt 1: exit code 1\); load the newest checkpoint.*",

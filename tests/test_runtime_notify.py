@@ -110,21 +110,21 @@ def test_a_webhook_that_fails_is_one_warning_line_and_changes_nothing_else(tmp_p
 
 
 def test_follow_leaves_to_the_job_what_the_job_posts():
-    from launchkit.backends import EndKind, EndReason
+    from launchkit.backends import Cause, EndReason
 
-    def end(kind: EndKind, by: str | None = None) -> EndReason:
+    def end(kind: Cause, by: str | None = None) -> EndReason:
         return EndReason(kind=kind, line="x", by=by)
 
     job = [
-        end(EndKind.succeeded),
-        end(EndKind.exit_code),
-        end(EndKind.oom),
-        end(EndKind.timeout, "launchkit"),
+        end(Cause.succeeded),
+        end(Cause.exit_code),
+        end(Cause.oom),
+        end(Cause.timeout, "launchkit"),
     ]
     assert all(map(posted_by_job, job))
-    follower = [EndKind.setup, EndKind.preempted, EndKind.canceled, EndKind.node_lost, EndKind.image_pull]
+    follower = [Cause.setup, Cause.preempted, Cause.canceled, Cause.node_lost, Cause.image_pull]
     assert not any(posted_by_job(end(k)) for k in follower)
-    assert not posted_by_job(end(EndKind.timeout, "--task-timeout")) and not posted_by_job(None)
+    assert not posted_by_job(end(Cause.timeout, "--task-timeout")) and not posted_by_job(None)
 
 
 @pytest.mark.parametrize(

@@ -251,7 +251,7 @@ LOCAL_IMPORTS = {
     ("backends/local/__init__.py", "from launchkit.backends.local.backend import LocalBackend"): "PEP 562",
     ("backends/local/procs.py", "import ctypes"): "optional (except: no subreaper)",
     ("cli/entry.py", "from launchkit.cli.app import main as cli_main"): "Ctrl-C while importing: exit 130",
-    ("backends/local/outcome.py", "from launchkit.core.runs import Job, JobState, RunView, Shape, Stop"): (
+    ("backends/local/outcome.py", "from launchkit.core.runs import Job, RunView, Shape"): (
         "the supervisor (it runs for the whole job) loads pydantic only for a run of several jobs"
     ),
     ("backends/local/outcome.py", "from launchkit.core.runs import outcome"): "the same",

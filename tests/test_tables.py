@@ -116,7 +116,7 @@ def test_one_status_vocabulary():
                     names = [
                         e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
                     ]
-                if len(words & set(names)) >= 3 and getattr(node, "name", "") != "EndKind":  # why, not where
+                if len(words & set(names)) >= 3:
                     copies.append(f"{path.relative_to(src)}:{node.lineno}")
     assert copies == []
 
@@ -141,3 +141,34 @@ def test_profiles_prose_wraps_on_a_terminal_and_stays_whole_piped(repo):
     assert "\n      jupiter* or host titan*" in shown  # the cause's line goes on indented
     r = run_cli("profiles", cwd=repo.path, env={"COLUMNS": "80"})
     assert r.code == 0 and "(ai2-weka: host jupiter* or host titan*" in r.stdout, r.stdout
+
+
+def test_one_cause_vocabulary():
+    """Why a run or a job ended is one enum (core/status.py `Cause`): no other enum in src repeats its
+    members, and the names of the two it replaced (`EndKind`, `Stop`) and of the status aliases are gone."""
+    import ast
+    import re
+    from pathlib import Path
+
+    import launchkit
+    from launchkit.core.status import Cause
+
+    words = {c.value for c in Cause}
+    src = Path(launchkit.__file__).parent
+    found = []
+    for path in src.rglob("*.py"):
+        text = path.read_text()
+        if re.search(r"\b(EndKind|JobState|OutcomeState)\b|\bStop\.|class Stop\b", text):
+            found.append(f"{path.relative_to(src)}: an old name")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.name not in ("Cause", "RunStatus"):  # where, not why
+                names = {
+                    t.id
+                    for s in node.body
+                    if isinstance(s, ast.Assign)
+                    for t in s.targets
+                    if isinstance(t, ast.Name)
+                }
+                if len(words & names) >= 3:
+                    found.append(f"{path.relative_to(src)}:{node.lineno} {node.name}")
+    assert found == []

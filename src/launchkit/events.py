@@ -30,7 +30,7 @@ from typing import IO, Any, cast
 from pydantic import BaseModel, ConfigDict
 
 from launchkit.application import Application
-from launchkit.backends.protocol import Backend, EndKind, RunInfo, RunStatus
+from launchkit.backends.protocol import Backend, Cause, RunInfo, RunStatus
 from launchkit.masking import masked
 from launchkit.runtime.node import policy
 from launchkit.runtime.node.launch import watchdog
@@ -41,9 +41,9 @@ OWN = "[launchkit] "
 
 # a finished run's end -> the event (the Slack vocabulary)
 END_KINDS = {
-    EndKind.succeeded: "succeeded",
-    EndKind.preempted: "preempted",
-    EndKind.canceled: "canceled",
+    Cause.succeeded: "succeeded",
+    Cause.preempted: "preempted",
+    Cause.canceled: "canceled",
 }
 
 
@@ -74,7 +74,7 @@ def end_kind(run: RunInfo) -> str:
         return {RunStatus.succeeded: "succeeded", RunStatus.canceled: "canceled"}.get(run.status, "failed")
     if end.by == "launchkit":
         return policy.stop_event(end.line)
-    if end.kind == EndKind.timeout:
+    if end.kind == Cause.timeout:
         return "timeout"
     return END_KINDS.get(end.kind, "failed")
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from launchkit.application import Application
-from launchkit.backends.protocol import EndKind, EndReason, Posting
+from launchkit.backends.protocol import Cause, EndReason, Posting
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.redact import url_host_only
 from launchkit.core.status import RunStatus
@@ -90,7 +90,7 @@ class SlackNotifier:
         line = end.line if end is not None else None  # the run's one outcome (core/runs.py), no fix
         if end is not None and end.kind in EVENTS:
             event = EVENTS[end.kind]
-            if end.kind == EndKind.timeout and end.by == "launchkit":  # the job's watchdog
+            if end.kind == Cause.timeout and end.by == "launchkit":  # the job's watchdog
                 event = policy.stop_event(end.line)
         else:
             told = (RunStatus.succeeded, RunStatus.canceled, RunStatus.preempted)
@@ -107,17 +107,17 @@ class SlackNotifier:
 
 
 EVENTS = {
-    EndKind.succeeded: "succeeded",
-    EndKind.preempted: "preempted",
-    EndKind.canceled: "canceled",
-    EndKind.timeout: "timeout",
+    Cause.succeeded: "succeeded",
+    Cause.preempted: "preempted",
+    Cause.canceled: "canceled",
+    Cause.timeout: "timeout",
 }
 # What the job's runtime posts itself (runtime/node/launch/notify.py); everything else is follow's.
-_JOB_KINDS = frozenset({EndKind.succeeded, EndKind.exit_code, EndKind.oom})
+_JOB_KINDS = frozenset({Cause.succeeded, Cause.exit_code, Cause.oom})
 
 
 def posted_by_job(end: EndReason | None) -> bool:
     """Whether the job's own runtime posted this end (its command's exit, or its watchdog's stop)."""
     if end is None:
         return False
-    return end.kind in _JOB_KINDS or (end.kind == EndKind.timeout and end.by == "launchkit")
+    return end.kind in _JOB_KINDS or (end.kind == Cause.timeout and end.by == "launchkit")

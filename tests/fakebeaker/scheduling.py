@@ -152,22 +152,26 @@ class SchedulingRpcs:
 
         o, start = paging(req)
         j = self.s.find_job(o.job_id)
-        # one event per summarized event, at its latest occurrence (the fake keeps no other history)
-        events = sorted(
-            j.events, key=lambda ev: ev.latest, reverse=o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING
-        )
+        # every occurrence add_event recorded (fact 11.1: a queued job collects events pass after pass),
+        # and one at its latest occurrence for an event recorded only summarized (scheduled, started)
+        raw = list(j.raw_events)
+        said = {(st, m) for _, st, m in raw}
+        raw += [(ev.latest, ev.status, ev.message) for ev in j.events if (ev.status, ev.message) not in said]
+        desc = o.sort_clause.sort_order != pb2.SORT_ORDER_ASCENDING
+        # by time, newest first unless ascending is asked; made at the same time: in the order made
+        events = sorted(enumerate(raw), key=lambda e: (-e[1][0] if desc else e[1][0], e[0]))
         page, nxt = paginate(events, o, start)
         return pb2.ListJobEventsResponse(
             job_events=[
                 pb2.JobEvent(
-                    id=f"{j.id}-{i + start}",
+                    id=f"{j.id}-{i}",
                     job_id=j.id,
-                    created=ts(ev.latest),
-                    occurred=ts(ev.latest),
-                    status=ev.status,
-                    message=ev.message,
+                    created=ts(at),
+                    occurred=ts(at),
+                    status=status,
+                    message=message,
                 )
-                for i, ev in enumerate(page)
+                for i, (at, status, message) in page
             ],
             next_page_token=nxt,
         )

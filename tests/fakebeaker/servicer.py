@@ -276,6 +276,10 @@ class Convert:
         )
 
     def system_details(self, t: Task) -> pb2.SystemDetails:
+        """The task's scheduling as a job carries it: replica group, priority, and the spec's
+        constraints as given (proto JobPlacementConstraint: type + values; whether real Beaker sends
+        cluster names or ids is not public: launchkit only compares one job's with another's)."""
+        priority = str((t.spec.get("context") or {}).get("priority") or "normal").upper()
         constraints = t.spec.get("constraints") or {}
         placed = [  # the spec's constraints as given (proto JobPlacementConstraint: type + values)
             pb2.JobPlacementConstraint(type=kind, values=[str(v) for v in constraints[key]])
@@ -294,6 +298,7 @@ class Convert:
                 is_leader_replica=t.replica_rank == 0,
                 synchronized_start_timeout=_duration(t.spec.get("synchronizedStartTimeout")),
             ),
+            priority=getattr(pb2, f"JOB_PRIORITY_{priority}", pb2.JOB_PRIORITY_NORMAL),
         )
 
     def task(self, t: Task) -> pb2.Task:

@@ -323,6 +323,8 @@ class Job:
     cluster_id: str = ""
     gpus: int = 0
     events: list[Event] = field(default_factory=list)
+    # every occurrence of a waiting event, as ListJobEvents lists them (fact 11.1): (ns, status, message)
+    raw_events: list[tuple[int, str, str]] = field(default_factory=list)
     logs: JobLogs = field(default_factory=JobLogs)
 
     @property
@@ -1417,18 +1419,62 @@ class State:
             self._touch()
             return d
 
-    def add_event(self, job, status: str, message: str) -> Event:
+    def add_event(self, job, status: str, message: str, *, at: int | None = None) -> Event:
+        """One occurrence of an event (`at`: when, ns; default now): ListJobEvents lists each, the
+        summarized events fold repeats of the same status and message (earliest, latest, occurrences)."""
         with self.lock:
             j = self._job(job)
-            now = self.now()
+            now = self.now() if at is None else at
+            j.raw_events.append((now, status, message))
             for ev in j.events:
                 if ev.status == status and ev.message == message:
-                    ev.latest = now
+                    ev.earliest, ev.latest = min(ev.earliest, now), max(ev.latest, now)
                     ev.occurrences += 1
                     return ev
             ev = Event(status, message, now, now)
             j.events.append(ev)
             return ev
+
+    def replay(
+        self,
+        job,
+        *,
+        created: int,
+        waits: list[tuple[str, int, int]] = (),  # type: ignore[assignment]
+        scheduled: int | None = None,
+        started: int | None = None,
+        lines: list[tuple[int, str]] = (),  # type: ignore[assignment]
+        exited: int | None = None,
+        exit_code: int = 0,
+    ) -> Job:
+        """A job's life at given times (ns), as a real queue and node make it: created, waiting passes
+        (`wait_passes`), scheduled, started, its log lines, exited and finalized."""
+        with self.lock:
+            j = self._job(job)
+            j.created = created
+            self.wait_passes(j, list(waits))
+            if scheduled is not None:
+                self.schedule_job(j)
+                j.scheduled = scheduled
+                j.pinned = True  # its times are the test's: no AutoRun
+            if started is not None:
+                self.start_job(j)
+                j.started = started
+            if lines:
+                self.append_logs(j, [m for _, m in lines], timestamps=[t for t, _ in lines])
+            if exited is not None:
+                self.finish_job(j, exit_code)
+                j.exited = j.finalized = exited
+            return j
+
+    def wait_passes(self, job, passes: list[tuple[str, int, int]], *, every: float = 60.0) -> None:
+        """A queued job's scheduling passes, as a real queue makes them (fact 11.1): each (message, from
+        ns, to ns) repeated every `every` seconds, so the reason can change while the job waits."""
+        for message, start, end in passes:
+            t = start
+            while t <= end:
+                self.add_event(job, "queued", message, at=t)
+                t += int(every * 1e9)
 
     # ------------------------------------------------------------------- logs
     def append_logs(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from launchkit.backends.protocol import EndKind, EndReason, RunInfo, RunStatus
+from launchkit.backends.protocol import Cause, EndReason, RunInfo, RunStatus
 
 OOM_EXIT = 137  # 128 + SIGKILL: what the kernel's out-of-memory killer leaves
 # The runtime's timing line, printed right before the user's command starts (runtime/lib.sh
@@ -83,7 +83,7 @@ def watchdog_stopped(why: str, code: int, run_id: str) -> EndReason:
             f" or drop {REQUIRE_RESUME}"
         )
     return EndReason(
-        kind=EndKind.timeout,
+        kind=Cause.timeout,
         line=f"{WATCHDOG_STOP}{why}",
         fix=fix,
         by="launchkit",
@@ -106,7 +106,7 @@ def from_exit_code(
     reported as most likely one. `memory`: the run's memory limit, if it had one. `stopped`: why the
     runtime's watchdog ended it (watchdog_stop: the last line of its log), for WATCHDOG_EXIT."""
     if code == 0:
-        return EndReason(kind=EndKind.succeeded, line="succeeded", exit_code=0)
+        return EndReason(kind=Cause.succeeded, line="succeeded", exit_code=0)
     if stopped and code == WATCHDOG_EXIT and not oom:
         return watchdog_stopped(stopped, code, run_id)
     if oom or code == OOM_EXIT:
@@ -117,7 +117,7 @@ def from_exit_code(
             else "killed (exit 137, SIGKILL), most likely out of memory"
         )
         return EndReason(
-            kind=EndKind.oom,
+            kind=Cause.oom,
             line=f"{what}{limit}",
             fix="give it more with --memory (e.g. --memory 64GiB), or use less"
             if memory
@@ -127,7 +127,7 @@ def from_exit_code(
     if code in SETUP_STEPS and started is None:
         what, _ = SETUP_STEPS[code]
         return EndReason(
-            kind=EndKind.exit_code,
+            kind=Cause.exit_code,
             line=f"failed with exit code {code}: launchkit's code for \"{what}\", or your command's own"
             " (its log could not be read to tell whether your command had started)",
             fix=f"see the end of its log: `launchkit logs {run_id} --tail 50`",
@@ -136,13 +136,13 @@ def from_exit_code(
     if code in SETUP_STEPS and not started:
         what, fix = SETUP_STEPS[code]
         return EndReason(
-            kind=EndKind.setup,
+            kind=Cause.setup,
             line=f"setup failed before your command ran: {what} (exit {code})",
             fix=fix.format(id=run_id),
             exit_code=code,
         )
     return EndReason(
-        kind=EndKind.exit_code,
+        kind=Cause.exit_code,
         line=f"failed with exit code {code}",
         fix=f"see the end of its log: `launchkit logs {run_id} --tail 50`",
         exit_code=code,
@@ -157,7 +157,7 @@ LAUNCHKIT_STOP = "stopped by launchkit following it: "
 def launchkit_stopped(why: str) -> EndReason:
     """A run that launchkit's follower stopped (a limit of `run --follow` passed): never the user's."""
     return EndReason(
-        kind=EndKind.timeout,
+        kind=Cause.timeout,
         line=LAUNCHKIT_STOP + why,
         fix="raise that limit, or drop it",
         by="launchkit",
@@ -166,11 +166,11 @@ def launchkit_stopped(why: str) -> EndReason:
 
 def canceled(by: str | None = None) -> EndReason:
     who = f" by {by}" if by else ""
-    return EndReason(kind=EndKind.canceled, line=f"was canceled{who}", by=by)
+    return EndReason(kind=Cause.canceled, line=f"was canceled{who}", by=by)
 
 
 def timed_out(which: str, fix: str) -> EndReason:
-    return EndReason(kind=EndKind.timeout, line=f"was stopped by a timeout: {which}", fix=fix, by=which)
+    return EndReason(kind=Cause.timeout, line=f"was stopped by a timeout: {which}", fix=fix, by=which)
 
 
 def describe(run: RunInfo) -> str:

@@ -14,29 +14,13 @@ from typing import IO, Any, Protocol
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from launchkit.backends.registry import Capability, titles
+from launchkit.core.phases import PhaseNotes, Phases
 from launchkit.core.specview import SpecView
-from launchkit.core.status import RunStatus
+from launchkit.core.status import Cause, RunStatus
 from launchkit.core.units import ago
 from launchkit.errors import PreconditionError, UsageError
 
-__all__ = ["Capability", "RunStatus"]  # re-exported: they live in light modules
-
-
-class EndKind(str, Enum):
-    """Why a run ended (backends/ending.py turns each into one line with its fix)."""
-
-    succeeded = "succeeded"
-    exit_code = "exit_code"  # your command exited non-zero
-    oom = "oom"  # killed for memory (exit 137 / the OOM killer)
-    setup = "setup"  # a launchkit setup step failed (entrypoint exit codes 100-109, docs/runtime.md)
-    image_pull = "image_pull"  # the image could not be pulled: no exit code at all
-    failed = "failed"  # failed without an exit code, for another reason the backend names
-    preempted = "preempted"
-    canceled = "canceled"  # by a user (who, when known)
-    timeout = "timeout"  # by a timeout (which one)
-    node_lost = "node_lost"  # its node went away or failed its health checks
-    unschedulable = "unschedulable"  # never scheduled (slot limit, no matching cluster, ...)
-    lost = "lost"  # local: its supervisor died
+__all__ = ["Capability", "Cause", "RunStatus"]  # re-exported: they live in light modules
 
 
 class Posting(str, Enum):
@@ -54,7 +38,7 @@ class EndReason(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: EndKind
+    kind: Cause
     line: str
     fix: str | None = None
     exit_code: int | None = None
@@ -154,6 +138,12 @@ class RunInfo(BaseModel):
     # attempt 1 had reached step 12,639: it is not resuming from its checkpoint" (backends/progress.py)
     resume: str | None = None
     attempts_detail: list[AttemptDetail] = []  # `why`: every attempt (Backend.attempts_detail)
+    # where its time went (core/phases.py): seconds per phase (queued, starting, setup, first_output,
+    # running; None when not known), `list` from what it read anyway, `why` all (Backend.phases)
+    phases: Phases | None = None
+    gpu_hours: float | None = None  # GPUs x hours of every job that ran (None: not known)
+    phase_notes: PhaseNotes | None = None  # `why`: each waiting reason, the env cache, the step timings
+    cluster: str | None = None  # `stats`: where its newest attempt ran (Backend.phases(where=True))
     # several replicas stopped by the watchdog: the one whose progress stopped first (`why`)
     culprit: str | None = None
 
@@ -245,6 +235,12 @@ class Backend(Protocol):
     def attempts_detail(self, run: RunInfo) -> list[AttemptDetail]:
         """Every attempt of the run (`why`): cause, exit code, GPU-hours, first and last progress (each
         attempt's log read at both ends, bounded)."""
+
+    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
+        """The run with `phases`, `phase_notes` and `gpu_hours` filled (core/phases.py): from its jobs'
+        timestamps, its waiting events and the first lines of its newest attempt's log (bounded).
+        `where`: also `cluster`, where its newest attempt ran (Beaker: its node's cluster, the org's
+        nodes listed once per connection)."""
         ...
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:

@@ -207,6 +207,13 @@ REGISTRY: tuple[Entry, ...] = (
         "Beaker workspace secrets (values are never printed).",
         "group",
     ),
+    Entry("stats", "stats_cmd", "stats", "Where your recent runs' time went, per cluster."),
+    Entry(
+        "skill",
+        "skill_cmd",
+        "skill",
+        "Print a skill file for coding agents (Markdown), made from this launchkit's own help.",
+    ),
     Entry("completion", "completion_cmd", "completion", "Print the completion script for SHELL."),
     Entry("config", "secret_cmd", "config_group", "gantry's `config` commands.", "group", hidden=True),
 )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from launchkit.application import Application
-from launchkit.backends import Backend, EndKind, RunInfo, RunStatus
+from launchkit.backends import Backend, Cause, RunInfo, RunStatus
 from launchkit.backends.ending import describe, launchkit_stopped
 from launchkit.cli.context import stdout_closed
 from launchkit.core.status import SUMMARY_ORDER
@@ -276,7 +276,7 @@ def follow_run(
     why = describe(final)  # one line from the backend's own fields: how it ended, and the fix
     if final.status == RunStatus.succeeded:
         app.info(f"{run.id} {why}")
-    elif final.end is not None and final.end.kind == EndKind.canceled:
+    elif final.end is not None and final.end.kind == Cause.canceled:
         app.info(f"{run.id} {why}")
     else:
         app.error(f"{run.id} {why}")

@@ -14,6 +14,8 @@ from launchkit.backends.progress import first_stalled, resume_note
 from launchkit.cli.backend_choice import backend_option, local_option, resolve_run, run_ids
 from launchkit.cli.context import get_app
 from launchkit.cli.options import latest_option
+from launchkit.core import phases as ph
+from launchkit.core.units import span
 from launchkit.masking import masked_run
 
 
@@ -22,7 +24,10 @@ def why(
     run_id: str | None = typer.Argument(None, metavar="[ID]", autocompletion=run_ids, help="Run id."),
     latest: bool = latest_option(),
     as_json: bool = typer.Option(
-        False, "--json", help="JSON: the run, with its `end` reason and every attempt (`attempts_detail`)."
+        False,
+        "--json",
+        help="JSON: the run, with its `end` reason, every attempt (`attempts_detail`), `phases` (seconds) "
+        "and `gpu_hours`.",
     ),
     backend: str | None = backend_option(),
     local: bool = local_option(),
@@ -30,7 +35,8 @@ def why(
     """Why a run ended, from the backend's own record: exit code, out of memory, preempted, canceled
     (by whom, or by which timeout), node lost, never scheduled, image pull failure, or a setup step
     that failed; with what to do about it. Prints where a run still going stands (running: its last
-    progress line)."""
+    progress line), then where its time went: queued (each waiting reason and how long it held),
+    starting, setup, first output, running, GPU-hours."""
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
@@ -44,11 +50,37 @@ def why(
         run = run.model_copy(
             update={"attempts_detail": details, "resume": resume_note(details), "culprit": culprit}
         )
+    run = b.phases(run)
     run = masked_run(app, b, run)  # the job's own text it quotes: secret values masked
     if app.json:
         app.print_json(run.model_dump(mode="json"))
         return
     sys.stdout.write(f"{run.id} {describe(run)}{_progress(run)}\n")
+    for line in time_lines(run):
+        sys.stdout.write(line + "\n")
+
+
+def time_lines(run: RunInfo) -> list[str]:
+    """Where its time went: `phases: queued 3m12s (slot limit 64/64, then ...) · starting 41s · ...`
+    once it has started, and the waiting history (`waited 9h32m: slot limit 64/64 (08:01-17:33), then
+    no node with 8 free GPUs (17:33-17:39)`, UTC) when it waited for a reason."""
+    out = []
+    p, notes = run.phases, run.phase_notes
+    if p is not None and (p.starting is not None or p.running is not None or p.setup is not None):
+        if said := ph.line(p, notes, gpu_hours=run.gpu_hours):
+            out.append(f"phases: {said}")
+    if notes is not None and notes.waits and p is not None and p.queued is not None:
+        verb = "waited" if run.status != RunStatus.queued else "waiting"
+        out.append(f"{verb} {span(p.queued)}: {ph.history(notes.waits)}")
+    if notes is not None and notes.ahead is not None:
+        at_least = "" if notes.read_all else "at least "
+        jobs = "job waits" if notes.ahead == 1 else "jobs wait"
+        out.append(
+            f"position: {at_least}{notes.ahead} {jobs} ahead of it for the same kind of node at the same or "
+            f"higher priority (of {notes.queue_read} queued jobs Beaker lists); no estimate: Beaker tells "
+            "no start time and launchkit does not guess one"
+        )
+    return out
 
 
 def _progress(run: RunInfo) -> str:

@@ -4,12 +4,12 @@ I/O-free: backends turn what their service holds into a flat list of `Job` recor
 Beaker job; a local replica's process run), and every command reads the run through `RunView` and
 `outcome()`; nothing reads `jobs[0]`.
 
-    jobs = [Job(id="j1", task="main", replica=1, replicas=2, state=JobState.failed, exit_code=7, ...),
-            Job(id="j0", task="main", replica=0, replicas=2, state=JobState.canceled,
-                stop=Stop.sibling_failed, ...)]
+    jobs = [Job(id="j1", task="main", replica=1, replicas=2, state=RunStatus.failed, exit_code=7, ...),
+            Job(id="j0", task="main", replica=0, replicas=2, state=RunStatus.canceled,
+                stop=Cause.sibling_failed, ...)]
     view = RunView.of(jobs, tasks=[Shape("main", 2)], allowed_retries=0)
     out = outcome(view, now=time.time())   # now/grace: when an expected retry is given up on
-    out.state         -> OutcomeState.failed
+    out.state         -> RunStatus.failed
     out.exit_code     -> 7                       (the failing replica's own; None when it had none)
     out.text()        -> "replica 1 of 2 failed with exit code 7 (replica 0 was stopped for it)"
     out.cause         -> the Job that decides it; out.where -> Where(task="main", replica=1, attempt=1)
@@ -40,38 +40,10 @@ Pure functions of their arguments; times are seconds since the epoch (floats) an
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from enum import Enum
 
 from pydantic import BaseModel, ConfigDict
 
-from launchkit.core.status import RunStatus
-
-# where a job stands: the one vocabulary (Beaker's statuses read from timestamps; a local process's state)
-JobState = RunStatus
-
-
-class Stop(str, Enum):
-    """Why a canceled job was canceled (Beaker's cancelation codes, grouped by what they mean here)."""
-
-    user = "user"  # a person (web UI, `stop`, a teammate)
-    preempted = "preempted"  # system or user preemption: the task resumes with a new job
-    sibling_failed = "sibling_failed"  # propagateFailure: another replica/task failed (code 8)
-    sibling_preempted = "sibling_preempted"  # propagatePreemption: another was preempted (code 9)
-    sibling_retry = "sibling_retry"  # another replica/task is retried (code 11)
-    node_lost = "node_lost"  # node unavailable/unhealthy, health check failed (6, 12, 10)
-    timeout = "timeout"  # ran past its task timeout (5)
-    unschedulable = "unschedulable"  # never fit anywhere (7)
-    idle = "idle"  # (3)
-    other = "other"
-
-    @property
-    def resumes(self) -> bool:
-        """A new job of the same part follows by itself (auto-resume)."""
-        return self in (Stop.preempted, Stop.sibling_preempted, Stop.sibling_retry)
-
-    @property
-    def by_sibling(self) -> bool:
-        return self in (Stop.sibling_failed, Stop.sibling_preempted, Stop.sibling_retry)
+from launchkit.core.status import Cause, RunStatus
 
 
 class Job(BaseModel):
@@ -85,9 +57,9 @@ class Job(BaseModel):
     replicas: int = 1  # the task's replica count
     attempt: int | None = None  # 1-based; None: from retry_of links and `created`
     retry_of: str | None = None  # the job this one retries or resumes (Beaker: retry_ancestor_id)
-    state: JobState
+    state: RunStatus
     exit_code: int | None = None  # the process's own; None when it had none
-    stop: Stop | None = None  # canceled: why
+    stop: Cause | None = None  # canceled: why
     stopped_by: str | None = None  # canceled: who or what, in the service's words
     message: str | None = None  # the service's status message, if any
     cause: str | None = None  # how it ended, where the backend knows better than its exit code ("stalled")
@@ -102,13 +74,13 @@ class Job(BaseModel):
         """Whether the attempt after it is a retry (spends budget) rather than a resume."""
         if self.spent is not None:
             return self.spent
-        return self.ended_badly or self.stop == Stop.node_lost
+        return self.ended_badly or self.stop == Cause.node_lost
 
     @property
     def ended_badly(self) -> bool:
         """Its own failure (not a cancel): an exit code other than 0, or failed without one."""
-        return self.state in (JobState.failed, JobState.lost) or (
-            self.state == JobState.succeeded and self.exit_code not in (None, 0)
+        return self.state in (RunStatus.failed, RunStatus.lost) or (
+            self.state == RunStatus.succeeded and self.exit_code not in (None, 0)
         )
 
 
@@ -258,17 +230,12 @@ def _ordered(jobs: list[Job]) -> tuple[Job, ...]:
     return tuple(j.model_copy(update={"attempt": i}) for i, j in enumerate(out, 1))
 
 
-# how a run ended or where it stands (running: a part runs, or a retry/resume is due; queued: none
-# has started yet): the same vocabulary
-OutcomeState = RunStatus
-
-
 class Outcome(BaseModel):
     """How the run ended (or where it stands), decided once, for every command."""
 
     model_config = ConfigDict(frozen=True)
 
-    state: OutcomeState
+    state: RunStatus  # running: a part runs, or a retry/resume is due; queued: none has started yet
     going: bool
     exit_code: int | None = None  # the deciding part's own exit code; 0 when succeeded
     cause: Job | None = None  # the attempt that decides it (a failed replica, a canceled job ...)
@@ -292,26 +259,26 @@ class Outcome(BaseModel):
 
 def describe_job(job: Job) -> str:
     """A job's end in plain words: `failed with exit code 3`, `was preempted`, `is running`."""
-    if job.state == JobState.succeeded and job.exit_code in (None, 0):
+    if job.state == RunStatus.succeeded and job.exit_code in (None, 0):
         return "succeeded"
     if job.ended_badly:
-        if job.state == JobState.lost:
+        if job.state == RunStatus.lost:
             return "was lost" + (f" ({job.message})" if job.message else "")
         if job.exit_code not in (None, 0):
             return f"failed with exit code {job.exit_code}"
         return "failed without an exit code" + (f" ({job.message})" if job.message else "")
-    if job.state in (JobState.canceled, JobState.stopping):
+    if job.state in (RunStatus.canceled, RunStatus.stopping):
         by = f" ({job.stopped_by})" if job.stopped_by else ""
         return {
-            Stop.preempted: "was preempted",
-            Stop.sibling_failed: "was stopped because another part of the run failed",
-            Stop.sibling_preempted: "was stopped because another part of the run was preempted",
-            Stop.sibling_retry: "was stopped while another part of the run is retried",
-            Stop.node_lost: "was stopped: its node was lost",
-            Stop.timeout: "was stopped: it ran past its task timeout",
-            Stop.unschedulable: "was never scheduled",
-            Stop.idle: "was stopped for being idle",
-        }.get(job.stop or Stop.user, "was canceled") + by
+            Cause.preempted: "was preempted",
+            Cause.sibling_failed: "was stopped because another part of the run failed",
+            Cause.sibling_preempted: "was stopped because another part of the run was preempted",
+            Cause.sibling_retry: "was stopped while another part of the run is retried",
+            Cause.node_lost: "was stopped: its node was lost",
+            Cause.timeout: "was stopped: it ran past its task timeout",
+            Cause.unschedulable: "was never scheduled",
+            Cause.idle: "was stopped for being idle",
+        }.get(job.stop or Cause.canceled, "was canceled") + by
     return f"is {job.state.value}"
 
 
@@ -324,19 +291,19 @@ def _short(job: Job) -> str:
         return job.cause
     if job.exit_code not in (None, 0) and job.stop is None:
         return f"exit code {job.exit_code}"
-    if job.stop == Stop.node_lost:
+    if job.stop == Cause.node_lost:
         return "node lost"
     if job.stop is not None and job.stop.resumes:
-        return "preempted" if job.stop == Stop.preempted else "stopped for another part"
+        return "preempted" if job.stop == Cause.preempted else "stopped for another part"
     return job.message or job.state.value
 
 
 def ended_as(job: Job) -> str | None:
     """How a job ended in a word or two (`exit code 1`, `preempted`, `stalled`), None while it goes on
     (`why --json`'s `attempts_detail`)."""
-    if job.state in (JobState.queued, JobState.starting, JobState.running, JobState.stopping):
+    if job.state in (RunStatus.queued, RunStatus.starting, RunStatus.running, RunStatus.stopping):
         return None
-    if job.state == JobState.succeeded and job.exit_code in (None, 0):
+    if job.state == RunStatus.succeeded and job.exit_code in (None, 0):
         return "succeeded"
     return _short(job)
 
@@ -389,8 +356,8 @@ def _decide(view: RunView, now: float | None, grace: float | None) -> Outcome:
         if view.canceled:
             who = f" ({view.canceled_by})" if view.canceled_by else ""
             line = f"was canceled before any job of it existed{who}"
-            return Outcome(state=OutcomeState.canceled, going=False, line=line)
-        return Outcome(state=OutcomeState.queued, going=True, waiting_for="its first job")
+            return Outcome(state=RunStatus.canceled, going=False, line=line)
+        return Outcome(state=RunStatus.queued, going=True, waiting_for="its first job")
     dues = {(p.task, p.replica): due(view, p, now=now, grace=grace) for p in view.parts}
     unfinished = [p for p in view.parts if p.latest is not None and not p.latest.state.finished]
     pending = next(((k, d) for k, d in dues.items() if d), None)
@@ -402,7 +369,7 @@ def _decide(view: RunView, now: float | None, grace: float | None) -> Outcome:
             p = view.part(task, replica)
             name = view.name(p) if p is not None else ""
             waiting = what + (f" of {name}" if name else "")
-        state = OutcomeState.running if started else OutcomeState.queued
+        state = RunStatus.running if started else RunStatus.queued
         return Outcome(state=state, going=True, waiting_for=waiting)
     return _final(view, latest)
 
@@ -413,24 +380,24 @@ def _final(view: RunView, latest: list[Job]) -> Outcome:
 
     own = [j for j in latest if j.ended_badly]
     ranks = (
-        (own, OutcomeState.failed),
-        ([j for j in latest if j.stop == Stop.node_lost], OutcomeState.failed),
-        ([j for j in latest if j.stop == Stop.timeout], OutcomeState.failed),
-        ([j for j in latest if j.stop in (Stop.unschedulable, Stop.idle)], OutcomeState.failed),
-        ([j for j in latest if j.stop == Stop.preempted], OutcomeState.preempted),
-        ([j for j in latest if j.stop in (Stop.user, Stop.other)], OutcomeState.canceled),
-        ([j for j in latest if j.state == JobState.canceled], OutcomeState.canceled),
+        (own, RunStatus.failed),
+        ([j for j in latest if j.stop == Cause.node_lost], RunStatus.failed),
+        ([j for j in latest if j.stop == Cause.timeout], RunStatus.failed),
+        ([j for j in latest if j.stop in (Cause.unschedulable, Cause.idle)], RunStatus.failed),
+        ([j for j in latest if j.stop == Cause.preempted], RunStatus.preempted),
+        ([j for j in latest if j.stop in (Cause.canceled, Cause.other)], RunStatus.canceled),
+        ([j for j in latest if j.state == RunStatus.canceled], RunStatus.canceled),
     )
     for jobs, state in ranks:
         if jobs:
             cause = pick(jobs)
-            if state == OutcomeState.failed and cause.state == JobState.lost:
-                state = OutcomeState.lost
+            if state == RunStatus.failed and cause.state == RunStatus.lost:
+                state = RunStatus.lost
             return _told(view, cause, state)
-    return _told(view, None, OutcomeState.succeeded)
+    return _told(view, None, RunStatus.succeeded)
 
 
-def _told(view: RunView, cause: Job | None, state: OutcomeState) -> Outcome:
+def _told(view: RunView, cause: Job | None, state: RunStatus) -> Outcome:
     notes: list[str] = []
     line = None
     where = subject = None
@@ -445,7 +412,7 @@ def _told(view: RunView, cause: Job | None, state: OutcomeState) -> Outcome:
             for p in view.parts
             if p is not part
             and p.latest is not None
-            and p.latest.stop in (Stop.sibling_failed, Stop.sibling_preempted)
+            and p.latest.stop in (Cause.sibling_failed, Cause.sibling_preempted)
         ]
         if stopped and (cause.ended_badly or (cause.stop is not None and not cause.stop.by_sibling)):
             several = len(stopped) > 1
@@ -468,10 +435,10 @@ def _told(view: RunView, cause: Job | None, state: OutcomeState) -> Outcome:
                 ", ".join(f"{_prefix(view.name(p))}attempt {j.attempt}: {_short(j)}" for p, j in failed)
             )
         if resumed:
-            n = len({(p.task, p.replica, j.id) for p, j in resumed if j.stop == Stop.preempted})
+            n = len({(p.task, p.replica, j.id) for p, j in resumed if j.stop == Cause.preempted})
             if n:
                 notes.append(f"resumed after {n} preemption{'s' if n > 1 else ''}")
-    exit_code = 0 if state == OutcomeState.succeeded else (cause.exit_code if cause is not None else None)
+    exit_code = 0 if state == RunStatus.succeeded else (cause.exit_code if cause is not None else None)
     return Outcome(
         state=state,
         going=False,
@@ -542,13 +509,10 @@ def _seconds(value: float) -> str:
 
 __all__ = [
     "Job",
-    "JobState",
     "Outcome",
-    "OutcomeState",
     "Part",
     "RunView",
     "Shape",
-    "Stop",
     "Where",
     "attempt_line",
     "attempt_text",

@@ -26,7 +26,7 @@ from launchkit import api
 from launchkit.backends.beaker.runview import job_state, record
 from launchkit.core.contract import DEFAULT_RESULTS_DIR, DEFAULT_RUNTIME_DIR
 from launchkit.core.run_options import RUN_OPTIONS
-from launchkit.core.runs import JobState, Stop
+from launchkit.core.status import Cause, RunStatus
 from launchkit.gantry import _submit
 from launchkit.gantry.callbacks import Callback
 from launchkit.gantry.exceptions import (
@@ -393,7 +393,7 @@ def _results(
     if job.assignment_details.result_dataset_id:
         results_ds = beaker.dataset.get(job.assignment_details.result_dataset_id)
     state = job_state(job)
-    if state is JobState.succeeded:
+    if state is RunStatus.succeeded:
         name = f"{beaker.user_name}/{workload.experiment.name}"
         print(f"✓ {name} ({workload.experiment.id}) completed successfully.\n")
     if info_header:
@@ -406,7 +406,7 @@ def _results(
     if metrics:
         print(f"Metrics: {metrics}")
     sys.stdout.flush()
-    if state is JobState.succeeded:
+    if state is RunStatus.succeeded:
         for callback in callbacks:
             callback.on_success(job, metrics=metrics, results_ds=results_ds)
         return
@@ -423,11 +423,11 @@ def job_status(job: BeakerJob) -> str:
     """How gantry names a finished job's status ("failed with exit code 3", "canceled due to sibling task
     failure", ...)."""
     state = job_state(job)
-    if state is JobState.canceled:
+    if state is RunStatus.canceled:
         if job.status.canceled_code == SIBLING_TASK_FAILED:
             return "canceled due to sibling task failure"
         return "canceled"
-    if state is JobState.failed:
+    if state is RunStatus.failed:
         if job.status.HasField("exit_code") and job.status.exit_code != 0:
             return f"failed with exit code {job.status.exit_code}"
         return "failed"
@@ -484,7 +484,7 @@ def _masked_stdout(workload: BeakerWorkload) -> Any:
 
 def _was_preempted(task: BeakerTask, job: BeakerJob) -> bool:
     r = record(task, job)
-    return r.state is JobState.canceled and r.stop is Stop.preempted
+    return r.state is RunStatus.canceled and r.stop is Cause.preempted
 
 
 def follow_workload(

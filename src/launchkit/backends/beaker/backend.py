@@ -23,7 +23,14 @@ from launchkit.backends.beaker import identity, launches
 from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import runview as rv
 from launchkit.backends.beaker.client import Connection
-from launchkit.backends.beaker.logs import Flusher, command_started, head_lines, stream_job, tail_records
+from launchkit.backends.beaker.logs import (
+    Flusher,
+    command_started,
+    head_lines,
+    head_records,
+    stream_job,
+    tail_records,
+)
 from launchkit.backends.beaker.prepare import prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
@@ -31,7 +38,10 @@ from launchkit.backends.beaker.scheduling import (
     WaitTeller,
     find_starts,
     list_reasons,
+    position,
+    summarized,
     synchronized_wait,
+    wait_history,
     waiting_reason,
 )
 from launchkit.backends.beaker.submit import check_name, create_once
@@ -49,7 +59,8 @@ from launchkit.backends.progress import (
     attempt_progress,
     last_progress,
 )
-from launchkit.backends.protocol import AttemptDetail, EndKind, EndReason, Progress
+from launchkit.backends.protocol import AttemptDetail, Cause, EndReason, Progress
+from launchkit.core import phases as ph
 from launchkit.core import runs
 from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
@@ -77,6 +88,7 @@ _STATUS = {
 }
 STATUS_NAMES = [s.name for s in BeakerWorkloadStatus]
 _HAD_JOB = set(_STATUS) - {W.STATUS_SUBMITTED}  # a task's status once it has a job
+_WAITING = {W.STATUS_SUBMITTED, W.STATUS_QUEUED, W.STATUS_READY_TO_START}  # not placed yet
 RETRY_GRACE = 60.0  # seconds a due retry may take to appear before it is given up on (core/runs.py)
 WAIT_POLL = 1.0  # seconds between looks while waiting for a job (gantry polls every second)
 # the watchdog's `[launchkit] stopped:` line is among its job's last lines (after it: a --ray head's
@@ -202,8 +214,9 @@ class BeakerBackend:
         elif status == RunStatus.canceled and not any(t.status in _HAD_JOB for t in ex.tasks):
             view = rv.view_of(wl, [])  # canceled before any job of it existed (no job to read)
             end = rv.run_end(view, runs.outcome(view), ex.id, {})
-        if end is not None and end.kind == EndKind.canceled and end.by != "Beaker":
+        if end is not None and end.kind == Cause.canceled and end.by != "Beaker":
             end = self._launchkit_stop(ex) or end  # launchkit's own stop (stop(reason=))
+        phases, hours = self._phases(wl, rows)  # from the jobs read (no call)
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -224,6 +237,8 @@ class BeakerBackend:
             attempts=attempts,
             retry=retry,
             waiting=waiting if status == RunStatus.queued else None,
+            phases=phases,
+            gpu_hours=hours,
         )
 
     def _launchkit_stop(self, ex: Any) -> EndReason | None:
@@ -457,6 +472,115 @@ class BeakerBackend:
             self.get(run.id)
         _, rows = self._seen[run.id]
         return self._job_progress(next((js[0] for _, _, js in rows if js), None))
+
+    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
+        """Its jobs as get() read them (else one get()); then, at once, the newest attempt's lead job's
+        summarized events (its waiting history, one call) and, once it started, its log's first lines
+        up to the command's first output (one bounded read): `why`'s phases."""
+        if run.id not in self._seen:
+            self.get(run.id)
+        wl, rows = self._seen[run.id]
+        lead = next((js[0] for _, _, js in rows if js), None)
+        if lead is None:
+            return run
+        with self._errors(), ThreadPoolExecutor(max_workers=2) as pool:
+            _ = self.beaker.service  # one channel, made before two threads use it
+            events_f = pool.submit(summarized, self.conn, lead)
+            seen_f = pool.submit(self._setup_seen, lead) if lead.status.HasField("started") else None
+            queued = run.status == RunStatus.queued and not lead.status.HasField("scheduled")
+            line_f = pool.submit(position, self.conn, lead) if queued else None
+            events, seen = events_f.result(), seen_f.result() if seen_f else None
+            ahead, read, cut = line_f.result() if line_f else (None, 0, False)
+        phases, hours = self._phases(wl, rows, seen)
+        notes = ph.PhaseNotes(
+            waits=wait_history(
+                events,
+                gpus=int(lead.container_spec.resource_request.gpu_count),
+                until=_ns(lead.status, "scheduled"),
+            ),
+            env_cache=seen.env_cache if seen else None,
+            steps=seen.steps if seen else None,
+            attempt=run.attempts,
+            ahead=ahead,
+            queue_read=read,
+            read_all=not cut,
+        )
+        update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
+        if where:
+            update["cluster"] = self._cluster_of(lead)
+        return run.model_copy(update=update)
+
+    def _cluster_of(self, job: Any) -> str | None:
+        """The cluster of the node the job was assigned to (the org's clusters and their nodes, listed
+        once per connection, at once)."""
+        node = job.assignment_details.node_id
+        if not node:
+            return None
+        with self._errors():
+            clusters = rs.org_clusters(self.conn)
+            rs.node_gpu_types(self.conn, clusters)
+        return next(
+            (
+                rs.cluster_full_name(c)
+                for c in clusters
+                if any(n.id == node for n in self.conn.nodes.get(c.id, []))
+            ),
+            None,
+        )
+
+    def _phases(
+        self, wl: Any, rows: Rows | None, seen: ph.SetupSeen | None = None
+    ) -> tuple[ph.Phases | None, float | None]:
+        """The phases of the newest attempt of the run's lead job (replica 0 of its first task) from the
+        jobs read (no call), and the GPU-hours of every job read (None for a run whose jobs were
+        sampled); a run with no job read: how long it has waited, if it waits."""
+        now = int(self.clock() * NS)
+        lead = next((js[0] for _, _, js in rows or [] if js), None)
+        if lead is None:
+            if wl.status not in _WAITING:
+                return None, None
+            created = wl.experiment.created.ToNanoseconds()
+            return ph.phases(created=created, scheduled=None, started=None, ended=None, now=now), None
+        s = lead.status
+        phases = ph.phases(
+            created=_ns(s, "created"),
+            scheduled=_ns(s, "scheduled"),
+            started=_ns(s, "started"),
+            ended=_ended(s),
+            now=now,
+            seen=seen,
+        )
+        if len(wl.experiment.tasks) > SAMPLED_TASKS:
+            return phases, None
+        ran = [  # its assigned GPUs (as attempts_detail counts them), else those it asked for
+            (
+                len(j.assignment_details.resource_assignment.gpus)
+                or int(j.container_spec.resource_request.gpu_count),
+                j.status,
+            )
+            for _, _, js in rows or []
+            for j in js
+        ]
+        return phases, ph.gpu_hours([(g, _ns(st, "started"), _ended(st)) for g, st in ran], now)
+
+    def _setup_seen(self, job: Any) -> ph.SetupSeen | None:
+        """The runtime's markers in the job's first log lines (one read, stopped at the command's first
+        line of output or after ph.SETUP_LINES lines)."""
+        setup_done = False
+
+        def last(line: bytes) -> bool:  # the command's first line: the read stops after it
+            nonlocal setup_done
+            if line.startswith(ph.SETUP_DONE):
+                setup_done = True
+                return False
+            return setup_done and not line.startswith(ph.RUNTIME)
+
+        try:
+            with self._errors():
+                return ph.setup_seen(head_records(self.conn, job.id, ph.SETUP_LINES, last))
+        except LaunchkitError as e:
+            self.app.debug(f"the log of job {job.id} could not be read: {e}")
+            return None
 
     def attempts_detail(self, run: RunInfo) -> list[AttemptDetail]:
         """Every job of the tasks get() read (a many-task run: its sample): its end, GPU-hours (its
@@ -1400,6 +1524,17 @@ def _unranked(task: Any) -> str:
 
 
 SAMPLED_TASKS = 16  # get(): jobs read for at most this many tasks of a many-task run
+NS = 1_000_000_000
+
+
+def _ns(status: Any, name: str) -> int | None:
+    """A job status timestamp in ns since the epoch (None: not set)."""
+    return int(getattr(status, name).ToNanoseconds()) if status.HasField(name) else None
+
+
+def _ended(status: Any) -> int | None:
+    """When a job's container ended: exited, else canceled, else finalized (None: it has not)."""
+    return next((t for t in (_ns(status, n) for n in ("exited", "canceled", "finalized")) if t), None)
 
 
 def _task_statuses(tasks: Any) -> dict[str, int]:

@@ -9,7 +9,7 @@ from typing import Any
 from beaker import beaker_pb2 as pb2
 
 from launchkit.backends.ending import from_exit_code
-from launchkit.backends.protocol import EndKind, EndReason
+from launchkit.backends.protocol import Cause, EndReason
 
 C = pb2.CancelationCode
 _NODE = {
@@ -95,7 +95,7 @@ def job_end(
             )
             retry = "; Beaker runs it again as a new job" if resumed else "; it will not be retried"
             return EndReason(
-                kind=EndKind.preempted,
+                kind=Cause.preempted,
                 line=f"was preempted by {who}{retry}" + (f" ({by})" if by else ""),
                 # what `run` accepts with auto-resume off (--not-preemptible is refused with
                 # --no-auto-resume and with a --retry-on that leaves preemption out)
@@ -108,7 +108,7 @@ def job_end(
             )
         if cc == C.CANCELATION_CODE_TIMEOUT:
             return EndReason(
-                kind=EndKind.timeout,
+                kind=Cause.timeout,
                 line="was canceled by Beaker: it ran past its task timeout" + (f" ({by})" if by else ""),
                 fix="raise --task-timeout (or drop it)",
                 by="task timeout",
@@ -118,7 +118,7 @@ def job_end(
                 cc, "its node was lost"
             )
             return EndReason(
-                kind=EndKind.node_lost,
+                kind=Cause.node_lost,
                 line=f"was canceled by Beaker: {why}" + (f" ({by})" if by else ""),
                 fix="launch it again (not your code's fault); --retries N makes Beaker retry by itself",
                 by="Beaker",
@@ -130,20 +130,20 @@ def job_end(
             if s.failed_scheduling_message:
                 why = s.failed_scheduling_message
             return EndReason(
-                kind=EndKind.unschedulable, line=f"was never scheduled: {why}", fix=fix, by="Beaker"
+                kind=Cause.unschedulable, line=f"was never scheduled: {why}", fix=fix, by="Beaker"
             )
         if cc in (C.CANCELATION_CODE_SIBLING_TASK_FAILED, C.CANCELATION_CODE_SIBLING_TASK_PREEMPTION):
             what = "failed" if cc == C.CANCELATION_CODE_SIBLING_TASK_FAILED else "was preempted"
             return EndReason(
-                kind=EndKind.canceled,
+                kind=Cause.canceled,
                 line=f"was canceled because another task of the run {what}",
                 fix=f"see why: `launchkit logs {run_id} --all`",
                 by="Beaker",
             )
         if cc == C.CANCELATION_CODE_IDLE:
-            return EndReason(kind=EndKind.canceled, line="was canceled by Beaker for being idle", by="Beaker")
+            return EndReason(kind=Cause.canceled, line="was canceled by Beaker for being idle", by="Beaker")
         return EndReason(
-            kind=EndKind.canceled, line="was canceled" + (f" ({by})" if by else " (by a user)"), by=by
+            kind=Cause.canceled, line="was canceled" + (f" ({by})" if by else " (by a user)"), by=by
         )
     if not (s.HasField("finalized") or s.HasField("exited") or s.HasField("failed")):
         return None
@@ -152,7 +152,7 @@ def job_end(
     if code is None or (s.HasField("failed") and code == 0):
         if any(w in low for w in _PULL_WORDS):
             return EndReason(
-                kind=EndKind.image_pull,
+                kind=Cause.image_pull,
                 line=f"failed before it started: its image could not be pulled ({message})",
                 fix="check the image name and that the workspace may read it (--beaker-image/--docker-image)",
             )
@@ -162,12 +162,12 @@ def job_end(
             )
         if secret := _missing_secret(message):
             return EndReason(
-                kind=EndKind.failed,
+                kind=Cause.failed,
                 line=f"failed before it started: its secret {secret} is not in the workspace ({message})",
                 fix=f"set it with `launchkit secret set {secret}` (it reads stdin), then launch again",
             )
         return EndReason(
-            kind=EndKind.failed,
+            kind=Cause.failed,
             line="failed without an exit code" + (f": {message}" if message else ""),
             fix=f"see `launchkit logs {run_id}` and the job's events on its Beaker page",
         )

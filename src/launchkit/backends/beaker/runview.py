@@ -13,23 +13,23 @@ from typing import Any
 from beaker import beaker_pb2 as pb2
 
 from launchkit.backends.beaker.ending import job_end
-from launchkit.backends.protocol import EndKind, EndReason, RunStatus
+from launchkit.backends.protocol import Cause, EndReason, RunStatus
 from launchkit.core import runs
 
 C = pb2.CancelationCode
 _STOPS = {
-    C.CANCELATION_CODE_SYSTEM_PREEMPTION: runs.Stop.preempted,
-    C.CANCELATION_CODE_USER_PREEMPTION: runs.Stop.preempted,
-    C.CANCELATION_CODE_IDLE: runs.Stop.idle,
-    C.CANCELATION_CODE_MANUAL: runs.Stop.user,
-    C.CANCELATION_CODE_TIMEOUT: runs.Stop.timeout,
-    C.CANCELATION_CODE_NODE_UNAVAILABLE: runs.Stop.node_lost,
-    C.CANCELATION_CODE_IMPOSSIBLE_TO_SCHEDULE: runs.Stop.unschedulable,
-    C.CANCELATION_CODE_SIBLING_TASK_FAILED: runs.Stop.sibling_failed,
-    C.CANCELATION_CODE_SIBLING_TASK_PREEMPTION: runs.Stop.sibling_preempted,
-    C.CANCELATION_CODE_HEALTHCHECK_FAILED: runs.Stop.node_lost,
-    C.CANCELATION_CODE_SIBLING_TASK_RETRY: runs.Stop.sibling_retry,
-    C.CANCELATION_CODE_NODE_UNHEALTHY: runs.Stop.node_lost,
+    C.CANCELATION_CODE_SYSTEM_PREEMPTION: Cause.preempted,
+    C.CANCELATION_CODE_USER_PREEMPTION: Cause.preempted,
+    C.CANCELATION_CODE_IDLE: Cause.idle,
+    C.CANCELATION_CODE_MANUAL: Cause.canceled,
+    C.CANCELATION_CODE_TIMEOUT: Cause.timeout,
+    C.CANCELATION_CODE_NODE_UNAVAILABLE: Cause.node_lost,
+    C.CANCELATION_CODE_IMPOSSIBLE_TO_SCHEDULE: Cause.unschedulable,
+    C.CANCELATION_CODE_SIBLING_TASK_FAILED: Cause.sibling_failed,
+    C.CANCELATION_CODE_SIBLING_TASK_PREEMPTION: Cause.sibling_preempted,
+    C.CANCELATION_CODE_HEALTHCHECK_FAILED: Cause.node_lost,
+    C.CANCELATION_CODE_SIBLING_TASK_RETRY: Cause.sibling_retry,
+    C.CANCELATION_CODE_NODE_UNHEALTHY: Cause.node_lost,
 }
 
 
@@ -39,22 +39,22 @@ def _secs(ts: Any) -> float | None:
     return int(ts.seconds) + int(ts.nanos) / 1e9
 
 
-def job_state(job: Any) -> runs.JobState:
+def job_state(job: Any) -> RunStatus:
     """From timestamps, as Beaker's clients do (fact sheet 4.2). A FAILED job may have no exit code."""
     s = job.status
     if s.HasField("canceled"):
-        return runs.JobState.canceled if s.HasField("finalized") else runs.JobState.stopping
+        return RunStatus.canceled if s.HasField("finalized") else RunStatus.stopping
     if s.HasField("finalized") or s.HasField("exited") or s.HasField("failed"):
         if not s.HasField("finalized"):
-            return runs.JobState.uploading
+            return RunStatus.uploading
         if s.HasField("failed") or (s.HasField("exit_code") and s.exit_code != 0):
-            return runs.JobState.failed
-        return runs.JobState.succeeded
+            return RunStatus.failed
+        return RunStatus.succeeded
     if s.HasField("started"):
-        return runs.JobState.running
+        return RunStatus.running
     if s.HasField("scheduled"):
-        return runs.JobState.starting
-    return runs.JobState.queued
+        return RunStatus.starting
+    return RunStatus.queued
 
 
 def exited_at(job: Any) -> float | None:
@@ -84,7 +84,7 @@ def record(task: Any, job: Any) -> runs.Job:
     state = job_state(job)
     stop = None
     if s.HasField("canceled"):
-        stop = _STOPS.get(s.canceled_code, runs.Stop.other)
+        stop = _STOPS.get(s.canceled_code, Cause.other)
     rank, size = rank_of(task, job)
     return runs.Job(
         id=job.id,
@@ -149,7 +149,7 @@ def run_end(
     logs_ref = " ".join([run_id, *runs.logs_args(view, out.where)])  # `launchkit logs <this>`
     cause = out.cause
     if cause is None:
-        if out.state == runs.OutcomeState.succeeded:
+        if out.state == RunStatus.succeeded:
             fix = None
             failed = [(p, j) for p in view.parts for j in p.attempts[:-1] if j.spends_retry]
             if failed:
@@ -157,14 +157,14 @@ def run_end(
                 where = runs.Where(task=p.task, replica=p.replica, attempt=j.attempt or 1)
                 args = " ".join([run_id, *runs.logs_args(view, where)])
                 fix = f"attempt {j.attempt}'s log: `launchkit logs {args}`"
-            return EndReason(kind=EndKind.succeeded, line=out.text(), fix=fix, exit_code=0)
-        return EndReason(kind=EndKind.canceled, line=out.text(), by=view.canceled_by)
+            return EndReason(kind=Cause.succeeded, line=out.text(), fix=fix, exit_code=0)
+        return EndReason(kind=Cause.canceled, line=out.text(), by=view.canceled_by)
     pb = pb_jobs.get(cause.id)
     base = job_end(pb, logs_ref, events=events, started=started, stopped=stopped) if pb is not None else None
     if base is None:
-        return EndReason(kind=EndKind.failed, line=out.text(), exit_code=out.exit_code)
+        return EndReason(kind=Cause.failed, line=out.text(), exit_code=out.exit_code)
     fix = base.fix
-    if base.kind == EndKind.node_lost and view.allowed_retries:
+    if base.kind == Cause.node_lost and view.allowed_retries:
         if view.retries_used >= view.allowed_retries:
             fix = f"launch it again (not your code's fault); its {view.allowed_retries} retries were used"
         else:

@@ -27,6 +27,7 @@ from launchkit.backends.beaker import unwrapped
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.protocol import WaitReason
 from launchkit.core.fit import Ask, ClusterSize, NodeSize, never_fits, start_rows, typed_nodes
+from launchkit.core.phases import Wait
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.core.units import span
 from launchkit.errors import PreconditionError
@@ -41,6 +42,11 @@ def _rpc(conn: Connection, name: str, response: Any, request: Any) -> Any:
 
 def job_events(conn: Connection, job_id: str) -> list[str]:
     """The job's newest event messages, newest first (ListJobEvents, one page)."""
+    return [m for _, m in timed_events(conn, job_id)]
+
+
+def timed_events(conn: Connection, job_id: str) -> list[tuple[int, str]]:
+    """The job's newest events as (ns when made, message), newest first (ListJobEvents, one page)."""
     req = pb2.ListJobEventsRequest(
         options=pb2.ListJobEventsRequest.Opts(
             job_id=job_id,
@@ -51,7 +57,7 @@ def job_events(conn: Connection, job_id: str) -> list[str]:
         )
     )
     resp = _rpc(conn, "ListJobEvents", pb2.ListJobEventsResponse, req)
-    return [e.message or e.status for e in resp.job_events]
+    return [(e.created.ToNanoseconds(), e.message or e.status) for e in resp.job_events]
 
 
 def effective_slot_limit(conn: Connection, *, workspace_id: str, cluster_id: str = "") -> int | None:
@@ -95,16 +101,33 @@ _NEED = re.compile(r"at least (?P<need>\d+) slots?", re.IGNORECASE)
 _NODES = re.compile(r"(?P<n>\d+) nodes? do(?:es)? not have enough", re.IGNORECASE)
 
 
-def explain(messages: list[str], *, gpus: int, workspace: str) -> WaitReason:
-    """Why a job waits, from its event messages (newest first): the workspace's slot limit, a budget
-    without an allocation on the cluster, cordoned nodes, priority, or no node with enough free GPUs."""
-    low = [m.lower() for m in messages]
+ORDER = ("slot_limit", "budget", "cordoned", "priority", "no_node")  # at one time: the most specific first
 
-    def first(*words: str) -> str | None:
-        return next((m for m, lo in zip(messages, low, strict=True) if all(w in lo for w in words)), None)
 
+def explain(messages: list[str], *, gpus: int, workspace: str, times: list[int] | None = None) -> WaitReason:
+    """Why a job waits, from its event messages (newest first; `times`: when each was made): the newest
+    message that names a reason (the workspace's slot limit, a budget without an allocation on the
+    cluster, cordoned nodes, priority, or no node with enough free GPUs); of messages made at the same
+    time, the most specific (ORDER). The reason can change while a job waits (fact sheet 11.1): an
+    older event's reason is stale."""
+    stamps = times if times is not None and len(times) == len(messages) else list(range(len(messages), 0, -1))
+    found: list[tuple[int, WaitReason]] = []
+    for msg, ts in zip(messages, stamps, strict=True):
+        if found and ts != found[0][0]:
+            break  # an older pass: the newest one with a reason decides
+        if (reason := reason_of(msg, gpus=gpus, workspace=workspace)) is not None:
+            found.append((ts, reason))
+    if found:
+        return min((r for _, r in found), key=lambda r: ORDER.index(r.kind))
+    latest = f" (latest event: {messages[0]})" if messages else ""
+    return WaitReason(kind="queued", line=f"waiting for Beaker to place it{latest}")
+
+
+def reason_of(msg: str, *, gpus: int, workspace: str) -> WaitReason | None:
+    """The reason one event message names, None when it names none."""
+    low = msg.lower()
     find = f"`launchkit find-gpus --gpus {gpus}`" if gpus else "`launchkit find-gpus`"
-    if msg := first("slot limit"):
+    if "slot limit" in low:
         m, need = _SLOTS.search(msg), _NEED.search(msg)
         ws = m.group("ws") if m else workspace
         used = f"{m.group('used')}/{m.group('limit')}" if m else "all its"
@@ -114,26 +137,26 @@ def explain(messages: list[str], *, gpus: int, workspace: str) -> WaitReason:
             line=f"{ws} uses {used} unallocated slots{wanted}",
             fix="wait, lower --gpus, or launch in another workspace (--workspace)",
         )
-    if msg := first("allocation") or first("budget"):
+    if "allocation" in low or "budget" in low:
         return WaitReason(
             kind="budget",
             line=f"its budget may not use this cluster ({msg})",
             fix=f"launch on a cluster of the budget ({find}), or use --priority low (preemptible, "
             "any cluster)",
         )
-    if msg := first("cordon"):
+    if "cordon" in low:
         return WaitReason(
             kind="cordoned",
             line=f"the nodes that could take it are cordoned ({msg})",
             fix=f"wait for them to return, or choose another --cluster ({find})",
         )
-    if msg := first("priority"):
+    if "priority" in low:
         return WaitReason(
             kind="priority",
             line=f"higher-priority jobs go first ({msg})",
             fix="wait, raise --priority if the workspace allows it, or choose another --cluster",
         )
-    if msg := first("not have enough"):
+    if "not have enough" in low:
         m = _NODES.search(msg)
         nodes = f"none of {m.group('n')} nodes" if m else "no node"
         together = f"{gpus} free GPUs together" if gpus else "room for it"
@@ -142,8 +165,27 @@ def explain(messages: list[str], *, gpus: int, workspace: str) -> WaitReason:
             line=f"{nodes} of its clusters has {together} now",
             fix=f"wait, lower --gpus, or see where it can start now: {find}",
         )
-    latest = f" (latest event: {messages[0]})" if messages else ""
-    return WaitReason(kind="queued", line=f"waiting for Beaker to place it{latest}")
+    return None
+
+
+def short_words(msg: str, *, gpus: int) -> tuple[str, str] | None:
+    """(kind, a few words) for the waiting history: `slot limit 64/64`, `no node with 8 free GPUs`."""
+    reason = reason_of(msg, gpus=gpus, workspace="")
+    if reason is None:
+        return None
+    if reason.kind == "slot_limit":
+        m = _SLOTS.search(msg)
+        return reason.kind, "slot limit" + (f" {m.group('used')}/{m.group('limit')}" if m else "")
+    if reason.kind == "no_node":
+        return reason.kind, f"no node with {gpus} free GPUs" if gpus else "no node with room"
+    return reason.kind, _SHORT[reason.kind]
+
+
+_SHORT = {  # the waiting history's words for a reason (WaitReason.kind)
+    "budget": "budget not allowed on the cluster",
+    "cordoned": "cordoned nodes",
+    "priority": "higher-priority jobs",
+}
 
 
 def waiting_reason(conn: Connection, job: Any, *, nodes: bool = True) -> WaitReason | None:
@@ -156,14 +198,12 @@ def waiting_reason(conn: Connection, job: Any, *, nodes: bool = True) -> WaitRea
     if s.HasField("scheduled") or s.HasField("canceled") or s.HasField("finalized"):
         return None
     try:
-        messages = job_events(conn, job.id)
+        timed = timed_events(conn, job.id)
     except _UNSUPPORTED:  # a server without ListJobEvents: the summarized ones beaker-py wraps
-        from beaker.types import BeakerSortOrder
-
-        events = conn.beaker.job.list_summarized_events(job, sort_order=BeakerSortOrder.descending)
-        messages = [ev.latest_message or ev.status for ev in events]
+        timed = [(t, m) for _, t, m in reversed(summarized(conn, job))]
     gpus = int(job.container_spec.resource_request.gpu_count)
-    reason = explain(messages, gpus=gpus, workspace=job.workspace_reference or "the workspace")
+    workspace = job.workspace_reference or "the workspace"
+    reason = explain([m for _, m in timed], gpus=gpus, workspace=workspace, times=[t for t, _ in timed])
     if reason.kind == "budget" and job.budget_id:
         names = sorted(name for name, _ in allocations(conn, budget_id=job.budget_id).values())
         if names:
@@ -177,6 +217,98 @@ def waiting_reason(conn: Connection, job: Any, *, nodes: bool = True) -> WaitRea
     if nodes and gpus and reason.kind in ("no_node", "cordoned", "queued"):
         reason = cordoned_reason(conn, job, gpus, reason)
     return reason
+
+
+def summarized(conn: Connection, job: Any) -> list[tuple[int, int, str]]:
+    """The job's summarized events (beaker-py's public client, one call) as (earliest, latest ns,
+    message), by their latest occurrence, oldest first."""
+    from beaker.types import BeakerSortOrder
+
+    events = conn.beaker.job.list_summarized_events(job, sort_order=BeakerSortOrder.ascending)
+    out = [
+        (
+            ev.earliest_occurrence.ToNanoseconds(),
+            ev.latest_occurrence.ToNanoseconds(),
+            ev.latest_message or ev.status,
+        )
+        for ev in events
+    ]
+    return sorted(out, key=lambda e: e[1])
+
+
+def wait_history(events: list[tuple[int, int, str]], *, gpus: int, until: int | None) -> list[Wait]:
+    """A job's waiting history from its summarized events (earliest, latest, message): each reason holds
+    from its first to its last occurrence; where two hold at once the more specific one (ORDER) is
+    told, then the other for the rest; the last holds until `until` (when it was scheduled; None: it
+    still waits). One `Wait` per change of reason."""
+    spans: dict[str, list[Any]] = {}  # kind -> [first, last, words of its newest]
+    for earliest, latest, msg in sorted(events, key=lambda e: e[1]):
+        if (said := short_words(msg, gpus=gpus)) is None:
+            continue
+        kind, words = said
+        span = spans.setdefault(kind, [earliest, latest, words])
+        span[0], span[1], span[2] = min(span[0], earliest), max(span[1], latest), words
+    if not spans:
+        return []
+    points = sorted({p for f, la, _ in spans.values() for p in (f, la)})
+    segments: list[list[Any]] = []  # [kind, start, end]
+    for a, b in zip(points, points[1:] or points, strict=False):
+        active = [k for k, (f, la, _) in spans.items() if f <= a and la >= b]
+        if not active:
+            if segments:
+                segments[-1][2] = b  # a gap between two reasons: the earlier one is told until the next
+            continue
+        kind = min(active, key=ORDER.index)
+        if segments and segments[-1][0] == kind:
+            segments[-1][2] = b
+        else:
+            segments.append([kind, a, b])
+    if until is not None:
+        segments[-1][2] = max(until, segments[-1][2])
+    last = len(segments) - 1
+    return [
+        Wait(kind=k, words=spans[k][2], start=a, end=b if (i < last or until is not None) else None)
+        for i, (k, a, b) in enumerate(segments)
+    ]
+
+
+QUEUE_SCAN = 200  # the org's queued jobs read for a queued job's position (pages of the listing)
+
+
+def position(conn: Connection, job: Any) -> tuple[int, int, bool]:
+    """A queued job's place in line, from what Beaker lists (the org's unscheduled jobs, newest
+    QUEUE_SCAN): (jobs ahead of it, jobs read, whether the listing was cut there). Ahead: a job that
+    waits for the same kind of node (a cluster constraint in common, or none on either side; GPUs if
+    it needs GPUs) at a higher priority, or at the same priority made before it."""
+    mine = _queue_key(job)
+    ahead = read = 0
+    listed = conn.beaker.job.list(org=conn.org(), scheduled=False, finalized=False)
+    for other in itertools.islice(listed, QUEUE_SCAN):
+        read += 1
+        if other.id == job.id or other.status.HasField("canceled"):
+            continue
+        theirs = _queue_key(other)
+        if mine[2] and not theirs[2]:
+            continue  # a CPU-only job does not hold GPUs back
+        if mine[1] and theirs[1] and not mine[1] & theirs[1]:
+            continue  # other clusters
+        if theirs[0] > mine[0] or (theirs[0] == mine[0] and theirs[3] < mine[3]):
+            ahead += 1
+    return ahead, read, read >= QUEUE_SCAN
+
+
+def _queue_key(job: Any) -> tuple[int, frozenset[str], int, int]:
+    """(priority, cluster constraint values, GPUs, created ns) of a job; unspecified priority is normal."""
+    sd = job.system_details
+    priority = int(sd.priority) or int(pb2.JOB_PRIORITY_NORMAL)
+    clusters = frozenset(
+        v
+        for c in sd.placement_constraints
+        if c.type == pb2.JOB_PLACEMENT_CONSTRAINT_TYPE_CLUSTER
+        for v in c.values
+    )
+    gpus = int(job.container_spec.resource_request.gpu_count)
+    return priority, clusters, gpus, job.status.created.ToNanoseconds()
 
 
 def synchronized_wait(jobs: list[Any], reason: WaitReason | None) -> WaitReason | None:
@@ -275,11 +407,15 @@ class WaitTeller:
     def line(self, job: Any, events: list[Any]) -> str | None:
         if job.status.HasField("scheduled") or job.status.HasField("canceled"):
             return None
-        messages = [ev.latest_message or ev.status for ev in reversed(events)]  # newest first
+        newest = sorted(events, key=lambda ev: ev.latest_occurrence.ToNanoseconds(), reverse=True)
+        messages = [ev.latest_message or ev.status for ev in newest]
+        times = [ev.latest_occurrence.ToNanoseconds() for ev in newest]
         gpus = int(job.container_spec.resource_request.gpu_count)
-        reason = explain(messages, gpus=gpus, workspace=job.workspace_reference or "the workspace")
-        if reason.kind == "queued" or reason == self.said:
-            return None
+        reason = explain(
+            messages, gpus=gpus, workspace=job.workspace_reference or "the workspace", times=times
+        )
+        if reason.kind == "queued" or (self.said is not None and reason.kind == self.said.kind):
+            return None  # a change of reason is told once (not its numbers: 64/64, then 63/64)
         self.said = reason
         return f"waiting: {reason.text()}"
 

@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
@@ -44,7 +44,7 @@ from launchkit.backends.progress import (
 )
 from launchkit.backends.protocol import (
     AttemptDetail,
-    EndKind,
+    Cause,
     EndReason,
     GpuRow,
     LogQuery,
@@ -54,8 +54,9 @@ from launchkit.backends.protocol import (
     RunStatus,
     Submission,
 )
+from launchkit.core import phases as ph
 from launchkit.core.contract import ENV_GIT_COMMIT
-from launchkit.core.runs import OutcomeState, Where, attempt_line, attempt_text, ended_as, logs_args
+from launchkit.core.runs import Where, attempt_line, attempt_text, ended_as, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 from launchkit.runtime.node.policy import ENV_WEBHOOK
@@ -72,6 +73,13 @@ BASH_NEEDED = (5, 1)  # the entrypoint uses `wait -n -p` (bash 5.1)
 BASH_MEMO = "bash-checked"  # under the state dir: the bash last found new enough (check_bash)
 ENDED = tuple(s for s in record.FINISHED if s != "lost")  # final: the record never changes again
 INDEXED = ("status", "exit_code", "started", "finished", "message", "jobs")  # what changes after creation
+
+
+NS = 1_000_000_000
+
+
+def _ns(value: float | None) -> int | None:
+    return None if value is None else int(value * NS)
 
 
 def _ts(value: float | None) -> dt.datetime | None:
@@ -223,6 +231,7 @@ class LocalBackend:
     def __init__(self, app: Application | None = None) -> None:
         self.app = app or Application()
         self.root = home()
+        self.clock: Callable[[], float] = time.time  # seconds since the epoch (a running run's phases)
 
     @cached_property
     def store(self) -> Store:
@@ -375,6 +384,7 @@ class LocalBackend:
 
     def _info(self, rec: dict[str, Any]) -> RunInfo:
         attempts = max((j["attempt"] for j in outcome.jobs(rec)), default=1)
+        phases, hours = self._phases(rec)
         return RunInfo(
             id=rec["id"],
             name=rec["name"],
@@ -391,7 +401,53 @@ class LocalBackend:
             attempts=attempts,
             retry=attempt_text(outcome.view(rec)) if attempts > 1 else None,
             resume=resume_note(self._details(rec)) if attempts > 1 else None,
+            phases=phases,
+            gpu_hours=hours,
         )
+
+    def _phases(
+        self, rec: dict[str, Any], seen: ph.SetupSeen | None = None
+    ) -> tuple[ph.Phases, float | None]:
+        """Replica 0's newest attempt: queued from the run's creation until it started (its supervisor
+        waited for GPUs or a slot), the rest from the log's markers (`seen`); GPU-hours of every job."""
+        now = int(self.clock() * NS)
+        jobs = outcome.jobs(rec)
+        lead = max((j for j in jobs if j["replica"] == 0), key=lambda j: j["attempt"], default=None)
+        started = _ns((lead or {}).get("started"))
+        ended = _ns((lead or {}).get("finished")) if lead else _ns(rec.get("finished"))
+        phases = ph.phases(
+            created=_ns(rec.get("created")), scheduled=None, started=started, ended=ended, now=now, seen=seen
+        )
+        asked = self._gpus(rec["id"]) if any(not isinstance(j.get("gpus"), int) for j in jobs) else 0
+        if asked is None:
+            return phases, None
+        held = [(j["gpus"] if isinstance(j.get("gpus"), int) else asked, j) for j in jobs]  # its own GPUs
+        return phases, ph.gpu_hours(
+            [(g, _ns(j.get("started")), _ns(j.get("finished"))) for g, j in held], now
+        )
+
+    def _gpus(self, run_id: str) -> int | None:
+        """GPUs per replica, from the run's spec (None: not readable)."""
+        try:
+            tasks = SpecView.read((self.rdir(run_id) / "spec.json").read_text()).tasks
+        except (OSError, ValueError):
+            return None
+        return (tasks[0].gpus or 0) if tasks else None
+
+    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
+        """From its record and the first lines of replica 0's newest log (a bounded read of a file)."""
+        rdir = self.rdir(run.id)
+        rec = record.read(rdir)
+        if rec is None:
+            return run
+        attempt = max((j["attempt"] for j in outcome.jobs(rec) if j["replica"] == 0), default=1)
+        seen = ph.setup_seen(logs.head_records(logs.log_file(rdir, 0, attempt)))
+        phases, hours = self._phases(rec, seen)
+        notes = ph.PhaseNotes(env_cache=seen.env_cache, steps=seen.steps, attempt=attempt)
+        update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
+        if where:
+            update["cluster"] = "this machine"
+        return run.model_copy(update=update)
 
     def attempts_detail(self, run: RunInfo) -> list[AttemptDetail]:
         return self._details(self._record(run.id))
@@ -818,7 +874,7 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
     status, code, message = rec["status"], rec.get("exit_code"), rec.get("message") or ""
     if status == "lost":
         return EndReason(
-            kind=EndKind.lost,
+            kind=Cause.lost,
             line=f"is lost: {message}",
             fix=f"`launchkit stop {rec['id']}` ends what it left",
         )
@@ -831,12 +887,12 @@ def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
     if status not in ("succeeded", "failed"):
         return None
     if code is None:
-        return EndReason(kind=EndKind.failed, line="failed" + (f": {message}" if message else ""))
-    if any(j.get("stop") == "preempted" for j in outcome.jobs(rec)):  # --retry-on: local/retry.py
+        return EndReason(kind=Cause.failed, line="failed" + (f": {message}" if message else ""))
+    if any(j.get("stop") == Cause.preempted for j in outcome.jobs(rec)):  # --retry-on: local/retry.py
         result = outcome.of(rec)
-        if result.state == OutcomeState.preempted:
+        if result.state == RunStatus.preempted:
             return EndReason(
-                kind=EndKind.preempted,
+                kind=Cause.preempted,
                 line=result.text() + " (a SIGTERM from outside launchkit)",
                 fix="launch it again (not your code's fault)",
                 exit_code=result.exit_code,
@@ -873,16 +929,16 @@ def _jobs_end(rec: dict[str, Any], rdir: Path, memory: str | None) -> EndReason:
     stopped for it, what failed before a success; the fix shows that replica's and attempt's log."""
     run_id, run_view = rec["id"], outcome.view(rec)
     result = outcome.of(rec)
-    if result.state == OutcomeState.succeeded:
+    if result.state == RunStatus.succeeded:
         fix = None
         failed = [j for j in outcome.jobs(rec) if j.get("status") == "failed"]
         if failed:  # retried: the log of the last attempt that failed
             last = Where(task=outcome.TASK, replica=failed[-1]["replica"], attempt=failed[-1]["attempt"])
             ref = " ".join([run_id, *logs_args(run_view, last)])
             fix = f"attempt {last.attempt}'s log: `launchkit logs {ref}`"
-        return EndReason(kind=EndKind.succeeded, line=result.text(), fix=fix, exit_code=0)
+        return EndReason(kind=Cause.succeeded, line=result.text(), fix=fix, exit_code=0)
     if result.exit_code is None:
-        return EndReason(kind=EndKind.failed, line=result.text())
+        return EndReason(kind=Cause.failed, line=result.text())
     job = outcome.recorded(rec, result.where) or {}
     where_job = result.where
     rank, attempt = (where_job.replica, where_job.attempt or 1) if where_job else (0, 1)

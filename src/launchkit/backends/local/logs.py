@@ -71,12 +71,17 @@ def lines(path: str) -> Iterator[bytes]:
 
 def first_lines(path: str, size: int = 1 << 20) -> list[bytes]:
     """The output lines in the first `size` bytes of a log file (one bounded read; no timestamps)."""
+    return [line for _, line in head_records(path, size)]
+
+
+def head_records(path: str, size: int = 1 << 20) -> list[tuple[int, bytes]]:
+    """The records (ns, output line) in the first `size` bytes of a log file (one bounded read)."""
     try:
         with open(path, "rb") as f:
             buf = f.read(size)
     except FileNotFoundError:
         return []
-    return [line for _, line in parse(buf)[0]]
+    return parse(buf)[0]
 
 
 def last_lines(path: str, size: int = 8192) -> list[bytes]:

@@ -9,12 +9,15 @@ only (the supervisor uses them); `view()`/`of()` load the model (pydantic).
 
 from __future__ import annotations
 
+from launchkit.core.status import Cause, RunStatus
+
 TYPE_CHECKING = False  # the supervisor imports this module: no `typing` at run time
 if TYPE_CHECKING:
     from typing import Any
 
     from launchkit.core.runs import Outcome, RunView, Where
 
+CAUSES = {c.value: c for c in Cause}
 TASK = "main"  # a local run has one task (core/tasks.py names a single task `main`)
 
 
@@ -46,17 +49,18 @@ def recorded(rec: dict[str, Any], where: Where | None) -> dict[str, Any] | None:
 
 def view(rec: dict[str, Any]) -> RunView:
     """The run as the model reads it: one task, `replicas` parts, each job an attempt."""
-    from launchkit.core.runs import Job, JobState, RunView, Shape, Stop
+    from launchkit.core.runs import Job, RunView, Shape
 
-    states = {s.value: s for s in JobState}
+    states = {s.value: s for s in RunStatus}
     model_jobs = []
     for j in jobs(rec):
-        state = states.get(j.get("status") or "", JobState.running)
+        state = states.get(j.get("status") or "", RunStatus.running)
         stop = None
-        if state == JobState.canceled:  # by the user (`stop`), for another replica's failure, or
+        if state == RunStatus.canceled:  # by the user (`stop`), for another replica's failure, or
             # preempted from outside launchkit (--retry-on: local/retry.py)
-            stop = Stop.user if j.get("stopped_for") is None else Stop.sibling_failed
-            stop = Stop.preempted if j.get("stop") == "preempted" else stop
+            stop = CAUSES.get(j.get("stop") or "")  # a record from before `stop` was kept for each:
+            if stop is None:
+                stop = Cause.canceled if j.get("stopped_for") is None else Cause.sibling_failed
         model_jobs.append(
             Job(
                 id=job_id(rec["id"], j["replica"], j["attempt"]),
@@ -68,7 +72,7 @@ def view(rec: dict[str, Any]) -> RunView:
                 exit_code=j.get("exit_code"),
                 stop=stop,
                 cause=j.get("cause"),
-                spent=True if stop == Stop.preempted else None,  # its supervisor's retries all spend
+                spent=True if stop == Cause.preempted else None,  # its supervisor's retries all spend
                 created=j.get("started") or rec.get("created") or 0.0,
                 started=j.get("started"),
                 finished=j.get("finished"),

@@ -13,6 +13,7 @@ supervisor imports it); the log is read only for the exit codes that need it.
 from __future__ import annotations
 
 from launchkit.backends.local import logs
+from launchkit.core.status import Cause, RunStatus
 from launchkit.runtime.node.policy import FAILURE, NEVER_STARTED, PREEMPTION, STALLED, Policy
 
 TYPE_CHECKING = False
@@ -76,7 +77,7 @@ def resume_from(rdir: str, rank: int, attempt: int, patterns: Sequence[str]) -> 
 def fields(cause: str) -> dict[str, Any]:
     """The job record's fields for a cause (outcome.view reads them)."""
     if cause == PREEMPTION:
-        return {"status": "canceled", "stop": "preempted"}
+        return {"status": RunStatus.canceled.value, "stop": Cause.preempted.value}
     if cause in (STALLED, NEVER_STARTED):
         return {"status": "failed", "cause": cause.replace("-", " ")}
     return {"status": "failed"}

@@ -34,6 +34,7 @@ from launchkit.backends.local.uploads import unlink_uploads
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
 from launchkit.core.redact import looks_secret_name, redact_url, token_kind
 from launchkit.core.specview import SpecView, TaskView
+from launchkit.core.status import Cause, RunStatus
 from launchkit.core.units import parse_size
 from launchkit.runtime.node.policy import EMPTY, ENV_ATTEMPT, ENV_RESUME_FROM, ENV_WEBHOOK, PREEMPTION, Policy
 
@@ -536,9 +537,11 @@ class Supervisor:
                 fields["oom"] = True
         cause = None
         if self.cancel.is_set():
-            fields["status"] = "canceled"
+            fields.update(status=RunStatus.canceled.value, stop=Cause.canceled.value)
         elif self.failing is not None:
-            fields.update(status="canceled", stopped_for=self.failing)
+            fields.update(
+                status=RunStatus.canceled.value, stop=Cause.sibling_failed.value, stopped_for=self.failing
+            )
         elif self.policy.require_resume and retry.resume_stopped(
             code, self.rdir, rank, self.attempts.get(rank, 1), self.pumps.get(rank)
         ):

@@ -1,0 +1,56 @@
+"""`launchkit stats [--last N]`: where your recent runs' time went, p50/p90 of each phase per cluster."""
+
+from __future__ import annotations
+
+import typer
+
+from launchkit.application import OutputFormat
+from launchkit.cli.backend_choice import backend_option, choose, local_option, workspace_option
+from launchkit.cli.context import get_app
+from launchkit.cli.table import print_table
+from launchkit.core import phases as ph
+from launchkit.core.units import span
+
+NOT_PLACED = "(not placed)"  # runs that never got a node
+
+
+def stats(
+    ctx: typer.Context,
+    last: int = typer.Option(20, "--last", "-n", min=1, max=200, help="Your newest N runs."),
+    as_json: bool = typer.Option(
+        False, "--json", help="JSON: per cluster, runs, GPU-hours, each phase's n/p50/p90."
+    ),
+    workspace: str | None = workspace_option(),
+    backend: str | None = backend_option(),
+    local: bool = local_option(),
+) -> None:
+    """Where your recent runs' time went, per cluster.
+
+    p50 and p90 of each phase (queued, starting, setup, first output, running) over your newest runs,
+    and the slowest phase before the command runs. Each run's phases
+    as `launchkit why` tells them (on Beaker about four requests a run, and the org's nodes listed
+    once to name the cluster each ran on)."""
+    app = get_app(ctx)
+    if as_json:
+        app.output_format = OutputFormat.json
+    b = choose(app, backend, local, workspace=workspace)
+    runs = [b.phases(r, where=True) for r in b.list_runs(limit=last)]
+    summary = ph.summary([(r.cluster or NOT_PLACED, r.phases, r.gpu_hours) for r in runs])
+    if app.json:
+        app.print_json({"runs": len(runs), "clusters": summary})
+        return
+    if not runs:
+        app.info("no runs yet")
+        return
+    rows = []
+    for cluster, row in summary.items():
+        for key, s in row["phases"].items():
+            if s is not None:
+                rows.append([cluster, key, str(s["n"]), span(s["p50"]), span(s["p90"])])
+    print_table(["CLUSTER", "PHASE", "RUNS", "P50", "P90"], rows)
+    hours = [row["gpu_hours"] for row in summary.values() if row["gpu_hours"] is not None]
+    told = f"{len(runs)} runs" + (f", {sum(hours):g} GPU-hours" if hours else "")
+    if worst := ph.slowest(summary):
+        cluster, key, p90 = worst
+        told += f"; slowest before the command runs: {key} on {cluster} (p90 {span(p90)})"
+    app.info(told)
