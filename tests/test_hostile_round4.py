@@ -623,3 +623,10 @@ def test_a_python_version_file_that_is_no_version_file_is_not_read(repo: Repo, k
         git(repo.path, "push", "-q", "origin", "HEAD")
     r = run_cli("run", "--dry-run", "--offline", *CMD, cwd=repo.path, timeout=120)
     assert "Traceback" not in r.stderr and r.code in (0, 2, 3), r.stderr
+
+
+def test_a_nul_byte_in_a_config_env_value_is_refused_without_showing_it(repo: Repo):
+    repo.commit({"pyproject.toml": '[tool.launchkit.env]\nPASSPHRASE_HINT = "abc\\u0000def"\n'})
+    r = run_main("run", "--dry-run", *CMD, cwd=repo.path)
+    line = one_line(r, 2, "the value has a NUL byte")
+    assert "abc" not in line and "def" not in line.replace("undefined", "")

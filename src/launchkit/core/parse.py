@@ -373,7 +373,7 @@ def build_request(
         if name != "env":  # values may be secrets: _env_vars names the variable only
             _utf8(flag(name), value)
     for key, (value, layer) in (config.values if config is not None else {}).items():
-        _utf8(layer.where(key), value)
+        _utf8(layer.where(key), value, show=key != "env")  # env values may be secrets: never shown
     opts = _Options(given, config)
     _workload(opts, f)
     _constraints(opts, f)

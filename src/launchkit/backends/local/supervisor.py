@@ -514,7 +514,8 @@ class Supervisor:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG if self.pending else 0)
             except ChildProcessError:
-                if self.pending:
+                if self.pending:  # nothing to reap now: the retry's wait goes on
+                    self.pause(max(0.0, min(POLL, self.pending[0][0] - self.clock())))
                     continue
                 break
             if pid == 0:  # a retry waits and the other replicas run on: look again soon
