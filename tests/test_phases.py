@@ -335,3 +335,16 @@ def test_a_run_waiting_for_nodes_is_told_what_would_start_now(fake_beaker):
     lines = run_main("why", exp.id).stdout.splitlines()
     instead = next(x for x in lines if x.startswith("instead: "))
     assert instead.startswith("instead: it would start now with --gpus 4 --replicas 2 on "), instead
+
+
+def test_list_json_tells_a_running_row_s_phases_from_the_job_it_reads_for_progress(fake_beaker):
+    st = fake_beaker.state
+    t0 = (time.time_ns() // MIN - 10) * MIN
+    exp = _experiment(st, "running")
+    st.replay(exp.tasks[0].latest_job, created=t0, scheduled=t0 + 2 * MIN, started=t0 + 3 * MIN,
+              lines=[(t0 + 4 * MIN, "step=1")])  # fmt: skip
+    row = next(x for x in json.loads(run_main("list", "--json", "-w", WS).stdout) if x["id"] == exp.id)
+    assert row["status"] == "running", row
+    p = row["phases"]
+    assert (p["queued"], p["starting"], p["setup"]) == (120.0, 60.0, None) and p["running"] >= 7 * 60
+    assert row["gpu_hours"] is None  # one replica's job read: not the run's
