@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from launchkit.application import OutputFormat
@@ -49,7 +51,10 @@ def stats(
                 rows.append([cluster, key, str(s["n"]), span(s["p50"]), span(s["p90"])])
     print_table(["CLUSTER", "PHASE", "RUNS", "P50", "P90"], rows)
     hours = [row["gpu_hours"] for row in summary.values() if row["gpu_hours"] is not None]
-    told = f"{len(runs)} runs" + (f", {sum(hours):g} GPU-hours" if hours else "")
+    sys.stdout.flush()  # the table before the summary line (stderr)
+    told = f"{len(runs)} run{'s' if len(runs) != 1 else ''}" + (
+        f", {sum(hours):g} GPU-hours" if hours else ""
+    )
     if worst := ph.slowest(summary):
         cluster, key, p90 = worst
         told += f"; slowest before the command runs: {key} on {cluster} (p90 {span(p90)})"
