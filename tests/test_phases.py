@@ -212,7 +212,8 @@ def test_a_queued_run_is_told_by_its_newest_reason_and_its_history(fake_beaker):
     st.wait_passes(job, [(SLOT, t0, t0 + 20 * MIN), (NODES, t0, t0 + 29 * MIN)])
     r = run_main("why", exp.id)
     assert r.code == 0, r.stderr
-    first, waiting, position = r.stdout.splitlines()
+    first, waiting, position, *instead = r.stdout.splitlines()  # then what would start now, if anything
+    assert all(x.startswith("instead: it would start now") for x in instead)
     assert position.startswith("position: 0 jobs wait ahead of it")
     assert first.startswith(
         f"{exp.id} is queued: none of 3 nodes of its clusters has 8 free GPUs together now"
@@ -312,3 +313,38 @@ def test_a_queued_run_is_told_its_position_in_line(fake_beaker):
     assert "no estimate: Beaker tells no start time" in line
     notes = json.loads(run_main("why", "--json", mine.id).stdout)["phase_notes"]
     assert (notes["ahead"], notes["read_all"]) == (2, True) and notes["queue_read"] >= 7
+
+
+def test_a_run_waiting_for_nodes_is_told_what_would_start_now(fake_beaker):
+    """The counterfactual, from find-gpus --gpus's data: another cluster with room, else fewer GPUs."""
+    st = fake_beaker.state
+    for node in st.find_cluster("ai2/jupiter").nodes:
+        node.assigned = node.slots - 4  # 4 free GPUs on each: 8 together nowhere on jupiter
+    exp = _experiment(st, "waits-for-nodes")
+    job = exp.tasks[0].latest_job
+    job.pinned = True
+    st.add_event(job, "queued", NODES)
+    lines = run_main("why", exp.id).stdout.splitlines()
+    instead = next(x for x in lines if x.startswith("instead: "))
+    assert (
+        instead.startswith("instead: it would start now on ") and "ai2/jupiter" not in instead.split("(")[0]
+    ), lines
+    for c in st.clusters.values():
+        for node in c.nodes:
+            node.assigned = max(node.slots - 4, 0)  # 4 free at most anywhere
+    lines = run_main("why", exp.id).stdout.splitlines()
+    instead = next(x for x in lines if x.startswith("instead: "))
+    assert instead.startswith("instead: it would start now with --gpus 4 --replicas 2 on "), instead
+
+
+def test_list_json_tells_a_running_row_s_phases_from_the_job_it_reads_for_progress(fake_beaker):
+    st = fake_beaker.state
+    t0 = (time.time_ns() // MIN - 10) * MIN
+    exp = _experiment(st, "running")
+    st.replay(exp.tasks[0].latest_job, created=t0, scheduled=t0 + 2 * MIN, started=t0 + 3 * MIN,
+              lines=[(t0 + 4 * MIN, "step=1")])  # fmt: skip
+    row = next(x for x in json.loads(run_main("list", "--json", "-w", WS).stdout) if x["id"] == exp.id)
+    assert row["status"] == "running", row
+    p = row["phases"]
+    assert (p["queued"], p["starting"], p["setup"]) == (120.0, 60.0, None) and p["running"] >= 7 * 60
+    assert row["gpu_hours"] is None  # one replica's job read: not the run's

@@ -80,6 +80,8 @@ def time_lines(run: RunInfo) -> list[str]:
             f"higher priority (of {notes.queue_read} queued jobs Beaker lists); no estimate: Beaker tells "
             "no start time and launchkit does not guess one"
         )
+    if notes is not None and notes.elsewhere:
+        out.append(f"instead: it {notes.elsewhere}")
     return out
 
 

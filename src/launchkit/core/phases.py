@@ -75,6 +75,7 @@ class PhaseNotes(BaseModel):
     ahead: int | None = None
     queue_read: int = 0
     read_all: bool = True
+    elsewhere: str | None = None  # a job waiting for nodes: what would start now (`would start now on ...`)
 
 
 @dataclass

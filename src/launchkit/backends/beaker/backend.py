@@ -36,6 +36,7 @@ from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
 from launchkit.backends.beaker.scheduling import (
     WaitTeller,
+    elsewhere,
     find_starts,
     list_reasons,
     position,
@@ -121,6 +122,7 @@ class BeakerBackend:
         self._runtime: Any = None  # runtime_dataset.RuntimeDatasets: prepare() finds, submit() makes
         self._session = False  # preparing for `launchkit session`: sessions-only clusters allowed
         self._seen: dict[str, tuple[Any, Rows]] = {}  # get() -> follow()
+        self._leads: dict[str, Any] = {}  # list: a running row's replica 0 job (_rows_progress)
         self._final: dict[str, RunInfo] = {}  # runs follow() saw finish
         self._retries: dict[str, int] = {}  # experiment id -> allowed task retries (from its spec)
         self._snapshot: tuple[Any, Rows] | None = None  # follow: the run as its last part to end saw it
@@ -489,8 +491,13 @@ class BeakerBackend:
             seen_f = pool.submit(self._setup_seen, lead) if lead.status.HasField("started") else None
             queued = run.status == RunStatus.queued and not lead.status.HasField("scheduled")
             line_f = pool.submit(position, self.conn, lead) if queued else None
+            waits_for_nodes = (
+                queued and run.waiting is not None and run.waiting.kind in ("no_node", "cordoned")
+            )
+            other_f = pool.submit(elsewhere, self.conn, lead) if waits_for_nodes else None
             events, seen = events_f.result(), seen_f.result() if seen_f else None
             ahead, read, cut = line_f.result() if line_f else (None, 0, False)
+            other = other_f.result() if other_f else None
         phases, hours = self._phases(wl, rows, seen)
         notes = ph.PhaseNotes(
             waits=wait_history(
@@ -504,6 +511,7 @@ class BeakerBackend:
             ahead=ahead,
             queue_read=read,
             read_all=not cut,
+            elsewhere=other,
         )
         update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
         if where:
@@ -673,10 +681,25 @@ class BeakerBackend:
             except LaunchkitError as e:
                 self.app.debug(f"the jobs of {wl.experiment.id} could not be read: {e}")
                 return None
+            self._leads[wl.experiment.id] = job  # its phases, from the same read (_lead_phases)
             return self._job_progress(job)
 
         with ThreadPoolExecutor(max_workers=len(running)) as pool:
             return dict(zip((wl.experiment.id for wl in running), pool.map(one, running), strict=True))
+
+    def _lead_phases(self, wl: Any) -> dict[str, Any]:
+        """`list`: a running row's phases from replica 0's newest job that _rows_progress read (no call);
+        its GPU-hours are not known from one replica. Empty when that job was not read."""
+        job = self._leads.get(wl.experiment.id)
+        if job is None:
+            return {}
+        s = job.status
+        now = int(self.clock() * NS)
+        phases = ph.phases(
+            created=_ns(s, "created"), scheduled=_ns(s, "scheduled"), started=_ns(s, "started"),
+            ended=_ended(s), now=now,
+        )  # fmt: skip
+        return {"phases": phases}
 
     def _never_scheduled_events(self, job: Any | None) -> list[str] | None:
         """A canceled job that never got a node: its scheduling events (why it never fit)."""
@@ -811,7 +834,7 @@ class BeakerBackend:
                     budget=False,
                     waiting=waiting.get(wl.experiment.id),
                     launchkit=True if not include_all else None,
-                ).model_copy(update={"progress": progressed.get(wl.experiment.id)})
+                ).model_copy(update={"progress": progressed.get(wl.experiment.id), **self._lead_phases(wl)})
                 for wl in rows
             ]
             if shown is not None:  # rows show what was asked for (e.g. preempted vs canceled)

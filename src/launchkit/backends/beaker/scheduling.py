@@ -272,6 +272,32 @@ def wait_history(events: list[tuple[int, int, str]], *, gpus: int, until: int | 
     ]
 
 
+def elsewhere(conn: Connection, job: Any) -> str | None:
+    """The counterfactual for a job waiting for nodes, from `find-gpus --gpus N`'s data (the org's
+    clusters with their free GPUs, and their nodes; one listing more for fewer GPUs): `would start now
+    on ai2/ceres`, else `would start now with --gpus 4 on ai2/jupiter`, else None. The workspace's slot
+    limit is not weighed (a job it holds is told that reason instead)."""
+    gpus = int(job.container_spec.resource_request.gpu_count)
+    group = job.system_details.replica_group_details
+    replicas = max(1, int(group.size)) if job.system_details.HasField("replica_group_details") else 1
+    if gpus <= 0:
+        return None
+    mine = set(_queue_key(job)[1])
+    for ask in (gpus, *(g for g in (gpus // 2, gpus // 4) if 0 < g < gpus)):
+        rows = find_starts(
+            conn, None, gpus=ask, replicas=replicas * (gpus // ask), gpu_types=None, include_all=False
+        )
+        now = [r["cluster"] for r in rows if r["start"] == "now"]
+        if ask == gpus:
+            now = [c for c in now if c not in mine]  # its own clusters have no room: that is why it waits
+        if now:
+            where = ", ".join(now[:3])
+            if ask == gpus:
+                return f"would start now on {where} (--cluster {now[0]})"
+            return f"would start now with --gpus {ask} --replicas {replicas * (gpus // ask)} on {where}"
+    return None
+
+
 QUEUE_SCAN = 200  # the org's queued jobs read for a queued job's position (pages of the listing)
 
 
