@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
 from conftest import run_cli
 from launchkit.core.specview import SpecView
+from lk_helpers import policy_env
 from test_beaker_backend import spec
 from timescale import scaled
 
@@ -206,3 +208,40 @@ def test_upload_without_beaker_pys_helper_uses_the_public_upload(fake_beaker, tm
     monkeypatch.setattr(DatasetClient, "_upload_file", changed)
     calls = _upload_41(fake_beaker, tmp_path)
     assert calls["UploadDatasetFile"] == 41 and calls["GetDatasetStorage"] == 41, dict(calls)
+
+
+@pytest.mark.parametrize("with_secret", [False, True])
+def test_list_masks_progress_without_a_call_for_runs_without_secrets(fake_beaker, repo, with_secret):
+    """`list`'s PROGRESS column is the job's text, masked with the run's secret values (issue 40): the
+    secrets a run references are read from the listing's tasks (no GetWorkload, no spec per row), and
+    a value once per workspace; a run without secrets costs nothing more (issue 46)."""
+    secret = "s3cr3t-Value-4242"
+    fake_beaker.state.put_secret(WS, "MYTOK", secret)
+    patterns = policy_env(progress_patterns=[r"step=\d+ \S+"])  # the token quotes the secret
+    env = [
+        {"name": "LAUNCHKIT_VERSION", "value": "1"},
+        *({"name": k, "value": v} for k, v in patterns.items()),
+    ]
+    if with_secret:
+        env.append({"name": "TOK", "secret": "MYTOK"})
+    for i in range(3):
+        s = spec()
+        s["tasks"][0]["envVars"] = env
+        exp = fake_beaker.state.add_experiment(
+            WS, f"r{i}", author="alice", spec=s, description="r [launchkit]"
+        )
+        fake_beaker.state.append_logs(fake_beaker.state.start_job(exp), [f"step={i} {secret}"])
+    assert run_cli("list", "--workspace", WS, cwd=repo.path, timeout=90).code == 0  # the user-name cache
+    fake_beaker.reset_calls()
+    r = run_cli("list", "--workspace", WS, "--json", cwd=repo.path, timeout=90)
+    assert r.code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert len(rows) == 3 and all(row["progress"] for row in rows), rows
+    assert fake_beaker.calls["GetWorkload"] == 0 and fake_beaker.calls["GetExperimentYamlSpec"] == 0, dict(
+        fake_beaker.calls
+    )
+    if with_secret:
+        assert secret not in r.stdout and all("***" in row["progress"]["text"] for row in rows), rows
+        assert fake_beaker.calls["GetSecretValue"] == 1, dict(fake_beaker.calls)  # one workspace, one secret
+    else:
+        assert fake_beaker.calls["GetSecretValue"] == 0, dict(fake_beaker.calls)

@@ -123,6 +123,8 @@ class BeakerBackend:
         self._session = False  # preparing for `launchkit session`: sessions-only clusters allowed
         self._seen: dict[str, tuple[Any, Rows]] = {}  # get() -> follow()
         self._leads: dict[str, Any] = {}  # list: a running row's replica 0 job (_rows_progress)
+        self._listed: dict[str, Any] = {}  # list: experiment id -> its workload (secret_values reuses it)
+        self._secret_reads: dict[tuple[str, str], str | None] = {}  # (workspace id, name) -> value, in memory
         self._final: dict[str, RunInfo] = {}  # runs follow() saw finish
         self._retries: dict[str, int] = {}  # experiment id -> allowed task retries (from its spec)
         self._snapshot: tuple[Any, Rows] | None = None  # follow: the run as its last part to end saw it
@@ -386,21 +388,30 @@ class BeakerBackend:
             return sorted(s.name for s in self.beaker.secret.list(workspace=ws))
 
     def secret_values(self, run: RunInfo) -> dict[str, str | None]:
-        """The values of the secrets the experiment's spec references (GetExperimentYamlSpec), read from
-        its workspace (one GET each); None for one this user may not read or that is gone."""
+        """The values of the secrets the experiment's tasks reference (their container specs as the
+        listing or GetWorkload answered, else GetExperimentYamlSpec), read from its workspace (one GET
+        per secret and workspace, kept in memory only); None for one this user may not read or that is
+        gone. A run without secrets costs `list` no call (issue 46: its PROGRESS column is masked)."""
         from beaker import beaker_pb2 as pb2
 
-        wl = self._workload(run.id)
+        wl = self._listed.get(run.id) or self._workload(run.id)
         with self._errors():
-            names = dict.fromkeys(SpecView(self.beaker.experiment.get_spec(wl).to_json()).secrets())
-            ws = pb2.Workspace(id=wl.experiment.workspace_id)
+            names = _secret_references(wl)
+            if names is None:  # the answer carries no task's container spec: ask for the spec
+                names = list(dict.fromkeys(SpecView(self.beaker.experiment.get_spec(wl).to_json()).secrets()))
+            ws_id = wl.experiment.workspace_id
             out: dict[str, str | None] = {}
             for name in names:
-                try:
-                    out[name] = self.beaker.secret.read(pb2.Secret(name=name), workspace=ws)
-                except bx.BeakerError as e:  # permissions (a read-only member: 403), or deleted
-                    self.app.debug(f"secret {name}: {type(e).__name__}")
-                    out[name] = None
+                if (ws_id, name) not in self._secret_reads:  # rows of one workspace share their secrets
+                    try:
+                        value = self.beaker.secret.read(
+                            pb2.Secret(name=name), workspace=pb2.Workspace(id=ws_id)
+                        )
+                    except bx.BeakerError as e:  # permissions (a read-only member: 403), or deleted
+                        self.app.debug(f"secret {name}: {type(e).__name__}")
+                        value = None
+                    self._secret_reads[(ws_id, name)] = value
+                out[name] = self._secret_reads[(ws_id, name)]
             return out
 
     def slack_posting(self, run: RunInfo) -> Posting:
@@ -819,6 +830,7 @@ class BeakerBackend:
             )
             wanted = limit * 10 if preempted else limit
             rows = self._launchkit_rows(listing, wanted, include_all)
+            self._listed.update((wl.experiment.id, wl) for wl in rows)
             names_f = pool.submit(self.conn.user_names, [wl.experiment.author_id for wl in rows])
             progress_f = pool.submit(self._rows_progress, rows, org) if progress else None
             jobs = self._finished_jobs(rows, jobs_f.result() if jobs_f else None)
@@ -1569,6 +1581,17 @@ def _task_statuses(tasks: Any) -> dict[str, int]:
         status = _STATUS.get(t.status, RunStatus.queued).value
         counts[status] = counts.get(status, 0) + 1
     return counts
+
+
+def _secret_references(wl: Any) -> list[str] | None:
+    """The secrets an experiment's tasks reference (env and mounts), from its workload as the listing
+    or GetWorkload returns it; None when the answer carries no task's container spec."""
+    specs = [t.container_spec for t in wl.experiment.tasks if t.container_spec.ByteSize()]
+    if not specs:
+        return None
+    names = [v.secret_reference for spec in specs for v in spec.environment_variables if v.secret_reference]
+    names += [m.secret_reference for spec in specs for m in spec.mounts if m.secret_reference]
+    return list(dict.fromkeys(names))
 
 
 def _workload_id(wl: Any) -> str:
