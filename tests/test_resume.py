@@ -110,6 +110,27 @@ def test_require_resume_stops_it_as_launchkits_stop(tmp_path):
     assert end.fix is not None and "drop --require-resume" in end.fix and "--stall-timeout" not in end.fix
 
 
+# The command ends first; a process it left writes a line, then its first progress line (the watchdog
+# reads it after it saw the command end, as it may a line the command wrote as it exited): the same verdict.
+ENDS_THEN_LINE = """
+import subprocess, sys
+line = "import time; time.sleep(0.1); print('tick', flush=True); time.sleep(0.2); print('[step=0/100] x', flush=True)"
+subprocess.Popen([sys.executable, "-c", line])
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("pattern", [None, r"step=(?P<step>\d+)/"])  # the built-in patterns; the matcher
+def test_require_resume_decides_alike_when_the_command_ended_before_its_line_was_read(tmp_path, pattern):
+    """(a race: the command exiting 1 right after printing step 0 was retried as a failure, 1 in 3)"""
+    given = {"progress_patterns": [pattern]} if pattern else {}
+    env = {"LAUNCHKIT_RESUME_FROM": "12639", "LAUNCHKIT_ATTEMPT": "2",
+           **policy_env(require_resume=True, **given)}  # fmt: skip
+    code, out = _launch(tmp_path, ENDS_THEN_LINE, env)
+    assert code == watchdog.EXIT_STOPPED, out
+    assert out.strip().splitlines()[-1].startswith(f"[launchkit] stopped: {NOTE.split(';')[0]}"), out
+
+
 def test_an_attempt_that_resumed_is_not_told(tmp_path):
     script = RESTARTS_AT_0.replace("step=0/", "step=12640/").replace("step=1/", "step=12641/")
     code, out = _launch(tmp_path, script, {"LAUNCHKIT_RESUME_FROM": "12639", "LAUNCHKIT_ATTEMPT": "2",

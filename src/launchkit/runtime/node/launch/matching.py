@@ -327,6 +327,10 @@ class Remote:
                         first = first or newest
         return first, newest
 
+    def pending(self) -> bool:
+        """Whether lines handed over still wait for their answers."""
+        return self.failed is None and bool(self._sent)
+
     def late(self, now: float) -> bool:
         """Whether it has been given up, or a line has waited for its answer for too long."""
         if self.failed is None and self._sent and now - self._sent[0][1] > self._late:

@@ -258,6 +258,16 @@ class Watch:
         self.gave_up = True
         self.last_progress, self.progress_wall, self.progress_text = now, wall, "output (matching given up)"
 
+    def settle(self, clock: Callable[[], float]) -> None:
+        """The command ended while a resume check waited for its first progress line: the answers the
+        matcher still owes for its last lines, within the matcher's own budget (then it is given up)."""
+        m = self.matcher
+        while self.s.resume is not None and self.first_step is None and m is not None and not self.gave_up:
+            if not m.pending() or m.late(clock()):
+                return
+            if select.select([m.fileno()], [], [], 0.2)[0]:
+                self.heard()
+
     def listening(self) -> list[int]:
         """The matcher's answers' fd while it is used."""
         return [] if self.matcher is None or self.gave_up else [self.matcher.fileno()]
@@ -335,6 +345,15 @@ def _same_file(a: int, b: int) -> bool:
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
+def tell_notes(watch: Watch, tell: Callable[[str, str], None] | None) -> None:
+    """The resume notes (not resuming, said once) into the log and to `tell`."""
+    for note in watch.notes:
+        _say(note)
+        if tell is not None:
+            tell("resume", note)
+    watch.notes.clear()
+
+
 def run(
     argv: Sequence[str],
     env: dict[str, str],
@@ -403,11 +422,7 @@ def run(
             _write_all(sink[fd], data)
             if why is None:
                 watch.saw(fd, data, clock(), wall())
-        for note in watch.notes:
-            _say(note)
-            if tell is not None:
-                tell("resume", note)
-        watch.notes.clear()
+        tell_notes(watch, tell)
         told = watch.budget_note() if why is None and ended_at is None else None
         if told:  # --stall-timeout auto: the budget in force, when it changes
             _say(told)
@@ -426,6 +441,10 @@ def run(
                     stackdump.dump(pid, _say, lambda b: _write_all(2, b))
                 stop_group(pid, STOP_GRACE, children)
                 ended_at = clock()
+    if why is None:  # the command ended as its last lines were read: the resume check decides alike
+        watch.settle(clock)
+        tell_notes(watch, tell)
+        why = watch.resume_stop
     for r, _ in pipes:
         os.close(r)
     if matcher is not None:
