@@ -16,7 +16,7 @@ Meaning (`meaning(spec, tool)`): the same normalised dict from a gantry spec and
 | resources | task.resources (cpuCount, gpuCount, memory, sharedMemory) | the same |
 | clusters | constraints.cluster, resolved from -c/--gpu-type/--tag/--interconnect (canonical names) | constraints.cluster after prepare (aliases mapped to canonical names here) |
 | hostnames | constraints.hostname | the same |
-| env | envVars with a value, minus gantry's own (GANTRY_*, GITHUB_REPO, GIT_REF, GIT_BRANCH, RESULTS_DIR) | envVars with a value, minus LAUNCHKIT_* and ADDED_ENV |
+| env | envVars with a value, minus gantry's own (GANTRY_*, GITHUB_REPO, GIT_REF, GIT_BRANCH, RESULTS_DIR) | envVars with a value, minus LAUNCHKIT_*, gantry's own (its Python API sets them as gantry does) and ADDED_ENV |
 | secrets | envVars with a secret (GITHUB_TOKEN only if the user asked for it) | the same |
 | credentials | GANTRY_AWS_CONFIG / GANTRY_AWS_CREDENTIALS / GANTRY_GOOGLE_CREDENTIALS secrets | LAUNCHKIT_AWS_CONFIG / ..._AWS_CREDENTIALS / ..._GOOGLE_CREDENTIALS |
 | mounts | datasets by mountPath (not gantry's /gantry entrypoint): weka, hostPath, secret, beaker (ids mapped to names; uploads as "upload") | the same (not launchkit's /launchkit runtime) |
@@ -313,7 +313,7 @@ def meaning(
     own = (
         (lambda k: k.startswith("GANTRY_") or k in GANTRY_OWN)
         if tool == "gantry"
-        else (lambda k: k.startswith("LAUNCHKIT_") or k == "RESULTS_DIR")
+        else (lambda k: k.startswith("LAUNCHKIT_") or k in GANTRY_OWN)  # gantry's API sets gantry's too
     )
     cred_prefix = "GANTRY_" if tool == "gantry" else "LAUNCHKIT_"
     cred_names = {
@@ -396,7 +396,10 @@ def meaning(
             "skip_nccl_setup": g("SKIP_NCCL_SETUP") == "1",
             "pre_setup": g("PRE_SETUP"),
             "post_setup": g("POST_SETUP"),
-            "runtime_dir": None if g("RUNTIME_DIR") in (None, "/launchkit-runtime") else g("RUNTIME_DIR"),
+            # gantry's API keeps gantry's default (launchkit.gantry: RUNTIME_DIR), the CLI launchkit's
+            "runtime_dir": None
+            if g("RUNTIME_DIR") in (None, "/launchkit-runtime", "/gantry-runtime")
+            else g("RUNTIME_DIR"),
         }
     if python["install"]:  # both entrypoints hand extras only to their own uv install, which this replaces
         python["uv_all_extras"] = None

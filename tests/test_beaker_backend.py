@@ -522,15 +522,11 @@ def test_find_gpus_node_lookups_are_concurrent(fake, backend):
 @pytest.mark.slow
 @pytest.mark.timeout(60)  # a hang past the deadline fails here
 def test_unreachable_server_fails_within_the_deadline(tmp_path, monkeypatch):
-    import socket
+    """A server that takes the connection and never answers: the deadline (a refused connection is
+    told at once: tests/test_newcomer_leftovers.py)."""
+    from lk_helpers import unreachable_beaker_config
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens here
-    cfg = tmp_path / "config.yml"
-    cfg.write_text(f"user_token: t\nagent_address: https://127.0.0.1:{port}\nrpc_address: 127.0.0.1:{port}\n")
-    monkeypatch.setenv("BEAKER_CONFIG", str(cfg))
+    monkeypatch.setenv("BEAKER_CONFIG", str(unreachable_beaker_config(tmp_path)))
     from launchkit.backends.beaker import BeakerBackend
     from launchkit.backends.beaker.client import BeakerUnreachable
 

@@ -84,7 +84,7 @@ def test_a_failing_webhook_is_a_warning_and_the_url_stays_hidden(repo, fake_beak
     fake_beaker.state.set_auto(AutoRun(start_after=0.1, run_for=0.2, lines=["hi"]))
     r = _run(repo, "warn-job", verbose=True, env={"LAUNCHKIT_SLACK_WEBHOOK_URL": url})
     assert r.code == 0, r.stderr
-    assert "Slack notification to http://127.0.0.1/… failed (500)" in r.stderr
+    assert "Slack notification to http://127.0.0.1/… failed (HTTP 500)" in r.stderr, r.stderr
     assert SECRET_PART not in r.stdout + r.stderr
 
 
