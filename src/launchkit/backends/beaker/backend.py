@@ -125,6 +125,7 @@ class BeakerBackend:
         self._leads: dict[str, Any] = {}  # list: a running row's replica 0 job (_rows_progress)
         self._listed: dict[str, Any] = {}  # list: experiment id -> its workload (secret_values reuses it)
         self._secret_reads: dict[tuple[str, str], str | None] = {}  # (workspace id, name) -> value, in memory
+        self._secret_names: dict[str, list[str]] | None = None  # experiment id -> its spec's secrets
         self._final: dict[str, RunInfo] = {}  # runs follow() saw finish
         self._retries: dict[str, int] = {}  # experiment id -> allowed task retries (from its spec)
         self._snapshot: tuple[Any, Rows] | None = None  # follow: the run as its last part to end saw it
@@ -388,20 +389,23 @@ class BeakerBackend:
             return sorted(s.name for s in self.beaker.secret.list(workspace=ws))
 
     def secret_values(self, run: RunInfo) -> dict[str, str | None]:
-        """The values of the secrets the experiment's tasks reference (their container specs as the
-        listing or GetWorkload answered, else GetExperimentYamlSpec), read from its workspace (one GET
-        per secret and workspace, kept in memory only); None for one this user may not read or that is
-        gone. A run without secrets costs `list` no call (issue 46: its PROGRESS column is masked)."""
+        """The values of the secrets the experiment's spec references (GetExperimentYamlSpec, read once
+        per experiment on this machine: launches.secret_names), read from its workspace (one GET per
+        secret and workspace, kept in memory only); None for one this user may not read or that is
+        gone. `list` reuses the workloads it listed: a known run costs it no call but its values."""
         from beaker import beaker_pb2 as pb2
 
         wl = self._listed.get(run.id) or self._workload(run.id)
         with self._errors():
-            names = _secret_references(wl)
-            if names is None:  # the answer carries no task's container spec: ask for the spec
+            eid, ws_id = wl.experiment.id, wl.experiment.workspace_id
+            if self._secret_names is None:
+                self._secret_names = launches.secret_names(self.conn.address)
+            if eid not in self._secret_names:
                 names = list(dict.fromkeys(SpecView(self.beaker.experiment.get_spec(wl).to_json()).secrets()))
-            ws_id = wl.experiment.workspace_id
+                launches.record_secret_names(self.conn.address, eid, names)
+                self._secret_names[eid] = names
             out: dict[str, str | None] = {}
-            for name in names:
+            for name in self._secret_names[eid]:
                 if (ws_id, name) not in self._secret_reads:  # rows of one workspace share their secrets
                     try:
                         value = self.beaker.secret.read(
@@ -1581,17 +1585,6 @@ def _task_statuses(tasks: Any) -> dict[str, int]:
         status = _STATUS.get(t.status, RunStatus.queued).value
         counts[status] = counts.get(status, 0) + 1
     return counts
-
-
-def _secret_references(wl: Any) -> list[str] | None:
-    """The secrets an experiment's tasks reference (env and mounts), from its workload as the listing
-    or GetWorkload returns it; None when the answer carries no task's container spec."""
-    specs = [t.container_spec for t in wl.experiment.tasks if t.container_spec.ByteSize()]
-    if not specs:
-        return None
-    names = [v.secret_reference for spec in specs for v in spec.environment_variables if v.secret_reference]
-    names += [m.secret_reference for spec in specs for m in spec.mounts if m.secret_reference]
-    return list(dict.fromkeys(names))
 
 
 def _workload_id(wl: Any) -> str:

@@ -15,7 +15,8 @@ job reaches; the description still gets the line too, for `why` on another machi
 rewritten it.
 
 `specs.jsonl`: what experiments' specs said when `list` had to read them to tell launchkit's runs
-(identity.py), so that it reads each one once.
+(identity.py), so that it reads each one once. `secret-names.jsonl`: the names (never the values) of
+the secrets an experiment's spec references, read once to mask what the job printed (masking.py).
 """
 
 from __future__ import annotations
@@ -81,6 +82,25 @@ def spec_verdicts(address: str) -> dict[str, bool]:
             for eid, ours in told.items():
                 if isinstance(ours, bool):
                     out.setdefault(eid, ours)
+    return out
+
+
+def secret_names_path() -> Path:
+    return user_state_dir() / "beaker" / "secret-names.jsonl"
+
+
+def record_secret_names(address: str, run_id: str, names: list[str]) -> None:
+    """The names of the secrets `run_id`'s spec references (a spec never changes: read once)."""
+    _append(secret_names_path(), {"address": address, "id": run_id, "names": names})
+
+
+def secret_names(address: str) -> dict[str, list[str]]:
+    """Experiment id -> the names of the secrets its spec references, as read before on this Beaker."""
+    out: dict[str, list[str]] = {}
+    for entry in _entries(secret_names_path()):
+        run_id, names = entry.get("id"), entry.get("names")
+        if entry.get("address") == address and isinstance(run_id, str) and isinstance(names, list):
+            out.setdefault(run_id, [n for n in names if isinstance(n, str)])
     return out
 
 
