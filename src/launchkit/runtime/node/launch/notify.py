@@ -202,7 +202,9 @@ class Poster:
         self._send = send
         self._warn = warn
         self._what = what  # in the warning line: "Slack notification", "event post"
-        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._pending: list[str] = []  # posted in turn by one thread (`_drain`), while there are any
+        self._worker: threading.Thread | None = None
         self._secrets = sorted({v for v in secrets if len(v) >= MASK_MIN}, key=len, reverse=True)
 
     def __repr__(self) -> str:
@@ -224,9 +226,21 @@ class Poster:
             self._warn(f"[launchkit] warning: {self._what} to {host_only(self._url)} failed ({why})\n")
 
     def soon(self, text: str) -> None:
-        t = threading.Thread(target=self._post, args=(text,), daemon=True)
-        t.start()
-        self._threads.append(t)
+        """Post `text` in the background, after the posts before it (one poster thread: in order)."""
+        with self._lock:
+            self._pending.append(text)
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._drain, daemon=True)
+                self._worker.start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._worker = None
+                    return
+                text = self._pending.pop(0)
+            self._post(text)
 
     def finish(
         self, text: str | None, wait: float = END_WAIT, clock: Callable[[], float] = time.monotonic
@@ -234,8 +248,13 @@ class Poster:
         """Wait for the posts under way (at most `wait` seconds in all), then post `text` (if any,
         within TIMEOUT): the job's end is held up by at most wait + TIMEOUT seconds."""
         deadline = clock() + wait
-        for t in self._threads:
-            t.join(max(0.0, deadline - clock()))
+        while True:
+            with self._lock:
+                worker = self._worker
+            left = deadline - clock()
+            if worker is None or left <= 0:
+                break
+            worker.join(left)
         if text is not None:
             self._post(text)
 
