@@ -271,6 +271,14 @@ LOCAL_IMPORTS = {
     ("backends/local/slack.py", "from launchkit.backends import ending"): (
         "at a failed run's end only: the supervisor starts without pydantic"
     ),
+    **{
+        ("backends/local/slack.py", stmt): "an event's words (--notify-*), when one is posted: the same"
+        for stmt in (
+            "from pathlib import Path",
+            "from launchkit.backends.local.backend import run_end",
+            "from launchkit.core.runs import attempt_text",
+        )
+    },
 }
 
 
