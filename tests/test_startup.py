@@ -106,7 +106,7 @@ LAUNCH_ONLY = (
 
 
 def test_dry_run_loads_nothing_only_a_launch_needs(repo):
-    """`run --dry-run` runs cli/dry_run.py (cli/run_cmd.py: TableCommand's dry_run_handler), which
+    """`run --dry-run` runs cli/dry_run.py (cli/run_cmd.py: BodyCommand's dry_run_handler), which
     prints the spec; cli/launching.py, for a launch, is not imported."""
     mods = loaded_modules("run", "--dry-run", "--", "python", "train.py", cwd=repo.path)
     assert not sorted(m for m in LAUNCH_ONLY if m in mods)
