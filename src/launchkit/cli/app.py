@@ -204,18 +204,9 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(
         "mason",
         "mason_cmd",
-        "mason",
+        "mason_command",
         "Launch with open-instruct's mason.py command line, as it is.",
-        settings={
-            "options_metavar": "[MASON OPTIONS] -- COMMAND [-- COMMAND...]",
-            # mason's argv passes through, with its own --help
-            "context_settings": {
-                "ignore_unknown_options": True,
-                "allow_extra_args": True,
-                "help_option_names": [],
-            },
-        },
-        body="mason_body",
+        "command",
     ),
     Entry(
         "secret",

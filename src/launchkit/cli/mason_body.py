@@ -34,7 +34,7 @@ from launchkit.launch import offline_reason, plan, read_state
 
 if TYPE_CHECKING:
     from launchkit.application import Application
-    from launchkit.core.mason import MasonArgs
+    from launchkit.core.mason_args import MasonArgs
 
 CACHE_FOUND = "✅ Found cached dataset at"  # open-instruct's line after a cache run
 
@@ -46,10 +46,6 @@ def mason(
     """`launchkit mason` (cli/mason_cmd.py declares its options)."""
     app = get_app(ctx)
     argv = list(args or [])
-
-    if "-h" in argv or "--help" in argv:
-        sys.stdout.write(m.parser().format_help())
-        raise typer.Exit()
     _refuse_non_utf8(argv, app.user_command or [])
     margs = m.parse_args(argv, run_name=os.environ.get("RUN_NAME"))
     commands = m.split_commands(app.user_command)
