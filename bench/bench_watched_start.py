@@ -159,7 +159,9 @@ def main() -> int:
     print(
         f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores; {args.n} runs each"
     )
-    print(f"{'setting':<19} {'tree':<10} {'to command start ms':>22} {'over unwatched':>15} {'to exit ms':>18}")
+    print(
+        f"{'setting':<19} {'tree':<10} {'to command start ms':>22} {'over unwatched':>15} {'to exit ms':>18}"
+    )
     start_of = {key: statistics.median(g[0] for g in got) for key, got in times.items()}
     missed = []
     for (setting, tree), got in times.items():
