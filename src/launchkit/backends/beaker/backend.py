@@ -287,7 +287,7 @@ class BeakerBackend:
     # -- submit ---------------------------------------------------------------------------------
     def prepare(self, submission: Submission) -> Submission:
         if submission.prepared:
-            return submission
+            return self._made(submission) if submission.launching else submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
         with self._errors():
             self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret between two)
@@ -307,13 +307,23 @@ class BeakerBackend:
                 # remembered for offline dry runs)
                 names = (p.workspace_name,)
                 mount_runtime(self._runtime_datasets(), p.workspace, p.spec, names=names)
-                if submission.launching:  # made now, so the spec --save-spec writes is the one sent
-                    make_runtime(self._runtime_datasets(), p.workspace, p.spec, names=names)
         for note in p.notes:
             self.app.info(note)
         self._prepared_workspace = (p.workspace_name, p.workspace)
         update = {"spec": p.spec, "workspace": p.workspace_name, "prepared": True, "start_now": p.start_now}
-        return submission.model_copy(update=update)
+        out = submission.model_copy(update=update)
+        return self._made(out) if submission.launching else out
+
+    def _made(self, submission: Submission) -> Submission:
+        """A prepared launch's spec with the runtime dataset it mounts by name made, and mounted by id
+        (launch.ready: after the plan line), so the spec --save-spec writes is the one sent."""
+        if self._session:  # a session runs no entrypoint (core/session.py drops the mount)
+            return submission.model_copy(update={"launching": False})
+        with self._errors():
+            spec = submission.spec.copy()
+            ws = self._prepared_ws(submission)
+            make_runtime(self._runtime_datasets(), ws, spec, names=(submission.workspace or "",))
+        return submission.model_copy(update={"spec": spec, "launching": False})
 
     def submit(self, submission: Submission) -> RunInfo:
         submission = self.prepare(submission)
