@@ -377,10 +377,8 @@ def run(
     if watched is None and (job is not None or policy.exit_restarts):  # posting the end, or restarting
         watched = watchdog.Settings(None, 0.0, [], None, None)  # the command on an exit code: the parent
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
-        if job is not None:
-            _helper(job.started)
-        try:
-            tell = None if job is None else job.tell
+        try:  # the job's posts: its start once the command runs (watchdog.run tells it), never before
+            tell = None if job is None else _telling(job)
             code = restart.run(argv, p.env, watched, tell=tell, left=policy.restarts, policy=policy)
         except OSError as e:
             log(f"error: cannot run {argv[0]}: {e.strerror or e}")
@@ -395,6 +393,11 @@ def run(
             log(f"error: cannot run bash: {e.strerror or e}")
             return 127
     return _exec(argv, p.env)
+
+
+def _telling(job: notify.Job) -> Callable[[str, str], None]:
+    """The watchdog's news for the job's poster, each through _helper."""
+    return lambda what, text: _helper(lambda: job.tell(what, text))
 
 
 def _helper(step: Callable[[], None]) -> None:

@@ -198,6 +198,7 @@ class Job:
         self.attempt = int(attempt) if attempt.isdigit() else 1
         self.signalled = False  # the job was sent SIGTERM: its end is told by whoever sent it
         self.stopped: str | None = None  # why the watchdog ended the command
+        self.told_start = False  # its start was told (restart.py starts it again in place)
 
     def _where_replica(self) -> str:
         return f" (replica {self.rank} of {self.count})" if self.count != "1" else ""
@@ -210,7 +211,9 @@ class Job:
 
     def tell(self, what: str, text: str) -> None:
         """The watchdog's news (watchdog.run's `tell`); a signal is only noted (a handler may not post)."""
-        if what == "signal":
+        if what == "started":
+            self.started()
+        elif what == "signal":
             self.signalled = self.signalled or text == "SIGTERM"
         elif what == "warning":
             self.warning(text)
@@ -220,6 +223,11 @@ class Job:
             self.stopped = text
 
     def started(self) -> None:
+        """The command was started (its first start: one in place after it is no new one), in the
+        background: the command never waits for it."""
+        if self.told_start:
+            return
+        self.told_start = True
         if self.rank == "0" and _ours("started"):
             self.poster.soon(message("started", self.label, "started" + self._where()))
 
