@@ -63,12 +63,27 @@ def time_lines(run: RunInfo) -> list[str]:
         jobs = "job waits" if notes.ahead == 1 else "jobs wait"
         out.append(
             f"position: {at_least}{notes.ahead} {jobs} ahead of it for the same kind of node at the same or "
-            f"higher priority (of {notes.queue_read} queued jobs Beaker lists); no estimate: Beaker tells "
-            "no start time and launchkit does not guess one"
+            f"higher priority (of {notes.queue_read} queued jobs Beaker lists)"
         )
+    if notes is not None and (estimate := estimate_line(notes)):
+        out.append(estimate)
     if notes is not None and notes.elsewhere:
         out.append(f"instead: it {notes.elsewhere}")
     return out
+
+
+def estimate_line(notes: ph.PhaseNotes) -> str | None:
+    """`estimate: it starts by ~14:40 UTC at the latest (BASIS); ...` or `no estimate: REASON`."""
+    e = notes.estimate
+    if e is not None:
+        line = (
+            f"estimate: it starts by ~{e.at_utc} at the latest ({e.basis}); an upper bound from what Beaker "
+            "lists: jobs may end sooner, and a higher-priority job arriving would go first"
+        )
+        return line + (f"; {e.sooner}" if e.sooner else "")
+    if notes.no_estimate_reason:
+        return f"no estimate: {notes.no_estimate_reason}"
+    return None
 
 
 def _progress(run: RunInfo) -> str:
