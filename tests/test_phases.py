@@ -212,8 +212,9 @@ def test_a_queued_run_is_told_by_its_newest_reason_and_its_history(fake_beaker):
     st.wait_passes(job, [(SLOT, t0, t0 + 20 * MIN), (NODES, t0, t0 + 29 * MIN)])
     r = run_main("why", exp.id)
     assert r.code == 0, r.stderr
-    first, waiting, position, *instead = r.stdout.splitlines()  # then what would start now, if anything
+    first, waiting, position, estimate, *instead = r.stdout.splitlines()  # then what would start now
     assert all(x.startswith("instead: it would start now") for x in instead)
+    assert estimate.startswith(("estimate: ", "no estimate: ")), estimate
     assert position.startswith("position: 0 jobs wait ahead of it")
     assert first.startswith(
         f"{exp.id} is queued: none of 3 nodes of its clusters has 8 free GPUs together now"
@@ -310,7 +311,7 @@ def test_a_queued_run_is_told_its_position_in_line(fake_beaker):
     assert r.code == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("position: "))
     assert line.startswith("position: 2 jobs wait ahead of it for the same kind of node"), line
-    assert "no estimate: Beaker tells no start time" in line
+    assert "no estimate: Beaker has not said why it waits" in r.stdout  # no event: no basis either
     notes = json.loads(run_main("why", "--json", mine.id).stdout)["phase_notes"]
     assert (notes["ahead"], notes["read_all"]) == (2, True) and notes["queue_read"] >= 7
 

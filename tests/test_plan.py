@@ -155,3 +155,50 @@ def test_beaker_says_where_it_could_start_now_from_the_same_calls(repo, fake_bea
     r = run_main("run", "--dry-run", "--gpus", "1", "--workspace", WS, *CMD, cwd=repo.path)
     [line] = _plan_lines(r.stderr)
     assert "now" not in line  # any cluster: not known without listing every cluster's nodes
+
+
+def _stderr_at_create(fake_beaker, monkeypatch) -> list[str]:
+    """What the CLI had written to stderr (in process) each time the fake received a CreateDataset."""
+    import sys
+
+    seen: list[str] = []
+    record = fake_beaker._record_call
+
+    def recorded(name: str) -> None:
+        if name == "CreateDataset":
+            sys.stderr.flush()
+            seen.append(sys.stderr.buffer.getvalue().decode())  # run_main's stream, at that moment
+        record(name)
+
+    monkeypatch.setattr(fake_beaker, "_record_call", recorded)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [(), ("--json",), ("--sweep", "lr=1,2", "--sweep-experiments"), ("--save-spec", "SPEC")],
+    ids=["run", "json", "sweep-experiments", "save-spec"],
+)
+def test_the_plan_line_is_said_before_the_runtime_dataset_is_created(
+    repo, fake_beaker, monkeypatch, tmp_path, extra
+):
+    """A workspace's first launch creates the runtime dataset: after the `plan:` line, in every path."""
+    extra = tuple(str(tmp_path / "spec.yaml") if x == "SPEC" else x for x in extra)
+    from launchkit.runtime import runtime_dataset_name
+
+    assert not [d for d in fake_beaker.state.datasets.values() if d.name.startswith(runtime_dataset_name())]
+    seen = _stderr_at_create(fake_beaker, monkeypatch)
+    r = run_main(
+        "run", "--gpus", "1", "--cluster", "ai2/jupiter", "--workspace", WS, *extra, *CMD, cwd=repo.path
+    )
+    assert r.code == 0, r.stderr
+    assert len(seen) == 1, r.stderr  # the runtime dataset, once (sweeps: for every experiment)
+    [line] = _plan_lines(r.stderr)
+    assert _plan_lines(seen[0]) == [line]  # said before it was created
+    if "--json" in extra:
+        assert next(iter(json.loads(r.stdout))) == "plan"
+    if "--save-spec" in extra:  # the spec saved is the one sent: the dataset by id
+        made = next(
+            d for d in fake_beaker.state.datasets.values() if d.name.startswith(runtime_dataset_name())
+        )
+        assert f"beaker: {made.id}" in (tmp_path / "spec.yaml").read_text()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import select
+import socket
 import threading
 import time
 
@@ -123,5 +125,59 @@ class Redirect:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}{HOOK_PATH}"
 
     def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Holding:
+    """A webhook on 127.0.0.1 that reads every post and holds it unanswered until `release()`, then
+    answers 200. `texts`: the posts read, in order; `given_up()`: those whose poster has closed its
+    connection unanswered (the post's deadline passed), asked the moment it is called."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.held: list[tuple[str, socket.socket]] = []
+        self.released = threading.Event()
+        texts, held, released = self.texts, self.held, self.released
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                text = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["text"]
+                texts.append(text)
+                held.append((text, self.connection))
+                released.wait(120)  # (a hang guard only)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except OSError:
+                    pass  # the poster gave up
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{HOOK_PATH}"
+
+    def given_up(self) -> list[str]:
+        """The posts held whose poster closed the connection (not answered: released is not set)."""
+        gone = []
+        for text, conn in list(self.held):
+            try:
+                readable = select.select([conn], [], [], 0)[0]
+                closed = bool(readable) and not conn.recv(1, socket.MSG_PEEK)
+            except OSError:
+                closed = True
+            if closed:
+                gone.append(text)
+        return gone
+
+    def release(self) -> None:
+        self.released.set()
+
+    def close(self) -> None:
+        self.release()
         self.server.shutdown()
         self.server.server_close()

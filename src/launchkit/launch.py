@@ -9,9 +9,10 @@ Steps of `plan()`:
   4. profiles resolved once; the spec built once with them. When the backend places the job
      (Capability.placement) on clusters whose profile differs, the profile follows and the spec is
      built with it (the only second build)
-  5. prepare: the backend resolves the spec read-only into exactly what it sends; offline: what this
-     machine remembers. `Launch.notes`: what a dry run says beside the spec; `Launch.plan`: what it
-     asks for, in one line (core/plan.py), from that spec and what prepare learnt (`start_now`)
+  5. prepare: the backend resolves the spec read-only into exactly what it sends (nothing is created
+     before the plan line: `ready()` does that, then); offline: what this machine remembers.
+     `Launch.notes`: what a dry run says beside the spec; `Launch.plan`: what it asks for, in one
+     line (core/plan.py), from that spec and what prepare learnt (`start_now`)
 `submit()` sends it (one run, or one per --sweep-experiments combination).
 """
 
@@ -80,6 +81,7 @@ class Launch:
     submission: Submission
     selection: ProfileSelection
     notes: list[str] = field(default_factory=list)  # a dry run's lines after the spec (stderr)
+    made: bool = False  # `ready()` ran: what the spec needs exists (a launch, after its plan line)
 
     @property
     def plan(self) -> Plan:
@@ -176,7 +178,7 @@ def plan(
     check_spec_usage(request, name, submission)
     if b is not None:
         try:
-            submission = b.prepare(submission.model_copy(update={"launching": not request.dry_run}))
+            submission = b.prepare(submission)  # read-only: `ready` creates, after the plan line
         except NoCredentials:
             if not request.dry_run:
                 raise
@@ -243,15 +245,27 @@ def _dry_run_notes(launch: Launch, profiles: dict[str, Any] | None) -> list[str]
     return notes
 
 
+def ready(launch: Launch) -> None:
+    """After the plan line, before --save-spec writes the spec and submit() sends it: the backend
+    creates what the spec needs (`Backend.prepare` with `launching`; Beaker: the runtime dataset, on a
+    workspace's first launch), so the spec saved is the one sent. Once; a dry run creates nothing."""
+    if launch.printed or launch.backend is None or launch.made:
+        return
+    launch.submission = launch.backend.prepare(launch.submission.model_copy(update={"launching": True}))
+    launch.made = True
+
+
 def submit(
     app: Application, launch: Launch, launched: Callable[[RunInfo], None] = lambda run: None
 ) -> RunInfo:
     """Send the launch: one run, or one per --sweep-experiments combination (`launched` is told of
     each as it is created); returns the (last) run."""
-    b, request, submission = launch.backend, launch.request, launch.submission
+    b, request = launch.backend, launch.request
     if b is None or request.dry_run:
         raise UsageError("a dry run submits nothing", hint="drop --dry-run/--offline to launch")
-    check_spec_usage(request, b.name, submission)  # (plan checked it: a Launch made otherwise too)
+    check_spec_usage(request, b.name, launch.submission)  # (plan checked it: a Launch made otherwise too)
+    ready(launch)  # (the CLI made it already, after its plan line)
+    submission = launch.submission
     if not request.sweep_experiments:
         run = b.submit(submission)
         launched(run)

@@ -113,6 +113,54 @@ def on_new_job(state: State, j: Job) -> None:
             )
 
 
+def occupy(
+    state: State,
+    node: str,
+    gpus: int,
+    *,
+    started: int,
+    timeout: int | None = None,
+    name: str = "",
+    priority: str = "normal",
+    preemptible: bool = False,
+    workspace: str = "ai2/launchkit",
+    author: str = "bob",
+) -> Job:
+    """Another job running on `node` (hostname or id) since `started` (ns), holding `gpus` GPUs, with a
+    task timeout (`timeout` ns; None: none): what a start estimate reads (ListJobs of a cluster's jobs).
+    Its GPUs replace the node's bare `assigned` count (set the node's `assigned` to 0 first)."""
+    with state.lock:
+        n = state.find_node(node)
+        cluster = state.clusters[n.cluster_id]
+        context: dict[str, Any] = {"priority": priority, "preemptible": preemptible}
+        spec = {
+            "version": "v2",
+            "budget": "ai2/oe-default",
+            "tasks": [
+                {
+                    "name": "main",
+                    "image": {"docker": "python:3.11"},
+                    "context": context,
+                    "command": ["python", "train.py"],
+                    "resources": {"gpuCount": gpus},
+                    "constraints": {"cluster": [f"{state.orgs[cluster.org_id].name}/{cluster.name}"]},
+                    "result": {"path": "/results"},
+                    **({"timeout": timeout} if timeout else {}),
+                }
+            ],
+        }
+        n.assigned = max(0, n.assigned - gpus)  # made room for it (on_new_job would hold it otherwise)
+    exp = state.add_experiment(workspace, name or state.new_id("busy"), author=author, spec=spec)
+    with state.lock:
+        j = exp.tasks[0].latest_job
+        assert j is not None
+        j.events = [e for e in j.events if e.status != "queued"]
+        j.raw_events = []
+        state.start_job(j, node=n.id)
+        j.scheduled, j.started, j.pinned = started, started, True
+        return j
+
+
 def hold(state: State, job: Any, message: str) -> Job:
     """Keep a job QUEUED (never auto-run) with a scheduling event, e.g. for a budget without an
     allocation on the cluster or a priority hold (their wording is the fake's own)."""

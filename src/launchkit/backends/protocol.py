@@ -174,8 +174,8 @@ class Submission(BaseModel):
     repo_root: str | None = None  # local checkout (the local backend clones from it)
     auto_secrets: bool = True  # beaker: add well-known secrets (HF_TOKEN, ...) the workspace has
     prepared: bool = False  # `spec` is already exactly what submit() sends (Backend.prepare)
-    # prepare() for a launch (not a dry run) may also create what the spec needs (Beaker: the runtime
-    # dataset), so the spec it returns (--save-spec) is the one submitted; a dry run's only reads
+    # prepare() with `launching` (launch.ready, after the plan line: never a dry run) also creates what
+    # the spec needs (Beaker: the runtime dataset), so the spec it returns (--save-spec) is the one sent
     launching: bool = False
     # --upload: the placeholder dataset name mounted in the spec (core.spec.upload_dataset_name) -> local path
     uploads: dict[str, str] = {}

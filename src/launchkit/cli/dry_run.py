@@ -15,7 +15,7 @@ from launchkit.api import request_from_options
 from launchkit.application import Application
 from launchkit.cli.context import get_app
 from launchkit.errors import UsageError
-from launchkit.launch import Launch, plan
+from launchkit.launch import Launch, plan, ready
 
 
 def run(ctx: typer.Context, extra: list[str], **given: Any) -> None:
@@ -27,11 +27,13 @@ def run(ctx: typer.Context, extra: list[str], **given: Any) -> None:
 
 
 def write_spec(app: Application, launch: Launch) -> bool:
-    """The plan line first (stderr); --save-spec writes the spec; a dry run prints it (--json: the plan
-    and the spec as one JSON object), then its notes. True: a dry run, done."""
+    """The plan line first (stderr), before anything is created; then a launch creates what its spec
+    needs (`ready`) and --save-spec writes the spec; a dry run prints it (--json: the plan and the spec
+    as one JSON object), then its notes. True: a dry run, done."""
     request = launch.request
     plan = launch.plan
     app.info(plan.line())
+    ready(launch)  # a launch: the spec --save-spec writes is the one sent
     text = launch.spec_yaml if (launch.printed and not request.json_output) or request.save_spec else ""
     if request.save_spec:
         save_spec(app, request.save_spec, text)

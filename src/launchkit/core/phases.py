@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from launchkit.core.estimate import Estimate
 from launchkit.core.units import span
 
 NS = 1_000_000_000
@@ -76,6 +77,9 @@ class PhaseNotes(BaseModel):
     queue_read: int = 0
     read_all: bool = True
     elsewhere: str | None = None  # a job waiting for nodes: what would start now (`would start now on ...`)
+    # a queued job: when it could start at the latest, with its basis (core/estimate.py); else why not
+    estimate: Estimate | None = None
+    no_estimate_reason: str | None = None
 
 
 @dataclass

@@ -18,7 +18,7 @@ from launchkit.config import merge
 from launchkit.core.run_options import RUN_OPTIONS
 from launchkit.errors import LaunchkitError
 from launchkit.gantry.exceptions import ConfigurationError, from_launchkit
-from launchkit.launch import Launch, plan
+from launchkit.launch import Launch, plan, ready
 
 if TYPE_CHECKING:
     from launchkit.core.gitstate import GitState
@@ -63,6 +63,7 @@ def launch(
         request = api.request_from_options(app, run_values(**given), command, python=True)
         planned = plan(app, request.launch_request, git=git)
         if path := planned.request.save_spec:
+            ready(planned)  # a launch: the spec saved is the one sent
             try:
                 Path(path).write_text(planned.spec_yaml, encoding="utf-8")
             except OSError as e:

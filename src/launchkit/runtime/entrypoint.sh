@@ -96,12 +96,13 @@ cd -- "$LAUNCHKIT_RUNTIME_DIR"
 lk_write_credentials
 
 # Setup failures: the EXIT trap names the failed step, shows its log and exits with its code.
-LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID='' LK_PROGRESS_PID=''
+LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID='' LK_PROGRESS_PID='' LK_ERR=''
 lk_step() { LK_STEP=$1 LK_STEP_CODE=$2 LK_STEP_LOG=${3:-}; }
 lk_on_exit() {
     local rc=$?
     [[ -n $LK_PREP_PID ]] && lk_kill_tree "$LK_PREP_PID"
-    [[ -n $LK_PROGRESS_PID ]] && kill "$LK_PROGRESS_PID" 2>/dev/null # no function call here: see lk_progress_start
+    [[ -n $LK_ERR ]] && exec 2>&"$LK_ERR" # (a hook that exits inside lk_install's redirection)
+    [[ -z $LK_PROGRESS_PID ]] || { kill -KILL "$LK_PROGRESS_PID"; wait "$LK_PROGRESS_PID"; } 2>/dev/null || true # (lk_progress_start)
     if [[ -n $LK_STEP && $rc -ne 0 ]]; then
         [[ -n $LK_STEP_LOG ]] && lk_show_log "$LK_STEP_LOG"
         printf '[launchkit] error: %s failed (exit %d); the command was not started\n' "$LK_STEP" "$rc" >&2
@@ -284,15 +285,17 @@ lk_conda_env() {
 # Long installs are not silent: runtime/node/environment/progress.py says every LAUNCHKIT_PROGRESS_SECONDS
 # how long so far, with the log's last line. Started as the background process itself (no subshell
 # around it), so that a plain `kill` ends it: the EXIT trap must not call functions (bash loses its
-# function context when a hook's `exit` or error runs the trap from inside one).
+# function context when a hook's `exit` or error runs the trap from inside one). SIGKILL: a TERM sent
+# before the child's exec meets this shell's TERM trap there and is lost; it ends when bash does too.
 lk_progress_start() { # lk_progress_start PYTHON LABEL LOG
     [[ -n $LK_NODE_DIR ]] || return 0
+    local me=$BASHPID # (this shell's: in the command's own words it would be the child's)
     PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" "$1" -s "$LK_NODE_DIR/launchkit_node/boot.py" \
-        progress "$2" "$3" </dev/null >/dev/null &
+        progress "$2" "$3" "$me" </dev/null >/dev/null &
     LK_PROGRESS_PID=$!
 }
 lk_progress_stop() { # (waited for: no line of it comes after the step)
-    [[ -z $LK_PROGRESS_PID ]] || { kill "$LK_PROGRESS_PID"; wait "$LK_PROGRESS_PID"; } 2>/dev/null || true
+    [[ -z $LK_PROGRESS_PID ]] || { kill -KILL "$LK_PROGRESS_PID"; wait "$LK_PROGRESS_PID"; } 2>/dev/null || true
     LK_PROGRESS_PID=''
 }
 
@@ -310,7 +313,9 @@ lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_I
     lk_step install "$LK_EXIT_INSTALL" "$log"
     lk_progress_start "$py" install "$log"
     if [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then
+        exec {LK_ERR}>&2 # the job's stderr, for the EXIT trap's lines should the hook exit in the log's redirection
         { lk_run_hook "$LAUNCHKIT_INSTALL_CMD"; } >>"$log" 2>&1
+        exec {LK_ERR}>&- && LK_ERR=''
         LK_INSTALL_KIND=custom
         ( lk_node "$py" freeze "$tool" >/dev/null 2>&1 </dev/null & ) # the record, off the critical path
     elif [[ -n $LK_CONDA ]]; then

@@ -39,7 +39,9 @@ from launchkit.backends.beaker.scheduling import (
     elsewhere,
     find_starts,
     list_reasons,
-    position,
+    no_estimate,
+    nodes_now,
+    queue_ahead,
     summarized,
     synchronized_wait,
     wait_history,
@@ -63,6 +65,7 @@ from launchkit.backends.progress import (
 from launchkit.backends.protocol import AttemptDetail, Cause, EndReason, Progress
 from launchkit.core import phases as ph
 from launchkit.core import runs
+from launchkit.core.estimate import start_estimate
 from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
@@ -287,7 +290,7 @@ class BeakerBackend:
     # -- submit ---------------------------------------------------------------------------------
     def prepare(self, submission: Submission) -> Submission:
         if submission.prepared:
-            return submission
+            return self._made(submission) if submission.launching else submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
         with self._errors():
             self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret between two)
@@ -301,19 +304,30 @@ class BeakerBackend:
                 auto_secrets=submission.auto_secrets,
                 app=self.app,
                 session=self._session,
+                clock=self.clock,
             )
             if not self._session:  # a session runs no entrypoint (core/session.py drops the mount)
                 # read-only: by id, or by the name submit() creates it under (the workspace's name
                 # remembered for offline dry runs)
                 names = (p.workspace_name,)
                 mount_runtime(self._runtime_datasets(), p.workspace, p.spec, names=names)
-                if submission.launching:  # made now, so the spec --save-spec writes is the one sent
-                    make_runtime(self._runtime_datasets(), p.workspace, p.spec, names=names)
         for note in p.notes:
             self.app.info(note)
         self._prepared_workspace = (p.workspace_name, p.workspace)
         update = {"spec": p.spec, "workspace": p.workspace_name, "prepared": True, "start_now": p.start_now}
-        return submission.model_copy(update=update)
+        out = submission.model_copy(update=update)
+        return self._made(out) if submission.launching else out
+
+    def _made(self, submission: Submission) -> Submission:
+        """A prepared launch's spec with the runtime dataset it mounts by name made, and mounted by id
+        (launch.ready: after the plan line), so the spec --save-spec writes is the one sent."""
+        if self._session:  # a session runs no entrypoint (core/session.py drops the mount)
+            return submission.model_copy(update={"launching": False})
+        with self._errors():
+            spec = submission.spec.copy()
+            ws = self._prepared_ws(submission)
+            make_runtime(self._runtime_datasets(), ws, spec, names=(submission.workspace or "",))
+        return submission.model_copy(update={"spec": spec, "launching": False})
 
     def submit(self, submission: Submission) -> RunInfo:
         submission = self.prepare(submission)
@@ -505,14 +519,32 @@ class BeakerBackend:
             events_f = pool.submit(summarized, self.conn, lead)
             seen_f = pool.submit(self._setup_seen, lead) if lead.status.HasField("started") else None
             queued = run.status == RunStatus.queued and not lead.status.HasField("scheduled")
-            line_f = pool.submit(position, self.conn, lead) if queued else None
+            line_f = pool.submit(queue_ahead, self.conn, lead) if queued else None
             waits_for_nodes = (
                 queued and run.waiting is not None and run.waiting.kind in ("no_node", "cordoned")
             )
             other_f = pool.submit(elsewhere, self.conn, lead) if waits_for_nodes else None
+            now = int(self.clock() * NS)
+            reason = no_estimate(run.waiting) if queued else None
+            nodes_f = pool.submit(nodes_now, self.conn, lead, now) if queued and reason is None else None
             events, seen = events_f.result(), seen_f.result() if seen_f else None
             ahead, read, cut = line_f.result() if line_f else (None, 0, False)
             other = other_f.result() if other_f else None
+            nodes = nodes_f.result() if nodes_f else None
+        estimate = None
+        if isinstance(nodes, str):
+            reason = nodes
+        elif nodes is not None and ahead is not None:
+            group = lead.system_details.replica_group_details
+            answer = start_estimate(
+                gpus=int(lead.container_spec.resource_request.gpu_count),
+                replicas=max(1, int(group.size)),
+                host_networking=lead.container_spec.host_networking,
+                nodes=nodes,
+                ahead=ahead,
+                now=now,
+            )
+            estimate, reason = answer.estimate, answer.reason
         phases, hours = self._phases(wl, rows, seen)
         notes = ph.PhaseNotes(
             waits=wait_history(
@@ -523,10 +555,12 @@ class BeakerBackend:
             env_cache=seen.env_cache if seen else None,
             steps=seen.steps if seen else None,
             attempt=run.attempts,
-            ahead=ahead,
+            ahead=None if ahead is None else len(ahead),
             queue_read=read,
             read_all=not cut,
             elsewhere=other,
+            estimate=estimate,
+            no_estimate_reason=reason,
         )
         update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
         if where:

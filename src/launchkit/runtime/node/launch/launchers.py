@@ -380,10 +380,8 @@ def run(
         patterns = watched.patterns or watchdog.progress_patterns(policy.progress_patterns)
         watched = watched._replace(patterns=patterns, report=True)
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
-        if job is not None:
-            _helper(job.started)
-        try:
-            tell = None if job is None else job.tell
+        try:  # the job's posts: its start once the command runs (watchdog.run tells it), never before
+            tell = None if job is None else _telling(job)
             code = restart.run(argv, p.env, watched, tell=tell, left=policy.restarts, policy=policy)
         except OSError as e:
             log(f"error: cannot run {argv[0]}: {e.strerror or e}")
@@ -398,6 +396,11 @@ def run(
             log(f"error: cannot run bash: {e.strerror or e}")
             return 127
     return _exec(argv, p.env)
+
+
+def _telling(job: notify.Job) -> Callable[[str, str], None]:
+    """The watchdog's news for the job's poster, each through _helper."""
+    return lambda what, text: _helper(lambda: job.tell(what, text))
 
 
 def _helper(step: Callable[[], None]) -> None:

@@ -286,6 +286,7 @@ class Job:
         self.stopped: str | None = None  # why the watchdog ended the command
         self._clock = clock
         self._progress_at: float | None = None  # when the last progress event was posted
+        self.told_start = False  # its start was told (restart.py starts it again in place)
 
     def _where_replica(self) -> str:
         return f" (replica {self.rank} of {self.count})" if self.count != "1" else ""
@@ -321,7 +322,9 @@ class Job:
 
     def tell(self, what: str, text: str) -> None:
         """The watchdog's news (watchdog.run's `tell`); a signal is only noted (a handler may not post)."""
-        if what == "signal":
+        if what == "started":
+            self.started()
+        elif what == "signal":
             self.signalled = self.signalled or text == "SIGTERM"
         elif what == "warning":
             self.warning(text)
@@ -350,6 +353,11 @@ class Job:
         return self.events is not None and self.rank == "0"
 
     def started(self) -> None:
+        """The command was started (its first start: one in place after it is no new one), in the
+        background: the command never waits for it."""
+        if self.told_start:
+            return
+        self.told_start = True
         if self.rank == "0":
             self._say("started", "started" + self._where(), "started", replica=0, attempt=self.attempt)
 

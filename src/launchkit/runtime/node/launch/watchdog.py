@@ -375,8 +375,9 @@ def run(
     steps: list[float] | None = None,
 ) -> int:
     """Run argv in its own process group under the watchdog; its exit code, or EXIT_STOPPED (and why,
-    appended to `stops`: the command's own 124 is not a stop). `tell(what, text)` hears of "signal"
-    (forwarded), "warning", "resume" (not resuming: said once) and "stopped" (node/launch/notify.py).
+    appended to `stops`: the command's own 124 is not a stop). `tell(what, text)` hears of "started"
+    (the command runs: told once it does, never before), "signal" (forwarded), "warning", "resume"
+    (not resuming: said once) and "stopped" (node/launch/notify.py).
     `steps` gets the newest progress line's step, if one had a step (restart.py checks the next start)."""
 
     children = Children()
@@ -394,6 +395,8 @@ def run(
     finally:
         for _, w in pipes:
             os.close(w)
+    if tell is not None:  # (spawned: the command was exec'd) its start post never goes before it
+        tell("started", argv[0])
     matcher, failed = None, ""
     texts = [p.pattern for p in s.patterns]
     reads = s.stall is not None or s.auto is not None or s.resume is not None or s.report
