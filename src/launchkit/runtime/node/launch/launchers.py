@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from ..policy import EMPTY, Policy, PolicyError
+from ..policy import EMPTY, JOB, SWEEP, Policy, PolicyError
 from ..policy import ENV as POLICY_ENV
 from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, notify, procs, ray_cluster, restart, watchdog
 
@@ -448,7 +448,8 @@ def main(args: list[str]) -> int:
     job = None
     if any(hooks) or notify.ENV in env or notify.ENV_NOTIFY in env or policy.notify_url:
         # its poster (Slack, the events URL); the command never sees a webhook
-        job = notify.from_env(env, hooks[0], hooks[1], policy.notify_url)
+        mode = SWEEP if policy.sweep else JOB  # (handed a hook, the job posts: a local run's is RUN alike)
+        job = notify.from_env(env, hooks[0], hooks[1], policy.notify_url, mode)
     try:
         p = plan(argv, env)
         said = timing_line(t0, timings, int(time.time() * 1000)) if t0 is not None else ""
