@@ -504,10 +504,11 @@ class BeakerBackend:
         _, rows = self._seen[run.id]
         return self._job_progress(next((js[0] for _, _, js in rows if js), None))
 
-    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
+    def phases(self, run: RunInfo, *, where: bool = False, detail: bool = False) -> RunInfo:
         """Its jobs as get() read them (else one get()); then, at once, the newest attempt's lead job's
         summarized events (its waiting history, one call) and, once it started, its log's first lines
-        up to the command's first output (one bounded read): `why`'s phases."""
+        up to the command's first output (one bounded read): `why`'s phases. `detail`: every job's
+        phases too (`_phases_detail`)."""
         if run.id not in self._seen:
             self.get(run.id)
         wl, rows = self._seen[run.id]
@@ -565,7 +566,45 @@ class BeakerBackend:
         update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
         if where:
             update["cluster"] = self._cluster_of(lead)
+        if detail:
+            update["phases_detail"] = self._phases_detail(wl, rows, lead, seen)
         return run.model_copy(update=update)
+
+    def _phases_detail(
+        self, wl: Any, rows: Rows, lead: Any, seen: ph.SetupSeen | None
+    ) -> list[ph.PhaseDetail]:
+        """Every job read (each attempt of each replica; a many-task run: its sample) with its phases
+        from its own timestamps, and its log's first lines for up to DETAIL_LOGS started jobs besides
+        the lead (read at once); none for a run of one job (the run's phases are its)."""
+        pb_jobs = {j.id: j for _, _, js in rows for j in js}
+        if len(pb_jobs) < 2:
+            return []
+        view = rv.view_of(wl, [(t, js) for _, t, js in rows], complete=False)
+        others = [j for j in pb_jobs.values() if j.status.HasField("started") and j.id != lead.id]
+        others = others[:DETAIL_LOGS]
+        with self._errors(), ThreadPoolExecutor(max_workers=max(1, min(8, len(others)))) as pool:
+            _ = self.beaker.service  # one channel, made before the threads use it
+            read = dict(zip((j.id for j in others), pool.map(self._setup_seen, others), strict=True))
+        read[lead.id] = seen
+        now = int(self.clock() * NS)
+        out = []
+        for job in sorted(view.jobs, key=lambda j: (j.task, j.attempt or 0, j.replica)):
+            s, got = pb_jobs[job.id].status, read.get(job.id)
+            p = ph.phases(
+                created=_ns(s, "created"),
+                scheduled=_ns(s, "scheduled"),
+                started=_ns(s, "started"),
+                ended=_ended(s),
+                now=now,
+                seen=got,
+            )
+            cache = got.env_cache if got else None
+            out.append(
+                ph.PhaseDetail(
+                    task=job.task, attempt=job.attempt or 1, replica=job.replica, phases=p, env_cache=cache
+                )
+            )
+        return out
 
     def _cluster_of(self, job: Any) -> str | None:
         """The cluster of the node the job was assigned to (the org's clusters and their nodes, listed
@@ -1598,6 +1637,7 @@ def _unranked(task: Any) -> str:
 
 SAMPLED_TASKS = 16  # get(): jobs read for at most this many tasks of a many-task run
 NS = 1_000_000_000
+DETAIL_LOGS = 8  # `why`: jobs besides the lead whose log's first lines are read for their setup
 
 
 def _ns(status: Any, name: str) -> int | None:
