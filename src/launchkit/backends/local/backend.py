@@ -59,7 +59,7 @@ from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.core.runs import Where, attempt_line, attempt_text, ended_as, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
-from launchkit.runtime.node.policy import ENV_WEBHOOK
+from launchkit.runtime.node.policy import ENV_NOTIFY, ENV_WEBHOOK
 
 # The ids submit() makes (`local-20260131-120000-a1b2c3`), and older or hand-made ones: one path part.
 RUN_ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
@@ -280,12 +280,16 @@ class LocalBackend:
             webhook = (
                 submission.slack_webhook_url.get_secret_value() if submission.slack_webhook_url else None
             )
-            # --slack-webhook-secret NAME: NAME's value, handed over as the webhook; NAME itself is
-            # left out of the supervisor's environment unless another variable needs it too
+            # --slack-webhook-secret NAME (--notify-secret NAME): NAME's value, handed over as the
+            # webhook (the events URL); NAME itself is left out of the supervisor's environment unless
+            # another variable needs it too
+            hooks = (ENV_WEBHOOK, ENV_NOTIFY)
             named = [v.secret for v in env_vars if v.name == ENV_WEBHOOK and v.secret]
-            others = {v.secret for v in env_vars if v.name != ENV_WEBHOOK and v.secret}
+            told = [v.secret for v in env_vars if v.name == ENV_NOTIFY and v.secret]
+            others = {v.secret for v in env_vars if v.name not in hooks and v.secret}
             webhook = webhook or next((os.environ[n] for n in named if os.environ.get(n)), None)
-            drop = tuple(n for n in named if n not in others)
+            events = next((os.environ[n] for n in told if os.environ.get(n)), None)
+            drop = tuple(n for n in (*named, *told) if n not in others)
             if webhook is not None or named:
                 meta["slack"] = True  # the run posts its own messages (node_notifies); never the URL
         finally:
@@ -319,7 +323,7 @@ class LocalBackend:
         with _interrupt_held() as interrupted:  # a run exists from here, its id not yet told
             try:
                 with log:
-                    pid = spawn.start_supervisor(str(rdir), lock, log.fileno(), webhook, drop)
+                    pid = spawn.start_supervisor(str(rdir), lock, log.fileno(), webhook, drop, events)
             except OSError as e:
                 raise BackendError(f"could not start the local supervisor: {e}") from None
             finally:
@@ -397,7 +401,7 @@ class LocalBackend:
             replicas=rec["replicas"],
             author=os.environ.get("USER"),
             message=rec.get("message"),
-            end=_end(rec, self.rdir(rec["id"])),
+            end=run_end(rec, self.rdir(rec["id"])),
             attempts=attempts,
             retry=attempt_text(outcome.view(rec)) if attempts > 1 else None,
             resume=resume_note(self._details(rec)) if attempts > 1 else None,
@@ -902,7 +906,7 @@ def _from_row(row: Any) -> dict[str, Any]:
     return {**dict(row), "jobs": None, **row_jobs(row)}
 
 
-def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
+def run_end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
     """Why a finished local run ended, from its record (its jobs, exit code, stop, lost supervisor)
     and, for the runtime's setup codes, from the log of the job whose code it is (whether the command
     had started)."""

@@ -376,6 +376,9 @@ def run(
     starting()
     if watched is None and (job is not None or policy.exit_restarts):  # posting the end, or restarting
         watched = watchdog.Settings(None, 0.0, [], None, None)  # the command on an exit code: the parent
+    if watched is not None and job is not None and job.wants_progress:  # its progress lines, as events
+        patterns = watched.patterns or watchdog.progress_patterns(policy.progress_patterns)
+        watched = watched._replace(patterns=patterns, report=True)
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
         try:  # the job's posts: its start once the command runs (watchdog.run tells it), never before
             tell = None if job is None else _telling(job)
@@ -412,15 +415,15 @@ def main(args: list[str]) -> int:
     """The `launch` subcommand (see the module's docstring)."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)  # until the command runs, a signal ends the job as bash's would
-    cwd, t0, timings, webhook = None, None, [], None
+    cwd, t0, timings, hooks = None, None, [], ["", ""]
     while args and args[0] != "--":
         opt, eq, value = args[0].partition("=")
         if not eq and opt in ("--cwd", "--t0", "--timing", "--webhook-fd") and len(args) > 1:
             value, args = args[1], args[1:]
         if opt == "--cwd":
             cwd = value
-        elif opt == "--webhook-fd" and value.isdigit():
-            webhook = notify.read_handed(int(value))
+        elif opt == "--webhook-fd" and value.isdigit():  # the Slack webhook, then the events URL: a line each
+            hooks = list(notify.read_hooks(int(value)))
         elif opt == "--t0" and value.isdigit():
             t0 = int(value)
         elif opt == "--timing":
@@ -437,14 +440,15 @@ def main(args: list[str]) -> int:
         os.chdir(cwd)
     node_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = job_env(dict(os.environ), node_dir, cwd)
-    job = None
-    if webhook or notify.ENV in env:  # its poster; the command never sees the webhook
-        job = notify.from_env(env, webhook)
     try:
         policy = Policy.decode(env.get(POLICY_ENV))  # the run's policy, decoded once (node/policy.py)
     except PolicyError as e:
         log(f"error: {e}")
         return EXIT_INPUTS
+    job = None
+    if any(hooks) or notify.ENV in env or notify.ENV_NOTIFY in env or policy.notify_url:
+        # its poster (Slack, the events URL); the command never sees a webhook
+        job = notify.from_env(env, hooks[0], hooks[1], policy.notify_url)
     try:
         p = plan(argv, env)
         said = timing_line(t0, timings, int(time.time() * 1000)) if t0 is not None else ""
