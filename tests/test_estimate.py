@@ -83,22 +83,7 @@ def test_lower_priority_preemptible_jobs_may_make_it_sooner():
 
 # -- on the fake --------------------------------------------------------------------------------------
 def _queued(st, name: str, *, gpus: int = 8, created: int | None = None):
-    spec = {
-        "version": "v2",
-        "budget": "ai2/oe-default",
-        "tasks": [
-            {
-                "name": "main",
-                "image": {"docker": "python:3.11"},
-                "context": {"priority": "normal"},
-                "command": ["python", "train.py"],
-                "resources": {"gpuCount": gpus},
-                "constraints": {"cluster": ["ai2/jupiter"]},
-                "result": {"path": "/results"},
-            }
-        ],
-    }
-    exp = st.add_experiment(WS, name, author="alice", spec=spec, created=created)
+    exp = fs.gpu_experiment(st, name, gpus=gpus, created=created)
     fs.hold(st, exp, NODES)
     return exp
 

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from fakebeaker import scheduling as fs
 from inproc import run_main
 from launchkit.core import phases as ph
 
@@ -119,24 +120,8 @@ def test_follow_tells_a_change_of_reason_once():
 
 
 # -- on the fake --------------------------------------------------------------------------------------
-def _experiment(st, name: str, gpus: int = 8):
-    spec = {
-        "version": "v2",
-        "description": "[launchkit]",
-        "budget": "ai2/oe-default",
-        "tasks": [
-            {
-                "name": "main",
-                "image": {"docker": "python:3.11"},
-                "context": {"priority": "normal"},
-                "command": ["python", "train.py"],
-                "resources": {"gpuCount": gpus},
-                "constraints": {"cluster": ["ai2/jupiter"]},
-                "result": {"path": "/results"},
-            }
-        ],
-    }
-    return st.add_experiment(WS, name, author="alice", spec=spec, description="[launchkit]")
+def _experiment(st, name: str, gpus: int = 8, **spec):
+    return fs.gpu_experiment(st, name, gpus=gpus, **spec)
 
 
 def _waited_and_ran(st):
@@ -316,11 +301,8 @@ def test_a_queued_run_is_told_its_position_in_line(fake_beaker):
     t0 = time.time_ns() - 60 * MIN
 
     def queued(name, minutes, *, priority="normal", cluster="ai2/jupiter", gpus=8):
-        exp = _experiment(st, name, gpus=gpus)
-        task = exp.tasks[0]
-        task.spec["context"]["priority"] = priority
-        task.spec["constraints"]["cluster"] = [cluster]
-        job = task.latest_job
+        exp = _experiment(st, name, gpus=gpus, priority=priority, cluster=cluster)
+        job = exp.tasks[0].latest_job
         job.created, job.pinned = t0 + minutes * MIN, True
         return exp
 
@@ -376,29 +358,6 @@ def test_list_json_tells_a_running_row_s_phases_from_the_job_it_reads_for_progre
 
 
 # -- per replica and per attempt (issue 43: where they differ) ------------------------------------------
-def _spec(replicas: int = 1, retries: int = 0) -> dict:
-    spec = {
-        "version": "v2",
-        "description": "[launchkit]",
-        "budget": "ai2/oe-default",
-        "tasks": [
-            {
-                "name": "main",
-                "image": {"docker": "python:3.11"},
-                "context": {"priority": "normal"},
-                "command": ["python", "train.py"],
-                "resources": {"gpuCount": 1},
-                "constraints": {"cluster": ["ai2/jupiter"]},
-                "replicas": replicas,
-                "result": {"path": "/results"},
-            }
-        ],
-    }
-    if retries:
-        spec["retry"] = {"allowedTaskRetries": retries}
-    return spec
-
-
 def _lines(t: int, *, setup: float, cache: str) -> list[tuple[int, str]]:
     said = "reused 3f2a (41 packages, 0.20s)" if cache == "hit" else "built 3f2a (41 packages, 38.00s)"
     return [
@@ -411,7 +370,7 @@ def _lines(t: int, *, setup: float, cache: str) -> list[tuple[int, str]]:
 def test_why_tells_each_replica_where_one_was_placed_minutes_later(fake_beaker):
     st = fake_beaker.state
     t0 = (time.time_ns() // MIN - 60) * MIN
-    exp = st.add_experiment(WS, "late", author="alice", spec=_spec(replicas=2), description="[launchkit]")
+    exp = _experiment(st, "late", gpus=1, replicas=2)
     jobs = [t.latest_job for t in exp.tasks]
     assert len(jobs) == 2
     for job, placed in zip(jobs, (1, 4), strict=True):  # replica 1 placed 3 minutes after replica 0
@@ -436,7 +395,7 @@ def test_why_tells_each_replica_where_one_was_placed_minutes_later(fake_beaker):
 def test_why_tells_each_attempt_where_a_cache_miss_made_setup_slow(fake_beaker):
     st = fake_beaker.state
     t0 = (time.time_ns() // MIN - 60) * MIN
-    exp = st.add_experiment(WS, "retried", author="alice", spec=_spec(retries=1), description="[launchkit]")
+    exp = _experiment(st, "retried", gpus=1, retries=1)
     first = exp.tasks[0].latest_job
     start = t0 + MIN
     st.replay(first, created=t0, scheduled=t0 + MIN, started=start, exit_code=1,

@@ -589,15 +589,8 @@ class BeakerBackend:
         now = int(self.clock() * NS)
         out = []
         for job in sorted(view.jobs, key=lambda j: (j.task, j.attempt or 0, j.replica)):
-            s, got = pb_jobs[job.id].status, read.get(job.id)
-            p = ph.phases(
-                created=_ns(s, "created"),
-                scheduled=_ns(s, "scheduled"),
-                started=_ns(s, "started"),
-                ended=_ended(s),
-                now=now,
-                seen=got,
-            )
+            got = read.get(job.id)
+            p = _job_phases(pb_jobs[job.id].status, now, got)
             cache = got.env_cache if got else None
             out.append(
                 ph.PhaseDetail(
@@ -637,15 +630,7 @@ class BeakerBackend:
                 return None, None
             created = wl.experiment.created.ToNanoseconds()
             return ph.phases(created=created, scheduled=None, started=None, ended=None, now=now), None
-        s = lead.status
-        phases = ph.phases(
-            created=_ns(s, "created"),
-            scheduled=_ns(s, "scheduled"),
-            started=_ns(s, "started"),
-            ended=_ended(s),
-            now=now,
-            seen=seen,
-        )
+        phases = _job_phases(lead.status, now, seen)
         if len(wl.experiment.tasks) > SAMPLED_TASKS:
             return phases, None
         ran = [  # its assigned GPUs (as attempts_detail counts them), else those it asked for
@@ -1643,6 +1628,18 @@ DETAIL_LOGS = 8  # `why`: jobs besides the lead whose log's first lines are read
 def _ns(status: Any, name: str) -> int | None:
     """A job status timestamp in ns since the epoch (None: not set)."""
     return int(getattr(status, name).ToNanoseconds()) if status.HasField(name) else None
+
+
+def _job_phases(s: Any, now: int, seen: ph.SetupSeen | None) -> ph.Phases:
+    """One job's phases from its status's timestamps and what its log's first lines said."""
+    return ph.phases(
+        created=_ns(s, "created"),
+        scheduled=_ns(s, "scheduled"),
+        started=_ns(s, "started"),
+        ended=_ended(s),
+        now=now,
+        seen=seen,
+    )
 
 
 def _ended(status: Any) -> int | None:
