@@ -536,10 +536,17 @@ class BeakerBackend:
         if isinstance(nodes, str):
             reason = nodes
         elif nodes is not None and ahead is not None:
-            group = lead.system_details.replica_group_details
+            group = lead.system_details.replica_group_details.id
+            unplaced = [  # its replicas not placed yet (the placed ones hold their GPUs already)
+                js[0]
+                for _, _, js in rows
+                if js
+                and not js[0].status.HasField("scheduled")
+                and js[0].system_details.replica_group_details.id == group
+            ]
             answer = start_estimate(
                 gpus=int(lead.container_spec.resource_request.gpu_count),
-                replicas=max(1, int(group.size)),
+                replicas=max(1, len(unplaced) if group else 1),
                 host_networking=lead.container_spec.host_networking,
                 nodes=nodes,
                 ahead=ahead,
