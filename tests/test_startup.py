@@ -268,6 +268,14 @@ LOCAL_IMPORTS = {
         ("runtime/node/launch/notify.py", stmt): "the local supervisor imports it: http.client only to post"
         for stmt in ("import http.client", "import json")
     },
+    # the job's runtime: a feature's modules only in a job that uses it (issue 46)
+    (
+        "runtime/node/launch/launchers.py",
+        "from . import notify",
+    ): "a job with a webhook: the poster's threads",
+    ("runtime/node/launch/launchers.py", "from . import ray_cluster"): "--ray: Ray's head or worker",
+    ("runtime/node/launch/launchers.py", "import socket"): "a multi-node launcher: the leader's address",
+    ("runtime/node/launch/stackdump.py", "import subprocess"): "a stall stop: py-spy's dump",
     ("backends/local/slack.py", "from launchkit.backends import ending"): (
         "at a failed run's end only: the supervisor starts without pydantic"
     ),
