@@ -189,8 +189,12 @@ def test_the_submit_warning_says_the_wait_it_implies(repo, fake_beaker):
         "python",
         "t.py",
     )
+    fake_beaker.reset_calls()
     r = run_main(*args, cwd=repo.path)
     assert r.code == 0, r.stderr
+    assert fake_beaker.calls["ListJobs"] == 2, dict(
+        fake_beaker.calls
+    )  # it will queue: the cluster's, the queue
     [warning] = [x for x in r.stderr.splitlines() if x.startswith("warning: no node of ai2/jupiter")]
     first = min(ends, key=ends.__getitem__)
     assert "the job will queue until one frees up, by ~" in warning, warning
