@@ -25,8 +25,6 @@ import sys
 import threading
 import time
 
-import psutil
-
 from launchkit.backends.local import bell, logs, outcome, procs, record, retry, slack, spawn
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
@@ -355,6 +353,8 @@ class Supervisor:
 
     # ---- tracking (without a cgroup): every descendant with its start time, on disk for `stop`
     def record_tree(self) -> None:
+        import psutil
+
         with self.lock:
             alive = {}
             for pid, started in self.tree.items():  # gone from our tree (not a subreaper)? still ours
