@@ -475,6 +475,16 @@ class Connection:
         with self._answering:
             self._answers = {}
 
+    def abandon(self) -> None:
+        """Give up the questions `soon` sent (a launch refused before it took their answers): those not
+        begun are cancelled and the channel is closed, which ends the calls in flight now, so the
+        process exits without waiting for them. The next call opens another channel."""
+        with self._answering:
+            pool, self._pool, self._answers = self._pool, None, {}
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        self.beaker.close()  # type: ignore[no-untyped-call]
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
