@@ -56,6 +56,26 @@ def test_list_costs_four_calls(fake_beaker, backend):
     assert fake_beaker.total_calls <= 4 + 1 + 5, dict(fake_beaker.calls)
 
 
+def test_a_first_list_asks_each_author_once_and_at_once(fake_beaker, backend):
+    """The authors' names on a machine that has none cached: one GetUser per author by id (no
+    ResolveUserName), all in flight together (issue 46: a cold list of 2 authors took 4 calls in 4
+    rounds). The fake holds each GetUser until both are in flight."""
+    now = time.time_ns()
+    for i, author in enumerate(("alice", "bob", "alice")):
+        exp = fake_beaker.state.add_experiment(
+            WS, f"u{i}", author=author, description="run [launchkit]", created=now - (3 - i) * 60_000_000_000
+        )
+        fake_beaker.state.finish_job(exp.tasks[0].latest_job or fake_beaker.state.schedule_job(exp), 0)
+    fake_beaker.faults.together("GetUser", 2, wait=scaled(20))
+    fake_beaker.reset_calls()
+    rows = backend.list_runs(limit=20)
+    assert sorted(r.author for r in rows) == ["alice", "alice", "bob"]
+    assert fake_beaker.calls["ResolveUserName"] == 0 and fake_beaker.calls["GetUser"] == 2, dict(
+        fake_beaker.calls
+    )
+    assert fake_beaker.faults.met == {"GetUser": 2}
+
+
 def test_list_without_queued_rows_costs_four_calls(fake_beaker, backend):
     _runs(fake_beaker, 20, 20)
     backend.list_runs(limit=20)
