@@ -98,15 +98,48 @@ def entrypoint(
     timeout: float = 120,
     **kw,
 ) -> subprocess.CompletedProcess:
-    """Run the runtime's entrypoint as a job's bootstrap does: bash <runtime files>/entrypoint.sh ARGV."""
-    return subprocess.run(
-        ["bash", entrypoint_path(), *argv],
-        env=entrypoint_env(tmp, remote, commit, env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **kw,
-    )
+    """Run the runtime's entrypoint as a job's bootstrap does: bash <runtime files>/entrypoint.sh ARGV.
+    A run that does not end within `timeout` (or whose output a leftover process holds open) fails
+    naming what still runs (`left_running`), not with a bare timeout."""
+    full = entrypoint_env(tmp, remote, commit, env)
+    try:
+        return subprocess.run(
+            ["bash", entrypoint_path(), *argv],
+            env=full,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            **kw,
+        )
+    except subprocess.TimeoutExpired as e:
+        left = left_running("RESULTS_DIR", full["RESULTS_DIR"])
+        err = e.stderr.decode("utf-8", "replace") if isinstance(e.stderr, bytes) else e.stderr or ""
+        raise AssertionError(
+            f"the entrypoint's output was still open after {e.timeout:g}s; its processes left running "
+            f"(killed now):\n{left or '  none (bash itself hung)'}\n--- its stderr so far:\n{err[-3000:]}"
+        ) from None
+
+
+def left_running(variable: str, value: str) -> str:
+    """The processes whose environment has `variable`=`value` (a job's), one line each (pid, parent,
+    age, argv), parents first; each is killed."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["pid", "ppid", "environ", "cmdline", "create_time"]):
+        if (p.info["environ"] or {}).get(variable) == value:
+            found.append(p)
+    lines = []
+    for p in sorted(found, key=lambda p: p.info["create_time"]):
+        age = time.time() - p.info["create_time"]
+        lines.append(
+            f"  pid {p.pid} (parent {p.info['ppid']}, {age:.0f}s old): {' '.join(p.info['cmdline'] or [])}"
+        )
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    return "\n".join(lines)
 
 
 def entrypoint_env(

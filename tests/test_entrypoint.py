@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -151,6 +152,11 @@ def test_custom_install_failure_fails_too(repo, tmp_path):
         {"LAUNCHKIT_INSTALL_CMD": "echo installing; false; echo not reached"},
     )
     assert r.returncode == 106 and not marker.exists()
+    # said on the job's stderr, not only in the install log the hook's output goes to (before: the EXIT
+    # trap ran inside that redirection), and no word of bash's own (`line 96: 123 Killed ...`)
+    assert r.stderr.endswith("[launchkit] error: install failed (exit 1); the command was not started\n")
+    assert "installing" in r.stderr and "not reached" not in r.stderr
+    assert not re.search(r"entrypoint\.sh: line \d+|Killed|Terminated|wait_for", r.stderr), r.stderr
 
 
 def test_hooks_run_in_the_job_shell(repo, tmp_path):

@@ -4,6 +4,7 @@ one warning line that changes nothing else. Real processes and a webhook receive
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -16,7 +17,7 @@ import pytest
 from launchkit.notify import posted_by_job
 from launchkit.runtime.node.launch import notify
 from lk_helpers import policy_env
-from webhook import HOOK_PATH, Receiver
+from webhook import HOOK_PATH, Holding, Receiver
 
 
 @pytest.fixture
@@ -27,6 +28,7 @@ def hook():
 
 
 def launch(tmp_path: Path, code: str, url: str, **env: str) -> subprocess.Popen[str]:
+    """The runtime, with the webhook `url` in its environment, runs `python -c code`."""
     full = {
         "PATH": os.environ["PATH"],
         "LAUNCHKIT_LAUNCHER": "none",
@@ -146,3 +148,89 @@ def test_the_job_shows_a_webhook_as_launchkit_does(url):
 
     assert notify.host_only(url) == url_host_only(url)
     assert "secret" not in url_host_only(url) and "pw" not in url_host_only(url)
+
+
+# The runtime's launch, in a process of its own, with a poster that notes, when a post begins, which of
+# the runtime's children are the command (its argv holds a marker): then lets the command end.
+POST_BEGINS = r"""
+import json, os, sys
+from launchkit.runtime.node.launch import launchers, notify
+from launchkit.runtime.node.policy import EMPTY
+
+go, marker = sys.argv[1], sys.argv[2]
+
+
+def running():
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                stat = f.read()
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                argv = f.read().decode().split("\0")
+        except OSError:
+            continue
+        if int(stat[stat.rfind(b")") + 2 :].split()[1]) == os.getpid() and marker in argv:
+            found.append(int(name))
+    return found
+
+
+class Noting(notify.Poster):
+    def soon(self, text):
+        print(json.dumps({"post": text, "command running": running()}), flush=True)
+        open(go, "w").close()
+
+
+job = notify.Job({"BEAKER_EXPERIMENT_ID": "01EXP"}, Noting("https://h/x", lambda url, text: None))
+loop = 'while [ ! -e "$1" ]; do sleep 0.01; done'
+plan = launchers.Plan(["sh", "-c", loop, marker, go], dict(os.environ))
+sys.exit(launchers.run(plan, "exec", job=job, policy=EMPTY))
+"""
+
+
+def test_the_start_post_begins_only_once_the_command_runs(tmp_path):
+    """Issue 46: no post goes before the command: when the start's post begins, the command has been
+    exec'd (it waits for the poster's go, so it is still there to be seen)."""
+    go, marker = tmp_path / "go", "lk-command-" + tmp_path.name
+    p = subprocess.run(
+        [sys.executable, "-c", POST_BEGINS, str(go), marker],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    noted = [json.loads(line) for line in p.stdout.splitlines()]
+    assert [n["post"] for n in noted] == [":rocket: launchkit run *01EXP* started"], p.stdout
+    assert len(noted[0]["command running"]) == 1, p.stdout
+
+
+def test_the_command_never_waits_for_its_start_post(tmp_path):
+    """A webhook that holds the start post unanswered: the command's first line comes while the post
+    still waits (its deadline not passed); answered, the start and the end are posted in that order."""
+    hook = Holding()
+    try:
+        p = launch(tmp_path, "print('first', flush=True)", hook.url)
+        assert p.stdout is not None and p.stdout.readline() == "first\n"
+        assert hook.given_up() == []  # no post's deadline passed before the command's first line
+        hook.release()
+        code, _, err = finish(p)
+        assert code == 0, err
+        assert hook.texts == [
+            ":rocket: launchkit run *01EXP* started",
+            ":white_check_mark: launchkit run *01EXP* succeeded",
+        ]
+        assert "Slack" not in err, err
+    finally:
+        hook.close()
+
+
+def test_a_start_is_posted_once_however_often_the_command_starts_in_place():
+    sent: list[str] = []
+    job = notify.Job(
+        {"BEAKER_EXPERIMENT_ID": "01EXP"}, notify.Poster("https://h/x", lambda u, t: sent.append(t))
+    )
+    for _ in range(3):  # restart.py: the command again after a stop, the same job
+        job.tell("started", "python")
+    job.poster.finish(None)
+    assert sent == [":rocket: launchkit run *01EXP* started"]

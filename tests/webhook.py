@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import select
+import socket
 import threading
 import time
 
@@ -13,18 +15,23 @@ HOOK_PATH = "/services/T000/B000/lk-never-shown"  # the part of a webhook that m
 
 
 class Receiver:
-    """An HTTP server on 127.0.0.1 that records every text posted to it."""
+    """An HTTP server on 127.0.0.1 that records every text posted to it (Slack's `{"text": ...}`), and
+    every JSON object (`bodies`: the events of --notify-url)."""
 
     def __init__(self) -> None:
         self.texts: list[str] = []
         self.paths: list[str] = []
-        texts, paths = self.texts, self.paths
+        self.bodies: list[dict] = []
+        texts, paths, bodies = self.texts, self.paths, self.bodies
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 paths.append(self.path)
-                texts.append(json.loads(body)["text"])
+                got = json.loads(body)
+                bodies.append(got)
+                if "text" in got:
+                    texts.append(got["text"])
                 self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
@@ -44,6 +51,14 @@ class Receiver:
             assert time.monotonic() < deadline, f"only {self.texts}"
             time.sleep(0.02)
         return list(self.texts)
+
+    def wait_bodies(self, n: int, timeout: float = 60) -> list[dict]:
+        """Until `n` JSON objects arrived (the timeout only ends a hang)."""
+        deadline = time.monotonic() + scaled(timeout)
+        while len(self.bodies) < n:
+            assert time.monotonic() < deadline, f"only {self.bodies}"
+            time.sleep(0.02)
+        return list(self.bodies)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -110,5 +125,59 @@ class Redirect:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}{HOOK_PATH}"
 
     def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Holding:
+    """A webhook on 127.0.0.1 that reads every post and holds it unanswered until `release()`, then
+    answers 200. `texts`: the posts read, in order; `given_up()`: those whose poster has closed its
+    connection unanswered (the post's deadline passed), asked the moment it is called."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.held: list[tuple[str, socket.socket]] = []
+        self.released = threading.Event()
+        texts, held, released = self.texts, self.held, self.released
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                text = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["text"]
+                texts.append(text)
+                held.append((text, self.connection))
+                released.wait(120)  # (a hang guard only)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except OSError:
+                    pass  # the poster gave up
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{HOOK_PATH}"
+
+    def given_up(self) -> list[str]:
+        """The posts held whose poster closed the connection (not answered: released is not set)."""
+        gone = []
+        for text, conn in list(self.held):
+            try:
+                readable = select.select([conn], [], [], 0)[0]
+                closed = bool(readable) and not conn.recv(1, socket.MSG_PEEK)
+            except OSError:
+                closed = True
+            if closed:
+                gone.append(text)
+        return gone
+
+    def release(self) -> None:
+        self.released.set()
+
+    def close(self) -> None:
+        self.release()
         self.server.shutdown()
         self.server.server_close()

@@ -76,4 +76,5 @@ UNKNOWN = {  # the switches for behaviour the fact sheet calls unknown, with bot
     "resume_resend": ("none", "second", "all"),
     "impossible_after": (None, 0.05),
     "list_task_specs": (True, False),
+    "list_job_timeouts": (True, False),
 }

@@ -113,6 +113,96 @@ def on_new_job(state: State, j: Job) -> None:
             )
 
 
+def gpu_spec(
+    *,
+    gpus: int = 8,
+    cluster: str = "ai2/jupiter",
+    replicas: int = 1,
+    priority: str = "normal",
+    preemptible: bool | None = None,
+    retries: int = 0,
+    command: tuple[str, ...] = ("python", "train.py"),
+    **task: Any,
+) -> dict[str, Any]:
+    """A launchkit-like spec of one task asking for `gpus` GPUs per replica on `cluster` (`task`: more
+    task fields as the spec spells them, e.g. hostNetworking=True, timeout=ns)."""
+    context: dict[str, Any] = {"priority": priority}
+    if preemptible is not None:
+        context["preemptible"] = preemptible
+    spec: dict[str, Any] = {
+        "version": "v2",
+        "description": "[launchkit]",
+        "budget": "ai2/oe-default",
+        "tasks": [
+            {
+                "name": "main",
+                "image": {"docker": "python:3.11"},
+                "context": context,
+                "command": list(command),
+                "resources": {"gpuCount": gpus},
+                "constraints": {"cluster": [cluster]},
+                **({"replicas": replicas} if replicas != 1 else {}),
+                "result": {"path": "/results"},
+                **task,
+            }
+        ],
+    }
+    if retries:
+        spec["retry"] = {"allowedTaskRetries": retries}
+    return spec
+
+
+def gpu_experiment(
+    state: State,
+    name: str,
+    *,
+    workspace: str = "ai2/launchkit",
+    author: str = "alice",
+    created: int | None = None,
+    **spec: Any,
+) -> Any:
+    """An experiment of `gpu_spec(**spec)` in `workspace` by `author` (what a new job meets applies:
+    it may be held, see the module docstring); `created` backdates it (ns)."""
+    return state.add_experiment(
+        workspace, name, author=author, spec=gpu_spec(**spec), created=created, description="[launchkit]"
+    )
+
+
+def occupy(
+    state: State,
+    node: str,
+    gpus: int,
+    *,
+    started: int,
+    timeout: int | None = None,
+    name: str = "",
+    priority: str = "normal",
+    preemptible: bool = False,
+    workspace: str = "ai2/launchkit",
+    author: str = "bob",
+) -> Job:
+    """Another job running on `node` (hostname or id) since `started` (ns), holding `gpus` GPUs, with a
+    task timeout (`timeout` ns; None: none): what a start estimate reads (ListJobs of a cluster's jobs).
+    Its GPUs replace the node's bare `assigned` count (set the node's `assigned` to 0 first)."""
+    with state.lock:
+        n = state.find_node(node)
+        cluster = state.clusters[n.cluster_id]
+        where = f"{state.orgs[cluster.org_id].name}/{cluster.name}"
+        n.assigned = max(0, n.assigned - gpus)  # made room for it (on_new_job would hold it otherwise)
+    exp = gpu_experiment(
+        state, name or state.new_id("busy"), workspace=workspace, author=author, gpus=gpus, cluster=where,
+        priority=priority, preemptible=preemptible, **({"timeout": timeout} if timeout else {}),
+    )  # fmt: skip
+    with state.lock:
+        j = exp.tasks[0].latest_job
+        assert j is not None
+        j.events = [e for e in j.events if e.status != "queued"]
+        j.raw_events = []
+        state.start_job(j, node=n.id)
+        j.scheduled, j.started, j.pinned = started, started, True
+        return j
+
+
 def hold(state: State, job: Any, message: str) -> Job:
     """Keep a job QUEUED (never auto-run) with a scheduling event, e.g. for a budget without an
     allocation on the cluster or a priority hold (their wording is the fake's own)."""

@@ -299,6 +299,10 @@ class Convert:
                 synchronized_start_timeout=_duration(t.spec.get("synchronizedStartTimeout")),
             ),
             priority=getattr(pb2, f"JOB_PRIORITY_{priority}", pb2.JOB_PRIORITY_NORMAL),
+            timeout=_duration(t.spec.get("timeout")) if self.s.options.list_job_timeouts else None,
+            min_runtime=_duration((t.spec.get("context") or {}).get("minRuntime"))
+            if self.s.options.list_job_timeouts
+            else None,
         )
 
     def task(self, t: Task) -> pb2.Task:

@@ -100,6 +100,10 @@ class Options:
     # when it would start, with no exit code and a message naming the secret (what fact 10.12 suggests a
     # fake do); "start": it starts without the variable.
     deleted_secret: str = "fail"
+    # *unknown* (issue 43): whether a listed job's system details carry its task timeout and min runtime
+    # (the spec's `timeout`, `context.minRuntime`), as the proto allows; False: left out (a start
+    # estimate then rests on the cluster's max task timeout, or there is none).
+    list_job_timeouts: bool = True
 
     @classmethod
     def parse(cls, items: dict[str, Any] | None) -> Options:

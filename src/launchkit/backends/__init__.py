@@ -10,8 +10,6 @@ loads beaker-py or grpc.
 
 from __future__ import annotations
 
-from launchkit.backends import registry
-
 TYPE_CHECKING = False  # not typing's: the supervisor imports this package and skips `typing` (~10 ms)
 if TYPE_CHECKING:
     from typing import Any
@@ -91,9 +89,13 @@ def __getattr__(name: str) -> Any:
 
 def get_backend(name: str, app: Application, *, workspace: str | None = None) -> Backend:
     """`workspace` (Capability.workspaces): where the backend's lists and --latest look."""
+    from launchkit.backends import registry
+
     return registry.load(name, app, workspace=workspace)
 
 
 def backend_for_run_id(run_id: str) -> str:
     """The backend whose run ids look like `run_id` (the registry's prefixes), else the default."""
+    from launchkit.backends import registry
+
     return registry.for_run_id(run_id).name

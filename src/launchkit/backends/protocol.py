@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import IO, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from launchkit.backends.registry import Capability, titles
-from launchkit.core.phases import PhaseNotes, Phases
+from launchkit.core.phases import PhaseDetail, PhaseNotes, Phases
 from launchkit.core.specview import SpecView
 from launchkit.core.status import Cause, RunStatus
 from launchkit.core.units import ago
@@ -144,6 +144,8 @@ class RunInfo(BaseModel):
     phases: Phases | None = None
     gpu_hours: float | None = None  # GPUs x hours of every job that ran (None: not known)
     phase_notes: PhaseNotes | None = None  # `why`: each waiting reason, the env cache, the step timings
+    # `why`: the phases of every job (attempt x replica) read; in `why --json` only (why_cmd adds it)
+    phases_detail: list[PhaseDetail] = Field(default=[], exclude=True)
     cluster: str | None = None  # `stats`: where its newest attempt ran (Backend.phases(where=True))
     # several replicas stopped by the watchdog: the one whose progress stopped first (`why`)
     culprit: str | None = None
@@ -237,11 +239,12 @@ class Backend(Protocol):
         """Every attempt of the run (`why`): cause, exit code, GPU-hours, first and last progress (each
         attempt's log read at both ends, bounded)."""
 
-    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
+    def phases(self, run: RunInfo, *, where: bool = False, detail: bool = False) -> RunInfo:
         """The run with `phases`, `phase_notes` and `gpu_hours` filled (core/phases.py): from its jobs'
         timestamps, its waiting events and the first lines of its newest attempt's log (bounded).
         `where`: also `cluster`, where its newest attempt ran (Beaker: its node's cluster, the org's
-        nodes listed once per connection)."""
+        nodes listed once per connection). `detail`: also `phases_detail`, every job's phases (each
+        attempt of each replica; none for a run of one job)."""
         ...
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:

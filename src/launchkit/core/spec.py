@@ -287,6 +287,8 @@ def build_spec(
     parts.set_env(policy.ENV, retrying.policy(request).encode())
     if request.slack_webhook_secret:  # by name only: the runtime posts (runtime/node/launch/notify.py)
         parts.set_secret(policy.ENV_WEBHOOK, request.slack_webhook_secret)
+    if request.notify_secret:  # by name only, as the webhook's
+        parts.set_secret(policy.ENV_NOTIFY, request.notify_secret)
     parts.set_env(ENV_PRE_SETUP, request.pre_setup)
     parts.set_env(ENV_POST_SETUP, request.post_setup)
     _python_env(request, parts)

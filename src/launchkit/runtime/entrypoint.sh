@@ -7,17 +7,22 @@ LK_T0=$(lk_now_ms)
 # shellcheck disable=SC2034 # read by lk_node_dir (lib.sh): found anew, never taken from the environment
 LK_NODE_DIR=''
 lk_node_dir || true # now, before any cd (the --no-python path never needs it)
-# The Slack webhook (node/launch/notify.py) is kept from every step and the command: only the runtime that
-# posts gets it (lk_exec), on a pipe. Beaker gives it in the environment; a local run's supervisor on a
-# pipe named by LAUNCHKIT_SLACK_WEBHOOK_FD, read here once and closed (no environment holds it).
+# The run's hooks (node/launch/notify.py): the Slack webhook and the events URL (--notify-secret) are kept
+# from every step and the command: only the runtime that posts gets them (lk_exec), on a pipe. Beaker gives
+# them in the environment; a local run's supervisor on a pipe named by LAUNCHKIT_HOOKS_FD, a line each,
+# read here once and closed (no environment holds them).
 # shellcheck disable=SC2034 # read by lk_exec (launchers.sh; the parts are one script)
 LK_SLACK_WEBHOOK=${LAUNCHKIT_SLACK_WEBHOOK:-}
-if [[ ${LAUNCHKIT_SLACK_WEBHOOK_FD:-} =~ ^[0-9]+$ ]]; then
+# shellcheck disable=SC2034 # (as above)
+LK_NOTIFY_URL=${LAUNCHKIT_NOTIFY_URL:-}
+if [[ ${LAUNCHKIT_HOOKS_FD:-} =~ ^[0-9]+$ ]]; then
     # shellcheck disable=SC2034 # (as above)
-    IFS= read -r -u "$LAUNCHKIT_SLACK_WEBHOOK_FD" LK_SLACK_WEBHOOK || true
-    exec {LAUNCHKIT_SLACK_WEBHOOK_FD}<&-
+    IFS= read -r -u "$LAUNCHKIT_HOOKS_FD" LK_SLACK_WEBHOOK || true
+    # shellcheck disable=SC2034 # (as above)
+    IFS= read -r -u "$LAUNCHKIT_HOOKS_FD" LK_NOTIFY_URL || true
+    exec {LAUNCHKIT_HOOKS_FD}<&-
 fi
-unset LAUNCHKIT_SLACK_WEBHOOK LAUNCHKIT_SLACK_WEBHOOK_FD
+unset LAUNCHKIT_SLACK_WEBHOOK LAUNCHKIT_NOTIFY_URL LAUNCHKIT_HOOKS_FD
 
 # ---- 1. inputs: report everything that is missing at once
 lk_check_inputs() {
@@ -91,12 +96,13 @@ cd -- "$LAUNCHKIT_RUNTIME_DIR"
 lk_write_credentials
 
 # Setup failures: the EXIT trap names the failed step, shows its log and exits with its code.
-LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID='' LK_PROGRESS_PID=''
+LK_STEP='' LK_STEP_CODE=0 LK_STEP_LOG='' LK_PREP_PID='' LK_PROGRESS_PID='' LK_ERR=''
 lk_step() { LK_STEP=$1 LK_STEP_CODE=$2 LK_STEP_LOG=${3:-}; }
 lk_on_exit() {
     local rc=$?
     [[ -n $LK_PREP_PID ]] && lk_kill_tree "$LK_PREP_PID"
-    [[ -n $LK_PROGRESS_PID ]] && kill "$LK_PROGRESS_PID" 2>/dev/null # no function call here: see lk_progress_start
+    [[ -n $LK_ERR ]] && exec 2>&"$LK_ERR" # (a hook that exits inside lk_install's redirection)
+    [[ -z $LK_PROGRESS_PID ]] || { kill -KILL "$LK_PROGRESS_PID"; wait "$LK_PROGRESS_PID"; } 2>/dev/null || true # (lk_progress_start)
     if [[ -n $LK_STEP && $rc -ne 0 ]]; then
         [[ -n $LK_STEP_LOG ]] && lk_show_log "$LK_STEP_LOG"
         printf '[launchkit] error: %s failed (exit %d); the command was not started\n' "$LK_STEP" "$rc" >&2
@@ -279,15 +285,17 @@ lk_conda_env() {
 # Long installs are not silent: runtime/node/environment/progress.py says every LAUNCHKIT_PROGRESS_SECONDS
 # how long so far, with the log's last line. Started as the background process itself (no subshell
 # around it), so that a plain `kill` ends it: the EXIT trap must not call functions (bash loses its
-# function context when a hook's `exit` or error runs the trap from inside one).
+# function context when a hook's `exit` or error runs the trap from inside one). SIGKILL: a TERM sent
+# before the child's exec meets this shell's TERM trap there and is lost; it ends when bash does too.
 lk_progress_start() { # lk_progress_start PYTHON LABEL LOG
     [[ -n $LK_NODE_DIR ]] || return 0
+    local me=$BASHPID # (this shell's: in the command's own words it would be the child's)
     PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" "$1" -s "$LK_NODE_DIR/launchkit_node/boot.py" \
-        progress "$2" "$3" </dev/null >/dev/null &
+        progress "$2" "$3" "$me" </dev/null >/dev/null &
     LK_PROGRESS_PID=$!
 }
 lk_progress_stop() { # (waited for: no line of it comes after the step)
-    [[ -z $LK_PROGRESS_PID ]] || { kill "$LK_PROGRESS_PID"; wait "$LK_PROGRESS_PID"; } 2>/dev/null || true
+    [[ -z $LK_PROGRESS_PID ]] || { kill -KILL "$LK_PROGRESS_PID"; wait "$LK_PROGRESS_PID"; } 2>/dev/null || true
     LK_PROGRESS_PID=''
 }
 
@@ -305,7 +313,9 @@ lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_I
     lk_step install "$LK_EXIT_INSTALL" "$log"
     lk_progress_start "$py" install "$log"
     if [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]]; then
+        exec {LK_ERR}>&2 # the job's stderr, for the EXIT trap's lines should the hook exit in the log's redirection
         { lk_run_hook "$LAUNCHKIT_INSTALL_CMD"; } >>"$log" 2>&1
+        exec {LK_ERR}>&- && LK_ERR=''
         LK_INSTALL_KIND=custom
         ( lk_node "$py" freeze "$tool" >/dev/null 2>&1 </dev/null & ) # the record, off the critical path
     elif [[ -n $LK_CONDA ]]; then

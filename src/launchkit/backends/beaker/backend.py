@@ -39,7 +39,9 @@ from launchkit.backends.beaker.scheduling import (
     elsewhere,
     find_starts,
     list_reasons,
-    position,
+    no_estimate,
+    nodes_now,
+    queue_ahead,
     summarized,
     synchronized_wait,
     wait_history,
@@ -63,6 +65,7 @@ from launchkit.backends.progress import (
 from launchkit.backends.protocol import AttemptDetail, Cause, EndReason, Progress
 from launchkit.core import phases as ph
 from launchkit.core import runs
+from launchkit.core.estimate import start_estimate
 from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
 from launchkit.core.tasks import label_of
@@ -323,6 +326,7 @@ class BeakerBackend:
                 auto_secrets=submission.auto_secrets,
                 app=self.app,
                 session=self._session,
+                clock=self.clock,
             )
             if not self._session:  # a session runs no entrypoint (core/session.py drops the mount)
                 # read-only: by id, or by the name submit() creates it under (the workspace's name
@@ -522,10 +526,11 @@ class BeakerBackend:
         _, rows = self._seen[run.id]
         return self._job_progress(next((js[0] for _, _, js in rows if js), None))
 
-    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
+    def phases(self, run: RunInfo, *, where: bool = False, detail: bool = False) -> RunInfo:
         """Its jobs as get() read them (else one get()); then, at once, the newest attempt's lead job's
         summarized events (its waiting history, one call) and, once it started, its log's first lines
-        up to the command's first output (one bounded read): `why`'s phases."""
+        up to the command's first output (one bounded read): `why`'s phases. `detail`: every job's
+        phases too (`_phases_detail`)."""
         if run.id not in self._seen:
             self.get(run.id)
         wl, rows = self._seen[run.id]
@@ -537,14 +542,32 @@ class BeakerBackend:
             events_f = pool.submit(summarized, self.conn, lead)
             seen_f = pool.submit(self._setup_seen, lead) if lead.status.HasField("started") else None
             queued = run.status == RunStatus.queued and not lead.status.HasField("scheduled")
-            line_f = pool.submit(position, self.conn, lead) if queued else None
+            line_f = pool.submit(queue_ahead, self.conn, lead) if queued else None
             waits_for_nodes = (
                 queued and run.waiting is not None and run.waiting.kind in ("no_node", "cordoned")
             )
             other_f = pool.submit(elsewhere, self.conn, lead) if waits_for_nodes else None
+            now = int(self.clock() * NS)
+            reason = no_estimate(run.waiting) if queued else None
+            nodes_f = pool.submit(nodes_now, self.conn, lead, now) if queued and reason is None else None
             events, seen = events_f.result(), seen_f.result() if seen_f else None
             ahead, read, cut = line_f.result() if line_f else (None, 0, False)
             other = other_f.result() if other_f else None
+            nodes = nodes_f.result() if nodes_f else None
+        estimate = None
+        if isinstance(nodes, str):
+            reason = nodes
+        elif nodes is not None and ahead is not None:
+            group = lead.system_details.replica_group_details
+            answer = start_estimate(
+                gpus=int(lead.container_spec.resource_request.gpu_count),
+                replicas=max(1, int(group.size)),
+                host_networking=lead.container_spec.host_networking,
+                nodes=nodes,
+                ahead=ahead,
+                now=now,
+            )
+            estimate, reason = answer.estimate, answer.reason
         phases, hours = self._phases(wl, rows, seen)
         notes = ph.PhaseNotes(
             waits=wait_history(
@@ -555,15 +578,48 @@ class BeakerBackend:
             env_cache=seen.env_cache if seen else None,
             steps=seen.steps if seen else None,
             attempt=run.attempts,
-            ahead=ahead,
+            ahead=None if ahead is None else len(ahead),
             queue_read=read,
             read_all=not cut,
             elsewhere=other,
+            estimate=estimate,
+            no_estimate_reason=reason,
         )
         update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
         if where:
             update["cluster"] = self._cluster_of(lead)
+        if detail:
+            update["phases_detail"] = self._phases_detail(wl, rows, lead, seen)
         return run.model_copy(update=update)
+
+    def _phases_detail(
+        self, wl: Any, rows: Rows, lead: Any, seen: ph.SetupSeen | None
+    ) -> list[ph.PhaseDetail]:
+        """Every job read (each attempt of each replica; a many-task run: its sample) with its phases
+        from its own timestamps, and its log's first lines for up to DETAIL_LOGS started jobs besides
+        the lead (read at once); none for a run of one job (the run's phases are its)."""
+        pb_jobs = {j.id: j for _, _, js in rows for j in js}
+        if len(pb_jobs) < 2:
+            return []
+        view = rv.view_of(wl, [(t, js) for _, t, js in rows], complete=False)
+        others = [j for j in pb_jobs.values() if j.status.HasField("started") and j.id != lead.id]
+        others = others[:DETAIL_LOGS]
+        with self._errors(), ThreadPoolExecutor(max_workers=max(1, min(8, len(others)))) as pool:
+            _ = self.beaker.service  # one channel, made before the threads use it
+            read = dict(zip((j.id for j in others), pool.map(self._setup_seen, others), strict=True))
+        read[lead.id] = seen
+        now = int(self.clock() * NS)
+        out = []
+        for job in sorted(view.jobs, key=lambda j: (j.task, j.attempt or 0, j.replica)):
+            got = read.get(job.id)
+            p = _job_phases(pb_jobs[job.id].status, now, got)
+            cache = got.env_cache if got else None
+            out.append(
+                ph.PhaseDetail(
+                    task=job.task, attempt=job.attempt or 1, replica=job.replica, phases=p, env_cache=cache
+                )
+            )
+        return out
 
     def _cluster_of(self, job: Any) -> str | None:
         """The cluster of the node the job was assigned to (the org's clusters and their nodes, listed
@@ -596,15 +652,7 @@ class BeakerBackend:
                 return None, None
             created = wl.experiment.created.ToNanoseconds()
             return ph.phases(created=created, scheduled=None, started=None, ended=None, now=now), None
-        s = lead.status
-        phases = ph.phases(
-            created=_ns(s, "created"),
-            scheduled=_ns(s, "scheduled"),
-            started=_ns(s, "started"),
-            ended=_ended(s),
-            now=now,
-            seen=seen,
-        )
+        phases = _job_phases(lead.status, now, seen)
         if len(wl.experiment.tasks) > SAMPLED_TASKS:
             return phases, None
         ran = [  # its assigned GPUs (as attempts_detail counts them), else those it asked for
@@ -1596,11 +1644,24 @@ def _unranked(task: Any) -> str:
 
 SAMPLED_TASKS = 16  # get(): jobs read for at most this many tasks of a many-task run
 NS = 1_000_000_000
+DETAIL_LOGS = 8  # `why`: jobs besides the lead whose log's first lines are read for their setup
 
 
 def _ns(status: Any, name: str) -> int | None:
     """A job status timestamp in ns since the epoch (None: not set)."""
     return int(getattr(status, name).ToNanoseconds()) if status.HasField(name) else None
+
+
+def _job_phases(s: Any, now: int, seen: ph.SetupSeen | None) -> ph.Phases:
+    """One job's phases from its status's timestamps and what its log's first lines said."""
+    return ph.phases(
+        created=_ns(s, "created"),
+        scheduled=_ns(s, "scheduled"),
+        started=_ns(s, "started"),
+        ended=_ended(s),
+        now=now,
+        seen=seen,
+    )
 
 
 def _ended(status: Any) -> int | None:

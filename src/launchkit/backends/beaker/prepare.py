@@ -6,6 +6,7 @@ JSON form. Read-only: `run --dry-run` prints this, `run --save-spec` writes it, 
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
@@ -48,8 +49,10 @@ def prepare(
     auto_secrets: bool,
     app: Application,
     session: bool = False,
+    clock: Callable[[], float] = time.time,
 ) -> Prepared:
-    """`session`: for `launchkit session` (sessions-only clusters allowed)."""
+    """`session`: for `launchkit session` (sessions-only clusters allowed); `clock`: seconds since the
+    epoch (the wait a queueing job's warning implies)."""
     name = rs.workspace_name(conn, workspace)
     images = [task.beaker_image for task in spec.tasks if task.beaker_image]
     ask_ahead(conn, name, images=images, budget=spec.budget)
@@ -70,7 +73,7 @@ def prepare(
 
     warnings = check_fit(conn, out, ws)  # refuses a request no node could ever take (exit 3)
     now = start_now(conn, out, ws)  # the plan's: from what check_fit read (no call)
-    for warning in warnings or [w for w in [room_warning(out, now)] if w]:
+    for warning in warnings or [w for w in [room_warning(out, now, conn, int(clock() * 1e9))] if w]:
         app.warn(warning)
     if not out.budget:
         rs.remember_budget_id(conn, ws)  # the next launch asks for it beside the workspace

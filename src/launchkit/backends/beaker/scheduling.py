@@ -26,12 +26,14 @@ from launchkit.backends.beaker import resolve as rs
 from launchkit.backends.beaker import unwrapped
 from launchkit.backends.beaker.client import Connection
 from launchkit.backends.protocol import WaitReason
+from launchkit.core.estimate import Estimate, Holder, NodeNow, start_estimate
 from launchkit.core.fit import Ask, ClusterSize, NodeSize, never_fits, start_rows, typed_nodes
 from launchkit.core.phases import Wait
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.core.units import span
 from launchkit.errors import PreconditionError
 
+NS = 1_000_000_000
 EVENTS = 20  # newest job events read for a queued job (one page)
 _UNSUPPORTED = (grpc.RpcError, bx.BeakerError, NotImplementedError)
 
@@ -302,16 +304,29 @@ QUEUE_SCAN = 200  # the org's queued jobs read for a queued job's position (page
 
 
 def position(conn: Connection, job: Any) -> tuple[int, int, bool]:
+    """A queued job's place in line (`queue_ahead`): (jobs ahead of it, jobs read, whether cut)."""
+    ahead, read, cut = queue_ahead(conn, job)
+    return len(ahead), read, cut
+
+
+def queue_ahead(conn: Connection, job: Any) -> tuple[list[int], int, bool]:
     """A queued job's place in line, from what Beaker lists (the org's unscheduled jobs, newest
-    QUEUE_SCAN): (jobs ahead of it, jobs read, whether the listing was cut there). Ahead: a job that
-    waits for the same kind of node (a cluster constraint in common, or none on either side; GPUs if
-    it needs GPUs) at a higher priority, or at the same priority made before it."""
-    mine = _queue_key(job)
-    ahead = read = 0
+    QUEUE_SCAN): (the GPUs of each job ahead of it, in line order; jobs read; whether the listing was
+    cut there). Ahead: a job that waits for the same kind of node (a cluster constraint in common, or
+    none on either side; GPUs if it needs GPUs) at a higher priority, or at the same priority made
+    before it."""
+    return _ahead_of(conn, _queue_key(job), job.id)
+
+
+def _ahead_of(
+    conn: Connection, mine: tuple[int, frozenset[str], int, int], own: str = ""
+) -> tuple[list[int], int, bool]:
+    ahead: list[tuple[int, int, int]] = []  # (-priority, created, GPUs)
+    read = 0
     listed = conn.beaker.job.list(org=conn.org(), scheduled=False, finalized=False)
     for other in itertools.islice(listed, QUEUE_SCAN):
         read += 1
-        if other.id == job.id or other.status.HasField("canceled"):
+        if other.id == own or other.status.HasField("canceled"):
             continue
         theirs = _queue_key(other)
         if mine[2] and not theirs[2]:
@@ -319,8 +334,98 @@ def position(conn: Connection, job: Any) -> tuple[int, int, bool]:
         if mine[1] and theirs[1] and not mine[1] & theirs[1]:
             continue  # other clusters
         if theirs[0] > mine[0] or (theirs[0] == mine[0] and theirs[3] < mine[3]):
-            ahead += 1
-    return ahead, read, read >= QUEUE_SCAN
+            ahead.append((-theirs[0], theirs[3], theirs[2]))
+    return [gpus for *_, gpus in sorted(ahead)], read, read >= QUEUE_SCAN
+
+
+RUNNING_SCAN = 500  # jobs read per cluster for a start estimate (more: the rest count as unlisted)
+
+
+def no_estimate(reason: WaitReason | None) -> str | None:
+    """Why a queued job has no start estimate, for a wait no listing bounds; None for a wait for nodes
+    (`nodes_now` and core/estimate.py decide)."""
+    kind = reason.kind if reason is not None else "queued"
+    return {
+        "no_node": None,
+        "slot_limit": "the workspace's slot limit holds it: slots free when the workspace's other jobs end "
+        "or are stopped, which no listing bounds",
+        "budget": "its budget may not use the cluster: waiting does not change that",
+        "cordoned": "the nodes that could take it are cordoned: Beaker lists no time they return",
+        "priority": "higher-priority jobs go first: Beaker lists no time they are placed",
+        "synchronized": "its replicas start together: the placed ones wait for the rest to be placed",
+    }.get(kind, "Beaker has not said why it waits")
+
+
+def nodes_now(conn: Connection, job: Any, now: int) -> list[NodeNow] | str:
+    """The nodes of a queued job's clusters as listed now (the org's clusters and their nodes, as
+    `why` read them; one ListJobs of the jobs on each cluster): each node's GPUs and the jobs holding
+    them, each with when it ends at the latest (its start plus its task timeout, else the cluster's
+    maximum). A string: why there is no basis (a job without a cluster constraint)."""
+    key = _queue_key(job)
+    return _nodes_of(conn, key[1], key[0], now, job.id)
+
+
+def _nodes_of(
+    conn: Connection, wanted: frozenset[str], mine: int, now: int, own: str = ""
+) -> list[NodeNow] | str:
+    if not wanted:
+        return "it may land on any cluster (no --cluster): launchkit does not read every cluster's jobs"
+    chosen = [
+        c
+        for c in rs.org_clusters(conn)
+        if c.id in wanted or {w.lower() for w in wanted} & set(rs.cluster_names(c))
+    ]
+    if not chosen:
+        return "its clusters are not listed"
+    shaped = sizes(conn, chosen, occupancy=True)
+
+    def listed(c: Any) -> list[Any]:
+        found = conn.beaker.job.list(org=conn.org(), scheduled_on_cluster=c, finalized=False)
+        return list(itertools.islice(found, RUNNING_SCAN))
+
+    with ThreadPoolExecutor(max_workers=min(8, len(chosen))) as pool:
+        running = list(pool.map(listed, chosen))
+    out = []
+    for c, size, jobs in zip(chosen, shaped, running, strict=True):
+        occupied = c.HasField("cluster_occupancy")
+        by_node: dict[str, list[Holder]] = {}
+        for j in jobs:
+            if j.id == own or not j.assignment_details.node_id:
+                continue
+            holder = _holder(j, c, mine, now)
+            by_node.setdefault(j.assignment_details.node_id, []).append(holder)
+        for node, seen in zip(conn.nodes.get(c.id, []), size.nodes, strict=False):
+            holders = tuple(by_node.get(node.id, []))
+            held = sum(h.gpus for h in holders)
+            unlisted = max(0, seen.gpus - seen.free - held) if occupied and not seen.cordoned else 0
+            out.append(NodeNow(seen.name, seen.gpus, holders, unlisted=unlisted, cordoned=seen.cordoned))
+    return out or "Beaker lists no node of its clusters (a cloud cluster scaled down, say)"
+
+
+def _holder(j: Any, cluster: Any, mine: int, now: int) -> Holder:
+    """A job on a node as core/estimate.py sees it: its GPUs and when it ends at the latest."""
+    name = j.name or j.id
+    gpus = len(j.assignment_details.resource_assignment.gpus) or int(
+        j.container_spec.resource_request.gpu_count
+    )
+    st, sd = j.status, j.system_details
+    priority = int(sd.priority) or int(pb2.JOB_PRIORITY_NORMAL)
+    if st.HasField("exited") or st.HasField("canceled"):
+        return Holder(name, gpus, now, "its end (it is stopping)")
+    if not st.HasField("started"):
+        return Holder(name, gpus, None, "it has not started yet")
+    started = st.started.ToNanoseconds()
+    protected = sd.min_runtime.ToNanoseconds() if sd.HasField("min_runtime") else 0
+    preemptible = priority < mine and started + protected <= now
+    own = sd.timeout.ToNanoseconds() if sd.HasField("timeout") else 0
+    top = cluster.max_task_timeout.ToNanoseconds() if cluster.HasField("max_task_timeout") else 0
+    if own > 0 and (top <= 0 or own <= top):
+        return Holder(name, gpus, started + own, f"its --task-timeout {span(own / NS)}", preemptible)
+    if top > 0:
+        limit = f"{rs.cluster_full_name(cluster)}'s max task timeout {span(top / NS)}"
+        return Holder(name, gpus, started + top, limit, preemptible)
+    where = rs.cluster_full_name(cluster)
+    return Holder(name, gpus, None, f"no task timeout Beaker lists, and {where} has no maximum", preemptible)
 
 
 def _queue_key(job: Any) -> tuple[int, frozenset[str], int, int]:
@@ -557,16 +662,45 @@ def start_now(conn: Connection, view: SpecView, ws: Any) -> tuple[str, ...] | No
     return tuple(found)
 
 
-def room_warning(view: SpecView, now: tuple[str, ...] | None) -> str | None:
-    """At submit: a warning when no cluster of the job has room for it now (it will queue)."""
+def room_warning(
+    view: SpecView, now: tuple[str, ...] | None, conn: Connection | None = None, clock_ns: int = 0
+) -> str | None:
+    """At submit: a warning when no cluster of the job has room for it now (it will queue), with the
+    wait that implies when the jobs on its clusters bound it (`implied_wait`, with `conn`)."""
     if now != () or not view.tasks:
         return None
     task = max(view.tasks, key=lambda t: t.gpus or 0)
     where = ", ".join(dict.fromkeys(c for t in view.tasks for c in t.clusters))
+    wait = implied_wait(conn, task, clock_ns) if conn is not None else None
+    until = f", by ~{wait.at_utc} at the latest ({wait.basis})" if wait is not None else ""
     return (
-        f"no node of {where} has {task.gpus} free GPUs now: the job will queue until one frees up "
+        f"no node of {where} has {task.gpus} free GPUs now: the job will queue until one frees up{until} "
         f"(`launchkit find-gpus --gpus {task.gpus}` shows where it would start now)"
     )
+
+
+def implied_wait(conn: Connection, task: TaskView, now: int) -> Estimate | None:
+    """A job of `task` submitted now: when it would start at the latest (core/estimate.py), from the jobs
+    on its clusters (one ListJobs each) and the queue (one listing); None without a basis. Only read
+    when the job will queue (the warning's case)."""
+    if not task.clusters or not task.gpus:
+        return None
+    priority = getattr(pb2, f"JOB_PRIORITY_{(task.priority or 'normal').upper()}", pb2.JOB_PRIORITY_NORMAL)
+    wanted = frozenset(task.clusters)
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            nodes_f = pool.submit(_nodes_of, conn, wanted, int(priority), now)
+            ahead_f = pool.submit(_ahead_of, conn, (int(priority), wanted, task.gpus, now))
+            nodes, (ahead, _, _) = nodes_f.result(), ahead_f.result()
+    except _UNSUPPORTED:
+        return None
+    if isinstance(nodes, str):
+        return None
+    networked, replicas = task.host_networking, task.replicas
+    answer = start_estimate(
+        gpus=task.gpus, replicas=replicas, host_networking=networked, nodes=nodes, ahead=ahead, now=now
+    )
+    return answer.estimate
 
 
 def slot_warning(ws: Any, need: int, *, preemptible: bool = False) -> str | None:

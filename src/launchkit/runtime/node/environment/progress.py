@@ -1,9 +1,13 @@
-"""`progress LABEL LOG`: long setup steps are not silent. While a step works into its log (its output goes
-there), one line on stderr every LAUNCHKIT_PROGRESS_SECONDS (default 10; 0: none) with the time so far
-and the log's last line: `[launchkit] install: 20s so far (running uv sync --frozen)`.
+"""`progress LABEL LOG [PARENT]`: long setup steps are not silent. While a step works into its log (its
+output goes there), one line on stderr every LAUNCHKIT_PROGRESS_SECONDS (default 10; 0: none) with the
+time so far and the log's last line: `[launchkit] install: 20s so far (running uv sync --frozen)`.
 
-Bash starts it in the background as the process itself (entrypoint.sh: lk_progress_start), so that a
-plain `kill` ends it at once; it also ends by itself when bash is gone, or stderr is.
+Bash starts it in the background as the process itself (entrypoint.sh: lk_progress_start) and ends it
+with SIGKILL: a SIGTERM that came between bash's fork and the exec of this Python met bash's own TERM
+trap in the child and was lost (the flaky test_custom_install_failure_fails_too: the ticker outlived
+the job and held its stderr open). It also ends by itself, within PARENT_POLL seconds, when bash is
+gone (PARENT: bash's pid, $BASHPID; a ticker that starts after bash has exited ends at once), or when
+stderr is.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ if TYPE_CHECKING:
 DEFAULT_SECONDS = 10
 WIDTH = 120  # of the log's line shown
 TAIL_BYTES = 8192  # the end of the log read for its last line
+PARENT_POLL = 0.25  # seconds between two looks at whether bash is still there
 
 
 def every_seconds(environ: Mapping[str, str]) -> int:
@@ -59,13 +64,18 @@ def tick(
     parent_alive: Callable[[], bool] = lambda: True,
 ) -> None:
     """A line every `every` seconds from now (on the clock's schedule, not drifting with the writes),
-    until the parent is gone or `out` is closed."""
+    until the parent is gone (looked at every PARENT_POLL seconds) or `out` is closed."""
     start = clock()
     n = 1
     while True:
-        sleep(max(0.0, start + n * every - clock()))
-        if not parent_alive():
-            return
+        due = start + n * every
+        while True:
+            if not parent_alive():
+                return
+            left = due - clock()
+            if left <= 0:
+                break
+            sleep(min(left, PARENT_POLL))
         try:
             out.write(line(label, clock() - start, last_line(log)))
             out.flush()
@@ -75,13 +85,13 @@ def tick(
 
 
 def progress(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("[launchkit] error: usage: progress LABEL LOG", file=sys.stderr)
+    if len(argv) not in (2, 3) or (len(argv) == 3 and not argv[2].isdigit()):
+        print("[launchkit] error: usage: progress LABEL LOG [PARENT]", file=sys.stderr)
         return 100
     every = every_seconds(os.environ)
     if every <= 0:
         return 0
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # ended by a signal as bash's own loop was
-    parent = os.getppid()
+    parent = int(argv[2]) if len(argv) == 3 else os.getppid()  # (bash gone already: 1, or a subreaper)
     tick(argv[0], argv[1], every, sys.stderr, parent_alive=lambda: os.getppid() == parent)
     return 0
