@@ -8,6 +8,7 @@ which lives under that package, starts without it.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from enum import Enum
 from typing import IO, Any, Protocol
 
@@ -314,6 +315,23 @@ class Placement(Protocol):
         ...
 
 
+class LooksAhead(Protocol):
+    """Capability.service: a launch's look-ups sent before its spec is built (launch.plan: while git
+    is read and the spec made), for prepare() to take."""
+
+    def ask_ahead(self, workspace: str | None, *, images: Sequence[str], budget: str | None) -> None:
+        """Send now what prepare() will ask for a launch into `workspace` (None: the backend's) that
+        needs no spec: Beaker's workspace, its secrets and default budget, the runtime dataset, and
+        `images` and `budget` by name (what the spec will name: core/spec.py). Never raises: prepare()
+        asks again what is missing, and says what is wrong where it would."""
+        ...
+
+    def drop_ahead(self) -> None:
+        """Give up the look-ups asked ahead that are still in flight (a launch refused before prepare():
+        it exits without waiting for the service)."""
+        ...
+
+
 class SecretStore(Protocol):
     """Capability.secrets: a workspace's secrets, by name (values are written, never read back)."""
 
@@ -366,6 +384,13 @@ def _having(backend: Backend, capability: Capability) -> Any:
     if capability not in backend.capabilities:
         raise UsageError(f"{capability.value} is not available for {backend.name} runs")
     return backend
+
+
+def looks_ahead(backend: Backend | None) -> LooksAhead | None:
+    """The backend's LooksAhead, when it asks a service (Capability.service); else None."""
+    if backend is None or Capability.service not in backend.capabilities:
+        return None
+    return backend  # type: ignore[return-value]
 
 
 def placement_of(backend: Backend) -> Placement:

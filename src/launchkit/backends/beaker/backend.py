@@ -7,7 +7,7 @@ import datetime as dt
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -31,7 +31,7 @@ from launchkit.backends.beaker.logs import (
     stream_job,
     tail_records,
 )
-from launchkit.backends.beaker.prepare import prepare
+from launchkit.backends.beaker.prepare import ask_ahead, prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
 from launchkit.backends.beaker.scheduling import (
@@ -124,6 +124,7 @@ class BeakerBackend:
         self._prepared_workspace: tuple[str, Any] | None = None  # (name, pb2.Workspace) from prepare()
         self._runtime: Any = None  # runtime_dataset.RuntimeDatasets: prepare() finds, submit() makes
         self._session = False  # preparing for `launchkit session`: sessions-only clusters allowed
+        self._asked_ahead = False  # ask_ahead() sent this launch's look-ups: prepare() takes them
         self._seen: dict[str, tuple[Any, Rows]] = {}  # get() -> follow()
         self._leads: dict[str, Any] = {}  # list: a running row's replica 0 job (_rows_progress)
         self._listed: dict[str, Any] = {}  # list: experiment id -> its workload (secret_values reuses it)
@@ -288,12 +289,33 @@ class BeakerBackend:
         return self._retries[eid]
 
     # -- submit ---------------------------------------------------------------------------------
+    def ask_ahead(self, workspace: str | None, *, images: Sequence[str], budget: str | None) -> None:
+        """LooksAhead: the look-ups of prepare() that need no spec, sent now (prepare.ask_ahead)."""
+        try:
+            with self._errors():
+                self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret)
+                name = rs.workspace_name(self.conn, workspace or self._workspace)
+                self._runtime_datasets().find_soon(name)
+                ask_ahead(self.conn, name, images=images, budget=budget)
+        except LaunchkitError as e:  # no credentials, no workspace: prepare() says so where it asks
+            self.app.debug(f"nothing asked ahead: {e}")
+            return
+        self._asked_ahead = True
+
+    def drop_ahead(self) -> None:
+        """LooksAhead: the look-ups asked ahead given up (Connection.abandon)."""
+        if self._asked_ahead and self._conn is not None:
+            self._asked_ahead = False
+            self._conn.abandon()
+
     def prepare(self, submission: Submission) -> Submission:
         if submission.prepared:
             return self._made(submission) if submission.launching else submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
         with self._errors():
-            self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret between two)
+            if not self._asked_ahead:  # each launch asks afresh (a Python API caller may add a secret)
+                self.conn.forget()
+            self._asked_ahead = False
             if not self._session:
                 name = rs.workspace_name(self.conn, submission.workspace or self._workspace)
                 self._runtime_datasets().find_soon(name)
