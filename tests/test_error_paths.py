@@ -314,12 +314,12 @@ def test_traceback_only_with_launchkit_debug(repo):
 
 
 def test_a_bug_is_one_line_with_its_own_exit_code(monkeypatch):
-    import launchkit.cli.list_cmd as list_cmd
+    import launchkit.cli.list_body as list_body
 
     def broken(*a, **k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(list_cmd, "choose_listing", broken)
+    monkeypatch.setattr(list_body, "choose_listing", broken)
     r = run_main("list", "--local")
     line = one_line(r, 70, "internal error", "RuntimeError: boom", "LAUNCHKIT_DEBUG=1")
     assert "\n" not in line

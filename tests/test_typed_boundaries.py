@@ -23,8 +23,8 @@ NOT_BACKEND_NAMES = {
     ("core/parse.py", "local"): "the --local option's value in `given`",
     ("core/spec.py", "local"): "LaunchRequest.local, left out of the run id",
     ("api.py", "local"): "the `local=` argument named in its UsageError",
-    ("cli/session_cmd.py", "local"): "the --local option's value in `given`",
-    ("cli/session_cmd.py", "beaker"): "the `beaker` CLI program a session hands over to",
+    ("cli/session_body.py", "local"): "the --local option's value in `given`",
+    ("cli/session_body.py", "beaker"): "the `beaker` CLI program a session hands over to",
     ("core/session.py", "beaker"): "the `beaker` program a session runs",
     ("core/specview.py", "beaker"): "the spec's `source.beaker`/`image.beaker` keys",
     ("core/beaker_types.py", "beaker"): "beaker-py's package name",
@@ -64,6 +64,7 @@ def test_registry_answers_what_the_cli_asks():
 
 
 INTERFACES = {  # capability -> the methods its optional interface (backends/protocol.py) promises
+    Capability.service: ("ask_ahead", "drop_ahead"),
     Capability.placement: ("placement",),
     Capability.secrets: ("set_secret", "secret_names"),
     Capability.sessions: ("session_spec", "session_placement", "close"),

@@ -23,13 +23,13 @@ from typing import Any
 
 import typer
 import typer.completion
-import typer.main
 from typer.exceptions import TyperException
 
 from launchkit import __version__
 from launchkit.application import Application
 from launchkit.cli.context import get_app, stdout_closed
-from launchkit.cli.panels import PanelCommand, PanelGroup
+from launchkit.cli.declared import declared
+from launchkit.cli.panels import PanelGroup
 from launchkit.cli.params import NoArgsIsHelpError, NoSuchOption, PlainOption, UsageError, completion_init
 from launchkit.core.run_options import Kind
 from launchkit.core.units import UnitError, positive_seconds
@@ -132,14 +132,15 @@ def apply_root_options(
 class Entry:
     """One command: `launchkit.cli.<module>.<attribute>`, its one-sentence summary for the root's
     help (tests/test_smoke.py checks it against the command's own help), and how it is built:
-    "function" (a Typer command function), "command" (called, it returns the click command),
-    "group" (called, it returns a Typer group)."""
+    "function" (a Typer function declaring its options, run by the function of the same name in
+    `launchkit.cli.<body>`: cli/declared.py), "command" (called, it returns the click command)."""
 
     name: str
     module: str
     attribute: str
     summary: str
     how: str = "function"
+    body: str = ""  # "function": the module of its body (imported when the command runs)
     hidden: bool = False
     settings: dict[str, Any] = field(default_factory=dict)  # for Typer's `command()`
 
@@ -153,30 +154,45 @@ REGISTRY: tuple[Entry, ...] = (
         "Launch the committed, pushed state of this repository as a job.",
         "command",
     ),
-    Entry("follow", "follow_cmd", "follow", "Stream a run's output live."),
-    Entry("logs", "logs_cmd", "logs", "Print a run's logs: raw bytes, exactly as the job wrote them."),
-    Entry("stop", "stop_cmd", "stop", "Stop runs."),
-    Entry("list", "list_cmd", "list_runs", "List runs, newest first."),
-    Entry("why", "why_cmd", "why", "Why a run ended, from the backend's own record."),
+    Entry("follow", "follow_cmd", "follow", "Stream a run's output live.", body="follow_body"),
+    Entry(
+        "logs",
+        "logs_cmd",
+        "logs",
+        "Print a run's logs: raw bytes, exactly as the job wrote them.",
+        body="logs_body",
+    ),
+    Entry("stop", "stop_cmd", "stop", "Stop runs.", body="stop_body"),
+    Entry("list", "list_cmd", "list_runs", "List runs, newest first.", body="list_body"),
+    Entry("why", "why_cmd", "why", "Why a run ended, from the backend's own record.", body="why_body"),
     Entry(
         "find-gpus",
         "find_gpus_cmd",
         "find_gpus",
         "Show GPUs: on this machine with --local (via nvidia-smi), or free GPUs on Beaker clusters.",
+        body="find_gpus_body",
     ),
-    Entry("open", "open_cmd", "open_page", "Open Beaker pages in the browser."),
+    Entry("open", "open_cmd", "open_page", "Open Beaker pages in the browser.", body="open_body"),
     Entry(
         "profiles",
         "profiles_cmd",
         "profiles",
         "Show which cluster profile a job on the given clusters gets, what it adds and why.",
+        body="profiles_body",
     ),
-    Entry("prune", "prune_cmd", "prune", "Remove old local runs (their directories and logs)."),
+    Entry(
+        "prune",
+        "prune_cmd",
+        "prune",
+        "Remove old local runs (their directories and logs).",
+        body="prune_body",
+    ),
     Entry(
         "results",
         "results_cmd",
         "results",
         "Download a run's results, one directory per task and replica when there are several.",
+        body="results_body",
     ),
     Entry(
         "session",
@@ -188,50 +204,47 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(
         "mason",
         "mason_cmd",
-        "mason",
+        "mason_command",
         "Launch with open-instruct's mason.py command line, as it is.",
-        settings={
-            "options_metavar": "[MASON OPTIONS] -- COMMAND [-- COMMAND...]",
-            # mason's argv passes through, with its own --help
-            "context_settings": {
-                "ignore_unknown_options": True,
-                "allow_extra_args": True,
-                "help_option_names": [],
-            },
-        },
+        "command",
     ),
     Entry(
         "secret",
         "secret_cmd",
         "secret_group",
         "Beaker workspace secrets (values are never printed).",
-        "group",
+        "command",
     ),
-    Entry("stats", "stats_cmd", "stats", "Where your recent runs' time went, per cluster."),
+    Entry(
+        "stats", "stats_cmd", "stats", "Where your recent runs' time went, per cluster.", body="stats_body"
+    ),
     Entry(
         "skill",
         "skill_cmd",
         "skill",
         "Print a skill file for coding agents (Markdown), made from this launchkit's own help.",
+        body="skill_body",
     ),
-    Entry("completion", "completion_cmd", "completion", "Print the completion script for SHELL."),
-    Entry("config", "secret_cmd", "config_group", "gantry's `config` commands.", "group", hidden=True),
+    Entry(
+        "completion",
+        "completion_cmd",
+        "completion",
+        "Print the completion script for SHELL.",
+        body="completion_body",
+    ),
+    Entry("config", "secret_cmd", "config_group", "gantry's `config` commands.", "command", hidden=True),
 )
 BY_NAME = {entry.name: entry for entry in REGISTRY}
 COMMANDS = frozenset(BY_NAME)
 
 
 def build(entry: Entry) -> Any:
-    """The click command of a table row (importing its module)."""
+    """The click command of a table row (importing its declaration's module, not its body's)."""
     made = getattr(importlib.import_module(f"launchkit.cli.{entry.module}"), entry.attribute)
     if entry.how == "command":
         return made()
-    holder = typer.Typer(rich_markup_mode=None, add_completion=False)
-    if entry.how == "group":
-        holder.add_typer(made(), name=entry.name, cls=PanelGroup, hidden=entry.hidden, **entry.settings)
-        return typer.main.get_group(holder).commands[entry.name]
-    holder.command(entry.name, cls=PanelCommand, hidden=entry.hidden, **entry.settings)(made)
-    return typer.main.get_command(holder)
+    handler = f"launchkit.cli.{entry.body}:{entry.attribute}"
+    return declared(made, handler, name=entry.name, hidden=entry.hidden, **entry.settings)
 
 
 class LazyGroup(PanelGroup):

@@ -2,15 +2,14 @@
 
 The default is `backend` from the config layers (`LAUNCHKIT_BACKEND`, `[tool.launchkit]`, the user
 config file; see launchkit.config), else the registry's first (launchkit.backends.registry). No backend
-is named here: the registry knows them. Only typer is imported here; backends load lazily in `choose`.
+is named here: the registry knows them. Commands' bodies import this module (it loads the backend
+protocol); the options it reads are declared in cli/options.py.
 """
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
-
-import typer
 
 from launchkit.application import Application
 from launchkit.backends import Capability, backend_for_run_id, get_backend, registry, require
@@ -20,24 +19,6 @@ from launchkit.errors import NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from launchkit.backends import Backend, RunInfo
-
-P_BACKEND = "Backend"
-
-
-def backend_option() -> Any:
-    return typer.Option(
-        None,
-        "--backend",
-        help=" or ".join(registry.names())
-        + f" (default: `backend` from config or $LAUNCHKIT_BACKEND, else {registry.default_name()}).",
-        rich_help_panel=P_BACKEND,
-    )
-
-
-def local_option() -> Any:
-    return typer.Option(
-        False, "--local", help=f"Shortcut for --backend {registry.here_name()}.", rich_help_panel=P_BACKEND
-    )
 
 
 def registered() -> BackendChoice:
@@ -101,16 +82,6 @@ def _check_run_id(run_id: str) -> None:
         raise UsageError(
             f"'{shown}' is not a run id: it is not UTF-8 text", hint="copy the id from `launchkit list`"
         ) from None
-
-
-def workspace_option() -> Any:
-    return typer.Option(
-        None,
-        "--workspace",
-        "-w",
-        metavar="ORG/NAME",
-        help="Beaker workspace (default: `workspace` from config, else Beaker's default).",
-    )
 
 
 def choose(
@@ -183,9 +154,3 @@ def resolve_run(
     if run is None:
         raise NotFoundError(f"there are no {b.name} runs yet", hint="start one with `launchkit run`")
     return b, (b.get(run.id) if full else run)
-
-
-def run_ids(incomplete: str) -> list[str]:
-    """Completion: ids of recent runs starting with `incomplete`, from the backends that keep them on
-    this machine (the registry row's `run_ids` hook: the CLI never reads a backend's storage)."""
-    return registry.recent_run_ids(incomplete)

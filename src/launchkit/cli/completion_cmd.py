@@ -1,27 +1,17 @@
 """`launchkit completion bash|zsh|fish`: print the shell's completion script (gantry's command).
 
 `eval "$(launchkit completion bash)"` in ~/.bashrc, or `launchkit --install-completion` (Typer's).
-"""
+
+The declaration (cli/declared.py); the body is cli/completion_body.py."""
 
 from __future__ import annotations
-
-import sys
 
 import typer
 
 from launchkit.cli.completing import choices
-from launchkit.cli.params import get_completion_script
-from launchkit.errors import UsageError
-
-COMPLETE_VAR = "_LAUNCHKIT_COMPLETE"  # Typer/click's variable for prog_name "launchkit"
 
 
 def completion(
     shell: str = typer.Argument(..., metavar="bash|zsh|fish", autocompletion=choices("bash", "zsh", "fish")),
 ) -> None:
     """Print the completion script for SHELL, e.g. eval "$(launchkit completion bash)"."""
-    if shell not in ("bash", "zsh", "fish"):
-        raise UsageError(f"unknown shell {shell!r}", hint="use bash, zsh or fish")
-    sys.stdout.write(
-        get_completion_script(prog_name="launchkit", complete_var=COMPLETE_VAR, shell=shell) + "\n"
-    )

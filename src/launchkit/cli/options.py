@@ -1,5 +1,7 @@
-"""Options several commands share, declared once (`--latest`, `--replica`, `--yes`), and the one
-confirmation prompt `--yes` skips. (`--backend`, `--local`, `--workspace`: cli/backend_choice.py.)"""
+"""Options several commands share, declared once (`--latest`, `--replica`, `--yes`, `--backend`,
+`--local`, `--workspace`, a run id's completion), and the one confirmation prompt `--yes` skips.
+Commands' declarations import this module (cli/declared.py): it stays light (the backend registry's
+names, no backend)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any
 
 import typer
 
+from launchkit.backends import registry
 from launchkit.core.units import MAX_COUNT
 from launchkit.errors import UsageError
 
@@ -24,6 +27,41 @@ def replica_option() -> Any:
 
 def yes_option(help: str = "Don't ask for confirmation.") -> Any:
     return typer.Option(False, "--yes", "-y", help=help)
+
+
+P_BACKEND = "Backend"
+
+
+def backend_option() -> Any:
+    return typer.Option(
+        None,
+        "--backend",
+        help=" or ".join(registry.names())
+        + f" (default: `backend` from config or $LAUNCHKIT_BACKEND, else {registry.default_name()}).",
+        rich_help_panel=P_BACKEND,
+    )
+
+
+def local_option() -> Any:
+    return typer.Option(
+        False, "--local", help=f"Shortcut for --backend {registry.here_name()}.", rich_help_panel=P_BACKEND
+    )
+
+
+def workspace_option() -> Any:
+    return typer.Option(
+        None,
+        "--workspace",
+        "-w",
+        metavar="ORG/NAME",
+        help="Beaker workspace (default: `workspace` from config, else Beaker's default).",
+    )
+
+
+def run_ids(incomplete: str) -> list[str]:
+    """Completion: ids of recent runs starting with `incomplete`, from the backends that keep them on
+    this machine (the registry row's `run_ids` hook: the CLI never reads a backend's storage)."""
+    return registry.recent_run_ids(incomplete)
 
 
 def confirm(question: str, *, command: str) -> None:

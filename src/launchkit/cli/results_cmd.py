@@ -1,14 +1,16 @@
-"""`launchkit results [ID | --latest] [-o DIR]`: download a run's results (each replica's result dataset)."""
+"""`launchkit results [ID | --latest] [-o DIR]`: download a run's results (each replica's result dataset).
+
+The declaration (cli/declared.py); the body is cli/results_body.py."""
 
 from __future__ import annotations
 
-import sys
-
 import typer
 
-from launchkit.cli.backend_choice import backend_option, local_option, resolve_run
-from launchkit.cli.context import get_app
-from launchkit.cli.options import latest_option
+from launchkit.cli.options import (
+    backend_option,
+    latest_option,
+    local_option,
+)
 
 
 def results(
@@ -28,11 +30,3 @@ def results(
 
     Beaker: the jobs' result datasets (what the job wrote to $RESULTS_DIR). Local runs: their results
     directories (copied to -o DIR when given). Prints the directories on stdout."""
-    app = get_app(ctx)
-    b, run = resolve_run(app, backend, local, run_id, latest, author)
-    folders = b.download_results(run, output)
-    for folder in folders:  # once each, on stdout
-        sys.stdout.write(folder + "\n")
-    app.info(
-        f"downloaded the results of {run.id} ({len(folders)} director{'y' if len(folders) == 1 else 'ies'})"
-    )

@@ -2,20 +2,17 @@
 
 The options come from one table, launchkit.core.run_options.RUN_OPTIONS: `run_command()` makes one
 click option per row (cli/params.PlainOption). Options only collect raw values here; all validation
-lives in launchkit.core.parse. The command's function (cli/launching.py: `run`; with --dry-run,
-cli/dry_run.py: `run`) is imported when it runs: `run --help` needs only the table.
+lives in launchkit.core.parse. The command's body (cli/launching.py: `run`; with --dry-run,
+cli/dry_run.py: `run`) is imported when it runs (cli/declared.py): `run --help` needs only the table.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
-import typer
-
 from launchkit.cli.completing import RUN_COMPLETERS
-from launchkit.cli.panels import PanelCommand
+from launchkit.cli.declared import BodyCommand
 from launchkit.cli.params import PlainArgument, PlainOption
 from launchkit.config import help_defaults
 from launchkit.core.run_options import RUN_OPTIONS, Opt
@@ -63,34 +60,18 @@ def _option(opt: Opt, defaults: dict[str, tuple[Any, str]]) -> PlainOption:
     )
 
 
-class TableCommand(PanelCommand):
-    """A command declared from an option table. Its function, `handler` ("module:function", taking
-    the context and then the options by name), is imported when the command runs; `dry_run_handler`,
-    when given, instead of it for --dry-run (a dry run prints: it loads nothing only a launch needs)."""
-
-    def __init__(self, name: str, *, handler: str, dry_run_handler: str | None = None, **attrs: Any) -> None:
-        super().__init__(name, **attrs)
-        self.handler = handler
-        self.dry_run_handler = dry_run_handler
-
-    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
-        handler = self.dry_run_handler if self.dry_run_handler and ctx.params.get("dry_run") else self.handler
-        module, _, function = handler.partition(":")
-        return ctx.invoke(getattr(importlib.import_module(module), function), ctx, **ctx.params)
-
-
 def run_command(
     handler: str = "launchkit.cli.launching:run",
     help: str = RUN_HELP,
     own: tuple[PlainOption, ...] = (),
     name: str = "run",
     dry_run_handler: str | None = "launchkit.cli.dry_run:run",
-) -> TableCommand:
+) -> BodyCommand:
     """`run`: one option per RUN_OPTIONS row; `[default: ...]` in the help shows config defaults.
 
     Another `handler` with `own` extra options is another command on the same options (`session`)."""
     defaults = help_defaults()
-    return TableCommand(
+    return BodyCommand(
         name,
         handler=handler,
         dry_run_handler=dry_run_handler,

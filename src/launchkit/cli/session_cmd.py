@@ -1,132 +1,24 @@
 """`launchkit session [OPTIONS] [-- COMMAND...]`: an interactive Beaker session with run's resources.
 
-No Beaker API creates sessions (fact sheet 8.1), so this builds the same spec as `run` (resources,
-cluster profile env, mounts, uploads, secrets; `core.spec.build_spec`), lets the Beaker backend resolve
-it (clusters, image, secrets, `--upload` datasets), turns it into `beaker session create` flags
-(`core.session.session_argv`) and hands over to the `beaker` CLI. A session clones nothing: bring code
-with `--upload .:/code` or a mount.
+`run`'s options and three of its own, declared from the same table (cli/run_cmd.py); the body is
+cli/session_body.py, imported when it runs (cli/declared.py).
 """
 
 from __future__ import annotations
 
-import os
-import platform
-import shlex
-import shutil
-import sys
-from typing import Any
-
-import typer
-
-from launchkit.backends import Capability, Submission, registry, session_host
-from launchkit.cli.backend_choice import backend_with, registered
-from launchkit.cli.context import get_app
+from launchkit.cli.declared import BodyCommand
 from launchkit.cli.params import PlainOption
-from launchkit.cli.run_cmd import TableCommand, run_command
-from launchkit.core.gitstate import GitState
-from launchkit.core.parse import build_request
-from launchkit.core.profiles import wants_placement
-from launchkit.core.run_options import BY_NAME, Kind
-from launchkit.core.session import session_argv
-from launchkit.core.spec import build_spec, upload_dataset_name
-from launchkit.core.specview import SpecView
-from launchkit.errors import PreconditionError, UsageError
+from launchkit.cli.run_cmd import run_command
+from launchkit.core.run_options import Kind
+
+SESSION_HELP = (
+    "Start an interactive Beaker session with the resources, env, mounts and secrets `run` would use.\n\n"
+    "Calls the `beaker` CLI (`beaker session create`); with --dry-run, prints that command instead.\n"
+    "Everything after `--` is the session's command (default: the image's shell).\n"
+)
 
 
-def install_hint() -> str:
-    """How to get the `beaker` CLI here: Beaker's release endpoint, as AI2 images install it."""
-    system = "darwin" if sys.platform == "darwin" else "linux"
-    arch = "arm64" if platform.machine().lower() in ("arm64", "aarch64") else "amd64"
-    return (
-        f"install it with `curl -s 'https://beaker.org/api/v3/release/cli?os={system}&arch={arch}' "
-        "| tar -zx -C ~/.local/bin ./beaker`, then `beaker account login`"
-    )
-
-
-def session(
-    ctx: typer.Context,
-    extra: list[str] | None = None,
-    *,
-    port: list[int] | None = None,
-    detach: bool = False,
-    bare: bool = False,
-    **given: Any,
-) -> None:
-    """Start an interactive Beaker session with the resources, env, mounts and secrets `run` would use.
-
-    Calls the `beaker` CLI (`beaker session create`); with --dry-run, prints that command instead.
-    Everything after `--` is the session's command (default: the image's shell).
-    """
-    app = get_app(ctx)
-    host = registry.with_capability(Capability.sessions)
-    chosen = registry.resolve_name(given.get("backend"), bool(given.get("local")))
-    if chosen is not None and Capability.sessions not in registry.info(chosen).capabilities:
-        raise UsageError(
-            f"sessions run on {host.title} only", hint="drop --local (locally, just open a shell)"
-        )
-    for opt in ("follow", "slack_webhook_url", "json_output"):
-        if given.get(opt):
-            raise UsageError(f"{BY_NAME[opt].flag} is for `launchkit run`", hint="drop it for sessions")
-    command = list(app.user_command or [])
-
-    config = app.config
-    request = build_request(
-        {**given, "extra": extra or []}, command or ["bash"], config=config, backends=registered()
-    )
-    # A session clones nothing: the spec builder's git inputs are placeholders, dropped again by
-    # session_argv.
-    git = GitState(remote_url="-", commit="0" * 40)
-    spec = SpecView(build_spec(request, git, user_profiles=config.get("profiles")).to_json())
-
-    def to_argv(spec: SpecView, workspace: str | None) -> list[str]:
-        return session_argv(
-            spec,
-            workspace=workspace,
-            name=request.name,
-            ports=list(port or []),
-            detach=detach,
-            bare=bare,
-            command=command,
-        )
-
-    if request.dry_run:
-        argv = to_argv(spec, request.workspace)
-        sys.stdout.write(shlex.join(argv) + "\n")
-        sys.stdout.flush()
-        app.info("dry run: names are resolved and uploads made only for a real session")
-        return
-    beaker_cli = shutil.which("beaker")
-    if beaker_cli is None:
-        raise PreconditionError(
-            "`launchkit session` needs the `beaker` CLI, which is not on PATH", hint=install_hint()
-        )
-
-    backend = session_host(backend_with(app, Capability.sessions))
-    submission = Submission(
-        name=request.name or "session",
-        spec=spec,
-        workspace=request.workspace,
-        auto_secrets=request.auto_secrets,
-        uploads={upload_dataset_name(u.local_path): u.local_path for u in request.uploads},
-    )
-    if wants_placement(request) and (placed := backend.session_placement(submission)):
-        # the profile follows the clusters Beaker resolved, as for run
-        request = request.model_copy(update={"placed_clusters": placed})
-        spec = SpecView(build_spec(request, git, user_profiles=config.get("profiles")).to_json())
-        submission = submission.model_copy(update={"spec": spec})
-    workspace, resolved = backend.session_spec(submission)
-    backend.close()
-    argv = to_argv(resolved, workspace)
-    app.info("starting: " + shlex.join(argv))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execv(beaker_cli, argv)  # the session is interactive: beaker gets the terminal and signals
-    except OSError as e:
-        raise PreconditionError(f"cannot run {beaker_cli}: {e.strerror}", hint=install_hint()) from None
-
-
-def session_command() -> TableCommand:
+def session_command() -> BodyCommand:
     own = (
         PlainOption(
             "--port",
@@ -140,5 +32,5 @@ def session_command() -> TableCommand:
         PlainOption("--bare", kind=Kind.FLAG, panel="Session", help="No default home/mounts from Beaker."),
     )
     return run_command(
-        "launchkit.cli.session_cmd:session", session.__doc__ or "", own, name="session", dry_run_handler=None
+        "launchkit.cli.session_body:session", SESSION_HELP, own, name="session", dry_run_handler=None
     )

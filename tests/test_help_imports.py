@@ -1,0 +1,158 @@
+"""Help costs what printing help costs (issue 46): `launchkit CMD --help`, for every command the app
+has (found from its table and its groups, so a new command is covered), imports the command's
+declaration (cli/<name>_cmd.py) and nothing it needs only to run: no body (cli/<name>_body.py), no
+backend, no pydantic models, no sqlite3, no beaker-py/grpc/GitPython/PyYAML, no rich."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import typer
+
+from launchkit.cli.app import root_group
+from launchkit.cli.declared import BodyCommand
+
+# Libraries a --help never needs (by top-level package).
+LIBRARIES = (
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "sqlite3",
+    "_sqlite3",
+    "beaker",
+    "grpc",
+    "google",
+    "git",
+    "gitdb",
+    "yaml",
+    "requests",
+    "urllib3",
+    "rich",
+    "pygments",
+    "markdown_it",
+)
+# launchkit's modules a command needs only when it runs (a prefix, or the module itself).
+OURS = (
+    "launchkit.backends.",  # but launchkit.backends.registry: the --backend option lists its names
+    "launchkit.core.request",
+    "launchkit.events",
+    "launchkit.notify",
+    "launchkit.masking",
+    "launchkit.launch",
+    "launchkit.runtime",
+    "launchkit.cli.backend_choice",
+    "launchkit.cli.following",
+    "launchkit.cli.launching",
+    "launchkit.cli.dry_run",
+    "typer._adapters",  # Typer's pydantic coercion of option values
+)
+LIGHT = ("launchkit.backends.registry",)
+
+
+def commands() -> list[tuple[str, ...]]:
+    """Every command's words (`secret set`, hidden ones too), from the app itself."""
+    group = root_group()
+    root = typer.Context(group, info_name="launchkit")
+    found: list[tuple[str, ...]] = []
+    for name in group.list_commands(root):
+        command = group.get_command(root, name)
+        found.append((name,))
+        ctx = typer.Context(command, info_name=name, parent=root)
+        found += [(name, sub) for sub in getattr(command, "list_commands", lambda ctx: [])(ctx)]
+    return found
+
+
+def heavy(module: str) -> bool:
+    if module in LIGHT:
+        return False
+    return (
+        module.split(".")[0] in LIBRARIES
+        or module.startswith(OURS)
+        or re.fullmatch(r"launchkit\.cli\.\w+_body", module) is not None
+    )
+
+
+# `python -m launchkit ARGS` (runpy, as -m runs it), then the modules it loaded (sys.modules: -X
+# importtime leaves out what importlib.import_module loads, e.g. a command's declaration)
+RUN = """import runpy, sys
+try:
+    runpy.run_module("launchkit", run_name="__main__", alter_sys=True)
+finally:
+    sys.stderr.write("modules: " + " ".join(sys.modules) + "\\n")
+"""
+
+
+def imported(*args: str) -> set[str]:
+    """The modules `python -m launchkit ARGS` loaded, in a fresh interpreter."""
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        # no user config or Beaker config read by a help; coverage's own imports are not ours
+        env={k: v for k, v in os.environ.items() if not k.startswith(("COVERAGE_", "LAUNCHKIT_", "BEAKER_"))},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return set(proc.stderr.rsplit("modules: ", 1)[1].split())
+
+
+def test_every_command_is_found():
+    """The discovery sees the groups' commands and the hidden ones (a new command is covered as added)."""
+    found = commands()
+    assert {("list",), ("secret", "set"), ("config", "set-gh-token"), ("mason",), ("run",)} <= set(found)
+    assert len(found) >= 20
+
+
+@pytest.mark.parametrize("words", [(), *commands()], ids=lambda words: " ".join(words) or "launchkit")
+def test_help_imports_only_the_declaration(words):
+    mods = imported(*words, "--help")
+    assert not sorted(m for m in mods if heavy(m)), sorted(m for m in mods if m.startswith("launchkit"))
+    if words:  # the command's own declaration, and no other command's
+        declarations = {m for m in mods if re.fullmatch(r"launchkit\.cli\.\w+_cmd", m)}
+        assert len(declarations) == 1 or words[0] == "session", declarations  # session: run's table too
+
+
+def command_of(words: tuple[str, ...]) -> Any:
+    command: Any = root_group()
+    for word in words:
+        command = command.get_command(typer.Context(command), word)
+    return command
+
+
+@pytest.mark.parametrize(
+    "words", [w for w in commands() if not hasattr(command_of(w), "commands")], ids=" ".join
+)
+def test_a_body_takes_the_options_its_declaration_declares(words):
+    """Every command is declared apart from its body (a group's every command): the body (its handler)
+    is called with the declared options by name, so an option renamed or added in one module and not
+    the other fails here, not when a user runs the command."""
+    command = command_of(words)
+    assert isinstance(command, BodyCommand), words
+    for handler in filter(None, (command.handler, command.dry_run_handler)):
+        module, _, function = handler.partition(":")
+        body = getattr(__import__(module, fromlist=[function]), function)
+        params = list(inspect.signature(body).parameters.values())
+        assert params[0].name == "ctx", handler
+        if any(p.kind is p.VAR_KEYWORD for p in params):  # run's and session's: the whole table
+            continue
+        declared = {p.name for p in command.params if p.expose_value}
+        assert {p.name for p in params[1:]} == declared, handler
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--cluster", "ai2/x", "--help"]])
+def test_mason_help_is_mason_py_s_own(args, capsys):
+    """`launchkit mason --help` prints mason.py's parser's help (core/mason_args.py), wherever the flag
+    is among mason's options, as `python mason.py --help` does."""
+    from launchkit.cli.app import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["mason", *args])
+    out = capsys.readouterr().out
+    assert exited.value.code == 0 and out.startswith("usage: launchkit mason --cluster CLUSTER")
+    assert "--no_auto_dataset_cache" in out and "--dry-run" in out
