@@ -336,6 +336,8 @@ def end_run(run_id: str, groups: list[int], grace: float, *, root: int | None = 
 
 def describe(p: Any) -> str:
     """`sleep (pid 123)`: a process as the run's messages name it."""
+    import psutil
+
     try:
         return f"{p.name()} (pid {p.pid})"
     except psutil.Error:
