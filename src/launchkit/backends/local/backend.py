@@ -439,8 +439,9 @@ class LocalBackend:
             return None
         return (tasks[0].gpus or 0) if tasks else None
 
-    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
-        """From its record and the first lines of replica 0's newest log (a bounded read of a file)."""
+    def phases(self, run: RunInfo, *, where: bool = False, detail: bool = False) -> RunInfo:
+        """From its record and the first lines of replica 0's newest log (a bounded read of a file);
+        `detail`: every job's, from its own times and log (`_phases_detail`)."""
         rdir = self.rdir(run.id)
         rec = record.read(rdir)
         if rec is None:
@@ -452,7 +453,41 @@ class LocalBackend:
         update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
         if where:
             update["cluster"] = "this machine"
+        if detail:
+            update["phases_detail"] = self._phases_detail(rec)
         return run.model_copy(update=update)
+
+    def _phases_detail(self, rec: dict[str, Any]) -> list[ph.PhaseDetail]:
+        """Every job of the record (none for a run of one job): queued from the run's creation (a
+        later attempt: from the end of the one before it, its backoff) until it started, the rest from
+        its own log's markers (a bounded read of a file each)."""
+        jobs = outcome.jobs(rec)
+        if len(jobs) < 2:
+            return []
+        rdir, now = self.rdir(rec["id"]), int(self.clock() * NS)
+        ended = {(j["replica"], j["attempt"]): _ns(j.get("finished")) for j in jobs}
+        try:
+            task = SpecView.read((rdir / "spec.json").read_text()).tasks[0].name
+        except (OSError, ValueError, IndexError):
+            task = "main"
+        out = []
+        for j in sorted(jobs, key=lambda j: (j["attempt"], j["replica"])):
+            rank, attempt = j["replica"], j["attempt"]
+            seen = ph.setup_seen(logs.head_records(logs.log_file(rdir, rank, attempt)))
+            before = ended.get((rank, attempt - 1)) if attempt > 1 else None
+            created = before if before is not None else _ns(rec.get("created"))
+            p = ph.phases(
+                created=created,
+                scheduled=None,
+                started=_ns(j.get("started")),
+                ended=_ns(j.get("finished")),
+                now=now,
+                seen=seen,
+            )
+            out.append(
+                ph.PhaseDetail(task=task, attempt=attempt, replica=rank, phases=p, env_cache=seen.env_cache)
+            )
+        return out
 
     def attempts_detail(self, run: RunInfo) -> list[AttemptDetail]:
         return self._details(self._record(run.id))

@@ -28,10 +28,13 @@ import os
 import re
 import threading
 import time
-from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 from .. import policy
+
+TYPE_CHECKING = False  # (typing costs the local supervisor's start, which imports this module)
+if TYPE_CHECKING:
+    from typing import Callable, Sequence
 
 ENV = policy.ENV_WEBHOOK  # the webhook, in the runtime's environment only
 ENV_NOTIFY = policy.ENV_NOTIFY  # --notify-secret's URL, in the runtime's environment only
