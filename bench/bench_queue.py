@@ -48,23 +48,7 @@ def arrange(fake) -> str:
         st.finish_job(exp.tasks[0].latest_job, i % 2)
 
     def gpu_run(name: str) -> str:
-        spec = {
-            "version": "v2",
-            "description": "[launchkit]",
-            "budget": "ai2/oe-default",
-            "tasks": [
-                {
-                    "name": "main",
-                    "image": {"docker": "python:3.11"},
-                    "context": {"priority": "normal", "preemptible": True},
-                    "command": ["python", "train.py"],
-                    "resources": {"gpuCount": 8},
-                    "constraints": {"cluster": ["ai2/jupiter"]},
-                    "result": {"path": "/results"},
-                }
-            ],
-        }
-        return st.add_experiment(WS, name, author="alice", spec=spec, description="[launchkit]").id
+        return scheduling.gpu_experiment(st, name, preemptible=True).id
 
     st.start_job(gpu_run("busy"))
     return gpu_run("held")

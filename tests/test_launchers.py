@@ -259,7 +259,7 @@ def test_no_python_image_refuses_the_watchdog(bare_bin):
     r = run_node(["true"], env)
     assert r.returncode == 109, r.stderr
     assert (
-        "--stall-timeout, --inactive-timeout, --require-resume and Slack posts from the job need Python 3.8+ on PATH"
+        "--stall-timeout, --inactive-timeout, --require-resume, Slack and event posts from the job need Python 3.8+ on PATH"
         in r.stderr
     )
 
@@ -274,7 +274,10 @@ def test_no_python_image_refuses_a_webhook_in_the_job(bare_bin):
     }
     r = run_node(["true"], env)
     assert r.returncode == 109, r.stderr
-    assert "Slack posts from the job need Python 3.8+ on PATH" in r.stderr and "127.0.0.1" not in r.stderr
+    assert (
+        "Slack and event posts from the job need Python 3.8+ on PATH" in r.stderr
+        and "127.0.0.1" not in r.stderr
+    )
 
 
 def test_the_watchdog_runs_the_interpreter_a_shim_names(bare_bin, tmp_path):

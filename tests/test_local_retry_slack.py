@@ -8,10 +8,11 @@ import os
 
 import pytest
 
-from launchkit.backends.local import logs, retry, slack
+from launchkit.backends.local import logs, retry, slack, spawn
 from launchkit.core.specview import EnvVar, TaskView
+from launchkit.runtime.node.launch import notify
+from launchkit.runtime.node.policy import ENV_NOTIFY, FAILURE, NEVER_STARTED, PREEMPTION, STALLED, Policy
 from launchkit.runtime.node.policy import ENV_WEBHOOK as ENV_SLACK_WEBHOOK
-from launchkit.runtime.node.policy import FAILURE, NEVER_STARTED, PREEMPTION, STALLED, Policy
 
 
 def _log(rdir, lines: list[str], rank: int = 0, attempt: int = 1) -> None:
@@ -54,12 +55,29 @@ def test_what_each_cause_records_and_whether_it_is_retried():
 def test_the_webhook_is_taken_out_of_the_supervisors_environment():
     task = TaskView({"name": "main", "envVars": [EnvVar(ENV_SLACK_WEBHOOK, secret="HOOK").to_json()]})
     environ = {"HOOK": "https://hooks.example/T/B/x", "OTHER": "1"}
-    assert slack.webhook(task, environ) == "https://hooks.example/T/B/x"
+    assert slack.hooks(task, environ) == ("https://hooks.example/T/B/x", None)
     assert environ == {"OTHER": "1"}  # no replica inherits it
     handed = {ENV_SLACK_WEBHOOK: "http://127.0.0.1:9/h", "OTHER": "1"}  # --slack-webhook-url
-    assert slack.webhook(TaskView({"name": "main"}), handed) == "http://127.0.0.1:9/h"
+    assert slack.hooks(TaskView({"name": "main"}), handed) == ("http://127.0.0.1:9/h", None)
     assert handed == {"OTHER": "1"}
-    assert slack.webhook(TaskView({"name": "main"}), {}) is None
+    assert slack.hooks(TaskView({"name": "main"}), {}) == (None, None)
+
+
+def test_the_events_url_is_taken_out_of_the_supervisors_environment_or_read_from_the_pipe():
+    """--notify-secret NAME: NAME's value, out of the environment; handed on the pipe after the webhook."""
+    named = TaskView({"name": "main", "envVars": [EnvVar(ENV_NOTIFY, secret="EV").to_json()]})
+    environ = {"EV": "https://events.example/x", "OTHER": "1"}
+    assert slack.hooks(named, environ) == (None, "https://events.example/x")
+    assert environ == {"OTHER": "1"}
+    fd = spawn.hand_over(notify.hooks_text(None, "http://127.0.0.1:9/e"))
+    assert slack.hooks(TaskView({"name": "main"}), {slack.HANDED_FD: str(fd)}) == (
+        None,
+        "http://127.0.0.1:9/e",
+    )
+    fd = spawn.hand_over(notify.hooks_text("http://127.0.0.1:9/h", "http://127.0.0.1:9/e"))
+    assert slack.hooks(TaskView({"name": "main"}), {slack.HANDED_FD: str(fd)}) == (
+        "http://127.0.0.1:9/h", "http://127.0.0.1:9/e",
+    )  # fmt: skip
 
 
 def test_what_the_supervisor_posts_at_the_end(tmp_path):

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from fakebeaker import scheduling as fs
 from inproc import run_main
 from launchkit.core import phases as ph
 
@@ -119,24 +120,8 @@ def test_follow_tells_a_change_of_reason_once():
 
 
 # -- on the fake --------------------------------------------------------------------------------------
-def _experiment(st, name: str, gpus: int = 8):
-    spec = {
-        "version": "v2",
-        "description": "[launchkit]",
-        "budget": "ai2/oe-default",
-        "tasks": [
-            {
-                "name": "main",
-                "image": {"docker": "python:3.11"},
-                "context": {"priority": "normal"},
-                "command": ["python", "train.py"],
-                "resources": {"gpuCount": gpus},
-                "constraints": {"cluster": ["ai2/jupiter"]},
-                "result": {"path": "/results"},
-            }
-        ],
-    }
-    return st.add_experiment(WS, name, author="alice", spec=spec, description="[launchkit]")
+def _experiment(st, name: str, gpus: int = 8, **spec):
+    return fs.gpu_experiment(st, name, gpus=gpus, **spec)
 
 
 def _waited_and_ran(st):
@@ -256,6 +241,30 @@ def test_local_phases_from_a_real_run(repo, tmp_path):
     assert s["runs"] == 1 and s["clusters"]["this machine"]["phases"]["setup"]["n"] == 1
 
 
+@pytest.mark.slow
+def test_local_phases_per_attempt_from_two_real_attempts(repo, tmp_path):
+    """--retry-on failure: attempt 1's first output comes 8 s after its setup, attempt 2's at once."""
+    from lk_helpers import FAST_ENV
+
+    env = {**FAST_ENV, "LAUNCHKIT_LOCAL_HOME": str(tmp_path / "state")}
+    mark = tmp_path / "tried"
+    script = f"if [ -e {mark} ]; then echo again; else touch {mark}; sleep 8; echo slow; exit 3; fi"
+    r = run_main(
+        "run", "--local", "--follow", "--no-python", "--retry-on", "failure", "--retries", "1", "--",
+        "bash", "-c", script, cwd=repo.path, env=env,
+    )  # fmt: skip
+    assert r.code == 0, r.stderr
+    w = run_main("why", "--local", "--latest", cwd=repo.path, env=env)
+    lines = w.stdout.splitlines()
+    assert lines[1].startswith("phases: attempt 2: queued "), lines
+    assert lines[2].startswith("  attempt 1: queued ") and lines[3].startswith("  attempt 2: queued "), lines
+    out = json.loads(run_main("why", "--local", "--latest", "--json", cwd=repo.path, env=env).stdout)
+    detail = out["phases_detail"]
+    assert [(d["attempt"], d["replica"]) for d in detail] == [(1, 0), (2, 0)]
+    slow, fast = (d["phases"]["first_output"] for d in detail)
+    assert slow >= 8 and fast < slow and out["phases"]["first_output"] == fast  # the run's: the newest
+
+
 # -- stats ------------------------------------------------------------------------------------------
 def test_percentiles_and_the_summary():
     assert ph.percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 50) == 5 and ph.percentile([1, 2, 3, 10], 90) == 10
@@ -292,11 +301,8 @@ def test_a_queued_run_is_told_its_position_in_line(fake_beaker):
     t0 = time.time_ns() - 60 * MIN
 
     def queued(name, minutes, *, priority="normal", cluster="ai2/jupiter", gpus=8):
-        exp = _experiment(st, name, gpus=gpus)
-        task = exp.tasks[0]
-        task.spec["context"]["priority"] = priority
-        task.spec["constraints"]["cluster"] = [cluster]
-        job = task.latest_job
+        exp = _experiment(st, name, gpus=gpus, priority=priority, cluster=cluster)
+        job = exp.tasks[0].latest_job
         job.created, job.pinned = t0 + minutes * MIN, True
         return exp
 
@@ -349,3 +355,74 @@ def test_list_json_tells_a_running_row_s_phases_from_the_job_it_reads_for_progre
     p = row["phases"]
     assert (p["queued"], p["starting"], p["setup"]) == (120.0, 60.0, None) and p["running"] >= 7 * 60
     assert row["gpu_hours"] is None  # one replica's job read: not the run's
+
+
+# -- per replica and per attempt (issue 43: where they differ) ------------------------------------------
+def _lines(t: int, *, setup: float, cache: str) -> list[tuple[int, str]]:
+    said = "reused 3f2a (41 packages, 0.20s)" if cache == "hit" else "built 3f2a (41 packages, 38.00s)"
+    return [
+        (t + NS, f"[launchkit] env store: {said}"),
+        (t + int(setup * NS) + NS, f"[launchkit] setup done in {setup}s (clone 0.36s)"),
+        (t + int(setup * NS) + 3 * NS, "epoch 0"),
+    ]
+
+
+def test_why_tells_each_replica_where_one_was_placed_minutes_later(fake_beaker):
+    st = fake_beaker.state
+    t0 = (time.time_ns() // MIN - 60) * MIN
+    exp = _experiment(st, "late", gpus=1, replicas=2)
+    jobs = [t.latest_job for t in exp.tasks]
+    assert len(jobs) == 2
+    for job, placed in zip(jobs, (1, 4), strict=True):  # replica 1 placed 3 minutes after replica 0
+        start = t0 + placed * MIN + 30 * NS
+        st.replay(job, created=t0, scheduled=t0 + placed * MIN, started=start,
+                  lines=_lines(start, setup=2.0, cache="hit"), exited=start + 30 * MIN)  # fmt: skip
+    r = run_main("why", exp.id)
+    assert r.code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1].startswith("phases: queued 1m · starting 30s · setup 2.0s (env cache hit)"), lines
+    assert lines[2].startswith("  replica 0: queued 1m · starting 30s · setup 2.0s"), lines
+    assert lines[3].startswith("  replica 1: queued 4m · starting 30s · setup 2.0s"), lines
+    out = json.loads(run_main("why", "--json", exp.id).stdout)
+    assert list(out["phases"]) == KEYS and out["phases"]["queued"] == 60.0  # the run's: replica 0's
+    detail = out["phases_detail"]
+    assert [(d["attempt"], d["replica"]) for d in detail] == [(1, 0), (1, 1)]
+    assert [d["phases"]["queued"] for d in detail] == [60.0, 240.0] and list(detail[0]["phases"]) == KEYS
+    rows = json.loads(run_main("list", "--json", "-w", WS).stdout)
+    assert all("phases_detail" not in row for row in rows)  # list --json keeps its shape
+
+
+def test_why_tells_each_attempt_where_a_cache_miss_made_setup_slow(fake_beaker):
+    st = fake_beaker.state
+    t0 = (time.time_ns() // MIN - 60) * MIN
+    exp = _experiment(st, "retried", gpus=1, retries=1)
+    first = exp.tasks[0].latest_job
+    start = t0 + MIN
+    st.replay(first, created=t0, scheduled=t0 + MIN, started=start, exit_code=1,
+              lines=_lines(start, setup=40.0, cache="miss"), exited=start + 5 * MIN)  # fmt: skip
+    second = exp.tasks[0].latest_job
+    assert second is not first
+    again = start + 6 * MIN
+    st.replay(second, created=start + 5 * MIN, scheduled=again - 10 * NS, started=again,
+              lines=_lines(again, setup=2.0, cache="hit"), exited=again + 20 * MIN)  # fmt: skip
+    lines = run_main("why", exp.id).stdout.splitlines()
+    assert lines[1].startswith("phases: attempt 2: queued 50s · starting 10s · setup 2.0s (env cache hit)"), (
+        lines
+    )
+    assert lines[2].startswith("  attempt 1: queued 1m · starting 0.0s · setup 40s (env cache miss)"), lines
+    assert lines[3].startswith("  attempt 2: queued 50s · starting 10s · setup 2.0s (env cache hit)"), lines
+    detail = json.loads(run_main("why", "--json", exp.id).stdout)["phases_detail"]
+    assert [(d["attempt"], d["phases"]["setup"]) for d in detail] == [(1, 40.0), (2, 2.0)]
+
+
+def test_jobs_alike_get_no_detail_lines():
+    p = ph.Phases(queued=60, starting=30, setup=2.0, first_output=3, running=600)
+    same = [ph.PhaseDetail(task="main", attempt=1, replica=r, phases=p, env_cache="hit") for r in (0, 1)]
+    assert not ph.differ(same) and not ph.differ(same[:1])
+    later = same[1].model_copy(update={"phases": p.model_copy(update={"queued": 121.0})})
+    assert ph.differ([same[0], later])  # 61 s apart: material
+    assert not ph.differ(
+        [same[0], same[1].model_copy(update={"phases": p.model_copy(update={"running": 5})})]
+    )
+    assert ph.differ([same[0], same[1].model_copy(update={"env_cache": "miss"})])
+    assert ph.detail_label(later, [same[0], later]) == "replica 1"

@@ -102,14 +102,17 @@ def test_a_run_launched_before_the_policy_is_still_read():
 def test_who_posts_each_event_is_one_table():
     for mode, posters in P.POSTERS.items():
         for process, events in posters.items():
-            assert set(events) <= set(P.EVENTS), (mode, process)
+            assert set(events) <= set(P.EVENTS) | set(P.STREAM_ONLY), (mode, process)
     # every event has one poster in each mode, except a failure, which two tell apart by its kind
     for mode in P.POSTERS:
-        for event in P.EVENTS:
+        for event in (*P.EVENTS, *P.STREAM_ONLY):
             who = [p for p in (P.JOB, P.SUPERVISOR, P.FOLLOW) if P.posts(p, mode, event)]
             assert len(who) <= 1 or event == "failed", (mode, event, who)
     assert P.posts(P.FOLLOW, P.FOLLOWER, "succeeded") and not P.posts(P.FOLLOW, P.RUN, "succeeded")
     assert P.posts(P.JOB, P.JOB, "stalled") and not P.posts(P.FOLLOW, P.JOB, "stalled")
+    # the stream's own kinds are posted as events only, never to Slack
+    assert P.posts(P.JOB, P.JOB, "progress") and not P.slack_posts(P.JOB, P.JOB, "progress")
+    assert P.slack_posts(P.JOB, P.JOB, "started")
 
 
 # -- nothing else parses it ---------------------------------------------------------------------------

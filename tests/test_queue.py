@@ -26,24 +26,7 @@ def _backend():
 
 
 def _gpu_experiment(st, name: str, *, gpus: int = 8, cluster: str = "ai2/jupiter", replicas: int = 1):
-    spec = {
-        "version": "v2",
-        "description": "[launchkit]",
-        "budget": "ai2/oe-default",
-        "tasks": [
-            {
-                "name": "main",
-                "image": {"docker": "python:3.11"},
-                "context": {"priority": "normal", "preemptible": True},
-                "command": ["python", "train.py"],
-                "resources": {"gpuCount": gpus},
-                "constraints": {"cluster": [cluster]},
-                "replicas": replicas,
-                "result": {"path": "/results"},
-            }
-        ],
-    }
-    return st.add_experiment(WS, name, author="alice", spec=spec, description="[launchkit]")
+    return fs.gpu_experiment(st, name, gpus=gpus, cluster=cluster, replicas=replicas, preemptible=True)
 
 
 def _at_slot_limit(st):

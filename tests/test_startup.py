@@ -280,9 +280,38 @@ LOCAL_IMPORTS = {
         ("runtime/node/launch/notify.py", stmt): "the local supervisor imports it: http.client only to post"
         for stmt in ("import http.client", "import json")
     },
+    # the local supervisor starts its job sooner without these (issue 46: the local launch path)
+    ("backends/__init__.py", "from launchkit.backends import registry"): (
+        "the supervisor imports this package: the registry (pathlib, typing) only to pick a backend"
+    ),
+    ("backends/local/procs.py", "import psutil"): "processes searched (no cgroup, a stop, leftovers) only",
+    ("backends/local/supervisor.py", "import psutil"): "the same: the process tree without a cgroup",
+    ("backends/local/bell.py", "import tempfile"): "a follower's bell in a short temp dir only",
+    ("backends/local/bell.py", "import socket"): "a bell made or rung: after the job's start",
+    ("backends/local/cleanup.py", "import shutil"): "a run's end, credential files to remove",
+    **{
+        ("runtime/__init__.py", stmt): "the supervisor imports the node package: building the runtime only"
+        for stmt in ("import hashlib", "import shutil", "import tempfile")
+    },
+    # the job's runtime: a feature's modules only in a job that uses it (issue 46)
+    (
+        "runtime/node/launch/launchers.py",
+        "from . import notify",
+    ): "a job with a webhook: the poster's threads",
+    ("runtime/node/launch/launchers.py", "from . import ray_cluster"): "--ray: Ray's head or worker",
+    ("runtime/node/launch/launchers.py", "import socket"): "a multi-node launcher: the leader's address",
+    ("runtime/node/launch/stackdump.py", "import subprocess"): "a stall stop: py-spy's dump",
     ("backends/local/slack.py", "from launchkit.backends import ending"): (
         "at a failed run's end only: the supervisor starts without pydantic"
     ),
+    **{
+        ("backends/local/slack.py", stmt): "an event's words (--notify-*), when one is posted: the same"
+        for stmt in (
+            "from pathlib import Path",
+            "from launchkit.backends.local.backend import run_end",
+            "from launchkit.core.runs import attempt_text",
+        )
+    },
 }
 
 

@@ -114,23 +114,7 @@ def test_why_names_the_cordoned_nodes_a_queued_job_waits_for(fake_beaker):
     holmes = s.find_cluster("ai2/holmes")
     for node in holmes.nodes:
         fs.cordon(s, node.id)
-    spec = {
-        "version": "v2",
-        "description": "[launchkit]",
-        "budget": "ai2/oe-default",
-        "tasks": [
-            {
-                "name": "main",
-                "image": {"docker": "python:3.11"},
-                "context": {"priority": "normal"},
-                "command": ["python", "train.py"],
-                "resources": {"gpuCount": 8},
-                "constraints": {"cluster": ["ai2/holmes"]},
-                "result": {"path": "/results"},
-            }
-        ],
-    }
-    exp = s.add_experiment(WS, "cordoned", author="alice", spec=spec, description="[launchkit]")
+    exp = fs.gpu_experiment(s, "cordoned", cluster="ai2/holmes")
     why = _why(exp.id)
     names = ", ".join(n.hostname for n in holmes.nodes)
     assert f"is queued: every node of its clusters that could take it is cordoned: {names}" in why, why
@@ -143,27 +127,10 @@ def test_why_tells_replicas_waiting_to_start_together(fake_beaker):
     from fakebeaker import scheduling as fs
 
     s = fake_beaker.state
-    spec = {
-        "version": "v2",
-        "description": "[launchkit]",
-        "budget": "ai2/oe-default",
-        "tasks": [
-            {
-                "name": "main",
-                "image": {"docker": "python:3.11"},
-                "context": {"priority": "normal"},
-                "command": ["torchrun", "train.py"],
-                "resources": {"gpuCount": 8},
-                "constraints": {"cluster": ["ai2/jupiter"]},
-                "replicas": 2,
-                "hostNetworking": True,
-                "leaderSelection": True,
-                "synchronizedStartTimeout": 300 * NS,
-                "result": {"path": "/results"},
-            }
-        ],
-    }
-    exp = s.add_experiment(WS, "together", author="alice", spec=spec, description="[launchkit]")
+    exp = fs.gpu_experiment(
+        s, "together", replicas=2, command=("torchrun", "train.py"), hostNetworking=True, leaderSelection=True,
+        synchronizedStartTimeout=300 * NS,
+    )  # fmt: skip
     first, second = (t.latest_job for t in sorted(exp.tasks, key=lambda t: t.replica_rank))
     s.start_job(first)  # placed: it waits for the other replica instead of starting
     assert (first.started, first.status_name) == (None, "READY_TO_START")

@@ -64,6 +64,7 @@ def test_registry_answers_what_the_cli_asks():
 
 
 INTERFACES = {  # capability -> the methods its optional interface (backends/protocol.py) promises
+    Capability.service: ("ask_ahead", "drop_ahead"),
     Capability.placement: ("placement",),
     Capability.secrets: ("set_secret", "secret_names"),
     Capability.sessions: ("session_spec", "session_placement", "close"),

@@ -15,18 +15,23 @@ HOOK_PATH = "/services/T000/B000/lk-never-shown"  # the part of a webhook that m
 
 
 class Receiver:
-    """An HTTP server on 127.0.0.1 that records every text posted to it."""
+    """An HTTP server on 127.0.0.1 that records every text posted to it (Slack's `{"text": ...}`), and
+    every JSON object (`bodies`: the events of --notify-url)."""
 
     def __init__(self) -> None:
         self.texts: list[str] = []
         self.paths: list[str] = []
-        texts, paths = self.texts, self.paths
+        self.bodies: list[dict] = []
+        texts, paths, bodies = self.texts, self.paths, self.bodies
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 paths.append(self.path)
-                texts.append(json.loads(body)["text"])
+                got = json.loads(body)
+                bodies.append(got)
+                if "text" in got:
+                    texts.append(got["text"])
                 self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
@@ -46,6 +51,14 @@ class Receiver:
             assert time.monotonic() < deadline, f"only {self.texts}"
             time.sleep(0.02)
         return list(self.texts)
+
+    def wait_bodies(self, n: int, timeout: float = 60) -> list[dict]:
+        """Until `n` JSON objects arrived (the timeout only ends a hang)."""
+        deadline = time.monotonic() + scaled(timeout)
+        while len(self.bodies) < n:
+            assert time.monotonic() < deadline, f"only {self.bodies}"
+            time.sleep(0.02)
+        return list(self.bodies)
 
     def close(self) -> None:
         self.server.shutdown()

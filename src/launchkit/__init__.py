@@ -5,7 +5,9 @@ does not load what a launch needs."""
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # (typing costs the local supervisor's start: for the type checker only)
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "api"]

@@ -87,7 +87,7 @@ def own_line(text: str) -> tuple[str, str, str | None] | None:
     if body.startswith("warning: no output"):
         return "inactive_soft", body.removeprefix("warning: "), None
     if "it is not resuming from its checkpoint" in body and not body.startswith("stopping the command"):
-        return "not_resuming", body, "load the newest checkpoint at start (docs/retries.md)"
+        return "not_resuming", body, policy.NOT_RESUMING_FIX
     if body.startswith("restarting the command in place"):
         return "restarted", body, None
     return None

@@ -3,7 +3,8 @@ then submitted. `launchkit.api` and the CLI's `run`/`mason` go through here; the
 
 Steps of `plan()`:
   1. the backend: the request's row (--local, --backend, config, default), loaded unless a dry run
-     asks no service (--offline, no credentials, a backend without one)
+     asks no service (--offline, no credentials, a backend without one). A service's look-ups that
+     need no spec go out now (LooksAhead): it answers while steps 2-4 run here
   2. git state: the commit to launch (clean and pushed unless the backend runs unpushed commits)
   3. launch-time checks: what would fail only in the job, the repository's Python files, the preflight
   4. profiles resolved once; the spec built once with them. When the backend places the job
@@ -25,7 +26,16 @@ from shutil import which
 from typing import Any
 
 from launchkit.application import Application
-from launchkit.backends import Backend, Capability, NoCredentials, RunInfo, Submission, placement_of, registry
+from launchkit.backends import (
+    Backend,
+    Capability,
+    NoCredentials,
+    RunInfo,
+    Submission,
+    looks_ahead,
+    placement_of,
+    registry,
+)
 from launchkit.core import retrying
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import added_line
@@ -34,6 +44,7 @@ from launchkit.core.plan import Plan, make_plan
 from launchkit.core.profiles import ProfileSelection, assumed_line, resolve_profiles, wants_placement
 from launchkit.core.request import LaunchRequest, PythonManager
 from launchkit.core.spec import (
+    beaker_image,
     build_spec,
     decided_at_submit,
     runtime_note,
@@ -141,6 +152,26 @@ def plan(
     (`mason` asks the account first); `git`: the state, when read already."""
     name, b, why_offline = backend or resolve_backend(app, request)
     check_usage(request, name)  # every usage check before anything is written (or asked)
+    ahead = looks_ahead(b)
+    if ahead is None:
+        return _plan(app, request, name, b, why_offline, git)
+    image = beaker_image(request)  # the service answers while git is read and the spec built:
+    ahead.ask_ahead(request.workspace, images=[image] if image else [], budget=request.budget)
+    try:
+        return _plan(app, request, name, b, why_offline, git)
+    except BaseException:
+        ahead.drop_ahead()  # a refused launch does not wait for the look-ups still in flight
+        raise
+
+
+def _plan(
+    app: Application,
+    request: LaunchRequest,
+    name: str,
+    b: Backend | None,
+    why_offline: str | None,
+    git: GitState | None,
+) -> Launch:
     here = Capability.this_machine in registry.info(name).capabilities
     profiles = app.config.get("profiles")
     if git is None:

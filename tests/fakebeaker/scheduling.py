@@ -113,6 +113,61 @@ def on_new_job(state: State, j: Job) -> None:
             )
 
 
+def gpu_spec(
+    *,
+    gpus: int = 8,
+    cluster: str = "ai2/jupiter",
+    replicas: int = 1,
+    priority: str = "normal",
+    preemptible: bool | None = None,
+    retries: int = 0,
+    command: tuple[str, ...] = ("python", "train.py"),
+    **task: Any,
+) -> dict[str, Any]:
+    """A launchkit-like spec of one task asking for `gpus` GPUs per replica on `cluster` (`task`: more
+    task fields as the spec spells them, e.g. hostNetworking=True, timeout=ns)."""
+    context: dict[str, Any] = {"priority": priority}
+    if preemptible is not None:
+        context["preemptible"] = preemptible
+    spec: dict[str, Any] = {
+        "version": "v2",
+        "description": "[launchkit]",
+        "budget": "ai2/oe-default",
+        "tasks": [
+            {
+                "name": "main",
+                "image": {"docker": "python:3.11"},
+                "context": context,
+                "command": list(command),
+                "resources": {"gpuCount": gpus},
+                "constraints": {"cluster": [cluster]},
+                **({"replicas": replicas} if replicas != 1 else {}),
+                "result": {"path": "/results"},
+                **task,
+            }
+        ],
+    }
+    if retries:
+        spec["retry"] = {"allowedTaskRetries": retries}
+    return spec
+
+
+def gpu_experiment(
+    state: State,
+    name: str,
+    *,
+    workspace: str = "ai2/launchkit",
+    author: str = "alice",
+    created: int | None = None,
+    **spec: Any,
+) -> Any:
+    """An experiment of `gpu_spec(**spec)` in `workspace` by `author` (what a new job meets applies:
+    it may be held, see the module docstring); `created` backdates it (ns)."""
+    return state.add_experiment(
+        workspace, name, author=author, spec=gpu_spec(**spec), created=created, description="[launchkit]"
+    )
+
+
 def occupy(
     state: State,
     node: str,
@@ -132,25 +187,12 @@ def occupy(
     with state.lock:
         n = state.find_node(node)
         cluster = state.clusters[n.cluster_id]
-        context: dict[str, Any] = {"priority": priority, "preemptible": preemptible}
-        spec = {
-            "version": "v2",
-            "budget": "ai2/oe-default",
-            "tasks": [
-                {
-                    "name": "main",
-                    "image": {"docker": "python:3.11"},
-                    "context": context,
-                    "command": ["python", "train.py"],
-                    "resources": {"gpuCount": gpus},
-                    "constraints": {"cluster": [f"{state.orgs[cluster.org_id].name}/{cluster.name}"]},
-                    "result": {"path": "/results"},
-                    **({"timeout": timeout} if timeout else {}),
-                }
-            ],
-        }
+        where = f"{state.orgs[cluster.org_id].name}/{cluster.name}"
         n.assigned = max(0, n.assigned - gpus)  # made room for it (on_new_job would hold it otherwise)
-    exp = state.add_experiment(workspace, name or state.new_id("busy"), author=author, spec=spec)
+    exp = gpu_experiment(
+        state, name or state.new_id("busy"), workspace=workspace, author=author, gpus=gpus, cluster=where,
+        priority=priority, preemptible=preemptible, **({"timeout": timeout} if timeout else {}),
+    )  # fmt: skip
     with state.lock:
         j = exp.tasks[0].latest_job
         assert j is not None

@@ -10,8 +10,6 @@ loads beaker-py or grpc.
 
 from __future__ import annotations
 
-from launchkit.backends import registry
-
 TYPE_CHECKING = False  # not typing's: the supervisor imports this package and skips `typing` (~10 ms)
 if TYPE_CHECKING:
     from typing import Any
@@ -25,6 +23,7 @@ if TYPE_CHECKING:
         EndReason,
         GpuRow,
         LogQuery,
+        LooksAhead,
         NoCredentials,
         PageLinks,
         Placement,
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
         SessionHost,
         Submission,
         accounts,
+        looks_ahead,
         page_links,
         placement_of,
         pruning,
@@ -52,6 +52,7 @@ __all__ = [
     "EndReason",
     "GpuRow",
     "LogQuery",
+    "LooksAhead",
     "NoCredentials",
     "PageLinks",
     "Placement",
@@ -65,6 +66,7 @@ __all__ = [
     "accounts",
     "backend_for_run_id",
     "get_backend",
+    "looks_ahead",
     "page_links",
     "placement_of",
     "pruning",
@@ -87,9 +89,13 @@ def __getattr__(name: str) -> Any:
 
 def get_backend(name: str, app: Application, *, workspace: str | None = None) -> Backend:
     """`workspace` (Capability.workspaces): where the backend's lists and --latest look."""
+    from launchkit.backends import registry
+
     return registry.load(name, app, workspace=workspace)
 
 
 def backend_for_run_id(run_id: str) -> str:
     """The backend whose run ids look like `run_id` (the registry's prefixes), else the default."""
+    from launchkit.backends import registry
+
     return registry.for_run_id(run_id).name

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from launchkit.backends.protocol import Cause, EndReason, RunInfo, RunStatus
+from launchkit.runtime.node import policy
 
-OOM_EXIT = 137  # 128 + SIGKILL: what the kernel's out-of-memory killer leaves
+OOM_EXIT = policy.OOM_EXIT  # 128 + SIGKILL: what the kernel's out-of-memory killer leaves
 # The runtime's timing line, printed right before the user's command starts (runtime/lib.sh
 # lk_timing_line, node/launch/launchers.py timing_line; a ray head once its driver starts): a job
 # whose log has it ran the command, so its exit code is the command's, 100-109 included.
@@ -70,25 +71,14 @@ def watchdog_stop(lines: Iterable[bytes]) -> str | None:
     return why
 
 
-WATCHDOG_STOP = "stopped by launchkit: "  # how a watchdog stop's line begins (LAUNCHKIT_STOP: follow's)
+WATCHDOG_STOP = policy.STOPPED_LINE  # how a watchdog stop's line begins (LAUNCHKIT_STOP: follow's)
 
 
 def watchdog_stopped(why: str, code: int, run_id: str) -> EndReason:
-    """The run's end when the runtime's watchdog stopped it: launchkit's stop, never the user's."""
-    flag = "--inactive-timeout" if "--inactive-timeout" in why else "--stall-timeout"
-    fix = f"see what it was doing: `launchkit logs {run_id} --tail 50`; if it was working, raise {flag}"
-    if why.endswith(f"({REQUIRE_RESUME})"):
-        fix = (
-            "load the newest checkpoint at start (keep them under $LAUNCHKIT_RUN_ID: docs/retries.md),"
-            f" or drop {REQUIRE_RESUME}"
-        )
-    return EndReason(
-        kind=Cause.timeout,
-        line=f"{WATCHDOG_STOP}{why}",
-        fix=fix,
-        by="launchkit",
-        exit_code=code,
-    )
+    """The run's end when the runtime's watchdog stopped it: launchkit's stop, never the user's (its
+    words are the job's own: the runtime posts them, policy.stop_line)."""
+    line, fix = policy.stop_line(why, run_id)
+    return EndReason(kind=Cause.timeout, line=line, fix=fix, by="launchkit", exit_code=code)
 
 
 def from_exit_code(
@@ -109,28 +99,24 @@ def from_exit_code(
         return EndReason(kind=Cause.succeeded, line="succeeded", exit_code=0)
     if stopped and code == WATCHDOG_EXIT and not oom:
         return watchdog_stopped(stopped, code, run_id)
-    if oom or code == OOM_EXIT:
+    if oom:
         limit = f" (limit {memory})" if memory else ""
-        what = (
-            "killed for using too much memory"
-            if oom
-            else "killed (exit 137, SIGKILL), most likely out of memory"
-        )
         return EndReason(
             kind=Cause.oom,
-            line=f"{what}{limit}",
-            fix="give it more with --memory (e.g. --memory 64GiB), or use less"
-            if memory
-            else "set a larger --memory (e.g. --memory 64GiB), or use less",
+            line=f"killed for using too much memory{limit}",
+            fix=policy.exit_line(OOM_EXIT, run_id, memory)[1],
             exit_code=code,
         )
+    if code == OOM_EXIT:
+        line, fix = policy.exit_line(code, run_id, memory)
+        return EndReason(kind=Cause.oom, line=line, fix=fix, exit_code=code)
     if code in SETUP_STEPS and started is None:
         what, _ = SETUP_STEPS[code]
         return EndReason(
             kind=Cause.exit_code,
             line=f"failed with exit code {code}: launchkit's code for \"{what}\", or your command's own"
             " (its log could not be read to tell whether your command had started)",
-            fix=f"see the end of its log: `launchkit logs {run_id} --tail 50`",
+            fix=policy.LOG_FIX.format(id=run_id),
             exit_code=code,
         )
     if code in SETUP_STEPS and not started:
@@ -141,12 +127,8 @@ def from_exit_code(
             fix=fix.format(id=run_id),
             exit_code=code,
         )
-    return EndReason(
-        kind=Cause.exit_code,
-        line=f"failed with exit code {code}",
-        fix=f"see the end of its log: `launchkit logs {run_id} --tail 50`",
-        exit_code=code,
-    )
+    line, fix = policy.exit_line(code, run_id)  # as the job's runtime posts it
+    return EndReason(kind=Cause.exit_code, line=line, fix=fix, exit_code=code)
 
 
 # launchkit's own stop of a run it follows (`run --timeout/--start-timeout`: cli/following.py), as the

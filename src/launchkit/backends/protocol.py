@@ -8,13 +8,14 @@ which lives under that package, starts without it.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from enum import Enum
 from typing import IO, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from launchkit.backends.registry import Capability, titles
-from launchkit.core.phases import PhaseNotes, Phases
+from launchkit.core.phases import PhaseDetail, PhaseNotes, Phases
 from launchkit.core.specview import SpecView
 from launchkit.core.status import Cause, RunStatus
 from launchkit.core.units import ago
@@ -143,6 +144,8 @@ class RunInfo(BaseModel):
     phases: Phases | None = None
     gpu_hours: float | None = None  # GPUs x hours of every job that ran (None: not known)
     phase_notes: PhaseNotes | None = None  # `why`: each waiting reason, the env cache, the step timings
+    # `why`: the phases of every job (attempt x replica) read; in `why --json` only (why_cmd adds it)
+    phases_detail: list[PhaseDetail] = Field(default=[], exclude=True)
     cluster: str | None = None  # `stats`: where its newest attempt ran (Backend.phases(where=True))
     # several replicas stopped by the watchdog: the one whose progress stopped first (`why`)
     culprit: str | None = None
@@ -236,11 +239,12 @@ class Backend(Protocol):
         """Every attempt of the run (`why`): cause, exit code, GPU-hours, first and last progress (each
         attempt's log read at both ends, bounded)."""
 
-    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
+    def phases(self, run: RunInfo, *, where: bool = False, detail: bool = False) -> RunInfo:
         """The run with `phases`, `phase_notes` and `gpu_hours` filled (core/phases.py): from its jobs'
         timestamps, its waiting events and the first lines of its newest attempt's log (bounded).
         `where`: also `cluster`, where its newest attempt ran (Beaker: its node's cluster, the org's
-        nodes listed once per connection)."""
+        nodes listed once per connection). `detail`: also `phases_detail`, every job's phases (each
+        attempt of each replica; none for a run of one job)."""
         ...
 
     def write_logs(self, run: RunInfo, query: LogQuery, out: IO[bytes]) -> None:
@@ -311,6 +315,23 @@ class Placement(Protocol):
         ...
 
 
+class LooksAhead(Protocol):
+    """Capability.service: a launch's look-ups sent before its spec is built (launch.plan: while git
+    is read and the spec made), for prepare() to take."""
+
+    def ask_ahead(self, workspace: str | None, *, images: Sequence[str], budget: str | None) -> None:
+        """Send now what prepare() will ask for a launch into `workspace` (None: the backend's) that
+        needs no spec: Beaker's workspace, its secrets and default budget, the runtime dataset, and
+        `images` and `budget` by name (what the spec will name: core/spec.py). Never raises: prepare()
+        asks again what is missing, and says what is wrong where it would."""
+        ...
+
+    def drop_ahead(self) -> None:
+        """Give up the look-ups asked ahead that are still in flight (a launch refused before prepare():
+        it exits without waiting for the service)."""
+        ...
+
+
 class SecretStore(Protocol):
     """Capability.secrets: a workspace's secrets, by name (values are written, never read back)."""
 
@@ -363,6 +384,13 @@ def _having(backend: Backend, capability: Capability) -> Any:
     if capability not in backend.capabilities:
         raise UsageError(f"{capability.value} is not available for {backend.name} runs")
     return backend
+
+
+def looks_ahead(backend: Backend | None) -> LooksAhead | None:
+    """The backend's LooksAhead, when it asks a service (Capability.service); else None."""
+    if backend is None or Capability.service not in backend.capabilities:
+        return None
+    return backend  # type: ignore[return-value]
 
 
 def placement_of(backend: Backend) -> Placement:

@@ -168,7 +168,10 @@ Every error is one line on stderr naming the bad value and the fix; never parse 
   one of {", ".join(f"`{k}`" for k in KINDS)}.
 - `launchkit why --json ID` and `launchkit list --json`: runs with `status`, `exit_code`, `end`
   (`kind`, `line`, `fix`), `waiting` (`kind`, `line`, `fix`), `phases` (seconds or null:
-  {", ".join(f"`{k}`" for k in ph.KEYS)}) and `gpu_hours`.
+  {", ".join(f"`{k}`" for k in ph.KEYS)}) and `gpu_hours`; `why --json` also `phases_detail` (each
+  job's: `task`, `attempt`, `replica`, `phases`) and, for a queued run, `phase_notes.estimate`
+  (`at`, `at_utc`, `basis`, `sooner`: an upper bound from what Beaker lists) or null with
+  `phase_notes.no_estimate_reason`.
 - `launchkit stats --json`: per cluster, `runs`, `gpu_hours`, and each phase's `n`, `p50`, `p90`.
 
 ## After a launch

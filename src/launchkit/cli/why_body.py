@@ -36,10 +36,12 @@ def why(
         run = run.model_copy(
             update={"attempts_detail": details, "resume": resume_note(details), "culprit": culprit}
         )
-    run = b.phases(run)
+    run = b.phases(run, detail=True)
     run = masked_run(app, b, run)  # the job's own text it quotes: secret values masked
     if app.json:
-        app.print_json(run.model_dump(mode="json"))
+        # `phases_detail`: why's alone (list --json keeps its shape)
+        detail = [d.model_dump(mode="json", exclude={"env_cache"}) for d in run.phases_detail]
+        app.print_json({**run.model_dump(mode="json"), "phases_detail": detail})
         return
     sys.stdout.write(f"{run.id} {describe(run)}{_progress(run)}\n")
     for line in time_lines(run):
@@ -55,6 +57,10 @@ def time_lines(run: RunInfo) -> list[str]:
     if p is not None and (p.starting is not None or p.running is not None or p.setup is not None):
         if said := ph.line(p, notes, gpu_hours=run.gpu_hours):
             out.append(f"phases: {said}")
+        if ph.differ(run.phases_detail):  # replicas or attempts whose phases differ: each job's
+            for d in run.phases_detail:
+                each = ph.line(d.phases, ph.PhaseNotes(env_cache=d.env_cache))
+                out.append(f"  {ph.detail_label(d, run.phases_detail)}: {each}")
     if notes is not None and notes.waits and p is not None and p.queued is not None:
         verb = "waited" if run.status != RunStatus.queued else "waiting"
         out.append(f"{verb} {span(p.queued)}: {ph.history(notes.waits)}")

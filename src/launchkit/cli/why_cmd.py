@@ -16,8 +16,8 @@ def why(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="JSON: the run, with its `end` reason, every attempt (`attempts_detail`), `phases` (seconds) "
-        "and `gpu_hours`.",
+        help="JSON: the run, with its `end` reason, every attempt (`attempts_detail`), `phases` (seconds; "
+        "each job's in `phases_detail`), `gpu_hours`, and a queued run's start estimate (`phase_notes`).",
     ),
     backend: str | None = backend_option(),
     local: bool = local_option(),

@@ -33,6 +33,7 @@ KEYS: dict[str, str] = {
     "auto_secrets": "bool",
     "git_token_secret": "str",
     "slack_webhook_secret": "str",
+    "notify_secret": "str",
     "results": "str",
     "task_name": "str",
     "priority": "str",

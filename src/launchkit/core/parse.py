@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from launchkit.core import dotenv, retrying
 from launchkit.core.contract import SLACK_WEBHOOK_ENV, reserved_env
 from launchkit.core.multinode import check_combinations
-from launchkit.core.redact import refuse_secret_value, url_host_only
+from launchkit.core.redact import refuse_secret_value, url_credential, url_host_only
 from launchkit.core.request import (
     DatasetMount,
     EnvSecret,
@@ -42,7 +42,7 @@ from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duratio
 from launchkit.errors import UsageError
 from launchkit.runtime import RUNTIME_MOUNT
 from launchkit.runtime.node.launch import matching, stallbudget
-from launchkit.runtime.node.launch.notify import url_problem
+from launchkit.runtime.node.launch.notify import events_url_problem, url_problem
 from launchkit.userfile import ENV_FILE_LIMIT, read_user_file
 
 if TYPE_CHECKING:
@@ -770,6 +770,7 @@ def _launch(
     f["save_spec"] = given.get("save_spec")
     f["slack_webhook_url"] = _slack_webhook_url(opts, environ)
     f["slack_webhook_secret"] = _slack_webhook_secret(opts, given)
+    f["notify_url"], f["notify_secret"] = _notify(opts, given)
     _waiting(opts, given, f)
 
 
@@ -786,6 +787,41 @@ def _slack_webhook_secret(opts: _Options, given: dict[str, Any]) -> str | None:
             hint="drop it, and use --slack-webhook-url with --follow",
         )
     return name
+
+
+def _notify(opts: _Options, given: dict[str, Any]) -> tuple[str | None, str | None]:
+    """--notify-url URL (plain: it is in the spec) or --notify-secret NAME (the URL in a secret)."""
+    url, where = opts.get("notify_url")
+    name, named_where = opts.get("notify_secret")
+    if url is not None and name is not None:
+        raise UsageError(f"{where} and {named_where} both say where the run's events go", hint="keep one")
+    if given.get("ray") and (url is not None or name is not None):
+        raise UsageError(
+            f"{where if url is not None else named_where} is not posted from a Ray job yet (its driver"
+            " runs on the head)",
+            hint="drop it, and follow the run: `launchkit follow ID --json`",
+        )
+    if name is not None:
+        if not isinstance(name, str) or not SECRET.fullmatch(name):
+            hint = "use letters, digits, '.', '_' or '-'"
+            raise _fail(named_where, name, "is not a valid secret name", hint)
+        return None, name
+    if url is None:
+        return None, None
+    url = str(url)
+    problem = events_url_problem(url)
+    if problem is not None:
+        raise UsageError(
+            f"{where} {url_host_only(url)}: {problem}",
+            hint="give an https:// URL (http:// only on 127.0.0.1 or localhost)",
+        )
+    carried = url_credential(url)
+    if carried is not None:  # it would be in the spec in plain text
+        raise UsageError(
+            f"{where} {url_host_only(url)}: {carried}, which the spec would show in plain text",
+            hint="keep the URL in a secret and give --notify-secret NAME (`launchkit secret set NAME`)",
+        )
+    return url, None
 
 
 def _slack_webhook_url(opts: _Options, environ: dict[str, str]) -> str | None:

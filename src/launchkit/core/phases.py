@@ -82,6 +82,52 @@ class PhaseNotes(BaseModel):
     no_estimate_reason: str | None = None
 
 
+class PhaseDetail(BaseModel):
+    """The phases of one job of a run (an attempt of a replica of a task): `why`'s detail where
+    replicas or attempts differ (`differ`), `why --json`'s `phases_detail`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    attempt: int
+    replica: int
+    phases: Phases
+    env_cache: str | None = None  # the env store's answer (`hit`/`miss`; None: not said or not read)
+
+
+MATERIAL = 60.0  # seconds: a phase that differs this much between jobs differs materially
+MATERIAL_SMALL = 5.0  # ... or this much, when one is at least twice the other
+COMPARED = ("queued", "starting", "setup", "first_output")  # `running`: a failed attempt ran less, of course
+
+
+def differ(details: list[PhaseDetail]) -> bool:
+    """Whether the jobs' phases differ materially (one replica placed minutes after another, a setup of
+    40 s on a cache miss beside 2 s on a hit): worth a line each."""
+    if len(details) < 2:
+        return False
+    for key in COMPARED:
+        values = [v for d in details if (v := getattr(d.phases, key)) is not None]
+        if len(values) < 2:
+            continue
+        hi, lo = max(values), min(values)
+        if hi - lo >= MATERIAL or (hi - lo >= MATERIAL_SMALL and hi >= 2 * lo):
+            return True
+    return len({d.env_cache for d in details if d.env_cache}) > 1
+
+
+def detail_label(d: PhaseDetail, details: list[PhaseDetail]) -> str:
+    """`replica 1`, `attempt 2`, `attempt 2, replica 1`, `task b replica 0` as the run needs to tell them
+    apart."""
+    parts = []
+    if len({x.task for x in details}) > 1:
+        parts.append(f"task {d.task}")
+    if len({x.attempt for x in details}) > 1:
+        parts.append(f"attempt {d.attempt}")
+    if len({x.replica for x in details}) > 1:
+        parts.append(f"replica {d.replica}")
+    return ", ".join(parts) or "job"
+
+
 @dataclass
 class SetupSeen:
     """What the first lines of a job's log say (`setup_seen`)."""

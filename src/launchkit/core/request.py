@@ -228,6 +228,8 @@ class LaunchRequest(_Model):
     json_output: bool = False  # `run --json`: one JSON object on stdout (the plan, then the run or the spec)
     slack_webhook_url: SecretStr | None = None  # a credential: never shown (SecretStr masks it)
     slack_webhook_secret: str | None = None  # the secret holding the webhook the job's runtime posts with
+    notify_url: str | None = None  # --notify-url: the events' URL, in the spec (plain: not a credential)
+    notify_secret: str | None = None  # --notify-secret: the secret holding the events' URL
 
     @model_validator(mode="after")
     def _consistent(self) -> LaunchRequest:

@@ -61,6 +61,8 @@ def policy(request: LaunchRequest) -> P.Policy:
         inactive_soft_timeout=request.inactive_soft_timeout,
         progress_patterns=request.progress_patterns,
         webhook_secret=request.slack_webhook_secret,
+        notify_url=request.notify_url,
+        notify_secret=request.notify_secret,
         require_resume=request.require_resume,
         retry_exit_codes=request.retry_exit_codes,
     )

@@ -280,6 +280,26 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         "(docs/notifications.md).",
     ),
     Opt(
+        "notify_url",
+        STR,
+        ("--notify-url",),
+        P_LAUNCH,
+        metavar="URL",
+        help="POST each of the run's events as JSON to URL from where the job runs (https, or http on "
+        "127.0.0.1). The URL is in the spec in plain text: use --notify-secret for one that is a "
+        "credential (docs/notifications.md).",
+    ),
+    Opt(
+        "notify_secret",
+        STR,
+        ("--notify-secret",),
+        P_LAUNCH,
+        metavar="NAME",
+        key="notify_secret",
+        help="As --notify-url, with the URL in this secret: never in the spec, a log or the "
+        "command's environment.",
+    ),
+    Opt(
         "cluster",
         LIST,
         ("--cluster", "-c"),

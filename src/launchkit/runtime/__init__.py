@@ -14,10 +14,7 @@ creates the dataset once and mounts it by id; the local backend materialises the
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -69,6 +66,8 @@ def runtime_files() -> dict[str, bytes]:
 @lru_cache(maxsize=1)
 def runtime_key() -> str:
     """Hex SHA-256 over launchkit's version and every runtime file (path, content)."""
+    import hashlib
+
     h = hashlib.sha256(f"launchkit {__version__}\0".encode())
     for name, data in sorted(runtime_files().items()):
         h.update(f"{name}\0{len(data)}\0".encode() + hashlib.sha256(data).digest())
@@ -86,6 +85,8 @@ def bootstrap() -> str:
     entrypoint, check it is the one this spec was made for (its SHA-256, where the image has
     `sha256sum`), exec it with the task's argv; else exit 100 saying so. One terse line: every task
     of a sweep carries it."""
+    import hashlib
+
     digest = hashlib.sha256(runtime_files()[ENTRYPOINT_FILE]).hexdigest()
     return (
         f"f=${{{ENV_ENTRYPOINT_DIR}:-{RUNTIME_MOUNT}}}/{ENTRYPOINT_FILE};"
@@ -99,6 +100,9 @@ def bootstrap() -> str:
 def materialise(root: Path) -> Path:
     """The runtime's files under `root/<dataset name>/` (written once, atomically; read-only after),
     for backends that run the spec on this machine. Returns that directory."""
+    import shutil
+    import tempfile
+
     target = root / runtime_dataset_name()
     if all((target / name).is_file() for name in runtime_files()):
         return target

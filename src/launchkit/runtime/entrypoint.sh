@@ -7,17 +7,22 @@ LK_T0=$(lk_now_ms)
 # shellcheck disable=SC2034 # read by lk_node_dir (lib.sh): found anew, never taken from the environment
 LK_NODE_DIR=''
 lk_node_dir || true # now, before any cd (the --no-python path never needs it)
-# The Slack webhook (node/launch/notify.py) is kept from every step and the command: only the runtime that
-# posts gets it (lk_exec), on a pipe. Beaker gives it in the environment; a local run's supervisor on a
-# pipe named by LAUNCHKIT_SLACK_WEBHOOK_FD, read here once and closed (no environment holds it).
+# The run's hooks (node/launch/notify.py): the Slack webhook and the events URL (--notify-secret) are kept
+# from every step and the command: only the runtime that posts gets them (lk_exec), on a pipe. Beaker gives
+# them in the environment; a local run's supervisor on a pipe named by LAUNCHKIT_HOOKS_FD, a line each,
+# read here once and closed (no environment holds them).
 # shellcheck disable=SC2034 # read by lk_exec (launchers.sh; the parts are one script)
 LK_SLACK_WEBHOOK=${LAUNCHKIT_SLACK_WEBHOOK:-}
-if [[ ${LAUNCHKIT_SLACK_WEBHOOK_FD:-} =~ ^[0-9]+$ ]]; then
+# shellcheck disable=SC2034 # (as above)
+LK_NOTIFY_URL=${LAUNCHKIT_NOTIFY_URL:-}
+if [[ ${LAUNCHKIT_HOOKS_FD:-} =~ ^[0-9]+$ ]]; then
     # shellcheck disable=SC2034 # (as above)
-    IFS= read -r -u "$LAUNCHKIT_SLACK_WEBHOOK_FD" LK_SLACK_WEBHOOK || true
-    exec {LAUNCHKIT_SLACK_WEBHOOK_FD}<&-
+    IFS= read -r -u "$LAUNCHKIT_HOOKS_FD" LK_SLACK_WEBHOOK || true
+    # shellcheck disable=SC2034 # (as above)
+    IFS= read -r -u "$LAUNCHKIT_HOOKS_FD" LK_NOTIFY_URL || true
+    exec {LAUNCHKIT_HOOKS_FD}<&-
 fi
-unset LAUNCHKIT_SLACK_WEBHOOK LAUNCHKIT_SLACK_WEBHOOK_FD
+unset LAUNCHKIT_SLACK_WEBHOOK LAUNCHKIT_NOTIFY_URL LAUNCHKIT_HOOKS_FD
 
 # ---- 1. inputs: report everything that is missing at once
 lk_check_inputs() {

@@ -9,7 +9,7 @@
 lk_exec() {
     local py hook cwd=$PWD
     local -a timing=()
-    local watched=${LK_SLACK_WEBHOOK:-} # (entrypoint.sh) the runtime posts the job's end: it stays the parent
+    local watched=${LK_SLACK_WEBHOOK:-}${LK_NOTIFY_URL:-} # (entrypoint.sh) the runtime posts: it stays the parent
     lk__policy_parent && watched=policy # a watchdog, --require-resume (node/policy.py)
     # a retried attempt: the runtime checks that it resumed (watchdog.py) where a Python can
     [[ -z ${LAUNCHKIT_RESUME_FROM:-} || -n $watched ]] || { lk__python py && watched=resume; }
@@ -21,8 +21,9 @@ lk_exec() {
         # started in its own directory, so that no file of the checkout can shadow one of its modules
         cd -- "$LK_NODE_DIR" || lk_die "$LK_EXIT_INPUTS" "cannot enter $LK_NODE_DIR"
         # -S: no site-packages at start (~15 ms); node/launch/launchers.py adds them only when it looks for a module
-        # the webhook on a pipe (a here-string), read once by the runtime: never in its environment
-        [[ -z ${LK_SLACK_WEBHOOK:-} ]] || { exec {hook}<<<"$LK_SLACK_WEBHOOK"; timing+=(--webhook-fd "$hook"); }
+        # the hooks on a pipe (a here-string, a line each), read once by the runtime: never in its environment
+        [[ -z ${LK_SLACK_WEBHOOK:-}${LK_NOTIFY_URL:-} ]] ||
+            { exec {hook}<<<"${LK_SLACK_WEBHOOK:-}"$'\n'"${LK_NOTIFY_URL:-}"; timing+=(--webhook-fd "$hook"); }
         PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" exec "$py" -s -S -m launchkit_node launch \
             --cwd "$cwd" "${timing[@]}" -- "$@"
     fi
@@ -85,8 +86,8 @@ lk__policy_parent() { [[ ${LAUNCHKIT_POLICY:-} == '{"parent":true'* ]]; }
 
 lk__no_launcher_without_python() {
     case ${LAUNCHKIT_LAUNCHER:-none} in
-        none) # the run's policy (a watchdog, --require-resume, --slack-webhook-secret) or a local run's webhook
-            lk_die "$LK_EXIT_EXEC" "--stall-timeout, --inactive-timeout, --require-resume and Slack posts from the job need Python 3.8+ on PATH (python or python3) for the job's runtime" ;;
+        none) # the run's policy (a watchdog, --require-resume, --slack-webhook-secret, --notify-*) or a local run's webhook
+            lk_die "$LK_EXIT_EXEC" "--stall-timeout, --inactive-timeout, --require-resume, Slack and event posts from the job need Python 3.8+ on PATH (python or python3) for the job's runtime" ;;
         torchrun | accelerate | ray)
             command -v "$LAUNCHKIT_LAUNCHER" >/dev/null 2>&1 &&
                 lk_die "$LK_EXIT_EXEC" "--$LAUNCHKIT_LAUNCHER needs Python 3.8+ on PATH (python or python3) to start '$LAUNCHKIT_LAUNCHER'"

@@ -7,7 +7,7 @@ import datetime as dt
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -31,7 +31,7 @@ from launchkit.backends.beaker.logs import (
     stream_job,
     tail_records,
 )
-from launchkit.backends.beaker.prepare import prepare
+from launchkit.backends.beaker.prepare import ask_ahead, prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
 from launchkit.backends.beaker.scheduling import (
@@ -124,6 +124,7 @@ class BeakerBackend:
         self._prepared_workspace: tuple[str, Any] | None = None  # (name, pb2.Workspace) from prepare()
         self._runtime: Any = None  # runtime_dataset.RuntimeDatasets: prepare() finds, submit() makes
         self._session = False  # preparing for `launchkit session`: sessions-only clusters allowed
+        self._asked_ahead = False  # ask_ahead() sent this launch's look-ups: prepare() takes them
         self._seen: dict[str, tuple[Any, Rows]] = {}  # get() -> follow()
         self._leads: dict[str, Any] = {}  # list: a running row's replica 0 job (_rows_progress)
         self._listed: dict[str, Any] = {}  # list: experiment id -> its workload (secret_values reuses it)
@@ -288,12 +289,33 @@ class BeakerBackend:
         return self._retries[eid]
 
     # -- submit ---------------------------------------------------------------------------------
+    def ask_ahead(self, workspace: str | None, *, images: Sequence[str], budget: str | None) -> None:
+        """LooksAhead: the look-ups of prepare() that need no spec, sent now (prepare.ask_ahead)."""
+        try:
+            with self._errors():
+                self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret)
+                name = rs.workspace_name(self.conn, workspace or self._workspace)
+                self._runtime_datasets().find_soon(name)
+                ask_ahead(self.conn, name, images=images, budget=budget)
+        except LaunchkitError as e:  # no credentials, no workspace: prepare() says so where it asks
+            self.app.debug(f"nothing asked ahead: {e}")
+            return
+        self._asked_ahead = True
+
+    def drop_ahead(self) -> None:
+        """LooksAhead: the look-ups asked ahead given up (Connection.abandon)."""
+        if self._asked_ahead and self._conn is not None:
+            self._asked_ahead = False
+            self._conn.abandon()
+
     def prepare(self, submission: Submission) -> Submission:
         if submission.prepared:
             return self._made(submission) if submission.launching else submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
         with self._errors():
-            self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret between two)
+            if not self._asked_ahead:  # each launch asks afresh (a Python API caller may add a secret)
+                self.conn.forget()
+            self._asked_ahead = False
             if not self._session:
                 name = rs.workspace_name(self.conn, submission.workspace or self._workspace)
                 self._runtime_datasets().find_soon(name)
@@ -504,10 +526,11 @@ class BeakerBackend:
         _, rows = self._seen[run.id]
         return self._job_progress(next((js[0] for _, _, js in rows if js), None))
 
-    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
+    def phases(self, run: RunInfo, *, where: bool = False, detail: bool = False) -> RunInfo:
         """Its jobs as get() read them (else one get()); then, at once, the newest attempt's lead job's
         summarized events (its waiting history, one call) and, once it started, its log's first lines
-        up to the command's first output (one bounded read): `why`'s phases."""
+        up to the command's first output (one bounded read): `why`'s phases. `detail`: every job's
+        phases too (`_phases_detail`)."""
         if run.id not in self._seen:
             self.get(run.id)
         wl, rows = self._seen[run.id]
@@ -535,10 +558,17 @@ class BeakerBackend:
         if isinstance(nodes, str):
             reason = nodes
         elif nodes is not None and ahead is not None:
-            group = lead.system_details.replica_group_details
+            group = lead.system_details.replica_group_details.id
+            unplaced = [  # its replicas not placed yet (the placed ones hold their GPUs already)
+                js[0]
+                for _, _, js in rows
+                if js
+                and not js[0].status.HasField("scheduled")
+                and js[0].system_details.replica_group_details.id == group
+            ]
             answer = start_estimate(
                 gpus=int(lead.container_spec.resource_request.gpu_count),
-                replicas=max(1, int(group.size)),
+                replicas=max(1, len(unplaced) if group else 1),
                 host_networking=lead.container_spec.host_networking,
                 nodes=nodes,
                 ahead=ahead,
@@ -565,7 +595,38 @@ class BeakerBackend:
         update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
         if where:
             update["cluster"] = self._cluster_of(lead)
+        if detail:
+            update["phases_detail"] = self._phases_detail(wl, rows, lead, seen)
         return run.model_copy(update=update)
+
+    def _phases_detail(
+        self, wl: Any, rows: Rows, lead: Any, seen: ph.SetupSeen | None
+    ) -> list[ph.PhaseDetail]:
+        """Every job read (each attempt of each replica; a many-task run: its sample) with its phases
+        from its own timestamps, and its log's first lines for up to DETAIL_LOGS started jobs besides
+        the lead (read at once); none for a run of one job (the run's phases are its)."""
+        pb_jobs = {j.id: j for _, _, js in rows for j in js}
+        if len(pb_jobs) < 2:
+            return []
+        view = rv.view_of(wl, [(t, js) for _, t, js in rows], complete=False)
+        others = [j for j in pb_jobs.values() if j.status.HasField("started") and j.id != lead.id]
+        others = others[:DETAIL_LOGS]
+        with self._errors(), ThreadPoolExecutor(max_workers=max(1, min(8, len(others)))) as pool:
+            _ = self.beaker.service  # one channel, made before the threads use it
+            read = dict(zip((j.id for j in others), pool.map(self._setup_seen, others), strict=True))
+        read[lead.id] = seen
+        now = int(self.clock() * NS)
+        out = []
+        for job in sorted(view.jobs, key=lambda j: (j.task, j.attempt or 0, j.replica)):
+            got = read.get(job.id)
+            p = _job_phases(pb_jobs[job.id].status, now, got)
+            cache = got.env_cache if got else None
+            out.append(
+                ph.PhaseDetail(
+                    task=job.task, attempt=job.attempt or 1, replica=job.replica, phases=p, env_cache=cache
+                )
+            )
+        return out
 
     def _cluster_of(self, job: Any) -> str | None:
         """The cluster of the node the job was assigned to (the org's clusters and their nodes, listed
@@ -598,15 +659,7 @@ class BeakerBackend:
                 return None, None
             created = wl.experiment.created.ToNanoseconds()
             return ph.phases(created=created, scheduled=None, started=None, ended=None, now=now), None
-        s = lead.status
-        phases = ph.phases(
-            created=_ns(s, "created"),
-            scheduled=_ns(s, "scheduled"),
-            started=_ns(s, "started"),
-            ended=_ended(s),
-            now=now,
-            seen=seen,
-        )
+        phases = _job_phases(lead.status, now, seen)
         if len(wl.experiment.tasks) > SAMPLED_TASKS:
             return phases, None
         ran = [  # its assigned GPUs (as attempts_detail counts them), else those it asked for
@@ -1598,11 +1651,24 @@ def _unranked(task: Any) -> str:
 
 SAMPLED_TASKS = 16  # get(): jobs read for at most this many tasks of a many-task run
 NS = 1_000_000_000
+DETAIL_LOGS = 8  # `why`: jobs besides the lead whose log's first lines are read for their setup
 
 
 def _ns(status: Any, name: str) -> int | None:
     """A job status timestamp in ns since the epoch (None: not set)."""
     return int(getattr(status, name).ToNanoseconds()) if status.HasField(name) else None
+
+
+def _job_phases(s: Any, now: int, seen: ph.SetupSeen | None) -> ph.Phases:
+    """One job's phases from its status's timestamps and what its log's first lines said."""
+    return ph.phases(
+        created=_ns(s, "created"),
+        scheduled=_ns(s, "scheduled"),
+        started=_ns(s, "started"),
+        ended=_ended(s),
+        now=now,
+        seen=seen,
+    )
 
 
 def _ended(status: Any) -> int | None:

@@ -59,7 +59,7 @@ from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.core.runs import Where, attempt_line, attempt_text, ended_as, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
-from launchkit.runtime.node.policy import ENV_WEBHOOK
+from launchkit.runtime.node.policy import ENV_NOTIFY, ENV_WEBHOOK
 
 # The ids submit() makes (`local-20260131-120000-a1b2c3`), and older or hand-made ones: one path part.
 RUN_ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
@@ -280,12 +280,16 @@ class LocalBackend:
             webhook = (
                 submission.slack_webhook_url.get_secret_value() if submission.slack_webhook_url else None
             )
-            # --slack-webhook-secret NAME: NAME's value, handed over as the webhook; NAME itself is
-            # left out of the supervisor's environment unless another variable needs it too
+            # --slack-webhook-secret NAME (--notify-secret NAME): NAME's value, handed over as the
+            # webhook (the events URL); NAME itself is left out of the supervisor's environment unless
+            # another variable needs it too
+            hooks = (ENV_WEBHOOK, ENV_NOTIFY)
             named = [v.secret for v in env_vars if v.name == ENV_WEBHOOK and v.secret]
-            others = {v.secret for v in env_vars if v.name != ENV_WEBHOOK and v.secret}
+            told = [v.secret for v in env_vars if v.name == ENV_NOTIFY and v.secret]
+            others = {v.secret for v in env_vars if v.name not in hooks and v.secret}
             webhook = webhook or next((os.environ[n] for n in named if os.environ.get(n)), None)
-            drop = tuple(n for n in named if n not in others)
+            events = next((os.environ[n] for n in told if os.environ.get(n)), None)
+            drop = tuple(n for n in (*named, *told) if n not in others)
             if webhook is not None or named:
                 meta["slack"] = True  # the run posts its own messages (node_notifies); never the URL
         finally:
@@ -319,7 +323,7 @@ class LocalBackend:
         with _interrupt_held() as interrupted:  # a run exists from here, its id not yet told
             try:
                 with log:
-                    pid = spawn.start_supervisor(str(rdir), lock, log.fileno(), webhook, drop)
+                    pid = spawn.start_supervisor(str(rdir), lock, log.fileno(), webhook, drop, events)
             except OSError as e:
                 raise BackendError(f"could not start the local supervisor: {e}") from None
             finally:
@@ -397,7 +401,7 @@ class LocalBackend:
             replicas=rec["replicas"],
             author=os.environ.get("USER"),
             message=rec.get("message"),
-            end=_end(rec, self.rdir(rec["id"])),
+            end=run_end(rec, self.rdir(rec["id"])),
             attempts=attempts,
             retry=attempt_text(outcome.view(rec)) if attempts > 1 else None,
             resume=resume_note(self._details(rec)) if attempts > 1 else None,
@@ -434,8 +438,9 @@ class LocalBackend:
             return None
         return (tasks[0].gpus or 0) if tasks else None
 
-    def phases(self, run: RunInfo, *, where: bool = False) -> RunInfo:
-        """From its record and the first lines of replica 0's newest log (a bounded read of a file)."""
+    def phases(self, run: RunInfo, *, where: bool = False, detail: bool = False) -> RunInfo:
+        """From its record and the first lines of replica 0's newest log (a bounded read of a file);
+        `detail`: every job's, from its own times and log (`_phases_detail`)."""
         rdir = self.rdir(run.id)
         rec = record.read(rdir)
         if rec is None:
@@ -447,7 +452,41 @@ class LocalBackend:
         update: dict[str, Any] = {"phases": phases, "phase_notes": notes, "gpu_hours": hours}
         if where:
             update["cluster"] = "this machine"
+        if detail:
+            update["phases_detail"] = self._phases_detail(rec)
         return run.model_copy(update=update)
+
+    def _phases_detail(self, rec: dict[str, Any]) -> list[ph.PhaseDetail]:
+        """Every job of the record (none for a run of one job): queued from the run's creation (a
+        later attempt: from the end of the one before it, its backoff) until it started, the rest from
+        its own log's markers (a bounded read of a file each)."""
+        jobs = outcome.jobs(rec)
+        if len(jobs) < 2:
+            return []
+        rdir, now = self.rdir(rec["id"]), int(self.clock() * NS)
+        ended = {(j["replica"], j["attempt"]): _ns(j.get("finished")) for j in jobs}
+        try:
+            task = SpecView.read((rdir / "spec.json").read_text()).tasks[0].name
+        except (OSError, ValueError, IndexError):
+            task = "main"
+        out = []
+        for j in sorted(jobs, key=lambda j: (j["attempt"], j["replica"])):
+            rank, attempt = j["replica"], j["attempt"]
+            seen = ph.setup_seen(logs.head_records(logs.log_file(rdir, rank, attempt)))
+            before = ended.get((rank, attempt - 1)) if attempt > 1 else None
+            created = before if before is not None else _ns(rec.get("created"))
+            p = ph.phases(
+                created=created,
+                scheduled=None,
+                started=_ns(j.get("started")),
+                ended=_ns(j.get("finished")),
+                now=now,
+                seen=seen,
+            )
+            out.append(
+                ph.PhaseDetail(task=task, attempt=attempt, replica=rank, phases=p, env_cache=seen.env_cache)
+            )
+        return out
 
     def attempts_detail(self, run: RunInfo) -> list[AttemptDetail]:
         return self._details(self._record(run.id))
@@ -867,7 +906,7 @@ def _from_row(row: Any) -> dict[str, Any]:
     return {**dict(row), "jobs": None, **row_jobs(row)}
 
 
-def _end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
+def run_end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
     """Why a finished local run ended, from its record (its jobs, exit code, stop, lost supervisor)
     and, for the runtime's setup codes, from the log of the job whose code it is (whether the command
     had started)."""

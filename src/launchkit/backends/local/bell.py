@@ -15,14 +15,13 @@ from __future__ import annotations
 import errno
 import os
 import select
-import socket
 import stat
-import tempfile
 import threading
 import time
 
 TYPE_CHECKING = False  # the supervisor imports this module and starts without `typing`
 if TYPE_CHECKING:
+    import socket
     from types import TracebackType
     from typing import Any
 
@@ -42,6 +41,8 @@ def _ours(target: str) -> bool:
     """Whether `target` is a bell socket Doorbell made in a temp dir of its own (`<tmp>/lkb-*/s`, a
     socket of this user): what a symlinked bell may point to. Anything else a link points to (a job
     can write the run dir) is left alone."""
+    import tempfile
+
     folder = os.path.dirname(target)
     if os.path.basename(target) != "s" or not os.path.basename(folder).startswith(TEMP_PREFIX):
         return False
@@ -103,6 +104,8 @@ class Doorbell:
         self.sock: socket.socket | None = None
         folder = os.path.join(rdir, BELLS)
         entry = os.path.join(folder, f"{os.getpid()}-{os.urandom(4).hex()}")
+        import socket
+
         try:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         except OSError:
@@ -115,6 +118,8 @@ class Doorbell:
             if len(os.fsencode(entry)) < MAX_PATH:
                 sock.bind(entry)
             else:  # bind where the path is short enough, and point to it from the run dir
+                import tempfile
+
                 short = tempfile.mkdtemp(prefix=TEMP_PREFIX)
                 if len(os.fsencode(short)) + 2 >= MAX_PATH:
                     os.rmdir(short)
@@ -212,6 +217,8 @@ class Ringer:
         except OSError:
             return False
         if names and self.sock is None:
+            import socket
+
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self.sock.setblocking(False)
         for name in names:

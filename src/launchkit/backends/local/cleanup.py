@@ -5,7 +5,6 @@ replica-N/attempt-K/runtime/credentials/)."""
 from __future__ import annotations
 
 import os
-import shutil
 
 CREDENTIALS = os.path.join("runtime", "credentials")
 
@@ -32,4 +31,6 @@ def _remove(path: str) -> None:
     if os.path.islink(path):
         os.unlink(path)  # a link the job planted: its target is not ours to delete
     elif os.path.isdir(path):
+        import shutil
+
         shutil.rmtree(path, ignore_errors=True)

@@ -18,8 +18,6 @@ import os
 import signal
 import time
 
-import psutil
-
 from launchkit.envflags import env_flag
 
 TYPE_CHECKING = False  # the supervisor imports this module and starts without `typing`
@@ -176,6 +174,8 @@ def write_tree(rdir: str, tree: list[tuple[int, float]]) -> None:
 
 def descendants_now(root: int) -> list[tuple[int, float]]:
     """(pid, start time) of every live descendant of `root`."""
+    import psutil
+
     out = []
     for p in _descendants(root):
         try:
@@ -187,6 +187,8 @@ def descendants_now(root: int) -> list[tuple[int, float]]:
 
 def _recorded(tree: list[tuple[int, float]]) -> list[Any]:
     """The recorded processes that still live: same pid *and* same start time (pids get reused)."""
+    import psutil
+
     found = []
     for pid, started in tree:
         try:
@@ -212,6 +214,8 @@ def group_alive(pgid: int) -> bool:
 def _marked(run_id: str, groups: set[int], known: list[Any] | None = None) -> list[Any]:
     """Live processes of the run: those with its marker variable or `known` to be its, and the
     members of `groups` when one of those shows the group is (still) the run's, not a reused id."""
+    import psutil
+
     me = os.getpid()
     mine = {p.pid for p in known or []}
     found, others = [], []
@@ -238,6 +242,8 @@ def _marked(run_id: str, groups: set[int], known: list[Any] | None = None) -> li
 
 
 def _descendants(root: int) -> list[Any]:
+    import psutil
+
     try:
         return [p for p in psutil.Process(root).children(recursive=True) if p.pid != os.getpid()]
     except psutil.Error:
@@ -245,6 +251,8 @@ def _descendants(root: int) -> list[Any]:
 
 
 def _signal(procs: list[Any], sig: int) -> None:
+    import psutil
+
     for p in procs:
         try:
             p.send_signal(sig)
@@ -276,6 +284,8 @@ class RunProcs:
 
     def find(self, scan: bool = True) -> list[Any]:
         """Live processes of the run; `scan`: also look through every process's marker variable."""
+        import psutil
+
         known = _recorded(read_tree(self.rdir)) if self.rdir is not None else []
         if self.cgroup:
             for pid in cgroup_pids(self.cgroup):
@@ -322,6 +332,8 @@ def end_run(run_id: str, groups: list[int], grace: float, *, root: int | None = 
 
 
 def _running(p: Any) -> bool:
+    import psutil
+
     try:
         return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:

@@ -9,10 +9,11 @@ import os
 import subprocess
 import sys
 
-from launchkit.runtime.node.policy import ENV_WEBHOOK
+from launchkit.runtime.node.launch.notify import hooks_text
+from launchkit.runtime.node.policy import ENV_NOTIFY, ENV_WEBHOOK
 
 WEBHOOK_ENV = ENV_WEBHOOK  # a webhook in the launching shell: never the supervisor's
-WEBHOOK_FD_ENV = "LAUNCHKIT_SLACK_WEBHOOK_FD"  # the pipe the webhook is handed over on (slack.py reads it)
+HOOKS_FD_ENV = "LAUNCHKIT_HOOKS_FD"  # the pipe the hooks are handed over on (slack.py reads it)
 WEBHOOK_NAMES = ("LAUNCHKIT_SLACK_WEBHOOK_URL", "GANTRY_SLACK_WEBHOOK_URL")  # core/contract.SLACK_WEBHOOK_ENV
 
 
@@ -28,17 +29,23 @@ def hand_over(secret: str) -> int:
 
 
 def start_supervisor(
-    rdir: str, lock: int, log: int, webhook: str | None = None, drop: tuple[str, ...] = ()
+    rdir: str,
+    lock: int,
+    log: int,
+    webhook: str | None = None,
+    drop: tuple[str, ...] = (),
+    events: str | None = None,
 ) -> int:
     """Start the supervisor of the run in `rdir`, holding `lock`, writing to `log`: its pid (never
-    waited for). `webhook`: the run's Slack webhook, handed over on a pipe; the webhook's variables
-    (and `drop`: --slack-webhook-secret's, when nothing else needs it) are left out of its environment."""
-    gone = {WEBHOOK_ENV, WEBHOOK_FD_ENV, *WEBHOOK_NAMES, *drop}
+    waited for). `webhook`, `events`: the run's Slack webhook and events URL (--notify-secret's),
+    handed over on one pipe; the webhook's variables (and `drop`: --slack-webhook-secret's and
+    --notify-secret's, when nothing else needs them) are left out of its environment."""
+    gone = {WEBHOOK_ENV, ENV_NOTIFY, HOOKS_FD_ENV, *WEBHOOK_NAMES, *drop}
     env = {k: v for k, v in os.environ.items() if k not in gone}
     fds: tuple[int, ...] = (lock,)
-    if webhook:
-        fds += (hand_over(webhook),)
-        env[WEBHOOK_FD_ENV] = str(fds[-1])
+    if webhook or events:
+        fds += (hand_over(hooks_text(webhook, events)),)
+        env[HOOKS_FD_ENV] = str(fds[-1])
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "launchkit.backends.local.supervisor", rdir],

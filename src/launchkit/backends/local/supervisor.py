@@ -25,8 +25,6 @@ import sys
 import threading
 import time
 
-import psutil
-
 from launchkit.backends.local import bell, logs, outcome, procs, record, retry, slack, spawn
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
@@ -36,7 +34,16 @@ from launchkit.core.redact import looks_secret_name, redact_url, token_kind
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.core.status import Cause, RunStatus
 from launchkit.core.units import parse_size
-from launchkit.runtime.node.policy import EMPTY, ENV_ATTEMPT, ENV_RESUME_FROM, ENV_WEBHOOK, PREEMPTION, Policy
+from launchkit.runtime.node.launch.notify import hooks_text
+from launchkit.runtime.node.policy import (
+    EMPTY,
+    ENV_ATTEMPT,
+    ENV_NOTIFY,
+    ENV_RESUME_FROM,
+    ENV_WEBHOOK,
+    PREEMPTION,
+    Policy,
+)
 
 TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
 if TYPE_CHECKING:
@@ -165,7 +172,7 @@ def replica_env(
     job_id = outcome.job_id(run_id, rank, attempt)
     env = dict(base)
     for var in spec_task.env:
-        if var.name == ENV_WEBHOOK:
+        if var.name in (ENV_WEBHOOK, ENV_NOTIFY):
             continue  # the supervisor's, given to the runtime alone (slack.py)
         if var.secret:
             env[var.name] = os.environ[var.secret]  # checked at submit; never stored
@@ -261,6 +268,7 @@ class Supervisor:
         self.storage_error: str | None = None  # a log could not be written: the run is stopped
         self.timed_out: str | None = None  # --task-timeout passed: the run is stopped
         self.webhook: str | None = None  # the run's Slack webhook (slack.py), in memory only
+        self.events: str | None = None  # where the run's events go as JSON (--notify-*), in memory only
         self.subreaper = False
         self.cgroup: str | None = None  # the run's cgroup; without one, the process tree is recorded
         self.memory: MemoryLimit | None = None  # --memory, enforced by the kernel where it can be
@@ -345,6 +353,8 @@ class Supervisor:
 
     # ---- tracking (without a cgroup): every descendant with its start time, on disk for `stop`
     def record_tree(self) -> None:
+        import psutil
+
         with self.lock:
             alive = {}
             for pid, started in self.tree.items():  # gone from our tree (not a subreaper)? still ours
@@ -377,7 +387,7 @@ class Supervisor:
         spec, self.meta = SpecView(self.read_json("spec.json")), self.read_json("meta.json")
         self.task, self.count, self.argv, self.propagate, self.retries_left = what_runs(spec)
         task = self.task
-        self.webhook = slack.webhook(task)  # the runtime posts with it, and so do we (slack.py)
+        self.webhook, self.events = slack.hooks(task)  # the runtime posts with them, and so do we (slack.py)
         self.policy = task.policy()
         if self.policy.retry_on:  # the cap counts every cause's retries (the runtime's in-place ones apart)
             self.retries_left = self.policy.retry_cap
@@ -418,9 +428,9 @@ class Supervisor:
                     self.base, self.task, self.meta, self.rdir, rank, self.count, self.gpus, attempt
                 )
                 handed: tuple[int, ...] = ()
-                if self.webhook:  # on a pipe the entrypoint reads once: in no environment
-                    handed = (spawn.hand_over(self.webhook),)
-                    env[spawn.WEBHOOK_FD_ENV] = str(handed[0])
+                if self.webhook or self.events:  # on a pipe the entrypoint reads once: in no environment
+                    handed = (spawn.hand_over(hooks_text(self.webhook, self.events)),)
+                    env[spawn.HOOKS_FD_ENV] = str(handed[0])
                 if attempt > 1:  # checked against the step the attempt before reached (watchdog.py)
                     patterns = self.policy.progress_patterns
                     step = retry.resume_from(self.rdir, rank, self.attempts.get(rank, attempt - 1), patterns)
@@ -470,6 +480,9 @@ class Supervisor:
                 t = threading.Thread(target=self.pump, args=(p.stdout, path), daemon=True)
                 t.start()
                 self.pumps[rank] = t
+            if attempt > 1 and self.events and not self.cancel.is_set():  # a retry began: its event
+                body = slack.attempt_json(self.rec, attempt)
+                threading.Thread(target=slack.post_event, args=(self.events, body), daemon=True).start()
         finally:
             for _, p, gate_w, joiner in gates:  # never opened (an error): they exit at their gates
                 os.close(gate_w)
@@ -637,9 +650,12 @@ class Supervisor:
         else:
             self.end(*self.outcome())
         self.bells.close()  # the last ring, at once: followers see the end now
+        told = slack.end_event(self.rdir, self.rec, self.timed_out, self.storage_error)
         if self.webhook:
             text = slack.end_message(self.rdir, self.rec, self.timed_out, self.storage_error)
             slack.post(self.webhook, text)
+        if self.events and told is not None:
+            slack.post_event(self.events, slack.end_json(self.rdir, self.rec, told[0]))
         # Only the empty shells are left: the run's (empty) cgroups, its record's reserve, its links.
         procs.remove_cgroup(self.cgroup)
         if self.memory is not None:

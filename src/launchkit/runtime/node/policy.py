@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 ENV = "LAUNCHKIT_POLICY"  # the spec's one variable: Policy.encode()
 ENV_WEBHOOK = "LAUNCHKIT_SLACK_WEBHOOK"  # the webhook's value (a secret by name), for the runtime only
+ENV_NOTIFY = "LAUNCHKIT_NOTIFY_URL"  # --notify-secret's value (the events' URL, a secret), the runtime only
 ENV_ATTEMPT = "LAUNCHKIT_ATTEMPT"  # set on the node where the attempt number is known (supervisor)
 ENV_RESTART = "LAUNCHKIT_RESTART"  # the command's restarts in place in this job so far (restart.py)
 # the step the attempt before reached, given to a new attempt (the local supervisor) or an in-place
@@ -61,19 +62,28 @@ EVENTS = {
     "failed": ":x:",
     "succeeded": ":white_check_mark:",
 }
+# Kinds only the JSON stream has (`--notify-url`, launchkit/events.py; Slack is not posted them).
+STREAM_ONLY = ("waiting", "attempt", "progress", "restarted")
 # Who posts: the job's runtime (node/launch/notify.py), a local run's supervisor (backends/local/
 # slack.py) or `follow` (launchkit/notify.py). How a run posts (its mode): FOLLOWER, nobody in the run
 # (follow --slack-webhook-url posts everything); JOB, the job's runtime with --slack-webhook-secret;
 # RUN, a local run with a webhook (the runtime and the supervisor: follow posts nothing).
 JOB, SUPERVISOR, FOLLOW = "job", "supervisor", "follow"
 FOLLOWER, RUN = "follower", "run"
-_JOB_EVENTS = ("started", "inactive_soft", "inactive", "stalled", "not_resuming", "failed", "succeeded")
+# (with the stream's progress and restarted: the runtime reads the output and restarts the command)
+_JOB_EVENTS = (
+    *("started", "inactive_soft", "inactive", "stalled", "not_resuming", "failed", "succeeded"),
+    *("progress", "restarted"),
+)
 # The job's own "failed" is its command's exit; the supervisor's, a job that died before its command
 # or a supervisor error; follow's, the rest (a Beaker job that never started, say).
 POSTERS = {
-    FOLLOWER: {FOLLOW: tuple(EVENTS)},
-    JOB: {JOB: _JOB_EVENTS, FOLLOW: ("start_timeout", "timeout", "preempted", "canceled", "failed")},
-    RUN: {JOB: _JOB_EVENTS, SUPERVISOR: ("timeout", "canceled", "failed")},
+    FOLLOWER: {FOLLOW: tuple(EVENTS) + STREAM_ONLY},
+    JOB: {
+        JOB: _JOB_EVENTS,
+        FOLLOW: ("start_timeout", "timeout", "preempted", "canceled", "failed", "waiting", "attempt"),
+    },
+    RUN: {JOB: _JOB_EVENTS, SUPERVISOR: ("timeout", "canceled", "failed", "attempt")},
 }
 
 
@@ -90,6 +100,45 @@ def stop_event(why: str) -> str:
     if "--inactive-timeout" in why:
         return "inactive"
     return "stalled" if "--stall-timeout" in why else "timeout"
+
+
+def slack_posts(process: str, mode: str, event: str) -> bool:
+    """Whether `process` posts `event` to Slack (the stream's own kinds are not Slack's)."""
+    return event in EVENTS and posts(process, mode, event)
+
+
+# How `launchkit why` tells the ends the job itself knows (backends/ending.py says them with these; the
+# job's runtime posts them as events: node/launch/notify.py)
+STOPPED_LINE = "stopped by launchkit: "  # a watchdog stop's line begins so
+LOG_FIX = "see the end of its log: `launchkit logs {id} --tail 50`"
+NOT_RESUMING_FIX = "load the newest checkpoint at start (docs/retries.md)"
+OOM_EXIT = 137  # 128 + SIGKILL: what the kernel's out-of-memory killer leaves
+
+
+def stop_line(why: str, run_id: str) -> tuple[str, str]:
+    """(line, fix) of the watchdog's stop `why` (its `[launchkit] stopped: ...` reason)."""
+    flag = "--inactive-timeout" if "--inactive-timeout" in why else "--stall-timeout"
+    fix = f"see what it was doing: `launchkit logs {run_id} --tail 50`; if it was working, raise {flag}"
+    if why.endswith("(--require-resume)"):
+        fix = (
+            "load the newest checkpoint at start (keep them under $LAUNCHKIT_RUN_ID: docs/retries.md),"
+            " or drop --require-resume"
+        )
+    return STOPPED_LINE + why, fix
+
+
+def exit_line(code: int, run_id: str, memory: str | None = None) -> tuple[str, str]:
+    """(line, fix) of a command that exited with `code` (not 0) after it started; `memory`: the run's
+    limit, when known."""
+    if code == OOM_EXIT:
+        limit = f" (limit {memory})" if memory else ""
+        fix = (
+            "give it more with --memory (e.g. --memory 64GiB), or use less"
+            if memory
+            else ("set a larger --memory (e.g. --memory 64GiB), or use less")
+        )
+        return f"killed (exit 137, SIGKILL), most likely out of memory{limit}", fix
+    return f"failed with exit code {code}", LOG_FIX.format(id=run_id)
 
 
 def message(event: str, label: str, line: str) -> str:
@@ -154,6 +203,8 @@ _FIELDS = (
     "require_resume",
     "retry_exit_codes",
     "stall_auto",
+    "notify_url",
+    "notify_secret",
 )
 _SECONDS = ("stall_timeout", "stall_grace", "inactive_timeout", "inactive_soft_timeout")
 
@@ -175,6 +226,8 @@ class Policy:
     require_resume: bool  # a retried attempt that starts below the step the one before reached is stopped
     retry_exit_codes: tuple[int, ...]  # `--retry-on exit:29,75`: the codes restarted in place (EXIT)
     stall_auto: tuple[float, float] | None  # `--stall-timeout auto`: (floor, cap) seconds (stallbudget.py)
+    notify_url: str | None  # `--notify-url`: where the run's events are posted as JSON (in the spec, plain)
+    notify_secret: str | None  # `--notify-secret`: the secret holding that URL (ENV_NOTIFY on the node)
 
     def __init__(
         self,
@@ -189,6 +242,8 @@ class Policy:
         require_resume: bool = False,
         retry_exit_codes: Sequence[int] = (),
         stall_auto: Sequence[float] | None = None,
+        notify_url: str | None = None,
+        notify_secret: str | None = None,
     ) -> None:
         unknown = [c for c in retry_on if c not in CAUSES]
         if unknown:
@@ -209,6 +264,8 @@ class Policy:
         if len(codes) != len(retry_exit_codes):
             raise PolicyError(f"retry_exit_codes={list(retry_exit_codes)!r} must be exit codes 1-255 but 124")
         self.retry_exit_codes = tuple(sorted(set(codes)))
+        self.notify_url = notify_url or None
+        self.notify_secret = notify_secret or None
         self.stall_auto = None
         if stall_auto is not None:
             bounds = [_seconds("stall_auto", v) for v in stall_auto]
@@ -245,10 +302,16 @@ class Policy:
         return any(v is not None for v in limits)
 
     @property
+    def notifies(self) -> bool:
+        """The job posts its events as JSON (--notify-url or --notify-secret)."""
+        return self.notify_url is not None or self.notify_secret is not None
+
+    @property
     def parent(self) -> bool:
         """The node runtime stays the command's parent: it watches it, posts its end, or must check
         that a retried attempt resumed (--require-resume)."""
-        return self.watched or self.webhook_secret is not None or self.require_resume or EXIT in self.retry_on
+        posts = self.webhook_secret is not None or self.notifies
+        return self.watched or posts or self.require_resume or EXIT in self.retry_on
 
     @property
     def restarts(self) -> int:

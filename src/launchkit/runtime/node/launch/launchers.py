@@ -14,14 +14,21 @@ import importlib.util
 import os
 import signal
 import site
-import socket
 import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from ..policy import EMPTY, Policy, PolicyError
+from ..policy import EMPTY, ENV_NOTIFY, ENV_WEBHOOK, Policy, PolicyError
 from ..policy import ENV as POLICY_ENV
-from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, notify, procs, ray_cluster, restart, watchdog
+from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, procs, restart, watchdog
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import notify
+
+# A feature's modules are imported where the job uses it (issue 46: no job pays for a feature it does
+# not use): the posters (notify.py: http, threads) with a webhook or an events URL, Ray's
+# (ray_cluster.py) for `--ray`, socket for a leader's name.
 
 LAUNCHERS = ("torchrun", "accelerate", "ray")
 
@@ -43,6 +50,8 @@ def _whole(name: str, value: str) -> int:
 
 def _lookup_v4(name: str) -> str | None:
     """The first IPv4 address of name, as `getent ahostsv4` gives it, or None."""
+    import socket
+
     try:
         infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
     except OSError:
@@ -150,15 +159,6 @@ def module_present(dotted: str, find_spec: Callable[[str], object] | None = None
     return False
 
 
-def _which(name: str, path: str) -> bool:
-    """Is name an executable file in one of path's directories (as `command -v`)?"""
-    for folder in path.split(os.pathsep):
-        candidate = os.path.join(folder or ".", name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return True
-    return False
-
-
 def tool(
     name: str,
     module: str,
@@ -168,7 +168,7 @@ def tool(
     has_module: Callable[[str], bool] = module_present,
 ) -> list[str]:
     """The argv prefix that runs a Python console script: itself on PATH, else `PYTHON -m MODULE`."""
-    if _which(name, env.get("PATH", os.defpath)):
+    if procs.which(name, env.get("PATH", os.defpath)) is not None:
         return [name]
     if has_module(module):
         return [python, "-m", module]
@@ -365,6 +365,8 @@ def run(
     except ValueError as e:
         raise LaunchError(EXIT_INPUTS, str(e)) from None
     if p.ray is not None:
+        from . import ray_cluster
+
         assert p.topology is not None
         topo, children = p.topology, procs.Children()
         if p.ray == "head":  # the watchdog watches the driver, whose output has its tasks' (log_to_driver)
@@ -376,6 +378,9 @@ def run(
     starting()
     if watched is None and (job is not None or policy.exit_restarts):  # posting the end, or restarting
         watched = watchdog.Settings(None, 0.0, [], None, None)  # the command on an exit code: the parent
+    if watched is not None and job is not None and job.wants_progress:  # its progress lines, as events
+        patterns = watched.patterns or watchdog.progress_patterns(policy.progress_patterns)
+        watched = watched._replace(patterns=patterns, report=True)
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
         try:  # the job's posts: its start once the command runs (watchdog.run tells it), never before
             tell = None if job is None else _telling(job)
@@ -412,15 +417,16 @@ def main(args: list[str]) -> int:
     """The `launch` subcommand (see the module's docstring)."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)  # until the command runs, a signal ends the job as bash's would
-    cwd, t0, timings, webhook = None, None, [], None
+    cwd, t0, timings = None, None, []
+    hooks_fd: int | None = None  # the pipe bash hands the hooks over on (read once the options are)
     while args and args[0] != "--":
         opt, eq, value = args[0].partition("=")
         if not eq and opt in ("--cwd", "--t0", "--timing", "--webhook-fd") and len(args) > 1:
             value, args = args[1], args[1:]
         if opt == "--cwd":
             cwd = value
-        elif opt == "--webhook-fd" and value.isdigit():
-            webhook = notify.read_handed(int(value))
+        elif opt == "--webhook-fd" and value.isdigit():  # the Slack webhook, then the events URL: a line each
+            hooks_fd = int(value)
         elif opt == "--t0" and value.isdigit():
             t0 = int(value)
         elif opt == "--timing":
@@ -437,14 +443,18 @@ def main(args: list[str]) -> int:
         os.chdir(cwd)
     node_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = job_env(dict(os.environ), node_dir, cwd)
-    job = None
-    if webhook or notify.ENV in env:  # its poster; the command never sees the webhook
-        job = notify.from_env(env, webhook)
     try:
         policy = Policy.decode(env.get(POLICY_ENV))  # the run's policy, decoded once (node/policy.py)
     except PolicyError as e:
         log(f"error: {e}")
         return EXIT_INPUTS
+    job = None
+    if hooks_fd is not None or ENV_WEBHOOK in env or ENV_NOTIFY in env or policy.notify_url:
+        # its poster (Slack, the events URL); the command never sees a webhook
+        from . import notify
+
+        hooks = ("", "") if hooks_fd is None else notify.read_hooks(hooks_fd)
+        job = notify.from_env(env, hooks[0], hooks[1], policy.notify_url)
     try:
         p = plan(argv, env)
         said = timing_line(t0, timings, int(time.time() * 1000)) if t0 is not None else ""

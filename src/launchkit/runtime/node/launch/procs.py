@@ -22,6 +22,16 @@ def exit_code(status: int) -> int:
     return os.WEXITSTATUS(status)
 
 
+def which(name: str, path: str | None = None) -> str | None:
+    """name's executable file in one of `path`'s directories (default: PATH), as `command -v`; None
+    when there is none."""
+    for folder in (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep):
+        candidate = os.path.join(folder or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 def restore_signals() -> None:
     """Default dispositions for what Python ignores, before an exec."""
     for sig in _RESET:

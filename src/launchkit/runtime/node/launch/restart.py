@@ -71,6 +71,9 @@ def run(
             env[ENV_RESUME_FROM] = watchdog.step_value(steps[-1])
         s = s._replace(resume=watchdog.resume_of(env, s.require))
         which = f"attempt {attempt}" if attempt else f"restart {restart}"
-        _say(f"restarting the command in place ({which}; --retry-on {cause}): {why}")
+        said = f"restarting the command in place ({which}; --retry-on {cause}): {why}"
+        _say(said)
+        if tell is not None:
+            tell("restarted", said)
         if signalled:
             return 128 + signalled[0]

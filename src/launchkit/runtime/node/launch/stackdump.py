@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import signal
-import subprocess
 import time
 from typing import Callable
+
+from .procs import which as find
 
 PYSPY_TIMEOUT = 20.0  # seconds for each py-spy dump
 ABORT_WAIT = 5.0  # seconds for the aborted processes to write their tracebacks and end
@@ -57,9 +57,11 @@ def dump(
     pgid: int,
     say: Callable[[str], None],
     write: Callable[[bytes], None],
-    which: Callable[[str], str | None] = shutil.which,
+    which: Callable[[str], str | None] = find,
 ) -> int:
     """Dump the stacks of group `pgid`'s Python processes into the log; how many were dumped."""
+    import subprocess
+
     pids = python_pids(pgid)
     if not pids:
         say("no Python process of the command to dump the stacks of")

@@ -67,6 +67,7 @@ class Settings(NamedTuple):
     resume: Resume | None = None
     require: bool = False  # --require-resume (the policy's), for the starts restart.py makes
     auto: tuple[float, float] | None = None  # --stall-timeout auto: (floor, cap) (stallbudget.py)
+    report: bool = False  # progress lines are told (`tell("progress", ...)`: the job's event posts)
 
 
 def settings(policy: Policy, env: dict[str, str] | None = None) -> Settings | None:
@@ -171,6 +172,7 @@ class Watch:
         self.first_step: float | None = None  # the first progress line's step (resume verification)
         self.last_step: float | None = None  # the newest's
         self.notes: list[str] = []  # said once, as they come (the run loop takes them)
+        self.fresh: tuple[str, str] | None = None  # a new progress line (text, line), told by the run loop
         self.resume_stop: str | None = None  # --require-resume: why this start is stopped
         auto = s.auto
         self.budget = None if auto is None else stallbudget.AutoBudget(floor=auto[0], cap=auto[1])
@@ -192,7 +194,7 @@ class Watch:
 
     def saw(self, fd: int, data: bytes, now: float, wall: float) -> None:
         self.last_output = now
-        if self.s.stall is None and self.s.resume is None and self.budget is None:
+        if self.s.stall is None and self.s.resume is None and self.budget is None and not self.s.report:
             return
         buf = self.pending.get(fd, b"") + data
         parts = buf.replace(b"\r", b"\n").split(b"\n")
@@ -216,6 +218,8 @@ class Watch:
             found = progress_step(parts[i].decode("utf-8", "replace"), self.s.patterns)
             if found is not None:
                 self.last_progress, self.progress_wall, self.progress_text = now, wall, found[0]
+                if self.s.report:
+                    self.fresh = (found[0], parts[i][:LINE_MAX].decode("utf-8", "replace"))
                 if found[1] is not None:
                     self.last_step = found[1]
                     if self.first_step is None:
@@ -238,6 +242,8 @@ class Watch:
                 self.budget.progress(newest[2], after_phase=False)
             text, step, self.last_progress, self.progress_wall = newest
             self.progress_text = text
+            if self.s.report:
+                self.fresh = (text, text)  # (the matcher answers with the text it matched)
             if step is not None:
                 self.last_step = step
                 if self.first_step is None:
@@ -346,12 +352,16 @@ def _same_file(a: int, b: int) -> bool:
 
 
 def tell_notes(watch: Watch, tell: Callable[[str, str], None] | None) -> None:
-    """The resume notes (not resuming, said once) into the log and to `tell`."""
+    """The resume notes (not resuming, said once) into the log and to `tell`; a new progress line to
+    `tell` (as "TEXT\nLINE")."""
     for note in watch.notes:
         _say(note)
         if tell is not None:
             tell("resume", note)
     watch.notes.clear()
+    fresh, watch.fresh = watch.fresh, None
+    if fresh is not None and tell is not None:
+        tell("progress", f"{fresh[0]}\n{fresh[1]}")
 
 
 def run(
@@ -389,7 +399,8 @@ def run(
         tell("started", argv[0])
     matcher, failed = None, ""
     texts = [p.pattern for p in s.patterns]
-    if (s.stall is not None or s.auto is not None or s.resume is not None) and not matching.is_default(texts):
+    reads = s.stall is not None or s.auto is not None or s.resume is not None or s.report
+    if reads and not matching.is_default(texts):
         try:  # the user's patterns: in a process of their own, with a budget
             matcher = matching.Remote(texts)
         except OSError as e:  # fail open: the command runs, its output counts as progress
