@@ -275,6 +275,7 @@ class RunProcs:
         root: int | None = None,
     ) -> None:
         self.run_id, self.groups, self.cgroup, self.rdir, self.root = run_id, groups, cgroup, rdir, root
+        self.found: list[str] = []
 
     @classmethod
     def of(cls, rdir: str | os.PathLike[str], rec: dict[str, Any]) -> RunProcs:
@@ -307,9 +308,11 @@ class RunProcs:
 
     def end(self, grace: float) -> tuple[int, list[int]]:
         """End every process (SIGTERM, then SIGKILL after `grace` s): (how many there were, the pids
-        still alive afterwards, which only processes we may not signal should leave)."""
+        still alive afterwards, which only processes we may not signal should leave). `self.found`:
+        those found first, as `name (pid N)`."""
         procs = self.find()
         count = len(procs)
+        self.found = [describe(p) for p in procs]
         for sig in (signal.SIGTERM, signal.SIGKILL):
             _signal(procs, sig)
             if sig == signal.SIGKILL and self.cgroup:
@@ -329,6 +332,16 @@ class RunProcs:
 def end_run(run_id: str, groups: list[int], grace: float, *, root: int | None = None, **where: Any) -> int:
     """End every process of run `run_id` (RunProcs.end); how many there were."""
     return RunProcs(run_id, groups, root=root, **where).end(grace)[0]
+
+
+def describe(p: Any) -> str:
+    """`sleep (pid 123)`: a process as the run's messages name it."""
+    import psutil
+
+    try:
+        return f"{p.name()} (pid {p.pid})"
+    except psutil.Error:
+        return f"pid {p.pid}"
 
 
 def _running(p: Any) -> bool:

@@ -633,13 +633,25 @@ class Supervisor:
         if self.siblings is not None:
             self.siblings.join()
         clean = self.subreaper and procs.reap_children() and not any(map(procs.group_alive, groups))
+        left: list[str] = []
         if not (clean and not (self.cgroup and procs.cgroup_pids(self.cgroup))):
-            self.run_procs().end(2)
+            ending = self.run_procs()
+            ending.end(2)  # (on Beaker the container ends with the command: nothing outlives it there)
+            left = ending.found
             procs.reap_children()
 
         remove_credentials(self.rdir)  # nothing of the job is left to read them
         for t in self.pumps.values():
             t.join(timeout=5)
+        if left and not self.cancel.is_set():  # said after the command's own last lines
+            shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+            try:
+                logs.note(
+                    logs.log_file(self.rdir, 0, self.attempts.get(0, 1)),
+                    f"ended what the command left running: {shown}",
+                )
+            except OSError:
+                pass
         if self.storage_error is not None:
             self.rec["state_error"] = True
             self.end("failed", None, f"stopped because it {self.storage_error}")
