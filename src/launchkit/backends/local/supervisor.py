@@ -642,7 +642,9 @@ class Supervisor:
         left: list[str] = []
         if not (clean and not (self.cgroup and procs.cgroup_pids(self.cgroup))):
             ending = self.run_procs()
-            ending.end(2)  # (on Beaker the container ends with the command: nothing outlives it there)
+            # (on Beaker the container ends with the command: nothing outlives it there); the run's
+            # cgroup, or this subreaper's descendants, hold all of it: no machine-wide scan at its end
+            ending.end(2, scan=not (self.cgroup or self.subreaper))
             left = ending.found
             procs.reap_children()
 
