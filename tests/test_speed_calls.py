@@ -8,6 +8,7 @@ import time
 import pytest
 
 from conftest import run_cli
+from inproc import run_main
 from launchkit.core.specview import SpecView
 from lk_helpers import policy_env
 from test_beaker_backend import spec
@@ -53,6 +54,26 @@ def test_list_costs_four_calls(fake_beaker, backend):
     assert len(rows) == 20 and {r.exit_code for r in rows[10:]} == {0, 1, 2}
     # + queued rows (issue 33): the org's unscheduled jobs, then the newest 5 queued rows' events
     assert fake_beaker.total_calls <= 4 + 1 + 5, dict(fake_beaker.calls)
+
+
+def test_a_first_list_asks_each_author_once_and_at_once(fake_beaker, backend):
+    """The authors' names on a machine that has none cached: one GetUser per author by id (no
+    ResolveUserName), all in flight together (issue 46: a cold list of 2 authors took 4 calls in 4
+    rounds). The fake holds each GetUser until both are in flight."""
+    now = time.time_ns()
+    for i, author in enumerate(("alice", "bob", "alice")):
+        exp = fake_beaker.state.add_experiment(
+            WS, f"u{i}", author=author, description="run [launchkit]", created=now - (3 - i) * 60_000_000_000
+        )
+        fake_beaker.state.finish_job(exp.tasks[0].latest_job or fake_beaker.state.schedule_job(exp), 0)
+    fake_beaker.faults.together("GetUser", 2, wait=scaled(20))
+    fake_beaker.reset_calls()
+    rows = backend.list_runs(limit=20)
+    assert sorted(r.author for r in rows) == ["alice", "alice", "bob"]
+    assert fake_beaker.calls["ResolveUserName"] == 0 and fake_beaker.calls["GetUser"] == 2, dict(
+        fake_beaker.calls
+    )
+    assert fake_beaker.faults.met == {"GetUser": 2}
 
 
 def test_list_without_queued_rows_costs_four_calls(fake_beaker, backend):
@@ -111,22 +132,91 @@ def test_submit_sends_its_independent_lookups_together(fake_beaker, backend):
     assert fake_beaker.calls["GetImage"] == 0  # a name's id is one ResolveImageName
 
 
-def test_a_warm_launch_takes_seven_calls_in_four_rounds(repo, fake_beaker):
-    """`launchkit run` a second time from this machine: the workspace by its remembered id (no
-    ResolveWorkspaceName) beside the image; then secrets, default budget and the runtime dataset; the
-    create; its workload (9 calls in 8 rounds before issue 46)."""
+def test_a_warm_launch_takes_seven_calls_in_three_rounds(repo, fake_beaker):
+    """`launchkit run` a second time from this machine: the workspace by its remembered id, beside it
+    the image, and by the ids remembered here the workspace's secrets, its default budget and the
+    runtime dataset; then the create; its workload (9 calls in 8 rounds before issue 46, then 7 in 4:
+    the secrets, budget and dataset waited for the workspace). The fake holds each of the five until
+    all five are in flight."""
     launch = ("run", "--yes", "--workspace", WS, "--beaker-image", "alice/base", "--", "python", "train.py")
     for _ in range(2):  # the first makes the runtime dataset; the second fills the user-name cache
         assert run_cli(*launch, cwd=repo.path, timeout=90).code == 0
-    guard = scaled(20)
-    fake_beaker.faults.together(("GetWorkspace", "ResolveImageName"), 2, wait=guard)
-    fake_beaker.faults.together(("ListSecrets", "GetBudget", "GetDataset"), 3, wait=guard)
+    want = ("GetWorkspace", "ResolveImageName", "ListSecrets", "GetBudget", "GetDataset")
+    fake_beaker.faults.together(want, len(want), wait=scaled(20))
     fake_beaker.reset_calls()
     r = run_cli(*launch, cwd=repo.path, timeout=90)
     assert r.code == 0, r.stderr
-    want = ("GetWorkspace", "ResolveImageName", "ListSecrets", "GetBudget", "GetDataset")
     assert fake_beaker.faults.met == dict.fromkeys(want, 1), (fake_beaker.faults.met, dict(fake_beaker.calls))
     assert fake_beaker.total_calls == 7, " ".join(f"{k}={v}" for k, v in sorted(fake_beaker.calls.items()))
+
+
+def test_a_launch_asks_before_it_reads_git(repo, fake_beaker, monkeypatch):
+    """The look-ups that need no spec go out when the backend is loaded (launch.plan: LooksAhead), so
+    Beaker answers while git is read and the spec built: the workspace is asked before git is read."""
+    import launchkit.launch as launch_mod
+
+    read = launch_mod.read_git_state
+    seen: list[dict[str, int]] = []
+
+    def reading_git(**kw):
+        deadline = time.monotonic() + scaled(30)  # a hang guard: asked ahead, the call is already out
+        while not _asked_for_the_workspace(fake_beaker) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(dict(fake_beaker.calls))
+        return read(**kw)
+
+    monkeypatch.setattr(launch_mod, "read_git_state", reading_git)
+    r = run_main("run", "--yes", "--workspace", WS, "--", "python", "train.py", cwd=repo.path)
+    assert r.code == 0, r.stderr
+    assert len(seen) == 1 and _asked_for_the_workspace(seen[0]), seen
+
+
+def _asked_for_the_workspace(fake_or_calls) -> bool:
+    calls = getattr(fake_or_calls, "calls", fake_or_calls)
+    return calls.get("ResolveWorkspaceName", 0) + calls.get("GetWorkspace", 0) > 0
+
+
+def test_a_refused_launch_does_not_wait_for_what_it_asked_ahead(repo, fake_beaker, monkeypatch):
+    """A launch refused after its look-ups went out (here: uncommitted changes) gives them up
+    (LooksAhead.drop_ahead): the calls in flight end now, so its process exits with its own error
+    though Beaker never answers (the fake holds the workspace look-up until the test ends)."""
+    import threading
+
+    import launchkit.launch as launch_mod
+
+    (repo.path / "train.py").write_text("print('changed')\n")
+    fake_beaker.faults.together("ResolveWorkspaceName", 2, wait=scaled(600))  # never met: held
+    read = launch_mod.read_git_state
+
+    def reading_git(**kw):  # once the look-up is in flight (a hang guard only)
+        deadline = time.monotonic() + scaled(30)
+        while not fake_beaker.faults.held("ResolveWorkspaceName") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return read(**kw)
+
+    monkeypatch.setattr(launch_mod, "read_git_state", reading_git)
+    before = set(threading.enumerate())
+    try:
+        r = run_main(
+            "--beaker-timeout",
+            "900",
+            "run",
+            "--yes",
+            "--workspace",
+            WS,
+            "--",
+            "python",
+            "train.py",
+            cwd=repo.path,
+        )
+        assert r.code == 3 and "uncommitted" in r.stderr, r.stderr
+        assert fake_beaker.faults.held("ResolveWorkspaceName") == 1  # in flight, unanswered
+        asking = [t for t in threading.enumerate() if t not in before and t.name.startswith("beaker")]
+        for t in asking:  # what the process's exit would wait for (ThreadPoolExecutor's workers)
+            t.join(scaled(30))
+        assert not [t for t in asking if t.is_alive()], asking
+    finally:
+        fake_beaker.faults.release()
 
 
 def test_a_lookup_sent_ahead_fails_where_it_is_taken(fake_beaker, backend):

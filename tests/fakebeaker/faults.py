@@ -82,6 +82,19 @@ class Faults:
                 self._together[name] = barrier
                 self.met[name] = 0
 
+    def held(self, method: str) -> int:
+        """How many calls of `method` `together` holds now (they are not recorded until answered)."""
+        with self._lock:
+            barrier = self._together.get(method)
+        return 0 if barrier is None else barrier.n_waiting
+
+    def release(self) -> None:
+        """Answer at once every call `together` holds (uncounted), and hold no more."""
+        with self._lock:
+            barriers, self._together = list(self._together.values()), {}
+        for barrier in barriers:
+            barrier.abort()
+
     def meet(self, method: str) -> None:
         with self._lock:
             barrier = self._together.get(method)

@@ -9,7 +9,9 @@ import): `run --dry-run --offline` calls `offline_spec` through the registry row
 - `workspace|ADDRESS|NAME` to the id of the workspace a launch named NAME (its full `org/name` too),
 so an offline spec can mount the runtime dataset by the id `run` would submit, when an earlier launch
 from this machine made or found it. Nothing remembered: the spec keeps the dataset's name (and the
-offline note says the id is decided at submit).
+offline note says the id is decided at submit). A launch also asks by these ids beside the workspace
+itself (prepare.ask_ahead; checked against the workspace's answer), and by
+- `budget|ADDRESS|WORKSPACE ID`: the id of the workspace's default budget, when a launch used it.
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ def dataset_key(address: str, name: str) -> str:
 
 def workspace_key(address: str, name: str) -> str:
     return f"workspace|{address}|{name}"
+
+
+def budget_key(address: str, workspace_id: str) -> str:
+    return f"budget|{address}|{workspace_id}"
 
 
 def config_value(key: str, environ: dict[str, str]) -> str | None:

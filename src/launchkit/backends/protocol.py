@@ -8,17 +8,20 @@ which lives under that package, starts without it.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from enum import Enum
 from typing import IO, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from launchkit.backends.registry import Capability, titles
+from launchkit.core.digest import TaskState
 from launchkit.core.phases import PhaseDetail, PhaseNotes, Phases
 from launchkit.core.specview import SpecView
 from launchkit.core.status import Cause, RunStatus
 from launchkit.core.units import ago
 from launchkit.errors import PreconditionError, UsageError
+from launchkit.runtime.node.policy import Policy
 
 __all__ = ["Capability", "Cause", "RunStatus"]  # re-exported: they live in light modules
 
@@ -29,6 +32,7 @@ class Posting(str, Enum):
     follower = "follower"  # `follow`, with its webhook: every event it sees
     job = "job"  # the job's runtime what it knows (a webhook secret); `follow` only the rest
     run = "run"  # the run itself, every event (local: its runtime and its supervisor)
+    sweep = "sweep"  # a sweep's run or task: its follower posts the sweep's digest, nobody else anything
 
 
 class EndReason(BaseModel):
@@ -130,6 +134,8 @@ class RunInfo(BaseModel):
     message: str | None = None  # why it ended that way, when the backend knows (e.g. why it was lost)
     end: EndReason | None = None  # why it ended (finished runs), one line with its fix
     task_statuses: dict[str, int] = {}  # several tasks: RunStatus value -> how many tasks are in it
+    # several tasks (`get`): each task's state, exit code and why line (core/digest.py: a sweep's digest)
+    tasks_detail: list[TaskState] = []
     attempts: int = 1  # the most attempts (retries, resumes) any replica of any task had (core/runs.py)
     retry: str | None = None  # retried or resumed: "attempt 2 of 5; last: node lost" (runs.attempt_text)
     waiting: WaitReason | None = None  # queued: why it waits, one line with its fix
@@ -255,6 +261,11 @@ class Backend(Protocol):
         `follow` and `logs` can mask them (launchkit.masking). Never printed or stored."""
         ...
 
+    def run_policy(self, run: RunInfo) -> Policy:
+        """The run's policy as its spec holds it (runtime/node/policy.py): its hooks, whether it is a
+        sweep's (a sweep's follower posts its digest with them)."""
+        ...
+
     def slack_posting(self, run: RunInfo) -> Posting:
         """Who posts the run's Slack messages (docs/notifications.md): `follow`, the job (a webhook
         given to it; `follow` posts only what the job cannot know) or the run itself."""
@@ -314,6 +325,23 @@ class Placement(Protocol):
         ...
 
 
+class LooksAhead(Protocol):
+    """Capability.service: a launch's look-ups sent before its spec is built (launch.plan: while git
+    is read and the spec made), for prepare() to take."""
+
+    def ask_ahead(self, workspace: str | None, *, images: Sequence[str], budget: str | None) -> None:
+        """Send now what prepare() will ask for a launch into `workspace` (None: the backend's) that
+        needs no spec: Beaker's workspace, its secrets and default budget, the runtime dataset, and
+        `images` and `budget` by name (what the spec will name: core/spec.py). Never raises: prepare()
+        asks again what is missing, and says what is wrong where it would."""
+        ...
+
+    def drop_ahead(self) -> None:
+        """Give up the look-ups asked ahead that are still in flight (a launch refused before prepare():
+        it exits without waiting for the service)."""
+        ...
+
+
 class SecretStore(Protocol):
     """Capability.secrets: a workspace's secrets, by name (values are written, never read back)."""
 
@@ -366,6 +394,13 @@ def _having(backend: Backend, capability: Capability) -> Any:
     if capability not in backend.capabilities:
         raise UsageError(f"{capability.value} is not available for {backend.name} runs")
     return backend
+
+
+def looks_ahead(backend: Backend | None) -> LooksAhead | None:
+    """The backend's LooksAhead, when it asks a service (Capability.service); else None."""
+    if backend is None or Capability.service not in backend.capabilities:
+        return None
+    return backend  # type: ignore[return-value]
 
 
 def placement_of(backend: Backend) -> Placement:

@@ -37,7 +37,8 @@ class Capability(str, Enum):
     workspaces = "--workspace/--group"  # runs scoped to a workspace or a group
     # -- what a backend is (asked instead of its name)
     this_machine = "--local"  # jobs run on this machine, cloning this checkout
-    service = "a service"  # prepare() asks a remote service (a dry run without credentials is offline)
+    service = "a service"  # prepare() asks a remote service (a dry run without credentials is offline);
+    # LooksAhead (protocol.py): its look-ups sent while git is read and the spec built
     service_statuses = "--status NAME"  # list: also takes the service's own status names
     placement = "--cluster/--gpu-type/--tag"  # resolves cluster constraints (Backend.placement)
     # -- optional typed interfaces (protocol.py: SecretStore, SessionHost, PageLinks, Accounts, Pruning)

@@ -95,6 +95,11 @@ def run_id(request: LaunchRequest, git: GitState) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def beaker_image(request: LaunchRequest) -> str | None:
+    """The Beaker image the request's tasks run (None: a Docker image)."""
+    return request.beaker_image or (None if request.docker_image else DEFAULT_BEAKER_IMAGE)
+
+
 def with_marker(description: str | None) -> str:
     """The description with launchkit's marker, which `launchkit list` looks for."""
     text = description or ""
@@ -108,7 +113,7 @@ def decided_at_submit(request: LaunchRequest, git: GitState, spec: SpecView | No
     filters += [f"tag {t}" for t in cluster_tags(request)]
     if filters:
         parts.append(f"cluster constraint ({', '.join(filters)})")
-    if image := request.beaker_image or (None if request.docker_image else DEFAULT_BEAKER_IMAGE):
+    if image := beaker_image(request):
         parts.append(f"Beaker image id of {image}")
     if not request.budget:
         parts.append("budget (the workspace's)")
@@ -321,10 +326,7 @@ def build_spec(
         constraints = t.BeakerConstraints(
             cluster=list(request.clusters) or None, hostname=list(request.hostnames) or None
         )
-    if request.beaker_image or request.docker_image:
-        image = t.BeakerImageSource(beaker=request.beaker_image, docker=request.docker_image)
-    else:
-        image = t.BeakerImageSource(beaker=DEFAULT_BEAKER_IMAGE)
+    image = t.BeakerImageSource(beaker=beaker_image(request), docker=request.docker_image)
     resources = None
     if any(v is not None for v in (request.cpus, request.gpus, request.memory, request.shared_memory)):
         resources = t.BeakerTaskResources(

@@ -7,7 +7,7 @@ import datetime as dt
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -31,7 +31,7 @@ from launchkit.backends.beaker.logs import (
     stream_job,
     tail_records,
 )
-from launchkit.backends.beaker.prepare import prepare
+from launchkit.backends.beaker.prepare import ask_ahead, prepare
 from launchkit.backends.beaker.results import download
 from launchkit.backends.beaker.runtime_dataset import RuntimeDatasets, make_runtime, mount_runtime
 from launchkit.backends.beaker.scheduling import (
@@ -63,8 +63,8 @@ from launchkit.backends.progress import (
     last_progress,
 )
 from launchkit.backends.protocol import AttemptDetail, Cause, EndReason, Progress
+from launchkit.core import digest, runs
 from launchkit.core import phases as ph
-from launchkit.core import runs
 from launchkit.core.estimate import start_estimate
 from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
@@ -124,6 +124,7 @@ class BeakerBackend:
         self._prepared_workspace: tuple[str, Any] | None = None  # (name, pb2.Workspace) from prepare()
         self._runtime: Any = None  # runtime_dataset.RuntimeDatasets: prepare() finds, submit() makes
         self._session = False  # preparing for `launchkit session`: sessions-only clusters allowed
+        self._asked_ahead = False  # ask_ahead() sent this launch's look-ups: prepare() takes them
         self._seen: dict[str, tuple[Any, Rows]] = {}  # get() -> follow()
         self._leads: dict[str, Any] = {}  # list: a running row's replica 0 job (_rows_progress)
         self._listed: dict[str, Any] = {}  # list: experiment id -> its workload (secret_values reuses it)
@@ -191,6 +192,7 @@ class BeakerBackend:
         ex = wl.experiment
         status = _STATUS.get(wl.status, RunStatus.queued)
         exit_code = started = finished = end = message = None
+        view: runs.RunView | None = None
         attempts = 1
         retry = None
         if rows is not None:
@@ -225,6 +227,14 @@ class BeakerBackend:
         if end is not None and end.kind == Cause.canceled and end.by != "Beaker":
             end = self._launchkit_stop(ex) or end  # launchkit's own stop (stop(reason=))
         phases, hours = self._phases(wl, rows)  # from the jobs read (no call)
+        detail: list[digest.TaskState] = []  # a sweep's tasks (core/digest.py): each from its jobs read,
+        if events and rows is not None and view is not None and len(ex.tasks) > 1:  # else its status
+            read = {rv.task_name(t) for _, t, js in rows if js}
+            detail = digest.tasks_of(view, now=self.clock(), grace=self.retry_grace, only=read)
+            unread = {rv.task_name(t): t.status for t in ex.tasks if rv.task_name(t) not in read}
+            detail += [
+                digest.TaskState(name=n, status=_STATUS.get(st, RunStatus.queued)) for n, st in unread.items()
+            ]
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -242,6 +252,7 @@ class BeakerBackend:
             message=message,
             end=end,
             task_statuses=_task_statuses(ex.tasks),
+            tasks_detail=detail,
             attempts=attempts,
             retry=retry,
             waiting=waiting if status == RunStatus.queued else None,
@@ -288,12 +299,33 @@ class BeakerBackend:
         return self._retries[eid]
 
     # -- submit ---------------------------------------------------------------------------------
+    def ask_ahead(self, workspace: str | None, *, images: Sequence[str], budget: str | None) -> None:
+        """LooksAhead: the look-ups of prepare() that need no spec, sent now (prepare.ask_ahead)."""
+        try:
+            with self._errors():
+                self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret)
+                name = rs.workspace_name(self.conn, workspace or self._workspace)
+                self._runtime_datasets().find_soon(name)
+                ask_ahead(self.conn, name, images=images, budget=budget)
+        except LaunchkitError as e:  # no credentials, no workspace: prepare() says so where it asks
+            self.app.debug(f"nothing asked ahead: {e}")
+            return
+        self._asked_ahead = True
+
+    def drop_ahead(self) -> None:
+        """LooksAhead: the look-ups asked ahead given up (Connection.abandon)."""
+        if self._asked_ahead and self._conn is not None:
+            self._asked_ahead = False
+            self._conn.abandon()
+
     def prepare(self, submission: Submission) -> Submission:
         if submission.prepared:
             return self._made(submission) if submission.launching else submission
         check_name(submission.name)  # Beaker's limit, before anything is asked or sent
         with self._errors():
-            self.conn.forget()  # each launch asks afresh (a Python API caller may add a secret between two)
+            if not self._asked_ahead:  # each launch asks afresh (a Python API caller may add a secret)
+                self.conn.forget()
+            self._asked_ahead = False
             if not self._session:
                 name = rs.workspace_name(self.conn, submission.workspace or self._workspace)
                 self._runtime_datasets().find_soon(name)
@@ -434,10 +466,15 @@ class BeakerBackend:
 
     def slack_posting(self, run: RunInfo) -> Posting:
         """A webhook secret in the spec (--slack-webhook-secret): the job's runtime posts what it knows."""
+        pol = self.run_policy(run)
+        if pol.sweep:
+            return Posting.sweep
+        return Posting.job if pol.webhook_secret is not None else Posting.follower
+
+    def run_policy(self, run: RunInfo) -> Policy:
         wl = self._workload(run.id)
         with self._errors():
-            view = SpecView(self.beaker.experiment.get_spec(wl).to_json())
-        return Posting.job if view.policy().webhook_secret is not None else Posting.follower
+            return SpecView(self.beaker.experiment.get_spec(wl).to_json()).policy()
 
     def user_name(self) -> str:
         with self._errors():
@@ -536,10 +573,17 @@ class BeakerBackend:
         if isinstance(nodes, str):
             reason = nodes
         elif nodes is not None and ahead is not None:
-            group = lead.system_details.replica_group_details
+            group = lead.system_details.replica_group_details.id
+            unplaced = [  # its replicas not placed yet (the placed ones hold their GPUs already)
+                js[0]
+                for _, _, js in rows
+                if js
+                and not js[0].status.HasField("scheduled")
+                and js[0].system_details.replica_group_details.id == group
+            ]
             answer = start_estimate(
                 gpus=int(lead.container_spec.resource_request.gpu_count),
-                replicas=max(1, int(group.size)),
+                replicas=max(1, len(unplaced) if group else 1),
                 host_networking=lead.container_spec.host_networking,
                 nodes=nodes,
                 ahead=ahead,
@@ -1032,7 +1076,8 @@ class BeakerBackend:
         """[(replica rank, task, its jobs newest first)] sorted by rank; the tasks' ListJobs run at once
         (one call each: a task's attempts fit in a page). `task` selects a task and its replicas,
         whatever Beaker names replica tasks (unknown). `sample` N: with more tasks than N, jobs are
-        read only for N of them (failed ones first, then the first ones; the others' lists are empty):
+        read only for N of them (failed ones first, then the first, then running ones: a sweep's digest
+        tells a retry after preemption by them; the others' lists are empty):
         a 1,000-task run is not 1,000 ListJobs."""
         if not wl.HasField("experiment"):
             raise UsageError(
@@ -1051,9 +1096,10 @@ class BeakerBackend:
             return list(self.beaker.job.list(org=org, task=t))
 
         wanted = tasks
-        if sample is not None and len(tasks) > sample:
+        if sample is not None and len(tasks) > sample:  # (running ones next: a retry tells its cause)
             failed = [t for t in tasks if t.status == W.STATUS_FAILED]
-            wanted = list({t.id: t for t in [*failed, *tasks[:1]]}.values())[:sample]
+            running = [t for t in tasks if t.status == W.STATUS_RUNNING]
+            wanted = list({t.id: t for t in [*failed, *tasks[:1], *running]}.values())[:sample]
         if len(wanted) > 1:
             with ThreadPoolExecutor(max_workers=min(16, len(wanted))) as pool:
                 found = dict(zip((t.id for t in wanted), pool.map(jobs_of, wanted), strict=True))

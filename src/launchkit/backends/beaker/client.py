@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ import grpc.experimental
 import platformdirs
 import requests
 from beaker import Beaker
+from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
@@ -365,17 +367,25 @@ class Connection:
         return self._me
 
     def user_names(self, user_ids: list[str]) -> dict[str, str]:
-        """Names for author ids: one GetUser per id never seen before (memory + on-disk cache)."""
+        """Names for author ids: one GetUser per id never seen before (memory + on-disk cache), asked
+        at once (`list` of several authors: one round)."""
         cache = self._user_cache()
-        for uid in dict.fromkeys(user_ids):
-            if uid and uid not in cache:
-                try:
-                    cache[uid] = self.beaker.user.get(uid).name
-                    self._users_dirty = True
-                except bx.BeakerUserNotFound:
-                    cache[uid] = uid
+        unseen = [uid for uid in dict.fromkeys(user_ids) if uid and uid not in cache]
+        for uid in unseen[1:]:  # the first is asked here, while the others are out
+            self.soon(("user name", uid), partial(self._user_name, uid))
+        for uid in unseen:
+            cache[uid] = self.answer(("user name", uid), partial(self._user_name, uid))
+            self._users_dirty = self._users_dirty or cache[uid] != uid
         self._save_user_cache()
         return {uid: cache.get(uid, uid) for uid in user_ids}
+
+    def _user_name(self, user_id: str) -> str:
+        """A user's name by id: one GetUser (beaker-py takes a pb2.User's id as it is: no
+        ResolveUserName); the id itself for a user Beaker does not know."""
+        try:
+            return str(self.beaker.user.get(pb2.User(id=user_id)).name)
+        except bx.BeakerUserNotFound:
+            return user_id
 
     def _user_cache(self) -> dict[str, str]:
         if self._users_loaded:
@@ -474,6 +484,16 @@ class Connection:
         """Drop the answers `soon`/`answer` keep (a new launch asks afresh)."""
         with self._answering:
             self._answers = {}
+
+    def abandon(self) -> None:
+        """Give up the questions `soon` sent (a launch refused before it took their answers): those not
+        begun are cancelled and the channel is closed, which ends the calls in flight now, so the
+        process exits without waiting for them. The next call opens another channel."""
+        with self._answering:
+            pool, self._pool, self._answers = self._pool, None, {}
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        self.beaker.close()  # type: ignore[no-untyped-call]
 
     def close(self) -> None:
         if self._pool is not None:

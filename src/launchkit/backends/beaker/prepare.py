@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -54,7 +54,10 @@ def prepare(
     """`session`: for `launchkit session` (sessions-only clusters allowed); `clock`: seconds since the
     epoch (the wait a queueing job's warning implies)."""
     name = rs.workspace_name(conn, workspace)
-    ask_ahead(conn, spec, name)
+    images = [task.beaker_image for task in spec.tasks if task.beaker_image]
+    ask_ahead(conn, name, images=images, budget=spec.budget)
+    if repo := _unauthenticated_github_repo(spec):
+        conn.soon(*_visibility_question(repo))
     resolved = rs.resolve(
         conn,
         spec,
@@ -72,8 +75,10 @@ def prepare(
     now = start_now(conn, out, ws)  # the plan's: from what check_fit read (no call)
     for warning in warnings or [w for w in [room_warning(out, now, conn, int(clock() * 1e9))] if w]:
         app.warn(warning)
+    if not out.budget:
+        rs.remember_budget_id(conn, ws)  # the next launch asks for it beside the workspace
     if not out.budget and ws.budget_id:
-        budget = conn.answer(*_default_budget_question(conn, ws))
+        budget = conn.answer(*_default_budget_question(conn, ws.budget_id))
         if budget:
             out.budget = budget
     if added := github_token(conn, out, ws, _label(ws, name), auto_secrets=auto_secrets, app=app):
@@ -89,31 +94,36 @@ def prepare(
     return Prepared(ws, name, SpecView(parsed_spec(out).to_json()), notes, now)
 
 
-def ask_ahead(conn: Connection, spec: SpecView, name: str) -> None:
-    """Send the look-ups of a launch that do not depend on each other at once, before `resolve` and
-    the checks below take their answers one after another: the workspace, each image, a named budget
-    and GitHub's answer together, then the workspace's secrets and default budget (bench/bench_submit.py
-    counts the calls in series). Each is a question `prepare` asks anyway (the same key and question,
-    Connection.soon), so its answer and its error are the same."""
+def ask_ahead(conn: Connection, name: str, *, images: Iterable[str], budget: str | None) -> None:
+    """Send the look-ups of a launch into workspace `name` that do not depend on each other at once,
+    before `resolve` and the checks below take their answers one after another (bench/bench_submit.py
+    counts the calls in series): the workspace, each image and a named budget; beside them, by the ids
+    an earlier launch from this machine remembered, the workspace's secrets and its default budget
+    (else as soon as the workspace answers; a remembered id its answer contradicts is asked again by
+    the right one). Each is a question `prepare` asks anyway (the same key and question,
+    Connection.soon), so its answer and its error are the same. Asked once more by prepare() (no new
+    call), and first by BeakerBackend.ask_ahead, before git is read and the spec built."""
     conn.soon(("workspace", name), partial(rs.fetch_workspace, conn, name))
-    for image in dict.fromkeys(task.beaker_image for task in spec.tasks if task.beaker_image):
+    for image in dict.fromkeys(images):
         conn.soon(*rs.image_question(conn, image))
-    if spec.budget:
-        conn.soon(*rs.budget_question(conn, spec.budget))
-    if repo := _unauthenticated_github_repo(spec):
-        conn.soon(*_visibility_question(repo))
+    if budget:
+        conn.soon(*rs.budget_question(conn, budget))
+    if known := rs.remembered_workspace_id(conn, name):
+        conn.soon(*rs.secrets_question(conn, pb2.Workspace(id=known)))
+        if not budget and (budget_id := rs.remembered_budget_id(conn, known)):
+            conn.soon(*_default_budget_question(conn, budget_id))
 
     def after_the_workspace() -> None:
         ws = rs.get_workspace(conn, name)
         conn.soon(*rs.secrets_question(conn, ws))
-        if not spec.budget and ws.budget_id:
-            conn.soon(*_default_budget_question(conn, ws))
+        if not budget and ws.budget_id:
+            conn.soon(*_default_budget_question(conn, ws.budget_id))
 
     conn.soon(("after the workspace", name), after_the_workspace)
 
 
-def _default_budget_question(conn: Connection, ws: Any) -> tuple[Any, Callable[[], str | None]]:
-    return ("budget of", ws.budget_id), partial(workspace_budget, conn, ws.budget_id)
+def _default_budget_question(conn: Connection, budget_id: str) -> tuple[Any, Callable[[], str | None]]:
+    return ("budget of", budget_id), partial(workspace_budget, conn, budget_id)
 
 
 def _visibility_question(repo: str) -> tuple[Any, Callable[[], Visibility]]:

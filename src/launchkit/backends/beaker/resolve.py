@@ -44,11 +44,31 @@ def workspace_name(conn: Connection, given: str | None) -> str:
     return name
 
 
+def remembered_workspace_id(conn: Connection, name: str) -> str | None:
+    """The id of workspace `name`, as an earlier launch from this machine found it (None: none)."""
+    known = memory.load(memory.cache_dir() / memory.CACHE_FILE).get(memory.workspace_key(conn.address, name))
+    return known if known and "/" not in known else None
+
+
+def remembered_budget_id(conn: Connection, workspace_id: str) -> str | None:
+    """The id of the workspace's default budget, as an earlier launch from this machine used it."""
+    path = memory.cache_dir() / memory.CACHE_FILE
+    return memory.load(path).get(memory.budget_key(conn.address, workspace_id))
+
+
+def remember_budget_id(conn: Connection, ws: Any) -> None:
+    """Remember `ws`'s default budget id (the next launch asks for it beside the workspace)."""
+    key = memory.budget_key(conn.address, str(ws.id))
+    path = memory.cache_dir() / memory.CACHE_FILE
+    if memory.load(path).get(key) != (ws.budget_id or None):
+        memory.save(path, {key: ws.budget_id or None})
+
+
 def fetch_workspace(conn: Connection, name: str) -> Any:
     """Workspace `name`: by the id an earlier launch from this machine remembered (one GetWorkspace),
     when it still has that name; else by name (ResolveWorkspaceName, then GetWorkspace)."""
-    known = memory.load(memory.cache_dir() / memory.CACHE_FILE).get(memory.workspace_key(conn.address, name))
-    if known and "/" not in known:
+    known = remembered_workspace_id(conn, name)
+    if known:
         try:
             ws = conn.beaker.workspace.get(known)
             if full_name(ws).lower() == name.lower():

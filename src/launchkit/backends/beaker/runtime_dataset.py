@@ -19,12 +19,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from beaker import beaker_pb2 as pb2
 from beaker import exceptions as bx
 
 from launchkit.application import Application
 from launchkit.backends import beaker_remembered as memory
 from launchkit.backends.beaker.client import Connection
-from launchkit.backends.beaker.resolve import get_workspace
+from launchkit.backends.beaker.resolve import get_workspace, remembered_workspace_id
 from launchkit.backends.beaker.upload import LOOK_UP, LocalTree, Uploader, scan
 from launchkit.core.specview import Mount, SpecView
 from launchkit.runtime import materialise, runtime_dataset_name
@@ -64,11 +65,12 @@ class RuntimeDatasets:
             memory.save(self.path, dict(known))
 
     def find_soon(self, workspace_name: str) -> None:
-        """Send find()'s GetDataset of the remembered id as soon as the workspace answers, beside the
-        launch's other look-ups (Connection.soon)."""
+        """Send find()'s GetDataset of the remembered id beside the launch's other look-ups
+        (Connection.soon): by the workspace id remembered here, else as soon as the workspace answers."""
 
         def ask() -> None:
-            ws = get_workspace(self.conn, workspace_name)
+            ws_id = remembered_workspace_id(self.conn, workspace_name)
+            ws = pb2.Workspace(id=ws_id) if ws_id else get_workspace(self.conn, workspace_name)
             known = memory.load(self.path).get(memory.dataset_key(self.conn.address, self.name(ws)))
             if known:
                 self.conn.soon(("dataset", known), partial(self.conn.beaker.dataset.get, known))
