@@ -206,3 +206,36 @@ def test_the_submit_warning_says_the_wait_it_implies(repo, fake_beaker):
     r = run_main(*args, cwd=repo.path)
     [warning] = [x for x in r.stderr.splitlines() if x.startswith("warning: no node of ai2/jupiter")]
     assert "until one frees up (`launchkit find-gpus --gpus 8`" in warning, warning
+
+
+def test_replicas_not_placed_yet_each_need_a_freeing(fake_beaker):
+    """Two replicas of 8 GPUs (host networking: a node each): the second freeing on jupiter."""
+    st = fake_beaker.state
+    ends = _jupiter_busy(st, time.time_ns())
+    pair = fs.gpu_experiment(st, "pair", replicas=2, hostNetworking=True)
+    fs.hold(st, pair, NODES)
+    out = json.loads(run_main("why", "--json", pair.id).stdout)["phase_notes"]
+    assert out["estimate"]["at"] == sorted(ends.values())[1], out
+    assert "job train0-main reaches its --task-timeout 4h" in out["estimate"]["basis"]
+
+
+def test_a_listing_beaker_refuses_leaves_no_estimate_and_the_rest_of_why(fake_beaker, monkeypatch):
+    """Fail open: the jobs on its cluster not listed (refused, say): `why` says so and the rest stands."""
+    from beaker import _job
+    from beaker import exceptions as bx
+
+    listing = _job.JobClient.list
+
+    def refused(self, **kw):
+        if kw.get("scheduled_on_cluster") is not None:
+            raise bx.BeakerPermissionsError("not allowed")
+        return listing(self, **kw)
+
+    monkeypatch.setattr(_job.JobClient, "list", refused)
+    st = fake_beaker.state
+    _jupiter_busy(st, time.time_ns())
+    mine = _queued(st, "mine")
+    r = run_main("why", mine.id)
+    assert r.code == 0, r.stderr
+    assert "no estimate: Beaker did not list the jobs on its clusters (BeakerPermissionsError)" in r.stdout
+    assert f"{mine.id} is queued: " in r.stdout and "position: 0 jobs wait ahead of it" in r.stdout

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import typer
 
-from launchkit.cli.app import root_group
+from launchkit.cli.app import command_words, root_group
 from launchkit.cli.declared import BodyCommand
 
 # Libraries a --help never needs (by top-level package).
@@ -36,6 +36,7 @@ LIBRARIES = (
     "rich",
     "pygments",
     "markdown_it",
+    "platformdirs",  # on Linux the config path is XDG's, without it (config.py)
 )
 # launchkit's modules a command needs only when it runs (a prefix, or the module itself).
 OURS = (
@@ -53,19 +54,9 @@ OURS = (
     "typer._adapters",  # Typer's pydantic coercion of option values
 )
 LIGHT = ("launchkit.backends.registry",)
-
-
-def commands() -> list[tuple[str, ...]]:
-    """Every command's words (`secret set`, hidden ones too), from the app itself."""
-    group = root_group()
-    root = typer.Context(group, info_name="launchkit")
-    found: list[tuple[str, ...]] = []
-    for name in group.list_commands(root):
-        command = group.get_command(root, name)
-        found.append((name,))
-        ctx = typer.Context(command, info_name=name, parent=root)
-        found += [(name, sub) for sub in getattr(command, "list_commands", lambda ctx: [])(ctx)]
-    return found
+# The commands whose help shows where a default came from (`[default: 4 (from pyproject.toml)]`): only
+# they read the config layers for --help.
+CONFIG_IN_HELP = ("run", "session")
 
 
 def heavy(module: str) -> bool:
@@ -103,16 +94,19 @@ def imported(*args: str) -> set[str]:
 
 
 def test_every_command_is_found():
-    """The discovery sees the groups' commands and the hidden ones (a new command is covered as added)."""
-    found = commands()
+    """The discovery (cli/app.py: command_words) sees the groups' commands and the hidden ones: a new
+    command is covered as it is added."""
+    found = command_words()
     assert {("list",), ("secret", "set"), ("config", "set-gh-token"), ("mason",), ("run",)} <= set(found)
     assert len(found) >= 20
 
 
-@pytest.mark.parametrize("words", [(), *commands()], ids=lambda words: " ".join(words) or "launchkit")
+@pytest.mark.parametrize("words", [(), *command_words()], ids=lambda words: " ".join(words) or "launchkit")
 def test_help_imports_only_the_declaration(words):
     mods = imported(*words, "--help")
     assert not sorted(m for m in mods if heavy(m)), sorted(m for m in mods if m.startswith("launchkit"))
+    if not words or words[0] not in CONFIG_IN_HELP:  # the Application reads its config on first use
+        assert "launchkit.config" not in mods
     if words:  # the command's own declaration, and no other command's
         declarations = {m for m in mods if re.fullmatch(r"launchkit\.cli\.\w+_cmd", m)}
         assert len(declarations) == 1 or words[0] == "session", declarations  # session: run's table too
@@ -126,7 +120,7 @@ def command_of(words: tuple[str, ...]) -> Any:
 
 
 @pytest.mark.parametrize(
-    "words", [w for w in commands() if not hasattr(command_of(w), "commands")], ids=" ".join
+    "words", [w for w in command_words() if not hasattr(command_of(w), "commands")], ids=" ".join
 )
 def test_a_body_takes_the_options_its_declaration_declares(words):
     """Every command is declared apart from its body (a group's every command): the body (its handler)

@@ -239,6 +239,19 @@ LOCAL_IMPORTS = {
         "from launchkit.core.configmodel import check_layer",
     ): "validation loads pydantic: not on --help",
     ("cli/completing.py", "from launchkit.core.profiles import BUILTIN_PROFILES"): "a TAB completer",
+    ("cli/completing.py", "from launchkit.config import help_defaults"): (
+        "a TAB completer (the config layers: not on `list --help`, which completes statuses)"
+    ),
+    ("application.py", "from launchkit.config import load_config"): (
+        "read on first use: every --help loads the Application, none reads the config (tomllib, platformdirs)"
+    ),
+    ("application.py", "from launchkit.core.redact import redact_text"): "only for a message with a URL",
+    ("config.py", "from platformdirs import user_config_dir"): (
+        "off Linux only: on Linux the XDG path without platformdirs' import (~4-28 ms, `run --help` reads config)"
+    ),
+    ("config.py", "from platformdirs import user_state_dir as platform_state_dir"): (
+        "only for the state directory (the last-run record, local runs): not on --help"
+    ),
     ("runtime/__init__.py", "from launchkit.core.profiles import STORED_SETUP_FILE, stored_setup"): (
         "importing the node package (the run's policy: the spec, SpecView, the local supervisor) runs this"
         " module first: only building the runtime's files needs the profiles"
@@ -263,6 +276,9 @@ LOCAL_IMPORTS = {
         "--help reads the registry: the runtime package (the run's policy) only when a launch checks causes"
     ),
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
+    ("api.py", "from launchkit.notify import SweepDigest, sweep_digest"): (
+        "`wait`'s sweep digest: Slack's poster is a launch's, never a dry run's (launchkit.api is both's)"
+    ),
     **{
         ("runtime/node/launch/notify.py", stmt): "the local supervisor imports it: http.client only to post"
         for stmt in ("import http.client", "import json")

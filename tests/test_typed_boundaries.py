@@ -197,17 +197,17 @@ def test_beaker_spec_repairs_mount_sources_and_round_trips():
 
 
 def test_config_is_read_once_per_invocation(repo, monkeypatch):
-    import launchkit.application as application_module
+    import launchkit.config as config_module  # the Application imports load_config on first use
     from inproc import run_main
 
     calls = []
-    real = application_module.load_config
+    real = config_module.load_config
 
     def counting(*args, **kwargs):
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(application_module, "load_config", counting)
+    monkeypatch.setattr(config_module, "load_config", counting)
     (repo.path / "pyproject.toml").write_text('[tool.launchkit]\nworkspace = "ai2/x"\n')
     r = run_main(
         "run", "--dry-run", "--offline", "-c", "ai2/holmes", "--", "python", "train.py", cwd=repo.path
@@ -217,10 +217,10 @@ def test_config_is_read_once_per_invocation(repo, monkeypatch):
 
 
 def test_application_config_is_cached(tmp_path, monkeypatch):
-    import launchkit.application as application_module
+    import launchkit.config as config_module
 
     calls = []
-    monkeypatch.setattr(application_module, "load_config", lambda: calls.append(1) or object())
+    monkeypatch.setattr(config_module, "load_config", lambda: calls.append(1) or object())
     app = Application()
     assert app.config is app.config and calls == [1]
 

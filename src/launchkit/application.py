@@ -5,7 +5,8 @@ only on a TTY without NO_COLOR), the verbosity, the output format and the Beaker
 (YAML, tables, JSON, logs) goes to stdout and is written by the commands themselves.
 
 The CLI builds it in `launchkit.cli.app.main`; tests and library callers may build their own.
-Import-free on purpose: `launchkit --help` loads it.
+Import-free on purpose: `launchkit --help` loads it (the config layers, tomllib and platformdirs, are
+read on first use of `config`; the redaction of URLs, for a message that has one).
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ import threading
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TextIO
-
-from launchkit.config import load_config
-from launchkit.core.redact import redact_text
 
 
 class OutputFormat(str, Enum):
@@ -56,6 +54,8 @@ class Application:
     def config(self) -> Any:
         """The merged, validated config layers (launchkit.config.load_config), read once per invocation."""
         if self._config is None:
+            from launchkit.config import load_config
+
             self._config = load_config()
         return self._config
 
@@ -66,6 +66,8 @@ class Application:
     # -- messages for people (stderr) -----------------------------------------------------------
     def _emit(self, prefix: str, style: str, msg: str) -> None:
         if "://" in msg:  # no credentials from a URL in any message
+            from launchkit.core.redact import redact_text
+
             msg = redact_text(msg)
         if self.color and prefix:
             prefix = f"\x1b[{style}m{prefix}\x1b[0m"

@@ -17,9 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from platformdirs import user_config_dir
-from platformdirs import user_state_dir as platform_state_dir
-
 from launchkit.core.configschema import (
     ENV_PREFIX,
     GANTRY_LABEL,
@@ -66,12 +63,15 @@ def user_config_path(environ: dict[str, str] | os._Environ[str] | None = None) -
         if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and ignored
             base = os.path.expanduser("~/.config")
         return Path(base) / "launchkit" / "config.toml"
+    from platformdirs import user_config_dir
 
     return Path(user_config_dir("launchkit")) / "config.toml"
 
 
 def user_state_dir() -> Path:
     """launchkit's state directory (platformdirs' `user_state_dir`, imported only when asked)."""
+    from platformdirs import user_state_dir as platform_state_dir
+
     return Path(platform_state_dir("launchkit"))
 
 

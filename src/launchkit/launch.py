@@ -65,14 +65,18 @@ from launchkit.jobchecks import (
 )
 from launchkit.pyenv import (
     PYTHON_VERSION_FILE,
+    RUNTIME_FLOOR,
     check_groups,
     check_job_environment,
     check_uv_lock,
     committed_python_request,
+    committed_requires_python,
     foreign_lock_line,
+    newest_python_download,
     nothing_to_install_line,
     python_obtainable,
     repo_relative,
+    requires_python_request,
     version_tag,
 )
 from launchkit.sweeps import SweepRecord
@@ -182,7 +186,7 @@ def _plan(
             git = git.model_copy(update={"version_tag": tag})
             app.debug(f"version tag: {tag[0]} ({tag[2]} commit(s) before {git.commit[:12]})")
     request = check_python_files(app, request, git)
-    request = choose_job_python(app, request, git)
+    request = choose_job_python(app, request, git, here=here)
     request = local_torch_backend(app, request, git, here=here)
     check_environment(app, request, git, here=here)
     if here and not request.profile:  # a cluster profile is for a cluster's nodes, not this machine
@@ -443,12 +447,15 @@ def check_python_files(app: Application, request: LaunchRequest, git: GitState) 
     return request
 
 
-def choose_job_python(app: Application, request: LaunchRequest, git: GitState) -> LaunchRequest:
+def choose_job_python(
+    app: Application, request: LaunchRequest, git: GitState, *, here: bool = False
+) -> LaunchRequest:
     """One interpreter per job, chosen here once: --python-version, else the commit's .python-version,
-    else uv's choice in the job (one that requires-python allows, the image's when it does). A version
-    uv can neither find nor download is refused now, naming where it came from. One from .python-version
+    else the commit's requires-python (pyproject.toml), else the image's. A version uv can neither find
+    nor download is refused now, naming where it came from. One from .python-version or requires-python
     is said and set as --python-version would be, so every step in the job uses it: the venv, the env
-    store and `uv sync` (which would otherwise read .python-version itself: a second interpreter)."""
+    store and `uv sync` (which would otherwise read .python-version itself, or find the venv's Python
+    outside requires-python and make another: a second interpreter). `here`: a run on this machine."""
     uses_uv = request.python_manager is PythonManager.uv and not (
         request.no_python or request.install or request.system_python or request.uv_venv
     )
@@ -457,10 +464,11 @@ def choose_job_python(app: Application, request: LaunchRequest, git: GitState) -
     asked, source = request.python_version, "--python-version"
     if not asked and git.repo_root:
         asked, source = committed_python_request(git.repo_root, git.commit), PYTHON_VERSION_FILE
+    if not asked and git.repo_root and (requires := committed_requires_python(git.repo_root, git.commit)):
+        return _requires_python(app, request, requires, here=here)
     if not asked:
         app.debug(
-            "Python: uv's choice in the job (no --python-version, no committed .python-version): one "
-            "requires-python allows, the image's when it does"
+            "Python: the image's (no --python-version, no committed .python-version, no requires-python)"
         )
         return request
     if too_old_python(asked.removeprefix("cpython-").removeprefix("python")):
@@ -475,6 +483,38 @@ def choose_job_python(app: Application, request: LaunchRequest, git: GitState) -
         app.info(f"Python {asked} (from {PYTHON_VERSION_FILE}): the job's interpreter for every step")
         request = request.model_copy(update={"python_version": asked})
     return request
+
+
+def _requires_python(app: Application, request: LaunchRequest, requires: str, *, here: bool) -> LaunchRequest:
+    """The job's Python from the commit's requires-python alone: the range is the request of every step
+    (pyenv.requires_python_request), said here with the version uv would download for it. Which Python
+    the image has is not known at launch (the default image's is no documented fact), and this machine's
+    would cost a search of its interpreters on every local launch: the job's first step finds it, as
+    uv would for `uv sync`. A range no Python uv can find or download satisfies is refused (exit 3)."""
+    where = f"requires-python {requires} in pyproject.toml"
+    job = requires_python_request(requires)
+    if job is None:
+        app.debug(
+            f"Python: the image's ({where} is no version range: uv in the job says what it makes of it)"
+        )
+        return request
+    if python_obtainable(job) is False:
+        floor = (
+            f" (launchkit's runtime needs {RUNTIME_FLOOR} or newer)" if job.endswith(RUNTIME_FLOOR) else ""
+        )
+        raise PreconditionError(
+            f"{where} allows no Python uv can find here or download{floor}",
+            hint="fix requires-python (e.g. >=3.10), commit and push; or pass --python-version 3.12",
+        )
+    fallback = newest_python_download(job)
+    machine = "this machine's" if here else "the image's"
+    given = "" if job == requires else f" {requires}"
+    app.info(
+        f"Python {job} (from requires-python{given} in pyproject.toml): {machine} if it is one, "
+        + (f"else {fallback} from uv" if fallback else "as uv downloads none for it")
+        + "; the job's interpreter for every step"
+    )
+    return request.model_copy(update={"python_version": job})
 
 
 def check_environment(app: Application, request: LaunchRequest, git: GitState, *, here: bool) -> None:
@@ -509,6 +549,8 @@ def check_environment(app: Application, request: LaunchRequest, git: GitState, *
     python = request.python_version
     if not python:
         python = next(iter(_python_version_words(git.repo_root)), None)
+    if python and python[:1] in "<>=!~":  # requires-python's range (choose_job_python): the preflight's pick
+        python = None
     check_job_environment(
         app,
         git.repo_root,

@@ -9,7 +9,8 @@
   Linux x86_64 and the job's Python (exit 3 when uv cannot, with uv's reason, or when
   requires-python excludes that Python); `preflight_lock`: the same for a uv.lock or pylock.toml,
   installed as a dry run (a pin without a Linux wheel, a lock for another platform or Python).
-- `committed_python_request`, `python_obtainable`: the job's one interpreter (launch.choose_job_python).
+- `committed_python_request`, `committed_requires_python`, `python_obtainable`, `requires_python_request`,
+  `newest_python_download`: the job's one interpreter (launch.choose_job_python).
 - `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix;
   `nothing_to_install_line`: a root that installs nothing while packages sit below it (a monorepo).
 """
@@ -38,6 +39,7 @@ from launchkit.runtime.node.environment.plan import (
     known_groups,
     plan_for,
     requires_python,
+    requires_python_of,
     sync_group_flags,
 )
 from launchkit.userfile import LOCK_FILE_LIMIT, read_user_file
@@ -530,20 +532,81 @@ def _explanation(out: str) -> str:
 PYTHON_VERSION_FILE = ".python-version"
 
 
-def committed_python_request(root: str, commit: str, timeout: float = 10) -> str | None:
-    """The first word of `commit`'s .python-version (the file uv and pyenv read, and `uv sync` in the job
-    would): None when the commit has none (an untracked one never reaches the job)."""
+def committed_file(root: str, commit: str, path: str, timeout: float = 10) -> str | None:
+    """The text of `path` at `commit` (what the job's clone has); None when the commit has no such file."""
     try:
         r = subprocess.run(
-            ["git", "-C", root, "show", f"{commit}:{PYTHON_VERSION_FILE}"],
+            ["git", "-C", root, "show", f"{commit}:{path}"],
             capture_output=True,
             timeout=timeout,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    words = r.stdout.decode("utf-8", "replace").split() if r.returncode == 0 else []
+    return r.stdout.decode("utf-8", "replace") if r.returncode == 0 else None
+
+
+def committed_python_request(root: str, commit: str, timeout: float = 10) -> str | None:
+    """The first word of `commit`'s .python-version (the file uv and pyenv read, and `uv sync` in the job
+    would): None when the commit has none (an untracked one never reaches the job)."""
+    words = (committed_file(root, commit, PYTHON_VERSION_FILE, timeout) or "").split()
     return words[0] if words else None
+
+
+def committed_requires_python(root: str, commit: str, timeout: float = 10) -> str | None:
+    """The Python requirement of `commit`'s pyproject.toml as the job's planner reads it ([project]
+    requires-python, else poetry's `python` dependency: plan.requires_python_of); None when it has none
+    or the file is not TOML (the job's uv says what is wrong with it)."""
+    text = committed_file(root, commit, "pyproject.toml", timeout)
+    if not text:
+        return None
+    try:
+        return requires_python_of(tomllib.loads(text))
+    except (tomllib.TOMLDecodeError, RecursionError):
+        return None
+
+
+RUNTIME_FLOOR = "3.8"  # the oldest Python the job's runtime runs on (core/parse.py MIN_JOB_PYTHON)
+
+
+def requires_python_request(requires: str) -> str | None:
+    """The request every step of the job gets for a requires-python (`>=3.10`): the range itself, so
+    that its first step (`uv venv`) picks the one interpreter as uv would for `uv sync` (one installed
+    that the range allows, else the newest CPython uv downloads for it) and every later step keeps it;
+    the runtime's floor added when the range reaches below it. None when it is no version range."""
+    try:
+        allowed = SpecifierSet(requires)
+    except InvalidSpecifier:
+        return None
+    if not str(allowed):
+        return None
+    given = ",".join(part.strip() for part in requires.split(","))  # as written (SpecifierSet sorts them)
+    if any(Version(f"3.{n}.99") in allowed or Version(f"3.{n}") in allowed for n in range(8)):
+        return f"{given},>={RUNTIME_FLOOR}"
+    return given
+
+
+def newest_python_download(request: str, timeout: float = 60) -> str | None:
+    """The newest released CPython (`3.14`) uv would download for `request` (its own list: no network);
+    None when it has none (or cannot say)."""
+    cmd = [find_uv_bin(), "python", "list", request, "--only-downloads", "--output-format", "json"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
+        found = json_list(r.stdout) if r.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    released = []
+    for item in found:
+        if not isinstance(item, dict) or item.get("implementation") != "cpython":
+            continue
+        try:
+            version = Version(str(item.get("version")))
+        except InvalidVersion:
+            continue
+        if not version.is_prerelease:
+            released.append(version)
+    newest = max(released, default=None)
+    return f"{newest.major}.{newest.minor}" if newest is not None else None
 
 
 def python_obtainable(

@@ -290,6 +290,21 @@ def root_group() -> LazyGroup:
     )
 
 
+def command_words() -> list[tuple[str, ...]]:
+    """Every command's words, hidden ones and a group's commands too (`secret set`): what
+    tests/test_help_imports.py and bench/bench_startup.py run `--help` of (imports every declaration)."""
+    group = root_group()
+    root = typer.Context(group, info_name="launchkit")
+    words: list[tuple[str, ...]] = []
+    for name in group.list_commands(root):
+        command = group.get_command(root, name)
+        words.append((name,))
+        if isinstance(command, PanelGroup):
+            ctx = typer.Context(command, info_name=name, parent=root)
+            words += [(name, sub) for sub in command.list_commands(ctx)]
+    return words
+
+
 def main(argv: list[str] | None = None) -> None:
     """The CLI (the console script). Everything after the first `--` is the user's command, verbatim."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from launchkit.backends import registry
-from launchkit.config import help_defaults
 from launchkit.core.status import RunStatus
 
 
@@ -56,6 +55,7 @@ def _backend_names() -> list[str]:
 
 
 def profiles(incomplete: str) -> list[str]:
+    from launchkit.config import help_defaults
     from launchkit.core.profiles import BUILTIN_PROFILES
 
     user = help_defaults().get("profiles", ({}, ""))[0]

@@ -169,6 +169,8 @@ if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA ]]; then
     ) >"$LK_PREP_LOG" 2>&1 &
     LK_PREP_PID=$!
 fi
+# without a Python environment of its own, the runtime's interpreter found while the clone runs
+[[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]] || lk__python_early
 
 # ---- 4. clone exactly the commit
 lk_clone() {

@@ -59,7 +59,8 @@ from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.core.runs import Where, attempt_line, attempt_text, ended_as, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
-from launchkit.runtime.node.policy import ENV_NOTIFY, ENV_WEBHOOK
+from launchkit.runtime.node.policy import EMPTY as EMPTY_POLICY
+from launchkit.runtime.node.policy import ENV_NOTIFY, ENV_WEBHOOK, Policy
 
 # The ids submit() makes (`local-20260131-120000-a1b2c3`), and older or hand-made ones: one path part.
 RUN_ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
@@ -587,12 +588,20 @@ class LocalBackend:
             return {}
         return {name: os.environ.get(name) for name in dict.fromkeys(spec.secrets())}
 
+    def run_policy(self, run: RunInfo) -> Policy:
+        try:
+            return SpecView.read((self.rdir(run.id) / "spec.json").read_text()).policy()
+        except (OSError, ValueError):
+            return EMPTY_POLICY
+
     def slack_posting(self, run: RunInfo) -> Posting:
         """A local run with a webhook posts every message itself (its runtime and its supervisor)."""
         try:
             given = json.loads((self.rdir(run.id) / "meta.json").read_text()).get("slack")
         except (OSError, ValueError):
             given = False
+        if self.run_policy(run).sweep:
+            return Posting.sweep
         return Posting.run if given else Posting.follower
 
     def _attempts(self, run: RunInfo, ranks: list[int], attempt: int | None) -> list[tuple[int, int]]:

@@ -34,6 +34,12 @@ def pump(stream: IO[bytes], path: str, wrote: Callable[[], None] = lambda: None)
             wrote()
 
 
+def note(path: str, text: str) -> None:
+    """Append one line of launchkit's own (`[launchkit] TEXT`) to a log, after its output."""
+    with open(path, "ab", buffering=0) as f:
+        f.write(b"%d [launchkit] %s\n" % (time.time_ns(), text.encode("utf-8", "replace")))
+
+
 def parse(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
     """Complete records in `buf` as (ns, raw bytes), and how many bytes they used."""
     out: list[tuple[int, bytes]] = []

@@ -275,6 +275,7 @@ class RunProcs:
         root: int | None = None,
     ) -> None:
         self.run_id, self.groups, self.cgroup, self.rdir, self.root = run_id, groups, cgroup, rdir, root
+        self.found: list[str] = []
 
     @classmethod
     def of(cls, rdir: str | os.PathLike[str], rec: dict[str, Any]) -> RunProcs:
@@ -305,11 +306,15 @@ class RunProcs:
         """Pids of the run's live processes."""
         return sorted(p.pid for p in self.find(scan))
 
-    def end(self, grace: float) -> tuple[int, list[int]]:
+    def end(self, grace: float, scan: bool = True) -> tuple[int, list[int]]:
         """End every process (SIGTERM, then SIGKILL after `grace` s): (how many there were, the pids
-        still alive afterwards, which only processes we may not signal should leave)."""
-        procs = self.find()
+        still alive afterwards, which only processes we may not signal should leave). `self.found`:
+        those found first, as `name (pid N)`. `scan`: as find's (False where the run's cgroup or its
+        supervisor as subreaper holds every process: reading every process's environment can block on
+        one stuck in the kernel, say a page fault on a hung network filesystem)."""
+        procs = self.find(scan)
         count = len(procs)
+        self.found = [describe(p) for p in procs]
         for sig in (signal.SIGTERM, signal.SIGKILL):
             _signal(procs, sig)
             if sig == signal.SIGKILL and self.cgroup:
@@ -318,7 +323,7 @@ class RunProcs:
             while procs and time.monotonic() < deadline:
                 time.sleep(0.02)
                 procs = [p for p in procs if _running(p)]  # zombies count as ended
-            procs = [p for p in {q.pid: q for q in [*procs, *self.find()]}.values() if _running(p)]
+            procs = [p for p in {q.pid: q for q in [*procs, *self.find(scan)]}.values() if _running(p)]
             if not procs:
                 break
         if not procs:
@@ -329,6 +334,16 @@ class RunProcs:
 def end_run(run_id: str, groups: list[int], grace: float, *, root: int | None = None, **where: Any) -> int:
     """End every process of run `run_id` (RunProcs.end); how many there were."""
     return RunProcs(run_id, groups, root=root, **where).end(grace)[0]
+
+
+def describe(p: Any) -> str:
+    """`sleep (pid 123)`: a process as the run's messages name it."""
+    import psutil
+
+    try:
+        return f"{p.name()} (pid {p.pid})"
+    except psutil.Error:
+        return f"pid {p.pid}"
 
 
 def _running(p: Any) -> bool:

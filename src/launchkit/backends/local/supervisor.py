@@ -42,7 +42,11 @@ from launchkit.runtime.node.policy import (
     ENV_RESUME_FROM,
     ENV_WEBHOOK,
     PREEMPTION,
+    RUN,
+    SUPERVISOR,
+    SWEEP,
     Policy,
+    posts_any,
 )
 
 TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
@@ -389,6 +393,8 @@ class Supervisor:
         task = self.task
         self.webhook, self.events = slack.hooks(task)  # the runtime posts with them, and so do we (slack.py)
         self.policy = task.policy()
+        if not posts_any(SUPERVISOR, RUN if not self.policy.sweep else SWEEP):  # a sweep's run: its
+            self.webhook = self.events = None  # follower posts the digest (docs/notifications.md)
         if self.policy.retry_on:  # the cap counts every cause's retries (the runtime's in-place ones apart)
             self.retries_left = self.policy.retry_cap
         self.base = base_env(self.rdir)
@@ -633,13 +639,27 @@ class Supervisor:
         if self.siblings is not None:
             self.siblings.join()
         clean = self.subreaper and procs.reap_children() and not any(map(procs.group_alive, groups))
+        left: list[str] = []
         if not (clean and not (self.cgroup and procs.cgroup_pids(self.cgroup))):
-            self.run_procs().end(2)
+            ending = self.run_procs()
+            # (on Beaker the container ends with the command: nothing outlives it there); the run's
+            # cgroup, or this subreaper's descendants, hold all of it: no machine-wide scan at its end
+            ending.end(2, scan=not (self.cgroup or self.subreaper))
+            left = ending.found
             procs.reap_children()
 
         remove_credentials(self.rdir)  # nothing of the job is left to read them
         for t in self.pumps.values():
             t.join(timeout=5)
+        if left and not self.cancel.is_set():  # said after the command's own last lines
+            shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+            try:
+                logs.note(
+                    logs.log_file(self.rdir, 0, self.attempts.get(0, 1)),
+                    f"ended what the command left running: {shown}",
+                )
+            except OSError:
+                pass
         if self.storage_error is not None:
             self.rec["state_error"] = True
             self.end("failed", None, f"stopped because it {self.storage_error}")

@@ -90,7 +90,11 @@ def load_pyproject(root: str) -> Table | None:
 def requires_python(root: str) -> str | None:
     """The project's Python requirement: [project] requires-python, else poetry's `python` dependency (as
     PEP 440); None when it has neither or this Python cannot read TOML."""
-    data = load_pyproject(root) or {}
+    return requires_python_of(load_pyproject(root) or {})
+
+
+def requires_python_of(data: Table) -> str | None:
+    """requires_python of a pyproject.toml already read (launchkit reads the launched commit's)."""
     project = data.get("project")
     if isinstance(project, dict):
         requires = project.get("requires-python")

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from ..policy import EMPTY, ENV_NOTIFY, ENV_WEBHOOK, Policy, PolicyError
+from ..policy import EMPTY, ENV_NOTIFY, ENV_WEBHOOK, JOB, SWEEP, Policy, PolicyError
 from ..policy import ENV as POLICY_ENV
 from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, procs, restart, watchdog
 
@@ -454,7 +454,8 @@ def main(args: list[str]) -> int:
         from . import notify
 
         hooks = ("", "") if hooks_fd is None else notify.read_hooks(hooks_fd)
-        job = notify.from_env(env, hooks[0], hooks[1], policy.notify_url)
+        mode = SWEEP if policy.sweep else JOB  # (handed a hook, the job posts: a local run's is RUN alike)
+        job = notify.from_env(env, hooks[0], hooks[1], policy.notify_url, mode)
     try:
         p = plan(argv, env)
         said = timing_line(t0, timings, int(time.time() * 1000)) if t0 is not None else ""

@@ -440,16 +440,23 @@ def _read_once(fd: int) -> str:
 
 
 def from_env(
-    env: dict[str, str], url: str | None = None, notify: str | None = None, notify_url: str | None = None
+    env: dict[str, str],
+    url: str | None = None,
+    notify: str | None = None,
+    notify_url: str | None = None,
+    mode: str = policy.JOB,
 ) -> Job | None:
     """The job's poster when the runtime has a webhook (`url`, handed over by bash, else ENV) or an
     events URL (`notify`, handed over after it, else ENV_NOTIFY: --notify-secret's; else the policy's
     plain `notify_url`); both are taken out of `env` (the command's environment) either way. One that
-    cannot be posted to is one warning line, and nothing is posted to it."""
+    cannot be posted to is one warning line, and nothing is posted to it. `mode`: how the run posts
+    (the policy's `slack_mode`: a sweep's task posts nothing)."""
     url = url or env.pop(ENV, "")
     notify = notify or env.pop(ENV_NOTIFY, "") or notify_url or ""
     env.pop(ENV, None)
     env.pop(ENV_NOTIFY, None)
+    if not policy.posts_any(policy.JOB, mode):  # a sweep's task: its follower posts the digest
+        return None
     secrets = secret_values(env)
     slack = _usable(url, f"the Slack webhook ({ENV})")
     events = _usable(notify, "the events URL (--notify-url, --notify-secret)", events_url_problem)

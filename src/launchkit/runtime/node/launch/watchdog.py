@@ -421,7 +421,8 @@ def run(
             ended_at = now
         if ended_at is not None and now - ended_at >= 1.0:
             break  # the command ended; something it left holds its output open: stop reading
-        timeout = 0.2 if ended_at is not None else watch.next_check(now)
+        # the command's end is looked for at least every 0.2 s: a child it left may hold its output open
+        timeout = min(0.2, watch.next_check(now))
         answers = watch.listening()
         ready, _, _ = select.select(open_fds + answers, [], [], timeout)
         if answers and answers[0] in ready:
