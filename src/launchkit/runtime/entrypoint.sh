@@ -330,6 +330,9 @@ lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_I
     else
         LK_INSTALL_KIND=$(lk_node "$py" install "$log" "$LK_VENV")
     fi
+    # it ran the runtime (boot.py refuses a Python older than 3.8): lk_exec need not ask it again
+    # shellcheck disable=SC2034 # read by lk__python (launchers.sh; the parts are one script)
+    [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]] || LK_PY_RAN=$py
     lk_progress_stop
 }
 # A venv linked to the env store (runtime/node/environment/envstore.py) names its entry's lease file: held open here

@@ -378,9 +378,9 @@ def run(
     starting()
     if watched is None and (job is not None or policy.exit_restarts):  # posting the end, or restarting
         watched = watchdog.Settings(None, 0.0, [], None, None)  # the command on an exit code: the parent
-    if watched is not None and job is not None and job.wants_progress:  # its progress lines, as events
+    if watched is not None and job is not None and job.progress_every:  # its progress lines, as events
         patterns = watched.patterns or watchdog.progress_patterns(policy.progress_patterns)
-        watched = watched._replace(patterns=patterns, report=True)
+        watched = watched._replace(patterns=patterns, report=job.progress_every)
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
         try:  # the job's posts: its start once the command runs (watchdog.run tells it), never before
             tell = None if job is None else _telling(job)

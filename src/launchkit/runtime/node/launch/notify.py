@@ -351,9 +351,10 @@ class Job:
             self._say("progress", None, line.strip() or found, attempt=self.attempt, progress=found)
 
     @property
-    def wants_progress(self) -> bool:
-        """Whether progress lines are posted (as JSON events): the watchdog then reads them."""
-        return self.events is not None and self.rank == "0"
+    def progress_every(self) -> float:
+        """Seconds between two progress lines posted (as JSON events; the first at once), 0 for none:
+        the watchdog reads them (watchdog.Settings.report)."""
+        return PROGRESS_EVERY if self.events is not None and self.rank == "0" else 0.0
 
     def started(self) -> None:
         """The command was started (its first start: one in place after it is no new one), in the
