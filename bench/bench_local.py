@@ -4,14 +4,16 @@ baseline commit, interleaved in one run.
 
 Usage (from the repository root):  uv run python bench/bench_local.py [-n 15] [--baseline REF ...]
 
-- Extracts each baseline's src/ (`git archive`; --baseline is repeatable, default 095abbc, before
-  issue 25) into bench/results/, byte-compiles the trees, and
+- Extracts each baseline's src/ (`git archive`; --baseline is repeatable, default cc8c626, the
+  release issue 46 compares with, and 04f37a3, before issue 46) into bench/results/, byte-compiles the trees, and
   runs each through the same interpreter with PYTHONPATH pointing at its src/ (the supervisor a run
   starts inherits it), each with its own LAUNCHKIT_LOCAL_HOME, in a small repository.
 - Reports median/min/max wall time (and the median CPU time of the CLI, less sensitive to load) in
   ms, with `run --local --dry-run` (no job at all) as the floor of the CLI itself, and below it
   `python -c pass`, the libraries `run` uses (bench_startup.LIBRARIES) and the job alone (the entrypoint,
-  run directly). Target (issue 25): the local follow run < 250 ms median. Exit 1 if missed.
+  run directly). Targets: the local follow run < 250 ms median (issue 25), and at most 1.05x
+  cc8c626's when it is a baseline (issue 46), by wall time and by the CLI's CPU time (steadier under
+  load). Exit 1 if missed.
 - Splits each tree's follow run by the run's own record (its clock is the wall clock, as the bench's):
   the CLI (start to the backend's submit), submit to the job's start (the supervisor, its replica's
   gate opened), the job (gate to exit, as the supervisor saw it) and the end to the CLI's exit (the
@@ -36,6 +38,7 @@ PARTS = ("CLI", "submit to start", "job", "end to exit")
 
 LIBRARIES_ROW = "the libraries alone"
 TARGET_MS = 250.0  # issue 25 (issue 11 had 200 ms on a quieter machine)
+REFERENCE, AT_MOST = "cc8c626", 1.05  # issue 46: the local follow at most 1.05x the previous release's
 RUN = ["run", "--local", "--no-python", "--follow", "--", "echo", "hi"]
 FLOOR = ["run", "--local", "--no-python", "--dry-run", "--", "echo", "hi"]
 
@@ -81,10 +84,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=15, help="runs per command (default 15)")
     ap.add_argument(
-        "--baseline", action="append", help="git ref to compare with (repeatable; default 095abbc)"
+        "--baseline", action="append", help="git ref to compare with (repeatable; default cc8c626, 04f37a3)"
     )
     args = ap.parse_args()
-    refs = args.baseline or ["095abbc"]
+    refs = args.baseline or [REFERENCE, "04f37a3"]
 
     python = Path(sys.executable)
     trees = {**{ref: baseline_src(ref) for ref in refs}, "current": ROOT / "src"}
@@ -155,6 +158,18 @@ def main() -> int:
     )
     ok = current < TARGET_MS
     print(f"target: current run --local --follow < {TARGET_MS:.0f} ms median: {'ok' if ok else 'MISSED'}")
+    ref = f"{REFERENCE} run --local --follow"
+    if ref in samples:
+        walls = statistics.median(w for w, _ in samples[ref])
+        cpus = statistics.median(c for _, c in samples[ref])
+        wall_x = current / walls
+        cpu_x = statistics.median(c for _, c in samples["current run --local --follow"]) / cpus
+        near = wall_x <= AT_MOST
+        print(
+            f"target: the local follow <= {AT_MOST}x {REFERENCE}: {wall_x:.2f}x wall, {cpu_x:.2f}x the CLI's CPU:"
+            f" {'ok' if near else 'MISSED'}"
+        )
+        ok = ok and near
     return 0 if ok else 1
 
 

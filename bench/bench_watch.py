@@ -14,7 +14,10 @@ other work), and the load average is printed.
 
 Cases: baseline `--stall-timeout 30m`; this tree `--stall-timeout 30m`; this tree `--stall-timeout
 auto`; this tree `--stall-timeout auto` with a Slack webhook in the job (the runtime posts its events
-to a local HTTP server on 127.0.0.1). Results also go to bench/results/watch.json.
+to a local HTTP server on 127.0.0.1); and the JSON event stream (issue 44 item 4, `notify_cases`): this
+tree `--stall-timeout 30m` with `--notify-url` (the runtime posts every event as JSON: its start, the
+first progress line and one every 30 s, its end), and `--notify-url` alone (no watchdog: the runtime
+reads the output for progress events only). Results also go to bench/results/watch.json.
 """
 
 from __future__ import annotations
@@ -53,16 +56,27 @@ def burn(stop: Any) -> None:
 
 class _Hook(http.server.BaseHTTPRequestHandler):
     posts = 0
+    events = 0  # of them, JSON events (--notify-url)
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         type(self).posts += 1
+        type(self).events += b'"kind"' in body
         self.send_response(200)
         self.end_headers()
         self.wfile.write(b"ok")
 
     def log_message(self, *_: object) -> None:
         pass
+
+
+def notify_cases(hook: str) -> dict[str, tuple[str, list[str]]]:
+    """The event stream's rows (--notify-url: JSON events posted from where the job runs), beside
+    today's watched job: the same watchdog with the events posted, and the events without a watchdog."""
+    return {
+        "current 30m + JSON events": ("current", ["--stall-timeout", "30m", "--notify-url", hook]),
+        "current JSON events alone": ("current", ["--notify-url", hook]),
+    }
 
 
 def job_ms(env: dict[str, str]) -> float | None:
@@ -110,6 +124,7 @@ def main() -> int:
                     "current",
                     ["--stall-timeout", "auto", "--slack-webhook-url", hook],
                 ),
+                **notify_cases(hook),
             }
             envs = {
                 name: {
@@ -149,7 +164,7 @@ def main() -> int:
     base = statistics.median(samples["baseline --stall-timeout 30m"])
     for name in list(samples)[1:]:
         print(f"{name}: {statistics.median(samples[name]) / base:.2f} x the baseline's watched job")
-    print(f"Slack posts received: {_Hook.posts}")
+    print(f"posts received: {_Hook.posts - _Hook.events} Slack, {_Hook.events} JSON events")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "watch.json").write_text(json.dumps(out, indent=2) + "\n")
     return 0

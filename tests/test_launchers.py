@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 
 import pytest
 
 from lk_helpers import policy_env
-from mn_helpers import run_node
+from mn_helpers import RUNTIME, node_dir, run_node
 
 STUB = """#!/usr/bin/env python3
 import json, os, sys
@@ -289,3 +291,75 @@ def test_the_watchdog_runs_the_interpreter_a_shim_names(bare_bin, tmp_path):
     r = run_node(["bash", "-c", "echo watched"], env)
     assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
     assert calls.read_text().count("x") == 1
+
+
+def _probing(bare_bin, tmp_path, name, tag):
+    """`name` in bare_bin: a shim that notes `tag` and whether it was asked for its version (the probe)
+    or runs the runtime, then runs this Python."""
+    calls = tmp_path / "calls"
+    (bare_bin / name).write_text(
+        f'#!/bin/sh\ncase "$*" in *version_info*) echo "{tag} probe" >> "{calls}";; *) echo "{tag} run" >> "{calls}";; esac\n'
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    (bare_bin / name).chmod(0o755)
+    return calls
+
+
+def run_early(argv, env, between="", early=True):
+    """The runtime's parts as the entrypoint runs them for a --no-python job: lk__python_early (before
+    the clone; not with early=False), then `between` (what the steps in between do: a hook, say), then
+    lk_exec."""
+    parts = [(RUNTIME / p).read_text() for p in ("lib.sh", "nccl.sh", "launchers.sh")]
+    first = "lk__python_early" if early else ""
+    main = f'\nset -euo pipefail\n{first}\n{between}\nlk_cluster_setup\nlk_exec "$@"\n'
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("BEAKER_", "LAUNCHKIT_", "NCCL_"))}
+    return subprocess.run(
+        ["bash", "-c", "\n".join(parts) + main, "launchkit-entrypoint", *argv],
+        env={**base, **env, "LK_NODE_DIR": node_dir()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_watched_job_without_python_env_probes_its_python_before_the_command_is_due(bare_bin, tmp_path):
+    """Issue 46: the runtime's interpreter is probed while the clone runs (lk__python_early): when the
+    command is due, the one Python started is the runtime, not the probe first."""
+    calls = _probing(bare_bin, tmp_path, "python", "py")
+    env = {"LAUNCHKIT_NO_PYTHON": "1", **policy_env(inactive_timeout=60), "PATH": str(bare_bin)}
+    r = run_early(["bash", "-c", "echo watched"], env)
+    assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
+    assert calls.read_text().splitlines() == ["py probe"]  # (the runtime runs the executable it named)
+
+
+@pytest.mark.parametrize("where", ["a new PATH entry", "the same PATH"])
+def test_the_early_probe_is_not_taken_when_python_moved(bare_bin, tmp_path, where):
+    """A hook that puts another `python` first (a new PATH entry, or one where PATH had only python3):
+    lk_exec asks that one, as it would have without the early probe."""
+    (bare_bin / "python").unlink()
+    calls = _probing(bare_bin, tmp_path, "python3", "first")
+    other = tmp_path / "other"
+    other.mkdir()
+    _probing(other, tmp_path, "python", "then")
+    if where == "the same PATH":
+        between = f'"{shutil.which("cp")}" -p "{other / "python"}" "{bare_bin / "python"}"'
+    else:
+        between = f'export PATH="{other}:$PATH"'
+    env = {"LAUNCHKIT_NO_PYTHON": "1", **policy_env(inactive_timeout=60), "PATH": str(bare_bin)}
+    r = run_early(["bash", "-c", "echo watched"], env, between)
+    assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
+    said = calls.read_text().splitlines()  # (the early probe may already meet the new one)
+    assert len(said) == 2 and said[-1] == "then probe", said
+
+
+@pytest.mark.parametrize("ran", [True, False])
+def test_the_jobs_own_python_that_ran_the_runtime_is_not_asked_again(bare_bin, tmp_path, ran):
+    """A job with a venv: its Python ran the runtime's install step (LK_PY_RAN, where boot.py refused
+    anything older than 3.8), so lk_exec starts the runtime with it without a probe; a `python` on PATH
+    that is another one is asked, as before."""
+    calls = _probing(bare_bin, tmp_path, "python", "py")
+    venv_python = bare_bin / "python" if ran else tmp_path / "elsewhere" / "python"
+    env = {**policy_env(inactive_timeout=60), "PATH": str(bare_bin)}
+    r = run_early(["bash", "-c", "echo watched"], env, f'LK_PY_RAN="{venv_python}"', early=False)
+    assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
+    assert calls.read_text().splitlines() == (["py run"] if ran else ["py probe"])

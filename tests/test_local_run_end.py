@@ -61,3 +61,38 @@ def test_a_local_run_ends_with_its_command_and_ends_what_it_left(repo, env, mark
     last = out.splitlines()[-1]
     assert last.startswith("[launchkit] ended what the command left running: "), out
     assert "sleep (pid " in last and "bash (pid " in last, last
+
+
+def test_the_end_of_a_run_reads_no_other_process(marker, monkeypatch):
+    """Where the run's processes are all found without it (its cgroup; its supervisor's descendants, as
+    subreaper), ending them reads no other process's environment: such a read blocks while that
+    process is stuck in the kernel (a page fault on a hung network filesystem, on a shared login node),
+    and the run's end waited for it."""
+    import subprocess
+
+    import psutil
+
+    from launchkit.backends.local import procs
+
+    root = subprocess.Popen(["bash", "-c", "sleep 600 & sleep 600 & wait; :", marker])
+    try:
+        for _ in range(400):  # (its two children are sleep, exec'd: a hang guard, not a bound)
+            try:
+                if [c.name() for c in psutil.Process(root.pid).children()] == ["sleep", "sleep"]:
+                    break
+            except psutil.Error:
+                pass
+            __import__("time").sleep(0.05)
+
+        def machine_wide(*_a, **_k):
+            raise AssertionError("every process's environment was read")
+
+        ending = procs.RunProcs("local-x", [], root=root.pid)
+        with monkeypatch.context() as m:
+            m.setattr(psutil, "process_iter", machine_wide)
+            count, left = ending.end(1, scan=False)
+        assert count == 2 and left == [] and ending.found[0].startswith("sleep (pid "), ending.found
+        assert root.wait(timeout=60) == 0  # its children ended, the bash waiting for them returns
+    finally:
+        root.kill()
+        root.wait(timeout=60)

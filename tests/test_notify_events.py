@@ -198,3 +198,20 @@ def test_the_fake_beakers_job_posts_through_the_real_entrypoint_what_follow_json
     assert [b["kind"] for b in got] == ["started", "progress", "failed"], got
     assert _same(got) == _same(_printed(out.stdout)), (got, out.stdout)
     assert {b["run"] for b in got} == {exp.id}
+
+
+def test_the_watchdog_matches_progress_for_events_only_when_one_is_due():
+    """--notify-url without a watchdog limit: the first progress line is told, then none is matched
+    until `report` seconds passed (a job printing a line a millisecond is not parsed for nothing)."""
+    from launchkit.runtime.node.launch import watchdog
+
+    s = watchdog.Settings(None, 0.0, watchdog.progress_patterns(()), None, None, report=30.0)
+    w = watchdog.Watch(s, 0.0, 0.0)
+    told = []
+    for now in (0.0, 1.0, 29.0, 31.0):
+        w.saw(1, f"[step={int(now)}/9] loss=1\n".encode(), now, now)
+        if w.fresh is not None:
+            told.append(w.fresh[0])
+            w.fresh = None
+    assert told == ["step=0/9", "step=31/9"]
+    assert w.last_progress == 31.0  # (lines between were not matched: nothing needed them)

@@ -209,4 +209,4 @@ def test_the_backends_posting_modes_are_the_policys():
     """`Backend.slack_posting` answers with `Posting`, which `follow` asks the policy's POSTERS with."""
     from launchkit.backends.protocol import Posting
 
-    assert {p.value for p in Posting} == set(P.POSTERS) == {P.FOLLOWER, P.JOB, P.RUN}
+    assert {p.value for p in Posting} == set(P.POSTERS) == {P.FOLLOWER, P.JOB, P.RUN, P.SWEEP}

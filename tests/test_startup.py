@@ -280,6 +280,9 @@ LOCAL_IMPORTS = {
         "--help reads the registry: the runtime package (the run's policy) only when a launch checks causes"
     ),
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
+    ("api.py", "from launchkit.notify import SweepDigest, sweep_digest"): (
+        "`wait`'s sweep digest: Slack's poster is a launch's, never a dry run's (launchkit.api is both's)"
+    ),
     **{
         ("runtime/node/launch/notify.py", stmt): "the local supervisor imports it: http.client only to post"
         for stmt in ("import http.client", "import json")

@@ -33,8 +33,10 @@ from launchkit.application import Application
 from launchkit.backends import Backend, Capability, LogQuery, RunInfo, RunStatus, registry
 from launchkit.backends.ending import describe
 from launchkit.config import gantry_notice
+from launchkit.core.digest import TaskState
 from launchkit.core.parse import build_request
 from launchkit.core.plan import Plan
+from launchkit.core.redact import url_host_only
 from launchkit.core.request import LaunchRequest
 from launchkit.core.run_options import RUN_OPTIONS, BackendChoice, Kind, number
 from launchkit.core.units import MAX_COUNT
@@ -42,6 +44,7 @@ from launchkit.errors import UsageError, from_exception
 from launchkit.events import Event
 from launchkit.launch import Launch, backend_name, plan, submit
 from launchkit.masking import masked
+from launchkit.runtime.node.launch.notify import events_url_problem, url_problem
 
 __all__ = [
     "ALL_COMPLETED",
@@ -248,6 +251,15 @@ class Request:
         """Submit it (for --sweep-experiments, one run each: the handle is the last one's)."""
         return launched(self.app, self.resolve())
 
+    def launch_all(self) -> list[Run]:
+        """Submit it: a handle on every run it makes (one, or one per --sweep-experiments combination),
+        e.g. for `wait(runs, notify_url=...)`, which posts the sweep's digest."""
+        launch = self.resolve()
+        made: list[RunInfo] = []
+        submit(self.app, launch, made.append)
+        assert launch.backend is not None  # submit() refuses a dry run
+        return [Run(self.app, launch.backend, info) for info in made]
+
 
 def launched(app: Application, launch: Launch) -> Run:
     """Submit a planned launch; its handle."""
@@ -399,6 +411,24 @@ def runs(
     return _backend(app, backend, local).list_runs(limit=limit)
 
 
+def _digest(runs: Sequence[Run], slack: str | None, events: str | None, every: float) -> Any:
+    """The digest poster of `wait` (launchkit/notify.py: SweepDigest): the URLs given, else the first
+    run's own hooks (a sweep's runs share them); None without either."""
+    if not runs:
+        return None
+    from launchkit.notify import SweepDigest, sweep_digest
+
+    first = runs[0]
+    label = f"launchkit sweep of {len(runs)} runs ({first.info.name}, ...)"
+    for name, url in (("slack_webhook_url", slack), ("notify_url", events)):
+        problem = None if url is None else (events_url_problem if name == "notify_url" else url_problem)(url)
+        if problem is not None:
+            raise UsageError(f"{name} {url_host_only(str(url))}: {problem}", hint="give an https:// URL")
+    if slack or events:
+        return SweepDigest(first.app, label, first.id, slack, events, every)
+    return sweep_digest(first.app, first.backend, first.info, label=label, every=every)
+
+
 def wait(
     runs: Sequence[Run],
     *,
@@ -407,11 +437,18 @@ def wait(
     poll: float = 10.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    slack_webhook_url: str | None = None,
+    notify_url: str | None = None,
+    digest_every: float = 60.0,
 ) -> tuple[list[Run], list[Run]]:
     """Wait for runs (a sweep's) as `concurrent.futures.wait` does: (finished, not finished), each run's
     `info` refreshed. `return_when`: ALL_COMPLETED, or FIRST_FAILURE (as soon as one ended other than
     succeeded, else when all have). `timeout` seconds (None: no limit); each look asks every unfinished
-    run's state once, every `poll` seconds."""
+    run's state once, every `poll` seconds. A sweep's digest (`980 succeeded · 12 failed (exit 1) · 3
+    running`: docs/notifications.md) is posted to `slack_webhook_url` and/or `notify_url` (as JSON), or
+    else to the hooks the runs were launched with (--slack-webhook-secret, --notify-url,
+    --notify-secret), once per change, at most every `digest_every` seconds, and when they have all
+    ended."""
     if isinstance(runs, (str, bytes, Run)) or not isinstance(runs, Sequence):
         raise UsageError(f"runs={runs!r}: must be a list of runs", hint="give e.g. [run1, run2]")
     if bad := [r for r in runs if not isinstance(r, Run)]:
@@ -424,11 +461,14 @@ def wait(
         raise UsageError(
             f"return_when={return_when!r}: not a choice", hint="use api.FIRST_FAILURE or api.ALL_COMPLETED"
         )
+    digest = _digest(runs, slack_webhook_url, notify_url, _seconds("digest_every", digest_every, zero=True))
     start = clock()
     while True:
         for r in runs:
             if not r.info.status.finished:
                 r.refresh()
+        if digest is not None:
+            digest.update([TaskState.of_run(r.info) for r in runs])
         done = [r for r in runs if r.info.status.finished]
         failed = any(r.info.status != RunStatus.succeeded for r in done)
         if len(done) == len(runs) or (return_when == FIRST_FAILURE and failed):

@@ -13,17 +13,19 @@ a warning; it never fails the launch or the follow.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from launchkit.application import Application
-from launchkit.backends.protocol import Cause, EndReason, Posting
+from launchkit.backends.protocol import Backend, Cause, EndReason, Posting, RunInfo
 from launchkit.core.contract import SLACK_WEBHOOK_ENV
+from launchkit.core.digest import TaskState, attention, attention_lines, digest_line, finished
 from launchkit.core.redact import url_host_only
 from launchkit.core.status import RunStatus
 from launchkit.masking import mask_text
 from launchkit.runtime.node import policy
-from launchkit.runtime.node.launch.notify import TIMEOUT, message, post
+from launchkit.runtime.node.launch.notify import TIMEOUT, event_json, message, post
 
 
 def url_from_env(environ: dict[str, str] | Any) -> str | None:
@@ -48,6 +50,11 @@ class SlackNotifier:
 
     def __repr__(self) -> str:  # never the URL itself
         return f"SlackNotifier({url_host_only(self._url)})"
+
+    @property
+    def url(self) -> str:
+        """The webhook (a credential: never shown), for a sweep's digest (SweepDigest)."""
+        return self._url
 
     def post(self, text: str) -> bool:
         why = post(self._url, text, TIMEOUT)
@@ -121,3 +128,84 @@ def posted_by_job(end: EndReason | None) -> bool:
     if end is None:
         return False
     return end.kind in _JOB_KINDS or (end.kind == Cause.timeout and end.by == "launchkit")
+
+
+DIGEST_EVERY = 60.0  # seconds: a sweep's digest is posted at most this often (its end always)
+
+
+class SweepDigest:
+    """A sweep's one message per change of the whole (docs/notifications.md, "Sweeps"): `980 succeeded ·
+    12 failed (exit 1) · 5 retried after preemption · 3 running`, to Slack and as a JSON event (kind
+    `digest`, with the tasks that need attention), by the process that follows the sweep (`launchkit
+    follow ID`, `api.wait(runs, ...)`): no task of a sweep posts for itself (policy.POSTERS: SWEEP).
+    A change is posted at most every `every` seconds (the newest then), the end always."""
+
+    def __init__(
+        self,
+        app: Application,
+        label: str,
+        run_id: str,
+        slack_url: str | None = None,
+        events_url: str | None = None,
+        every: float = DIGEST_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.app, self.label, self.run_id = app, label, run_id
+        self._slack, self._events = slack_url, events_url
+        self.every, self._clock = every, clock
+        self.posted: str | None = None  # the last line posted
+        self._at: float | None = None  # when
+
+    def __repr__(self) -> str:  # never a URL itself
+        shown = [url_host_only(u) for u in (self._slack, self._events) if u]
+        return f"SweepDigest({', '.join(shown)})"
+
+    def update(self, states: Sequence[TaskState], final: bool = False) -> bool:
+        """Post the digest of `states` if it changed (and `every` seconds passed since the last, or the
+        sweep ended: `final`, or every member finished); whether it posted."""
+        line = digest_line(states)
+        end = final or finished(states)
+        now = self._clock()
+        if line == self.posted or (not end and self._at is not None and now - self._at < self.every):
+            return False
+        self.posted, self._at = line, now
+        need = attention_lines(states) if end else []
+        if self._slack:
+            text = message("digest", self.label, line + "".join(f"\n• {n}" for n in need))
+            self._post(self._slack, text, "Slack notification", raw=False)
+        if self._events:
+            told = [{"task": s.name, "line": s.line} for s in attention(states)]
+            body = event_json(self.run_id, None, "digest", line, attention=told, done=end)
+            self._post(self._events, body, "event post", raw=True)
+        return True
+
+    def _post(self, url: str, text: str, what: str, *, raw: bool) -> None:
+        why = post(url, text, TIMEOUT, raw=raw)
+        if why is not None:
+            self.app.warn(f"{what} to {url_host_only(url)} failed ({why})")
+
+
+def sweep_digest(
+    app: Application,
+    backend: Backend,
+    run: RunInfo,
+    slack_url: str | None = None,
+    *,
+    label: str | None = None,
+    every: float = DIGEST_EVERY,
+) -> SweepDigest | None:
+    """The digest poster of the sweep `run` belongs to (its policy says it is a sweep's), with
+    `slack_url` (follow's own) or the run's own hooks: --slack-webhook-secret's and --notify-secret's
+    values (read as `follow` reads them to mask them), --notify-url; None when it is no sweep's or
+    nothing is to be posted."""
+    pol = backend.run_policy(run)
+    if not pol.sweep:
+        return None
+    names = [n for n in (pol.webhook_secret, pol.notify_secret) if n]
+    values = backend.secret_values(run) if names else {}
+    slack = slack_url or (values.get(pol.webhook_secret) if pol.webhook_secret else None)
+    events = pol.notify_url or (values.get(pol.notify_secret) if pol.notify_secret else None)
+    if not slack and not events:
+        return None
+    name = label or f"launchkit sweep *{run.name}*" + (f" <{run.url}|{run.id}>" if run.url else f" {run.id}")
+    return SweepDigest(app, name, run.id, slack, events, every)

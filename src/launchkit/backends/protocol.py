@@ -15,11 +15,13 @@ from typing import IO, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from launchkit.backends.registry import Capability, titles
+from launchkit.core.digest import TaskState
 from launchkit.core.phases import PhaseDetail, PhaseNotes, Phases
 from launchkit.core.specview import SpecView
 from launchkit.core.status import Cause, RunStatus
 from launchkit.core.units import ago
 from launchkit.errors import PreconditionError, UsageError
+from launchkit.runtime.node.policy import Policy
 
 __all__ = ["Capability", "Cause", "RunStatus"]  # re-exported: they live in light modules
 
@@ -30,6 +32,7 @@ class Posting(str, Enum):
     follower = "follower"  # `follow`, with its webhook: every event it sees
     job = "job"  # the job's runtime what it knows (a webhook secret); `follow` only the rest
     run = "run"  # the run itself, every event (local: its runtime and its supervisor)
+    sweep = "sweep"  # a sweep's run or task: its follower posts the sweep's digest, nobody else anything
 
 
 class EndReason(BaseModel):
@@ -131,6 +134,8 @@ class RunInfo(BaseModel):
     message: str | None = None  # why it ended that way, when the backend knows (e.g. why it was lost)
     end: EndReason | None = None  # why it ended (finished runs), one line with its fix
     task_statuses: dict[str, int] = {}  # several tasks: RunStatus value -> how many tasks are in it
+    # several tasks (`get`): each task's state, exit code and why line (core/digest.py: a sweep's digest)
+    tasks_detail: list[TaskState] = []
     attempts: int = 1  # the most attempts (retries, resumes) any replica of any task had (core/runs.py)
     retry: str | None = None  # retried or resumed: "attempt 2 of 5; last: node lost" (runs.attempt_text)
     waiting: WaitReason | None = None  # queued: why it waits, one line with its fix
@@ -254,6 +259,11 @@ class Backend(Protocol):
     def secret_values(self, run: RunInfo) -> dict[str, str | None]:
         """Secret name -> value of every secret the run was given (None: it cannot be read here), so
         `follow` and `logs` can mask them (launchkit.masking). Never printed or stored."""
+        ...
+
+    def run_policy(self, run: RunInfo) -> Policy:
+        """The run's policy as its spec holds it (runtime/node/policy.py): its hooks, whether it is a
+        sweep's (a sweep's follower posts its digest with them)."""
         ...
 
     def slack_posting(self, run: RunInfo) -> Posting:

@@ -19,9 +19,11 @@ from launchkit.application import Application
 from launchkit.backends import Backend, Cause, RunInfo, RunStatus
 from launchkit.backends.ending import describe, launchkit_stopped
 from launchkit.cli.context import stdout_closed
+from launchkit.core.digest import TaskState
 from launchkit.core.status import SUMMARY_ORDER
 from launchkit.errors import EXIT_INTERRUPTED
 from launchkit.masking import masked
+from launchkit.notify import SweepDigest, sweep_digest
 
 if TYPE_CHECKING:
     from launchkit.notify import SlackNotifier
@@ -185,9 +187,11 @@ def follow_summary(
     *,
     poll: float = SUMMARY_POLL,
     sleep: Callable[[float], None] = time.sleep,
+    digest: SweepDigest | None = None,
 ) -> int:
     """Say how many tasks are in each state whenever that changes, until the run finishes; the run's
-    exit code (1 when a task failed without one). One task's lines: `follow ID --task NAME`."""
+    exit code (1 when a task failed without one). One task's lines: `follow ID --task NAME`. With a
+    sweep's `digest`, it is posted as the tasks change (at most every `digest.every` s; the end always)."""
     app.info(
         f"{run.id} has {run.tasks} tasks: their states, not their logs, are shown "
         f"(one task: launchkit follow {run.id} --task NAME, or launchkit logs {run.id} --task NAME)"
@@ -199,11 +203,21 @@ def follow_summary(
         if line != last:
             app.info(line)
             last = line
+        if digest is not None:
+            digest.update(_members(info), final=info.status.finished)
         if info.status.finished:
             break
         sleep(poll)
         info = backend.get(run.id)
     return info.status.shell_code(info.exit_code)
+
+
+def _members(info: RunInfo) -> list[TaskState]:
+    """The run's tasks (core/digest.py): each as `get` read it, else by their states' counts alone."""
+    if info.tasks_detail:
+        return list(info.tasks_detail)
+    counts = info.task_statuses or {info.status.value: info.tasks}
+    return [TaskState(name=f"{s}-{i}", status=RunStatus(s)) for s, n in counts.items() for i in range(n)]
 
 
 def follow_run(
@@ -228,6 +242,11 @@ def follow_run(
     `notifier`, Slack hears when the job's first output arrives and how it ended. `mask`: the values of
     the run's secrets show as *** (launchkit.masking)."""
     app.info(f"following {run.id} (Ctrl-C detaches; the job keeps running)")
+    digest = None
+    if run.tasks > 1 and replica is None and not all_replicas and task is None:  # a sweep's: one digest
+        digest = sweep_digest(app, backend, run, notifier.url if notifier is not None else None)
+        if digest is not None:
+            notifier = None  # (no message for the experiment as one run: the digest tells it)
     limits = limits or Limits()
     shown = masked(app, backend, run, sys.stdout.buffer, mask=mask)
     out: IO[bytes] = cast("IO[bytes]", shown)
@@ -243,8 +262,8 @@ def follow_run(
     try:
         if dog is not None:
             dog.start()
-        if summarised(run, replica, all_replicas, task):
-            code = follow_summary(app, backend, run, sleep=sleep)
+        if digest is not None or summarised(run, replica, all_replicas, task):
+            code = follow_summary(app, backend, run, sleep=sleep, digest=digest)
         else:
             code = backend.follow(run, sink, **kwargs)  # type: ignore[arg-type]
     except BrokenPipeError:

@@ -68,6 +68,7 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
         assert last is not None
         if request.json_output:
             app.print_json(launched_json(launch, runs))
+            app.fast_exit = True  # launched: nothing here is left to tear down (as _after_launch)
             return
         _after_launch(app, b, request, last, several=len(runs) > 1)
     except KeyboardInterrupt:  # once a run exists, Ctrl-C is follow's detach, told (before follow's own)
@@ -95,12 +96,35 @@ def _launched(app: Application, b: Backend, run: RunInfo, *, quiet_stdout: bool 
     app.info(f"launched {run.id}" + (f" -> {run.url}" if run.url else ""))
 
 
+def sweep_note(run_id: str, several: bool) -> str:
+    """Who posts a sweep's notifications, said at its launch when nobody follows it."""
+    how = (
+        "follow its runs with the Python API: `api.wait(request.launch_all())` posts it"
+        if several
+        else f"`launchkit follow {run_id}` posts it (to LAUNCHKIT_SLACK_WEBHOOK_URL or the run's own hooks)"
+    )
+    return (
+        "note: a sweep's notifications are one digest per change of the whole (`12 succeeded · 1 failed"
+        f" (exit 1) · 3 running`), posted by whoever follows it; no task posts for itself: {how}"
+    )
+
+
 def _after_launch(
     app: Application, b: Backend, request: LaunchRequest, run: RunInfo, *, several: bool = False
 ) -> None:
     """Slack notifications and --follow (or how to follow it), once the run is launched."""
     notifier = None
-    if request.slack_webhook_url is not None:
+    hooks = (
+        request.slack_webhook_url,
+        request.slack_webhook_secret,
+        request.notify_url,
+        request.notify_secret,
+    )
+    if request.sweep and any(h is not None for h in hooks) and not request.follow:
+        app.info(sweep_note(run.id, request.sweep_experiments))
+    if request.slack_webhook_url is not None and request.sweep and not request.follow:
+        pass  # (said above: the sweep's follower posts its digest)
+    elif request.slack_webhook_url is not None:
         posting = b.slack_posting(run)  # who else posts (docs/notifications.md)
         if request.follow:
             secrets = lambda: secret_values(app, b, run)  # noqa: E731 - read only if a post quotes the job
@@ -120,3 +144,4 @@ def _after_launch(
         app.fast_exit = True  # the job runs detached: nothing to tear down (saves ~50 ms)
         raise typer.Exit(code)
     app.info(f"follow {'the last one' if several else 'it'} with: launchkit follow {run.id}")
+    app.fast_exit = True  # launched: the job runs on its own, nothing here is left to tear down

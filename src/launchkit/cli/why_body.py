@@ -14,6 +14,7 @@ from launchkit.backends.ending import WATCHDOG_STOP, describe
 from launchkit.backends.progress import first_stalled, resume_note
 from launchkit.cli.backend_choice import resolve_run
 from launchkit.cli.context import get_app
+from launchkit.core import digest
 from launchkit.core import phases as ph
 from launchkit.core.units import span
 from launchkit.masking import masked_run
@@ -44,8 +45,23 @@ def why(
         app.print_json({**run.model_dump(mode="json"), "phases_detail": detail})
         return
     sys.stdout.write(f"{run.id} {describe(run)}{_progress(run)}\n")
+    for line in sweep_lines(run):
+        sys.stdout.write(line + "\n")
     for line in time_lines(run):
         sys.stdout.write(line + "\n")
+
+
+def sweep_lines(run: RunInfo) -> list[str]:
+    """A run of several tasks (a sweep): its digest, as its follower posts it, and the tasks that need
+    attention, each with its why line (core/digest.py)."""
+    if not run.tasks_detail:
+        return []
+    out = [f"tasks: {digest.digest_line(run.tasks_detail)}"]
+    need = digest.attention_lines(run.tasks_detail)
+    if need:
+        out.append("need attention:")
+        out += [f"  task {line}" for line in need]
+    return out
 
 
 def time_lines(run: RunInfo) -> list[str]:

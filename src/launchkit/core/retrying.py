@@ -63,6 +63,7 @@ def policy(request: LaunchRequest) -> P.Policy:
         webhook_secret=request.slack_webhook_secret,
         notify_url=request.notify_url,
         notify_secret=request.notify_secret,
+        sweep=bool(request.sweep),
         require_resume=request.require_resume,
         retry_exit_codes=request.retry_exit_codes,
     )

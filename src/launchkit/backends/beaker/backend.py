@@ -63,8 +63,8 @@ from launchkit.backends.progress import (
     last_progress,
 )
 from launchkit.backends.protocol import AttemptDetail, Cause, EndReason, Progress
+from launchkit.core import digest, runs
 from launchkit.core import phases as ph
-from launchkit.core import runs
 from launchkit.core.estimate import start_estimate
 from launchkit.core.fit import unknown_gpu_types
 from launchkit.core.specview import SpecView
@@ -192,6 +192,7 @@ class BeakerBackend:
         ex = wl.experiment
         status = _STATUS.get(wl.status, RunStatus.queued)
         exit_code = started = finished = end = message = None
+        view: runs.RunView | None = None
         attempts = 1
         retry = None
         if rows is not None:
@@ -226,6 +227,15 @@ class BeakerBackend:
         if end is not None and end.kind == Cause.canceled and end.by != "Beaker":
             end = self._launchkit_stop(ex) or end  # launchkit's own stop (stop(reason=))
         phases, hours = self._phases(wl, rows)  # from the jobs read (no call)
+        tasks = {rv.task_name(t) for t in ex.tasks}  # (ex.tasks: one per replica of each)
+        detail: list[digest.TaskState] = []  # a sweep's tasks (core/digest.py): each from its jobs read,
+        if events and rows is not None and view is not None and len(tasks) > 1:  # else its status
+            read = {rv.task_name(t) for _, t, js in rows if js}
+            detail = digest.tasks_of(view, now=self.clock(), grace=self.retry_grace, only=read)
+            unread = {rv.task_name(t): t.status for t in ex.tasks if rv.task_name(t) not in read}
+            detail += [
+                digest.TaskState(name=n, status=_STATUS.get(st, RunStatus.queued)) for n, st in unread.items()
+            ]
         return RunInfo(
             id=ex.id,
             name=ex.name,
@@ -243,6 +253,7 @@ class BeakerBackend:
             message=message,
             end=end,
             task_statuses=_task_statuses(ex.tasks),
+            tasks_detail=detail,
             attempts=attempts,
             retry=retry,
             waiting=waiting if status == RunStatus.queued else None,
@@ -456,10 +467,15 @@ class BeakerBackend:
 
     def slack_posting(self, run: RunInfo) -> Posting:
         """A webhook secret in the spec (--slack-webhook-secret): the job's runtime posts what it knows."""
+        pol = self.run_policy(run)
+        if pol.sweep:
+            return Posting.sweep
+        return Posting.job if pol.webhook_secret is not None else Posting.follower
+
+    def run_policy(self, run: RunInfo) -> Policy:
         wl = self._workload(run.id)
         with self._errors():
-            view = SpecView(self.beaker.experiment.get_spec(wl).to_json())
-        return Posting.job if view.policy().webhook_secret is not None else Posting.follower
+            return SpecView(self.beaker.experiment.get_spec(wl).to_json()).policy()
 
     def user_name(self) -> str:
         with self._errors():
@@ -1061,7 +1077,8 @@ class BeakerBackend:
         """[(replica rank, task, its jobs newest first)] sorted by rank; the tasks' ListJobs run at once
         (one call each: a task's attempts fit in a page). `task` selects a task and its replicas,
         whatever Beaker names replica tasks (unknown). `sample` N: with more tasks than N, jobs are
-        read only for N of them (failed ones first, then the first ones; the others' lists are empty):
+        read only for N of them (failed ones first, then the first, then running ones: a sweep's digest
+        tells a retry after preemption by them; the others' lists are empty):
         a 1,000-task run is not 1,000 ListJobs."""
         if not wl.HasField("experiment"):
             raise UsageError(
@@ -1080,9 +1097,10 @@ class BeakerBackend:
             return list(self.beaker.job.list(org=org, task=t))
 
         wanted = tasks
-        if sample is not None and len(tasks) > sample:
+        if sample is not None and len(tasks) > sample:  # (running ones next: a retry tells its cause)
             failed = [t for t in tasks if t.status == W.STATUS_FAILED]
-            wanted = list({t.id: t for t in [*failed, *tasks[:1]]}.values())[:sample]
+            running = [t for t in tasks if t.status == W.STATUS_RUNNING]
+            wanted = list({t.id: t for t in [*failed, *tasks[:1], *running]}.values())[:sample]
         if len(wanted) > 1:
             with ThreadPoolExecutor(max_workers=min(16, len(wanted))) as pool:
                 found = dict(zip((t.id for t in wanted), pool.map(jobs_of, wanted), strict=True))

@@ -59,7 +59,8 @@ from launchkit.core.contract import ENV_GIT_COMMIT
 from launchkit.core.runs import Where, attempt_line, attempt_text, ended_as, logs_args
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
-from launchkit.runtime.node.policy import ENV_NOTIFY, ENV_WEBHOOK
+from launchkit.runtime.node.policy import EMPTY as EMPTY_POLICY
+from launchkit.runtime.node.policy import ENV_NOTIFY, ENV_WEBHOOK, Policy
 
 # The ids submit() makes (`local-20260131-120000-a1b2c3`), and older or hand-made ones: one path part.
 RUN_ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
@@ -84,6 +85,16 @@ def _ns(value: float | None) -> int | None:
 
 def _ts(value: float | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
+
+
+def _queued_from(rec: dict[str, Any], job: dict[str, Any]) -> int | None:
+    """When `job` began to wait (ns): the run's creation (its supervisor waited for GPUs or a slot);
+    a later attempt's, the end of the attempt before it (its backoff: a Beaker retry is a new job)."""
+    before = [
+        j for j in outcome.jobs(rec) if (j["replica"], j["attempt"]) == (job["replica"], job["attempt"] - 1)
+    ]
+    ended = _ns(before[0].get("finished")) if before else None
+    return ended if ended is not None else _ns(rec.get("created"))
 
 
 def _created(value: float) -> dt.datetime:
@@ -412,16 +423,15 @@ class LocalBackend:
     def _phases(
         self, rec: dict[str, Any], seen: ph.SetupSeen | None = None
     ) -> tuple[ph.Phases, float | None]:
-        """Replica 0's newest attempt: queued from the run's creation until it started (its supervisor
-        waited for GPUs or a slot), the rest from the log's markers (`seen`); GPU-hours of every job."""
+        """Replica 0's newest attempt: queued until it started (`_queued_from`), the rest from the
+        log's markers (`seen`); GPU-hours of every job."""
         now = int(self.clock() * NS)
         jobs = outcome.jobs(rec)
         lead = max((j for j in jobs if j["replica"] == 0), key=lambda j: j["attempt"], default=None)
         started = _ns((lead or {}).get("started"))
         ended = _ns((lead or {}).get("finished")) if lead else _ns(rec.get("finished"))
-        phases = ph.phases(
-            created=_ns(rec.get("created")), scheduled=None, started=started, ended=ended, now=now, seen=seen
-        )
+        created = _queued_from(rec, lead) if lead else _ns(rec.get("created"))
+        phases = ph.phases(created=created, scheduled=None, started=started, ended=ended, now=now, seen=seen)
         asked = self._gpus(rec["id"]) if any(not isinstance(j.get("gpus"), int) for j in jobs) else 0
         if asked is None:
             return phases, None
@@ -457,14 +467,12 @@ class LocalBackend:
         return run.model_copy(update=update)
 
     def _phases_detail(self, rec: dict[str, Any]) -> list[ph.PhaseDetail]:
-        """Every job of the record (none for a run of one job): queued from the run's creation (a
-        later attempt: from the end of the one before it, its backoff) until it started, the rest from
-        its own log's markers (a bounded read of a file each)."""
+        """Every job of the record (none for a run of one job): queued until it started
+        (`_queued_from`), the rest from its own log's markers (a bounded read of a file each)."""
         jobs = outcome.jobs(rec)
         if len(jobs) < 2:
             return []
         rdir, now = self.rdir(rec["id"]), int(self.clock() * NS)
-        ended = {(j["replica"], j["attempt"]): _ns(j.get("finished")) for j in jobs}
         try:
             task = SpecView.read((rdir / "spec.json").read_text()).tasks[0].name
         except (OSError, ValueError, IndexError):
@@ -473,10 +481,8 @@ class LocalBackend:
         for j in sorted(jobs, key=lambda j: (j["attempt"], j["replica"])):
             rank, attempt = j["replica"], j["attempt"]
             seen = ph.setup_seen(logs.head_records(logs.log_file(rdir, rank, attempt)))
-            before = ended.get((rank, attempt - 1)) if attempt > 1 else None
-            created = before if before is not None else _ns(rec.get("created"))
             p = ph.phases(
-                created=created,
+                created=_queued_from(rec, j),
                 scheduled=None,
                 started=_ns(j.get("started")),
                 ended=_ns(j.get("finished")),
@@ -587,12 +593,20 @@ class LocalBackend:
             return {}
         return {name: os.environ.get(name) for name in dict.fromkeys(spec.secrets())}
 
+    def run_policy(self, run: RunInfo) -> Policy:
+        try:
+            return SpecView.read((self.rdir(run.id) / "spec.json").read_text()).policy()
+        except (OSError, ValueError):
+            return EMPTY_POLICY
+
     def slack_posting(self, run: RunInfo) -> Posting:
         """A local run with a webhook posts every message itself (its runtime and its supervisor)."""
         try:
             given = json.loads((self.rdir(run.id) / "meta.json").read_text()).get("slack")
         except (OSError, ValueError):
             given = False
+        if self.run_policy(run).sweep:
+            return Posting.sweep
         return Posting.run if given else Posting.follower
 
     def _attempts(self, run: RunInfo, ranks: list[int], attempt: int | None) -> list[tuple[int, int]]:

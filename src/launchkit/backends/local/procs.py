@@ -306,11 +306,13 @@ class RunProcs:
         """Pids of the run's live processes."""
         return sorted(p.pid for p in self.find(scan))
 
-    def end(self, grace: float) -> tuple[int, list[int]]:
+    def end(self, grace: float, scan: bool = True) -> tuple[int, list[int]]:
         """End every process (SIGTERM, then SIGKILL after `grace` s): (how many there were, the pids
         still alive afterwards, which only processes we may not signal should leave). `self.found`:
-        those found first, as `name (pid N)`."""
-        procs = self.find()
+        those found first, as `name (pid N)`. `scan`: as find's (False where the run's cgroup or its
+        supervisor as subreaper holds every process: reading every process's environment can block on
+        one stuck in the kernel, say a page fault on a hung network filesystem)."""
+        procs = self.find(scan)
         count = len(procs)
         self.found = [describe(p) for p in procs]
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -321,7 +323,7 @@ class RunProcs:
             while procs and time.monotonic() < deadline:
                 time.sleep(0.02)
                 procs = [p for p in procs if _running(p)]  # zombies count as ended
-            procs = [p for p in {q.pid: q for q in [*procs, *self.find()]}.values() if _running(p)]
+            procs = [p for p in {q.pid: q for q in [*procs, *self.find(scan)]}.values() if _running(p)]
             if not procs:
                 break
         if not procs:

@@ -42,7 +42,11 @@ from launchkit.runtime.node.policy import (
     ENV_RESUME_FROM,
     ENV_WEBHOOK,
     PREEMPTION,
+    RUN,
+    SUPERVISOR,
+    SWEEP,
     Policy,
+    posts_any,
 )
 
 TYPE_CHECKING = False  # not typing's: start-up matters here (no typing, pathlib, shutil, socket)
@@ -389,6 +393,8 @@ class Supervisor:
         task = self.task
         self.webhook, self.events = slack.hooks(task)  # the runtime posts with them, and so do we (slack.py)
         self.policy = task.policy()
+        if not posts_any(SUPERVISOR, RUN if not self.policy.sweep else SWEEP):  # a sweep's run: its
+            self.webhook = self.events = None  # follower posts the digest (docs/notifications.md)
         if self.policy.retry_on:  # the cap counts every cause's retries (the runtime's in-place ones apart)
             self.retries_left = self.policy.retry_cap
         self.base = base_env(self.rdir)
@@ -636,7 +642,9 @@ class Supervisor:
         left: list[str] = []
         if not (clean and not (self.cgroup and procs.cgroup_pids(self.cgroup))):
             ending = self.run_procs()
-            ending.end(2)  # (on Beaker the container ends with the command: nothing outlives it there)
+            # (on Beaker the container ends with the command: nothing outlives it there); the run's
+            # cgroup, or this subreaper's descendants, hold all of it: no machine-wide scan at its end
+            ending.end(2, scan=not (self.cgroup or self.subreaper))
             left = ending.found
             procs.reap_children()
 

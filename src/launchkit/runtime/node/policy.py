@@ -61,6 +61,7 @@ EVENTS = {
     "canceled": ":octagonal_sign:",
     "failed": ":x:",
     "succeeded": ":white_check_mark:",
+    "digest": ":bar_chart:",  # a sweep's tasks, as one (launchkit/notify.py: SweepDigest)
 }
 # Kinds only the JSON stream has (`--notify-url`, launchkit/events.py; Slack is not posted them).
 STREAM_ONLY = ("waiting", "attempt", "progress", "restarted")
@@ -68,8 +69,10 @@ STREAM_ONLY = ("waiting", "attempt", "progress", "restarted")
 # slack.py) or `follow` (launchkit/notify.py). How a run posts (its mode): FOLLOWER, nobody in the run
 # (follow --slack-webhook-url posts everything); JOB, the job's runtime with --slack-webhook-secret;
 # RUN, a local run with a webhook (the runtime and the supervisor: follow posts nothing).
+# SWEEP, a sweep (`--sweep`, `--sweep-experiments`): its follower posts one digest per change of the
+# whole (`launchkit follow ID`, `api.wait(..., notify_url=)`), no task posts for itself.
 JOB, SUPERVISOR, FOLLOW = "job", "supervisor", "follow"
-FOLLOWER, RUN = "follower", "run"
+FOLLOWER, RUN, SWEEP = "follower", "run", "sweep"
 # (with the stream's progress and restarted: the runtime reads the output and restarts the command)
 _JOB_EVENTS = (
     *("started", "inactive_soft", "inactive", "stalled", "not_resuming", "failed", "succeeded"),
@@ -77,19 +80,25 @@ _JOB_EVENTS = (
 )
 # The job's own "failed" is its command's exit; the supervisor's, a job that died before its command
 # or a supervisor error; follow's, the rest (a Beaker job that never started, say).
-POSTERS = {
+POSTERS: dict[str, dict[str, tuple[str, ...]]] = {
     FOLLOWER: {FOLLOW: tuple(EVENTS) + STREAM_ONLY},
     JOB: {
         JOB: _JOB_EVENTS,
         FOLLOW: ("start_timeout", "timeout", "preempted", "canceled", "failed", "waiting", "attempt"),
     },
     RUN: {JOB: _JOB_EVENTS, SUPERVISOR: ("timeout", "canceled", "failed", "attempt")},
+    SWEEP: {FOLLOW: ("digest",)},
 }
 
 
 def posts(process: str, mode: str, event: str) -> bool:
     """Whether `process` posts `event` for a run that posts in `mode` (POSTERS)."""
     return event in POSTERS.get(mode, {}).get(process, ())
+
+
+def posts_any(process: str, mode: str) -> bool:
+    """Whether `process` posts anything for a run that posts in `mode` (a sweep's tasks do not)."""
+    return bool(POSTERS.get(mode, {}).get(process))
 
 
 def stop_event(why: str) -> str:
@@ -205,6 +214,7 @@ _FIELDS = (
     "stall_auto",
     "notify_url",
     "notify_secret",
+    "sweep",
 )
 _SECONDS = ("stall_timeout", "stall_grace", "inactive_timeout", "inactive_soft_timeout")
 
@@ -228,6 +238,7 @@ class Policy:
     stall_auto: tuple[float, float] | None  # `--stall-timeout auto`: (floor, cap) seconds (stallbudget.py)
     notify_url: str | None  # `--notify-url`: where the run's events are posted as JSON (in the spec, plain)
     notify_secret: str | None  # `--notify-secret`: the secret holding that URL (ENV_NOTIFY on the node)
+    sweep: bool  # a task (or run) of a sweep: its follower posts the sweep's digest, the task nothing
 
     def __init__(
         self,
@@ -244,6 +255,7 @@ class Policy:
         stall_auto: Sequence[float] | None = None,
         notify_url: str | None = None,
         notify_secret: str | None = None,
+        sweep: bool = False,
     ) -> None:
         unknown = [c for c in retry_on if c not in CAUSES]
         if unknown:
@@ -266,6 +278,9 @@ class Policy:
         self.retry_exit_codes = tuple(sorted(set(codes)))
         self.notify_url = notify_url or None
         self.notify_secret = notify_secret or None
+        if not isinstance(sweep, bool):
+            raise PolicyError(f"sweep={sweep!r} must be true or false")
+        self.sweep = sweep
         self.stall_auto = None
         if stall_auto is not None:
             bounds = [_seconds("stall_auto", v) for v in stall_auto]
@@ -310,7 +325,7 @@ class Policy:
     def parent(self) -> bool:
         """The node runtime stays the command's parent: it watches it, posts its end, or must check
         that a retried attempt resumed (--require-resume)."""
-        posts = self.webhook_secret is not None or self.notifies
+        posts = (self.webhook_secret is not None or self.notifies) and not self.sweep
         return self.watched or posts or self.require_resume or EXIT in self.retry_on
 
     @property
@@ -391,9 +406,11 @@ class Policy:
         return not (self.retry_on and set(self.retry_on) <= set(checked))
 
     def slack_mode(self) -> str:
-        """How the run posts, as far as the spec says: JOB with a webhook secret, else FOLLOWER (a local
-        run with a webhook is RUN: its backend knows)."""
-        return JOB if self.webhook_secret is not None else FOLLOWER
+        """How the run posts, as far as the spec says: SWEEP for a sweep's task, JOB with a webhook
+        secret or an events URL, else FOLLOWER (a local run with a webhook is RUN: its backend knows)."""
+        if self.sweep:
+            return SWEEP
+        return JOB if self.webhook_secret is not None or self.notifies else FOLLOWER
 
     # ---- the spec's variable
     def encode(self) -> str | None:

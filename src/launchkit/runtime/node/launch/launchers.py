@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from ..policy import EMPTY, ENV_NOTIFY, ENV_WEBHOOK, Policy, PolicyError
+from ..policy import EMPTY, ENV_NOTIFY, ENV_WEBHOOK, JOB, SWEEP, Policy, PolicyError
 from ..policy import ENV as POLICY_ENV
 from . import EXIT_EXEC, EXIT_INPUTS, LaunchError, log, procs, restart, watchdog
 
@@ -378,9 +378,9 @@ def run(
     starting()
     if watched is None and (job is not None or policy.exit_restarts):  # posting the end, or restarting
         watched = watchdog.Settings(None, 0.0, [], None, None)  # the command on an exit code: the parent
-    if watched is not None and job is not None and job.wants_progress:  # its progress lines, as events
+    if watched is not None and job is not None and job.progress_every:  # its progress lines, as events
         patterns = watched.patterns or watchdog.progress_patterns(policy.progress_patterns)
-        watched = watched._replace(patterns=patterns, report=True)
+        watched = watched._replace(patterns=patterns, report=job.progress_every)
     if watched is not None:  # the runtime stays the parent (docs/runtime.md, "Watchdog")
         try:  # the job's posts: its start once the command runs (watchdog.run tells it), never before
             tell = None if job is None else _telling(job)
@@ -454,7 +454,8 @@ def main(args: list[str]) -> int:
         from . import notify
 
         hooks = ("", "") if hooks_fd is None else notify.read_hooks(hooks_fd)
-        job = notify.from_env(env, hooks[0], hooks[1], policy.notify_url)
+        mode = SWEEP if policy.sweep else JOB  # (handed a hook, the job posts: a local run's is RUN alike)
+        job = notify.from_env(env, hooks[0], hooks[1], policy.notify_url, mode)
     try:
         p = plan(argv, env)
         said = timing_line(t0, timings, int(time.time() * 1000)) if t0 is not None else ""

@@ -351,9 +351,10 @@ class Job:
             self._say("progress", None, line.strip() or found, attempt=self.attempt, progress=found)
 
     @property
-    def wants_progress(self) -> bool:
-        """Whether progress lines are posted (as JSON events): the watchdog then reads them."""
-        return self.events is not None and self.rank == "0"
+    def progress_every(self) -> float:
+        """Seconds between two progress lines posted (as JSON events; the first at once), 0 for none:
+        the watchdog reads them (watchdog.Settings.report)."""
+        return PROGRESS_EVERY if self.events is not None and self.rank == "0" else 0.0
 
     def started(self) -> None:
         """The command was started (its first start: one in place after it is no new one), in the
@@ -440,16 +441,23 @@ def _read_once(fd: int) -> str:
 
 
 def from_env(
-    env: dict[str, str], url: str | None = None, notify: str | None = None, notify_url: str | None = None
+    env: dict[str, str],
+    url: str | None = None,
+    notify: str | None = None,
+    notify_url: str | None = None,
+    mode: str = policy.JOB,
 ) -> Job | None:
     """The job's poster when the runtime has a webhook (`url`, handed over by bash, else ENV) or an
     events URL (`notify`, handed over after it, else ENV_NOTIFY: --notify-secret's; else the policy's
     plain `notify_url`); both are taken out of `env` (the command's environment) either way. One that
-    cannot be posted to is one warning line, and nothing is posted to it."""
+    cannot be posted to is one warning line, and nothing is posted to it. `mode`: how the run posts
+    (the policy's `slack_mode`: a sweep's task posts nothing)."""
     url = url or env.pop(ENV, "")
     notify = notify or env.pop(ENV_NOTIFY, "") or notify_url or ""
     env.pop(ENV, None)
     env.pop(ENV_NOTIFY, None)
+    if not policy.posts_any(policy.JOB, mode):  # a sweep's task: its follower posts the digest
+        return None
     secrets = secret_values(env)
     slack = _usable(url, f"the Slack webhook ({ENV})")
     events = _usable(notify, "the events URL (--notify-url, --notify-secret)", events_url_problem)

@@ -67,7 +67,9 @@ class Settings(NamedTuple):
     resume: Resume | None = None
     require: bool = False  # --require-resume (the policy's), for the starts restart.py makes
     auto: tuple[float, float] | None = None  # --stall-timeout auto: (floor, cap) (stallbudget.py)
-    report: bool = False  # progress lines are told (`tell("progress", ...)`: the job's event posts)
+    # progress lines are told (`tell("progress", ...)`: the job's event posts), the first and then at
+    # most one every `report` seconds (0: none); matched only when one is due, if nothing else needs it
+    report: float = 0.0
 
 
 def settings(policy: Policy, env: dict[str, str] | None = None) -> Settings | None:
@@ -173,6 +175,7 @@ class Watch:
         self.last_step: float | None = None  # the newest's
         self.notes: list[str] = []  # said once, as they come (the run loop takes them)
         self.fresh: tuple[str, str] | None = None  # a new progress line (text, line), told by the run loop
+        self.report_at = now  # when the next progress line is told (Settings.report)
         self.resume_stop: str | None = None  # --require-resume: why this start is stopped
         auto = s.auto
         self.budget = None if auto is None else stallbudget.AutoBudget(floor=auto[0], cap=auto[1])
@@ -194,8 +197,9 @@ class Watch:
 
     def saw(self, fd: int, data: bytes, now: float, wall: float) -> None:
         self.last_output = now
-        if self.s.stall is None and self.s.resume is None and self.budget is None and not self.s.report:
-            return
+        only_told = self.s.stall is None and self.s.resume is None and self.budget is None
+        if only_told and (not self.s.report or now < self.report_at):
+            return  # (nothing needs progress now: the next told line is not due)
         buf = self.pending.get(fd, b"") + data
         parts = buf.replace(b"\r", b"\n").split(b"\n")
         self.pending[fd] = parts.pop()[-LINE_MAX:]
@@ -218,8 +222,9 @@ class Watch:
             found = progress_step(parts[i].decode("utf-8", "replace"), self.s.patterns)
             if found is not None:
                 self.last_progress, self.progress_wall, self.progress_text = now, wall, found[0]
-                if self.s.report:
+                if self.s.report and now >= self.report_at:
                     self.fresh = (found[0], parts[i][:LINE_MAX].decode("utf-8", "replace"))
+                    self.report_at = now + self.s.report
                 if found[1] is not None:
                     self.last_step = found[1]
                     if self.first_step is None:
@@ -242,8 +247,9 @@ class Watch:
                 self.budget.progress(newest[2], after_phase=False)
             text, step, self.last_progress, self.progress_wall = newest
             self.progress_text = text
-            if self.s.report:
+            if self.s.report and newest[2] >= self.report_at:
                 self.fresh = (text, text)  # (the matcher answers with the text it matched)
+                self.report_at = newest[2] + self.s.report
             if step is not None:
                 self.last_step = step
                 if self.first_step is None:
