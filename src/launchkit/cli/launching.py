@@ -68,6 +68,7 @@ def launch_request(app: Application, request: LaunchRequest, planned: Launch | N
         assert last is not None
         if request.json_output:
             app.print_json(launched_json(launch, runs))
+            app.fast_exit = True  # launched: nothing here is left to tear down (as _after_launch)
             return
         _after_launch(app, b, request, last, several=len(runs) > 1)
     except KeyboardInterrupt:  # once a run exists, Ctrl-C is follow's detach, told (before follow's own)
@@ -143,3 +144,4 @@ def _after_launch(
         app.fast_exit = True  # the job runs detached: nothing to tear down (saves ~50 ms)
         raise typer.Exit(code)
     app.info(f"follow {'the last one' if several else 'it'} with: launchkit follow {run.id}")
+    app.fast_exit = True  # launched: the job runs on its own, nothing here is left to tear down

@@ -493,7 +493,10 @@ class Connection:
             pool, self._pool, self._answers = self._pool, None, {}
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
-        self.beaker.close()  # type: ignore[no-untyped-call]
+        try:
+            self.beaker.close()  # type: ignore[no-untyped-call]
+        except Exception as e:  # noqa: BLE001 - giving up must not hide the error that made us give up
+            logging.getLogger("launchkit").debug("closing the channel: %s", e)
 
     def close(self) -> None:
         if self._pool is not None:
