@@ -23,6 +23,7 @@ from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.digest import TaskState, attention, attention_lines, digest_line, finished
 from launchkit.core.redact import url_host_only
 from launchkit.core.status import RunStatus
+from launchkit.events import end_kind
 from launchkit.masking import mask_text
 from launchkit.runtime.node import policy
 from launchkit.runtime.node.launch.notify import TIMEOUT, event_json, message, post
@@ -143,8 +144,6 @@ class EventsNotifier:
 
     def on_end(self, run: RunInfo) -> None:
         """`run`: the final RunInfo."""
-        from launchkit.events import end_kind
-
         end, event = run.end, end_kind(run)
         if self.posting == Posting.job and posted_by_job(end):
             return  # (the job's runtime posted its command's end)
