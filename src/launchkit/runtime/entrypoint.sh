@@ -291,9 +291,8 @@ lk_conda_env() {
 # before the child's exec meets this shell's TERM trap there and is lost; it ends when bash does too.
 lk_progress_start() { # lk_progress_start PYTHON LABEL LOG
     [[ -n $LK_NODE_DIR ]] || return 0
-    local me=$BASHPID # (this shell's: in the command's own words it would be the child's)
     PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" "$1" -s "$LK_NODE_DIR/launchkit_node/boot.py" \
-        progress "$2" "$3" "$me" </dev/null >/dev/null &
+        progress "$2" "$3" "$$" </dev/null >/dev/null & # ($$: its parent, this shell; $BASHPID: the child)
     LK_PROGRESS_PID=$!
 }
 lk_progress_stop() { # (waited for: no line of it comes after the step)
