@@ -305,11 +305,13 @@ def _probing(bare_bin, tmp_path, name, tag):
     return calls
 
 
-def run_early(argv, env, between=""):
+def run_early(argv, env, between="", early=True):
     """The runtime's parts as the entrypoint runs them for a --no-python job: lk__python_early (before
-    the clone), then `between` (what the steps in between do: a hook, say), then lk_exec."""
+    the clone; not with early=False), then `between` (what the steps in between do: a hook, say), then
+    lk_exec."""
     parts = [(RUNTIME / p).read_text() for p in ("lib.sh", "nccl.sh", "launchers.sh")]
-    main = f'\nset -euo pipefail\nlk__python_early\n{between}\nlk_cluster_setup\nlk_exec "$@"\n'
+    first = "lk__python_early" if early else ""
+    main = f'\nset -euo pipefail\n{first}\n{between}\nlk_cluster_setup\nlk_exec "$@"\n'
     base = {k: v for k, v in os.environ.items() if not k.startswith(("BEAKER_", "LAUNCHKIT_", "NCCL_"))}
     return subprocess.run(
         ["bash", "-c", "\n".join(parts) + main, "launchkit-entrypoint", *argv],
@@ -346,4 +348,18 @@ def test_the_early_probe_is_not_taken_when_python_moved(bare_bin, tmp_path, wher
     env = {"LAUNCHKIT_NO_PYTHON": "1", **policy_env(inactive_timeout=60), "PATH": str(bare_bin)}
     r = run_early(["bash", "-c", "echo watched"], env, between)
     assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
-    assert sorted(calls.read_text().splitlines()) == ["first probe", "then probe"]
+    said = calls.read_text().splitlines()  # (the early probe may already meet the new one)
+    assert len(said) == 2 and said[-1] == "then probe", said
+
+
+@pytest.mark.parametrize("ran", [True, False])
+def test_the_jobs_own_python_that_ran_the_runtime_is_not_asked_again(bare_bin, tmp_path, ran):
+    """A job with a venv: its Python ran the runtime's install step (LK_PY_RAN, where boot.py refused
+    anything older than 3.8), so lk_exec starts the runtime with it without a probe; a `python` on PATH
+    that is another one is asked, as before."""
+    calls = _probing(bare_bin, tmp_path, "python", "py")
+    venv_python = bare_bin / "python" if ran else tmp_path / "elsewhere" / "python"
+    env = {**policy_env(inactive_timeout=60), "PATH": str(bare_bin)}
+    r = run_early(["bash", "-c", "echo watched"], env, f'LK_PY_RAN="{venv_python}"', early=False)
+    assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
+    assert calls.read_text().splitlines() == (["py run"] if ran else ["py probe"])

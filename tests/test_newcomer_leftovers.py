@@ -33,6 +33,16 @@ def test_after_a_local_run_list_and_open_latest_answer_without_beaker_credential
     assert "credentials" not in r.stderr
 
 
+def test_stats_answers_from_this_machine_without_beaker_credentials():
+    """`stats` lists runs as `list` does: without credentials, this machine's, said so (was rc 3)."""
+    r = run_main("stats")  # no credentials anywhere (tests/conftest.py)
+    assert r.code == 0, r.stderr
+    assert "no Beaker credentials: these are the local runs (this machine)" in r.stderr
+    assert "no runs yet" in r.stderr
+    r = run_main("stats", "--backend", "beaker")  # named: its own error, as list's
+    assert r.code == 3 and "no Beaker credentials found" in r.stderr, r.stderr
+
+
 def test_a_refused_connection_is_told_at_once_as_refused(tmp_path):
     """Nothing listens at the address: said on the first try, not after --beaker-timeout (here 10
     minutes: the test's own hang guard, 2 minutes, would end it first)."""

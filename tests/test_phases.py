@@ -263,6 +263,9 @@ def test_local_phases_per_attempt_from_two_real_attempts(repo, tmp_path):
     assert [(d["attempt"], d["replica"]) for d in detail] == [(1, 0), (2, 0)]
     slow, fast = (d["phases"]["first_output"] for d in detail)
     assert slow >= 8 and fast < slow and out["phases"]["first_output"] == fast  # the run's: the newest
+    # the newest attempt queued from its predecessor's end (its backoff), not from the run's creation
+    assert out["phases"] == detail[1]["phases"] and out["phases"]["queued"] < 8, out["phases"]
+    assert lines[1].removeprefix("phases: ") == lines[3].strip(), lines
 
 
 # -- stats ------------------------------------------------------------------------------------------

@@ -54,6 +54,22 @@ def test_the_line_names_what_the_launch_asks_for():
     assert swept.tasks == 3 and "3 tasks, each 1 GPU x 1 replica" in swept.line()
 
 
+def test_the_json_says_what_the_line_says_of_preemption():
+    """`preemptible` in `run --json`'s plan: whether Beaker may preempt the job (after `min_runtime`
+    when one is given), as the line says it; never `false` for a job the line calls preemptible."""
+    plain = _plan().to_json()
+    assert "preemptible any time" in plain["line"]
+    assert plain["preemptible"] is True and plain["min_runtime"] is None
+    protected = _plan(min_runtime="2h").to_json()
+    assert "preemptible after 2h" in protected["line"]
+    assert protected["preemptible"] is True and protected["min_runtime"] == 7200
+    assert _plan(preemptible=True).to_json()["preemptible"] is True
+    never = _plan(preemptible=False).to_json()
+    assert "not preemptible" in never["line"] and never["preemptible"] is False
+    here = _plan(here=True).to_json()
+    assert "not preemptible (runs here)" in here["line"] and here["preemptible"] is None
+
+
 def test_start_now_is_said_only_when_known():
     p = _plan(gpus=8, cluster=["ai2/jupiter"])
     assert "now" not in p.line() and p.to_json()["start_now"] is None

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from launchkit.application import OutputFormat
-from launchkit.cli.backend_choice import choose
+from launchkit.cli.backend_choice import choose_listing
 from launchkit.cli.context import get_app
 from launchkit.cli.table import print_table
 from launchkit.core import phases as ph
@@ -29,7 +29,7 @@ def stats(
     app = get_app(ctx)
     if as_json:
         app.output_format = OutputFormat.json
-    b = choose(app, backend, local, workspace=workspace)
+    b = choose_listing(app, backend, local, workspace)  # no credentials: this machine's runs
     runs = [b.phases(r, where=True) for r in b.list_runs(limit=last)]
     summary = ph.summary([(r.cluster or NOT_PLACED, r.phases, r.gpu_hours) for r in runs])
     if app.json:

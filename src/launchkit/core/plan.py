@@ -35,7 +35,7 @@ class Plan:
     gpus: int  # per replica (the largest task's)
     replicas: int
     priority: str | None  # None: the backend's default
-    preemptible: bool | None  # None: not applicable (this machine)
+    preemptible: bool | None  # the deprecated `preemptible: true` on a task (None: this machine)
     min_runtime: float | None  # seconds protected from preemption (None: none)
     resumed: bool | None  # a preempted job is started again (None: not applicable)
     task_timeout: float | None  # seconds (None: none)
@@ -56,10 +56,18 @@ class Plan:
         size = f"{gpus} x {self.replicas} replica" + ("s" if self.replicas > 1 else "")
         return f"{self.tasks} tasks, each {size}" if self.tasks > 1 else size
 
-    def _preemption(self) -> str:
+    def may_be_preempted(self) -> bool | None:
+        """Whether Beaker may preempt the job (after `min_runtime` when one is given); None: it runs
+        here. Only the deprecated --not-preemptible, without --min-runtime, makes it never."""
         if self.here or self.preemptible is None:
+            return None
+        return self.preemptible or bool(self.min_runtime) or not self.not_preemptible
+
+    def _preemption(self) -> str:
+        may = self.may_be_preempted()
+        if may is None:
             return "not preemptible (runs here)"
-        if self.preemptible is False and not self.min_runtime and self.not_preemptible:
+        if not may:
             return "not preemptible (--not-preemptible, deprecated by Beaker)"
         if self.min_runtime and not self.preemptible:
             when = f"preemptible after {span(self.min_runtime)} (--min-runtime)"
@@ -97,7 +105,7 @@ class Plan:
             "gpus": self.gpus,
             "replicas": self.replicas,
             "priority": self.priority,
-            "preemptible": False if self.not_preemptible else self.preemptible,
+            "preemptible": self.may_be_preempted(),
             "min_runtime": self.min_runtime,
             "resumed_after_preemption": self.resumed,
             "task_timeout": self.task_timeout,

@@ -291,9 +291,8 @@ lk_conda_env() {
 # before the child's exec meets this shell's TERM trap there and is lost; it ends when bash does too.
 lk_progress_start() { # lk_progress_start PYTHON LABEL LOG
     [[ -n $LK_NODE_DIR ]] || return 0
-    local me=$BASHPID # (this shell's: in the command's own words it would be the child's)
     PYTHONPATH="$LK_NODE_DIR${PYTHONPATH:+:$PYTHONPATH}" "$1" -s "$LK_NODE_DIR/launchkit_node/boot.py" \
-        progress "$2" "$3" "$me" </dev/null >/dev/null &
+        progress "$2" "$3" "$$" </dev/null >/dev/null & # ($$: its parent, this shell; $BASHPID: the child)
     LK_PROGRESS_PID=$!
 }
 lk_progress_stop() { # (waited for: no line of it comes after the step)
@@ -331,6 +330,9 @@ lk_install() { # lk_install PYTHON: install into PYTHON's environment; sets LK_I
     else
         LK_INSTALL_KIND=$(lk_node "$py" install "$log" "$LK_VENV")
     fi
+    # it ran the runtime (boot.py refuses a Python older than 3.8): lk_exec need not ask it again
+    # shellcheck disable=SC2034 # read by lk__python (launchers.sh; the parts are one script)
+    [[ -n ${LAUNCHKIT_INSTALL_CMD:-} ]] || LK_PY_RAN=$py
     lk_progress_stop
 }
 # A venv linked to the env store (runtime/node/environment/envstore.py) names its entry's lease file: held open here

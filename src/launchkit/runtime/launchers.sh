@@ -64,10 +64,17 @@ lk__forward() {
 # lk__python VAR: the interpreter for the runtime, the first Python 3.8+ of `python` and `python3` on
 # PATH: the job's environment's (activated), or with --no-python the image's. One call tells its
 # version and its executable, which is what runs (a shim, as pyenv's, is then not resolved twice);
-# lk__python_early's answer instead, when it is there and `python` and `python3` are where they were.
+# lk__python_early's answer instead, when it is there and `python` and `python3` are where they were;
+# the job's own Python, when `python` is the one that already ran the runtime (LK_PY_RAN, entrypoint.sh:
+# lk_install; boot.py refuses one older than 3.8): the job's venv, whose executable is that path.
+LK_PY_RAN=''
 lk__python() {
     local name path out
     lk__python_taken "$1" && return 0
+    if [[ -n $LK_PY_RAN ]] && hash python 2>/dev/null && [[ ${BASH_CMDS[python]} == "$LK_PY_RAN" ]]; then
+        printf -v "$1" '%s' "$LK_PY_RAN"
+        return 0
+    fi
     for name in python python3; do
         path=$(command -v "$name") || continue
         # Python 2 and 3 alike; -S: no site-packages for a version check

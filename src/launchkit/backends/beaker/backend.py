@@ -227,8 +227,9 @@ class BeakerBackend:
         if end is not None and end.kind == Cause.canceled and end.by != "Beaker":
             end = self._launchkit_stop(ex) or end  # launchkit's own stop (stop(reason=))
         phases, hours = self._phases(wl, rows)  # from the jobs read (no call)
+        tasks = {rv.task_name(t) for t in ex.tasks}  # (ex.tasks: one per replica of each)
         detail: list[digest.TaskState] = []  # a sweep's tasks (core/digest.py): each from its jobs read,
-        if events and rows is not None and view is not None and len(ex.tasks) > 1:  # else its status
+        if events and rows is not None and view is not None and len(tasks) > 1:  # else its status
             read = {rv.task_name(t) for _, t, js in rows if js}
             detail = digest.tasks_of(view, now=self.clock(), grace=self.retry_grace, only=read)
             unread = {rv.task_name(t): t.status for t in ex.tasks if rv.task_name(t) not in read}

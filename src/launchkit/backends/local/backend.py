@@ -87,6 +87,16 @@ def _ts(value: float | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
 
 
+def _queued_from(rec: dict[str, Any], job: dict[str, Any]) -> int | None:
+    """When `job` began to wait (ns): the run's creation (its supervisor waited for GPUs or a slot);
+    a later attempt's, the end of the attempt before it (its backoff: a Beaker retry is a new job)."""
+    before = [
+        j for j in outcome.jobs(rec) if (j["replica"], j["attempt"]) == (job["replica"], job["attempt"] - 1)
+    ]
+    ended = _ns(before[0].get("finished")) if before else None
+    return ended if ended is not None else _ns(rec.get("created"))
+
+
 def _created(value: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(value, dt.UTC)
 
@@ -413,16 +423,15 @@ class LocalBackend:
     def _phases(
         self, rec: dict[str, Any], seen: ph.SetupSeen | None = None
     ) -> tuple[ph.Phases, float | None]:
-        """Replica 0's newest attempt: queued from the run's creation until it started (its supervisor
-        waited for GPUs or a slot), the rest from the log's markers (`seen`); GPU-hours of every job."""
+        """Replica 0's newest attempt: queued until it started (`_queued_from`), the rest from the
+        log's markers (`seen`); GPU-hours of every job."""
         now = int(self.clock() * NS)
         jobs = outcome.jobs(rec)
         lead = max((j for j in jobs if j["replica"] == 0), key=lambda j: j["attempt"], default=None)
         started = _ns((lead or {}).get("started"))
         ended = _ns((lead or {}).get("finished")) if lead else _ns(rec.get("finished"))
-        phases = ph.phases(
-            created=_ns(rec.get("created")), scheduled=None, started=started, ended=ended, now=now, seen=seen
-        )
+        created = _queued_from(rec, lead) if lead else _ns(rec.get("created"))
+        phases = ph.phases(created=created, scheduled=None, started=started, ended=ended, now=now, seen=seen)
         asked = self._gpus(rec["id"]) if any(not isinstance(j.get("gpus"), int) for j in jobs) else 0
         if asked is None:
             return phases, None
@@ -458,14 +467,12 @@ class LocalBackend:
         return run.model_copy(update=update)
 
     def _phases_detail(self, rec: dict[str, Any]) -> list[ph.PhaseDetail]:
-        """Every job of the record (none for a run of one job): queued from the run's creation (a
-        later attempt: from the end of the one before it, its backoff) until it started, the rest from
-        its own log's markers (a bounded read of a file each)."""
+        """Every job of the record (none for a run of one job): queued until it started
+        (`_queued_from`), the rest from its own log's markers (a bounded read of a file each)."""
         jobs = outcome.jobs(rec)
         if len(jobs) < 2:
             return []
         rdir, now = self.rdir(rec["id"]), int(self.clock() * NS)
-        ended = {(j["replica"], j["attempt"]): _ns(j.get("finished")) for j in jobs}
         try:
             task = SpecView.read((rdir / "spec.json").read_text()).tasks[0].name
         except (OSError, ValueError, IndexError):
@@ -474,10 +481,8 @@ class LocalBackend:
         for j in sorted(jobs, key=lambda j: (j["attempt"], j["replica"])):
             rank, attempt = j["replica"], j["attempt"]
             seen = ph.setup_seen(logs.head_records(logs.log_file(rdir, rank, attempt)))
-            before = ended.get((rank, attempt - 1)) if attempt > 1 else None
-            created = before if before is not None else _ns(rec.get("created"))
             p = ph.phases(
-                created=created,
+                created=_queued_from(rec, j),
                 scheduled=None,
                 started=_ns(j.get("started")),
                 ended=_ns(j.get("finished")),

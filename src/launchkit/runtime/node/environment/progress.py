@@ -6,7 +6,7 @@ Bash starts it in the background as the process itself (entrypoint.sh: lk_progre
 with SIGKILL: a SIGTERM that came between bash's fork and the exec of this Python met bash's own TERM
 trap in the child and was lost (the flaky test_custom_install_failure_fails_too: the ticker outlived
 the job and held its stderr open). It also ends by itself, within PARENT_POLL seconds, when bash is
-gone (PARENT: bash's pid, $BASHPID; a ticker that starts after bash has exited ends at once), or when
+gone (PARENT: bash's pid, $$; a ticker that starts after bash has exited ends at once), or when
 stderr is.
 """
 
