@@ -18,7 +18,7 @@ import typer
 from launchkit.cli.app import command_words, root_group
 from launchkit.cli.declared import BodyCommand
 
-# Libraries a --help never needs (by top-level package).
+# Libraries a --help never needs (by top-level package; the standard library's where they cost).
 LIBRARIES = (
     "pydantic",
     "pydantic_core",
@@ -37,6 +37,7 @@ LIBRARIES = (
     "pygments",
     "markdown_it",
     "platformdirs",  # on Linux the config path is XDG's, without it (config.py)
+    "json",  # a help writes no JSON (~1 ms)
 )
 # launchkit's modules a command needs only when it runs (a prefix, or the module itself).
 OURS = (

@@ -246,6 +246,10 @@ LOCAL_IMPORTS = {
         "read on first use: every --help loads the Application, none reads the config (tomllib, platformdirs)"
     ),
     ("application.py", "from launchkit.core.redact import redact_text"): "only for a message with a URL",
+    # json where JSON is written or read: every --help loads these modules, none writes JSON
+    ("application.py", "import json"): "--json output only (print_json)",
+    ("cli/app.py", "import json"): "a --json refusal only (_json_error)",
+    ("cli/completing.py", "import json"): "the clusters cache: find-gpus writes it, a TAB completer reads it",
     ("config.py", "from platformdirs import user_config_dir"): (
         "off Linux only: on Linux the XDG path without platformdirs' import (~4-28 ms, `run --help` reads config)"
     ),

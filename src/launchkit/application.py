@@ -11,7 +11,6 @@ read on first use of `config`; the redaction of URLs, for a message that has one
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -107,6 +106,8 @@ class Application:
 
     def print_json(self, data: object) -> None:
         """Data for programs: JSON on stdout (commands with --json)."""
+        import json
+
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
     # -- progress (stderr) ----------------------------------------------------------------------

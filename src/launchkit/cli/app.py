@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import json
 import os
 import signal
 import sys
@@ -392,6 +391,8 @@ def _json_error(application: Application, kind: str, message: str, fix: str | No
     "fix", "exit_code"}}` (`kind`: launchkit.errors.KINDS); the one line on stderr stays."""
     if not application.json_errors:
         return
+    import json
+
     try:
         sys.stdout.write(
             json.dumps({"error": {"kind": kind, "message": message, "fix": fix, "exit_code": code}}) + "\n"

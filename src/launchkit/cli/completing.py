@@ -6,7 +6,6 @@ Each completer is cheap (no beaker-py, no git): shells call them on every TAB.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -27,6 +26,8 @@ def clusters_cache() -> Path:
 
 def remember_clusters(names: Iterable[str]) -> None:
     """Called by `find-gpus`; never fails the command."""
+    import json
+
     try:
         path = clusters_cache()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,6 +43,8 @@ def _matching(values: Iterable[str], incomplete: str) -> list[str]:
 
 
 def clusters(incomplete: str) -> list[str]:
+    import json
+
     try:
         names = json.loads(clusters_cache().read_text())
     except (OSError, ValueError):
