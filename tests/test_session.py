@@ -11,6 +11,7 @@ import pytest
 
 from conftest import run_cli
 from fakebeaker.scenarios import BASIC_SECRETS
+from inproc import run_main
 
 pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
 
@@ -96,3 +97,22 @@ def test_dry_run_prints_the_command_offline(repo):
     assert r.code == 2 and "one node" in r.stderr
     r = run_cli("session", "--local", cwd=repo.path)
     assert r.code == 2 and "Beaker only" in r.stderr
+
+
+def test_what_only_a_launched_job_does_is_refused_for_a_session(repo):
+    """A session runs the image's shell, not launchkit's runtime: an option it would silently drop
+    (posting, the watchdog, retries) is refused naming it; --sweep is named as what to drop."""
+    for given in (
+        ["--notify-url", "https://example.com/events"], ["--notify-secret", "EVENTS_URL"],
+        ["--slack-webhook-secret", "SLACK"], ["--stall-timeout", "5m"], ["--retries", "2"],
+        ["--retry-on", "preemption"], ["--require-resume"], ["--timeout", "1h"],
+    ):  # fmt: skip
+        r = run_main("session", "--dry-run", *given, cwd=repo.path)
+        assert (
+            r.code == 2 and r.stderr == f"error: {given[0]} is for `launchkit run` (drop it for sessions)\n"
+        ), (
+            given,
+            r.stderr,
+        )
+    r = run_main("session", "--dry-run", "--sweep", "lr=1,2", cwd=repo.path)
+    assert r.code == 2 and "drop --multi/--sweep for sessions" in r.stderr, r.stderr

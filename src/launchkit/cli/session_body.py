@@ -42,6 +42,16 @@ def install_hint() -> str:
     )
 
 
+# run's options a session cannot honour: following, waiting and posting, and what launchkit's runtime
+# does in a job (a session runs the image's shell, not the runtime): accepted, they would do nothing
+RUN_ONLY = (
+    "follow", "json_output", "timeout", "start_timeout", "callback_module", "callback",
+    "slack_webhook_url", "slack_webhook_secret", "notify_url", "notify_secret",
+    "stall_timeout", "stall_grace", "progress_pattern", "inactive_timeout", "inactive_soft_timeout",
+    "retries", "retry_on", "require_resume", "sweep_experiments",
+)  # fmt: skip
+
+
 def session(
     ctx: typer.Context,
     extra: list[str] | None = None,
@@ -59,7 +69,7 @@ def session(
         raise UsageError(
             f"sessions run on {host.title} only", hint="drop --local (locally, just open a shell)"
         )
-    for opt in ("follow", "slack_webhook_url", "json_output"):
+    for opt in RUN_ONLY:
         if given.get(opt):
             raise UsageError(f"{BY_NAME[opt].flag} is for `launchkit run`", hint="drop it for sessions")
     command = list(app.user_command or [])

@@ -53,7 +53,9 @@ def session_argv(
     """`beaker session create ...` for the spec's single task (secrets by name only)."""
     tasks = spec.tasks
     task = tasks[0]
-    if len(tasks) > 1 or task.replicas > 1:
+    if len(tasks) > 1:
+        raise UsageError("a session is one container: one command", hint="drop --multi/--sweep for sessions")
+    if task.replicas > 1:
         raise UsageError("a session is one container on one node", hint="drop --replicas for sessions")
     for port in ports:
         if not 1 <= port <= 65535:
