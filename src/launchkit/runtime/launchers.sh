@@ -67,14 +67,10 @@ lk__forward() {
 # lk__python_early's answer instead, when it is there and `python` and `python3` are where they were;
 # the job's own Python, when `python` is the one that already ran the runtime (LK_PY_RAN, entrypoint.sh:
 # lk_install; boot.py refuses one older than 3.8): the job's venv, whose executable is that path.
-LK_PY_RAN=''
 lk__python() {
     local name path out
     lk__python_taken "$1" && return 0
-    if [[ -n $LK_PY_RAN ]] && hash python 2>/dev/null && [[ ${BASH_CMDS[python]} == "$LK_PY_RAN" ]]; then
-        printf -v "$1" '%s' "$LK_PY_RAN"
-        return 0
-    fi
+    [[ -n $LK_PY_RAN ]] && hash python 2>/dev/null && [[ ${BASH_CMDS[python]} == "$LK_PY_RAN" ]] && { printf -v "$1" '%s' "$LK_PY_RAN"; return 0; }
     for name in python python3; do
         path=$(command -v "$name") || continue
         # Python 2 and 3 alike; -S: no site-packages for a version check
@@ -93,34 +89,22 @@ lk__python() {
 # lk__python's answer probed now, in the background, while the clone runs (issue 46: a watched job
 # pays the runtime's Python start; the probe, another, is then off its path). lk__python takes it, on a
 # pipe, when PATH and where `python` and `python3` are on it are what they were (a hook may change them).
-LK_PY_EARLY_FD='' LK_PY_EARLY_KEY=''
+LK_PY_RAN='' LK_PY_EARLY_FD='' LK_PY_EARLY_KEY=''
 lk__python_early() {
-    [[ -n ${LK_SLACK_WEBHOOK:-}${LK_NOTIFY_URL:-}${LAUNCHKIT_RESUME_FROM:-} || ${LAUNCHKIT_LAUNCHER:-none} != none ]] ||
-        lk__policy_parent || return 0
+    [[ -n ${LK_SLACK_WEBHOOK:-}${LK_NOTIFY_URL:-}${LAUNCHKIT_RESUME_FROM:-} || ${LAUNCHKIT_LAUNCHER:-none} != none ]] || lk__policy_parent || return 0
     lk__python_key LK_PY_EARLY_KEY
-    exec {LK_PY_EARLY_FD}< <(
-        trap - EXIT TERM INT
-        LK_PY_EARLY_FD='' # (this probe's own lk__python probes)
-        lk__python py </dev/null && printf '%s\n' "$py"
-    )
+    exec {LK_PY_EARLY_FD}< <(trap - EXIT TERM INT; LK_PY_EARLY_FD=''; lk__python py </dev/null && printf '%s\n' "$py")
 }
 lk__python_taken() { # lk__python_taken VAR: lk__python_early's answer, read once, if it still holds
     local answer='' key
     [[ -n $LK_PY_EARLY_FD ]] || return 1
-    IFS= read -r -u "$LK_PY_EARLY_FD" answer || answer=''
-    exec {LK_PY_EARLY_FD}<&-
-    LK_PY_EARLY_FD=''
-    lk__python_key key
-    [[ -n $answer && $key == "$LK_PY_EARLY_KEY" ]] || return 1
-    printf -v "$1" '%s' "$answer"
+    IFS= read -r -u "$LK_PY_EARLY_FD" answer || true
+    exec {LK_PY_EARLY_FD}<&- && LK_PY_EARLY_FD='' && lk__python_key key
+    [[ -n $answer && $key == "$LK_PY_EARLY_KEY" ]] && printf -v "$1" '%s' "$answer"
 }
 lk__python_key() { # lk__python_key VAR: PATH, and where `python` and `python3` are on it now (no process)
-    local name where=$PATH
-    for name in python python3; do
-        where+="|"
-        if hash "$name" 2>/dev/null; then where+=${BASH_CMDS[$name]}; fi
-    done
-    printf -v "$1" '%s' "$where"
+    hash -r && { hash python python3 2>/dev/null || true; }
+    printf -v "$1" '%s|%s|%s' "$PATH" "${BASH_CMDS[python]:-}" "${BASH_CMDS[python3]:-}"
 }
 
 # lk__policy_parent: whether the run's policy (node/policy.py, LAUNCHKIT_POLICY) keeps the runtime the
