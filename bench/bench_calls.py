@@ -8,7 +8,8 @@ the fake Beaker (tests/fakebeaker, in this process), which counts every gRPC met
 Counts are not timings: they do not depend on the machine's load, so the ceilings are exact.
 
 - why:     `launchkit why` of a finished, a queued and a running run of the list's runs (their phases included).
-- list:    `launchkit list` (20 rows) and `list --limit 200` of 200 launchkit runs in the workspace (every
+- list:    `launchkit list` (20 rows; once on a machine that has nothing cached, then as a user's second
+           list) and `list --limit 200` of 200 launchkit runs in the workspace (every
            other one finished, a quarter running, 2 authors; a quarter's description replaced by its job). Beaker pages hold 50 rows, so 200 rows take 4 ListWorkloads
            and, for the EXIT column, 2 ListJobs in series.
 - submit:  `launchkit run -- python train.py` (no --upload), three times from the same commit: the first
@@ -51,6 +52,9 @@ RUNNING = 2 * 5
 CEILINGS = {
     "list": 5 + QUEUED + RUNNING,
     "list --limit 200": 8 + QUEUED + RUNNING,  # org, workspace, 4 pages of workloads, 2 of finished jobs
+    # a machine's first list: + one GetUser per author, at once (2; was ResolveUserName + GetUser each, in
+    # series), + the running rows' specs, read once per experiment for their secrets' names (5)
+    "list (first on this machine)": 5 + QUEUED + RUNNING + 2 + 5,
     # why (issue 43): org, workload (name, get), its jobs, and the run's own read (the retry budget's spec,
     # the queued job's events, the running job's log tail) = 5; its phases add, at once, the job's
     # summarized events (waiting history) and its log's first lines (setup markers), or for a queued job
@@ -146,6 +150,8 @@ def main() -> int:
             env.update(LAUNCHKIT_WORKSPACE=WS)
             populate(fake)
             lk = lk_cmd()
+            cold = {**env, "HOME": str(tmp / "first"), "XDG_CACHE_HOME": str(tmp / "first" / "cache")}
+            results["list (first on this machine)"] = counted(fake, [*lk, "list"], repo, cold)
             run([*lk, "list"], repo, env)  # warm launchkit's user-name cache, as a user's second list
             results["list"] = counted(fake, [*lk, "list"], repo, env)
             results["list --limit 200"] = counted(fake, [*lk, "list", "--limit", "200"], repo, env)

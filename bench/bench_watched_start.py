@@ -16,8 +16,9 @@ Usage (from the repository root):
     uv run python bench/bench_watched_start.py [-n 15] [--baseline REF ...] [--no-answer]
 
 Reports, per setting and tree, the median and min of: ms from starting the job to its command's start
-(what the job waits for), that over the same tree's unwatched job, and ms to the job's exit; with the
-load average. Target (issue 46): watched, watched auto and the webhook rows at most +50 ms over an
+(what the job waits for), that over the same tree's unwatched job, and ms to the job's exit; the
+median CPU time of the job's processes (steadier than wall time on a busy machine) and that over the
+unwatched job's; with the load average. Target (issue 46): watched, watched auto and the webhook rows at most +50 ms over an
 unwatched job, in this tree. Exit 1 if missed.
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import http.server
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -136,18 +138,21 @@ def runtime_of(src: Path, dest: Path) -> Path:
     return dest / "entrypoint.sh"
 
 
-def once(entry: Path, env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """(ms to the command's start, ms to the job's exit)."""
+def once(entry: Path, env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
+    """(ms to the command's start, ms to the job's exit, CPU ms of the job: every process of it)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time_ns()
     start = time.perf_counter()
     out = subprocess.run(
         ["bash", str(entry), "date", "+%s%N"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
     done = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise SystemExit(f"the job failed ({out.returncode}): {out.stderr}")
     line = [w for w in out.stdout.split() if w.isdigit()][-1]
-    return (int(line) - t0) / 1e6, done * 1000
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return (int(line) - t0) / 1e6, done * 1000, cpu * 1000
 
 
 def main() -> int:
@@ -176,7 +181,7 @@ def main() -> int:
         for entry, env in jobs.values():  # the runtime's bytecode written, the page cache warm
             for extra in settings.values():
                 once(entry, {**env, **extra}, Path(tmp))
-        times: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        times: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
         for _ in range(args.n):  # interleaved: drift in the machine's speed hits all alike
             for setting, extra in settings.items():
                 for tree, (entry, env) in jobs.items():
@@ -187,8 +192,10 @@ def main() -> int:
     )
     print(
         f"{'setting':<19} {'tree':<10} {'to command start ms':>22} {'over unwatched':>15} {'to exit ms':>18}"
+        f" {'job CPU ms':>11} {'over':>7}"
     )
     start_of = {key: statistics.median(g[0] for g in got) for key, got in times.items()}
+    cpu_of = {key: statistics.median(g[2] for g in got) for key, got in times.items()}
     missed = []
     for (setting, tree), got in times.items():
         starts, exits = [g[0] for g in got], [g[1] for g in got]
@@ -198,6 +205,7 @@ def main() -> int:
         print(
             f"{setting:<19} {tree:<10} {start_of[(setting, tree)]:>12.1f} (min {min(starts):5.1f})"
             f" {over:>+13.1f}  {statistics.median(exits):>8.1f} (min {min(exits):5.1f})"
+            f" {cpu_of[(setting, tree)]:>11.1f} {cpu_of[(setting, tree)] - cpu_of[('unwatched', tree)]:>+7.1f}"
         )
     print(
         f"target: {', '.join(TARGET)} start at most +{TARGET_MS:.0f} ms over unwatched ({THIS}): "

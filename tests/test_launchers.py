@@ -305,13 +305,11 @@ def _probing(bare_bin, tmp_path, name, tag):
     return calls
 
 
-def run_early(argv, env, between="", early=True):
-    """The runtime's parts as the entrypoint runs them for a --no-python job: lk__python_early (before
-    the clone; not with early=False), then `between` (what the steps in between do: a hook, say), then
-    lk_exec."""
+def run_between(argv, env, between=""):
+    """The runtime's parts as the entrypoint runs them: `between` (what the steps before lk_exec do: a
+    hook, the install step), then lk_exec."""
     parts = [(RUNTIME / p).read_text() for p in ("lib.sh", "nccl.sh", "launchers.sh")]
-    first = "lk__python_early" if early else ""
-    main = f'\nset -euo pipefail\n{first}\n{between}\nlk_cluster_setup\nlk_exec "$@"\n'
+    main = f'\nset -euo pipefail\n{between}\nlk_cluster_setup\nlk_exec "$@"\n'
     base = {k: v for k, v in os.environ.items() if not k.startswith(("BEAKER_", "LAUNCHKIT_", "NCCL_"))}
     return subprocess.run(
         ["bash", "-c", "\n".join(parts) + main, "launchkit-entrypoint", *argv],
@@ -322,36 +320,6 @@ def run_early(argv, env, between="", early=True):
     )
 
 
-def test_a_watched_job_without_python_env_probes_its_python_before_the_command_is_due(bare_bin, tmp_path):
-    """Issue 46: the runtime's interpreter is probed while the clone runs (lk__python_early): when the
-    command is due, the one Python started is the runtime, not the probe first."""
-    calls = _probing(bare_bin, tmp_path, "python", "py")
-    env = {"LAUNCHKIT_NO_PYTHON": "1", **policy_env(inactive_timeout=60), "PATH": str(bare_bin)}
-    r = run_early(["bash", "-c", "echo watched"], env)
-    assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
-    assert calls.read_text().splitlines() == ["py probe"]  # (the runtime runs the executable it named)
-
-
-@pytest.mark.parametrize("where", ["a new PATH entry", "the same PATH"])
-def test_the_early_probe_is_not_taken_when_python_moved(bare_bin, tmp_path, where):
-    """A hook that puts another `python` first (a new PATH entry, or one where PATH had only python3):
-    lk_exec asks that one, as it would have without the early probe."""
-    (bare_bin / "python").unlink()
-    calls = _probing(bare_bin, tmp_path, "python3", "first")
-    other = tmp_path / "other"
-    other.mkdir()
-    _probing(other, tmp_path, "python", "then")
-    if where == "the same PATH":
-        between = f'"{shutil.which("cp")}" -p "{other / "python"}" "{bare_bin / "python"}"'
-    else:
-        between = f'export PATH="{other}:$PATH"'
-    env = {"LAUNCHKIT_NO_PYTHON": "1", **policy_env(inactive_timeout=60), "PATH": str(bare_bin)}
-    r = run_early(["bash", "-c", "echo watched"], env, between)
-    assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
-    said = calls.read_text().splitlines()  # (the early probe may already meet the new one)
-    assert len(said) == 2 and said[-1] == "then probe", said
-
-
 @pytest.mark.parametrize("ran", [True, False])
 def test_the_jobs_own_python_that_ran_the_runtime_is_not_asked_again(bare_bin, tmp_path, ran):
     """A job with a venv: its Python ran the runtime's install step (LK_PY_RAN, where boot.py refused
@@ -360,6 +328,6 @@ def test_the_jobs_own_python_that_ran_the_runtime_is_not_asked_again(bare_bin, t
     calls = _probing(bare_bin, tmp_path, "python", "py")
     venv_python = bare_bin / "python" if ran else tmp_path / "elsewhere" / "python"
     env = {**policy_env(inactive_timeout=60), "PATH": str(bare_bin)}
-    r = run_early(["bash", "-c", "echo watched"], env, f'LK_PY_RAN="{venv_python}"', early=False)
+    r = run_between(["bash", "-c", "echo watched"], env, f'LK_PY_RAN="{venv_python}"')
     assert r.returncode == 0 and r.stdout == "watched\n", r.stderr
     assert calls.read_text().splitlines() == (["py run"] if ran else ["py probe"])

@@ -215,3 +215,25 @@ def test_the_watchdog_matches_progress_for_events_only_when_one_is_due():
             w.fresh = None
     assert told == ["step=0/9", "step=31/9"]
     assert w.last_progress == 31.0  # (lines between were not matched: nothing needed them)
+
+
+@pytest.mark.slow
+def test_follow_posts_the_end_the_job_cannot_know_as_follow_json_tells_it(repo, fake_beaker, hook):
+    """A Beaker job canceled (by bob): its runtime, ended by SIGTERM, posts nothing for it; `follow`
+    posts the end as `follow --json` tells it, once, to the run's --notify-url (read from the workload
+    `get` read: no spec call)."""
+    s = fake_beaker.state
+    r = run_cli("run", "--workspace", WS, "--name", "cx", "--no-python", "--notify-url", hook.url, "--",
+                "python", "train.py", cwd=repo.path, timeout=90)  # fmt: skip
+    assert r.code == 0, r.stderr
+    exp = next(e for e in s.experiments.values() if e.name == "cx")
+    s.start_job(exp)
+    s.cancel_experiment(exp, by="bob")
+    fake_beaker.reset_calls()
+    out = run_main("follow", exp.id)
+    assert fake_beaker.calls["GetExperimentYamlSpec"] == 0, dict(fake_beaker.calls)
+    printed = run_main("follow", exp.id, "--json")
+    got = hook.wait_bodies(1)
+    assert [b["kind"] for b in got] == ["canceled"], got
+    assert _same(got) == _same(_printed(printed.stdout)[-1:]), (got, printed.stdout)
+    assert "bob" in got[0]["line"] and out.code != 0

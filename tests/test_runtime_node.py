@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -254,7 +255,7 @@ def test_the_runtime_bash_stays_a_bootstrap() -> None:
     can be Python moves to the node package. Raise this only with a reason that belongs in bash."""
     from launchkit.runtime import _FOLDER
 
-    lines = {part: _bash_code_lines((_FOLDER / part).read_text()) for part in PARTS}
+    lines = {part: _bash_code_lines(Path(_FOLDER, part).read_text()) for part in PARTS}
     assert sum(lines.values()) < 720, lines
 
 

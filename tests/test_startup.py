@@ -296,6 +296,10 @@ LOCAL_IMPORTS = {
     ("backends/local/bell.py", "import tempfile"): "a follower's bell in a short temp dir only",
     ("backends/local/bell.py", "import socket"): "a bell made or rung: after the job's start",
     ("backends/local/cleanup.py", "import shutil"): "a run's end, credential files to remove",
+    ("backends/local/supervisor.py", "from launchkit.backends.local.uploads import unlink_uploads"): (
+        "a run's end: the uploads' links (pathlib) removed"
+    ),
+    ("runtime/__init__.py", "from pathlib import Path"): "the same: building the runtime's files only",
     **{
         ("runtime/__init__.py", stmt): "the supervisor imports the node package: building the runtime only"
         for stmt in ("import hashlib", "import shutil", "import tempfile")

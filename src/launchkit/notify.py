@@ -23,6 +23,7 @@ from launchkit.core.contract import SLACK_WEBHOOK_ENV
 from launchkit.core.digest import TaskState, attention, attention_lines, digest_line, finished
 from launchkit.core.redact import url_host_only
 from launchkit.core.status import RunStatus
+from launchkit.events import end_kind
 from launchkit.masking import mask_text
 from launchkit.runtime.node import policy
 from launchkit.runtime.node.launch.notify import TIMEOUT, event_json, message, post
@@ -128,6 +129,44 @@ def posted_by_job(end: EndReason | None) -> bool:
     if end is None:
         return False
     return end.kind in _JOB_KINDS or (end.kind == Cause.timeout and end.by == "launchkit")
+
+
+class EventsNotifier:
+    """`follow`'s part of a run's JSON events (--notify-url, --notify-secret: docs/notifications.md):
+    what the job cannot know (policy.POSTERS' follow row: a preemption, Beaker's cancelation, a job
+    that never started, follow's own stop), as `follow --json` tells the run's end."""
+
+    def __init__(self, app: Application, url: str, posting: Posting) -> None:
+        self.app, self._url, self.posting = app, url, posting
+
+    def __repr__(self) -> str:  # never the URL itself
+        return f"EventsNotifier({url_host_only(self._url)})"
+
+    def on_end(self, run: RunInfo) -> None:
+        """`run`: the final RunInfo."""
+        end, event = run.end, end_kind(run)
+        if self.posting == Posting.job and posted_by_job(end):
+            return  # (the job's runtime posted its command's end)
+        if not policy.posts(policy.FOLLOW, self.posting.value, event):
+            return
+        line, fix = (end.line, end.fix) if end is not None else (run.status.value, None)
+        why = post(self._url, event_json(run.id, None, event, line, fix=fix), TIMEOUT, raw=True)
+        if why is not None:
+            self.app.warn(f"event post to {url_host_only(self._url)} failed ({why})")
+
+
+def events_notifier(app: Application, backend: Backend, run: RunInfo) -> EventsNotifier | None:
+    """`follow`'s events poster for `run`: its --notify-url (the spec's), or --notify-secret's value
+    (read as `follow` reads it to mask it); None when it has neither or `follow` posts none of its
+    events (a local run posts them all itself)."""
+    posting = backend.events_posting(run)
+    if not policy.posts_any(policy.FOLLOW, posting.value):
+        return None
+    pol = backend.run_policy(run)
+    url = pol.notify_url
+    if url is None and pol.notify_secret is not None:
+        url = backend.secret_values(run).get(pol.notify_secret)
+    return EventsNotifier(app, url, posting) if url else None
 
 
 DIGEST_EVERY = 60.0  # seconds: a sweep's digest is posted at most this often (its end always)

@@ -266,6 +266,11 @@ class Backend(Protocol):
         sweep's (a sweep's follower posts its digest with them)."""
         ...
 
+    def events_posting(self, run: RunInfo) -> Posting:
+        """Who posts the run's JSON events (--notify-url, --notify-secret): the job (`follow` only what
+        it cannot know), the run itself (local: its runtime and supervisor), or a sweep's follower."""
+        ...
+
     def slack_posting(self, run: RunInfo) -> Posting:
         """Who posts the run's Slack messages (docs/notifications.md): `follow`, the job (a webhook
         given to it; `follow` posts only what the job cannot know) or the run itself."""

@@ -23,7 +23,7 @@ from launchkit.core.digest import TaskState
 from launchkit.core.status import SUMMARY_ORDER
 from launchkit.errors import EXIT_INTERRUPTED
 from launchkit.masking import masked
-from launchkit.notify import SweepDigest, sweep_digest
+from launchkit.notify import SweepDigest, events_notifier, sweep_digest
 
 if TYPE_CHECKING:
     from launchkit.notify import SlackNotifier
@@ -247,6 +247,7 @@ def follow_run(
         digest = sweep_digest(app, backend, run, notifier.url if notifier is not None else None)
         if digest is not None:
             notifier = None  # (no message for the experiment as one run: the digest tells it)
+    told = events_notifier(app, backend, run) if digest is None else None  # its JSON events' end
     limits = limits or Limits()
     shown = masked(app, backend, run, sys.stdout.buffer, mask=mask)
     out: IO[bytes] = cast("IO[bytes]", shown)
@@ -287,10 +288,14 @@ def follow_run(
             app.error(f"{run.id} {launchkit_stopped(dog.reason).text()}")
             if notifier is not None:
                 notifier.on_stop(run, dog.reason)
+            if told is not None:
+                told.on_end(backend.get(run.id))
             return EXIT_TIMED_OUT
     final = backend.get(run.id)
     if notifier is not None:
         notifier.on_end(final)
+    if told is not None:
+        told.on_end(final)
 
     why = describe(final)  # one line from the backend's own fields: how it ended, and the fix
     if final.status == RunStatus.succeeded:

@@ -104,19 +104,20 @@ def digest_line(states: Iterable[TaskState]) -> str:
         if s.retried is not None and not s.status.finished:
             key = f"retried after {s.retried}"
         elif s.status in (RunStatus.failed, RunStatus.lost):
-            key = "failed"
+            key = RunStatus.failed.value
         elif s.status in (RunStatus.starting, RunStatus.queued):
-            key = "queued"
+            key = RunStatus.queued.value
         elif s.status in (RunStatus.stopping, RunStatus.uploading):
-            key = "running"
+            key = RunStatus.running.value
         else:
             key = s.status.value
         by.setdefault(key, []).append(s)
-    order = ["succeeded", "failed", "retried after preemption", "retried after failure", "running", "queued"]
+    order = [RunStatus.succeeded.value, RunStatus.failed.value, "retried after preemption"]
+    order += ["retried after failure", RunStatus.running.value, RunStatus.queued.value]
     order += sorted(set(by) - set(order))
     parts: list[str] = []
     for key in order:
-        if key == "failed" and key in by:
+        if key == RunStatus.failed.value and key in by:
             parts += _failed_parts(by[key])
         elif key in by:
             parts.append(f"{len(by[key])} {key}")

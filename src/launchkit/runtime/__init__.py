@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from pathlib import Path
 
 from launchkit import __version__
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # Library parts first (functions only), the main flow last.
 PARTS = ("lib.sh", "nccl.sh", "launchers.sh", "entrypoint.sh")
@@ -26,20 +29,27 @@ PARTS = ("lib.sh", "nccl.sh", "launchers.sh", "entrypoint.sh")
 ENTRYPOINT_NAME = "launchkit-entrypoint"  # $0 of the per-task bootstrap
 NODE_PACKAGE = "launchkit_node"  # the name node/ has on the node
 
-_FOLDER = Path(__file__).parent  # a plain package directory (wheel or checkout); no importlib.resources
+_FOLDER = os.path.dirname(os.path.abspath(__file__))  # a plain package directory; no importlib.resources
 
 
 @lru_cache(maxsize=1)
 def node_files() -> dict[str, str]:
     """The node-side Python package: path inside it (`launch/watchdog.py`) -> source, sorted by path."""
-    node = _FOLDER / "node"
+    from pathlib import Path
+
+    node = Path(_FOLDER, "node")
     return {p.relative_to(node).as_posix(): p.read_text() for p in sorted(node.rglob("*.py"))}
 
 
 @lru_cache(maxsize=1)
 def entrypoint_script() -> str:
     """The complete entrypoint as one bash script."""
-    return "\n".join(f"# ---- {part}\n" + (_FOLDER / part).read_text() for part in PARTS)
+    return "\n".join(f"# ---- {part}\n" + _read(os.path.join(_FOLDER, part)) for part in PARTS)
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
 
 
 # ---- the runtime as files: one content-addressed dataset, mounted read-only in every task
@@ -102,6 +112,7 @@ def materialise(root: Path) -> Path:
     for backends that run the spec on this machine. Returns that directory."""
     import shutil
     import tempfile
+    from pathlib import Path
 
     target = root / runtime_dataset_name()
     if all((target / name).is_file() for name in runtime_files()):

@@ -12,9 +12,7 @@ lk_node_dir || true # now, before any cd (the --no-python path never needs it)
 # them in the environment; a local run's supervisor on a pipe named by LAUNCHKIT_HOOKS_FD, a line each,
 # read here once and closed (no environment holds them).
 # shellcheck disable=SC2034 # read by lk_exec (launchers.sh; the parts are one script)
-LK_SLACK_WEBHOOK=${LAUNCHKIT_SLACK_WEBHOOK:-}
-# shellcheck disable=SC2034 # (as above)
-LK_NOTIFY_URL=${LAUNCHKIT_NOTIFY_URL:-}
+LK_SLACK_WEBHOOK=${LAUNCHKIT_SLACK_WEBHOOK:-} LK_NOTIFY_URL=${LAUNCHKIT_NOTIFY_URL:-}
 if [[ ${LAUNCHKIT_HOOKS_FD:-} =~ ^[0-9]+$ ]]; then
     # shellcheck disable=SC2034 # (as above)
     IFS= read -r -u "$LAUNCHKIT_HOOKS_FD" LK_SLACK_WEBHOOK || true
@@ -169,8 +167,6 @@ if [[ ${LAUNCHKIT_NO_PYTHON:-} != 1 && -z $LK_CONDA ]]; then
     ) >"$LK_PREP_LOG" 2>&1 &
     LK_PREP_PID=$!
 fi
-# without a Python environment of its own, the runtime's interpreter found while the clone runs
-[[ ${LAUNCHKIT_NO_PYTHON:-} != 1 ]] || lk__python_early
 
 # ---- 4. clone exactly the commit
 lk_clone() {

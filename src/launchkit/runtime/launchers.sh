@@ -7,7 +7,7 @@
 # Without either, and in images without Python (--no-python), bash runs the command itself.
 
 lk_exec() {
-    local py='' hook cwd=$PWD
+    local py hook cwd=$PWD
     local -a timing=()
     local watched=${LK_SLACK_WEBHOOK:-}${LK_NOTIFY_URL:-} # (entrypoint.sh) the runtime posts: it stays the parent
     lk__policy_parent && watched=policy # a watchdog, --require-resume (node/policy.py)
@@ -15,7 +15,7 @@ lk_exec() {
     [[ -z ${LAUNCHKIT_RESUME_FROM:-} || -n $watched ]] || { lk__python py && watched=resume; }
     if [[ -n $watched || ${LAUNCHKIT_LAUNCHER:-none} != none ]]; then
         # a launcher, or the watchdog (node/launch/watchdog.py: --stall-timeout, --inactive-timeout, Slack)
-        [[ -n $py ]] || lk__python py || lk__no_launcher_without_python
+        lk__python py || lk__no_launcher_without_python
         lk_node_dir || lk_die "$LK_EXIT_INPUTS" "the runtime is incomplete: no launchkit_node package"
         [[ -n ${LK_T0:-} ]] && timing=(--t0 "$LK_T0" "${LK_TIMINGS[@]/#/--timing=}")
         # started in its own directory, so that no file of the checkout can shadow one of its modules
@@ -64,16 +64,13 @@ lk__forward() {
 # lk__python VAR: the interpreter for the runtime, the first Python 3.8+ of `python` and `python3` on
 # PATH: the job's environment's (activated), or with --no-python the image's. One call tells its
 # version and its executable, which is what runs (a shim, as pyenv's, is then not resolved twice);
-# lk__python_early's answer instead, when it is there and `python` and `python3` are where they were;
 # the job's own Python, when `python` is the one that already ran the runtime (LK_PY_RAN, entrypoint.sh:
 # lk_install; boot.py refuses one older than 3.8): the job's venv, whose executable is that path.
 LK_PY_RAN=''
 lk__python() {
     local name path out
-    lk__python_taken "$1" && return 0
     if [[ -n $LK_PY_RAN ]] && hash python 2>/dev/null && [[ ${BASH_CMDS[python]} == "$LK_PY_RAN" ]]; then
-        printf -v "$1" '%s' "$LK_PY_RAN"
-        return 0
+        printf -v "$1" '%s' "$LK_PY_RAN" && return 0
     fi
     for name in python python3; do
         path=$(command -v "$name") || continue
@@ -86,41 +83,6 @@ lk__python() {
         return 0
     done
     return 1
-}
-
-# lk__python_early: a job that brings no Python environment of its own (--no-python) and starts the
-# Python runtime (lk_exec: a webhook or events URL, the policy's parent, a resume check, a launcher) has
-# lk__python's answer probed now, in the background, while the clone runs (issue 46: a watched job
-# pays the runtime's Python start; the probe, another, is then off its path). lk__python takes it, on a
-# pipe, when PATH and where `python` and `python3` are on it are what they were (a hook may change them).
-LK_PY_EARLY_FD='' LK_PY_EARLY_KEY=''
-lk__python_early() {
-    [[ -n ${LK_SLACK_WEBHOOK:-}${LK_NOTIFY_URL:-}${LAUNCHKIT_RESUME_FROM:-} || ${LAUNCHKIT_LAUNCHER:-none} != none ]] ||
-        lk__policy_parent || return 0
-    lk__python_key LK_PY_EARLY_KEY
-    exec {LK_PY_EARLY_FD}< <(
-        trap - EXIT TERM INT
-        LK_PY_EARLY_FD='' # (this probe's own lk__python probes)
-        lk__python py </dev/null && printf '%s\n' "$py"
-    )
-}
-lk__python_taken() { # lk__python_taken VAR: lk__python_early's answer, read once, if it still holds
-    local answer='' key
-    [[ -n $LK_PY_EARLY_FD ]] || return 1
-    IFS= read -r -u "$LK_PY_EARLY_FD" answer || answer=''
-    exec {LK_PY_EARLY_FD}<&-
-    LK_PY_EARLY_FD=''
-    lk__python_key key
-    [[ -n $answer && $key == "$LK_PY_EARLY_KEY" ]] || return 1
-    printf -v "$1" '%s' "$answer"
-}
-lk__python_key() { # lk__python_key VAR: PATH, and where `python` and `python3` are on it now (no process)
-    local name where=$PATH
-    for name in python python3; do
-        where+="|"
-        if hash "$name" 2>/dev/null; then where+=${BASH_CMDS[$name]}; fi
-    done
-    printf -v "$1" '%s' "$where"
 }
 
 # lk__policy_parent: whether the run's policy (node/policy.py, LAUNCHKIT_POLICY) keeps the runtime the

@@ -75,6 +75,7 @@ from launchkit.errors import (
     PreconditionError,
     UsageError,
 )
+from launchkit.runtime.node.policy import ENV as POLICY_ENV
 from launchkit.runtime.node.policy import Policy, PolicyError
 
 W = pb2.WorkloadStatus
@@ -467,13 +468,30 @@ class BeakerBackend:
 
     def slack_posting(self, run: RunInfo) -> Posting:
         """A webhook secret in the spec (--slack-webhook-secret): the job's runtime posts what it knows."""
-        pol = self.run_policy(run)
+        wl = self._workload(run.id)
+        with self._errors():
+            pol = SpecView(self.beaker.experiment.get_spec(wl).to_json()).policy()
         if pol.sweep:
             return Posting.sweep
         return Posting.job if pol.webhook_secret is not None else Posting.follower
 
+    def events_posting(self, run: RunInfo) -> Posting:
+        """The job's runtime posts what it knows; `follow` what it cannot (a preemption, a cancelation)."""
+        return Posting.sweep if self.run_policy(run).sweep else Posting.job
+
     def run_policy(self, run: RunInfo) -> Policy:
-        wl = self._workload(run.id)
+        """From the workload `get` read (its tasks' container specs hold the policy's variable: no
+        call), else the spec (one GetExperimentYamlSpec)."""
+        seen = self._seen.get(run.id)
+        wl = seen[0] if seen is not None else self._workload(run.id)
+        for t in wl.experiment.tasks:
+            if not t.container_spec.ByteSize():
+                continue  # (not in this answer)
+            env = {v.name: v.literal for v in t.container_spec.environment_variables}
+            try:
+                return Policy.decode(env.get(POLICY_ENV))  # none: the default policy
+            except PolicyError:
+                break
         with self._errors():
             return SpecView(self.beaker.experiment.get_spec(wl).to_json()).policy()
 

@@ -593,6 +593,10 @@ class LocalBackend:
             return {}
         return {name: os.environ.get(name) for name in dict.fromkeys(spec.secrets())}
 
+    def events_posting(self, run: RunInfo) -> Posting:
+        """A local run posts every event itself (its runtime and its supervisor)."""
+        return Posting.sweep if self.run_policy(run).sweep else Posting.run
+
     def run_policy(self, run: RunInfo) -> Policy:
         try:
             return SpecView.read((self.rdir(run.id) / "spec.json").read_text()).policy()

@@ -28,7 +28,6 @@ import time
 from launchkit.backends.local import bell, logs, outcome, procs, record, retry, slack, spawn
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
-from launchkit.backends.local.uploads import unlink_uploads
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
 from launchkit.core.redact import looks_secret_name, redact_url, token_kind
 from launchkit.core.specview import SpecView, TaskView
@@ -684,6 +683,8 @@ class Supervisor:
             os.unlink(os.path.join(self.rdir, record.RESERVE_FILE))
         except OSError:
             pass
+
+        from launchkit.backends.local.uploads import unlink_uploads
 
         unlink_uploads(self.rdir)  # after end(): this run no longer counts as a user of its links
 
