@@ -16,7 +16,10 @@ Usage (from the repository root):  uv run python bench/bench_startup.py [-n 15] 
   command more than 20% slower than at REFERENCE (cc8c626), and no `CMD --help` more than 10% slower
   (issue 46: help costs what printing help costs). Exit 1 if missed.
 - Every command's `--help` (cli/app.py: command_words, groups' commands and hidden ones too) gets a row;
-  a baseline where the command does not exist yet has no row for it (said so in the table).
+  a baseline where the command does not exist yet has no row for it (said so in the table). cc8c626
+  paused Python's cyclic GC while it started (cli/entry.py then; a start-up trick tests/test_startup.py
+  now refuses): ~5 ms of CPU of its ~60 ms help rows. Its `main()` called in process, GC on in both,
+  costs what this tree's does.
 - Floors: "typer alone" (the interpreter and `import typer`) under the help rows and `list`, "the
   libraries alone" (LIBRARIES: the interpreter, Typer, one pydantic model, so pydantic's plugin scan,
   and beaker-py's spec types) under the dry run; the `own` column is a command's median above its
