@@ -234,3 +234,35 @@ def test_a_start_is_posted_once_however_often_the_command_starts_in_place():
         job.tell("started", "python")
     job.poster.finish(None)
     assert sent == [":rocket: launchkit run *01EXP* started"]
+
+
+@pytest.mark.parametrize("code", [0, 143], ids=["posted", "nothing-to-post"])
+def test_the_jobs_end_waits_for_slack_and_its_events_at_once(code):
+    """With both a webhook and --notify-url, the job's end waits for the two posters together (the
+    slower one), never one after the other: each end post here only returns once the other is under
+    way too (a barrier), so posts made in turn break it."""
+    import threading
+
+    from timescale import scaled
+
+    met = threading.Barrier(2, timeout=scaled(30))
+    got: list[str | None] = []
+
+    def send(_url: str, _text: str) -> str | None:
+        try:
+            met.wait()
+        except threading.BrokenBarrierError:
+            return "posted alone"
+        return None
+
+    env = {"BEAKER_EXPERIMENT_ID": "01EXP"}
+    job = notify.Job(
+        env,
+        notify.Poster("https://h/x", send, warn=got.append),
+        notify.Poster("https://h/e", send, warn=got.append),
+    )
+    if code:  # nothing of its own to post (SIGTERM: told by whoever ended it): the posts under way
+        job.poster.soon("a")
+        job.events.soon("b")
+    job.ended(code)
+    assert got == [] and not met.broken

@@ -33,7 +33,7 @@ from launchkit.core.redact import looks_secret_name, redact_url, token_kind
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.core.status import Cause, RunStatus
 from launchkit.core.units import parse_size
-from launchkit.runtime.node.launch.notify import hooks_text
+from launchkit.runtime.node.launch.notify import TIMEOUT, hooks_text
 from launchkit.runtime.node.policy import (
     EMPTY,
     ENV_ATTEMPT,
@@ -670,11 +670,17 @@ class Supervisor:
             self.end(*self.outcome())
         self.bells.close()  # the last ring, at once: followers see the end now
         told = slack.end_event(self.rdir, self.rec, self.timed_out, self.storage_error)
+        # the two posts at once: the run's end waits for the slower one (TIMEOUT), never their sum
+        event = None
+        if self.events and told is not None:
+            body = slack.end_json(self.rdir, self.rec, told[0])
+            event = threading.Thread(target=slack.post_event, args=(self.events, body), daemon=True)
+            event.start()
         if self.webhook:
             text = slack.end_message(self.rdir, self.rec, self.timed_out, self.storage_error)
             slack.post(self.webhook, text)
-        if self.events and told is not None:
-            slack.post_event(self.events, slack.end_json(self.rdir, self.rec, told[0]))
+        if event is not None:
+            event.join(TIMEOUT + 1)  # (the post keeps its own deadline: a guard)
         # Only the empty shells are left: the run's (empty) cgroups, its record's reserve, its links.
         procs.remove_cgroup(self.cgroup)
         if self.memory is not None:

@@ -262,6 +262,19 @@ class Poster:
             self._post(text)
 
 
+def finish_together(ends: Sequence[tuple[Poster | None, str | None]]) -> None:
+    """Each poster's `finish` (its posts under way, then its last) at once: the job's end is held up
+    by the slowest of them (END_WAIT + TIMEOUT at most), never by their sum."""
+    given = [(p, text) for p, text in ends if p is not None]
+    others = [threading.Thread(target=p.finish, args=(text,), daemon=True) for p, text in given[1:]]
+    for t in others:
+        t.start()
+    if given:
+        given[0][0].finish(given[0][1])
+    for t in others:
+        t.join(END_WAIT + TIMEOUT + 1)  # (each finish keeps its own deadlines: a guard)
+
+
 class Job:
     """What the job itself posts, from its environment (BEAKER_* as Beaker or the local backend sets
     them; LAUNCHKIT_ATTEMPT, when given, for a retried attempt): to Slack (`poster`) and as JSON events
@@ -308,20 +321,18 @@ class Job:
         """Post `kind`: to Slack with the line `slack` (None: not Slack's), as a JSON event with `line`
         and `fields`; `end`: the job's end, posted after the posts under way (Poster.finish)."""
         text = message(kind, self.label, slack) if slack is not None and _ours(kind) else None
-        if self.poster is not None and end:
-            self.poster.finish(text)
-        elif self.poster is not None and text is not None:
-            self.poster.soon(text)
+        body = None
         stream = self.events
         if stream is not None and policy.posts(policy.JOB, policy.JOB, kind):
             masked = {k: stream.mask(v) if isinstance(v, str) else v for k, v in fields.items()}
             body = event_json(self.run, self.task, kind, stream.mask(line), **masked)
-            if end:
-                stream.finish(body)
-            else:
-                stream.soon(body)
-        elif stream is not None and end:
-            stream.finish(None)
+        if end:
+            finish_together([(self.poster, text), (stream, body)])
+            return
+        if self.poster is not None and text is not None:
+            self.poster.soon(text)
+        if stream is not None and body is not None:
+            stream.soon(body)
 
     def tell(self, what: str, text: str) -> None:
         """The watchdog's news (watchdog.run's `tell`); a signal is only noted (a handler may not post)."""
@@ -388,9 +399,7 @@ class Job:
             told, fix = policy.exit_line(code, self.run)
             line = f"{failed_line(code)}{self._where()}; see why: `launchkit why {self.run}`"
         if event is None:
-            for poster in (self.poster, self.events):
-                if poster is not None:
-                    poster.finish(None)
+            finish_together([(self.poster, None), (self.events, None)])
             return
         self._say(event, line, told, end=True, replica=self._replica(), fix=fix)
 
