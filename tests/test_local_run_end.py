@@ -96,3 +96,44 @@ def test_the_end_of_a_run_reads_no_other_process(marker, monkeypatch):
     finally:
         root.kill()
         root.wait(timeout=60)
+
+
+def test_the_runtimes_own_record_writer_is_ended_unnamed(marker):
+    """A record the runtime writes in the background (steplog.RECORD_WRITER: `uv pip freeze` where the
+    venv's metadata cannot say it) may outlive a short command: it is ended with the run but never named
+    among what the command left running (the job's log said `uv (pid N)`, `bash (pid N)` of pyenv's
+    shims, for a plain `python -c` run)."""
+    import os
+    import subprocess
+
+    from launchkit.backends.local import procs
+    from launchkit.runtime.node.environment.steplog import RECORD_WRITER
+
+    root = subprocess.Popen(
+        ["bash", "-c", "sleep 600 & wait; :", marker], env={**os.environ, RECORD_WRITER: "1"}
+    )
+    left = subprocess.Popen(["bash", "-c", "sleep 600; :", marker])
+    try:
+        ending = procs.RunProcs("local-x", [], root=os.getpid())
+        count, alive = ending.end(1, scan=False)
+        names = ending.found
+        assert count >= 3 and alive == [], (count, alive)
+        assert [n for n in names if f"(pid {left.pid})" in n], names  # the command's leftover is named
+        assert not [n for n in names if f"(pid {root.pid})" in n], names  # the record writer is not
+    finally:
+        for p in (root, left):
+            p.kill()
+            p.wait(timeout=60)
+
+
+def test_a_short_command_in_a_venv_leaves_nothing_named_and_its_record_written(repo, env):
+    """A `python -c` run in the job's uv venv: its record of what got installed is read from the venv's
+    metadata (no uv racing the command's end), and the job's log ends with the command's own line."""
+    r = run_cli("run", "--local", "--", "python", "-c", "print('the end')", cwd=repo.path, env=env)
+    assert r.code == 0, r.stderr
+    run_id = launched_id(r.stderr)
+    assert wait_finished(run_id, env)["status"] == "succeeded"
+    out = run_cli("logs", run_id, env=env).stdout
+    assert out.splitlines()[-1] == "the end" and "left running" not in out, out
+    rdir = Path(env["LAUNCHKIT_LOCAL_HOME"]) / "runs" / run_id
+    assert (rdir / "replica-0" / "results" / ".launchkit" / "requirements.txt").is_file()

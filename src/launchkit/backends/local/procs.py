@@ -19,6 +19,7 @@ import signal
 import time
 
 from launchkit.envflags import env_flag
+from launchkit.runtime.node.environment.steplog import RECORD_WRITER
 
 TYPE_CHECKING = False  # the supervisor imports this module and starts without `typing`
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ class RunProcs:
         one stuck in the kernel, say a page fault on a hung network filesystem)."""
         procs = self.find(scan)
         count = len(procs)
-        self.found = [describe(p) for p in procs]
+        self.found = [describe(p) for p in procs if not _record_writer(p)]
         for sig in (signal.SIGTERM, signal.SIGKILL):
             _signal(procs, sig)
             if sig == signal.SIGKILL and self.cgroup:
@@ -334,6 +335,16 @@ class RunProcs:
 def end_run(run_id: str, groups: list[int], grace: float, *, root: int | None = None, **where: Any) -> int:
     """End every process of run `run_id` (RunProcs.end); how many there were."""
     return RunProcs(run_id, groups, root=root, **where).end(grace)[0]
+
+
+def _record_writer(p: Any) -> bool:
+    """Whether `p` is the runtime's own record writer (steplog.RECORD_WRITER), not the command's."""
+    import psutil
+
+    try:
+        return RECORD_WRITER in p.environ()
+    except psutil.Error:
+        return False
 
 
 def describe(p: Any) -> str:

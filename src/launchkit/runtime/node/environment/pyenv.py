@@ -247,9 +247,9 @@ def install(argv: list[str]) -> int:
     print(kind)
     if len(argv) == 5:
         print(_bytecode_line(argv[3], s.venv, argv[4]))
-    # a venv linked to the env store: its record read from the metadata, not by a uv competing with
-    # the command's start
-    _record_freeze(log, ["uv", "pip", "freeze", *s.target()], freeze_text(s.venv) if linked else None)
+    # the record read from the venv's metadata, not by a uv competing with the command's start (and
+    # outliving a short command); uv only where the metadata cannot say it
+    _record_freeze(log, ["uv", "pip", "freeze", *s.target()], freeze_text(s.venv))
     return 0
 
 

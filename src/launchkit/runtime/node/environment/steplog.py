@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from typing import Mapping, Sequence
 
 
+# set in a record writer's environment (StepLog.background): the runtime's own, not the command's (the
+# local supervisor ends it with the run, unnamed among what the command left running)
+RECORD_WRITER = "LAUNCHKIT_RECORD_WRITER"
+
+
 def child_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """`environ` (default: this process's) without the runtime's package directory on PYTHONPATH."""
     env = dict(os.environ if environ is None else environ)
@@ -79,7 +84,7 @@ class StepLog:
                     stdout=out,
                     stderr=subprocess.DEVNULL,
                     stdin=subprocess.DEVNULL,
-                    env=child_environ(env),
+                    env={**child_environ(env), RECORD_WRITER: "1"},
                 )
         except OSError:
             pass  # a record for the user: never a reason to fail the job
