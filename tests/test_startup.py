@@ -112,6 +112,36 @@ def test_dry_run_loads_nothing_only_a_launch_needs(repo):
     assert "launchkit.cli.dry_run" in mods
 
 
+# What the offline dry run does not use (cc8c626's loaded none of them): the Python API (its Run, events
+# and follow machinery; the CLI builds its request with launchkit/run_request.py), the job's watchdog,
+# a run's masked output and ending, platformdirs (the remembered runtime ids: only with a workspace).
+NOT_FOR_A_DRY_RUN = (
+    "launchkit.api",
+    "launchkit.events",
+    "launchkit.runtime.node.launch.watchdog",
+    "launchkit.masking",
+    "launchkit.backends.ending",
+    "platformdirs",
+)
+
+
+def test_dry_run_loads_nothing_it_does_not_use(repo):
+    """bench_startup's target (the offline dry run within 1.2x of cc8c626) is kept by not importing
+    what printing a spec does not use; the launch path (launchkit.launch) and the plan are used."""
+    mods = loaded_modules("run", "--dry-run", "--", "python", "train.py", cwd=repo.path)
+    assert not sorted(m for m in NOT_FOR_A_DRY_RUN if m in mods)
+    assert {"launchkit.launch", "launchkit.run_request", "launchkit.core.plan"} <= mods
+
+
+def test_list_loads_no_follow_machinery(repo, tmp_path):
+    """`list` formats a many-task run's counts (core/status.py: task_summary) without `follow`'s
+    module, its notifiers or the job's event stream."""
+    mods = loaded_modules("list", "--local", cwd=repo.path, env={"LAUNCHKIT_LOCAL_HOME": str(tmp_path / "s")})
+    assert not sorted(
+        m for m in ("launchkit.cli.following", "launchkit.notify", "launchkit.events") if m in mods
+    )
+
+
 def test_commands_that_choose_a_backend_build_no_launch_request(repo, tmp_path):
     """cli/backend_choice (list, follow, logs, stop, ...) takes BackendChoice from core/run_options:
     the launch request's pydantic models (core/request.py) are built only for a launch."""
@@ -253,6 +283,9 @@ LOCAL_IMPORTS = {
     ("config.py", "from platformdirs import user_config_dir"): (
         "off Linux only: on Linux the XDG path without platformdirs' import (~4-28 ms, `run --help` reads config)"
     ),
+    ("backends/beaker_remembered.py", "import platformdirs"): (
+        "only where a remembered id is read or written: a dry run without a workspace reads none (~5-12 ms)"
+    ),
     ("config.py", "from platformdirs import user_state_dir as platform_state_dir"): (
         "only for the state directory (the last-run record, local runs): not on --help"
     ),
@@ -281,7 +314,7 @@ LOCAL_IMPORTS = {
     ),
     ("__init__.py", "import launchkit.api"): "PEP 562: `import launchkit` stays light",
     ("api.py", "from launchkit.notify import SweepDigest, sweep_digest"): (
-        "`wait`'s sweep digest: Slack's poster is a launch's, never a dry run's (launchkit.api is both's)"
+        "`wait`'s sweep digest only: building or launching a request from Python loads no poster"
     ),
     **{
         ("runtime/node/launch/notify.py", stmt): "the local supervisor imports it: http.client only to post"

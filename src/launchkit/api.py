@@ -28,21 +28,19 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, cast
 
-from launchkit import events
+from launchkit import events, run_request
 from launchkit.application import Application
-from launchkit.backends import Backend, Capability, LogQuery, RunInfo, RunStatus, registry
+from launchkit.backends import Backend, LogQuery, RunInfo, RunStatus, registry
 from launchkit.backends.ending import describe
-from launchkit.config import gantry_notice
 from launchkit.core.digest import TaskState
-from launchkit.core.parse import build_request
 from launchkit.core.plan import Plan
 from launchkit.core.redact import url_host_only
 from launchkit.core.request import LaunchRequest
-from launchkit.core.run_options import RUN_OPTIONS, BackendChoice, Kind, number
+from launchkit.core.run_options import RUN_OPTIONS, Kind, number
 from launchkit.core.units import MAX_COUNT
 from launchkit.errors import UsageError, from_exception
 from launchkit.events import Event
-from launchkit.launch import Launch, backend_name, plan, submit
+from launchkit.launch import Launch, plan, submit
 from launchkit.masking import masked
 from launchkit.runtime.node.launch.notify import events_url_problem, url_problem
 
@@ -184,46 +182,10 @@ def request_from_options(
     python: bool = False,
 ) -> Request:
     """The request `run`'s command line gives (`given`: option name -> value, absent ones left out or
-    None/False). Config defaults apply and each deprecated or ineffective option is named once, by its
-    flag; `python`: for a Python caller (gantry's API), which names no flags, so none of those lines."""
-    config = app.config
-    if notice := gantry_notice(config):
-        app.info(notice)
-    for layer in config.layers:
-        app.debug(
-            f"defaults from {layer.label}"
-            + (f" ({layer.path})" if layer.path else "")
-            + ": "
-            + ", ".join(sorted(layer.values))
-        )
-    given = {o.name: False if o.kind is Kind.FLAG else None for o in RUN_OPTIONS} | given
-    choice = BackendChoice(known=tuple(registry.names()), here=registry.here_name())
-    req = build_request({**given, "extra": list(extra)}, command, config=config, backends=choice)
-    if python:
-        return Request(app, req)
-    name = backend_name(app, req)
-    for opt in RUN_OPTIONS:
-        if opt.deprecated and given.get(opt.name):
-            app.warn(f"{opt.flag} is deprecated (gantry removed it before 3.7): {opt.deprecated}")
-    if given.get("start_timeout") and not req.follow:
-        app.warn(
-            "--start-timeout has no effect: run does not wait for the job (add --follow, or --timeout N)"
-        )
-    capabilities = registry.info(name).capabilities
-    if req.groups and Capability.workspaces not in capabilities:
-        how = (
-            Capability.this_machine.value if Capability.this_machine in capabilities else f"--backend {name}"
-        )
-        app.warn(
-            f"--group has no effect with {how}: it names a Beaker group "
-            "(for a dependency group of the project use --uv-group NAME)"
-        )
-    if req.preemptible is not None:
-        app.warn(
-            "--preemptible/--not-preemptible is deprecated by Beaker: prefer --min-runtime "
-            "(0 = preemptible any time) and --no-auto-resume"
-        )
-    return Request(app, req)
+    None/False), as `launchkit run` builds it (launchkit/run_request.py). Config defaults apply and
+    each deprecated or ineffective option is named once, by its flag; `python`: for a Python caller
+    (gantry's API), which names no flags, so none of those lines."""
+    return Request(app, run_request.request_from_options(app, given, command, extra, python=python))
 
 
 class Request:

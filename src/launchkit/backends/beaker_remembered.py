@@ -21,8 +21,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from launchkit.errors import UsageError
 from launchkit.runtime import runtime_dataset_name
 from launchkit.userfile import CONFIG_FILE_LIMIT, read_user_file
@@ -32,6 +30,8 @@ DEFAULT_ADDRESS = "https://beaker.org"  # beaker-py's Config.agent_address
 
 
 def cache_dir() -> Path:
+    import platformdirs  # only where the remembered ids are read or written: a dry run need not
+
     return Path(platformdirs.user_cache_dir("launchkit"))
 
 

@@ -11,17 +11,17 @@ from typing import Any
 
 import typer
 
-from launchkit.api import request_from_options
 from launchkit.application import Application
 from launchkit.cli.context import get_app
 from launchkit.errors import UsageError
 from launchkit.launch import Launch, plan, ready
+from launchkit.run_request import request_from_options
 
 
 def run(ctx: typer.Context, extra: list[str], **given: Any) -> None:
     """`launchkit run --dry-run` (cli/run_cmd.py declares its options)."""
     app = get_app(ctx)
-    launch = plan(app, request_from_options(app, given, app.user_command, extra).launch_request)
+    launch = plan(app, request_from_options(app, given, app.user_command, extra))
     assert launch.printed
     write_spec(app, launch)
 

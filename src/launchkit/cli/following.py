@@ -20,7 +20,7 @@ from launchkit.backends import Backend, Cause, RunInfo, RunStatus
 from launchkit.backends.ending import describe, launchkit_stopped
 from launchkit.cli.context import stdout_closed
 from launchkit.core.digest import TaskState
-from launchkit.core.status import SUMMARY_ORDER
+from launchkit.core.status import task_summary
 from launchkit.errors import EXIT_INTERRUPTED
 from launchkit.masking import masked
 from launchkit.notify import SweepDigest, events_notifier, sweep_digest
@@ -163,16 +163,6 @@ def _secs(seconds: float) -> str:
 
 SUMMARY_OVER = 8  # a run with more tasks is followed by a status summary, not every task's lines
 SUMMARY_POLL = 5.0  # seconds between looks at a summarised run
-
-
-def task_summary(statuses: dict[str, int]) -> str:
-    """`1000 tasks: 12 running, 980 queued, 8 succeeded` (states with no task left out; replicas
-    count as the tasks Beaker makes of them)."""
-    total = sum(statuses.values())
-    order = [s.value for s in SUMMARY_ORDER]
-    order += sorted(set(statuses) - set(order))
-    parts = [f"{statuses[s]} {s}" for s in order if statuses.get(s)]
-    return f"{total} tasks: " + ", ".join(parts)
 
 
 def summarised(run: RunInfo, replica: int | None, all_replicas: bool, task: str | None) -> bool:

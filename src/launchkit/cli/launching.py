@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from launchkit.api import request_from_options
 from launchkit.application import Application
 from launchkit.backends.protocol import Posting
 from launchkit.cli.backend_choice import remember_last_run
@@ -21,6 +20,7 @@ from launchkit.errors import EXIT_INTERRUPTED, UsageError
 from launchkit.launch import plan, submit
 from launchkit.masking import secret_values
 from launchkit.notify import SlackNotifier
+from launchkit.run_request import request_from_options
 
 if TYPE_CHECKING:
     from launchkit.backends import Backend, RunInfo
@@ -37,7 +37,7 @@ def run(ctx: typer.Context, extra: list[str], **given: Any) -> None:
 
 
 def launch(app: Application, given: dict[str, Any], *, extra: list[str], command: list[str] | None) -> None:
-    launch_request(app, request_from_options(app, given, command, extra).launch_request)
+    launch_request(app, request_from_options(app, given, command, extra))
 
 
 def launch_request(app: Application, request: LaunchRequest, planned: Launch | None = None) -> None:

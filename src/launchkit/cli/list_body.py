@@ -13,10 +13,9 @@ from launchkit.application import OutputFormat
 from launchkit.backends import Capability, require
 from launchkit.cli.backend_choice import choose_listing
 from launchkit.cli.context import get_app
-from launchkit.cli.following import task_summary
 from launchkit.cli.list_cmd import STATUSES
 from launchkit.cli.table import print_table
-from launchkit.core.status import RunStatus
+from launchkit.core.status import RunStatus, task_summary
 from launchkit.core.units import ago, parse_duration
 from launchkit.errors import UsageError
 from launchkit.masking import masked_run

@@ -94,3 +94,13 @@ SUMMARY_ORDER = (
     RunStatus.preempted,
     RunStatus.lost,
 )
+
+
+def task_summary(statuses: dict[str, int]) -> str:
+    """`1000 tasks: 12 running, 980 queued, 8 succeeded` (states with no task left out; replicas
+    count as the tasks Beaker makes of them)."""
+    total = sum(statuses.values())
+    order = [s.value for s in SUMMARY_ORDER]
+    order += sorted(set(statuses) - set(order))
+    parts = [f"{statuses[s]} {s}" for s in order if statuses.get(s)]
+    return f"{total} tasks: " + ", ".join(parts)
