@@ -72,9 +72,9 @@ from launchkit.pyenv import (
     committed_python_request,
     committed_requires_python,
     foreign_lock_line,
-    newest_python_download,
     nothing_to_install_line,
     python_obtainable,
+    released_python_allows,
     repo_relative,
     requires_python_request,
     version_tag,
@@ -487,18 +487,23 @@ def choose_job_python(
 
 def _requires_python(app: Application, request: LaunchRequest, requires: str, *, here: bool) -> LaunchRequest:
     """The job's Python from the commit's requires-python alone: the range is the request of every step
-    (pyenv.requires_python_request), said here with the version uv would download for it. Which Python
+    (pyenv.requires_python_request), said here. Which Python
     the image has is not known at launch (the default image's is no documented fact), and this machine's
     would cost a search of its interpreters on every local launch: the job's first step finds it, as
     uv would for `uv sync`. A range no Python uv can find or download satisfies is refused (exit 3)."""
     where = f"requires-python {requires} in pyproject.toml"
-    job = requires_python_request(requires)
+    try:
+        job = requires_python_request(requires)
+    except ValueError:
+        raise PreconditionError(
+            f"requires-python {requires!r} in pyproject.toml is not a version range (uv and pip refuse it)",
+            hint="write it as PEP 440 does (e.g. >=3.10), commit and push",
+        ) from None
     if job is None:
-        app.debug(
-            f"Python: the image's ({where} is no version range: uv in the job says what it makes of it)"
-        )
+        app.debug(f"Python: the image's ({where} allows any)")
         return request
-    if python_obtainable(job) is False:
+    # (asking uv costs ~0.1 s a launch: only for a range no CPython release launchkit knows satisfies)
+    if not released_python_allows(job) and python_obtainable(job) is False:
         floor = (
             f" (launchkit's runtime needs {RUNTIME_FLOOR} or newer)" if job.endswith(RUNTIME_FLOOR) else ""
         )
@@ -506,13 +511,11 @@ def _requires_python(app: Application, request: LaunchRequest, requires: str, *,
             f"{where} allows no Python uv can find here or download{floor}",
             hint="fix requires-python (e.g. >=3.10), commit and push; or pass --python-version 3.12",
         )
-    fallback = newest_python_download(job)
     machine = "this machine's" if here else "the image's"
     given = "" if job == requires else f" {requires}"
     app.info(
         f"Python {job} (from requires-python{given} in pyproject.toml): {machine} if it is one, "
-        + (f"else {fallback} from uv" if fallback else "as uv downloads none for it")
-        + "; the job's interpreter for every step"
+        + "else the newest CPython uv downloads for it; the job's interpreter for every step"
     )
     return request.model_copy(update={"python_version": job})
 

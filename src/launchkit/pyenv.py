@@ -10,7 +10,7 @@
   requires-python excludes that Python); `preflight_lock`: the same for a uv.lock or pylock.toml,
   installed as a dry run (a pin without a Linux wheel, a lock for another platform or Python).
 - `committed_python_request`, `committed_requires_python`, `python_obtainable`, `requires_python_request`,
-  `newest_python_download`: the job's one interpreter (launch.choose_job_python).
+  `released_python_allows`: the job's one interpreter (launch.choose_job_python).
 - `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix;
   `nothing_to_install_line`: a root that installs nothing while packages sit below it (a monorepo).
 """
@@ -573,11 +573,12 @@ def requires_python_request(requires: str) -> str | None:
     """The request every step of the job gets for a requires-python (`>=3.10`): the range itself, so
     that its first step (`uv venv`) picks the one interpreter as uv would for `uv sync` (one installed
     that the range allows, else the newest CPython uv downloads for it) and every later step keeps it;
-    the runtime's floor added when the range reaches below it. None when it is no version range."""
+    the runtime's floor added when the range reaches below it. None when it allows any; ValueError
+    when it is no version range (uv and pip refuse such a pyproject.toml)."""
     try:
         allowed = SpecifierSet(requires)
     except InvalidSpecifier:
-        return None
+        raise ValueError(f"not a version range: {requires!r}") from None
     if not str(allowed):
         return None
     given = ",".join(part.strip() for part in requires.split(","))  # as written (SpecifierSet sorts them)
@@ -586,27 +587,18 @@ def requires_python_request(requires: str) -> str | None:
     return given
 
 
-def newest_python_download(request: str, timeout: float = 60) -> str | None:
-    """The newest released CPython (`3.14`) uv would download for `request` (its own list: no network);
-    None when it has none (or cannot say)."""
-    cmd = [find_uv_bin(), "python", "list", request, "--only-downloads", "--output-format", "json"]
+# CPython minors released before this launchkit (uv downloads each one's patch releases)
+RELEASED_MINORS = range(8, 16)
+
+
+def released_python_allows(request: str) -> bool:
+    """Whether a CPython release (3.8.0 to 3.15.x) is in the range `request`: then uv can download one
+    for it, without asking uv (its list costs ~0.1 s)."""
     try:
-        r = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
-        found = json_list(r.stdout) if r.returncode == 0 else []
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        return None
-    released = []
-    for item in found:
-        if not isinstance(item, dict) or item.get("implementation") != "cpython":
-            continue
-        try:
-            version = Version(str(item.get("version")))
-        except InvalidVersion:
-            continue
-        if not version.is_prerelease:
-            released.append(version)
-    newest = max(released, default=None)
-    return f"{newest.major}.{newest.minor}" if newest is not None else None
+        allowed = SpecifierSet(request)
+    except InvalidSpecifier:
+        return False
+    return any(allowed.contains(f"3.{minor}.{patch}") for minor in RELEASED_MINORS for patch in range(20))
 
 
 def python_obtainable(
