@@ -56,6 +56,7 @@ def _supervisor_gone(run_id: str, timeout: float = 60) -> None:
     [
         (["--notify-url", "http://example.com/hook"], "plain http is only for 127.0.0.1 or localhost"),
         (["--notify-url", "ftp://example.com/x"], "it is not an http(s) URL"),
+        (["--notify-url", "notaurl"], "--notify-url (value not shown): it is not an http(s) URL"),
         (["--notify-url", "https://u:pw@example.com/x"], "a URL with a password"),
         (["--notify-url", "https://example.com/x?token=abcdef123456"], "a URL with a credential parameter"),
         (["--notify-url", "https://example.com/x", "--notify-secret", "EV"], "both say where"),

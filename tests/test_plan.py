@@ -52,6 +52,16 @@ def test_the_line_names_what_the_launch_asks_for():
     )
     swept = _plan(sweep=["lr=1,2,3"], gpus=1)
     assert swept.tasks == 3 and "3 tasks, each 1 GPU x 1 replica" in swept.line()
+    assert swept.to_json()["tasks"] == 3 and swept.to_json()["experiments"] == 1
+    # --sweep-experiments: as many experiments (runs) of one task each, said so (was "3 tasks, each")
+    spec = SpecView(
+        build_spec(
+            build_request({"sweep": ["lr=1,2,3"], "gpus": 1}, ["python", "x.py"], environ={}), GIT
+        ).to_json()
+    )
+    apart = make_plan(spec, backend="beaker", here=False, experiments=True)
+    assert "3 experiments, each 1 GPU x 1 replica" in apart.line()
+    assert apart.to_json()["tasks"] == 1 and apart.to_json()["experiments"] == 3
 
 
 def test_the_json_says_what_the_line_says_of_preemption():

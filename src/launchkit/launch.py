@@ -103,7 +103,11 @@ class Launch:
         """What it asks for, said before anything is created (core/plan.py: the `plan:` line)."""
         here = Capability.this_machine in registry.info(self.backend_name).capabilities
         return make_plan(
-            self.submission.spec, backend=self.backend_name, here=here, start_now=self.submission.start_now
+            self.submission.spec,
+            backend=self.backend_name,
+            here=here,
+            start_now=self.submission.start_now,
+            experiments=self.request.sweep_experiments,
         )
 
     @property

@@ -41,6 +41,7 @@ class Plan:
     task_timeout: float | None  # seconds (None: none)
     not_preemptible: bool = False  # the deprecated --not-preemptible was given
     start_now: tuple[str, ...] | None = None  # clusters where every replica could start now (None: unknown)
+    experiments: bool = False  # --sweep-experiments: each task is an experiment (a run) of its own
 
     def _where(self) -> str:
         if self.here:
@@ -54,7 +55,8 @@ class Plan:
     def _size(self) -> str:
         gpus = "no GPU" if not self.gpus else f"{self.gpus} GPU" + ("s" if self.gpus > 1 else "")
         size = f"{gpus} x {self.replicas} replica" + ("s" if self.replicas > 1 else "")
-        return f"{self.tasks} tasks, each {size}" if self.tasks > 1 else size
+        unit = "experiments" if self.experiments else "tasks"
+        return f"{self.tasks} {unit}, each {size}" if self.tasks > 1 else size
 
     def may_be_preempted(self) -> bool | None:
         """Whether Beaker may preempt the job (after `min_runtime` when one is given); None: it runs
@@ -101,7 +103,8 @@ class Plan:
             "backend": self.backend,
             "here": self.here,
             "clusters": list(self.clusters),
-            "tasks": self.tasks,
+            "tasks": 1 if self.experiments else self.tasks,
+            "experiments": self.tasks if self.experiments else 1,
             "gpus": self.gpus,
             "replicas": self.replicas,
             "priority": self.priority,
@@ -114,8 +117,16 @@ class Plan:
         }
 
 
-def make_plan(spec: SpecView, *, backend: str, here: bool, start_now: tuple[str, ...] | None = None) -> Plan:
-    """The plan of a spec as it would be sent (after prepare: clusters resolved)."""
+def make_plan(
+    spec: SpecView,
+    *,
+    backend: str,
+    here: bool,
+    start_now: tuple[str, ...] | None = None,
+    experiments: bool = False,
+) -> Plan:
+    """The plan of a spec as it would be sent (after prepare: clusters resolved); `experiments`: its
+    tasks are launched as experiments of their own (--sweep-experiments)."""
     tasks = spec.tasks
     clusters = tuple(dict.fromkeys(c for t in tasks for c in t.clusters))
     gpus = max((t.gpus or 0 for t in tasks), default=0)
@@ -137,6 +148,7 @@ def make_plan(spec: SpecView, *, backend: str, here: bool, start_now: tuple[str,
         here=here,
         clusters=() if here else clusters,
         tasks=max(1, len(names)),
+        experiments=experiments,
         gpus=gpus,
         replicas=replicas,
         priority=None if here else (", ".join(priorities) or None),

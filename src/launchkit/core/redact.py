@@ -248,5 +248,5 @@ def url_host_only(url: str) -> str:
         parts = urlsplit(url)
         host = parts.hostname
     except ValueError:  # not a parseable URL (e.g. a bad port)
-        return "(hidden)"
-    return f"{parts.scheme}://{host}/…" if host else "(hidden)"
+        return "(value not shown)"
+    return f"{parts.scheme}://{host}/…" if host else "(value not shown)"

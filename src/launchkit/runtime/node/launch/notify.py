@@ -79,8 +79,8 @@ def host_only(url: str) -> str:
         parts = urlsplit(url)
         host = parts.hostname
     except ValueError:  # not a parseable URL (e.g. a bad port)
-        return "(hidden)"
-    return f"{parts.scheme}://{host}/…" if host else "(hidden)"
+        return "(value not shown)"
+    return f"{parts.scheme}://{host}/…" if host else "(value not shown)"
 
 
 def url_problem(url: str) -> str | None:
