@@ -170,13 +170,13 @@ def test_a_bad_webhook_url_is_a_one_line_usage_error_at_launch(repo, url, said):
 
 @pytest.mark.timeout(120)
 def test_the_local_supervisors_end_post_is_bounded_too():
-    """After `launchkit stop` the supervisor posts the cancel (backends/local/slack.py): a trickling
+    """After `launchkit stop` the supervisor posts the cancel (backends/local/posts.py): a trickling
     server used to keep it blocked."""
-    from launchkit.backends.local import slack
+    from launchkit.backends.local import posts
 
     server = Trickle()
     try:
-        slack.post(server.url, "end")  # returns: one deadline for the post
+        posts.post(server.url, "end")  # returns: one deadline for the post
     finally:
         server.close()
     assert server.accepted == 1

@@ -1,5 +1,5 @@
 """The local supervisor's two small deciders, in process: the cause of a job's end for `--retry-on`
-(backends/local/retry.py) and what the supervisor itself posts to Slack (backends/local/slack.py).
+(backends/local/retry.py) and what the supervisor itself posts to Slack (backends/local/posts.py).
 Their end-to-end behaviour is in tests/test_retry_on.py and tests/test_notifications.py (slow tier)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from launchkit.backends.local import logs, retry, slack, spawn
+from launchkit.backends.local import logs, posts, retry, spawn
 from launchkit.core.specview import EnvVar, TaskView
 from launchkit.runtime.node.launch import notify
 from launchkit.runtime.node.policy import ENV_NOTIFY, FAILURE, NEVER_STARTED, PREEMPTION, STALLED, Policy
@@ -55,27 +55,27 @@ def test_what_each_cause_records_and_whether_it_is_retried():
 def test_the_webhook_is_taken_out_of_the_supervisors_environment():
     task = TaskView({"name": "main", "envVars": [EnvVar(ENV_SLACK_WEBHOOK, secret="HOOK").to_json()]})
     environ = {"HOOK": "https://hooks.example/T/B/x", "OTHER": "1"}
-    assert slack.hooks(task, environ) == ("https://hooks.example/T/B/x", None)
+    assert posts.hooks(task, environ) == ("https://hooks.example/T/B/x", None)
     assert environ == {"OTHER": "1"}  # no replica inherits it
     handed = {ENV_SLACK_WEBHOOK: "http://127.0.0.1:9/h", "OTHER": "1"}  # --slack-webhook-url
-    assert slack.hooks(TaskView({"name": "main"}), handed) == ("http://127.0.0.1:9/h", None)
+    assert posts.hooks(TaskView({"name": "main"}), handed) == ("http://127.0.0.1:9/h", None)
     assert handed == {"OTHER": "1"}
-    assert slack.hooks(TaskView({"name": "main"}), {}) == (None, None)
+    assert posts.hooks(TaskView({"name": "main"}), {}) == (None, None)
 
 
 def test_the_events_url_is_taken_out_of_the_supervisors_environment_or_read_from_the_pipe():
     """--notify-secret NAME: NAME's value, out of the environment; handed on the pipe after the webhook."""
     named = TaskView({"name": "main", "envVars": [EnvVar(ENV_NOTIFY, secret="EV").to_json()]})
     environ = {"EV": "https://events.example/x", "OTHER": "1"}
-    assert slack.hooks(named, environ) == (None, "https://events.example/x")
+    assert posts.hooks(named, environ) == (None, "https://events.example/x")
     assert environ == {"OTHER": "1"}
     fd = spawn.hand_over(notify.hooks_text(None, "http://127.0.0.1:9/e"))
-    assert slack.hooks(TaskView({"name": "main"}), {slack.HANDED_FD: str(fd)}) == (
+    assert posts.hooks(TaskView({"name": "main"}), {posts.HANDED_FD: str(fd)}) == (
         None,
         "http://127.0.0.1:9/e",
     )
     fd = spawn.hand_over(notify.hooks_text("http://127.0.0.1:9/h", "http://127.0.0.1:9/e"))
-    assert slack.hooks(TaskView({"name": "main"}), {slack.HANDED_FD: str(fd)}) == (
+    assert posts.hooks(TaskView({"name": "main"}), {posts.HANDED_FD: str(fd)}) == (
         "http://127.0.0.1:9/h", "http://127.0.0.1:9/e",
     )  # fmt: skip
 
@@ -83,17 +83,17 @@ def test_the_events_url_is_taken_out_of_the_supervisors_environment_or_read_from
 def test_what_the_supervisor_posts_at_the_end(tmp_path):
     rdir = str(tmp_path)
     rec = {"id": "local-1", "status": "canceled"}
-    assert "was canceled by you (`launchkit stop`)" in (slack.end_message(rdir, rec, None, None) or "")
+    assert "was canceled by you (`launchkit stop`)" in (posts.end_message(rdir, rec, None, None) or "")
     assert "was stopped by a timeout: --task-timeout 1s" in (
-        slack.end_message(rdir, rec, "--task-timeout 1s", None) or ""
+        posts.end_message(rdir, rec, "--task-timeout 1s", None) or ""
     )
     said = dict(rec, message="stopped by launchkit following it: no start within 5s")
     assert "was canceled (stopped by launchkit following it" in (
-        slack.end_message(rdir, said, None, None) or ""
+        posts.end_message(rdir, said, None, None) or ""
     )
     assert "could not write its log" in (
-        slack.end_message(rdir, {"id": "local-1", "status": "running"}, None, "could not write its log") or ""
+        posts.end_message(rdir, {"id": "local-1", "status": "running"}, None, "could not write its log") or ""
     )
-    assert slack.end_message(rdir, {"id": "local-1", "status": "succeeded"}, None, None) is None  # the job's
+    assert posts.end_message(rdir, {"id": "local-1", "status": "succeeded"}, None, None) is None  # the job's
     crashed = {"id": "local-1", "status": "failed", "message": "supervisor error: boom"}
-    assert "supervisor error: boom" in (slack.end_message(rdir, crashed, None, None) or "")
+    assert "supervisor error: boom" in (posts.end_message(rdir, crashed, None, None) or "")

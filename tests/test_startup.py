@@ -345,11 +345,11 @@ LOCAL_IMPORTS = {
     ("runtime/node/launch/launchers.py", "from . import ray_cluster"): "--ray: Ray's head or worker",
     ("runtime/node/launch/launchers.py", "import socket"): "a multi-node launcher: the leader's address",
     ("runtime/node/launch/stackdump.py", "import subprocess"): "a stall stop: py-spy's dump",
-    ("backends/local/slack.py", "from launchkit.backends import ending"): (
+    ("backends/local/posts.py", "from launchkit.backends import ending"): (
         "at a failed run's end only: the supervisor starts without pydantic"
     ),
     **{
-        ("backends/local/slack.py", stmt): "an event's words (--notify-*), when one is posted: the same"
+        ("backends/local/posts.py", stmt): "an event's words (--notify-*), when one is posted: the same"
         for stmt in (
             "from pathlib import Path",
             "from launchkit.backends.local.backend import run_end",

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from launchkit.backends.local import bell, logs, outcome, procs, record, retry, slack, spawn
+from launchkit.backends.local import bell, logs, outcome, posts, procs, record, retry, spawn
 from launchkit.backends.local.cleanup import remove_credentials
 from launchkit.backends.local.memlimit import MemoryLimit
 from launchkit.core.contract import ENV_GIT_REMOTE, ENV_RESULTS_DIR, ENV_RUNTIME_DIR
@@ -176,7 +176,7 @@ def replica_env(
     env = dict(base)
     for var in spec_task.env:
         if var.name in (ENV_WEBHOOK, ENV_NOTIFY):
-            continue  # the supervisor's, given to the runtime alone (slack.py)
+            continue  # the supervisor's, given to the runtime alone (posts.py)
         if var.secret:
             env[var.name] = os.environ[var.secret]  # checked at submit; never stored
         else:
@@ -270,7 +270,7 @@ class Supervisor:
         self.ooms = 0  # the memory controller's OOM kills counted so far
         self.storage_error: str | None = None  # a log could not be written: the run is stopped
         self.timed_out: str | None = None  # --task-timeout passed: the run is stopped
-        self.webhook: str | None = None  # the run's Slack webhook (slack.py), in memory only
+        self.webhook: str | None = None  # the run's Slack webhook (posts.py), in memory only
         self.events: str | None = None  # where the run's events go as JSON (--notify-*), in memory only
         self.subreaper = False
         self.cgroup: str | None = None  # the run's cgroup; without one, the process tree is recorded
@@ -390,7 +390,7 @@ class Supervisor:
         spec, self.meta = SpecView(self.read_json("spec.json")), self.read_json("meta.json")
         self.task, self.count, self.argv, self.propagate, self.retries_left = what_runs(spec)
         task = self.task
-        self.webhook, self.events = slack.hooks(task)  # the runtime posts with them, and so do we (slack.py)
+        self.webhook, self.events = posts.hooks(task)  # the runtime posts with them, and so do we (posts.py)
         self.policy = task.policy()
         if not posts_any(SUPERVISOR, RUN if not self.policy.sweep else SWEEP):  # a sweep's run: its
             self.webhook = self.events = None  # follower posts the digest (docs/notifications.md)
@@ -486,8 +486,8 @@ class Supervisor:
                 t.start()
                 self.pumps[rank] = t
             if attempt > 1 and self.events and not self.cancel.is_set():  # a retry began: its event
-                body = slack.attempt_json(self.rec, attempt)
-                threading.Thread(target=slack.post_event, args=(self.events, body), daemon=True).start()
+                body = posts.attempt_json(self.rec, attempt)
+                threading.Thread(target=posts.post_event, args=(self.events, body), daemon=True).start()
         finally:
             for _, p, gate_w, joiner in gates:  # never opened (an error): they exit at their gates
                 os.close(gate_w)
@@ -669,16 +669,16 @@ class Supervisor:
         else:
             self.end(*self.outcome())
         self.bells.close()  # the last ring, at once: followers see the end now
-        told = slack.end_event(self.rdir, self.rec, self.timed_out, self.storage_error)
+        told = posts.end_event(self.rdir, self.rec, self.timed_out, self.storage_error)
         # the two posts at once: the run's end waits for the slower one (TIMEOUT), never their sum
         event = None
         if self.events and told is not None:
-            body = slack.end_json(self.rdir, self.rec, told[0])
-            event = threading.Thread(target=slack.post_event, args=(self.events, body), daemon=True)
+            body = posts.end_json(self.rdir, self.rec, told[0])
+            event = threading.Thread(target=posts.post_event, args=(self.events, body), daemon=True)
             event.start()
         if self.webhook:
-            text = slack.end_message(self.rdir, self.rec, self.timed_out, self.storage_error)
-            slack.post(self.webhook, text)
+            text = posts.end_message(self.rdir, self.rec, self.timed_out, self.storage_error)
+            posts.post(self.webhook, text)
         if event is not None:
             event.join(TIMEOUT + 1)  # (the post keeps its own deadline: a guard)
         # Only the empty shells are left: the run's (empty) cgroups, its record's reserve, its links.
