@@ -207,6 +207,24 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def wait_children(pid: int, names: list[str], timeout: float = 20) -> None:
+    """Wait until process `pid`'s children are exactly `names` (in order): a test that looks for them must
+    not race the fork. The timeout is a hang guard (scaled), not a bound."""
+    import psutil
+
+    deadline = time.monotonic() + scaled(timeout)
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        try:
+            seen = [c.name() for c in psutil.Process(pid).children()]
+        except psutil.Error:
+            seen = []
+        if seen == names:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} has children {seen}, not {names}, after {scaled(timeout):.0f}s")
+
+
 class LocalIndex:
     """A PEP 503 simple index of small local wheels, served by `python -m http.server` on 127.0.0.1.
 

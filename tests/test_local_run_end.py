@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from lk_helpers import FAST_ENV, launched_id, processes_with, wait_finished
+from lk_helpers import FAST_ENV, launched_id, processes_with, wait_children, wait_finished
 from timescale import scaled
 
 # The command: a child that inherits its stdout (so the output pipe stays open after it exits), another
@@ -76,13 +76,7 @@ def test_the_end_of_a_run_reads_no_other_process(marker, monkeypatch):
 
     root = subprocess.Popen(["bash", "-c", "sleep 600 & sleep 600 & wait; :", marker])
     try:
-        for _ in range(400):  # (its two children are sleep, exec'd: a hang guard, not a bound)
-            try:
-                if [c.name() for c in psutil.Process(root.pid).children()] == ["sleep", "sleep"]:
-                    break
-            except psutil.Error:
-                pass
-            __import__("time").sleep(0.05)
+        wait_children(root.pid, ["sleep", "sleep"])
 
         def machine_wide(*_a, **_k):
             raise AssertionError("every process's environment was read")
@@ -114,6 +108,8 @@ def test_the_runtimes_own_record_writer_is_ended_unnamed(marker):
     )
     left = subprocess.Popen(["bash", "-c", "sleep 600; :", marker])
     try:
+        wait_children(root.pid, ["sleep"])  # both forked before the end is looked for
+        wait_children(left.pid, ["sleep"])
         ending = procs.RunProcs("local-x", [], root=os.getpid())
         count, alive = ending.end(1, scan=False)
         names = ending.found
