@@ -23,19 +23,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from shutil import which
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launchkit.application import Application
-from launchkit.backends import (
-    Backend,
-    Capability,
-    NoCredentials,
-    RunInfo,
-    Submission,
-    looks_ahead,
-    placement_of,
-    registry,
-)
+from launchkit.backends import registry
+from launchkit.backends.handover import NoCredentials, Submission, looks_ahead, placement_of
+from launchkit.backends.registry import Capability
 from launchkit.core import retrying
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import added_line
@@ -82,6 +75,9 @@ from launchkit.pyenv import (
 )
 from launchkit.sweeps import SweepRecord
 from launchkit.userfile import read_user_file
+
+if TYPE_CHECKING:
+    from launchkit.backends import Backend, RunInfo
 
 
 @dataclass
