@@ -678,6 +678,7 @@ class LocalBackend:
         told: set[tuple[int, int]] = set()  # (rank, attempt) of the failures said, once retried
         quiet_since = time.monotonic()
         skip = tail is not None  # --tail N: of the lines written so far, only the last N
+        replay = run.status.finished  # it had ended before following began: its retries are past
         with bell.Doorbell(rdir) as door:  # before the first read: no ring is missed
             while True:
                 rec = self._record(run.id)  # before reading the logs: an ended run's logs are complete
@@ -696,7 +697,7 @@ class LocalBackend:
                             out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
                             quiet_since = time.monotonic()
                     out.flush()
-                    self._tell_retries(rec, attempt, ranks, told)
+                    self._tell_retries(rec, attempt, ranks, told, replay)
                 skip = False
                 if rec["status"] in record.FINISHED:
                     return self._outcome(rec)
@@ -704,10 +705,11 @@ class LocalBackend:
                 door.wait(WAKE_FALLBACK if door.sock else min(max(quiet / 10, MIN_POLL), MAX_POLL))
 
     def _tell_retries(
-        self, rec: dict[str, Any], attempt: int, ranks: list[int], told: set[tuple[int, int]]
+        self, rec: dict[str, Any], attempt: int, ranks: list[int], told: set[tuple[int, int]], replay: bool
     ) -> None:
         """Say how a job of `attempt` ended, once its next attempt runs or waits to (its log is complete
-        then: the supervisor records the retry's wait, `retry_delay`, after the job's output)."""
+        then: the supervisor records the retry's wait, `retry_delay`, after the job's output). `replay`:
+        the run had ended before following began: the retry is told as past, without its wait."""
         newer = {
             j["replica"]
             for j in outcome.jobs(rec)
@@ -722,7 +724,7 @@ class LocalBackend:
             part = run_view.part(outcome.TASK, rank)
             job = part.attempt(attempt) if part is not None else None
             told.add((rank, attempt))
-            line = attempt_line(run_view, job) if job is not None else None
+            line = attempt_line(run_view, job, ended=replay) if job is not None else None
             if line:
                 self.app.info(line)
 
