@@ -506,10 +506,8 @@ class LocalBackend:
         for job in outcome.jobs(rec):
             rank, attempt = job["replica"], job["attempt"]
             path = logs.log_file(rdir, rank, attempt)
-            tail = logs.last_records(path, TAIL_BYTES)
-            first, last = attempt_progress(
-                logs.first_lines(path, HEAD_BYTES), [r[1] for r in tail], patterns, [r[0] for r in tail]
-            )
+            head, tail = logs.head_records(path, HEAD_BYTES), logs.last_records(path, TAIL_BYTES)
+            first, last = attempt_progress(head, tail, patterns)
             started, gpus = job.get("started"), job.get("gpus")
             hours = None
             if isinstance(started, float | int) and isinstance(gpus, int):
