@@ -15,14 +15,12 @@ from pathlib import Path
 import pytest
 
 from launchkit.runtime.node.launch import notify
-from webhook import HOOK_PATH, Receiver, Redirect, Trickle
-
-
-@pytest.fixture
-def hook():
-    r = Receiver()
-    yield r
-    r.close()
+from webhook import (
+    HOOK_PATH,
+    Redirect,
+    Trickle,
+    hook_fixture,  # noqa: F401 - the `hook` fixture
+)
 
 
 def launch(tmp_path: Path, code: str, url: str) -> tuple[int, str, str]:

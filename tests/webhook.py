@@ -8,6 +8,9 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Iterator
+
+import pytest
 
 from timescale import scaled
 
@@ -63,6 +66,14 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture(name="hook")
+def hook_fixture() -> Iterator[Receiver]:
+    """`hook`: a Receiver for one test, closed after it (a test module imports this to use it)."""
+    r = Receiver()
+    yield r
+    r.close()
 
 
 class Trickle:
