@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench_startup import ROOT, baseline_src, small_repo
+from bench_startup import ROOT, baseline_src, no_python_job_env, small_repo
 
 WATCHED = '{"parent":true,"stall_timeout":600}'
 # Each setting's variables: the run's policy (runtime/node/policy.py) as the spec gives it, the webhook
@@ -111,21 +111,10 @@ class Silent:
 def job_env(repo: Path, where: Path, runtime: Path) -> dict[str, str]:
     """A `--no-python` job of `repo`'s HEAD under `where` (its checkout reused between runs, as a
     checkout that is already there costs git no less than a fresh one)."""
-    sha = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=60
-    ).stdout.strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHKIT_", "BEAKER_", "GANTRY_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as on a node: the runtime's bytecode is written once
     env.pop("VIRTUAL_ENV", None)
-    return {
-        **env,
-        "LAUNCHKIT_GIT_REMOTE": str(repo),
-        "LAUNCHKIT_GIT_COMMIT": sha,
-        "LAUNCHKIT_NO_PYTHON": "1",
-        "RESULTS_DIR": str(where / "results"),
-        "LAUNCHKIT_RUNTIME_DIR": str(where / "runtime"),
-        "LAUNCHKIT_TOOLS_DIR": str(where / "tools"),
-    }
+    return no_python_job_env(repo, where, env)
 
 
 def runtime_of(src: Path, dest: Path) -> Path:
