@@ -25,7 +25,6 @@ unwatched job, in this tree. Exit 1 if missed.
 from __future__ import annotations
 
 import argparse
-import http.server
 import os
 import resource
 import socket
@@ -38,6 +37,9 @@ import time
 from pathlib import Path
 
 from bench_startup import ROOT, baseline_src, no_python_job_env, small_repo
+
+sys.path.insert(0, str(ROOT / "tests"))
+from webhook import Receiver  # a webhook on 127.0.0.1 that answers every post at once
 
 WATCHED = '{"parent":true,"stall_timeout":600}'
 # Each setting's variables: the run's policy (runtime/node/policy.py) as the spec gives it, the webhook
@@ -69,26 +71,6 @@ for name, data in found.items():
     (dest / name).parent.mkdir(parents=True, exist_ok=True)
     (dest / name).write_bytes(data)
 """
-
-
-class Receiver:
-    """A webhook on 127.0.0.1 that answers every post at once."""
-
-    def __init__(self) -> None:
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/T0/B0/bench"
 
 
 class Silent:
