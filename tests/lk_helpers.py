@@ -209,6 +209,16 @@ def files_holding(root: Path, needle: bytes) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
+def fake_beaker_spec_env(state, exp) -> dict[str, str]:
+    """The fake Beaker's experiment `exp`: its task's environment as Beaker gives it, its values and its
+    secrets' values from the workspace."""
+    ws = state.workspaces[exp.workspace_id]
+    out = {}
+    for var in exp.tasks[0].spec["envVars"]:
+        out[var["name"]] = ws.secrets[var["secret"]].value.decode() if var.get("secret") else var["value"]
+    return out
+
+
 def processes_with(marker: str) -> list[int]:
     """Live (non-zombie) processes whose command line or local-run marker variable contains `marker`."""
     import psutil

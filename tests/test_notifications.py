@@ -11,7 +11,15 @@ import pytest
 
 from conftest import run_cli
 from launchkit.backends.local.store import home
-from lk_helpers import FAST_ENV, entrypoint, files_holding, launched_id, supervisor_gone, wait_finished
+from lk_helpers import (
+    FAST_ENV,
+    entrypoint,
+    fake_beaker_spec_env,
+    files_holding,
+    launched_id,
+    supervisor_gone,
+    wait_finished,
+)
 from webhook import (
     HOOK_PATH,
     hook_fixture,  # noqa: F401 - the `hook` fixture
@@ -95,15 +103,6 @@ def test_the_spec_names_the_secret_and_never_holds_a_webhook(repo, hook, tmp_pat
     assert r.code == 2 and "--slack-webhook-secret 'no/slash': is not a valid secret name" in r.stderr
 
 
-def _spec_env(state, exp) -> dict[str, str]:
-    """The task's environment as Beaker gives it: its values, and its secrets' values from the workspace."""
-    ws = state.workspaces[exp.workspace_id]
-    out = {}
-    for var in exp.tasks[0].spec["envVars"]:
-        out[var["name"]] = ws.secrets[var["secret"]].value.decode() if var.get("secret") else var["value"]
-    return out
-
-
 def test_the_job_posts_through_the_runtime_as_the_fake_beaker_runs_it_and_follow_does_not_repost(
     repo, fake_beaker, hook, tmp_path
 ):
@@ -124,7 +123,7 @@ def test_the_job_posts_through_the_runtime_as_the_fake_beaker_runs_it_and_follow
         ids.append(next(e for e in s.experiments.values() if e.name == name).id)
     exp = s.find_experiment(ids[0])
     job = s.start_job(exp)
-    env = {**_spec_env(s, exp), **s.job_env(job)}
+    env = {**fake_beaker_spec_env(s, exp), **s.job_env(job)}
     assert env["LAUNCHKIT_SLACK_WEBHOOK"] == hook.url  # the secret, resolved as Beaker would
     env["LAUNCHKIT_GIT_REMOTE"] = str(repo.remote)
     for name in ("RESULTS_DIR", "LAUNCHKIT_RUNTIME_DIR"):

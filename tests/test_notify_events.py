@@ -16,7 +16,15 @@ from launchkit import events
 from launchkit.backends.local.store import home
 from launchkit.runtime.node import policy
 from launchkit.runtime.node.launch import notify
-from lk_helpers import FAST_ENV, entrypoint, files_holding, launched_id, supervisor_gone, wait_finished
+from lk_helpers import (
+    FAST_ENV,
+    entrypoint,
+    fake_beaker_spec_env,
+    files_holding,
+    launched_id,
+    supervisor_gone,
+    wait_finished,
+)
 from webhook import (
     HOOK_PATH,
     hook_fixture,  # noqa: F401 - the `hook` fixture
@@ -141,15 +149,6 @@ def test_a_local_stop_and_a_secret_url_that_never_shows(repo, hook):
     assert held == [], held
 
 
-def _spec_env(state, exp) -> dict[str, str]:
-    """The task's environment as Beaker gives it: its values, and its secrets' values from the workspace."""
-    ws = state.workspaces[exp.workspace_id]
-    out = {}
-    for var in exp.tasks[0].spec["envVars"]:
-        out[var["name"]] = ws.secrets[var["secret"]].value.decode() if var.get("secret") else var["value"]
-    return out
-
-
 @pytest.mark.slow
 def test_the_fake_beakers_job_posts_through_the_real_entrypoint_what_follow_json_prints(
     repo, fake_beaker, hook, tmp_path
@@ -166,7 +165,7 @@ def test_the_fake_beakers_job_posts_through_the_real_entrypoint_what_follow_json
     exp = next(e for e in s.experiments.values() if e.name == "ev")
     assert HOOK_PATH not in json.dumps(exp.tasks[0].spec)
     job = s.start_job(exp)
-    env = {**_spec_env(s, exp), **s.job_env(job)}
+    env = {**fake_beaker_spec_env(s, exp), **s.job_env(job)}
     assert env[policy.ENV_NOTIFY] == hook.url  # the secret, resolved as Beaker would
     env["LAUNCHKIT_GIT_REMOTE"] = str(repo.remote)
     for name in ("RESULTS_DIR", "LAUNCHKIT_RUNTIME_DIR"):
