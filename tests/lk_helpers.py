@@ -204,6 +204,16 @@ def supervisor_gone(rdir: Path, timeout: float = 60) -> None:
         time.sleep(0.01)
 
 
+def stop_local_run(run_id: str, env: dict[str, str]) -> None:
+    """`launchkit stop` a local run (it must succeed), then wait until it is recorded finished and its
+    supervisor has exited (whatever either posts is posted by then)."""
+    from launchkit.backends.local.store import home
+
+    assert run_cli("stop", run_id, "--yes", env=env, timeout=60).code == 0
+    wait_finished(run_id, env)
+    supervisor_gone(home() / "runs" / run_id)
+
+
 def files_holding(root: Path, needle: bytes) -> list[str]:
     """The files below `root` whose bytes contain `needle`."""
     return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]

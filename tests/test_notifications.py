@@ -17,6 +17,7 @@ from lk_helpers import (
     fake_beaker_spec_env,
     files_holding,
     launched_id,
+    stop_local_run,
     supervisor_gone,
     wait_finished,
 )
@@ -75,9 +76,7 @@ def test_a_local_secret_webhook_and_a_stop_post_start_and_cancel_once(repo, hook
     assert r.code == 0, r.stderr
     run_id = launched_id(r.stderr)
     hook.wait_for(1)
-    assert run_cli("stop", run_id, "--yes", env=env, timeout=60).code == 0
-    wait_finished(run_id, env)
-    supervisor_gone(home() / "runs" / run_id)
+    stop_local_run(run_id, env)
     assert hook.texts == [
         f":rocket: launchkit run *{run_id}* started",
         f":octagonal_sign: launchkit run *{run_id}* was canceled by you (`launchkit stop`)",

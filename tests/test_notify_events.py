@@ -22,6 +22,7 @@ from lk_helpers import (
     fake_beaker_spec_env,
     files_holding,
     launched_id,
+    stop_local_run,
     supervisor_gone,
     wait_finished,
 )
@@ -134,9 +135,7 @@ def test_a_local_stop_and_a_secret_url_that_never_shows(repo, hook):
     assert r.code == 0, r.stderr
     run_id = launched_id(r.stderr)
     hook.wait_bodies(1)
-    assert run_cli("stop", run_id, "--yes", env=env, timeout=60).code == 0
-    wait_finished(run_id, env)
-    supervisor_gone(home() / "runs" / run_id)
+    stop_local_run(run_id, env)
     printed = run_cli("follow", run_id, "--json", env=env, timeout=60)
     got = hook.wait_bodies(2)
     assert [b["kind"] for b in got] == ["started", "canceled"], got
