@@ -363,7 +363,7 @@ LOCAL_IMPORTS = {
         ("backends/local/posts.py", stmt): "an event's words (--notify-*), when one is posted: the same"
         for stmt in (
             "from pathlib import Path",
-            "from launchkit.backends.local.backend import run_end",
+            "from launchkit.backends.local.ended import run_end",
             "from launchkit.core.runs import attempt_text",
         )
     },
