@@ -26,13 +26,21 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_startup import LIBRARIES, ROOT, baseline_src, compile_all, site_packages, small_repo, time_once
+from bench_startup import (
+    LIBRARIES,
+    ROOT,
+    baseline_src,
+    compile_all,
+    no_python_job_env,
+    site_packages,
+    small_repo,
+    time_once,
+)
 
 PARTS = ("CLI", "submit to start", "job", "end to exit")
 
@@ -49,19 +57,7 @@ def job_alone(repo: Path, where: Path, env: dict[str, str]) -> tuple[list[str], 
     sys.path.insert(0, str(ROOT / "src"))
     from bench_entrypoint import runtime_entry
 
-    sha = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=60
-    ).stdout.strip()
-    job_env = {
-        **env,
-        "LAUNCHKIT_GIT_REMOTE": str(repo),
-        "LAUNCHKIT_GIT_COMMIT": sha,
-        "LAUNCHKIT_NO_PYTHON": "1",
-        "RESULTS_DIR": str(where / "results"),
-        "LAUNCHKIT_RUNTIME_DIR": str(where / "runtime"),
-        "LAUNCHKIT_TOOLS_DIR": str(where / "tools"),
-    }
-    return ["bash", runtime_entry(where / "lk-runtime"), "echo", "hi"], job_env
+    return ["bash", runtime_entry(where / "lk-runtime"), "echo", "hi"], no_python_job_env(repo, where, env)
 
 
 def split_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, dict[str, float]]:

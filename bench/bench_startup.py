@@ -140,6 +140,23 @@ def small_repo(tmp: Path) -> Path:
     return work
 
 
+def no_python_job_env(repo: Path, where: Path, env: dict[str, str]) -> dict[str, str]:
+    """`env` with what the entrypoint of a `--no-python` job of `repo`'s HEAD reads: its checkout, and its
+    results, runtime and tools directories under `where`."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+    return {
+        **env,
+        "LAUNCHKIT_GIT_REMOTE": str(repo),
+        "LAUNCHKIT_GIT_COMMIT": sha,
+        "LAUNCHKIT_NO_PYTHON": "1",
+        "RESULTS_DIR": str(where / "results"),
+        "LAUNCHKIT_RUNTIME_DIR": str(where / "runtime"),
+        "LAUNCHKIT_TOOLS_DIR": str(where / "tools"),
+    }
+
+
 def start_fake(tmp: Path):  # -> fakebeaker.FakeBeaker
     sys.path.insert(0, str(ROOT / "tests"))
     from fakebeaker import FakeBeaker, State, scenarios

@@ -25,7 +25,6 @@ unwatched job, in this tree. Exit 1 if missed.
 from __future__ import annotations
 
 import argparse
-import http.server
 import os
 import resource
 import socket
@@ -37,7 +36,10 @@ import threading
 import time
 from pathlib import Path
 
-from bench_startup import ROOT, baseline_src, small_repo
+from bench_startup import ROOT, baseline_src, no_python_job_env, small_repo
+
+sys.path.insert(0, str(ROOT / "tests"))
+from webhook import Receiver  # a webhook on 127.0.0.1 that answers every post at once
 
 WATCHED = '{"parent":true,"stall_timeout":600}'
 # Each setting's variables: the run's policy (runtime/node/policy.py) as the spec gives it, the webhook
@@ -71,26 +73,6 @@ for name, data in found.items():
 """
 
 
-class Receiver:
-    """A webhook on 127.0.0.1 that answers every post at once."""
-
-    def __init__(self) -> None:
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/T0/B0/bench"
-
-
 class Silent:
     """A webhook on 127.0.0.1 that accepts every connection and never answers (the posts time out)."""
 
@@ -111,21 +93,10 @@ class Silent:
 def job_env(repo: Path, where: Path, runtime: Path) -> dict[str, str]:
     """A `--no-python` job of `repo`'s HEAD under `where` (its checkout reused between runs, as a
     checkout that is already there costs git no less than a fresh one)."""
-    sha = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=60
-    ).stdout.strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHKIT_", "BEAKER_", "GANTRY_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as on a node: the runtime's bytecode is written once
     env.pop("VIRTUAL_ENV", None)
-    return {
-        **env,
-        "LAUNCHKIT_GIT_REMOTE": str(repo),
-        "LAUNCHKIT_GIT_COMMIT": sha,
-        "LAUNCHKIT_NO_PYTHON": "1",
-        "RESULTS_DIR": str(where / "results"),
-        "LAUNCHKIT_RUNTIME_DIR": str(where / "runtime"),
-        "LAUNCHKIT_TOOLS_DIR": str(where / "tools"),
-    }
+    return no_python_job_env(repo, where, env)
 
 
 def runtime_of(src: Path, dest: Path) -> Path:

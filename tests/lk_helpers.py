@@ -193,6 +193,42 @@ def wait_finished(run_id: str, env: dict[str, str], timeout: float = 120) -> dic
     raise AssertionError(f"{run_id} did not finish in {timeout}s")
 
 
+def supervisor_gone(rdir: Path, timeout: float = 60) -> None:
+    """Until the supervisor of the local run in `rdir` has exited (it holds the run's lock until then;
+    whatever it posts is posted by then). The timeout only ends a hang."""
+    from launchkit.backends.local import record
+
+    deadline = time.monotonic() + scaled(timeout)
+    while record.supervisor_alive(rdir):
+        assert time.monotonic() < deadline, f"the supervisor of {rdir.name} never exited"
+        time.sleep(0.01)
+
+
+def stop_local_run(run_id: str, env: dict[str, str]) -> None:
+    """`launchkit stop` a local run (it must succeed), then wait until it is recorded finished and its
+    supervisor has exited (whatever either posts is posted by then)."""
+    from launchkit.backends.local.store import home
+
+    assert run_cli("stop", run_id, "--yes", env=env, timeout=60).code == 0
+    wait_finished(run_id, env)
+    supervisor_gone(home() / "runs" / run_id)
+
+
+def files_holding(root: Path, needle: bytes) -> list[str]:
+    """The files below `root` whose bytes contain `needle`."""
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def fake_beaker_spec_env(state, exp) -> dict[str, str]:
+    """The fake Beaker's experiment `exp`: its task's environment as Beaker gives it, its values and its
+    secrets' values from the workspace."""
+    ws = state.workspaces[exp.workspace_id]
+    out = {}
+    for var in exp.tasks[0].spec["envVars"]:
+        out[var["name"]] = ws.secrets[var["secret"]].value.decode() if var.get("secret") else var["value"]
+    return out
+
+
 def processes_with(marker: str) -> list[int]:
     """Live (non-zombie) processes whose command line or local-run marker variable contains `marker`."""
     import psutil

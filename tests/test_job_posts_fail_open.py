@@ -15,14 +15,12 @@ from pathlib import Path
 import pytest
 
 from launchkit.runtime.node.launch import notify
-from webhook import HOOK_PATH, Receiver, Redirect, Trickle
-
-
-@pytest.fixture
-def hook():
-    r = Receiver()
-    yield r
-    r.close()
+from webhook import (
+    HOOK_PATH,
+    Redirect,
+    Trickle,
+    hook_fixture,  # noqa: F401 - the `hook` fixture
+)
 
 
 def launch(tmp_path: Path, code: str, url: str) -> tuple[int, str, str]:
@@ -81,6 +79,7 @@ def test_a_post_has_one_deadline_for_connect_send_and_read():
         ("https://h:99999/x", "host or port is not valid"),
         ("https://h:0/x", "port is not in 1-65535"),
         ("https:///x", "host is not valid"),
+        ("http://hooks.slack.com/services/T0/B0/x", "plain http is only for 127.0.0.1 or localhost"),
     ],
 )
 def test_a_webhook_that_cannot_be_posted_to_is_one_warning_and_the_job_ends_as_its_command(

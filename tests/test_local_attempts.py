@@ -148,6 +148,15 @@ def test_a_retry_is_an_attempt_and_its_success_is_the_run_s(repo, env, tmp_path)
     listed = next(x for x in _json("list", "--local", env=env) if x["id"] == run_id)
     assert (listed["status"], listed["exit_code"], listed["attempts"]) == ("succeeded", 0, 2)
     assert end == f"{run_id} {listed['end']['line']}; {listed['end']['fix']}", listed
+
+    # following it again, ended (text and --json alike): its retry is told as past
+    for json_flag in ((), ("--json",)):
+        again = run_cli("follow", run_id, *json_flag, env=env, timeout=60)
+        assert again.code == 0, again.stderr
+        assert "attempt 1 failed with exit code 3; it was retried (retry 1 of 2)" in again.stderr, (
+            again.stderr
+        )
+        assert "it is retried" not in again.stderr, again.stderr
     assert f"`launchkit logs {run_id} --attempt 1`" in end
     first = run_cli("logs", run_id, "--attempt", "1", env=env, timeout=60)
     assert first.code == 0 and first.stdout.endswith("first attempt fails\n"), first.stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from inproc import run_main
-from lk_helpers import FAST_ENV, launched_id, processes_with
+from lk_helpers import FAST_ENV, launched_id, processes_with, supervisor_gone
 from timescale import scaled
 
 pytestmark = pytest.mark.timeout(360)
@@ -49,16 +49,6 @@ def wait_for_file(path: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + scaled(timeout)
     while not path.exists():
         assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.01)
-
-
-def supervisor_gone(rdir: Path, timeout: float = 60) -> None:
-    """Until the run's supervisor has exited (it holds the run's lock until then)."""
-    from launchkit.backends.local import record
-
-    deadline = time.monotonic() + scaled(timeout)
-    while record.supervisor_alive(rdir):
-        assert time.monotonic() < deadline, f"the supervisor of {rdir.name} never exited"
         time.sleep(0.01)
 
 

@@ -6,43 +6,31 @@ spec, the logs, the run's files and the command's environment. Real processes: a
 from __future__ import annotations
 
 import re
-import time
-from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
-from lk_helpers import FAST_ENV, entrypoint, launched_id, wait_finished
-from timescale import scaled
-from webhook import HOOK_PATH, Receiver
+from launchkit.backends.local.store import home
+from lk_helpers import (
+    FAST_ENV,
+    entrypoint,
+    fake_beaker_spec_env,
+    files_holding,
+    launched_id,
+    stop_local_run,
+    supervisor_gone,
+    wait_finished,
+)
+from webhook import (
+    HOOK_PATH,
+    hook_fixture,  # noqa: F401 - the `hook` fixture
+)
 
 pytestmark = pytest.mark.slow  # end-to-end: real processes, bash, git
 
 WS = "ai2/launchkit"
 # prints its environment (for the checks), one progress line, then nothing: the watchdog stops it
 STALLS = "env; echo step 1; exec sleep 600"
-
-
-@pytest.fixture
-def hook():
-    r = Receiver()
-    yield r
-    r.close()
-
-
-def _supervisor_gone(run_id: str, timeout: float = 60) -> None:
-    """Until the run's supervisor has exited (whatever it posts is posted by then)."""
-    from launchkit.backends.local import record
-    from launchkit.backends.local.store import home
-
-    deadline = time.monotonic() + scaled(timeout)
-    while record.supervisor_alive(home() / "runs" / run_id):
-        assert time.monotonic() < deadline, "the supervisor never exited"
-        time.sleep(0.02)
-
-
-def _files_hold(root: Path, needle: bytes) -> list[str]:
-    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
 def test_an_unfollowed_local_job_that_stalls_posts_its_start_and_its_end_once(repo, hook):
@@ -58,7 +46,7 @@ def test_an_unfollowed_local_job_that_stalls_posts_its_start_and_its_end_once(re
     assert hook.url not in r.stderr and "--follow" not in r.stderr, r.stderr  # no "add --follow" hint
     run_id = launched_id(r.stderr)
     assert wait_finished(run_id, FAST_ENV)["exit_code"] == 124
-    _supervisor_gone(run_id)
+    supervisor_gone(home() / "runs" / run_id)
     why = run_cli("why", run_id, env=FAST_ENV, timeout=60).stdout
     assert f"{run_id} stopped by launchkit: no progress for 2s (last: step 1 at " in why, why
     started, ended = hook.texts  # exactly two
@@ -72,9 +60,7 @@ def test_an_unfollowed_local_job_that_stalls_posts_its_start_and_its_end_once(re
     # (c) nowhere to be read: the command's environment (it printed it), its log, the run's files
     log = run_cli("logs", run_id, env=FAST_ENV, timeout=60).stdout
     assert "step 1" in log and "LAUNCHKIT_SLACK_WEBHOOK" not in log and HOOK_PATH not in log
-    from launchkit.backends.local.store import home
-
-    assert _files_hold(home(), HOOK_PATH.encode()) == []
+    assert files_holding(home(), HOOK_PATH.encode()) == []
 
 
 def test_a_local_secret_webhook_and_a_stop_post_start_and_cancel_once(repo, hook):
@@ -90,9 +76,7 @@ def test_a_local_secret_webhook_and_a_stop_post_start_and_cancel_once(repo, hook
     assert r.code == 0, r.stderr
     run_id = launched_id(r.stderr)
     hook.wait_for(1)
-    assert run_cli("stop", run_id, "--yes", env=env, timeout=60).code == 0
-    wait_finished(run_id, env)
-    _supervisor_gone(run_id)
+    stop_local_run(run_id, env)
     assert hook.texts == [
         f":rocket: launchkit run *{run_id}* started",
         f":octagonal_sign: launchkit run *{run_id}* was canceled by you (`launchkit stop`)",
@@ -118,15 +102,6 @@ def test_the_spec_names_the_secret_and_never_holds_a_webhook(repo, hook, tmp_pat
     assert r.code == 2 and "--slack-webhook-secret 'no/slash': is not a valid secret name" in r.stderr
 
 
-def _spec_env(state, exp) -> dict[str, str]:
-    """The task's environment as Beaker gives it: its values, and its secrets' values from the workspace."""
-    ws = state.workspaces[exp.workspace_id]
-    out = {}
-    for var in exp.tasks[0].spec["envVars"]:
-        out[var["name"]] = ws.secrets[var["secret"]].value.decode() if var.get("secret") else var["value"]
-    return out
-
-
 def test_the_job_posts_through_the_runtime_as_the_fake_beaker_runs_it_and_follow_does_not_repost(
     repo, fake_beaker, hook, tmp_path
 ):
@@ -147,7 +122,7 @@ def test_the_job_posts_through_the_runtime_as_the_fake_beaker_runs_it_and_follow
         ids.append(next(e for e in s.experiments.values() if e.name == name).id)
     exp = s.find_experiment(ids[0])
     job = s.start_job(exp)
-    env = {**_spec_env(s, exp), **s.job_env(job)}
+    env = {**fake_beaker_spec_env(s, exp), **s.job_env(job)}
     assert env["LAUNCHKIT_SLACK_WEBHOOK"] == hook.url  # the secret, resolved as Beaker would
     env["LAUNCHKIT_GIT_REMOTE"] = str(repo.remote)
     for name in ("RESULTS_DIR", "LAUNCHKIT_RUNTIME_DIR"):
@@ -190,7 +165,7 @@ def test_a_local_job_that_fails_before_its_command_is_posted_by_the_supervisor(r
     assert r.code == 0, r.stderr
     run_id = launched_id(r.stderr)
     assert wait_finished(run_id, FAST_ENV)["exit_code"] == 103
-    _supervisor_gone(run_id)
+    supervisor_gone(home() / "runs" / run_id)
     assert hook.texts == [
         f":x: launchkit run *{run_id}* failed with exit code 103: the --pre-setup hook failed; "
         f"see why: `launchkit why {run_id}`"

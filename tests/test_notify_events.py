@@ -6,7 +6,6 @@ the receiver gets equals what `follow --json` prints for the same run. Real proc
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -17,20 +16,24 @@ from launchkit import events
 from launchkit.backends.local.store import home
 from launchkit.runtime.node import policy
 from launchkit.runtime.node.launch import notify
-from lk_helpers import FAST_ENV, entrypoint, launched_id, wait_finished
-from timescale import scaled
-from webhook import HOOK_PATH, Receiver
+from lk_helpers import (
+    FAST_ENV,
+    entrypoint,
+    fake_beaker_spec_env,
+    files_holding,
+    launched_id,
+    stop_local_run,
+    supervisor_gone,
+    wait_finished,
+)
+from webhook import (
+    HOOK_PATH,
+    hook_fixture,  # noqa: F401 - the `hook` fixture
+)
 
 WS = "ai2/launchkit"
 # prints its environment (for the checks), a progress line, then ends with the code it is given
 TRAINS = "env; echo '[step=5/10] loss=1.5'; exit ${1:-0}"
-
-
-@pytest.fixture
-def hook():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def _same(bodies: list[dict]) -> list[tuple]:
@@ -39,15 +42,6 @@ def _same(bodies: list[dict]) -> list[tuple]:
 
 def _printed(out: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
-
-
-def _supervisor_gone(run_id: str, timeout: float = 60) -> None:
-    from launchkit.backends.local import record
-
-    deadline = time.monotonic() + scaled(timeout)
-    while record.supervisor_alive(home() / "runs" / run_id):
-        assert time.monotonic() < deadline, "the supervisor never exited"
-        time.sleep(0.02)
 
 
 # ---- refused at launch, in one line (exit 2) -------------------------------------------------------
@@ -121,7 +115,7 @@ def test_a_local_run_posts_what_follow_json_prints(repo, hook, code):
     assert r.code == 0, r.stderr
     run_id = launched_id(r.stderr)
     wait_finished(run_id, FAST_ENV)
-    _supervisor_gone(run_id)
+    supervisor_gone(home() / "runs" / run_id)
     printed = run_cli("follow", run_id, "--json", env=FAST_ENV, timeout=60)
     assert printed.code == code, printed.stderr
     got = hook.wait_bodies(3)
@@ -141,9 +135,7 @@ def test_a_local_stop_and_a_secret_url_that_never_shows(repo, hook):
     assert r.code == 0, r.stderr
     run_id = launched_id(r.stderr)
     hook.wait_bodies(1)
-    assert run_cli("stop", run_id, "--yes", env=env, timeout=60).code == 0
-    wait_finished(run_id, env)
-    _supervisor_gone(run_id)
+    stop_local_run(run_id, env)
     printed = run_cli("follow", run_id, "--json", env=env, timeout=60)
     got = hook.wait_bodies(2)
     assert [b["kind"] for b in got] == ["started", "canceled"], got
@@ -152,17 +144,8 @@ def test_a_local_stop_and_a_secret_url_that_never_shows(repo, hook):
     assert "ready" in log and policy.ENV_NOTIFY not in log and HOOK_PATH not in log, log
     assert "LK_TEST_EVENTS=" not in log  # the command does not inherit the secret's variable either
     assert HOOK_PATH not in r.stdout + r.stderr
-    held = [str(p) for p in Path(home()).rglob("*") if p.is_file() and HOOK_PATH.encode() in p.read_bytes()]
+    held = files_holding(Path(home()), HOOK_PATH.encode())
     assert held == [], held
-
-
-def _spec_env(state, exp) -> dict[str, str]:
-    """The task's environment as Beaker gives it: its values, and its secrets' values from the workspace."""
-    ws = state.workspaces[exp.workspace_id]
-    out = {}
-    for var in exp.tasks[0].spec["envVars"]:
-        out[var["name"]] = ws.secrets[var["secret"]].value.decode() if var.get("secret") else var["value"]
-    return out
 
 
 @pytest.mark.slow
@@ -181,7 +164,7 @@ def test_the_fake_beakers_job_posts_through_the_real_entrypoint_what_follow_json
     exp = next(e for e in s.experiments.values() if e.name == "ev")
     assert HOOK_PATH not in json.dumps(exp.tasks[0].spec)
     job = s.start_job(exp)
-    env = {**_spec_env(s, exp), **s.job_env(job)}
+    env = {**fake_beaker_spec_env(s, exp), **s.job_env(job)}
     assert env[policy.ENV_NOTIFY] == hook.url  # the secret, resolved as Beaker would
     env["LAUNCHKIT_GIT_REMOTE"] = str(repo.remote)
     for name in ("RESULTS_DIR", "LAUNCHKIT_RUNTIME_DIR"):

@@ -160,7 +160,7 @@ def test_list_why_and_the_supervisor_bound_their_matching_of_a_catastrophic_patt
     assert last_progress(records, [CATASTROPHIC]) is None  # given up after its budget, not hung
     compiled = watchdog.progress_patterns([CATASTROPHIC])
     assert watchdog.progress_of([raw for _, raw in records], compiled, True) is None  # (local retry.py)
-    assert attempt_progress([b"step 1\n"], [BAD_LINE.encode()], [CATASTROPHIC])[1] is None
+    assert attempt_progress([(None, b"step 1")], [(None, BAD_LINE.encode())], [CATASTROPHIC])[1] is None
     assert matching.scan(["step 1", "step 2"], compiled, budget=60) == (
         (0, "step 1", 1.0),
         (1, "step 2", 2.0),
@@ -171,9 +171,9 @@ def test_the_users_patterns_matched_apart_find_the_first_and_newest_progress_and
     got = last_progress([(None, b"step 1"), (7 * 10**18, b"step 2\rstep 3"), (None, b"x")], [r"^step \d+"])
     assert got is not None and got.text == "step 3" and got.at is not None and got.at.year == 2191
     first, last = attempt_progress(
-        [b"setup\n", b"iter 3 of 9\n"], [b"iter 7 of 9\n"], [r"iter (?P<step>\d+)"]
+        [(1, b"setup"), (2 * 10**18, b"iter 3 of 9")], [(3 * 10**18, b"iter 7 of 9")], [r"iter (?P<step>\d+)"]
     )
-    assert first is not None and (first.text, first.step) == ("iter 3", 3.0)
-    assert last is not None and (last.text, last.step) == ("iter 7", 7.0)
+    assert first is not None and (first.text, first.step, first.at.year) == ("iter 3", 3.0, 2033)  # type: ignore[union-attr]
+    assert last is not None and (last.text, last.step, last.at.year) == ("iter 7", 7.0, 2065)  # type: ignore[union-attr]
     default = last_progress([(None, b"[step=3/9] a")], ())
     assert default is not None and default.text == "step=3/9"

@@ -15,16 +15,9 @@ import pytest
 from conftest import run_cli
 from launchkit.runtime.node.launch import notify
 from lk_helpers import FAST_ENV, launched_id, policy_env
-from webhook import Receiver
+from webhook import hook_fixture  # noqa: F401 - the `hook` fixture
 
 SECRET = "s3cr3t-Value-4242"
-
-
-@pytest.fixture
-def hook():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def test_the_jobs_stall_post_masks_a_secret_its_progress_line_quoted(tmp_path, hook):

@@ -68,8 +68,10 @@ def test_the_note_compares_each_replica_with_its_own_attempt_before():
     assert resume_note([d(1, 0, 12639), d(2, 12640, 12700)]) is None  # resumed
     assert resume_note([d(1, 0, 12639, replica=1), d(2, 0, 5, replica=0)]) is None  # another replica's
     assert resume_note([d(1, 0, None), d(2, 0, 5)]) is None  # nothing known of attempt 1
-    first, last = attempt_progress([b"setup\n", b"[step=3/9] a\n"], [b"[step=7/9] b\r[step=8/9] c\n"], ())
+    head, tail = [(None, b"setup"), (10**18, b"[step=3/9] a")], [(None, b"[step=7/9] b\r[step=8/9] c")]
+    first, last = attempt_progress(head, tail, ())
     assert (first.step, last.step, last.text) == (3.0, 8.0, "step=8/9")  # type: ignore[union-attr]
+    assert (first.at.year, last.at) == (2001, None)  # type: ignore[union-attr]: each with its own line's time
 
 
 # -- the runtime: the check on the node ----------------------------------------------------------------
@@ -218,6 +220,8 @@ def test_local_a_retry_from_step_0_is_told_in_follow_why_and_list(repo, env):
     last = detail[0]["last_progress"]
     assert (last["text"], last["step"]) == ("step=12639/20000", 12639.0) and last["at"].startswith("20")
     assert detail[1]["first_progress"]["step"] == 0.0 and detail[1]["last_progress"]["step"] == 1.0
+    first_at, last_at = detail[1]["first_progress"]["at"], detail[1]["last_progress"]["at"]
+    assert first_at and first_at.startswith("20") and first_at <= last_at, detail[1]  # each line's own time
     assert all(d["gpu_hours"] == 0 for d in detail)  # no GPUs here: known, and zero
 
 
@@ -274,6 +278,8 @@ def test_beaker_why_reads_every_attempt_and_tells_a_retry_from_step_0(repo, fake
         (2, None, None),
     ]
     assert detail[0]["last_progress"]["step"] == 12639.0 and detail[1]["first_progress"]["step"] == 0.0
+    first_at, last_at = detail[1]["first_progress"]["at"], detail[1]["last_progress"]["at"]
+    assert first_at and first_at.startswith("20") and first_at <= last_at, detail[1]  # each line's own time
 
 
 @pytest.mark.parametrize(

@@ -64,6 +64,14 @@ def test_a_failed_attempt_with_budget_left_keeps_the_run_going_until_grace_passe
     assert attempt_line(view, view.parts[0].attempts[0]) == (
         "attempt 1 failed with exit code 3; it is retried (retry 1 of 2)"
     )
+    waited = RunView.of([job("1", F, code=3, t=0).model_copy(update={"retry_delay": 4.0})], allowed_retries=2)
+    assert attempt_line(waited, waited.parts[0].attempts[0]).endswith("; it is retried in 4 s (retry 1 of 2)")
+    # told once the run ended (follow replaying it): the retry is past, its wait is not told
+    done = RunView.of([job("1", F, code=3, t=0).model_copy(update={"retry_delay": 4.0}), job("2", S, t=5, of="1")],
+                      allowed_retries=2)  # fmt: skip
+    assert attempt_line(done, done.parts[0].attempts[0], ended=True) == (
+        "attempt 1 failed with exit code 3; it was retried (retry 1 of 2)"
+    )
     late = outcome(view, now=100.0, grace=30.0)  # no retry came: the failure stands
     assert (late.going, late.state, late.exit_code) == (False, RunStatus.failed, 3)
     assert not outcome(RunView.of([job("1", F, code=3)])).going  # no budget: ends at once

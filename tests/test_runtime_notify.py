@@ -17,14 +17,11 @@ import pytest
 from launchkit.notify import posted_by_job
 from launchkit.runtime.node.launch import notify
 from lk_helpers import policy_env
-from webhook import HOOK_PATH, Holding, Receiver
-
-
-@pytest.fixture
-def hook():
-    r = Receiver()
-    yield r
-    r.close()
+from webhook import (
+    HOOK_PATH,
+    Holding,
+    hook_fixture,  # noqa: F401 - the `hook` fixture
+)
 
 
 def launch(tmp_path: Path, code: str, url: str, **env: str) -> subprocess.Popen[str]:

@@ -20,16 +20,9 @@ from launchkit.notify import SweepDigest
 from launchkit.runtime.node import policy
 from launchkit.runtime.node.launch import notify
 from lk_helpers import FAST_ENV, entrypoint
-from webhook import Receiver
+from webhook import hook_fixture  # noqa: F401 - the `hook` fixture
 
 WS = "ai2/launchkit"
-
-
-@pytest.fixture
-def hook():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def _states(**counts: int) -> list[TaskState]:

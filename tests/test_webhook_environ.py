@@ -9,7 +9,10 @@ import pytest
 
 from conftest import run_cli
 from lk_helpers import FAST_ENV, launched_id, wait_finished
-from webhook import HOOK_PATH, Receiver
+from webhook import (
+    HOOK_PATH,
+    hook_fixture,  # noqa: F401 - the `hook` fixture
+)
 
 pytestmark = pytest.mark.slow  # end-to-end: real processes, bash, git
 
@@ -30,13 +33,6 @@ while pid > 1:
     pid = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("PPid:")))
 print("ANCESTORS", len(seen), "HELD", held, flush=True)
 """
-
-
-@pytest.fixture
-def hook():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.mark.parametrize("how", ["url", "secret"])

@@ -8,9 +8,14 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from typing import TypeVar
+
+import pytest
 
 from timescale import scaled
 
+T = TypeVar("T")
 HOOK_PATH = "/services/T000/B000/lk-never-shown"  # the part of a webhook that must never be shown
 
 
@@ -46,23 +51,33 @@ class Receiver:
 
     def wait_for(self, n: int, timeout: float = 60) -> list[str]:
         """Until `n` posts arrived (the timeout only ends a hang)."""
-        deadline = time.monotonic() + scaled(timeout)
-        while len(self.texts) < n:
-            assert time.monotonic() < deadline, f"only {self.texts}"
-            time.sleep(0.02)
-        return list(self.texts)
+        return _wait_count(self.texts, n, timeout)
 
     def wait_bodies(self, n: int, timeout: float = 60) -> list[dict]:
         """Until `n` JSON objects arrived (the timeout only ends a hang)."""
-        deadline = time.monotonic() + scaled(timeout)
-        while len(self.bodies) < n:
-            assert time.monotonic() < deadline, f"only {self.bodies}"
-            time.sleep(0.02)
-        return list(self.bodies)
+        return _wait_count(self.bodies, n, timeout)
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _wait_count(got: list[T], n: int, timeout: float) -> list[T]:
+    """A copy of `got` once it holds `n` items (filled by the server's threads; the timeout, scaled,
+    only ends a hang)."""
+    deadline = time.monotonic() + scaled(timeout)
+    while len(got) < n:
+        assert time.monotonic() < deadline, f"only {got}"
+        time.sleep(0.02)
+    return list(got)
+
+
+@pytest.fixture(name="hook")
+def hook_fixture() -> Iterator[Receiver]:
+    """`hook`: a Receiver for one test, closed after it (a test module imports this to use it)."""
+    r = Receiver()
+    yield r
+    r.close()
 
 
 class Trickle:

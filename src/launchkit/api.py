@@ -42,7 +42,7 @@ from launchkit.errors import UsageError, from_exception
 from launchkit.events import Event
 from launchkit.launch import Launch, plan, submit
 from launchkit.masking import masked
-from launchkit.runtime.node.launch.notify import events_url_problem, url_problem
+from launchkit.runtime.node.launch.notify import url_problem
 
 __all__ = [
     "ALL_COMPLETED",
@@ -383,7 +383,7 @@ def _digest(runs: Sequence[Run], slack: str | None, events: str | None, every: f
     first = runs[0]
     label = f"launchkit sweep of {len(runs)} runs ({first.info.name}, ...)"
     for name, url in (("slack_webhook_url", slack), ("notify_url", events)):
-        problem = None if url is None else (events_url_problem if name == "notify_url" else url_problem)(url)
+        problem = None if url is None else url_problem(url)
         if problem is not None:
             raise UsageError(f"{name} {url_host_only(str(url))}: {problem}", hint="give an https:// URL")
     if slack or events:

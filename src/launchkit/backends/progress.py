@@ -10,6 +10,7 @@ per log read (a pattern that backtracks for ever shows no progress instead of ha
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable, Sequence
 
 from launchkit.backends.protocol import AttemptDetail, Progress, StepProgress
@@ -19,7 +20,6 @@ from launchkit.runtime.node.launch.watchdog import (
     Resume,
     fmt_secs,
     not_resuming,
-    progress_of,
     progress_patterns,
 )
 
@@ -48,18 +48,8 @@ def last_progress(records: Iterable[tuple[int | None, bytes]], patterns: Sequenc
         compiled = progress_patterns(patterns)
     except ValueError:
         return None
-    lines = [
-        (ns, part.decode("utf-8", "replace"))
-        for ns, raw in records
-        if not raw.startswith(OWN_LINE)  # the runtime's own (it may name a step): not the command's progress
-        for part in raw.replace(b"\r", b"\n").split(b"\n")  # a progress bar's redraws
-    ]
-    hit = matching.scan([line for _, line in lines], compiled)[1]
-    if hit is None:
-        return None
-    ns = lines[hit[0]][0]
-    at = dt.datetime.fromtimestamp(ns / 1e9, dt.UTC) if ns else None
-    return Progress(text=_plain(hit[1]), at=at)
+    got = _step_progress(records, compiled, True)
+    return None if got is None else Progress(text=got.text, at=got.at)
 
 
 def _plain(text: str) -> str:
@@ -67,27 +57,38 @@ def _plain(text: str) -> str:
     return "".join(c for c in text if c.isprintable()).strip() or "?"
 
 
+Records = Iterable[tuple[int | None, bytes]]  # (when logged, ns since the epoch or None; the raw line)
+
+
 def attempt_progress(
-    head: Iterable[bytes], tail: Iterable[bytes], patterns: Sequence[str], times: Iterable[int | None] = ()
+    head: Records, tail: Records, patterns: Sequence[str]
 ) -> tuple[StepProgress | None, StepProgress | None]:
-    """An attempt's (first, last) progress from its log's first and last lines (the watchdog's
-    matcher and steps); (None, None) when the patterns are not valid. `times`: the tail's lines' (ns
-    since the epoch), for when the last was logged."""
+    """An attempt's (first, last) progress, each with when it was logged, from its log's first and last
+    records, oldest first (the watchdog's matcher and steps); (None, None) when the patterns are not
+    valid."""
     try:
         compiled = progress_patterns(patterns)
     except ValueError:
         return None, None
-    tail = list(tail)
-    first, last = progress_of(head, compiled, False), progress_of(tail, compiled, True)
-    at = None
-    stamps = list(times)
-    if last is not None and len(stamps) == len(tail):
-        newest = last_progress(zip(stamps, tail, strict=True), patterns)
-        at = newest.at if newest is not None else None
-    return (
-        None if first is None else StepProgress(text=_plain(first[0]), step=first[1]),
-        None if last is None else StepProgress(text=_plain(last[0]), step=last[1], at=at),
-    )
+    return _step_progress(head, compiled, False), _step_progress(tail, compiled, True)
+
+
+def _step_progress(
+    records: Records, compiled: Sequence[re.Pattern[str]], newest: bool
+) -> StepProgress | None:
+    """The first (or `newest`) progress of `records` with its time, as watchdog.progress_of finds it."""
+    parts = [
+        (ns, part.decode("utf-8", "replace"))
+        for ns, raw in records
+        if not raw.startswith(OWN_LINE)  # the runtime's own (it may name a step): not the command's progress
+        for part in raw.replace(b"\r", b"\n").split(b"\n")  # a progress bar's redraws
+    ]
+    hit = matching.scan([line for _, line in parts], compiled)[1 if newest else 0]
+    if hit is None:
+        return None
+    ns = parts[hit[0]][0]
+    at = dt.datetime.fromtimestamp(ns / 1e9, dt.UTC) if ns else None
+    return StepProgress(text=_plain(hit[1]), step=hit[2], at=at)
 
 
 def first_stalled(details: Iterable[AttemptDetail], replicas: int) -> str | None:

@@ -8,12 +8,16 @@ import sys
 
 import typer
 
-from launchkit.application import Application
+from launchkit.application import Application, OutputFormat
 
 
-def get_app(ctx: typer.Context) -> Application:
-    """The invocation's Application (a default one when a command is invoked without `main()`)."""
-    return ctx.ensure_object(Application)
+def get_app(ctx: typer.Context, as_json: bool = False) -> Application:
+    """The invocation's Application (a default one when a command is invoked without `main()`);
+    `as_json`: the command's --json, which makes its output JSON."""
+    app = ctx.ensure_object(Application)
+    if as_json:
+        app.output_format = OutputFormat.json
+    return app
 
 
 def stdout_closed() -> int:

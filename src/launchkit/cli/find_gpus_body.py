@@ -7,7 +7,6 @@ import sys
 
 import typer
 
-from launchkit.application import OutputFormat
 from launchkit.backends import Capability, require
 from launchkit.cli.backend_choice import choose
 from launchkit.cli.completing import remember_clusters
@@ -28,9 +27,7 @@ def find_gpus(
     local: bool,
 ) -> None:
     """`launchkit find-gpus` (cli/find_gpus_cmd.py declares its options)."""
-    app = get_app(ctx)
-    if as_json:
-        app.output_format = OutputFormat.json
+    app = get_app(ctx, as_json)
     b = choose(app, backend, local, workspace=workspace)
     require(b, Capability.gpu_filters, gpu_type=gpu_type, all=show_all, gpus=gpus, replicas=replicas > 1)
     if replicas > 1 and gpus is None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import typer
 
-from launchkit.application import OutputFormat
 from launchkit.backends import Capability, require
 from launchkit.cli.backend_choice import choose_listing
 from launchkit.cli.context import get_app
@@ -73,9 +72,7 @@ def list_runs(
             )
         except Exception:  # noqa: BLE001 - any parse failure is a usage error
             raise UsageError(f"invalid --max-age {max_age!r}", hint="use e.g. 7d, 12h, 30m") from None
-    app = get_app(ctx)
-    if as_json:
-        app.output_format = OutputFormat.json
+    app = get_app(ctx, as_json)
     b = choose_listing(app, backend, local, workspace)
     if Capability.service_statuses not in b.capabilities:  # Beaker's own names too (gantry's)
         try:

@@ -7,7 +7,6 @@ import sys
 
 import typer
 
-from launchkit.application import OutputFormat
 from launchkit.cli.backend_choice import choose_listing
 from launchkit.cli.context import get_app
 from launchkit.cli.table import print_table
@@ -26,9 +25,7 @@ def stats(
     local: bool,
 ) -> None:
     """`launchkit stats` (cli/stats_cmd.py declares its options)."""
-    app = get_app(ctx)
-    if as_json:
-        app.output_format = OutputFormat.json
+    app = get_app(ctx, as_json)
     b = choose_listing(app, backend, local, workspace)  # no credentials: this machine's runs
     runs = [b.phases(r, where=True) for r in b.list_runs(limit=last)]
     summary = ph.summary([(r.cluster or NOT_PLACED, r.phases, r.gpu_hours) for r in runs])

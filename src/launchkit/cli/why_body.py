@@ -8,7 +8,6 @@ import sys
 
 import typer
 
-from launchkit.application import OutputFormat
 from launchkit.backends import RunInfo, RunStatus
 from launchkit.backends.ending import WATCHDOG_STOP, describe
 from launchkit.backends.progress import first_stalled, resume_note
@@ -24,9 +23,7 @@ def why(
     ctx: typer.Context, run_id: str | None, latest: bool, as_json: bool, backend: str | None, local: bool
 ) -> None:
     """`launchkit why` (cli/why_cmd.py declares its options)."""
-    app = get_app(ctx)
-    if as_json:
-        app.output_format = OutputFormat.json
+    app = get_app(ctx, as_json)
     b, run = resolve_run(app, backend, local, run_id, latest, full=True)  # --latest: as `why ID` reads it
     if run.status == RunStatus.running:
         run = run.model_copy(update={"progress": b.progress(run)})

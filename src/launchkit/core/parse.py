@@ -42,7 +42,7 @@ from launchkit.core.units import MAX_COUNT, MAX_UINT32, UnitError, parse_duratio
 from launchkit.errors import UsageError
 from launchkit.runtime import RUNTIME_MOUNT
 from launchkit.runtime.node.launch import matching, stallbudget
-from launchkit.runtime.node.launch.notify import events_url_problem, url_problem
+from launchkit.runtime.node.launch.notify import url_problem
 from launchkit.userfile import ENV_FILE_LIMIT, read_user_file
 
 if TYPE_CHECKING:
@@ -809,7 +809,7 @@ def _notify(opts: _Options, given: dict[str, Any]) -> tuple[str | None, str | No
     if url is None:
         return None, None
     url = str(url)
-    problem = events_url_problem(url)
+    problem = url_problem(url)
     if problem is not None:
         raise UsageError(
             f"{where} {url_host_only(url)}: {problem}",

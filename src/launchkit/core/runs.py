@@ -479,9 +479,10 @@ def logs_args(view: RunView, where: Where | None) -> list[str]:
     return args
 
 
-def attempt_line(view: RunView, job: Job) -> str | None:
+def attempt_line(view: RunView, job: Job, *, ended: bool = False) -> str | None:
     """While following: one line when an attempt ends and another comes, e.g. `replica 1 of 2:
-    attempt 1 failed with exit code 3; Beaker retries it (retry 1 of 2)`; None when nothing follows."""
+    attempt 1 failed with exit code 3; it is retried in 1 s (retry 1 of 2)`; None when nothing follows.
+    `ended`: the run had ended when this is told (a replay): the retry is told as past, without its wait."""
     found = view.find(job.id)
     if found is None or not job.state.finished:
         return None
@@ -489,7 +490,7 @@ def attempt_line(view: RunView, job: Job) -> str | None:
     name = view.name(part)
     head = (f"{name}: " if name else "") + f"attempt {job.attempt} {describe_job(job)}"
     if job.stop is not None and job.stop.resumes:
-        return head + "; it resumes as a new attempt"
+        return head + ("; it resumed as a new attempt" if ended else "; it resumes as a new attempt")
     if job.spends_retry and view.allowed_retries:
         if part.latest is job:  # its retry is still to come
             used = view.retries_used + 1
@@ -497,6 +498,8 @@ def attempt_line(view: RunView, job: Job) -> str | None:
             done = [j for p in view.parts for j in p.attempts[:-1] if j.spends_retry]
             used = sum(1 for j in done if (j.finished or 0) <= (job.finished or 0))
         if used <= view.allowed_retries:
+            if ended:
+                return head + f"; it was retried (retry {used} of {view.allowed_retries})"
             after = f" in {_seconds(job.retry_delay)}" if job.retry_delay else ""
             return head + f"; it is retried{after} (retry {used} of {view.allowed_retries})"
     return None

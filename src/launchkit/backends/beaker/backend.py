@@ -26,7 +26,6 @@ from launchkit.backends.beaker.client import Connection
 from launchkit.backends.beaker.logs import (
     Flusher,
     command_started,
-    head_lines,
     head_records,
     stream_job,
     tail_records,
@@ -737,10 +736,10 @@ class BeakerBackend:
         pb_jobs = {j.id: j for _, _, js in rows for j in js}
         started = [j for j in pb_jobs.values() if j.status.HasField("started")]
 
-        def ends(job: Any) -> tuple[list[bytes], list[tuple[int, bytes]]]:
+        def ends(job: Any) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
             try:
                 with self._errors():
-                    return head_lines(self.conn, job.id, HEAD_LINES), tail_records(
+                    return head_records(self.conn, job.id, HEAD_LINES), tail_records(
                         self.conn, job.id, TAIL_LINES
                     )
             except LaunchkitError as e:
@@ -753,9 +752,7 @@ class BeakerBackend:
         for job in sorted(view.jobs, key=lambda j: (j.task, j.replica, j.attempt or 0)):
             pb = pb_jobs[job.id]
             head, tail = read.get(job.id, ([], []))
-            first, last = attempt_progress(
-                head, [r[1] for r in tail], self._patterns(pb) or (), [r[0] for r in tail]
-            )
+            first, last = attempt_progress(head, tail, self._patterns(pb) or ())
             gpus = len(pb.assignment_details.resource_assignment.gpus)
             hours = None
             if job.started is not None:

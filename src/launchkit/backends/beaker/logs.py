@@ -173,7 +173,7 @@ def command_started(conn: Connection, job_id: str) -> bool:
 
 
 def head_records(
-    conn: Connection, job_id: str, lines: int, last: Callable[[bytes], bool]
+    conn: Connection, job_id: str, lines: int, last: Callable[[bytes], bool] | None = None
 ) -> list[tuple[int, bytes]]:
     """The job's first `lines` log lines as (ns since the epoch, message), oldest first, up to the one
     `last` says is the last wanted: one read, which stops there."""
@@ -181,27 +181,11 @@ def head_records(
 
     def take(line: bytes) -> None:
         out.append(_stamped(line))
-        if last(out[-1][1]):
+        if last is not None and last(out[-1][1]):
             raise _Seen
 
     try:
         stream_job(conn, job_id, take, head=lines, timestamps=True)
-    except _Seen:
-        pass
-    return out
-
-
-def head_lines(conn: Connection, job_id: str, lines: int) -> list[bytes]:
-    """The job's first `lines` log lines (the stream stops there)."""
-    out: list[bytes] = []
-
-    def keep(line: bytes) -> None:
-        out.append(line)
-        if len(out) >= lines:
-            raise _Seen
-
-    try:
-        stream_job(conn, job_id, keep)
     except _Seen:
         pass
     return out

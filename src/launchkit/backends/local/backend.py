@@ -26,6 +26,7 @@ from launchkit.application import Application
 from launchkit.backends import ending, registry
 from launchkit.backends.local import bell, logs, outcome, procs, record, spawn
 from launchkit.backends.local.cleanup import remove_credentials
+from launchkit.backends.local.ended import run_end
 from launchkit.backends.local.runtime_files import use_runtime
 from launchkit.backends.local.store import Store, column, home, row_jobs, state_error
 from launchkit.backends.local.supervisor import (
@@ -44,8 +45,6 @@ from launchkit.backends.progress import (
 )
 from launchkit.backends.protocol import (
     AttemptDetail,
-    Cause,
-    EndReason,
     GpuRow,
     LogQuery,
     Posting,
@@ -56,7 +55,7 @@ from launchkit.backends.protocol import (
 )
 from launchkit.core import phases as ph
 from launchkit.core.contract import ENV_GIT_COMMIT
-from launchkit.core.runs import Where, attempt_line, attempt_text, ended_as, logs_args
+from launchkit.core.runs import attempt_line, attempt_text, ended_as
 from launchkit.core.specview import SpecView, TaskView
 from launchkit.errors import BackendError, NotFoundError, PreconditionError, UsageError
 from launchkit.runtime.node.policy import EMPTY as EMPTY_POLICY
@@ -506,10 +505,8 @@ class LocalBackend:
         for job in outcome.jobs(rec):
             rank, attempt = job["replica"], job["attempt"]
             path = logs.log_file(rdir, rank, attempt)
-            tail = logs.last_records(path, TAIL_BYTES)
-            first, last = attempt_progress(
-                logs.first_lines(path, HEAD_BYTES), [r[1] for r in tail], patterns, [r[0] for r in tail]
-            )
+            head, tail = logs.head_records(path, HEAD_BYTES), logs.last_records(path, TAIL_BYTES)
+            first, last = attempt_progress(head, tail, patterns)
             started, gpus = job.get("started"), job.get("gpus")
             hours = None
             if isinstance(started, float | int) and isinstance(gpus, int):
@@ -678,6 +675,7 @@ class LocalBackend:
         told: set[tuple[int, int]] = set()  # (rank, attempt) of the failures said, once retried
         quiet_since = time.monotonic()
         skip = tail is not None  # --tail N: of the lines written so far, only the last N
+        replay = run.status.finished  # it had ended before following began: its retries are past
         with bell.Doorbell(rdir) as door:  # before the first read: no ring is missed
             while True:
                 rec = self._record(run.id)  # before reading the logs: an ended run's logs are complete
@@ -696,7 +694,7 @@ class LocalBackend:
                             out.write(self._decorate(ts, rank, line, len(ranks) > 1, False))
                             quiet_since = time.monotonic()
                     out.flush()
-                    self._tell_retries(rec, attempt, ranks, told)
+                    self._tell_retries(rec, attempt, ranks, told, replay)
                 skip = False
                 if rec["status"] in record.FINISHED:
                     return self._outcome(rec)
@@ -704,10 +702,11 @@ class LocalBackend:
                 door.wait(WAKE_FALLBACK if door.sock else min(max(quiet / 10, MIN_POLL), MAX_POLL))
 
     def _tell_retries(
-        self, rec: dict[str, Any], attempt: int, ranks: list[int], told: set[tuple[int, int]]
+        self, rec: dict[str, Any], attempt: int, ranks: list[int], told: set[tuple[int, int]], replay: bool
     ) -> None:
         """Say how a job of `attempt` ended, once its next attempt runs or waits to (its log is complete
-        then: the supervisor records the retry's wait, `retry_delay`, after the job's output)."""
+        then: the supervisor records the retry's wait, `retry_delay`, after the job's output). `replay`:
+        the run had ended before following began: the retry is told as past, without its wait."""
         newer = {
             j["replica"]
             for j in outcome.jobs(rec)
@@ -722,7 +721,7 @@ class LocalBackend:
             part = run_view.part(outcome.TASK, rank)
             job = part.attempt(attempt) if part is not None else None
             told.add((rank, attempt))
-            line = attempt_line(run_view, job) if job is not None else None
+            line = attempt_line(run_view, job, ended=replay) if job is not None else None
             if line:
                 self.app.info(line)
 
@@ -922,93 +921,6 @@ class LocalBackend:
 def _from_row(row: Any) -> dict[str, Any]:
     """A run's index row as a record (its jobs decoded)."""
     return {**dict(row), "jobs": None, **row_jobs(row)}
-
-
-def run_end(rec: dict[str, Any], rdir: Path) -> EndReason | None:
-    """Why a finished local run ended, from its record (its jobs, exit code, stop, lost supervisor)
-    and, for the runtime's setup codes, from the log of the job whose code it is (whether the command
-    had started)."""
-    status, code, message = rec["status"], rec.get("exit_code"), rec.get("message") or ""
-    if status == "lost":
-        return EndReason(
-            kind=Cause.lost,
-            line=f"is lost: {message}",
-            fix=f"`launchkit stop {rec['id']}` ends what it left",
-        )
-    if status == "canceled":
-        if message.startswith(ending.LAUNCHKIT_STOP):
-            return ending.launchkit_stopped(message[len(ending.LAUNCHKIT_STOP) :].split(" after its ")[0])
-        if "timeout" in message:
-            return ending.timed_out(message, "raise the timeout, or drop it")
-        return ending.canceled("you (`launchkit stop`)" if record.STOPPED_BY_USER in message else None)
-    if status not in ("succeeded", "failed"):
-        return None
-    if code is None:
-        return EndReason(kind=Cause.failed, line="failed" + (f": {message}" if message else ""))
-    if any(j.get("stop") == Cause.preempted for j in outcome.jobs(rec)):  # --retry-on: local/retry.py
-        result = outcome.of(rec)
-        if result.state == RunStatus.preempted:
-            return EndReason(
-                kind=Cause.preempted,
-                line=result.text() + " (a SIGTERM from outside launchkit)",
-                fix="launch it again (not your code's fault)",
-                exit_code=result.exit_code,
-                will_retry=False,
-            )
-    oom = message.startswith(record.OOM_MESSAGE)  # the supervisor read the kernel's OOM-kill count
-    memory = message.removeprefix(record.OOM_MESSAGE) if oom else None
-    if len(outcome.jobs(rec)) <= 1:  # one job (or none recorded): its own end, as the run model tells
-        started = _command_started(rdir, code, 0, 1)  # it, without building it
-        stopped = _watchdog_stop(rdir, code, 0, 1)
-        return ending.from_exit_code(
-            code, rec["id"], memory=memory, oom=oom, started=started, stopped=stopped
-        )
-    return _jobs_end(rec, rdir, memory)
-
-
-def _command_started(rdir: Path, code: int, rank: int, attempt: int) -> bool:
-    """For the runtime's setup codes (100-109): whether replica `rank`'s `attempt` had started the
-    user's command (its log says so). Other codes: False, unread."""
-    return code in ending.SETUP_STEPS and ending.command_started(
-        logs.lines(logs.log_file(rdir, rank, attempt))
-    )
-
-
-def _watchdog_stop(rdir: Path, code: int, rank: int, attempt: int) -> str | None:
-    """For the watchdog's exit code: why it stopped replica `rank`'s `attempt` (its log's last lines)."""
-    if code != ending.WATCHDOG_EXIT:
-        return None
-    return ending.watchdog_stop(logs.last_lines(logs.log_file(rdir, rank, attempt)))
-
-
-def _jobs_end(rec: dict[str, Any], rdir: Path, memory: str | None) -> EndReason:
-    """A run's end from the run model (core/runs.py): which replica failed, on which attempt, who was
-    stopped for it, what failed before a success; the fix shows that replica's and attempt's log."""
-    run_id, run_view = rec["id"], outcome.view(rec)
-    result = outcome.of(rec)
-    if result.state == RunStatus.succeeded:
-        fix = None
-        failed = [j for j in outcome.jobs(rec) if j.get("status") == "failed"]
-        if failed:  # retried: the log of the last attempt that failed
-            last = Where(task=outcome.TASK, replica=failed[-1]["replica"], attempt=failed[-1]["attempt"])
-            ref = " ".join([run_id, *logs_args(run_view, last)])
-            fix = f"attempt {last.attempt}'s log: `launchkit logs {ref}`"
-        return EndReason(kind=Cause.succeeded, line=result.text(), fix=fix, exit_code=0)
-    if result.exit_code is None:
-        return EndReason(kind=Cause.failed, line=result.text())
-    job = outcome.recorded(rec, result.where) or {}
-    where_job = result.where
-    rank, attempt = (where_job.replica, where_job.attempt or 1) if where_job else (0, 1)
-    started = _command_started(rdir, result.exit_code, rank, attempt)
-    stopped = _watchdog_stop(rdir, result.exit_code, rank, attempt)
-    reason = ending.from_exit_code(
-        result.exit_code, run_id, memory=memory, oom=bool(job.get("oom")), started=started, stopped=stopped
-    )
-    fix = reason.fix
-    where = " ".join(logs_args(run_view, result.where))
-    if fix and where:  # its own log, not every replica's or its last attempt's
-        fix = fix.replace(f"launchkit logs {run_id}", f"launchkit logs {run_id} {where}")
-    return reason.model_copy(update={"line": result.text(reason.line), "fix": fix})
 
 
 def _leftovers(rdir: Path, rec: dict[str, Any], left: list[int] | None = None) -> str:

@@ -75,11 +75,6 @@ def lines(path: str) -> Iterator[bytes]:
         return
 
 
-def first_lines(path: str, size: int = 1 << 20) -> list[bytes]:
-    """The output lines in the first `size` bytes of a log file (one bounded read; no timestamps)."""
-    return [line for _, line in head_records(path, size)]
-
-
 def head_records(path: str, size: int = 1 << 20) -> list[tuple[int, bytes]]:
     """The records (ns, output line) in the first `size` bytes of a log file (one bounded read)."""
     try:

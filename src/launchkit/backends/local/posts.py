@@ -111,7 +111,7 @@ def end_json(rdir: str, rec: dict[str, Any], event: str) -> str | None:
         return None
     from pathlib import Path
 
-    from launchkit.backends.local.backend import run_end
+    from launchkit.backends.local.ended import run_end
 
     end = run_end(rec, Path(rdir))
     line, fix = (end.line, end.fix) if end is not None else (str(rec.get("status")), None)

@@ -9,10 +9,11 @@ a cancelation, a preemption or a sibling's failure, which it cannot tell apart (
 posts that). The webhook is a credential: removed from the command's environment, shown only as
 scheme and host, and a failed post is one warning line on the job's stderr, never fatal.
 
-Posting fails open: a URL is checked once (`url_problem`: http or https, a host, a port in 1-65535,
-no spaces); every post has an overall deadline (connect, send and read: a server that trickles its
-answer is cut off), follows no redirect (a 3xx is a failed post, told by host), and a crash in a
-posting thread is one line in the log. The job's end waits for its posts at most END_WAIT seconds.
+Posting fails open: a URL is checked once (`url_problem`: https, or http to this machine's loopback;
+a host, a port in 1-65535, no spaces); every post has an overall deadline (connect, send and read: a
+server that trickles its answer is cut off), follows no redirect (a 3xx is a failed post, told by
+host), and a crash in a posting thread is one line in the log. The job's end waits for its posts at
+most END_WAIT seconds.
 
 The same events go, as JSON, to `--notify-url URL` (in the spec: policy.notify_url) or `--notify-secret
 NAME` (its value in ENV_NOTIFY, or handed over on the pipe after the webhook): one object per event,
@@ -101,23 +102,12 @@ def url_problem(url: str) -> str | None:
         return "its host is not valid"
     if port == 0:
         return "its port is not in 1-65535"
+    if parts.scheme.lower() != "https" and not (host.lower() in LOOPBACK or host.startswith("127.")):
+        return "plain http is only for 127.0.0.1 or localhost (it would cross the network unencrypted)"
     return None
 
 
-LOOPBACK = ("localhost", "::1")  # and 127.0.0.0/8: where an events URL may be plain http
-
-
-def events_url_problem(url: str) -> str | None:
-    """Why `url` cannot take the run's events (--notify-url, --notify-secret), or None: `url_problem`'s
-    checks, and https unless the host is this machine's loopback (never quoting the URL)."""
-    problem = url_problem(url)
-    if problem is not None:
-        return problem
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    if parts.scheme.lower() != "https" and not (host in LOOPBACK or host.startswith("127.")):
-        return "plain http is only for 127.0.0.1 or localhost (events would cross the network unencrypted)"
-    return None
+LOOPBACK = ("localhost", "::1")  # and 127.0.0.0/8: where a hook's URL may be plain http
 
 
 def post(url: str, text: str, timeout: float = TIMEOUT, raw: bool = False) -> str | None:
@@ -469,7 +459,7 @@ def from_env(
         return None
     secrets = secret_values(env)
     slack = _usable(url, f"the Slack webhook ({ENV})")
-    events = _usable(notify, "the events URL (--notify-url, --notify-secret)", events_url_problem)
+    events = _usable(notify, "the events URL (--notify-url, --notify-secret)")
     if slack is None and events is None:
         return None
     poster = None if slack is None else Poster(slack, secrets=secrets)
@@ -477,10 +467,10 @@ def from_env(
     return Job(env, poster, stream)
 
 
-def _usable(url: str, what: str, check: Callable[[str], str | None] = url_problem) -> str | None:
+def _usable(url: str, what: str) -> str | None:
     if not url:
         return None
-    problem = check(url)
+    problem = url_problem(url)
     if problem is not None:
         _write_err(f"[launchkit] warning: {what} cannot be used: {problem}; nothing is posted to it\n")
         return None
