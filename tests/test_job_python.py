@@ -14,6 +14,7 @@ import yaml
 from conftest import run_cli
 from inproc import run_main
 from launchkit.pyenv import (
+    committed_files,
     committed_python_request,
     committed_requires_python,
     python_obtainable,
@@ -133,6 +134,16 @@ def test_requires_python_is_said_and_set_for_every_step(repo):
     repo.commit({".python-version": "3.12\n"})
     r = run_main("run", "--dry-run", "--offline", *CMD, cwd=repo.path)
     assert _spec_env(r.stdout)["LAUNCHKIT_PYTHON_VERSION"] == "3.12" and "requires-python" not in r.stderr
+
+
+def test_several_committed_files_are_read_by_one_git_call_each_as_committed(repo):
+    both = {".python-version": "3.12\n", "pyproject.toml": "[project]\nname = 'x'\n\nmissing = 1"}
+    sha = repo.commit({**both, "sub/a.txt": "a\n"})
+    (repo.path / ".python-version").write_text("3.13\n")  # not committed
+    paths = [".python-version", "nothing-here", "sub", "pyproject.toml", "sub/a.txt"]
+    got = committed_files(str(repo.path), sha, paths)
+    assert got == {**both, "nothing-here": None, "sub": None, "sub/a.txt": "a\n"}  # a directory: no file
+    assert committed_files(str(repo.path / "no-repo"), sha, ["pyproject.toml"]) == {"pyproject.toml": None}
 
 
 def test_requires_python_is_read_at_the_commit_as_the_planner_reads_it(repo):

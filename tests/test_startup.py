@@ -345,6 +345,17 @@ LOCAL_IMPORTS = {
     ("runtime/node/launch/launchers.py", "from . import ray_cluster"): "--ray: Ray's head or worker",
     ("runtime/node/launch/launchers.py", "import socket"): "a multi-node launcher: the leader's address",
     ("runtime/node/launch/stackdump.py", "import subprocess"): "a stall stop: py-spy's dump",
+    ("core/digest.py", "from launchkit.core import runs"): (
+        "a sweep's tasks only: RunInfo (every backend's protocol, a dry run) needs TaskState, not the run model"
+    ),
+    **{
+        ("pyenv.py", stmt): "a requires-python to read: not on a launch without one (~2-4 ms)"
+        for stmt in (
+            "from packaging.specifiers import InvalidSpecifier, SpecifierSet",
+            "from packaging.version import InvalidVersion, Version",
+            "from packaging.version import Version",
+        )
+    },
     ("backends/local/posts.py", "from launchkit.backends import ending"): (
         "at a failed run's end only: the supervisor starts without pydantic"
     ),

@@ -23,19 +23,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from shutil import which
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launchkit.application import Application
-from launchkit.backends import (
-    Backend,
-    Capability,
-    NoCredentials,
-    RunInfo,
-    Submission,
-    looks_ahead,
-    placement_of,
-    registry,
-)
+from launchkit.backends import registry
+from launchkit.backends.handover import NoCredentials, Submission, looks_ahead, placement_of
+from launchkit.backends.registry import Capability
 from launchkit.core import retrying
 from launchkit.core.gitstate import GitState
 from launchkit.core.multinode import added_line
@@ -69,18 +62,22 @@ from launchkit.pyenv import (
     check_groups,
     check_job_environment,
     check_uv_lock,
-    committed_python_request,
-    committed_requires_python,
+    committed_files,
     foreign_lock_line,
     nothing_to_install_line,
     python_obtainable,
+    python_request_in,
     released_python_allows,
     repo_relative,
+    requires_python_in,
     requires_python_request,
     version_tag,
 )
 from launchkit.sweeps import SweepRecord
 from launchkit.userfile import read_user_file
+
+if TYPE_CHECKING:
+    from launchkit.backends import Backend, RunInfo
 
 
 @dataclass
@@ -466,10 +463,11 @@ def choose_job_python(
     if not uses_uv:
         return request
     asked, source = request.python_version, "--python-version"
-    if not asked and git.repo_root:
-        asked, source = committed_python_request(git.repo_root, git.commit), PYTHON_VERSION_FILE
-    if not asked and git.repo_root and (requires := committed_requires_python(git.repo_root, git.commit)):
-        return _requires_python(app, request, requires, here=here)
+    if not asked and git.repo_root:  # both files by one git process
+        files = committed_files(git.repo_root, git.commit, [PYTHON_VERSION_FILE, "pyproject.toml"])
+        asked, source = python_request_in(files[PYTHON_VERSION_FILE]), PYTHON_VERSION_FILE
+        if not asked and (requires := requires_python_in(files["pyproject.toml"])):
+            return _requires_python(app, request, requires, here=here)
     if not asked:
         app.debug(
             "Python: the image's (no --python-version, no committed .python-version, no requires-python)"

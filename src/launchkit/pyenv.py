@@ -9,8 +9,9 @@
   Linux x86_64 and the job's Python (exit 3 when uv cannot, with uv's reason, or when
   requires-python excludes that Python); `preflight_lock`: the same for a uv.lock or pylock.toml,
   installed as a dry run (a pin without a Linux wheel, a lock for another platform or Python).
-- `committed_python_request`, `committed_requires_python`, `python_obtainable`, `requires_python_request`,
-  `released_python_allows`: the job's one interpreter (launch.choose_job_python).
+- `committed_files` (several files by one git process), `committed_python_request`,
+  `committed_requires_python`, `python_obtainable`, `requires_python_request`, `released_python_allows`:
+  the job's one interpreter (launch.choose_job_python).
 - `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix;
   `nothing_to_install_line`: a root that installs nothing while packages sit below it (a monorepo).
 """
@@ -23,10 +24,8 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 from uv import find_uv_bin
 
 from launchkit.application import Application
@@ -484,6 +483,9 @@ def job_python(name: str, requires: str | None, python: str | None) -> str | Non
     --python-version or .python-version); when it is not known at launch, launchkit's own if `requires`
     (the file's requires-python) allows it, else the oldest 3.x that it does. Refuses (exit 3) when
     `requires` excludes the job's Python, or every Python the runtime runs on (3.8 or newer)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     try:
         allowed = SpecifierSet(requires or "")
     except InvalidSpecifier:
@@ -532,38 +534,69 @@ def _explanation(out: str) -> str:
 PYTHON_VERSION_FILE = ".python-version"
 
 
-def committed_file(root: str, commit: str, path: str, timeout: float = 10) -> str | None:
-    """The text of `path` at `commit` (what the job's clone has); None when the commit has no such file."""
+def committed_files(
+    root: str, commit: str, paths: Sequence[str], timeout: float = 10
+) -> dict[str, str | None]:
+    """The text of each of `paths` at `commit` (what the job's clone has), read by one git process
+    (`cat-file --batch`); None for a path the commit has no file at (or when git cannot answer)."""
+    found: dict[str, str | None] = dict.fromkeys(paths)
     try:
         r = subprocess.run(
-            ["git", "-C", root, "show", f"{commit}:{path}"],
+            ["git", "-C", root, "cat-file", "--batch"],
+            input="".join(f"{commit}:{path}\n" for path in paths).encode(),
             capture_output=True,
             timeout=timeout,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout.decode("utf-8", "replace") if r.returncode == 0 else None
+        return found
+    out, at = r.stdout, 0
+    for path in paths:  # each answer: "<sha> <type> <size>\n<bytes>\n", or "<name> missing\n"
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        head = out[at:end].split()
+        at = end + 1
+        if len(head) == 3 and head[2].isdigit():
+            size = int(head[2])
+            if head[1] == b"blob":
+                found[path] = out[at : at + size].decode("utf-8", "replace")
+            at += size + 1
+    return found
 
 
-def committed_python_request(root: str, commit: str, timeout: float = 10) -> str | None:
-    """The first word of `commit`'s .python-version (the file uv and pyenv read, and `uv sync` in the job
-    would): None when the commit has none (an untracked one never reaches the job)."""
-    words = (committed_file(root, commit, PYTHON_VERSION_FILE, timeout) or "").split()
+def committed_file(root: str, commit: str, path: str, timeout: float = 10) -> str | None:
+    """The text of `path` at `commit`; None when the commit has no such file."""
+    return committed_files(root, commit, [path], timeout)[path]
+
+
+def python_request_in(text: str | None) -> str | None:
+    """The first word of a .python-version's text (None: no file, or an empty one)."""
+    words = (text or "").split()
     return words[0] if words else None
 
 
-def committed_requires_python(root: str, commit: str, timeout: float = 10) -> str | None:
-    """The Python requirement of `commit`'s pyproject.toml as the job's planner reads it ([project]
+def requires_python_in(text: str | None) -> str | None:
+    """The Python requirement of a pyproject.toml's text as the job's planner reads it ([project]
     requires-python, else poetry's `python` dependency: plan.requires_python_of); None when it has none
-    or the file is not TOML (the job's uv says what is wrong with it)."""
-    text = committed_file(root, commit, "pyproject.toml", timeout)
+    or the text is not TOML (the job's uv says what is wrong with it)."""
     if not text:
         return None
     try:
         return requires_python_of(tomllib.loads(text))
     except (tomllib.TOMLDecodeError, RecursionError):
         return None
+
+
+def committed_python_request(root: str, commit: str, timeout: float = 10) -> str | None:
+    """The first word of `commit`'s .python-version (the file uv and pyenv read, and `uv sync` in the job
+    would): None when the commit has none (an untracked one never reaches the job)."""
+    return python_request_in(committed_file(root, commit, PYTHON_VERSION_FILE, timeout))
+
+
+def committed_requires_python(root: str, commit: str, timeout: float = 10) -> str | None:
+    """`commit`'s pyproject.toml's Python requirement (requires_python_in)."""
+    return requires_python_in(committed_file(root, commit, "pyproject.toml", timeout))
 
 
 RUNTIME_FLOOR = "3.8"  # the oldest Python the job's runtime runs on (core/parse.py MIN_JOB_PYTHON)
@@ -575,6 +608,9 @@ def requires_python_request(requires: str) -> str | None:
     that the range allows, else the newest CPython uv downloads for it) and every later step keeps it;
     the runtime's floor added when the range reaches below it. None when it allows any; ValueError
     when it is no version range (uv and pip refuse such a pyproject.toml)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import Version
+
     try:
         allowed = SpecifierSet(requires)
     except InvalidSpecifier:
@@ -594,6 +630,8 @@ RELEASED_MINORS = range(8, 16)
 def released_python_allows(request: str) -> bool:
     """Whether a CPython release (3.8.0 to 3.15.x) is in the range `request`: then uv can download one
     for it, without asking uv (its list costs ~0.1 s)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         allowed = SpecifierSet(request)
     except InvalidSpecifier:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from launchkit.application import Application
-from launchkit.backends import Capability, registry
+from launchkit.backends import registry
+from launchkit.backends.registry import Capability
 from launchkit.config import gantry_notice
 from launchkit.core.parse import build_request
 from launchkit.core.request import LaunchRequest

@@ -10,20 +10,29 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from enum import Enum
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field
 
+from launchkit.backends.handover import NoCredentials, Submission, having, looks_ahead, placement_of
 from launchkit.backends.registry import Capability, titles
 from launchkit.core.digest import TaskState
 from launchkit.core.phases import PhaseDetail, PhaseNotes, Phases
 from launchkit.core.specview import SpecView
 from launchkit.core.status import Cause, RunStatus
 from launchkit.core.units import ago
-from launchkit.errors import PreconditionError, UsageError
+from launchkit.errors import UsageError
 from launchkit.runtime.node.policy import Policy
 
-__all__ = ["Capability", "Cause", "RunStatus"]  # re-exported: they live in light modules
+__all__ = [  # re-exported: they live in light modules
+    "Capability",
+    "Cause",
+    "NoCredentials",
+    "RunStatus",
+    "Submission",
+    "looks_ahead",
+    "placement_of",
+]
 
 
 class Posting(str, Enum):
@@ -168,35 +177,6 @@ class LogQuery(BaseModel):
     since_ago: float | None = None  # `--since 10m`: seconds before now, by the backend's clock (a server's)
     timestamps: bool = False
     run: int | None = None  # `--attempt`: the Nth attempt (1 = first); None: the newest. Capability.tasks
-
-
-class Submission(BaseModel):
-    """What `run` hands a backend: the typed spec plus what is needed to run it. A backend that changes
-    the spec edits its `spec.copy()` and hands back `model_copy(update={"spec": ...})`."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-    name: str
-    spec: SpecView  # core/specview.py: beaker-py's JSON of the spec, read and edited by field
-    workspace: str | None = None
-    repo_root: str | None = None  # local checkout (the local backend clones from it)
-    auto_secrets: bool = True  # beaker: add well-known secrets (HF_TOKEN, ...) the workspace has
-    prepared: bool = False  # `spec` is already exactly what submit() sends (Backend.prepare)
-    # prepare() with `launching` (launch.ready, after the plan line: never a dry run) also creates what
-    # the spec needs (Beaker: the runtime dataset), so the spec it returns (--save-spec) is the one sent
-    launching: bool = False
-    # --upload: the placeholder dataset name mounted in the spec (core.spec.upload_dataset_name) -> local path
-    uploads: dict[str, str] = {}
-    # --slack-webhook-url: a backend that runs the job here hands it to the job's runtime (local:
-    # its supervisor's environment; docs/notifications.md); never in the spec
-    slack_webhook_url: SecretStr | None = None
-    # prepare(): the clusters where every replica could start now, when it learnt that without another
-    # call (None: not known); the plan line says it (core/plan.py)
-    start_now: tuple[str, ...] | None = None
-
-
-class NoCredentials(PreconditionError):
-    """The backend's service needs credentials and none are configured (`run --dry-run` stays offline)."""
 
 
 # one row of `find-gpus`, keys are the table's columns (--gpus: `nodes`, the nodes it can start on now)
@@ -395,41 +375,24 @@ class Pruning(Protocol):
     def remove(self, run: RunInfo) -> None: ...
 
 
-def _having(backend: Backend, capability: Capability) -> Any:
-    if capability not in backend.capabilities:
-        raise UsageError(f"{capability.value} is not available for {backend.name} runs")
-    return backend
-
-
-def looks_ahead(backend: Backend | None) -> LooksAhead | None:
-    """The backend's LooksAhead, when it asks a service (Capability.service); else None."""
-    if backend is None or Capability.service not in backend.capabilities:
-        return None
-    return backend  # type: ignore[return-value]
-
-
-def placement_of(backend: Backend) -> Placement:
-    return _having(backend, Capability.placement)  # type: ignore[no-any-return]
-
-
 def secret_store(backend: Backend) -> SecretStore:
-    return _having(backend, Capability.secrets)  # type: ignore[no-any-return]
+    return having(backend, Capability.secrets)  # type: ignore[no-any-return]
 
 
 def session_host(backend: Backend) -> SessionHost:
-    return _having(backend, Capability.sessions)  # type: ignore[no-any-return]
+    return having(backend, Capability.sessions)  # type: ignore[no-any-return]
 
 
 def page_links(backend: Backend) -> PageLinks:
-    return _having(backend, Capability.pages)  # type: ignore[no-any-return]
+    return having(backend, Capability.pages)  # type: ignore[no-any-return]
 
 
 def accounts(backend: Backend) -> Accounts:
-    return _having(backend, Capability.accounts)  # type: ignore[no-any-return]
+    return having(backend, Capability.accounts)  # type: ignore[no-any-return]
 
 
 def pruning(backend: Backend) -> Pruning:
-    return _having(backend, Capability.pruning)  # type: ignore[no-any-return]
+    return having(backend, Capability.pruning)  # type: ignore[no-any-return]
 
 
 def require(backend: Backend, capability: Capability, **given: object) -> None:

@@ -13,13 +13,15 @@ sweep prints. No I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from launchkit.core import runs
 from launchkit.core.status import RunStatus
 from launchkit.runtime.node import policy as P
+
+if TYPE_CHECKING:
+    from launchkit.core import runs
 
 SEP = " · "
 ATTENTION_MAX = 10  # failed tasks named with their why line (the rest counted)
@@ -64,6 +66,8 @@ def tasks_of(
 ) -> list[TaskState]:
     """Each task of a run of several, as its own parts tell it (core/runs.py: one outcome per task);
     `only`: these tasks (those whose jobs were read)."""
+    from launchkit.core import runs
+
     out = []
     wanted = None if only is None else set(only)
     for name in view.tasks:
