@@ -260,7 +260,7 @@ def test_follow_ctrl_c_detaches_and_prints_how_to_resume(fake_beaker):
     try:
         assert p.stdout.readline() == b"started\n"
         p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=30)
+        _, err = p.communicate(timeout=120)  # a hang guard (~0.4 s on an idle machine), as _interrupt_on's
     finally:
         p.kill()
     assert p.returncode == 130

@@ -7,13 +7,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from test_uv_cache import NO_BYTECODE_OPT_OUT, run_job
-from timescale import scaled
+from test_uv_cache import NO_BYTECODE_OPT_OUT, run_job, wait_filled
 
 LIB = Path(__file__).parents[1] / "src/launchkit/runtime"
 PROBE = ["python", "-c", "import json; print('json ok')"]
@@ -21,13 +19,11 @@ EVIL = "print('PWNED: planted bytecode ran')\n"
 OTHER_UID = 54321
 
 
-def seeded_tree(cache: Path, timeout: float = 90) -> Path:
+def seeded_tree(cache: Path) -> Path:
     """The one tree the first job seeded (in the background), whatever the layout under the cache."""
-    deadline = time.monotonic() + scaled(timeout)
-    while not (trees := [p.parent for p in cache.rglob(".seeded")]):
-        assert time.monotonic() < deadline, "no bytecode tree was seeded"
-        time.sleep(0.1)
-    assert len(trees) == 1, trees
+    wait_filled(cache)
+    trees = [p.parent for p in cache.rglob(".seeded")]
+    assert len(trees) == 1, f"seeded trees under {cache}: {trees}"
     return trees[0]
 
 

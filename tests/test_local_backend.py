@@ -208,16 +208,24 @@ def test_job_outlives_the_cli_and_can_be_followed_later(repo, env):
     assert r.code == 0 and "late line" in r.stdout
 
 
+# A job that runs until the test lets it end (`go` exists), or 10 minutes at most (fails open).
+HELD_JOB = (
+    "import os, sys, time\n"
+    "print('tick', flush=True)\n"
+    "deadline = time.monotonic() + 600\n"
+    "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:\n"
+    "    time.sleep(0.05)\n"
+    "print('done')\n"
+)
+
+
 @pytest.mark.slow
-def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env):
+def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env, tmp_path):
+    """The job runs until the test has seen follow detach: a busy machine cannot end it first."""
     import signal
 
-    run_id = launch(
-        repo,
-        env,
-        *NO_PY,
-        cmd=[PY, "-c", "import time; print('tick', flush=True); time.sleep(8); print('done')"],
-    )
+    go = tmp_path / "go"
+    run_id = launch(repo, env, *NO_PY, cmd=[PY, "-c", HELD_JOB, str(go)])
     p = subprocess.Popen(
         [sys.executable, "-m", "launchkit", "follow", run_id],
         env={**os.environ, **env},
@@ -230,11 +238,14 @@ def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env):
             if "tick" in line:
                 break
         p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=30)
+        _, err = p.communicate(timeout=120)  # a hang guard (~0.4 s on an idle machine)
     finally:
         p.kill()
-    assert p.returncode == 130
+    assert p.returncode == 130, err
     assert f"launchkit follow {run_id}" in err
+    runs = {x["id"]: x for x in json.loads(run_cli("list", "--local", "--json", env=env).stdout)}
+    assert runs[run_id]["status"] in ("starting", "running")  # detached, not stopped
+    go.touch()
     info = wait_finished(run_id, env)
     assert info["status"] == "succeeded"
     assert "done" in run_cli("logs", run_id, env=env).stdout

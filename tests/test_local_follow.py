@@ -137,7 +137,7 @@ def test_follow_ends_when_the_bell_dir_is_unusable_or_removed(repo, env, state, 
         time.sleep(0.01)
     shutil.rmtree(folder)
     (tmp_path / "go2").touch()
-    t.join(timeout=60)
+    t.join(timeout=scaled(60))
     assert not t.is_alive() and result
     code, out = result[0]
     assert code == 0 and out.data.endswith(b"one\ntwo\n")

@@ -69,7 +69,7 @@ def test_beaker_list_and_why_show_the_last_progress(fake_beaker):
     r = run_main("list", env={"COLUMNS": "200"})
     lines = r.stdout.splitlines()
     assert "PROGRESS" in lines[0].split(), r.stdout
-    assert re.search(r"it=7 \[bold\]done \(5m ago\)", next(x for x in lines if own.id in x)), r.stdout
+    assert re.search(rf"it=7 \[bold\]done \({AGO}\)", next(x for x in lines if own.id in x)), r.stdout
     r = run_main("list", env={"COLUMNS": "80"})
     assert r.code == 0 and max(map(len, r.stdout.splitlines())) <= 80, r.stdout
 

@@ -141,6 +141,20 @@ def test_choose_fills_first_then_uses_the_tree(tmp_path):
     sp = bytecode.site_packages(str(v))
     assert started == [["--seed", str(tree), "--delay", "0", "--nice", "--", "stdlib", sp]]
     assert f"filling {tree} for later jobs" in Path(log.path).read_text()
+    started.clear()
+    assert (
+        bytecode.choose(
+            {**environ, "LAUNCHKIT_BYTECODE_SEED_NICE": "0"},
+            str(v),
+            str(checkout),
+            log,
+            UID,
+            1e9,
+            started.append,
+        )
+        == ""
+    )
+    assert "--nice" not in started[0]  # (a test's fill on a busy machine: niced, it would starve)
 
     bytecode.fill(["--seed", str(tree), "--delay", "0", "--", str(checkout)])  # (not the stdlib: fast)
     assert (tree / ".seeded").exists()

@@ -17,6 +17,7 @@ from launchkit.runtime.node.launch import stackdump
 from launchkit.runtime.node.launch.stallbudget import CAP, FLOOR, AutoBudget
 from launchkit.runtime.node.policy import ENV as POLICY_ENV
 from launchkit.runtime.node.policy import Policy
+from timescale import scaled
 
 PY = sys.executable
 
@@ -81,8 +82,9 @@ def test_a_stack_dump_of_the_groups_python_processes_through_faulthandler(tmp_pa
     with open(out, "wb") as f:
         p = subprocess.Popen([PY, "-c", HANGS], env=env, stdout=f, stderr=f, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while b"ready" not in out.read_bytes() and time.monotonic() < deadline:
+        deadline = time.monotonic() + scaled(60)  # a hang guard: "ready" is the event
+        while b"ready" not in out.read_bytes():
+            assert time.monotonic() < deadline, out.read_bytes()
             time.sleep(0.05)  # it runs its own code (not still starting up)
         said: list[str] = []
         n = stackdump.dump(p.pid, said.append, lambda b: None, which=lambda _: None)  # no py-spy here

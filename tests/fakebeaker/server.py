@@ -12,6 +12,8 @@ from concurrent import futures
 from pathlib import Path
 from typing import Any, Self
 
+from timescale import scaled
+
 from .faults import Faults
 from .state import Options, State, User
 from .tls import TLS, tls_material
@@ -74,7 +76,7 @@ class FakeBeaker:
             target=self._serve_grpc, args=(ready, errors), name="fakebeaker-grpc", daemon=True
         )
         self._loop_thread.start()
-        ready.wait(30)
+        ready.wait(scaled(30))
         if errors or not self.rpc_port:
             raise RuntimeError(f"fakebeaker: gRPC server failed to start: {errors}")
         self._https, _ = start_https(self, str(self.tls.cert_file), str(self.tls.key_file))

@@ -218,8 +218,8 @@ def choose(
         # compiles what it imports meanwhile), niced. A job that ends first leaves it to the next.
         log.write(f"[launchkit] bytecode cache: filling {tree} for later jobs")
         delay = environ.get("LAUNCHKIT_BYTECODE_SEED_DELAY", "") or str(SEED_DELAY)
-
-        fill = ["--seed", tree, "--delay", delay, "--nice", "--", "stdlib", sp, *linked_site_packages(sp)]
+        nice = [] if environ.get("LAUNCHKIT_BYTECODE_SEED_NICE") == "0" else ["--nice"]
+        fill = ["--seed", tree, "--delay", delay, *nice, "--", "stdlib", sp, *linked_site_packages(sp)]
     if (fill or stale) and start is not None:
         start([*(a for p in stale for a in ("--prune", p)), *fill])
     return used
