@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from conftest import run_cli
 from fakebeaker.plugin import both_ways
 from fakebeaker.state import AutoRun
 from inproc import run_main
@@ -16,10 +15,8 @@ from lk_helpers import policy_env
 WS = "ai2/launchkit"
 
 
-def _run(repo, *args: str, timeout: float = 90):
-    return run_cli(
-        "run", "--workspace", WS, *args, "--", "python", "train.py", cwd=repo.path, timeout=timeout
-    )
+def _run(repo, *args: str):
+    return run_main("run", "--workspace", WS, *args, "--", "python", "train.py", cwd=repo.path)
 
 
 def _mine(fake, name: str) -> list:
@@ -88,7 +85,7 @@ def test_latest_is_the_run_launched_last_even_while_listings_lag(repo, fake_beak
     r = _run(repo, "--yes", "--name", "newest")
     assert r.code == 0, r.stderr
     new = _mine(fake_beaker, "newest")[0]
-    r = run_cli("stop", "--latest", "--dry-run", "--json", timeout=60)
+    r = run_main("stop", "--latest", "--dry-run", "--json")
     assert r.code == 0, r.stderr
     assert [x["id"] for x in json.loads(r.stdout)] == [new.id]
 
@@ -151,7 +148,7 @@ def test_a_commands_own_setup_code_is_told_as_its_exit_code(fake_beaker):
     s.finish_job(setup, 106)
     line = _why(mine.id)
     assert line.startswith(f"{mine.id} failed with exit code 106") and "setup" not in line, line
-    follow = run_cli("follow", mine.id)
+    follow = run_main("follow", mine.id)
     assert follow.code == 106 and "epoch 1" in follow.stdout
     assert f"{mine.id} failed with exit code 106" in follow.stderr and "setup" not in follow.stderr
     line = _why(setup.id)
@@ -194,7 +191,7 @@ def test_the_runtimes_watchdog_stop_is_told_as_launchkits(fake_beaker, tmp_path)
     r = run_main("list", "--json")
     row = next(x for x in json.loads(r.stdout) if x["id"] == stalled.id)
     assert row["end"]["kind"] == "timeout" and row["end"]["by"] == "launchkit", row
-    follow = run_cli("follow", stalled.id)
+    follow = run_main("follow", stalled.id)
     assert follow.code == 124 and "stopped by launchkit: no progress for 1s" in follow.stderr, follow.stderr
 
 
@@ -259,6 +256,6 @@ def test_follow_tells_an_image_pull_failure_without_an_exit_code(repo, fake_beak
     assert r.code == 0, r.stderr
     exp = _mine(fake_beaker, "nopull")[0]
     fake_beaker.state.fail_job(exp, "failed to pull image")
-    r = run_cli("follow", exp.id, timeout=60)
+    r = run_main("follow", exp.id)
     assert r.code != 0
     assert "image could not be pulled" in r.stderr and "exit code" not in r.stderr, r.stderr

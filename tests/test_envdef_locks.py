@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from conftest import run_cli
+from inproc import run_main
 from lk_helpers import entrypoint, make_wheel
 from test_envdef_groups import BACKEND
 
@@ -78,11 +78,11 @@ def test_hashed_requirements_are_installed_as_pinned(repo, tmp_path, links, proj
 @pytest.mark.parametrize("lock", ["poetry.lock", "pdm.lock"])
 def test_a_lock_launchkit_does_not_install_is_named_at_launch(repo, lock):
     repo.commit({"pyproject.toml": PROJECT, lock: "# a lock\n"}, "foreign lock")
-    r = run_cli("run", "--local", "--dry-run", "--", "python", "x.py", cwd=repo.path)
+    r = run_main("run", "--local", "--dry-run", "--", "python", "x.py", cwd=repo.path)
     assert r.code == 0, r.stderr
     lines = [line for line in r.stderr.splitlines() if lock in line]
     assert len(lines) == 1 and "is not installed from" in lines[0] and "export" in lines[0]
     # with a lock the job installs (hashed requirements here), nothing is said
     repo.commit({"requirements.txt": "tinydep==0.1.0 --hash=sha256:" + "0" * 64 + "\n"}, "pins")
-    r = run_cli("run", "--local", "--dry-run", "--", "python", "x.py", cwd=repo.path)
+    r = run_main("run", "--local", "--dry-run", "--", "python", "x.py", cwd=repo.path)
     assert r.code == 0 and lock not in r.stderr, r.stderr

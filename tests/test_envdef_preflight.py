@@ -10,7 +10,6 @@ import sys
 
 import pytest
 
-from conftest import run_cli
 from inproc import run_main
 from launchkit.application import Application
 from launchkit.errors import PreconditionError
@@ -126,10 +125,10 @@ def test_healthy_requirements_txt_passes(index, tmp_path):
 
 def test_beaker_launch_of_a_requirements_txt_project(repo, fake_beaker, index):
     repo.commit({"requirements.txt": "tinydep==0.2.0\n"})
-    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    r = run_main("run", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0 and "launched" in r.stderr, r.stderr
     repo.commit({"requirements.txt": "tinydep==9.9\n"})
-    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    r = run_main("run", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 3 and "tinydep==9.9" in r.stderr and "launched" not in r.stderr, r.stderr
 
 
@@ -285,20 +284,20 @@ def test_unreachable_index_skips_with_one_line(tmp_path, monkeypatch, capsys):
 
 def test_beaker_submit_is_refused_and_no_preflight_submits(repo, fake_beaker, index):
     repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"tinydep==9.9"', more="")})
-    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    r = run_main("run", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 3 and "cannot be resolved for Linux x86_64" in r.stderr, r.stderr
     assert "launched" not in r.stderr
-    r = run_cli("run", "--no-preflight", "--", "python", "train.py", cwd=repo.path)
+    r = run_main("run", "--no-preflight", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0 and "launched" in r.stderr, r.stderr
 
 
 def test_beaker_submit_with_a_lock_is_refused_and_no_preflight_submits(repo, fake_beaker, index):
     root = _locked(repo.path.parent, "scratch", deps='"tinydep", "macdep"')
     repo.commit({f: (root / f).read_text() for f in ("pyproject.toml", "uv.lock")})
-    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    r = run_main("run", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 3 and "uv.lock cannot be installed on Linux x86_64" in r.stderr, r.stderr
     assert "macdep" in r.stderr and "launched" not in r.stderr
-    r = run_cli("run", "--no-preflight", "--", "python", "train.py", cwd=repo.path)
+    r = run_main("run", "--no-preflight", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0 and "launched" in r.stderr, r.stderr
 
 
@@ -421,11 +420,11 @@ def test_beaker_launch_refuses_a_python_version_file_that_requires_python_exclud
     repo.commit(
         {"pyproject.toml": PROJECT.format(rp=">=3.13", deps="", more=""), ".python-version": "3.12\n"}
     )
-    r = run_cli("run", "--", "python", "train.py", cwd=repo.path)
+    r = run_main("run", "--", "python", "train.py", cwd=repo.path)
     assert r.code == 3, r.stderr
     assert "the job's Python 3.12: it requires Python >=3.13" in r.stderr and "launched" not in r.stderr
     assert "Traceback" not in r.stderr
-    r = run_cli(
+    r = run_main(
         "run", "--python-version", "3.13", "--no-preflight", "--", "python", "train.py", cwd=repo.path
     )
     assert r.code == 0 and "launched" in r.stderr, r.stderr
@@ -468,11 +467,11 @@ def test_the_shells_uv_settings_do_not_refuse_what_the_job_installs(repo, fake_b
     with LocalIndex(tmp_path / "index", ["tinydep"]) as index:
         repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"tinydep"', more="")})
         env = {"UV_INDEX_URL": index.url, "UV_CACHE_DIR": str(tmp_path / "empty-cache"), name: value}
-        r = run_cli("run", "--", "python", "train.py", cwd=repo.path, env=env)
+        r = run_main("run", "--", "python", "train.py", cwd=repo.path, env=env)
         assert r.code == 0 and "launched" in r.stderr, r.stderr
         assert "preflight skipped" not in r.stderr
         repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"tinydep==9"', more="")})
-        r = run_cli("run", "--", "python", "train.py", cwd=repo.path, env=env)
+        r = run_main("run", "--", "python", "train.py", cwd=repo.path, env=env)
         assert r.code == 3 and "tinydep==9" in r.stderr, r.stderr  # still checked, from the index
 
 
@@ -489,7 +488,7 @@ def test_the_jobs_own_uv_settings_count(repo, fake_beaker, tmp_path):
     with LocalIndex(tmp_path / "index", ["privatedep"]) as index:
         repo.commit({"pyproject.toml": PROJECT.format(rp=">=3.10", deps='"privatedep"', more="")})
         env = {"UV_CACHE_DIR": str(tmp_path / "empty-cache"), "UV_INDEX_URL": "http://127.0.0.1:9/simple"}
-        r = run_cli(
+        r = run_main(
             "run", "--env", f"UV_INDEX_URL={index.url}", "--", "python", "train.py", cwd=repo.path, env=env
         )
         assert r.code == 0 and "launched" in r.stderr and "preflight skipped" not in r.stderr, r.stderr

@@ -5,6 +5,7 @@ backend, no pydantic models, no sqlite3, no beaker-py/grpc/GitPython/PyYAML, no 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import re
@@ -70,28 +71,71 @@ def heavy(module: str) -> bool:
     )
 
 
-# `python -m launchkit ARGS` (runpy, as -m runs it), then the modules it loaded (sys.modules: -X
-# importtime leaves out what importlib.import_module loads, e.g. a command's declaration)
-RUN = """import runpy, sys
-try:
-    runpy.run_module("launchkit", run_name="__main__", alter_sys=True)
-finally:
-    sys.stderr.write("modules: " + " ".join(sys.modules) + "\\n")
+# Every help's `python -m launchkit ... --help` (runpy, as -m runs it) in one fresh interpreter: each forked
+# from it once it has loaded launchkit.cli.app, which every command loads first, so what a help adds is
+# its own; each child sends back the modules it has (sys.modules: -X importtime leaves out what
+# importlib.import_module loads, e.g. a command's declaration). One interpreter, not one per command.
+HELPS = """import os, runpy, sys
+import launchkit.cli.app
+out = sys.stdout.buffer
+for line in sys.argv[1:]:
+    out.flush()
+    sys.stderr.flush()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        sys.argv = ["-c", *line.split()]
+        code = 0
+        try:
+            runpy.run_module("launchkit", run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else int(bool(e.code))
+        except BaseException as e:
+            sys.stderr.write(f"{line}: {e!r}\\n")
+            code = 1
+        sys.stderr.flush()
+        data = " ".join(sys.modules).encode()
+        while data:
+            data = data[os.write(w, data) :]
+        os._exit(code)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 1 << 16):
+        chunks.append(chunk)
+    os.close(r)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    out.write(b"%s\\t%d\\t%s\\n" % (line.encode(), code, b"".join(chunks)))
 """
 
 
-def imported(*args: str) -> set[str]:
-    """The modules `python -m launchkit ARGS` loaded, in a fresh interpreter."""
+@functools.cache
+def helps() -> dict[tuple[str, ...], tuple[int, set[str]]]:
+    """Each command's words -> (its `--help`'s exit code, the modules it loaded), read once."""
+    lines = [" ".join((*words, "--help")) for words in [(), *command_words()]]
     proc = subprocess.run(
-        [sys.executable, "-c", RUN, *args],
+        [sys.executable, "-c", HELPS, *lines],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         # no user config or Beaker config read by a help; coverage's own imports are not ours
         env={k: v for k, v in os.environ.items() if not k.startswith(("COVERAGE_", "LAUNCHKIT_", "BEAKER_"))},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return set(proc.stderr.rsplit("modules: ", 1)[1].split())
+    found = {}
+    for row in proc.stdout.splitlines():
+        line, code, mods = row.split("\t")
+        found[tuple(line.split()[:-1])] = (int(code), set(mods.split()))
+    assert len(found) == len(lines), proc.stderr[-2000:]
+    return found
+
+
+def imported(*words: str) -> set[str]:
+    """The modules `python -m launchkit WORDS --help` loaded, as a fresh interpreter loads them."""
+    code, mods = helps()[words]
+    assert code == 0, words
+    return mods
 
 
 def test_every_command_is_found():
@@ -104,7 +148,7 @@ def test_every_command_is_found():
 
 @pytest.mark.parametrize("words", [(), *command_words()], ids=lambda words: " ".join(words) or "launchkit")
 def test_help_imports_only_the_declaration(words):
-    mods = imported(*words, "--help")
+    mods = imported(*words)
     assert not sorted(m for m in mods if heavy(m)), sorted(m for m in mods if m.startswith("launchkit"))
     if not words or words[0] not in CONFIG_IN_HELP:  # the Application reads its config on first use
         assert "launchkit.config" not in mods

@@ -15,7 +15,6 @@ import json
 
 import pytest
 
-from conftest import run_cli
 from fakebeaker.jobwrites import OLMoCoreCallback, OpenInstructCallback
 from fakebeaker.plugin import both_ways
 from inproc import run_main
@@ -74,7 +73,7 @@ def test_list_finds_runs_whose_job_replaced_the_description(fake_beaker, repo, m
     tool's run: OLMo-core's callback replaced all three descriptions. `list` shows launchkit's two,
     not the other; reading specs only where the listing cannot tell."""
     st = fake_beaker.state
-    r = run_cli("run", "--workspace", WS, "--", "python", "train.py", cwd=repo.path, timeout=120)
+    r = run_main("run", "--workspace", WS, "--", "python", "train.py", cwd=repo.path)
     assert r.code == 0, r.stderr
     (here,) = list(st.experiments.values())
     elsewhere = st.add_experiment(

@@ -345,6 +345,10 @@ LOCAL_IMPORTS = {
     ("runtime/node/launch/launchers.py", "from . import ray_cluster"): "--ray: Ray's head or worker",
     ("runtime/node/launch/launchers.py", "import socket"): "a multi-node launcher: the leader's address",
     ("runtime/node/launch/stackdump.py", "import subprocess"): "a stall stop: py-spy's dump",
+    ("config.py", "import tomllib"): (
+        "a config file to parse: `run --help` without one (or with a pyproject.toml that does not name"
+        " launchkit) parses none (~2 ms)"
+    ),
     ("core/digest.py", "from launchkit.core import runs"): (
         "a sweep's tasks only: RunInfo (every backend's protocol, a dry run) needs TaskState, not the run model"
     ),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +103,8 @@ def _read_toml(path: Path, *, only_if_mentions_launchkit: bool = False) -> dict[
     if only_if_mentions_launchkit and b"launchkit" not in data and b"tool.gantry" not in data:
         result: dict[str, Any] = {}
     else:
+        import tomllib
+
         try:
             result = tomllib.loads(data.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
