@@ -174,7 +174,7 @@ def test_follow_says_why_it_waits_then_streams_once_it_starts(fake_beaker, tmp_p
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        assert said.wait(60), "".join(err)
+        assert said.wait(scaled(60)), "".join(err)
         st.finish_job(busy)
         st.finish_job(held)
         proc.wait(timeout=60)

@@ -160,7 +160,7 @@ def test_create_race_adopts_the_winners_dataset(make_fake_beaker, tmp_path, monk
     for i in range(30):
         (d / f"{i}.txt").write_text(str(i))
     tree = scan(str(d))
-    both_missed = threading.Barrier(2, timeout=20)
+    both_missed = threading.Barrier(2, timeout=scaled(20))
     first = threading.local()
     find = Uploader.find
 
