@@ -167,7 +167,7 @@ K = "0123456789abcdef0123456789abcdef"
 @contextlib.contextmanager
 def lock_held_elsewhere(path: str):
     """Another process holds the POSIX lock on `path` meanwhile (as another job would)."""
-    code = "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(30)"
+    code = "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(600)"  # killed after
     holder = subprocess.Popen([sys.executable, "-c", code, path], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout and holder.stdout.readline().strip() == "locked"

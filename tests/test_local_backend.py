@@ -208,11 +208,11 @@ def test_job_outlives_the_cli_and_can_be_followed_later(repo, env):
     assert r.code == 0 and "late line" in r.stdout
 
 
-# A job that runs until the test lets it end (`go` exists), or 10 minutes at most (fails open).
+# A job that runs until the test lets it end (`go`, argv[1], exists), or argv[2] seconds (fails open).
 HELD_JOB = (
     "import os, sys, time\n"
     "print('tick', flush=True)\n"
-    "deadline = time.monotonic() + 600\n"
+    "deadline = time.monotonic() + float(sys.argv[2])\n"
     "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:\n"
     "    time.sleep(0.05)\n"
     "print('done')\n"
@@ -225,7 +225,7 @@ def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env, tmp_path):
     import signal
 
     go = tmp_path / "go"
-    run_id = launch(repo, env, *NO_PY, cmd=[PY, "-c", HELD_JOB, str(go)])
+    run_id = launch(repo, env, *NO_PY, cmd=[PY, "-c", HELD_JOB, str(go), str(scaled(600))])
     p = subprocess.Popen(
         [sys.executable, "-m", "launchkit", "follow", run_id],
         env={**os.environ, **env},

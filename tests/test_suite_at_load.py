@@ -66,6 +66,17 @@ def test_a_tests_subprocess_waits_stretch_and_launchkits_own_do_not(monkeypatch)
         elsewhere["run"]()
 
 
+def test_no_deadline_of_the_suite_is_a_bare_number():
+    """A deadline a test (or a job it writes) computes is a hang guard: it takes the one factor."""
+    bare = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"monotonic\(\) \+ [\d(]", line)
+    ]
+    assert bare == [], "use scaled(SECONDS) (tests/timescale.py):\n" + "\n".join(bare)
+
+
 def test_ci_runs_the_fast_tier_with_busy_loops_and_the_readme_states_its_time_at_load():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "yes >/dev/null" in ci and "trap" in ci and '.ci/lowest -m "not slow"' in ci

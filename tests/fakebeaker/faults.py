@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from timescale import scaled
+
 
 @dataclass
 class _Counted:
@@ -76,7 +78,7 @@ class Faults:
         """Hold each call of `method` (or of any of several methods) until `n` are in flight at once
         (at most `wait` seconds; then it is answered anyway, uncounted): `met[method]` counts the calls
         answered together."""
-        barrier = threading.Barrier(n, timeout=wait)
+        barrier = threading.Barrier(n, timeout=scaled(wait))
         with self._lock:
             for name in (method,) if isinstance(method, str) else method:
                 self._together[name] = barrier

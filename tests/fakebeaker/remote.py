@@ -14,6 +14,8 @@ import ssl
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
+from timescale import scaled
+
 if TYPE_CHECKING:
     from .server import FakeBeaker
 
@@ -71,7 +73,7 @@ class RemoteFake:
         opener = urllib.request.build_opener(
             urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=self._ctx)
         )
-        with opener.open(req, timeout=30) as resp:
+        with opener.open(req, timeout=scaled(30)) as resp:
             return json.loads(resp.read() or b"{}")
 
     @property

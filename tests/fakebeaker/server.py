@@ -133,7 +133,7 @@ class FakeBeaker:
             self.state.changed.notify_all()
         if self._grpc is not None:
             self._loop.call_soon_threadsafe(self._stopped.set)
-            self._loop_thread.join(10)
+            self._loop_thread.join(scaled(10))
             self._grpc = None
         for server in (self._github_proxy, self._github_api):
             if server is not None:
