@@ -4,6 +4,7 @@ with busy loops competing for the cores."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -29,13 +30,23 @@ def test_the_span_pattern_takes_every_form_span_prints(seconds):
 
 
 def test_the_factor_is_read_from_one_variable():
-    assert timescale.timeout_scale({}) == 1
-    assert timescale.timeout_scale({timescale.VARIABLE: " "}) == 1
+    assert timescale.timeout_scale({}, load=0.5) == 1
+    assert timescale.timeout_scale({timescale.VARIABLE: " "}, load=0.5) == 1
+    assert timescale.timeout_scale({timescale.VARIABLE: "3"}, load=40) == 3  # set: the load is not read
     assert timescale.timeout_scale({timescale.VARIABLE: "3"}) == 3
     assert timescale.timeout_scale({timescale.VARIABLE: "0.5"}) == 0.5
     for bad in ("0", "-2", "x", "inf", "nan"):
         with pytest.raises(ValueError, match=f"{timescale.VARIABLE}='{bad}' is not a positive number"):
             timescale.timeout_scale({timescale.VARIABLE: bad})
+
+
+def test_unset_the_factor_is_the_load_per_core_at_least_one():
+    """`uv run pytest` on a busy machine (a login node, `.ci/run`'s busy loops) stretches its hang
+    guards by how busy the machine is when the suite starts, without being told."""
+    assert timescale.load_factor(1.0, cores=2) == 1
+    assert timescale.load_factor(14.0, cores=2) == 7
+    assert timescale.timeout_scale({}, load=14.0 * (os.cpu_count() or 1)) == 14
+    assert timescale.load_factor() >= 1  # this machine's own
 
 
 def test_pytest_timeouts_limit_stretches_by_the_factor(monkeypatch):
