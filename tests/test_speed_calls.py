@@ -353,3 +353,43 @@ def test_a_launch_ends_without_the_interpreter_teardown(repo, fake_beaker, monke
     assert not app.fast_exit
     launch_request(app, request)
     assert app.fast_exit and fake_beaker.calls["CreateExperiment"] == 1
+
+
+CLOSE_WHILE_MAKING = """
+import sys, threading, time
+from beaker.config import Config
+from launchkit.backends.beaker.client import _Beaker
+
+config = Config(user_token="x", agent_address="https://127.0.0.1:9", rpc_address="127.0.0.1:9")
+client = _Beaker(config, check_for_upgrades=False)
+client.conn = None
+done = threading.Event()
+
+def ask():  # a look-up asked ahead: the first call makes the channel and its stub
+    while not done.is_set():
+        client.service
+
+askers = [threading.Thread(target=ask) for _ in range(3)]
+for t in askers:
+    t.start()
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:  # the launch refused meanwhile: Connection.abandon closes the channel
+    client.close()
+    time.sleep(0.0005)
+done.set()
+for t in askers:
+    t.join()
+"""
+
+
+def test_closing_the_channel_while_a_look_up_makes_it_never_crashes_the_process():
+    """A launch refused while its look-ups asked ahead make the gRPC channel (Connection.abandon) closed
+    it under them: closing a channel while its methods are being registered is a SIGSEGV in gRPC (a
+    worker of the suite at load died of it). The close waits for the stub being made."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-c", CLOSE_WHILE_MAKING, "2"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])

@@ -259,6 +259,13 @@ class _Beaker(Beaker):
         with self._made:
             return self._make_service() if self._service is None else self._service
 
+    def close(self) -> None:
+        """beaker-py's close, never while another thread makes the channel's stub (Connection.abandon
+        closes it while look-ups asked ahead are in flight): gRPC crashes the process (SIGSEGV) when a
+        channel is closed while methods are being registered on it."""
+        with self._made:
+            super().close()  # type: ignore[no-untyped-call]
+
     def _make_service(self) -> Any:
         from beaker import beaker_pb2_grpc
 
@@ -494,14 +501,14 @@ class Connection:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
         try:
-            self.beaker.close()  # type: ignore[no-untyped-call]
+            self.beaker.close()
         except Exception as e:  # noqa: BLE001 - giving up must not hide the error that made us give up
             logging.getLogger("launchkit").debug("closing the channel: %s", e)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        self.beaker.close()  # type: ignore[no-untyped-call]
+        self.beaker.close()
 
     @contextmanager
     def errors(self) -> Iterator[None]:
