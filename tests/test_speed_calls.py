@@ -393,3 +393,37 @@ def test_closing_the_channel_while_a_look_up_makes_it_never_crashes_the_process(
         [sys.executable, "-c", CLOSE_WHILE_MAKING, "2"], capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+
+
+COLLECTED_WHILE_MAKING = """
+import gc
+from beaker.config import Config
+from launchkit.backends.beaker.client import _Beaker
+
+config = Config(user_token="x", agent_address="https://127.0.0.1:9", rpc_address="127.0.0.1:9")
+for _ in range(20):
+    old = _Beaker(config, check_for_upgrades=False)
+    old.conn = None
+    old.service
+    old.cycle = old  # collected by the garbage collector only: its __del__ (close) runs there
+    del old
+    new = _Beaker(config, check_for_upgrades=False)
+    new.conn = None
+    gc.set_threshold(1)  # a collection during the next allocations: while the stub is made
+    new.service
+    gc.set_threshold(700)
+print("made")
+"""
+
+
+def test_a_client_collected_while_another_makes_its_channel_closes_without_waiting_for_it():
+    """A client's __del__ (beaker-py's: close) may run in the middle of another client's making of its
+    channel (a garbage collection there): each client's lock is its own, so the close does not wait for
+    the making (the suite at load hung there, `list` in a test, when the lock was one for all)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-c", COLLECTED_WHILE_MAKING], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0 and r.stdout == "made\\n", (r.returncode, r.stderr[-2000:])

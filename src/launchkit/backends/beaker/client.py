@@ -252,7 +252,12 @@ class _Beaker(Beaker):
     """beaker-py's client with our interceptor on the channel."""
 
     conn: Connection
-    _made = threading.Lock()  # the channel is made once, whichever thread asks first (Connection.soon)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # The channel is made once, whichever thread asks first (Connection.soon), and never closed while
+        # it is made. Its own lock: making one may collect another client, whose __del__ closes it.
+        self._made = threading.RLock()  # (before beaker-py's __init__: its __del__ closes)
+        super().__init__(*args, **kwargs)
 
     @property
     def service(self) -> Any:  # a _GuardedStub in place of beaker-py's BeakerStub
