@@ -164,18 +164,20 @@ def running():
             with open("/proc/%s/stat" % name, "rb") as f:
                 stat = f.read()
             with open("/proc/%s/cmdline" % name, "rb") as f:
-                argv = f.read().decode().split("\0")
+                argv = f.read().split(b"\0")  # (bytes: another test's process may have any)
         except OSError:
             continue
-        if int(stat[stat.rfind(b")") + 2 :].split()[1]) == os.getpid() and marker in argv:
+        if int(stat[stat.rfind(b")") + 2 :].split()[1]) == os.getpid() and marker.encode() in argv:
             found.append(int(name))
     return found
 
 
 class Noting(notify.Poster):
     def soon(self, text):
-        print(json.dumps({"post": text, "command running": running()}), flush=True)
-        open(go, "w").close()
+        try:
+            print(json.dumps({"post": text, "command running": running()}), flush=True)
+        finally:  # the command ends whatever happened here
+            open(go, "w").close()
 
 
 job = notify.Job({"BEAKER_EXPERIMENT_ID": "01EXP"}, Noting("https://h/x", lambda url, text: None))

@@ -426,4 +426,4 @@ def test_a_client_collected_while_another_makes_its_channel_closes_without_waiti
     r = subprocess.run(
         [sys.executable, "-c", COLLECTED_WHILE_MAKING], capture_output=True, text=True, timeout=60
     )
-    assert r.returncode == 0 and r.stdout == "made\\n", (r.returncode, r.stderr[-2000:])
+    assert r.returncode == 0 and r.stdout == "made\n", (r.returncode, r.stderr[-2000:])
