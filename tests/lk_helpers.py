@@ -243,6 +243,14 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def sigint_default() -> None:
+    """`preexec_fn` of a process a test sends Ctrl-C: SIGINT as a terminal gives it, whatever the suite
+    inherited (a shell's background job, `cmd &`, runs with SIGINT ignored, and so would its children)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_children(pid: int, names: list[str], timeout: float = 20) -> None:
     """Wait until process `pid`'s children are exactly `names` (in order): a test that looks for them must
     not race the fork. The timeout is a hang guard (scaled), not a bound."""

@@ -12,7 +12,7 @@ import pytest
 from conftest import git, run_cli
 from fakebeaker.scenarios import BASIC_SECRETS
 from fakebeaker.state import AutoRun
-from lk_helpers import unreachable_beaker_config
+from lk_helpers import sigint_default, unreachable_beaker_config
 
 pytestmark = pytest.mark.slow  # end-to-end: real processes, uv, git (the fast tier is -m 'not slow')
 
@@ -256,6 +256,7 @@ def test_follow_ctrl_c_detaches_and_prints_how_to_resume(fake_beaker):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=os.environ.copy(),
+        preexec_fn=sigint_default,
     )
     try:
         assert p.stdout.readline() == b"started\n"

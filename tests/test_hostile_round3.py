@@ -18,7 +18,7 @@ import pytest
 
 from conftest import Repo, Result, git, run_cli
 from inproc import run_main
-from lk_helpers import FAST_ENV, launched_id, processes_with, wait_finished
+from lk_helpers import FAST_ENV, launched_id, processes_with, sigint_default, wait_finished
 from test_error_paths import one_line
 
 CMD = ["--", "python", "train.py"]
@@ -274,6 +274,7 @@ def _launch(repo: Repo, marker: str, *python_args: str, start: str = "fork") -> 
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=sigint_default,
     )
 
 

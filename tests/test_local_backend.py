@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import run_cli
 from inproc import run_main
-from lk_helpers import FAST_ENV, launched_id, processes_with, uv_lock_project, wait_finished
+from lk_helpers import FAST_ENV, launched_id, processes_with, sigint_default, uv_lock_project, wait_finished
 from timescale import scaled
 
 PY = sys.executable  # an interpreter with no launchkit on its path would do as well
@@ -232,6 +232,7 @@ def test_ctrl_c_detaches_follow_and_the_job_keeps_running(repo, env, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_default,
     )
     try:
         for line in p.stdout:
