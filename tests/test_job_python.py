@@ -15,10 +15,10 @@ from conftest import run_cli
 from inproc import run_main
 from launchkit.pyenv import (
     committed_files,
-    committed_python_request,
-    committed_requires_python,
     python_obtainable,
+    python_request_in,
     released_python_allows,
+    requires_python_in,
     requires_python_request,
 )
 from lk_helpers import FAST_ENV, launched_id, wait_finished
@@ -60,7 +60,10 @@ def test_the_committed_python_version_is_said_and_set_for_every_step(repo):
 
 def test_an_uncommitted_python_version_file_is_not_the_jobs(repo):
     (repo.path / ".python-version").write_text("3.99\n")  # pyenv local: untracked, never in the clone
-    assert committed_python_request(str(repo.path), "HEAD") is None
+    assert (
+        python_request_in(committed_files(str(repo.path), "HEAD", [".python-version"])[".python-version"])
+        is None
+    )
     r = run_main("-v", "run", "--dry-run", "--offline", "--allow-dirty", *CMD, cwd=repo.path)
     assert r.code == 0 and "LAUNCHKIT_PYTHON_VERSION" not in r.stdout, r.stderr
     assert "Python: the image's (no --python-version, no committed .python-version, no requires-python)" in (
@@ -148,9 +151,15 @@ def test_several_committed_files_are_read_by_one_git_call_each_as_committed(repo
 
 def test_requires_python_is_read_at_the_commit_as_the_planner_reads_it(repo):
     sha = repo.commit({"pyproject.toml": '[tool.poetry.dependencies]\npython = "^3.10"\n'})  # poetry's
-    assert committed_requires_python(str(repo.path), sha) == ">=3.10,<4"
+    assert (
+        requires_python_in(committed_files(str(repo.path), sha, ["pyproject.toml"])["pyproject.toml"])
+        == ">=3.10,<4"
+    )
     (repo.path / "pyproject.toml").write_text(_project(">=3.99")["pyproject.toml"])  # not committed
-    assert committed_requires_python(str(repo.path), "HEAD") == ">=3.10,<4"
+    assert (
+        requires_python_in(committed_files(str(repo.path), "HEAD", ["pyproject.toml"])["pyproject.toml"])
+        == ">=3.10,<4"
+    )
     r = run_main("run", "--dry-run", "--offline", "--allow-dirty", *CMD, cwd=repo.path)
     assert r.code == 0 and _spec_env(r.stdout)["LAUNCHKIT_PYTHON_VERSION"] == ">=3.10,<4", r.stderr
     assert requires_python_request(">=3.6") == ">=3.6,>=3.8"  # never below the runtime's floor

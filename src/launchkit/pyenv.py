@@ -9,9 +9,9 @@
   Linux x86_64 and the job's Python (exit 3 when uv cannot, with uv's reason, or when
   requires-python excludes that Python); `preflight_lock`: the same for a uv.lock or pylock.toml,
   installed as a dry run (a pin without a Linux wheel, a lock for another platform or Python).
-- `committed_files` (several files by one git process), `committed_python_request`,
-  `committed_requires_python`, `python_obtainable`, `requires_python_request`, `released_python_allows`:
-  the job's one interpreter (launch.choose_job_python).
+- `committed_files` (several files by one git process), `python_request_in`, `requires_python_in`,
+  `python_obtainable`, `requires_python_request`, `released_python_allows`: the job's one interpreter
+  (launch.choose_job_python).
 - `foreign_lock_line`: a poetry.lock or pdm.lock the job does not install from, named with its fix;
   `nothing_to_install_line`: a root that installs nothing while packages sit below it (a monorepo).
 """
@@ -565,11 +565,6 @@ def committed_files(
     return found
 
 
-def committed_file(root: str, commit: str, path: str, timeout: float = 10) -> str | None:
-    """The text of `path` at `commit`; None when the commit has no such file."""
-    return committed_files(root, commit, [path], timeout)[path]
-
-
 def python_request_in(text: str | None) -> str | None:
     """The first word of a .python-version's text (None: no file, or an empty one)."""
     words = (text or "").split()
@@ -586,17 +581,6 @@ def requires_python_in(text: str | None) -> str | None:
         return requires_python_of(tomllib.loads(text))
     except (tomllib.TOMLDecodeError, RecursionError):
         return None
-
-
-def committed_python_request(root: str, commit: str, timeout: float = 10) -> str | None:
-    """The first word of `commit`'s .python-version (the file uv and pyenv read, and `uv sync` in the job
-    would): None when the commit has none (an untracked one never reaches the job)."""
-    return python_request_in(committed_file(root, commit, PYTHON_VERSION_FILE, timeout))
-
-
-def committed_requires_python(root: str, commit: str, timeout: float = 10) -> str | None:
-    """`commit`'s pyproject.toml's Python requirement (requires_python_in)."""
-    return requires_python_in(committed_file(root, commit, "pyproject.toml", timeout))
 
 
 RUNTIME_FLOOR = "3.8"  # the oldest Python the job's runtime runs on (core/parse.py MIN_JOB_PYTHON)
